@@ -1,0 +1,30 @@
+# pushgw: the two commands are `make demo` and `make test`; `make bench` measures.
+# Each target installs the Debian (and Python) packages it needs first.
+SWIFT ?= swift
+SWIFT_BUILD_FLAGS ?=
+
+.PHONY: deps build release test demo bench clean
+
+deps:
+	@scripts/install-deps.sh build test python
+
+build: deps
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
+
+release: deps
+	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
+
+# Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
+# on free loopback ports; see Tests/TestSupport.
+test: deps
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) test --skip-build
+
+demo: release
+	scripts/demo.sh
+
+bench: release
+	bench/run.sh
+
+clean:
+	rm -rf .build

@@ -1,0 +1,14 @@
+// features.h first: libevent's event-config.h defines _GNU_SOURCE, and glibc's
+// types would otherwise differ between Clang modules (see c-libraries.md).
+#include <features.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <event2/event.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <event2/dns.h>
+#include <event2/http.h>
+#include <event2/thread.h>
+#include <event2/util.h>

@@ -1,0 +1,2 @@
+#include <features.h>
+#include <nghttp2/nghttp2.h>
