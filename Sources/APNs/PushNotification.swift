@@ -1,0 +1,106 @@
+import Foundation
+
+/// One push to send: the device token, the headers and the payload, checked at creation so a
+/// push that APNs would refuse for its form never leaves the process.
+///
+/// A value type: build it, hand it to `ApnsClient.send`, and read the answer from the
+/// `PushNotificationResponse`.
+public struct PushNotification: Sendable, Equatable {
+    /// The device token in hex, lower-cased. Apple fixes no length.
+    public let deviceToken: String
+    /// `apns-topic`: the bundle id plus the push type's suffix.
+    public let topic: String
+    /// `apns-push-type`.
+    public let pushType: PushType
+    /// The JSON body, sent as is.
+    public let payload: [UInt8]
+    /// `apns-priority`.
+    public let priority: Priority
+    /// `apns-expiration` in unix seconds; 0 = deliver once or never; nil = Apple's storage policy.
+    public let expiration: Int64?
+    /// `apns-id` (lower-case canonical UUID); nil lets APNs generate one.
+    public let apnsID: String?
+    /// `apns-collapse-id`, at most 64 bytes of UTF-8.
+    public let collapseID: String?
+
+    /// Builds a push for `bundleID`, deriving the topic from the push type. Throws
+    /// `PushNotificationError` for anything APNs would refuse for its form (token not hex,
+    /// payload over the type's limit, collapse id over 64 bytes, a priority the type forbids).
+    public init(deviceToken: String, bundleID: String, pushType: PushType, payload: [UInt8],
+                priority: Priority? = nil, expiration: Int64? = nil, apnsID: String? = nil,
+                collapseID: String? = nil) throws(PushNotificationError) {
+        try self.init(deviceToken: deviceToken, topic: pushType.topic(bundleID: bundleID), pushType: pushType,
+                      payload: payload, priority: priority, expiration: expiration, apnsID: apnsID,
+                      collapseID: collapseID)
+    }
+
+    /// Builds a push with an explicit topic (for MDM, or to test what APNs says to a wrong one).
+    public init(deviceToken: String, topic: String, pushType: PushType, payload: [UInt8],
+                priority: Priority? = nil, expiration: Int64? = nil, apnsID: String? = nil,
+                collapseID: String? = nil) throws(PushNotificationError) {
+        guard PushNotification.isHexToken(deviceToken) else { throw .invalidDeviceToken }
+        guard !payload.isEmpty else { throw .emptyPayload }
+        guard payload.count <= pushType.maxPayloadBytes else {
+            throw .payloadTooLarge(size: payload.count, limit: pushType.maxPayloadBytes)
+        }
+        let priority = priority ?? pushType.defaultPriority
+        guard pushType.allows(priority) else { throw .priorityNotAllowed(priority, pushType) }
+        if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
+        if let apnsID, !PushNotification.isCanonicalUUID(apnsID) { throw .invalidApnsID(apnsID) }
+        if let expiration, expiration < 0 { throw .invalidExpiration(expiration) }
+        self.deviceToken = deviceToken.lowercased()
+        self.topic = topic
+        self.pushType = pushType
+        self.payload = payload
+        self.priority = priority
+        self.expiration = expiration
+        self.apnsID = apnsID
+        self.collapseID = collapseID
+    }
+
+    /// True for a non-empty, even-length string of hex digits.
+    public static func isHexToken(_ token: String) -> Bool {
+        !token.isEmpty && token.utf8.count % 2 == 0 && token.utf8.allSatisfy { isHexDigit($0) }
+    }
+
+    /// True for a lower-case 8-4-4-4-12 hex UUID, the only form `apns-id` accepts.
+    public static func isCanonicalUUID(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        guard u.count == 36 else { return false }
+        for (i, c) in u.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if !(isHexDigit(c) && !(c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F"))) {
+                return false
+            }
+        }
+        return true
+    }
+
+    private static func isHexDigit(_ c: UInt8) -> Bool {
+        (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70)
+    }
+}
+
+/// Why a push could not be built: each case is something APNs would refuse, caught before sending.
+public enum PushNotificationError: Error, Equatable, Sendable, CustomStringConvertible {
+    case invalidDeviceToken
+    case emptyPayload
+    case payloadTooLarge(size: Int, limit: Int)
+    case priorityNotAllowed(Priority, PushType)
+    case collapseIDTooLong(bytes: Int)
+    case invalidApnsID(String)
+    case invalidExpiration(Int64)
+
+    public var description: String {
+        switch self {
+        case .invalidDeviceToken: return "device token is not an even-length hex string"
+        case .emptyPayload: return "payload is empty"
+        case let .payloadTooLarge(size, limit): return "payload is \(size) bytes, over the \(limit)-byte limit"
+        case let .priorityNotAllowed(p, t): return "priority \(p.rawValue) is not allowed for \(t.rawValue) pushes"
+        case let .collapseIDTooLong(bytes): return "apns-collapse-id is \(bytes) bytes, over 64"
+        case let .invalidApnsID(id): return "apns-id \(id) is not a lower-case canonical UUID"
+        case let .invalidExpiration(e): return "apns-expiration \(e) is negative"
+        }
+    }
+}
