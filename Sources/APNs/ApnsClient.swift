@@ -1,0 +1,337 @@
+import EventLoop
+
+/// How a client proves itself to APNs.
+public enum ApnsAuthentication {
+    /// Token auth: an ES256 JWT from `source`, shared by every connection (and every pool) of the key.
+    case token(ProviderTokenSource)
+    /// Certificate auth: the client certificate is presented during the TLS handshake.
+    case certificate(ClientCertificate)
+}
+
+/// Settings of one `ApnsClient` (one connection pool).
+public struct ApnsClientConfiguration {
+    /// APNs host (or a simulator's), used for DNS, SNI, certificate checks and `:authority`.
+    public var host: String
+    /// 443, or 2197 where a firewall blocks other HTTPS.
+    public var port: Int
+    /// CA file to verify the server with; nil = the system trust store.
+    public var caFile: String?
+    public var authentication: ApnsAuthentication
+    /// Connections kept open.
+    public var connections: Int = 2
+    /// Upper bound on streams per connection, whatever the server allows.
+    public var maxStreamsPerConnection: Int = 1000
+    /// Time from `send` to an answer after which the push fails with `.timeout`.
+    public var requestTimeoutMs: Int64 = 10_000
+    /// Pushes waiting for a stream, at most; beyond, `send` fails with `.queueFull` at once.
+    public var maxQueued: Int = 10_000
+    /// A connection silent for this long gets a PING (Apple: keep connections, PING when idle).
+    public var pingIdleMs: Int64 = 60_000
+    /// An unanswered PING older than this marks the connection dead.
+    public var pingTimeoutMs: Int64 = 5_000
+    /// Reconnect backoff after failed connects: base and cap of the doubling delay.
+    public var reconnectBaseMs: Int64 = 100
+    public var reconnectCapMs: Int64 = 30_000
+
+    public init(host: String, port: Int = APNsEnvironment.defaultPort, caFile: String? = nil,
+                authentication: ApnsAuthentication) {
+        self.host = host
+        self.port = port
+        self.caFile = caFile
+        self.authentication = authentication
+    }
+}
+
+/// Counters of one client, for metrics and tests.
+public struct ApnsClientStats: Equatable, Sendable {
+    public var sent = 0
+    public var answered = 0
+    public var timeouts = 0
+    public var lost = 0
+    /// Pushes resent because no server processed them (REFUSED_STREAM, GOAWAY).
+    public var resentUnprocessed = 0
+    /// Pushes resent after 403 ExpiredProviderToken with a new token.
+    public var resentAfterTokenRenewal = 0
+    public var connectionsOpened = 0
+    public var connectFailures = 0
+    public var goaways = 0
+    public var deadConnections = 0
+    public var queueFullRejections = 0
+    /// Most pushes ever in flight at once, across connections.
+    public var peakInFlight = 0
+    /// Highest MAX_CONCURRENT_STREAMS any connection announced.
+    public var peakAnnouncedStreams = 0
+}
+
+/// A client for APNs' HTTP/2 provider API: one pool of connections for one credential and one
+/// environment.
+///
+/// Lifecycle: create it on the loop, call `send` as often as needed (connections open on the
+/// first send), and `close()` it when done. Loop-owned: every method runs on the loop thread,
+/// and completions run there too. No push is left hanging: each `send` gets exactly one
+/// completion, an answer from APNs or an `ApnsClientError`, within `requestTimeoutMs`.
+/// A rejection (any non-200) is an answer, not an error.
+public final class ApnsClient: ApnsConnectionDelegate {
+    public let configuration: ApnsClientConfiguration
+    private let loop: EventLoop
+    private let tls: TLSContext
+    private var connections: [ApnsConnection] = []
+    private var nextConnectionID = 0
+    private var queue = PushQueue()
+    private var consecutiveConnectFailures = 0
+    private var lastConnectError: String?
+    private var reconnectTimer: LoopTimer!
+    private var sweepTimer: LoopTimer!
+    private var closed = false
+    private var dispatching = false
+    public private(set) var stats = ApnsClientStats()
+
+    /// Prepares the pool; opens nothing yet. Throws when the TLS setup fails (CA file or
+    /// client certificate unreadable).
+    public init(loop: EventLoop, configuration: ApnsClientConfiguration) throws(TLSError) {
+        self.loop = loop
+        self.configuration = configuration
+        var certificate: ClientCertificate?
+        if case let .certificate(c) = configuration.authentication { certificate = c }
+        tls = try TLSContext.client(caFile: configuration.caFile, certificate: certificate)
+        reconnectTimer = LoopTimer(loop: loop) { [unowned self] in self.ensureConnections() }
+        sweepTimer = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
+    }
+
+    /// Pushes waiting for a stream.
+    public var queuedCount: Int { queue.count }
+    /// Pushes written and waiting for APNs' answer.
+    public var inFlightCount: Int { connections.reduce(0) { $0 + $1.inFlight } }
+    /// Connections that have exchanged SETTINGS and accept streams.
+    public var activeConnections: Int { connections.filter { $0.state == .active }.count }
+
+    /// Sends `notification`; `completion` runs once on the loop with APNs' answer or the
+    /// reason there was none.
+    public func send(_ notification: PushNotification,
+                     completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
+        loop.assertInLoop()
+        guard !closed else { return completion(.failure(.clientClosed)) }
+        guard queue.count < configuration.maxQueued else {
+            stats.queueFullRejections += 1
+            return completion(.failure(.queueFull))
+        }
+        let push = PendingPush(notification, deadlineMs: Clock.monotonicMs() + configuration.requestTimeoutMs,
+                               completion: completion)
+        queue.append(push)
+        if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
+        ensureConnections()
+        dispatch()
+    }
+
+    /// Opens the pool's connections now instead of on the first send.
+    public func connect() {
+        ensureConnections()
+        if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
+    }
+
+    /// Fails every queued and in-flight push with `.clientClosed` and closes the connections.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        reconnectTimer.close()
+        sweepTimer.close()
+        for c in connections { c.close(reason: "client closed", graceful: true) }
+        connections.removeAll()
+        while let push = queue.popFirst() { push.complete(.failure(.clientClosed)) }
+    }
+
+    // MARK: Dispatch
+
+    private var sweepIntervalMs: Int64 { max(10, min(250, configuration.requestTimeoutMs / 4)) }
+
+    /// Moves queued pushes onto free streams, spreading them over connections, then flushes
+    /// each connection once so many requests share TLS records.
+    private func dispatch() {
+        guard !dispatching, !closed else { return }
+        dispatching = true
+        defer { dispatching = false }
+        var touched: [ApnsConnection] = []
+        while !queue.isEmpty {
+            var submitted = 0
+            let ready = connections.reduce(0) { $0 + ($1.freeStreams > 0 ? 1 : 0) }
+            guard ready > 0 else { break }
+            // A fair share per connection per round keeps every connection busy under load.
+            let share = max(1, (queue.count + ready - 1) / ready)
+            for c in connections {
+                var quota = min(share, c.freeStreams)
+                guard quota > 0 else { continue }
+                while quota > 0, let push = queue.popFirst() {
+                    if push.isCompleted { continue }
+                    guard let auth = authorization(for: push) else { continue }
+                    guard c.submit(push, authorization: auth.isEmpty ? nil : auth) else {
+                        queue.prepend(push)
+                        break
+                    }
+                    stats.sent += 1
+                    submitted += 1
+                    quota -= 1
+                    if touched.last !== c && !touched.contains(where: { $0 === c }) { touched.append(c) }
+                }
+            }
+            if submitted == 0 { break }
+        }
+        for c in touched { c.flush() }
+        let inFlight = inFlightCount
+        if inFlight > stats.peakInFlight { stats.peakInFlight = inFlight }
+    }
+
+    /// The `authorization` value for a push ("" for certificate auth), or nil after failing
+    /// the push because no token could be signed.
+    private func authorization(for push: PendingPush) -> String? {
+        guard case let .token(source) = configuration.authentication else { return "" }
+        do {
+            return "bearer " + (try source.currentToken())
+        } catch {
+            push.complete(.failure(.credentialUnusable(error.description)))
+            return nil
+        }
+    }
+
+    // MARK: Connections
+
+    /// Keeps `configuration.connections` live connections, honouring the reconnect backoff.
+    private func ensureConnections() {
+        guard !closed, !reconnectTimer.isScheduled else { return }
+        connections.removeAll { $0.state == .closed }
+        let live = connections.filter { $0.state.isLive }.count
+        for _ in live..<max(live, configuration.connections) {
+            nextConnectionID += 1
+            let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: configuration.host,
+                                   streamCap: configuration.maxStreamsPerConnection)
+            connections.append(c)
+            stats.connectionsOpened += 1
+            c.start(loop: loop, tls: tls, host: configuration.host, port: configuration.port)
+        }
+    }
+
+    func connectionHasCapacity(_ connection: ApnsConnection) {
+        if connection.peakAnnouncedStreams > stats.peakAnnouncedStreams {
+            stats.peakAnnouncedStreams = connection.peakAnnouncedStreams
+        }
+        consecutiveConnectFailures = 0
+        lastConnectError = nil
+        dispatch()
+    }
+
+    func connection(_ connection: ApnsConnection, answered push: PendingPush, with response: PushNotificationResponse) {
+        if response.reason == .expiredProviderToken, case let .token(source) = configuration.authentication,
+           push.providerTokenResends < 2 {
+            // Not an attempt (DESIGN.md §3): sign a new token and send again at once.
+            push.providerTokenResends += 1
+            stats.resentAfterTokenRenewal += 1
+            _ = try? source.providerTokenExpired()
+            push.resetForResend()
+            queue.prepend(push)
+            dispatch()
+            return
+        }
+        stats.answered += 1
+        push.complete(.success(response))
+        dispatch()
+    }
+
+    func connection(_ connection: ApnsConnection, returned pushes: [PendingPush]) {
+        for push in pushes.reversed() where !push.isCompleted {
+            push.unprocessedResends += 1
+            stats.resentUnprocessed += 1
+            push.resetForResend()
+            queue.prepend(push)
+        }
+        ensureConnections()
+        dispatch()
+    }
+
+    func connection(_ connection: ApnsConnection, lost pushes: [PendingPush], reason: String) {
+        for push in pushes {
+            stats.lost += 1
+            push.complete(.failure(.connectionLost(reason)))
+        }
+    }
+
+    func connectionGoingAway(_ connection: ApnsConnection, reason: String?) {
+        stats.goaways += 1
+        ensureConnections()
+    }
+
+    func connectionClosed(_ connection: ApnsConnection, reason: String?, wasReady: Bool) {
+        connections.removeAll { $0 === connection }
+        guard !closed else { return }
+        if !wasReady {
+            stats.connectFailures += 1
+            consecutiveConnectFailures += 1
+            lastConnectError = reason
+            let delay = ReconnectBackoff.delayMs(failures: consecutiveConnectFailures,
+                                                 baseMs: configuration.reconnectBaseMs,
+                                                 capMs: configuration.reconnectCapMs,
+                                                 random: Double.random(in: 0..<1))
+            reconnectTimer.schedule(afterMs: delay)
+        } else {
+            ensureConnections()
+        }
+        dispatch()
+    }
+
+    // MARK: Timeouts and keep-alive
+
+    /// Fails pushes past their deadline, PINGs idle connections and drops dead ones.
+    /// Runs every `sweepIntervalMs` while anything is pending or connections are open.
+    private func sweep() {
+        guard !closed else { return }
+        let now = Clock.monotonicMs()
+        // Queued pushes: the queue is FIFO by deadline except for resends, so scan it whole
+        // but only when its head is due (cheap in the common case).
+        if let head = queue.first, head.deadlineMs <= now || queue.hasResends {
+            let expired = queue.removeAll { $0.isCompleted || $0.deadlineMs <= now }
+            for push in expired where !push.isCompleted {
+                stats.timeouts += 1
+                push.complete(.failure(lastConnectError.map { .connectionFailed($0) } ?? .timeout))
+            }
+        }
+        for c in connections {
+            if let sent = c.pingSentMs, now - sent > configuration.pingTimeoutMs {
+                stats.deadConnections += 1
+                c.close(reason: "no PING answer within \(configuration.pingTimeoutMs) ms", graceful: false)
+                connectionClosed(c, reason: "dead", wasReady: true)
+                continue
+            }
+            var overdue = false
+            c.forEachInFlight { push in
+                if push.deadlineMs <= now { overdue = true }
+            }
+            if overdue {
+                var expired: [PendingPush] = []
+                c.forEachInFlight { if $0.deadlineMs <= now { expired.append($0) } }
+                for push in expired {
+                    c.cancel(push)
+                    stats.timeouts += 1
+                    push.complete(.failure(.timeout))
+                }
+                c.ping(nowMs: now)  // a silent server may be a dead one
+                c.flush()
+            } else if now - c.lastReadMs > configuration.pingIdleMs {
+                c.ping(nowMs: now)
+            }
+        }
+        dispatch()
+        sweepTimer.schedule(afterMs: sweepIntervalMs)
+    }
+}
+
+/// Delay before reconnecting after `failures` failed connects in a row: doubling from
+/// `baseMs`, capped at `capMs`, minus up to 20 % jitter so a fleet does not reconnect in step.
+///
+/// | failures | 1   | 2   | 3   | 4   | … | cap   |
+/// |----------|-----|-----|-----|-----|---|-------|
+/// | delay ms | 100 | 200 | 400 | 800 | … | 30000 |   (base 100, cap 30000, before jitter)
+public enum ReconnectBackoff {
+    public static func delayMs(failures: Int, baseMs: Int64, capMs: Int64, random: Double) -> Int64 {
+        let exponent = min(max(failures - 1, 0), 30)
+        let raw = min(capMs, baseMs << Int64(exponent))
+        return raw - Int64(Double(raw) * 0.2 * random)
+    }
+}

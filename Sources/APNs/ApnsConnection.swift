@@ -1,0 +1,395 @@
+import CNGHTTP2
+import EventLoop
+
+/// The life of one connection to APNs. Pure: `ApnsConnection` applies I/O around it.
+///
+/// ```
+/// connecting ──TLS up──▶ awaitingSettings ──first SETTINGS──▶ active ──GOAWAY──▶ goingAway
+///      └──────────────── any failure ─────────────────────────────┴──────────────▶ closed
+/// ```
+/// Streams open only in `active`: nghttp2 assumes 100 concurrent streams until the peer's
+/// first SETTINGS, and APNs allows 1 at first (reference/c-libraries.md).
+enum ConnectionState: Equatable {
+    case connecting
+    case awaitingSettings
+    case active
+    /// The server sent GOAWAY: streams up to `lastStreamID` still get answers, none open.
+    case goingAway(lastStreamID: Int32)
+    case closed
+
+    /// True when new streams may be opened.
+    var acceptsStreams: Bool { self == .active }
+    /// True when the pool should count this connection as one of its live ones.
+    var isLive: Bool {
+        switch self {
+        case .connecting, .awaitingSettings, .active: return true
+        case .goingAway, .closed: return false
+        }
+    }
+}
+
+/// What a connection tells its pool. Called on the loop, never from inside nghttp2 (events
+/// raised during a callback are delivered once nghttp2 returns).
+protocol ApnsConnectionDelegate: AnyObject {
+    /// The first SETTINGS arrived, or the stream limit rose, or streams closed: room to send.
+    func connectionHasCapacity(_ connection: ApnsConnection)
+    /// APNs answered a push.
+    func connection(_ connection: ApnsConnection, answered push: PendingPush, with response: PushNotificationResponse)
+    /// No server processed these pushes (REFUSED_STREAM, above GOAWAY's last stream, never
+    /// written): send them again elsewhere.
+    func connection(_ connection: ApnsConnection, returned pushes: [PendingPush])
+    /// These pushes were written but the connection died before their answer.
+    func connection(_ connection: ApnsConnection, lost pushes: [PendingPush], reason: String)
+    /// The server sent GOAWAY; the pool opens a replacement.
+    func connectionGoingAway(_ connection: ApnsConnection, reason: String?)
+    /// The connection is closed; `wasReady` tells a failed connect from a lost connection.
+    func connectionClosed(_ connection: ApnsConnection, reason: String?, wasReady: Bool)
+}
+
+/// One HTTP/2-over-TLS connection to APNs: a `TLSStream` carrying an nghttp2 client session.
+///
+/// Loop-owned. Keeps its own table of in-flight streams because `nghttp2_session_del` does
+/// not report the streams it drops; every push it takes ends in exactly one delegate call.
+final class ApnsConnection: TLSStreamDelegate {
+    let id: Int
+    private unowned(unsafe) let delegate: ApnsConnectionDelegate
+    private(set) var state: ConnectionState = .connecting
+    private var stream: TLSStream?
+    private var session: OpaquePointer?
+    private var streams: [Int32: PendingPush] = [:]
+    private let authority: String
+    /// Upper bound we put on concurrent streams, whatever the server allows.
+    private let streamCap: Int
+
+    /// Monotonic ms of the last byte received (for PING keep-alive and dead-peer detection).
+    private(set) var lastReadMs: Int64
+    /// Monotonic ms when our unanswered PING left, or nil.
+    private(set) var pingSentMs: Int64?
+    /// Highest MAX_CONCURRENT_STREAMS the server announced on this connection.
+    private(set) var peakAnnouncedStreams = 0
+
+    // Events raised inside nghttp2 callbacks, delivered after nghttp2 returns.
+    private var nestingDepth = 0
+    private var answered: [(PendingPush, PushNotificationResponse)] = []
+    private var returned: [PendingPush] = []
+    private var lost: [PendingPush] = []
+    private var lostReason = ""
+    private var capacityChanged = false
+    private var goAwayReason: String??
+
+    init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int) {
+        self.id = id
+        self.delegate = delegate
+        self.authority = authority
+        self.streamCap = max(1, streamCap)
+        self.lastReadMs = Clock.monotonicMs()
+    }
+
+    /// Starts the TCP + TLS connect.
+    func start(loop: EventLoop, tls: TLSContext, host: String, port: Int) {
+        do {
+            stream = try TLSStream.connect(loop: loop, context: tls, host: host, port: port, delegate: self)
+        } catch {
+            finish(reason: error.message, notify: true)
+        }
+    }
+
+    /// Pushes in flight on this connection.
+    var inFlight: Int { streams.count }
+
+    /// Streams that may be opened now.
+    var freeStreams: Int {
+        guard state.acceptsStreams, let session else { return 0 }
+        let announced = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+        return min(announced, streamCap) - streams.count
+    }
+
+    /// Opens a stream for `push`. Returns false (and keeps nothing) when nghttp2 refuses.
+    /// Call `flush()` after a batch of submits.
+    func submit(_ push: PendingPush, authorization: String?) -> Bool {
+        guard state.acceptsStreams, let session else { return false }
+        let n = push.notification
+        var headers = HeaderList()
+        headers.add(":method", "POST")
+        headers.add(":scheme", "https")
+        headers.add(":path", "/3/device/" + n.deviceToken, neverIndex: true)
+        headers.add(":authority", authority)
+        if let authorization { headers.add("authorization", authorization) }
+        headers.add("apns-push-type", n.pushType.rawValue)
+        headers.add("apns-topic", n.topic)
+        headers.add("apns-priority", String(n.priority.rawValue))
+        if let e = n.expiration { headers.add("apns-expiration", String(e), neverIndex: true) }
+        if let id = n.apnsID { headers.add("apns-id", id, neverIndex: true) }
+        if let c = n.collapseID { headers.add("apns-collapse-id", c, neverIndex: true) }
+        var provider = nghttp2_data_provider()
+        provider.read_callback = { session, streamID, buf, length, flags, _, user in
+            Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
+                .readPayload(streamID: streamID, into: buf!, length: length, flags: flags!)
+        }
+        let streamID = headers.withNV { nva, count in
+            nghttp2_submit_request(session, nil, nva, count, &provider, nil)
+        }
+        guard streamID > 0 else { return false }
+        push.streamID = streamID
+        streams[streamID] = push
+        return true
+    }
+
+    /// Writes what nghttp2 has queued. Safe to call any time on the loop.
+    func flush() {
+        guard nestingDepth == 0, let session, let stream else { return }
+        nestingDepth += 1
+        let failure = HTTP2Wire.flush(session, to: stream)
+        nestingDepth -= 1
+        if let failure {
+            fail(reason: "nghttp2: \(String(cString: nghttp2_strerror(failure)))")
+            return
+        }
+        deliverEvents()
+    }
+
+    /// Calls `body` for each push in flight.
+    func forEachInFlight(_ body: (PendingPush) -> Void) {
+        for push in streams.values { body(push) }
+    }
+
+    /// Abandons `push` (its timeout fired): resets its stream. The caller completes it.
+    func cancel(_ push: PendingPush) {
+        guard push.streamID != 0, streams.removeValue(forKey: push.streamID) != nil else { return }
+        if let session { nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), push.streamID, UInt32(NGHTTP2_CANCEL.rawValue)) }
+        push.streamID = 0
+    }
+
+    /// Sends a PING; its ACK proves the peer is alive.
+    func ping(nowMs: Int64) {
+        guard let session, pingSentMs == nil, state != .closed else { return }
+        nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+        pingSentMs = nowMs
+        flush()
+    }
+
+    /// Closes now. Pushes still in flight are reported lost (they may have been delivered),
+    /// those never written are returned. `graceful` sends GOAWAY first.
+    func close(reason: String, graceful: Bool) {
+        if graceful, let session, state != .closed {
+            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
+            if let stream { _ = HTTP2Wire.flush(session, to: stream) }
+        }
+        finish(reason: reason, notify: false)
+    }
+
+    // MARK: TLSStreamDelegate
+
+    func tlsStreamDidConnect(_ stream: TLSStream) {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        installCallbacks(callbacks)
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // Until the first SETTINGS, assume APNs' starting limit of one stream.
+        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
+        var session: OpaquePointer?
+        guard nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option) == 0 else {
+            fail(reason: "nghttp2_session_client_new failed")
+            return
+        }
+        self.session = session
+        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+                        nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        state = .awaitingSettings
+        lastReadMs = Clock.monotonicMs()
+        flush()
+    }
+
+    func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer) {
+        guard let session else { return }
+        lastReadMs = Clock.monotonicMs()
+        nestingDepth += 1
+        let failure = HTTP2Wire.receive(session, bytes)
+        nestingDepth -= 1
+        if let failure {
+            fail(reason: "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(failure)))")
+            return
+        }
+        flush()
+    }
+
+    func tlsStreamDidDrainOutput(_ stream: TLSStream) { flush() }
+
+    func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?) {
+        finish(reason: reason ?? "closed by APNs", notify: true)
+    }
+
+    // MARK: nghttp2 callbacks
+
+    private func installCallbacks(_ cbs: OpaquePointer?) {
+        nghttp2_session_callbacks_set_on_header_callback(cbs) { _, frame, name, namelen, value, valuelen, _, user in
+            let c = Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
+            c.header(streamID: frame!.pointee.hd.stream_id,
+                     name: UnsafeRawBufferPointer(start: name, count: namelen),
+                     value: UnsafeRawBufferPointer(start: value, count: valuelen))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, streamID, data, len, user in
+            let c = Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
+            if let push = c.streams[streamID], push.body.count < 4096 {
+                push.body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(len, 4096 - push.body.count)))
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, user in
+            Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue().frameReceived(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, user in
+            let hd = frame!.pointee.hd
+            if hd.type == UInt8(NGHTTP2_HEADERS.rawValue) {
+                Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue().streams[hd.stream_id]?.headersSent = true
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs) { _, streamID, errorCode, user in
+            Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue().streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+    }
+
+    private func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let push = streams[streamID] else { return }
+        if name.elementsEqual(":status".utf8) {
+            push.status = Int(String(decoding: value, as: UTF8.self)) ?? 0
+        } else if name.elementsEqual("apns-id".utf8) {
+            push.apnsID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-unique-id".utf8) {
+            push.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let hd = frame.pointee.hd
+        switch hd.type {
+        case UInt8(NGHTTP2_SETTINGS.rawValue) where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            if let session {
+                let announced = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+                peakAnnouncedStreams = max(peakAnnouncedStreams, announced)
+            }
+            if state == .awaitingSettings { state = .active }
+            capacityChanged = true
+        case UInt8(NGHTTP2_GOAWAY.rawValue):
+            let goaway = frame.pointee.goaway
+            let text = goaway.opaque_data_len > 0
+                ? String(decoding: UnsafeBufferPointer(start: goaway.opaque_data, count: goaway.opaque_data_len), as: UTF8.self)
+                : nil
+            let reason = text.map { ErrorBody.stringValue(of: "reason", in: Array($0.utf8)) ?? $0 }
+            if state != .closed { state = .goingAway(lastStreamID: goaway.last_stream_id) }
+            goAwayReason = .some(reason)
+        case UInt8(NGHTTP2_PING.rawValue) where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            pingSentMs = nil
+        default:
+            break
+        }
+    }
+
+    private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let push = streams.removeValue(forKey: streamID) else { return }
+        capacityChanged = true
+        if push.status != 0 {
+            answered.append((push, push.response()))
+        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || !push.headersSent || isAboveGoAway(streamID) {
+            returned.append(push)
+        } else {
+            lost.append(push)
+            lostReason = "stream reset by APNs (HTTP/2 error \(errorCode))"
+        }
+    }
+
+    private func isAboveGoAway(_ streamID: Int32) -> Bool {
+        if case let .goingAway(last) = state { return streamID > last }
+        return false
+    }
+
+    private func readPayload(streamID: Int32, into buf: UnsafeMutablePointer<UInt8>, length: Int,
+                             flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let push = streams[streamID] else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let payload = push.notification.payload
+        let n = min(length, payload.count - push.payloadOffset)
+        payload.withUnsafeBytes { src in
+            UnsafeMutableRawPointer(buf).copyMemory(from: src.baseAddress! + push.payloadOffset, byteCount: n)
+        }
+        push.payloadOffset += n
+        if push.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+
+    // MARK: Delivering events and closing
+
+    /// Hands the events collected inside nghttp2 to the delegate, outside of nghttp2.
+    private func deliverEvents() {
+        if let reason = goAwayReason {
+            goAwayReason = nil
+            delegate.connectionGoingAway(self, reason: reason)
+        }
+        if !answered.isEmpty {
+            let batch = answered
+            answered.removeAll(keepingCapacity: true)
+            for (push, response) in batch { delegate.connection(self, answered: push, with: response) }
+        }
+        if !returned.isEmpty {
+            let batch = returned
+            returned.removeAll()
+            delegate.connection(self, returned: batch)
+        }
+        if !lost.isEmpty {
+            let batch = lost
+            lost.removeAll()
+            delegate.connection(self, lost: batch, reason: lostReason)
+        }
+        if capacityChanged {
+            capacityChanged = false
+            if state.acceptsStreams { delegate.connectionHasCapacity(self) }
+        }
+        if case .goingAway = state, streams.isEmpty {
+            close(reason: "drained after GOAWAY", graceful: false)
+            delegate.connectionClosed(self, reason: "GOAWAY", wasReady: true)
+        }
+    }
+
+    private func fail(reason: String) { finish(reason: reason, notify: true) }
+
+    /// Tears down the session and the stream and settles every push still held.
+    private func finish(reason: String, notify: Bool) {
+        guard state != .closed else { return }
+        let wasReady: Bool
+        switch state {
+        case .active, .goingAway: wasReady = true
+        default: wasReady = false
+        }
+        let goingAwayLast: Int32? = { if case let .goingAway(l) = state { return l }; return nil }()
+        state = .closed
+        stream?.close()
+        stream = nil
+        if let session { nghttp2_session_del(session) }
+        session = nil
+        for (id, push) in streams.sorted(by: { $0.key < $1.key }) {
+            if push.status != 0 {
+                // Headers came but the body did not: the status alone still tells the outcome.
+                answered.append((push, push.response()))
+            } else if !push.headersSent || (goingAwayLast.map { id > $0 } ?? false) {
+                returned.append(push)
+            } else {
+                lost.append(push)
+                lostReason = reason
+            }
+        }
+        streams.removeAll()
+        capacityChanged = false
+        deliverEvents()
+        if notify { delegate.connectionClosed(self, reason: reason, wasReady: wasReady) }
+    }
+}

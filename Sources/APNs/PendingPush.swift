@@ -1,0 +1,108 @@
+/// One push on its way: queued in the client, or on a stream of a connection. A reference
+/// type because the queue, a connection's stream table and the timeout sweep share it.
+///
+/// Invariant: `complete` runs the caller's completion exactly once; afterwards the push is
+/// inert and every holder drops it.
+final class PendingPush {
+    let notification: PushNotification
+    private var completion: ((Result<PushNotificationResponse, ApnsClientError>) -> Void)?
+    /// Monotonic ms after which the caller gets `.timeout`.
+    let deadlineMs: Int64
+    /// Resends after 403 ExpiredProviderToken; not attempts (DESIGN.md §3). Bounded so a
+    /// server that always says so cannot loop us.
+    var providerTokenResends = 0
+    /// Resends because no server processed it (REFUSED_STREAM, above a GOAWAY's last stream).
+    var unprocessedResends = 0
+
+    // The answer being assembled on a stream.
+    var status = 0
+    var apnsID: String?
+    var apnsUniqueID: String?
+    var body: [UInt8] = []
+    /// True once the HEADERS frame left: from then on APNs may have seen the push.
+    var headersSent = false
+    /// Bytes of the payload already handed to nghttp2.
+    var payloadOffset = 0
+    /// The stream carrying it, 0 while queued.
+    var streamID: Int32 = 0
+
+    init(_ notification: PushNotification, deadlineMs: Int64,
+         completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
+        self.notification = notification
+        self.deadlineMs = deadlineMs
+        self.completion = completion
+    }
+
+    /// True once the completion ran.
+    var isCompleted: Bool { completion == nil }
+
+    /// Runs the completion (once) and releases it.
+    func complete(_ result: Result<PushNotificationResponse, ApnsClientError>) {
+        guard let completion else { return }
+        self.completion = nil
+        completion(result)
+    }
+
+    /// Forgets a partial answer before the push is sent again.
+    func resetForResend() {
+        status = 0
+        apnsID = nil
+        apnsUniqueID = nil
+        body.removeAll(keepingCapacity: true)
+        headersSent = false
+        payloadOffset = 0
+        streamID = 0
+    }
+
+    /// The typed answer from what the stream received. The body is APNs' JSON error
+    /// (`{"reason": …, "timestamp": ms}`), empty on success.
+    func response() -> PushNotificationResponse {
+        var reason: APNsReason?
+        var timestamp: Int64?
+        if status != 200 {
+            let parsed = ErrorBody.parse(body)
+            reason = parsed.reason.map { APNsReason(text: $0, status: status) }
+            if status == 410 { timestamp = parsed.timestampMs }
+        }
+        return PushNotificationResponse(status: status, reason: reason, apnsID: apnsID,
+                                        apnsUniqueID: apnsUniqueID, invalidationTimestampMs: timestamp)
+    }
+}
+
+/// APNs' JSON error body, parsed without Foundation on the hot path's error branch.
+enum ErrorBody {
+    /// Reads `reason` (string) and `timestamp` (integer ms) from a small JSON object.
+    static func parse(_ body: [UInt8]) -> (reason: String?, timestampMs: Int64?) {
+        (stringValue(of: "reason", in: body), intValue(of: "timestamp", in: body))
+    }
+
+    private static func valueStart(of key: String, in body: [UInt8]) -> Int? {
+        let needle = Array("\"\(key)\"".utf8)
+        guard body.count >= needle.count else { return nil }
+        var i = 0
+        while i + needle.count <= body.count {
+            if body[i] == needle[0], Array(body[i..<(i + needle.count)]) == needle {
+                var j = i + needle.count
+                while j < body.count, body[j] == 0x20 || body[j] == 0x3A || body[j] == 0x09 { j += 1 }
+                return j
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    static func stringValue(of key: String, in body: [UInt8]) -> String? {
+        guard let start = valueStart(of: key, in: body), start < body.count, body[start] == 0x22 else { return nil }
+        var end = start + 1
+        while end < body.count, body[end] != 0x22 { end += 1 }
+        guard end < body.count else { return nil }
+        return String(decoding: body[(start + 1)..<end], as: UTF8.self)
+    }
+
+    static func intValue(of key: String, in body: [UInt8]) -> Int64? {
+        guard let start = valueStart(of: key, in: body) else { return nil }
+        var end = start
+        while end < body.count, body[end] >= 0x30, body[end] <= 0x39 { end += 1 }
+        return end > start ? Int64(String(decoding: body[start..<end], as: UTF8.self)) : nil
+    }
+}
