@@ -95,16 +95,20 @@ public final class ES256SigningKey: @unchecked Sendable {
             return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in -1 }, nil)
         }
         guard let pkey = loaded else {
+            // OpenSSL 3's decoder reasons ("unsupported") would mislead here, so say what we saw.
+            ERR_clear_error()
+            if pem.firstRange(of: Array("PRIVATE KEY-----".utf8)) != nil {
+                throw ProviderTokenError("\(source) holds a private key that OpenSSL cannot decode (damaged or truncated?)")
+            }
             throw ProviderTokenError(
-                "\(source) holds no readable PEM private key (expected Apple's .p8 format, "
-                    + "-----BEGIN PRIVATE KEY-----)\(openSSLReason())")
+                "\(source) holds no PEM private key (expected Apple's .p8 format, -----BEGIN PRIVATE KEY-----)")
         }
         // Owned from here on: either handed to the key object or freed on refusal.
         let key = ES256SigningKey(pkey: pkey)
         guard EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC else {
             let type = EVP_PKEY_get0_type_name(pkey).map { String(cString: $0) } ?? "unknown"
             throw ProviderTokenError(
-                "\(source) holds a \(type) key; APNs token auth (ES256) needs an EC P-256 key")
+                "\(source) holds a key of type \(type); APNs token auth (ES256) needs an EC P-256 key")
         }
         var name = [CChar](repeating: 0, count: 64)
         var length = 0
