@@ -250,7 +250,10 @@ struct ConfigParser {
             if let name = entry["credential"] as? String { used.insert(name) }
             if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
         }
-        for name in declaredCredentials where !used.contains(name) && !section.isEmpty {
+        // An unused credential is worth a warning, unless some app names one that does not
+        // exist: then the unused one is probably what it meant, and the error says so already.
+        let allNamesKnown = used.allSatisfy { declaredCredentials.contains($0) }
+        for name in declaredCredentials where !used.contains(name) && !section.isEmpty && allNamesKnown {
             reader.warning(JSONPath.root.appending("credentials").appending(name), "no app uses this credential",
                            fix: "remove it, or name it in an app's \"credential\"")
         }
