@@ -1,0 +1,190 @@
+import Foundation
+
+/// The typed reading of JSON values for the config parser: each accessor either returns a
+/// value or records why it could not, so that one pass reports every problem of a file.
+/// Overrides from the environment are looked up here, before the file's own value.
+final class ConfigReader {
+    let file: String
+    /// Relative paths in the file are resolved against this directory.
+    let baseDirectory: String
+    /// Relative paths from environment variables are resolved against this one.
+    let workingDirectory: String
+    let overrides: [String: (variable: String, value: String)]
+    private(set) var problems: [ConfigError] = []
+
+    init(file: String, baseDirectory: String, workingDirectory: String, environment: [String: String]) {
+        self.file = file
+        self.baseDirectory = baseDirectory
+        self.workingDirectory = workingDirectory
+        self.overrides = ConfigEnvironment.active(in: environment)
+    }
+
+    var hasErrors: Bool { problems.contains { !$0.isWarning } }
+
+    func error(_ path: JSONPath, _ problem: String, fix: String) {
+        problems.append(ConfigError(.error, file: file, path: path.description, problem: problem, fix: fix))
+    }
+
+    func warning(_ path: JSONPath, _ problem: String, fix: String) {
+        problems.append(ConfigError(.warning, file: file, path: path.description, problem: problem, fix: fix))
+    }
+
+    // MARK: Values
+
+    /// A value and where it came from.
+    struct Found {
+        let value: Any
+        let path: JSONPath
+        /// True when an environment variable supplied it.
+        var fromEnvironment: Bool { path.variable != nil }
+    }
+
+    /// The value of `key`, the environment's override first; nil when absent or JSON `null`.
+    func lookup(_ object: [String: Any], _ key: String, in parent: JSONPath) -> Found? {
+        var path = parent.appending(key)
+        if let override = overrides[path.plain] {
+            path.variable = override.variable
+            return Found(value: override.value, path: path)
+        }
+        guard let value = object[key], !(value is NSNull) else { return nil }
+        return Found(value: value, path: path)
+    }
+
+    /// The object under `key`; an empty one when absent (its required keys are then reported
+    /// one by one), nil after recording a type error.
+    func section(_ object: [String: Any], _ key: String, in parent: JSONPath) -> [String: Any]? {
+        guard let found = lookup(object, key, in: parent) else { return [:] }
+        guard let section = found.value as? [String: Any] else {
+            error(found.path, "expected an object, found \(JSONKind(found.value).name)",
+                  fix: "write an object: \"\(key)\": { … }")
+            return nil
+        }
+        return section
+    }
+
+    /// A string; records "missing" when `required` and absent, and any type error.
+    func string(_ object: [String: Any], _ key: String, in parent: JSONPath, required: Bool,
+                example: String) -> (String, JSONPath)? {
+        guard let found = lookup(object, key, in: parent) else {
+            if required { missing(parent.appending(key), example: "\"\(example)\"") }
+            return nil
+        }
+        guard let text = found.value as? String else {
+            error(found.path, "expected a string, found \(JSONKind(found.value).name)",
+                  fix: "write a string in quotes, such as \"\(example)\"")
+            return nil
+        }
+        return (text, found.path)
+    }
+
+    /// A whole number of at least 1; `fallback` when absent.
+    func positiveInteger(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Int) -> Int? {
+        guard let found = lookup(object, key, in: parent) else { return fallback }
+        switch JSONKind(found.value) {
+        case let .integer(n) where n >= 1:
+            return n
+        case let .integer(n):
+            error(found.path, "\(n) is not a positive whole number", fix: "write a number of at least 1, such as \(fallback)")
+        case let .string(s) where Int(s) != nil:
+            error(found.path, "expected a number, found a string", fix: "write \(s) without quotes")
+        case let kind:
+            error(found.path, "expected a positive whole number, found \(kind.name)",
+                  fix: "write a number without quotes, such as \(fallback)")
+        }
+        return nil
+    }
+
+    func missing(_ path: JSONPath, example: String) {
+        var fix = "add \"\(path.key)\": \(example)"
+        let parentPath = JSONPath(components: Array(path.components.dropLast()))
+        if !parentPath.components.isEmpty { fix += " under \(parentPath.plain)" }
+        if let variable = ConfigEnvironment.overrides.first(where: { $0.path == path.plain })?.variable {
+            fix += " or set \(variable)"
+        }
+        error(path, "missing required key \"\(path.key)\"", fix: fix)
+    }
+
+    /// Warns about every key of `object` not in `known`, suggesting the nearest known one.
+    func unknownKeys(_ object: [String: Any], at path: JSONPath, known: [String]) {
+        for key in object.keys.sorted() where !known.contains(key) {
+            let fix: String
+            if let near = ConfigReader.nearest(key, among: known) {
+                fix = "did you mean \"\(near)\"?"
+            } else {
+                fix = "remove it; keys known here: \(known.joined(separator: ", "))"
+            }
+            warning(path.appending(key), "unknown key \"\(key)\" (ignored)", fix: fix)
+        }
+    }
+
+    /// The candidate within edit distance 2 of `word` (case ignored), if any.
+    static func nearest(_ word: String, among candidates: [String]) -> String? {
+        let target = Array(word.lowercased())
+        var best: (String, Int)?
+        for candidate in candidates {
+            let d = editDistance(target, Array(candidate.lowercased()))
+            if d <= 2, d < (best?.1 ?? Int.max) { best = (candidate, d) }
+        }
+        return best?.0
+    }
+
+    private static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty { return b.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in stride(from: 1, through: b.count, by: 1) {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
+    // MARK: Files
+
+    /// `path` made absolute: against the config's directory, or the working directory for a
+    /// value from the environment.
+    func resolve(_ path: String, fromEnvironment: Bool) -> String {
+        if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }
+        let base = fromEnvironment ? workingDirectory : baseDirectory
+        return URL(fileURLWithPath: base).appendingPathComponent(path).standardizedFileURL.path
+    }
+}
+
+/// The kind of a JSONSerialization value, telling booleans from numbers (both are NSNumber).
+enum JSONKind {
+    case string(String), integer(Int), fraction, boolean, null, object, array, other
+
+    init(_ value: Any) {
+        if let number = value as? NSNumber, !(value is String) {
+            if type(of: number) == type(of: NSNumber(value: true)) { self = .boolean; return }
+            let double = number.doubleValue
+            if double.rounded() == double, abs(double) < 9.0e15 { self = .integer(Int(double)); return }
+            self = .fraction
+        } else if let s = value as? String {
+            self = .string(s)
+        } else if value is NSNull {
+            self = .null
+        } else if value is [String: Any] {
+            self = .object
+        } else if value is [Any] {
+            self = .array
+        } else {
+            self = .other
+        }
+    }
+
+    var name: String {
+        switch self {
+        case .string: return "a string"
+        case .integer: return "a number"
+        case .fraction: return "a fractional number"
+        case .boolean: return "true/false"
+        case .null: return "null"
+        case .object: return "an object"
+        case .array: return "an array"
+        case .other: return "an unexpected value"
+        }
+    }
+}
