@@ -162,8 +162,8 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 guard quota > 0 else { continue }
                 while quota > 0, let push = queue.popFirst() {
                     if push.isCompleted { continue }
-                    guard let auth = authorization(for: push) else { continue }
-                    guard c.submit(push, authorization: auth.isEmpty ? nil : auth) else {
+                    guard let token = bearerToken(for: push) else { continue }
+                    guard c.submit(push, bearerToken: token.isEmpty ? nil : token) else {
                         queue.prepend(push)
                         break
                     }
@@ -180,12 +180,12 @@ public final class ApnsClient: ApnsConnectionDelegate {
         if inFlight > stats.peakInFlight { stats.peakInFlight = inFlight }
     }
 
-    /// The `authorization` value for a push ("" for certificate auth), or nil after failing
+    /// The JWT for a push's `authorization` ("" for certificate auth), or nil after failing
     /// the push because no token could be signed.
-    private func authorization(for push: PendingPush) -> String? {
+    private func bearerToken(for push: PendingPush) -> String? {
         guard case let .token(source) = configuration.authentication else { return "" }
         do {
-            return "bearer " + (try source.currentToken())
+            return try source.currentToken()
         } catch {
             push.complete(.failure(.credentialUnusable(error.description)))
             return nil

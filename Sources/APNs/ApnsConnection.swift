@@ -56,8 +56,8 @@ final class ApnsConnection: TLSStreamDelegate {
     private(set) var state: ConnectionState = .connecting
     private var stream: TLSStream?
     private var session: OpaquePointer?
-    private var streams: [Int32: PendingPush] = [:]
-    private let authority: String
+    private var streams = InFlightTable()
+    private let headerBlock: RequestHeaderBlock
     /// Upper bound we put on concurrent streams, whatever the server allows.
     private let streamCap: Int
 
@@ -80,7 +80,7 @@ final class ApnsConnection: TLSStreamDelegate {
     init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int) {
         self.id = id
         self.delegate = delegate
-        self.authority = authority
+        self.headerBlock = RequestHeaderBlock(authority: authority)
         self.streamCap = max(1, streamCap)
         self.lastReadMs = Clock.monotonicMs()
     }
@@ -106,33 +106,28 @@ final class ApnsConnection: TLSStreamDelegate {
 
     /// Opens a stream for `push`. Returns false (and keeps nothing) when nghttp2 refuses.
     /// Call `flush()` after a batch of submits.
-    func submit(_ push: PendingPush, authorization: String?) -> Bool {
+    func submit(_ push: PendingPush, bearerToken: String?) -> Bool {
         guard state.acceptsStreams, let session else { return false }
-        let n = push.notification
-        var headers = HeaderList()
-        headers.add(":method", "POST")
-        headers.add(":scheme", "https")
-        headers.add(":path", "/3/device/" + n.deviceToken, neverIndex: true)
-        headers.add(":authority", authority)
-        if let authorization { headers.add("authorization", authorization) }
-        headers.add("apns-push-type", n.pushType.rawValue)
-        headers.add("apns-topic", n.topic)
-        headers.add("apns-priority", String(n.priority.rawValue))
-        if let e = n.expiration { headers.add("apns-expiration", String(e), neverIndex: true) }
-        if let id = n.apnsID { headers.add("apns-id", id, neverIndex: true) }
-        if let c = n.collapseID { headers.add("apns-collapse-id", c, neverIndex: true) }
         var provider = nghttp2_data_provider()
         provider.read_callback = { session, streamID, buf, length, flags, _, user in
             Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
                 .readPayload(streamID: streamID, into: buf!, length: length, flags: flags!)
         }
-        let streamID = headers.withNV { nva, count in
-            nghttp2_submit_request(session, nil, nva, count, &provider, nil)
-        }
+        let (nva, count) = headerBlock.build(push.notification, bearerToken: bearerToken)
+        // The table holds the strong reference; nghttp2 holds an unretained one as stream user
+        // data, cleared whenever the push leaves the table before its stream closes.
+        let streamID = nghttp2_submit_request(session, nil, nva, count, &provider,
+                                              Unmanaged.passUnretained(push).toOpaque())
         guard streamID > 0 else { return false }
         push.streamID = streamID
-        streams[streamID] = push
+        streams.insert(push)
         return true
+    }
+
+    /// The push on `streamID`, through nghttp2's stream user data.
+    private func push(on streamID: Int32) -> PendingPush? {
+        guard let session, let p = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+        return Unmanaged<PendingPush>.fromOpaque(p).takeUnretainedValue()
     }
 
     /// Writes what nghttp2 has queued. Safe to call any time on the loop.
@@ -150,13 +145,16 @@ final class ApnsConnection: TLSStreamDelegate {
 
     /// Calls `body` for each push in flight.
     func forEachInFlight(_ body: (PendingPush) -> Void) {
-        for push in streams.values { body(push) }
+        for push in streams.pushes { body(push) }
     }
 
     /// Abandons `push` (its timeout fired): resets its stream. The caller completes it.
     func cancel(_ push: PendingPush) {
-        guard push.streamID != 0, streams.removeValue(forKey: push.streamID) != nil else { return }
-        if let session { nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), push.streamID, UInt32(NGHTTP2_CANCEL.rawValue)) }
+        guard push.streamID != 0, streams.remove(push) else { return }
+        if let session {
+            nghttp2_session_set_stream_user_data(session, push.streamID, nil)
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), push.streamID, UInt32(NGHTTP2_CANCEL.rawValue))
+        }
         push.streamID = 0
     }
 
@@ -235,7 +233,7 @@ final class ApnsConnection: TLSStreamDelegate {
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, streamID, data, len, user in
             let c = Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
-            if let push = c.streams[streamID], push.body.count < 4096 {
+            if let push = c.push(on: streamID), push.body.count < 4096 {
                 push.body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(len, 4096 - push.body.count)))
             }
             return 0
@@ -247,7 +245,7 @@ final class ApnsConnection: TLSStreamDelegate {
         nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, user in
             let hd = frame!.pointee.hd
             if hd.type == UInt8(NGHTTP2_HEADERS.rawValue) {
-                Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue().streams[hd.stream_id]?.headersSent = true
+                Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue().push(on: hd.stream_id)?.headersSent = true
             }
             return 0
         }
@@ -258,12 +256,14 @@ final class ApnsConnection: TLSStreamDelegate {
     }
 
     private func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard let push = streams[streamID] else { return }
-        if name.elementsEqual(":status".utf8) {
-            push.status = Int(String(decoding: value, as: UTF8.self)) ?? 0
-        } else if name.elementsEqual("apns-id".utf8) {
+        guard let push = push(on: streamID) else { return }
+        if name.count == 7, name[0] == 0x3A /* ":status" */ {
+            var status = 0
+            for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
+            push.status = status
+        } else if name.count == 7, name[0] == 0x61, name[5] == 0x69 /* "apns-id" */ {
             push.apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
+        } else if name.count == 14, name[5] == 0x75 /* "apns-unique-id" */ {
             push.apnsUniqueID = String(decoding: value, as: UTF8.self)
         }
     }
@@ -294,7 +294,7 @@ final class ApnsConnection: TLSStreamDelegate {
     }
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        guard let push = streams.removeValue(forKey: streamID) else { return }
+        guard let push = push(on: streamID), streams.remove(push) else { return }
         capacityChanged = true
         if push.status != 0 {
             answered.append((push, push.response()))
@@ -313,7 +313,7 @@ final class ApnsConnection: TLSStreamDelegate {
 
     private func readPayload(streamID: Int32, into buf: UnsafeMutablePointer<UInt8>, length: Int,
                              flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let push = streams[streamID] else {
+        guard let push = push(on: streamID) else {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             return 0
         }
@@ -376,7 +376,8 @@ final class ApnsConnection: TLSStreamDelegate {
         stream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
-        for (id, push) in streams.sorted(by: { $0.key < $1.key }) {
+        for push in streams.removeAll().sorted(by: { $0.streamID < $1.streamID }) {
+            let id = push.streamID
             if push.status != 0 {
                 // Headers came but the body did not: the status alone still tells the outcome.
                 answered.append((push, push.response()))
@@ -387,7 +388,6 @@ final class ApnsConnection: TLSStreamDelegate {
                 lostReason = reason
             }
         }
-        streams.removeAll()
         capacityChanged = false
         deliverEvents()
         if notify { delegate.connectionClosed(self, reason: reason, wasReady: wasReady) }

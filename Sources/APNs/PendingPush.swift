@@ -25,6 +25,8 @@ final class PendingPush {
     var payloadOffset = 0
     /// The stream carrying it, 0 while queued.
     var streamID: Int32 = 0
+    /// Its index in the connection's `InFlightTable`, -1 when not in one.
+    var slot = -1
 
     init(_ notification: PushNotification, deadlineMs: Int64,
          completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {

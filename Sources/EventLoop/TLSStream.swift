@@ -24,8 +24,9 @@ public protocol TLSStreamDelegate: AnyObject {
 /// `bufferevent_free` does not send (reference/c-libraries.md), and lets a producer fill
 /// one reserved region of the output buffer so that many small frames become one TLS record.
 public final class TLSStream {
-    /// Receives this stream's events; held weakly so the owner's lifetime decides.
-    public weak var delegate: TLSStreamDelegate?
+    /// Receives this stream's events. Not retained: the delegate owns the stream and must
+    /// `close()` it before going away (a weak reference cost a side-table lookup per read).
+    public unowned(unsafe) var delegate: TLSStreamDelegate
     private var bev: OpaquePointer?
     private var didConnect = false
 
@@ -89,13 +90,16 @@ public final class TLSStream {
     private func install() {
         guard let bev else { return }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        // libevent reads and writes 16 KiB per callback by default: one HTTP/2 burst of
+        // answers then takes several trips around the loop. Larger slices, fewer wake-ups.
+        bufferevent_set_max_single_read(bev, 128 * 1024)
+        bufferevent_set_max_single_write(bev, 128 * 1024)
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         bufferevent_setcb(bev, { _, arg in
             Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue().readable()
         }, { _, arg in
-            Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue().delegate.map { d in
-                d.tlsStreamDidDrainOutput(Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue())
-            }
+            let stream = Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue()
+            stream.delegate.tlsStreamDidDrainOutput(stream)
         }, { _, what, arg in
             Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue().event(what)
         }, ctx)
@@ -176,7 +180,7 @@ public final class TLSStream {
                 var consumed = 0
                 for i in 0..<min(n, 8) {
                     let v = vecs[i]
-                    delegate?.tlsStream(self, didRead: UnsafeRawBufferPointer(start: v.iov_base, count: v.iov_len))
+                    delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: v.iov_base, count: v.iov_len))
                     consumed += v.iov_len
                     if self.bev == nil { return }
                 }
@@ -189,7 +193,7 @@ public final class TLSStream {
         if what & Int16(BEV_EVENT_CONNECTED) != 0 {
             didConnect = true
             setNoDelay()
-            delegate?.tlsStreamDidConnect(self)
+            delegate.tlsStreamDidConnect(self)
             return
         }
         guard let bev else { return }
@@ -216,7 +220,7 @@ public final class TLSStream {
         readable()
         guard self.bev != nil else { return }
         close()
-        delegate?.tlsStream(self, didCloseWithReason: reason)
+        delegate.tlsStream(self, didCloseWithReason: reason)
     }
 }
 

@@ -1,0 +1,105 @@
+import CNGHTTP2
+
+/// Lays out one push's request headers as an `nghttp2_nv` array in scratch memory owned by
+/// a connection, reused for every request (nghttp2 copies the fields on submit).
+///
+/// Why not `HeaderList`: building Swift arrays and strings per request cost more than the
+/// rest of our per-request code together; this writes bytes straight into fixed buffers.
+final class RequestHeaderBlock {
+    private static let byteCapacity = 16 * 1024
+    private static let fieldCapacity = 12
+    private let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: byteCapacity)
+    private let fields = UnsafeMutablePointer<nghttp2_nv>.allocate(capacity: fieldCapacity)
+    private var used = 0
+    private var count = 0
+    private let authority: String
+
+    init(authority: String) { self.authority = authority }
+
+    deinit {
+        bytes.deallocate()
+        fields.deallocate()
+    }
+
+    /// The fields for `n`, valid until the next call. `bearerToken` nil = certificate auth.
+    func build(_ n: PushNotification, bearerToken: String?) -> (UnsafePointer<nghttp2_nv>, Int) {
+        used = 0
+        count = 0
+        add(":method", "POST")
+        add(":scheme", "https")
+        add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
+        add(":authority", authority)
+        if let bearerToken { add("authorization", prefix: "bearer ", bearerToken) }
+        add("apns-push-type", n.pushType.rawValue)
+        add("apns-topic", n.topic)
+        add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
+        if let e = n.expiration { add("apns-expiration", String(e), neverIndex: true) }
+        if let id = n.apnsID { add("apns-id", id, neverIndex: true) }
+        if let c = n.collapseID { add("apns-collapse-id", c, neverIndex: true) }
+        return (UnsafePointer(fields), count)
+    }
+
+    private func add(_ name: StaticString, prefix: StaticString = "", _ value: String, neverIndex: Bool = false) {
+        let nameAt = bytes + used
+        copy(name)
+        let valueAt = bytes + used
+        copy(prefix)
+        copy(value)
+        fields[count] = nghttp2_nv(name: nameAt, value: valueAt, namelen: name.utf8CodeUnitCount,
+                                   valuelen: bytes + used - valueAt,
+                                   flags: UInt8(neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
+        count += 1
+    }
+
+    private func copy(_ s: StaticString) {
+        let n = s.utf8CodeUnitCount
+        guard n > 0 else { return }
+        (bytes + used).update(from: s.utf8Start, count: n)
+        used += n
+    }
+
+    private func copy(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            let n = min(utf8.count, RequestHeaderBlock.byteCapacity - used)
+            (bytes + used).update(from: utf8.baseAddress!, count: n)
+            used += n
+        }
+    }
+}
+
+/// The pushes in flight on one connection, each knowing its slot: O(1) insert and remove,
+/// and a list to settle when the connection dies (`nghttp2_session_del` reports nothing).
+/// Lookups by stream id go through nghttp2's stream user data instead of a hash table.
+struct InFlightTable {
+    private(set) var pushes: [PendingPush] = []
+
+    var count: Int { pushes.count }
+    var isEmpty: Bool { pushes.isEmpty }
+
+    mutating func insert(_ push: PendingPush) {
+        push.slot = pushes.count
+        pushes.append(push)
+    }
+
+    /// Removes `push`; false when it was not in the table.
+    @discardableResult
+    mutating func remove(_ push: PendingPush) -> Bool {
+        let slot = push.slot
+        guard slot >= 0, slot < pushes.count, pushes[slot] === push else { return false }
+        let last = pushes.removeLast()
+        if slot < pushes.count {
+            pushes[slot] = last
+            last.slot = slot
+        }
+        push.slot = -1
+        return true
+    }
+
+    mutating func removeAll() -> [PendingPush] {
+        let all = pushes
+        for p in all { p.slot = -1 }
+        pushes.removeAll()
+        return all
+    }
+}
