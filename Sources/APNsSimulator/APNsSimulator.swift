@@ -55,7 +55,11 @@ public final class APNsSimulator {
             }
         }
         delays = DelayQueue(loop: loop) { [unowned self] entry in
-            self.connections[entry.connectionID]?.releaseDelayed(streamID: entry.streamID)
+            guard let connection = self.connections[entry.connectionID] else { return }
+            switch entry.work {
+            case let .answer(streamID): connection.releaseDelayed(streamID: streamID)
+            case .endLinger: connection.endLinger()
+            }
         }
         reaper = LoopTimer(loop: loop) { [unowned self] in self.retired.removeAll() }
     }
@@ -176,8 +180,9 @@ public final class APNsSimulator {
     /// A fresh `apns-id` / `apns-unique-id`.
     func makeUUID() -> String { uuids.make() }
 
-    func delay(connectionID: Int, streamID: Int32, ms: Int) {
-        delays?.add(connectionID: connectionID, streamID: streamID, afterMs: ms)
+    /// Runs `work` for the connection after `ms` milliseconds (unless it is gone by then).
+    func schedule(_ work: DelayQueue.Work, connectionID: Int, afterMs ms: Int) {
+        delays?.add(work, connectionID: connectionID, afterMs: ms)
     }
 
     func noteOpenStreams(_ n: Int, connectionID: Int) {

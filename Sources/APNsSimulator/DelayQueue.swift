@@ -1,16 +1,25 @@
 import EventLoop
 
-/// Answers that `slow:MS` holds back, released by one loop timer.
+/// The simulator's timed work: answers that `slow:MS` holds back and the end of a closing
+/// connection's linger, released by one loop timer.
 ///
 /// Why one timer for all: a per-stream `LoopTimer` would have to be freed from inside its
 /// own callback; here the queue outlives every entry, and an entry whose connection or
 /// stream is gone by the time it is due is simply dropped by its receiver.
 final class DelayQueue {
-    /// What is due: a stream of a connection.
+    /// What falls due.
+    enum Work: Equatable {
+        /// Send the held-back answer of this stream.
+        case answer(streamID: Int32)
+        /// Stop waiting for the client to close; close the connection.
+        case endLinger
+    }
+
+    /// One piece of work for one connection.
     struct Entry: Equatable {
         let dueMs: Int64
         let connectionID: Int
-        let streamID: Int32
+        let work: Work
     }
 
     private var entries: [Entry] = []
@@ -23,9 +32,9 @@ final class DelayQueue {
         timer = LoopTimer(loop: loop) { [unowned self] in self.fire() }
     }
 
-    /// Holds `streamID` of `connectionID` for `ms` milliseconds.
-    func add(connectionID: Int, streamID: Int32, afterMs ms: Int) {
-        let entry = Entry(dueMs: Clock.monotonicMs() + Int64(ms), connectionID: connectionID, streamID: streamID)
+    /// Releases `work` for `connectionID` after `ms` milliseconds.
+    func add(_ work: Work, connectionID: Int, afterMs ms: Int) {
+        let entry = Entry(dueMs: Clock.monotonicMs() + Int64(ms), connectionID: connectionID, work: work)
         // Kept sorted by due time; delayed answers are few, so insertion is cheap.
         let at = entries.firstIndex { $0.dueMs > entry.dueMs } ?? entries.endIndex
         entries.insert(entry, at: at)

@@ -129,7 +129,7 @@ struct RequestJudge {
         }
         // A certificate for a single app implies its topic (Apple: the topic then defaults to
         // the certificate subject).
-        guard let topic = request.header("apns-topic") ?? certificateBundle else { return reject(.missingTopic) }
+        guard let topic = request.header("apns-topic").flatMap({ $0.isEmpty ? nil : $0 }) ?? certificateBundle else { return reject(.missingTopic) }
         switch RequestRules.pushType(header: request.header("apns-push-type"), topic: topic) {
         case let .rejected(reason): return reject(reason)
         case let .passed(type): verdict.pushType = type

@@ -9,6 +9,11 @@ import EventLoop
 /// answer. It also plays APNs' connection behaviour: a stream limit of `initialMaxStreams`
 /// raised after the first 200, and the `goawayEvery` GOAWAY followed by a close once the
 /// streams the GOAWAY kept have been answered. Loop-owned; nghttp2 calls back on the loop.
+///
+/// Closing lingers: once everything is written the connection stops reading HTTP/2 and waits
+/// up to `lingerMs` for the client to close first. Closing a socket with unread input makes
+/// the kernel send RST, and an RST makes the client's kernel drop answers it has received
+/// but the client has not read yet: h2load lost the last answers before a GOAWAY that way.
 final class SimulatorConnection: TLSStreamDelegate {
     /// What the connection knows of one open stream.
     private struct StreamState {
@@ -39,6 +44,10 @@ final class SimulatorConnection: TLSStreamDelegate {
     private var goawayLastStreamID: Int32?
     private var raisedLimit = false
     private var maxOpenStreams = 0
+    /// True once everything is said and the connection only waits for the client to close.
+    private var lingering = false
+    /// How long a finished connection waits for the client's close before closing itself.
+    static let lingerMs = 1000
 
     /// Creates the nghttp2 session and queues the server's first SETTINGS; `attach` adds the stream.
     init(id: Int, server: APNsSimulator) {
@@ -71,11 +80,11 @@ final class SimulatorConnection: TLSStreamDelegate {
     }
 
     func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer) {
-        guard let session else { return }
+        guard let session, !lingering else { return }
         if HTTP2Wire.receive(session, bytes) != nil {
-            // A protocol error: nghttp2 has queued a GOAWAY; send it, then drop the connection.
+            // A protocol error: nghttp2 has queued a GOAWAY; send it, then let the client go.
             _ = HTTP2Wire.flush(session, to: stream)
-            teardown()
+            startLinger()
             return
         }
         pump()
@@ -90,6 +99,11 @@ final class SimulatorConnection: TLSStreamDelegate {
     }
 
     // MARK: Answers
+
+    /// The client did not close within `lingerMs`: close from this side.
+    func endLinger() {
+        teardown()
+    }
 
     /// Sends the answer held back by `slow:MS`, unless the stream is gone meanwhile.
     func releaseDelayed(streamID: Int32) {
@@ -172,7 +186,7 @@ final class SimulatorConnection: TLSStreamDelegate {
         streams[streamID]!.apnsID = apnsID
         switch verdict.outcome {
         case let .answer(reason): submitAnswer(streamID: streamID, reason: reason, apnsID: apnsID)
-        case let .answerLater(ms): server.delay(connectionID: id, streamID: streamID, ms: ms)
+        case let .answerLater(ms): server.schedule(.answer(streamID: streamID), connectionID: id, afterMs: ms)
         case .never: streams[streamID]!.blackholed = true
         }
         if let every = server.config.goawayEvery, judgedCount >= every, goawayLastStreamID == nil, let session {
@@ -202,14 +216,21 @@ final class SimulatorConnection: TLSStreamDelegate {
 
     // MARK: Output and closing
 
-    /// Writes what nghttp2 has queued, then closes the connection if it is done.
+    /// Writes what nghttp2 has queued; once the connection is done, starts lingering.
     private func pump() {
-        guard let session, let stream else { return }
+        guard let session, let stream, !lingering else { return }
         if HTTP2Wire.flush(session, to: stream) != nil {
             teardown()
             return
         }
-        if isDone(session: session, stream: stream) { teardown() }
+        if isDone(session: session, stream: stream) { startLinger() }
+    }
+
+    /// Stops serving and waits for the client to close (or `lingerMs`, whichever is first).
+    private func startLinger() {
+        guard !lingering else { return }
+        lingering = true
+        server.schedule(.endLinger, connectionID: id, afterMs: Self.lingerMs)
     }
 
     /// True once nothing more will be said: nghttp2 is finished, or our GOAWAY is out, every
