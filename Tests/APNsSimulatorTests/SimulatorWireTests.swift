@@ -100,6 +100,7 @@ final class SimulatorWireTests: XCTestCase {
             ("path outside /3/device/", try push(path: "/3/devices/\(token)"), .badPath),
             ("no token in the path", try push(path: "/3/device/"), .missingDeviceToken),
             ("token not hex", try push(to: "zz12"), .badDeviceToken),
+            ("apns-priority sent twice", try push(headers: ["apns-priority: 10", "apns-priority: 5"]), .duplicateHeaders),
             ("no apns-topic", try push(omit: ["apns-topic"]), .missingTopic),
             ("topic without the voip suffix", try push(headers: ["apns-topic: com.example.app"]), .badTopic),
             ("topic of an app not configured", try push(headers: ["apns-topic: com.other.app.voip"]), .badTopic),
@@ -275,5 +276,21 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(recorded[1].header("apns-collapse-id"), "c1", "the in-memory record keeps the headers")
         XCTAssertEqual(String(decoding: recorded[1].body, as: UTF8.self), try String(contentsOfFile: voipBody, encoding: .utf8),
                        "and the body")
+    }
+
+    func testLogReachesTheFileWhileTheSimulatorRuns() throws {
+        _ = try push()
+        // The log is flushed at least once a second; turn the loop until the line shows up.
+        let deadline = Clock.monotonicMs() + 10_000
+        let poll = LoopTimer(loop: server.loop) {}
+        defer { poll.close() }
+        var lines = 0
+        server.loop.run(until: {
+            lines = ((try? String(contentsOfFile: server.logFile, encoding: .utf8)) ?? "").split(separator: "\n").count
+            if lines > 0 || Clock.monotonicMs() > deadline { return true }
+            if !poll.isScheduled { poll.schedule(afterMs: 50) }
+            return false
+        })
+        XCTAssertEqual(lines, 1, "a logged request reaches the file without waiting for close")
     }
 }
