@@ -167,7 +167,7 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(result.statuses, [410], result.run.output)
         let body = try XCTUnwrap(result.errorBody)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
-        XCTAssertEqual(json["reason"] as? String, "Unregistered")
+        XCTAssertEqual(json["reason"] as? String, APNsReason.unregistered.text)
         let timestamp = try XCTUnwrap((json["timestamp"] as? NSNumber)?.int64Value, "410 carries a timestamp")
         XCTAssertTrue((before...after).contains(timestamp), "the 410 timestamp is unix milliseconds, got \(timestamp)")
     }
@@ -259,7 +259,7 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(lines.count, 2, "one line per request")
         let entries = try lines.map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
         XCTAssertEqual(entries[0]["status"] as? Int, 410)
-        XCTAssertEqual(entries[0]["reason"] as? String, "Unregistered")
+        XCTAssertEqual(entries[0]["reason"] as? String, APNsReason.unregistered.text)
         XCTAssertEqual(entries[0]["token"] as? String, token)
         XCTAssertEqual(entries[1]["status"] as? Int, 200)
         XCTAssertTrue(entries[1]["reason"] is NSNull)
