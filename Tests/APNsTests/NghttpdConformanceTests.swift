@@ -25,9 +25,9 @@ final class NghttpdConformanceTests: XCTestCase {
     override func tearDown() { server?.stop() }
 
     private func makeClient(_ loop: EventLoop, connections: Int = 2) throws -> ApnsClient {
-        let key = try ES256SigningKey.load(p8File: pki.authKeyP8)
+        let key = try ES256SigningKey.load(p8File: pki.jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caFile, authentication: .token(source))
+        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
         config.connections = connections
         config.requestTimeoutMs = 5000
         return try ApnsClient(loop: loop, configuration: config)

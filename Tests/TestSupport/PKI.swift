@@ -1,32 +1,137 @@
 import Foundation
 
-/// A throwaway PKI made by `scripts/make-pki.sh` (the demo uses the same script): a CA, the
-/// simulator's server certificate for 127.0.0.1, an APNs-style client certificate (PEM and
-/// PKCS#12) and an ES256 key. Made once per test process.
+/// A throwaway PKI for loopback TLS tests, made by `scripts/make-pki.sh` (the demo and the
+/// benchmarks use the same script) in a fresh temp directory: a CA, a server certificate for `localhost` and `127.0.0.1`, a client
+/// certificate whose subject carries `UID=com.example.app` (as Apple's push certificates
+/// carry the bundle id), and two P-256 keys for provider tokens (one to configure, one to
+/// forge with). Every property is a file path.
 public struct TestPKI: Sendable {
-    public let dir: String
-    public var caFile: String { dir + "/ca.pem" }
-    public var serverCert: String { dir + "/server.pem" }
-    public var serverKey: String { dir + "/server.key" }
-    public var clientCert: String { dir + "/client.pem" }
-    public var clientKey: String { dir + "/client.key" }
-    public var clientP12: String { dir + "/client.p12" }
-    public var clientP12Password: String { "test-password" }
-    public var authKeyP8: String { dir + "/AuthKey.p8" }
-    public var authKeyPublic: String { dir + "/AuthKey.pub.pem" }
+    public let directory: String
+    public let caCert: String
+    public let caKey: String
+    public let serverCert: String
+    public let serverKey: String
+    public let clientCert: String
+    public let clientKey: String
     /// The bundle id in the client certificate's subject UID.
-    public let bundleID = "com.example.app"
+    public let clientBundleID = "com.example.app"
+    /// A `.p8` (PKCS#8 PEM) P-256 private key for signing JWTs, and its PEM public key.
+    public let jwtKey: String
+    public let jwtPublicKey: String
+    /// Another P-256 private key, configured nowhere: tokens signed with it must be refused.
+    public let otherJWTKey: String
+    /// The client certificate and key as PKCS#12, and the file holding its password.
+    public let clientP12: String
+    public let clientP12PasswordFile: String
+    public let clientP12Password = "test-password"
 
-    nonisolated(unsafe) private static var shared: TestPKI?
-
-    /// The process's PKI, made on first use.
+    /// Generates everything (a second or so of `openssl` runs).
     public static func make() throws -> TestPKI {
-        if let shared { return shared }
-        let dir = makeTemporaryDirectory("pushgw-pki")
-        let (status, _, err) = try runCommand("/bin/bash", [packageRoot + "/scripts/make-pki.sh", dir, "com.example.app"])
-        guard status == 0 else { throw TestSupportError("make-pki.sh failed: \(err)") }
-        let pki = TestPKI(dir: dir)
-        shared = pki
+        let dir = NSTemporaryDirectory() + "pushgw-pki-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let pki = TestPKI(directory: dir)
+        try pki.generate()
         return pki
     }
+
+    private init(directory: String) {
+        self.directory = directory
+        caCert = directory + "/ca.pem"
+        caKey = directory + "/ca.key"
+        serverCert = directory + "/server.pem"
+        serverKey = directory + "/server.key"
+        clientCert = directory + "/client.pem"
+        clientKey = directory + "/client.key"
+        jwtKey = directory + "/AuthKey.p8"
+        jwtPublicKey = directory + "/AuthKey.pub.pem"
+        otherJWTKey = directory + "/AuthKey_OTHER.p8"
+        clientP12 = directory + "/client.p12"
+        clientP12PasswordFile = directory + "/client.p12.password"
+    }
+
+    private func generate() throws {
+        let (status, _, err) = try runCommand("/bin/bash", [packageRoot + "/scripts/make-pki.sh", directory, clientBundleID])
+        guard status == 0 else { throw PKIError("scripts/make-pki.sh failed: \(err.prefix(500))") }
+        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", otherJWTKey])
+    }
+
+    /// An APNs provider token (`{"alg":"ES256","kid":…}.{"iss":…,"iat":…}.r‖s`) signed by
+    /// the `openssl` CLI with `keyFile` (default: `jwtKey`), independent of pushgw's signer.
+    public func providerToken(keyID: String, teamID: String, issuedAt: Int64, keyFile: String? = nil) throws -> String {
+        let header = Self.base64URL(Array("{\"alg\":\"ES256\",\"kid\":\"\(keyID)\"}".utf8))
+        let claims = Self.base64URL(Array("{\"iss\":\"\(teamID)\",\"iat\":\(issuedAt)}".utf8))
+        let signingInput = header + "." + claims
+        let inputFile = directory + "/jwt-input-\(UUID().uuidString)"
+        let signatureFile = inputFile + ".sig"
+        defer {
+            try? FileManager.default.removeItem(atPath: inputFile)
+            try? FileManager.default.removeItem(atPath: signatureFile)
+        }
+        try signingInput.write(toFile: inputFile, atomically: true, encoding: .utf8)
+        try openssl(["dgst", "-sha256", "-sign", keyFile ?? jwtKey, "-out", signatureFile, inputFile])
+        let der = try [UInt8](Data(contentsOf: URL(fileURLWithPath: signatureFile)))
+        return signingInput + "." + Self.base64URL(try Self.rawSignature(fromDER: der))
+    }
+
+    /// JWS wants r‖s (32 + 32 bytes); OpenSSL signs `SEQUENCE { INTEGER r, INTEGER s }`.
+    static func rawSignature(fromDER der: [UInt8]) throws -> [UInt8] {
+        var i = 0
+        func length() throws -> Int {
+            guard i < der.count else { throw PKIError("truncated DER signature") }
+            let first = Int(der[i]); i += 1
+            guard first & 0x80 != 0 else { return first }
+            var n = 0
+            for _ in 0..<(first & 0x7f) {
+                guard i < der.count else { throw PKIError("truncated DER signature") }
+                n = n << 8 | Int(der[i]); i += 1
+            }
+            return n
+        }
+        func integer() throws -> [UInt8] {
+            guard i < der.count, der[i] == 0x02 else { throw PKIError("DER signature: INTEGER expected") }
+            i += 1
+            let n = try length()
+            guard i + n <= der.count else { throw PKIError("truncated DER signature") }
+            let bytes = Array(der[i..<(i + n)].drop { $0 == 0 })
+            i += n
+            guard bytes.count <= 32 else { throw PKIError("DER signature: integer over 32 bytes") }
+            return [UInt8](repeating: 0, count: 32 - bytes.count) + bytes
+        }
+        guard der.first == 0x30 else { throw PKIError("DER signature: SEQUENCE expected") }
+        i = 1
+        _ = try length()
+        return try integer() + integer()
+    }
+
+    /// Base64url without padding.
+    public static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    private func openssl(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        let log = directory + "/openssl.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        defer { try? handle.close() }
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw PKIError("openssl \(arguments.prefix(2).joined(separator: " ")) failed: \(output.prefix(500))")
+        }
+    }
+}
+
+/// A step of `TestPKI` failed; the message says which and what `openssl` printed.
+public struct PKIError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,96 @@
+@testable import APNsSimulator
+import Foundation
+import XCTest
+
+/// The config file, scenario spellings and the CLI verb's argument checks: no sockets.
+final class SimulatorConfigTests: XCTestCase {
+    private func parse(_ json: String) throws -> SimulatorConfig {
+        try SimulatorConfig.parse(json: Data(json.utf8), baseDirectory: "/etc/sim")
+    }
+
+    func testFullConfigIsReadWithRelativePathsResolved() throws {
+        let config = try parse("""
+            { "port": 2197, "cert_file": "server.pem", "key_file": "/abs/server.key", "client_ca_file": "ca.pem",
+              "token_keys": { "KEY1234567": "keys/AuthKey.pub.pem" }, "team_id": "TEAM123456",
+              "bundle_ids": ["com.acme.phone"], "default_scenario": "flaky:2",
+              "scenarios": { "ABCD": "unregistered", "00ff": "slow:250" },
+              "goaway_every": 100, "initial_max_streams": 1, "raised_max_streams": 500,
+              "log_file": "requests.jsonl", "sandbox": true, "max_token_age_s": 60, "record_limit": 10 }
+            """)
+        XCTAssertEqual(config.port, 2197)
+        XCTAssertEqual(config.certFile, "/etc/sim/server.pem", "relative paths are relative to the config file")
+        XCTAssertEqual(config.keyFile, "/abs/server.key")
+        XCTAssertEqual(config.clientCAFile, "/etc/sim/ca.pem")
+        XCTAssertEqual(config.tokenKeys, ["KEY1234567": "/etc/sim/keys/AuthKey.pub.pem"])
+        XCTAssertEqual(config.teamId, "TEAM123456")
+        XCTAssertEqual(config.bundleIDs, ["com.acme.phone"])
+        XCTAssertEqual(config.defaultScenario, .flaky(2))
+        XCTAssertEqual(config.scenarios, ["abcd": .unregistered, "00ff": .slow(250)], "tokens are kept lower case")
+        XCTAssertEqual(config.goawayEvery, 100)
+        XCTAssertEqual(config.raisedMaxStreams, 500)
+        XCTAssertEqual(config.logFile, "/etc/sim/requests.jsonl")
+        XCTAssertTrue(config.sandbox)
+        XCTAssertEqual(config.maxTokenAgeSeconds, 60)
+        XCTAssertEqual(config.recordLimit, 10)
+    }
+
+    func testMinimalConfigTakesAPNsDefaults() throws {
+        let config = try parse(#"{ "cert_file": "s.pem", "key_file": "s.key" }"#)
+        XCTAssertEqual(config.host, "127.0.0.1")
+        XCTAssertEqual(config.port, 0)
+        XCTAssertEqual(config.initialMaxStreams, 1, "APNs starts a connection at one stream")
+        XCTAssertEqual(config.raisedMaxStreams, 1000)
+        XCTAssertEqual(config.maxTokenAgeSeconds, 3600, "Apple: a token is valid for an hour")
+        XCTAssertEqual(config.defaultScenario, .ok)
+        XCTAssertNil(config.goawayEvery)
+    }
+
+    func testEveryProblemIsReportedWithItsJSONPath() {
+        XCTAssertThrowsError(try parse("""
+            { "key_file": "k", "port": 70000, "sandbox": "yes", "colour": 1,
+              "scenarios": { "abcd": "sometimes", "xyz": "ok" }, "default_scenario": "slow" }
+            """)) { error in
+            let paths = (error as? SimulatorConfigError)?.problems.map(\.path) ?? []
+            XCTAssertEqual(Set(paths), ["$.cert_file", "$.port", "$.sandbox", "$.colour", "$.scenarios.abcd",
+                                        "$.scenarios.xyz", "$.default_scenario"],
+                           "each problem names where it is: \(error)")
+        }
+        XCTAssertThrowsError(try parse("[1, 2")) { error in
+            XCTAssertEqual((error as? SimulatorConfigError)?.problems.first?.path, "$")
+        }
+    }
+
+    func testScenarioSpellingsRoundTrip() throws {
+        let all: [Scenario] = [.ok, .unregistered, .expiredToken, .badToken, .notForTopic, .tooMany, .error500,
+                               .unavailable, .flaky(3), .slow(250), .blackhole, .expiredProviderToken(2)]
+        for scenario in all {
+            XCTAssertEqual(try Scenario(parsing: scenario.description), scenario)
+        }
+        for bad in ["", "OK", "flaky", "flaky:-1", "flaky:x", "ok:1", "slow:", "teapot"] {
+            XCTAssertThrowsError(try Scenario(parsing: bad), "\"\(bad)\" is not a scenario")
+        }
+    }
+
+    func testCommandRejectsBadUsageWithExitCode2() {
+        XCTAssertEqual(runSimulatorCommand(arguments: []), 2, "--config is required")
+        XCTAssertEqual(runSimulatorCommand(arguments: ["--config"]), 2, "--config needs a value")
+        XCTAssertEqual(runSimulatorCommand(arguments: ["--config", "x.json", "--port", "high"]), 2, "--port needs a number")
+        XCTAssertEqual(runSimulatorCommand(arguments: ["--verbose"]), 2, "unknown flags are refused")
+        XCTAssertEqual(runSimulatorCommand(arguments: ["--config", "/nonexistent/sim.json"]), 2, "an unreadable config is a config error")
+    }
+
+    func testCommandOptionsApplyThePort() throws {
+        let options = try SimulatorCommandOptions(parsing: ["--port", "2197", "--config", "sim.json"])
+        XCTAssertEqual(options.configFile, "sim.json")
+        XCTAssertEqual(options.port, 2197)
+    }
+
+    func testScenarioBookCountsFlakyAnswersPerToken() {
+        var book = ScenarioBook(defaultScenario: .ok, scenarios: ["AA": .flaky(1)])
+        XCTAssertEqual(book.outcome(for: "aa"), .answer(.serviceUnavailable))
+        XCTAssertEqual(book.outcome(for: "aa"), .answer(nil), "flaky:1 fails once")
+        XCTAssertEqual(book.outcome(for: "bb"), .answer(nil), "other tokens take the default")
+        book.set(.flaky(1), for: "AA")
+        XCTAssertEqual(book.outcome(for: "aa"), .answer(.serviceUnavailable), "setting a scenario again restarts its count")
+    }
+}

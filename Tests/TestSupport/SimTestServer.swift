@@ -1,0 +1,63 @@
+import APNsSimulator
+import EventLoop
+import Foundation
+
+/// An `APNsSimulator` on a fresh loop with the test PKI, listening on a free loopback port,
+/// for any test target that needs an APNs to talk to.
+///
+/// Token auth accepts JWTs from `pki.jwtKey` with `keyID`/`teamID`; certificate auth accepts
+/// `pki.clientCert` (bundle `com.example.app`); `bundleID` is the only app token auth may push to.
+public final class SimTestServer {
+    public let loop: EventLoop
+    public let pki: TestPKI
+    public let simulator: APNsSimulator
+    public let keyID = "KEY1234567"
+    public let teamID = "TEAM123456"
+    public let bundleID = "com.example.app"
+    /// The simulator's JSONL request log (in the PKI's temp directory).
+    public let logFile: String
+
+    /// Starts the simulator; `configure` may adjust the config first.
+    public init(configure: (inout SimulatorConfig) -> Void = { _ in }) throws {
+        pki = try SimTestServer.sharedPKI()
+        loop = EventLoop()
+        logFile = pki.directory + "/requests-\(UUID().uuidString.prefix(8)).jsonl"
+        var config = SimulatorConfig(certFile: pki.serverCert, keyFile: pki.serverKey)
+        config.clientCAFile = pki.caCert
+        config.tokenKeys = [keyID: pki.jwtPublicKey]
+        config.teamId = teamID
+        config.bundleIDs = [bundleID]
+        config.logFile = logFile
+        configure(&config)
+        simulator = try APNsSimulator(loop: loop, config: config)
+        try simulator.start()
+    }
+
+    /// The port the simulator listens on.
+    public var port: Int { simulator.port }
+
+    /// A provider token for this server, issued now unless told otherwise.
+    public func providerToken(issuedAt: Int64? = nil, keyID: String? = nil, teamID: String? = nil,
+                              keyFile: String? = nil) throws -> String {
+        try pki.providerToken(keyID: keyID ?? self.keyID, teamID: teamID ?? self.teamID,
+                              issuedAt: issuedAt ?? Clock.unixMs() / 1000, keyFile: keyFile)
+    }
+
+    /// Closes the simulator and the loop.
+    public func close() {
+        simulator.close()
+        // Let libevent run the callbacks the closes queued before freeing the base.
+        let done = LoopTimer(loop: loop) {}
+        done.schedule(afterMs: 0)
+        loop.run(until: { !done.isScheduled })
+        done.close()
+        loop.close()
+    }
+
+    /// One PKI per test process: generating it costs a second of `openssl` runs.
+    public static func sharedPKI() throws -> TestPKI {
+        try shared.get()
+    }
+
+    private static let shared = Result { try TestPKI.make() }
+}
