@@ -1,7 +1,7 @@
 /// Verbs whose modules are not in this build yet. Each prints what it will do under
 /// `--help`, and otherwise says it is not implemented and exits 2.
 protocol PendingCommand: Command {
-    /// Where the work is tracked. TODO(integrator): put the issue numbers here.
+    /// The issue that tracks the verb.
     static var issue: String { get }
 }
 
@@ -20,7 +20,7 @@ extension PendingCommand {
 enum RunCommand: PendingCommand {
     static let name = "run"
     static let summary = "run the gateway service (not implemented yet)"
-    static let issue = "TBD: service roles"
+    static let issue = "#5 (with the router of #3)"
     static let help = """
         usage: pushgw run [--config FILE] [--role router,retry,dead]
 
@@ -33,7 +33,7 @@ enum RunCommand: PendingCommand {
 enum DeadCommand: PendingCommand {
     static let name = "dead"
     static let summary = "list, show, replay, purge dead letters (not implemented yet)"
-    static let issue = "TBD: dead-letter tooling"
+    static let issue = "#4"
     static let help = """
         usage: pushgw dead list|show|replay|purge|stats [--config FILE] [--app A] [--json]
 
@@ -45,7 +45,7 @@ enum DeadCommand: PendingCommand {
 enum DemoCommand: PendingCommand {
     static let name = "demo"
     static let summary = "run the gateway end to end against the APNs simulator (not implemented yet)"
-    static let issue = "TBD: demo"
+    static let issue = "#5"
     static let help = """
         usage: pushgw demo [--config FILE]
 
@@ -54,26 +54,3 @@ enum DemoCommand: PendingCommand {
         """
 }
 
-/// `pushgw simulator`: the fault-injecting APNs stand-in from module APNsSimulator.
-enum SimulatorCommand: Command {
-    static let name = "simulator"
-    static let summary = "run the APNs simulator (not available in this build)"
-    static let help = """
-        usage: pushgw simulator [OPTIONS]
-
-        Runs the fault-injecting APNs stand-in used by the tests, the demo and the benchmarks.
-        NOT AVAILABLE IN THIS BUILD: the APNsSimulator module is not merged yet.
-        """
-
-    static func run(_ args: [String], context: CommandContext) -> Int32 {
-        // TODO(integrator): once APNsSimulator lands, `import APNsSimulator` and replace the
-        // rest of this function with `return runSimulatorCommand(arguments: args)`; it owns
-        // its options and its --help.
-        if args == ["--help"] || args == ["-h"] {
-            context.console.out(help)
-            return 0
-        }
-        context.console.err("pushgw simulator: not available in this build")
-        return 2
-    }
-}

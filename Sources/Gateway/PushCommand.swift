@@ -1,4 +1,5 @@
 import APNs
+import EventLoop
 import Foundation
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
@@ -58,13 +59,32 @@ enum PushCommand: Command {
             context.console.err(error.line)
             return 2
         }
-        // TODO(integrator): send through the APNs client once it lands, e.g.
-        //   let client = try ApnsClient(credential: plan.credential, endpoint: plan.endpoint, …)
-        //   client.send(plan.notification) { result in status = printPushAnswer(result, json: json, console: context.console) }
-        //   and run the event loop until the answer came; return that status.
-        _ = (plan, json)
-        context.console.err("pushgw push: APNs client not available in this build")
-        return 2
+        return send(plan, json: json, console: context.console)
+    }
+
+    /// Sends the planned push on a loop of its own and prints the answer.
+    static func send(_ plan: PushPlan, json: Bool, console: Console) -> Int32 {
+        let loop = EventLoop()
+        defer { loop.close() }
+        let client: ApnsClient
+        do {
+            var configuration = ApnsClientConfiguration(host: plan.endpoint.host, port: plan.endpoint.port,
+                                                        caFile: plan.caFile,
+                                                        authentication: try plan.credential.authentication())
+            configuration.connections = 1
+            configuration.requestTimeoutMs = Int64(plan.requestTimeoutMs)
+            client = try ApnsClient(loop: loop, configuration: configuration)
+        } catch {
+            console.err("pushgw push: credentials.\(plan.credentialName): \(error)")
+            return 2
+        }
+        var status: Int32?
+        client.send(plan.notification) { result in
+            status = printPushAnswer(result, json: json, console: console)
+        }
+        loop.run(until: { status != nil })
+        client.close()
+        return status ?? 1
     }
 
     /// Why `pushgw push` could not start: bad usage, or a config that cannot be used.
