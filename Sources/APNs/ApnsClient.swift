@@ -25,6 +25,8 @@ public struct ApnsClientConfiguration {
     public var requestTimeoutMs: Int64 = 10_000
     /// Pushes waiting for a stream, at most; beyond, `send` fails with `.queueFull` at once.
     public var maxQueued: Int = 10_000
+    /// A connect (TCP, TLS, first SETTINGS) not done after this long is abandoned and retried.
+    public var connectTimeoutMs: Int64 = 10_000
     /// A connection silent for this long gets a PING (Apple: keep connections, PING when idle).
     public var pingIdleMs: Int64 = 60_000
     /// An unanswered PING older than this marks the connection dead.
@@ -249,7 +251,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
     func connection(_ connection: ApnsConnection, lost pushes: [PendingPush], reason: String) {
         for push in pushes {
             stats.lost += 1
-            push.complete(.failure(.connectionLost(reason)))
+            push.complete(.failure(closed ? .clientClosed : .connectionLost(reason)))
         }
     }
 
@@ -291,6 +293,9 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 stats.timeouts += 1
                 push.complete(.failure(lastConnectError.map { .connectionFailed($0) } ?? .timeout))
             }
+        }
+        for c in connections where c.isConnecting && now - c.startedMs > configuration.connectTimeoutMs {
+            c.abandonConnect(reason: "no TLS handshake and SETTINGS within \(configuration.connectTimeoutMs) ms")
         }
         for c in connections {
             if let sent = c.pingSentMs, now - sent > configuration.pingTimeoutMs {

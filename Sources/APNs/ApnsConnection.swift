@@ -65,6 +65,8 @@ final class ApnsConnection: TLSStreamDelegate {
     private(set) var lastReadMs: Int64
     /// Monotonic ms when our unanswered PING left, or nil.
     private(set) var pingSentMs: Int64?
+    /// Monotonic ms when the connect started (for the connect timeout).
+    let startedMs = Clock.monotonicMs()
     /// Highest MAX_CONCURRENT_STREAMS the server announced on this connection.
     private(set) var peakAnnouncedStreams = 0
 
@@ -164,6 +166,15 @@ final class ApnsConnection: TLSStreamDelegate {
         nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
         pingSentMs = nowMs
         flush()
+    }
+
+    /// True until the first SETTINGS arrived: TCP, TLS or HTTP/2 set-up still under way.
+    var isConnecting: Bool { state == .connecting || state == .awaitingSettings }
+
+    /// Gives up a connect that is taking too long; the pool hears `connectionClosed`.
+    func abandonConnect(reason: String) {
+        guard isConnecting else { return }
+        fail(reason: reason)
     }
 
     /// Closes now. Pushes still in flight are reported lost (they may have been delivered),

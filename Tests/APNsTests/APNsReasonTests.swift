@@ -1,0 +1,62 @@
+import XCTest
+@testable import APNs
+
+/// Apple's reason table: one row per string, each classified once.
+final class APNsReasonTests: XCTestCase {
+    func testEveryReasonStringAppearsOnceAndRoundTrips() {
+        let texts = APNsReason.table.map(\.text)
+        XCTAssertEqual(Set(texts).count, texts.count, "no reason string twice in the table")
+        for row in APNsReason.table {
+            let parsed = APNsReason(text: row.text, status: row.status)
+            XCTAssertEqual(parsed, row.reason, "\(row.text) parses to its case")
+            XCTAssertEqual(parsed.text, row.text)
+            XCTAssertEqual(parsed.status, row.status)
+        }
+        for newer in ["UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "ExpiredToken"] {
+            XCTAssertFalse(APNsReason(text: newer, status: 0).isUnknown, "\(newer) is in the table")
+        }
+    }
+
+    func testClassificationFollowsDesignTable() {
+        let expected: [(String, ReasonClass)] = [
+            ("Unregistered", .tokenInvalid), ("ExpiredToken", .tokenInvalid), ("BadDeviceToken", .tokenInvalid),
+            ("DeviceTokenNotForTopic", .tokenInvalid),
+            ("TooManyRequests", .retryable), ("InternalServerError", .retryable), ("ServiceUnavailable", .retryable),
+            ("Shutdown", .retryable),
+            ("InvalidProviderToken", .credentialOrConfig), ("BadTopic", .credentialOrConfig),
+            ("TopicDisallowed", .credentialOrConfig), ("BadCertificate", .credentialOrConfig),
+            ("PayloadTooLarge", .requestError), ("BadPriority", .requestError),
+        ]
+        for (text, kind) in expected {
+            XCTAssertEqual(APNsReason(text: text, status: 0).kind, kind, text)
+        }
+    }
+
+    func testUnknownReasonsGoByStatus() {
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 410).kind, .tokenInvalid)
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 403).kind, .credentialOrConfig)
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 502).kind, .retryable)
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 429).kind, .retryable)
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 400).kind, .requestError)
+        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 400).text, "SomethingNew")
+    }
+
+    func testErrorBodyParsing() {
+        let body = Array(#"{"reason": "Unregistered", "timestamp":1700000000123}"#.utf8)
+        XCTAssertEqual(ErrorBody.parse(body).reason, "Unregistered")
+        XCTAssertEqual(ErrorBody.parse(body).timestampMs, 1700000000123)
+        XCTAssertNil(ErrorBody.parse(Array("not json".utf8)).reason)
+    }
+
+    func testReconnectBackoffDoublesToItsCap() {
+        let delays = (1...10).map { ReconnectBackoff.delayMs(failures: $0, baseMs: 100, capMs: 30_000, random: 0) }
+        XCTAssertEqual(delays, [100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000])
+        XCTAssertEqual(ReconnectBackoff.delayMs(failures: 3, baseMs: 100, capMs: 30_000, random: 0.5), 360,
+                       "jitter takes off up to 20 %")
+        XCTAssertEqual(ReconnectBackoff.delayMs(failures: 80, baseMs: 100, capMs: 30_000, random: 0), 30_000, "no overflow")
+    }
+}
+
+extension APNsReason {
+    var isUnknown: Bool { if case .unknown = self { return true }; return false }
+}

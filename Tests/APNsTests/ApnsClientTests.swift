@@ -1,0 +1,268 @@
+import XCTest
+import Foundation
+import EventLoop
+@testable import APNs
+import APNsSimulator
+import TestSupport
+
+/// The APNs client over real HTTP/2 + TLS against the simulator: headers, auth, Apple's
+/// answers, and every connection fault APNs produces.
+final class ApnsClientTests: XCTestCase {
+    private var server: SimTestServer!
+
+    override func tearDown() {
+        server?.close()
+        server = nil
+    }
+
+    // MARK: Helpers
+
+    private func start(_ configure: (inout SimulatorConfig) -> Void = { _ in }) throws {
+        server = try SimTestServer(configure: configure)
+    }
+
+    private func tokenSource(clock: @escaping () -> Int64 = { Clock.unixMs() / 1000 }) throws -> ProviderTokenSource {
+        let key = try ES256SigningKey.load(p8File: server.pki.jwtKey)
+        return ProviderTokenSource(signer: ProviderTokenSigner(teamId: server.teamID, keyId: server.keyID, key: key),
+                                   clock: clock)
+    }
+
+    private func client(_ auth: ApnsAuthentication? = nil, host: String = "127.0.0.1", port: Int? = nil,
+                        _ configure: (inout ApnsClientConfiguration) -> Void = { _ in }) throws -> ApnsClient {
+        var config = ApnsClientConfiguration(host: host, port: port ?? server.port, caFile: server.pki.caCert,
+                                             authentication: try auth ?? .token(tokenSource()))
+        config.connections = 1
+        config.requestTimeoutMs = 5_000
+        configure(&config)
+        return try ApnsClient(loop: server.loop, configuration: config)
+    }
+
+    private func voip(_ token: String, payload: String = #"{"caller":"Alice"}"#) throws -> PushNotification {
+        try PushNotification(deviceToken: token, bundleID: server.bundleID, pushType: .voip, payload: Array(payload.utf8))
+    }
+
+    /// Sends every push and runs the loop until each has its one completion.
+    private func sendAll(_ client: ApnsClient, _ pushes: [PushNotification],
+                         file: StaticString = #filePath, line: UInt = #line) -> [Result<PushNotificationResponse, ApnsClientError>] {
+        var results = [Result<PushNotificationResponse, ApnsClientError>?](repeating: nil, count: pushes.count)
+        var done = 0
+        var duplicates = 0
+        for (i, push) in pushes.enumerated() {
+            client.send(push) { result in
+                if results[i] != nil { duplicates += 1 }
+                results[i] = result
+                done += 1
+            }
+        }
+        server.loop.run(until: { done >= pushes.count })
+        XCTAssertEqual(duplicates, 0, "every push completes exactly once", file: file, line: line)
+        return results.map { $0! }
+    }
+
+    private func statuses(_ results: [Result<PushNotificationResponse, ApnsClientError>]) -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for r in results { if case let .success(resp) = r { counts[resp.status, default: 0] += 1 } }
+        return counts
+    }
+
+    // MARK: Requests
+
+    func testEveryPushTypeSendsItsHeadersAndTopic() throws {
+        try start()
+        let c = try client()
+        let token = "a1b2c3d4"
+        var pushes: [PushNotification] = []
+        for type in PushType.allCases where type != .mdm {
+            let payload = type == .background ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"x"}}"#
+            pushes.append(try PushNotification(deviceToken: token, bundleID: server.bundleID, pushType: type,
+                                               payload: Array(payload.utf8), expiration: 1_900_000_000,
+                                               apnsID: "123e4567-e89b-12d3-a456-4266554400a0", collapseID: "c1"))
+        }
+        let results = sendAll(c, pushes)
+        XCTAssertEqual(statuses(results)[200], pushes.count, "the simulator accepts each type with its topic: \(results)")
+        let recorded = server.simulator.recorded
+        for type in PushType.allCases where type != .mdm {
+            guard let r = recorded.first(where: { $0.header("apns-push-type") == type.rawValue }) else {
+                XCTFail("no request of type \(type) reached the server"); continue
+            }
+            XCTAssertEqual(r.header("apns-topic"), server.bundleID + type.topicSuffix, "topic of \(type)")
+            XCTAssertEqual(r.header("apns-priority"), type == .background ? "5" : "10", "priority of \(type)")
+            XCTAssertEqual(r.header("apns-expiration"), "1900000000")
+            XCTAssertEqual(r.header("apns-id"), "123e4567-e89b-12d3-a456-4266554400a0")
+            XCTAssertEqual(r.header("apns-collapse-id"), "c1")
+            XCTAssertEqual(r.path, "/3/device/" + token)
+            XCTAssertTrue(r.header("authorization")?.hasPrefix("bearer ey") ?? false, "token auth sends a JWT")
+        }
+        XCTAssertEqual(PushType.complication.topic(bundleID: "a.b"), "a.b.complication", "not Apple's 'h.complication' typo")
+        c.close()
+    }
+
+    func testPayloadOverTheLimitIsRefusedBeforeSending() throws {
+        let ok = String(repeating: "x", count: 5120 - 8)  // {"p":"…"} adds 8 bytes
+        XCTAssertNoThrow(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .voip,
+                                              payload: Array(#"{"p":"\#(ok)"}"#.utf8)), "5120 bytes is a legal VoIP payload")
+        XCTAssertThrowsError(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .voip,
+                                                  payload: Array(#"{"p":"\#(ok)x"}"#.utf8))) {
+            XCTAssertEqual($0 as? PushNotificationError, .payloadTooLarge(size: 5121, limit: 5120))
+        }
+        XCTAssertThrowsError(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .alert,
+                                                  payload: [UInt8](repeating: 0x20, count: 4097))) {
+            XCTAssertEqual($0 as? PushNotificationError, .payloadTooLarge(size: 4097, limit: 4096))
+        }
+        XCTAssertThrowsError(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .alert,
+                                                  payload: [0x7B, 0x7D], collapseID: String(repeating: "c", count: 65)))
+        XCTAssertThrowsError(try PushNotification(deviceToken: "xyz1", bundleID: "a.b", pushType: .alert, payload: [0x7B, 0x7D]))
+        XCTAssertThrowsError(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .background,
+                                                  payload: [0x7B, 0x7D], priority: .immediate), "background pushes refuse priority 10")
+    }
+
+    // MARK: Answers
+
+    func testUnregisteredAnswerCarriesItsMillisecondTimestamp() throws {
+        try start { $0.scenarios = ["dead0001": .unregistered, "bad00001": .badToken] }
+        let c = try client()
+        let before = Clock.unixMs()
+        let results = sendAll(c, [try voip("dead0001"), try voip("bad00001")])
+        let gone = try results[0].get()
+        XCTAssertEqual(gone.status, 410)
+        XCTAssertEqual(gone.reason, .unregistered)
+        XCTAssertEqual(gone.rejectionKind, .tokenInvalid)
+        let ts = try XCTUnwrap(gone.invalidationTimestampMs, "410 carries APNs' timestamp")
+        XCTAssertGreaterThanOrEqual(ts, before - 1000, "the timestamp is in milliseconds, not seconds")
+        XCTAssertNotNil(gone.apnsID)
+        let bad = try results[1].get()
+        XCTAssertEqual(bad.reason, .badDeviceToken)
+        XCTAssertNil(bad.invalidationTimestampMs, "only 410 has a timestamp")
+        c.close()
+    }
+
+    func testExpiredProviderTokenIsRenewedAndResentWithoutCountingAsAnAnswer() throws {
+        try start { $0.scenarios = ["ee000001": .expiredProviderToken(1)] }
+        // A clock that issued the first token 25 minutes ago: renewal is then allowed.
+        final class FakeClock: @unchecked Sendable { var now = Clock.unixMs() / 1000 - 25 * 60 }
+        let clock = FakeClock()
+        let source = try tokenSource(clock: { clock.now })
+        let c = try client(.token(source))
+        let first = try source.currentToken()
+        clock.now += 25 * 60
+        let results = sendAll(c, [try voip("ee000001")])
+        XCTAssertEqual(try results[0].get().status, 200, "the resend with a fresh token is accepted")
+        XCTAssertEqual(c.stats.resentAfterTokenRenewal, 1)
+        XCTAssertEqual(c.stats.answered, 1, "the 403 is not reported as an answer")
+        XCTAssertEqual(source.renewals, 1, "a new token was signed")
+        let sent = server.simulator.recorded.filter { $0.token == "ee000001" }.compactMap { $0.header("authorization") }
+        XCTAssertEqual(sent.count, 2)
+        XCTAssertEqual(sent.first, "bearer " + first)
+        XCTAssertNotEqual(sent.first, sent.last, "the resend carries the new token")
+        c.close()
+    }
+
+    func testCertificateAuthWithPEMAndPKCS12() throws {
+        try start()
+        let pki = server.pki
+        for auth in [ApnsAuthentication.certificate(.pem(certFile: pki.clientCert, keyFile: pki.clientKey)),
+                     .certificate(.pkcs12(file: pki.clientP12, password: pki.clientP12Password))] {
+            let c = try client(auth)
+            let results = sendAll(c, [try voip("c0ffee00")])
+            XCTAssertEqual(try results[0].get().status, 200, "certificate auth is accepted: \(auth)")
+            c.close()
+        }
+        XCTAssertNil(server.simulator.recorded.last?.header("authorization"), "no JWT with certificate auth")
+        XCTAssertThrowsError(try client(.certificate(.pkcs12(file: pki.clientP12, password: "wrong"))),
+                             "a wrong PKCS#12 password fails at set-up")
+    }
+
+    func testServerCertificateIsVerified() throws {
+        try start()
+        // A CA that did not sign the simulator's certificate: the handshake must fail.
+        var config = ApnsClientConfiguration(host: "127.0.0.1", port: server.port, caFile: server.pki.clientCert,
+                                             authentication: .token(try tokenSource()))
+        config.requestTimeoutMs = 1_000
+        let c = try ApnsClient(loop: server.loop, configuration: config)
+        let results = sendAll(c, [try voip("ab")])
+        guard case .failure(.connectionFailed) = results[0] else {
+            return XCTFail("an untrusted server certificate must not be accepted: \(results[0])")
+        }
+        XCTAssertEqual(server.simulator.stats.requests, 0)
+        c.close()
+    }
+
+    // MARK: Connection behaviour
+
+    func testStreamLimitFollowsTheServerFromOneToMany() throws {
+        try start { $0.initialMaxStreams = 1; $0.raisedMaxStreams = 40 }
+        let c = try client { $0.connections = 1 }
+        let results = sendAll(c, try (0..<400).map { _ in try voip("abcd0001") })
+        XCTAssertEqual(statuses(results)[200], 400)
+        XCTAssertEqual(c.stats.peakAnnouncedStreams, 40, "the raised limit was read")
+        XCTAssertGreaterThan(c.stats.peakInFlight, 1, "more than one stream once the limit rose")
+        XCTAssertLessThanOrEqual(c.stats.peakInFlight, 40, "never above the server's limit")
+        XCTAssertEqual(server.simulator.stats.maxConcurrentStreams.values.max() ?? 0 <= 40, true)
+        XCTAssertEqual(c.stats.resentUnprocessed, 0, "no stream was refused: the client waited for SETTINGS")
+        c.close()
+    }
+
+    func testGoawayDuringLoadLosesNoPush() throws {
+        try start { $0.goawayEvery = 150; $0.raisedMaxStreams = 100 }
+        let c = try client { $0.connections = 2 }
+        let total = 3000
+        let results = sendAll(c, try (0..<total).map { i in try voip(String(format: "%08x", i)) })
+        XCTAssertEqual(statuses(results)[200], total, "every push is answered 200 despite GOAWAYs")
+        XCTAssertGreaterThan(c.stats.goaways, 5, "the server sent GOAWAY many times")
+        XCTAssertEqual(c.stats.lost, 0, "no push was failed because of a GOAWAY")
+        XCTAssertEqual(server.simulator.stats.count(status: 200), total,
+                       "each push was processed exactly once by the server (none twice, none dropped)")
+        c.close()
+    }
+
+    func testServerThatNeverAnswersTimesOutAndStaysBounded() throws {
+        try start { $0.defaultScenario = .blackhole; $0.raisedMaxStreams = 50 }
+        // The first answer raises the stream limit; with none, one stream at a time.
+        let c = try client { $0.connections = 2; $0.requestTimeoutMs = 300; $0.maxQueued = 500; $0.pingTimeoutMs = 200 }
+        var results: [Result<PushNotificationResponse, ApnsClientError>] = []
+        var peakQueued = 0
+        let total = 2000
+        for i in 0..<total {
+            c.send(try voip(String(format: "%08x", i))) { results.append($0) }
+            peakQueued = max(peakQueued, c.queuedCount)
+        }
+        server.loop.run(until: { results.count == total })
+        XCTAssertLessThanOrEqual(peakQueued, 500, "the queue never grows past maxQueued")
+        let full = results.filter { if case .failure(.queueFull) = $0 { return true }; return false }.count
+        let timeouts = results.filter { if case .failure(.timeout) = $0 { return true }; return false }.count
+        XCTAssertEqual(full, total - 500, "beyond the bound, sends are refused at once (back-pressure)")
+        XCTAssertEqual(timeouts, 500, "every accepted push times out instead of hanging")
+        XCTAssertEqual(c.inFlightCount, 0)
+        XCTAssertEqual(c.queuedCount, 0)
+        c.close()
+    }
+
+    func testPeerThatAcceptsButNeverHandshakesFailsEveryPushInTime() throws {
+        try start()
+        // A TCP listener that accepts and then never says a word.
+        var accepted: [Int32] = []
+        let silent = try TCPListener(loop: server.loop, host: "127.0.0.1", port: 0) { accepted.append($0) }
+        defer { silent.close(); accepted.forEach { close($0) } }
+        let c = try client(port: silent.port) { $0.requestTimeoutMs = 300; $0.connectTimeoutMs = 200 }
+        let results = sendAll(c, try (0..<50).map { _ in try voip("abcd") })
+        let failed = results.filter { if case .failure = $0 { return true }; return false }.count
+        XCTAssertEqual(failed, 50, "no answer, but every push completes: \(results.prefix(2))")
+        XCTAssertFalse(accepted.isEmpty, "the client did connect")
+        c.close()
+    }
+
+    func testClosingFailsEverythingPendingOnce() throws {
+        try start { $0.defaultScenario = .slow(2_000) }
+        let c = try client()
+        var results: [Result<PushNotificationResponse, ApnsClientError>] = []
+        for _ in 0..<20 { c.send(try voip("abcd")) { results.append($0) } }
+        let closeTimer = LoopTimer(loop: server.loop) { c.close() }
+        closeTimer.schedule(afterMs: 100)
+        server.loop.run(until: { results.count == 20 })
+        closeTimer.close()
+        XCTAssertTrue(results.allSatisfy { $0 == .failure(.clientClosed) }, "close completes every push: \(results.prefix(3))")
+        var late: Result<PushNotificationResponse, ApnsClientError>?
+        c.send(try voip("abcd")) { late = $0 }
+        XCTAssertEqual(late, .failure(.clientClosed), "after close, send fails at once")
+    }
+}
