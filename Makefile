@@ -18,7 +18,7 @@ release: deps
 # on free loopback ports; see Tests/TestSupport.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
-	$(SWIFT) test --skip-build
+	scripts/test.sh
 
 demo: release
 	scripts/demo.sh

@@ -1,5 +1,6 @@
 // Gateway: configuration, process roles, the CLI. Holds no business rules: it reads what the
 // operator wrote, checks it, and hands typed values to the modules that act on them.
+import Retry
 import APNs
 
 /// The whole configuration of one pushgw process (DESIGN.md §5), after parsing, environment
@@ -206,22 +207,6 @@ public struct RetryPolicies: Equatable, Sendable {
         self.voip = voip
         self.alert = alert
         self.alertTTLSeconds = alertTTLSeconds
-    }
-}
-
-/// Exponential backoff bounds for one channel.
-public struct RetryPolicy: Equatable, Sendable {
-    /// Attempts in total, the first send included; at least 1.
-    public var maxAttempts: Int
-    /// Delay before the first retry, in milliseconds.
-    public var baseMs: Int
-    /// Largest delay between two attempts, in milliseconds; at least `baseMs`.
-    public var capMs: Int
-
-    public init(maxAttempts: Int, baseMs: Int, capMs: Int) {
-        self.maxAttempts = maxAttempts
-        self.baseMs = baseMs
-        self.capMs = capMs
     }
 }
 

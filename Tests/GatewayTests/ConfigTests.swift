@@ -1,3 +1,4 @@
+import Retry
 import APNs
 import Foundation
 import XCTest
