@@ -10,11 +10,12 @@ final class NghttpdConformanceTests: XCTestCase {
     var pki: TestPKI!
     var server: ChildProcess!
     var port = 0
+    var htdocs = ""
     let tokens = (0..<4).map { i in String(repeating: String(format: "%02x", i + 10), count: 32) }
 
     override func setUpWithError() throws {
         pki = try TestPKI.make()
-        let htdocs = makeTemporaryDirectory("nghttpd-htdocs")
+        htdocs = makeTemporaryDirectory("nghttpd-htdocs")
         try FileManager.default.createDirectory(atPath: htdocs + "/3/device", withIntermediateDirectories: true)
         for t in tokens { try Data("{}".utf8).write(to: URL(fileURLWithPath: htdocs + "/3/device/" + t)) }
         port = freeLoopbackPort()
@@ -71,5 +72,79 @@ final class NghttpdConformanceTests: XCTestCase {
         XCTAssertFalse(response.isAccepted)
         client.close()
         loop.close()
+    }
+
+    func testFrozenServerIsDetectedByPingAndReplaced() throws {
+        let loop = EventLoop()
+        let push = try PushNotification(deviceToken: tokens[0], bundleID: "com.example.app", pushType: .voip,
+                                        payload: Array("{}".utf8))
+        let fast = try makeFastClient(loop)
+        var first: Result<PushNotificationResponse, ApnsClientError>?
+        fast.send(push) { first = $0 }
+        loop.run(until: { first != nil })
+        XCTAssertEqual(try first!.get().status, 200, "connected before the freeze")
+
+        // Freeze the server: TCP stays up, but nothing answers, not even PING.
+        kill(server.pid, SIGSTOP)
+        defer { kill(server.pid, SIGCONT) }
+        var frozen: [Result<PushNotificationResponse, ApnsClientError>] = []
+        fast.send(push) { frozen.append($0) }
+        loop.run(until: { frozen.count == 1 })
+        XCTAssertEqual(frozen.first, .failure(.timeout), "a frozen server's push times out")
+        var waited = false
+        let wait = LoopTimer(loop: loop) { waited = true }
+        wait.schedule(afterMs: 600)
+        loop.run(until: { waited })
+        wait.close()
+        XCTAssertGreaterThanOrEqual(fast.stats.deadConnections, 1, "the unanswered PING marks the connection dead")
+        kill(server.pid, SIGCONT)
+        var after: Result<PushNotificationResponse, ApnsClientError>?
+        fast.send(push) { after = $0 }
+        loop.run(until: { after != nil })
+        XCTAssertEqual(try after!.get().status, 200, "a new connection serves once the server is back")
+        fast.close(); loop.close()
+    }
+
+    func testReconnectsWithBackoffUntilTheServerComes() throws {
+        let loop = EventLoop()
+        server.stop()
+        let key = try ES256SigningKey.load(p8File: pki.jwtKey)
+        let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
+        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
+        config.connections = 1
+        config.requestTimeoutMs = 400
+        config.reconnectBaseMs = 20
+        config.reconnectCapMs = 100
+        let client = try ApnsClient(loop: loop, configuration: config)
+        let push = try PushNotification(deviceToken: tokens[0], bundleID: "com.example.app", pushType: .voip,
+                                        payload: Array("{}".utf8))
+        var down: Result<PushNotificationResponse, ApnsClientError>?
+        client.send(push) { down = $0 }
+        loop.run(until: { down != nil })
+        guard case .failure(.connectionFailed) = down! else { return XCTFail("nothing listens: \(down!)") }
+        XCTAssertGreaterThanOrEqual(client.stats.connectFailures, 2, "it kept trying, with backoff")
+        XCTAssertLessThan(client.stats.connectFailures, 40, "but not in a hot loop")
+        server = try ChildProcess("nghttpd", ["-a", "127.0.0.1", "-d", htdocs, "-m", "50", String(port), pki.serverKey, pki.serverCert])
+        try waitForPort(port)
+        var up: Result<PushNotificationResponse, ApnsClientError>?
+        var tries = 0
+        while up.map({ (try? $0.get().status) != 200 }) ?? true, tries < 20 {
+            tries += 1
+            up = nil
+            client.send(push) { up = $0 }
+            loop.run(until: { up != nil })
+        }
+        XCTAssertEqual(try up!.get().status, 200, "the client reconnected once the server listened")
+        client.close(); loop.close()
+    }
+
+    private func makeFastClient(_ loop: EventLoop) throws -> ApnsClient {
+        let key = try ES256SigningKey.load(p8File: pki.jwtKey)
+        let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
+        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
+        config.connections = 1
+        config.requestTimeoutMs = 200
+        config.pingTimeoutMs = 200
+        return try ApnsClient(loop: loop, configuration: config)
     }
 }
