@@ -1,0 +1,62 @@
+import APNs
+import EventLoop
+
+/// The APNs connection pools of a running gateway: one `ApnsClient` per (credential,
+/// environment), shared by every app of that credential, created when first needed.
+///
+/// Why per credential: APNs binds a connection to the team (token auth) or the certificate of
+/// its first push, so apps of one team share connections and apps of two credentials never
+/// do — one app's broken credential cannot slow another credential's pushes. One
+/// `ProviderTokenSource` per key serves both of its environments, so the key signs one token
+/// at a time and renewals stay under Apple's once-per-20-minutes limit.
+public final class ApnsPools {
+    /// Identifies one pool.
+    public struct Key: Hashable, Sendable {
+        public let credential: String
+        public let environment: APNsEnvironment
+    }
+
+    private let loop: EventLoop
+    private let config: GatewayConfig
+    private var clients: [Key: ApnsClient] = [:]
+    private var authentications: [String: ApnsAuthentication] = [:]
+
+    public init(loop: EventLoop, config: GatewayConfig) {
+        self.loop = loop
+        self.config = config
+    }
+
+    /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
+    public func client(credential name: String, environment: APNsEnvironment) throws -> ApnsClient {
+        let key = Key(credential: name, environment: environment)
+        if let client = clients[key] { return client }
+        guard let credential = config.credentials[name] else {
+            throw TLSError("no credential named \(name)")
+        }
+        let authentication: ApnsAuthentication
+        if let known = authentications[name] {
+            authentication = known
+        } else {
+            authentication = try credential.authentication()
+            authentications[name] = authentication
+        }
+        let endpoint = config.apns.endpoint(for: environment)
+        var settings = ApnsClientConfiguration(host: endpoint.host, port: endpoint.port, caFile: config.apns.caFile,
+                                               authentication: authentication)
+        settings.connections = config.apns.connections
+        settings.requestTimeoutMs = Int64(config.apns.requestTimeoutMs)
+        settings.maxQueued = config.apns.maxQueued
+        let client = try ApnsClient(loop: loop, configuration: settings)
+        clients[key] = client
+        return client
+    }
+
+    /// Every pool opened so far, for metrics and shutdown.
+    public var all: [Key: ApnsClient] { clients }
+
+    /// Closes every pool; their pending pushes fail with `.clientClosed`.
+    public func close() {
+        for client in clients.values { client.close() }
+        clients.removeAll()
+    }
+}

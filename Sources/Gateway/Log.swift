@@ -1,0 +1,56 @@
+import Foundation
+
+/// The gateway's log: one JSON object per line on stdout (`time`, `level`, `msg`, then any
+/// fields such as `app` and `event`). Loop-owned; writes are unbuffered lines.
+///
+/// Secrets never reach it: callers pass tokens through `Log.token(_:)` (last 8 characters)
+/// and URLs through `RedisConfig.redactedURL`.
+public final class Log {
+    /// Severity, lowest first; lines below the configured level are dropped.
+    public enum Level: String, Comparable, CaseIterable, Sendable {
+        case debug, info, warn, error
+        public static func < (a: Level, b: Level) -> Bool {
+            allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+        }
+    }
+
+    public let minimum: Level
+    private let write: (String) -> Void
+
+    /// A log writing lines to `write` (stdout by default).
+    public init(minimum: Level = .info, write: @escaping (String) -> Void = { print($0); fflush(stdout) }) {
+        self.minimum = minimum
+        self.write = write
+    }
+
+    /// Writes one line when `level` is at or above the minimum.
+    public func log(_ level: Level, _ message: String, _ fields: [String: Any] = [:]) {
+        guard level >= minimum else { return }
+        var object: [String: Any] = fields
+        object["time"] = Log.timestamp()
+        object["level"] = level.rawValue
+        object["msg"] = message
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        write(String(decoding: data, as: UTF8.self))
+    }
+
+    public func info(_ message: String, _ fields: [String: Any] = [:]) { log(.info, message, fields) }
+    public func warn(_ message: String, _ fields: [String: Any] = [:]) { log(.warn, message, fields) }
+    public func error(_ message: String, _ fields: [String: Any] = [:]) { log(.error, message, fields) }
+    public func debug(_ message: String, _ fields: [String: Any] = [:]) { log(.debug, message, fields) }
+
+    /// A device token as logs may show it: its last 8 characters.
+    public static func token(_ token: String) -> String {
+        token.count <= 8 ? token : "…" + token.suffix(8)
+    }
+
+    private static func timestamp() -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        var tm = tm()
+        var seconds = ts.tv_sec
+        gmtime_r(&seconds, &tm)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                      tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1_000_000)
+    }
+}
