@@ -18,7 +18,7 @@ public final class Log {
     private let write: (String) -> Void
 
     /// A log writing lines to `write` (stdout by default).
-    public init(minimum: Level = .info, write: @escaping (String) -> Void = { print($0); fflush(stdout) }) {
+    public init(minimum: Level = .info, write: @escaping (String) -> Void = { line in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }) {
         self.minimum = minimum
         self.write = write
     }
