@@ -17,7 +17,9 @@ import Retry
 ///   cause `deadline` (the deadline, or the next retry's time, is past) or `retries_exhausted`
 ///   (the attempts ran out first).
 /// - A known-invalid token (invalidated at T) is skipped unless the event says it was
-///   registered after T.
+///   registered after T. At start the checks run in this order: no VoIP token
+///   (`no_voip_token`), known-invalid VoIP token (`voip_token_invalid`), deadline passed
+///   (`deadline`), else the VoIP push.
 /// - Without a usable alert token, or when the alert token turns out invalid, the outcome is
 ///   what the VoIP side alone gives: `undeliverable` (VoIP token invalid or absent), `expired`
 ///   (deadline), or a dead letter `retries_exhausted: voip` / `payload_too_large: voip`.
@@ -165,8 +167,10 @@ public struct CallRouter: Sendable {
     ///   - knownInvalid: when APNs declared the event's VoIP / alert token invalid (unix ms),
     ///     from the gateway's memory of feedback; nil when not known to be invalid.
     ///   - alreadyDone: the outcome already recorded for this `incoming_call` (a redelivery):
-    ///     nothing is sent again.
-    ///   - cancelled: a `call_cancelled` for this id was recorded earlier.
+    ///     nothing is sent again. Ignored for a `call_cancelled` event.
+    ///   - cancelled: a `call_cancelled` for this id was recorded earlier. For an
+    ///     `incoming_call` the outcome is then `cancelled` with nothing sent; for a
+    ///     `call_cancelled` event it marks a duplicate cancel.
     public mutating func start(_ event: CallEvent, now: Int64, knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
                                alreadyDone: CallOutcome? = nil, cancelled: Bool = false) -> CallAction {
         switch state {
