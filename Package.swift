@@ -14,7 +14,7 @@ let package = Package(
         .target(name: "APNs", dependencies: ["EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisStreams", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
-        .target(name: "Routing", dependencies: ["APNs"]),
+        .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "DeadLetters", dependencies: []),
         .target(name: "Gateway", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry", "DeadLetters"]),
@@ -36,6 +36,7 @@ let package = Package(
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport"]),
+        .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -2,14 +2,41 @@
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // Gateway's runner performs.
-// Status: not built yet (issue 3).
+// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallAction
+// (what the runner does), OutcomeRecord (the result JSON), APNsVerdict (reading APNs' answers
+// through the APNs reason table), JSONWriter (deterministic output).
 
 /// The final outcome of a call event, as written to the results stream (DESIGN.md §2).
 public enum CallOutcome: String, Sendable, CaseIterable {
+    /// APNs accepted the VoIP push.
     case deliveredVoip = "delivered_voip"
+    /// APNs accepted the fallback alert; the record carries the fallback's `cause`.
     case deliveredAlert = "delivered_alert"
+    /// Every token the event had is invalid (or was known to be).
     case undeliverable
+    /// The deadline passed and there was nothing to fall back to (no usable alert token).
     case expired
+    /// The caller hung up before any push was delivered; nothing more is sent.
     case cancelled
+    /// A human must look: the record carries the dead-letter `reason`.
     case deadLettered = "dead_lettered"
+}
+
+/// Which of the call's two pushes: the PushKit VoIP push or the fallback alert.
+public enum PushChannel: String, Sendable, CaseIterable {
+    case voip, alert
+}
+
+/// Why the router fell back from VoIP to the alert push (the `cause` of `delivered_alert`).
+public enum FallbackCause: String, Sendable, CaseIterable {
+    /// The event had no VoIP token.
+    case noVoipToken = "no_voip_token"
+    /// APNs declared the VoIP token invalid, now or earlier (a known-invalid token).
+    case voipTokenInvalid = "voip_token_invalid"
+    /// The deadline passed (at start, or before the next VoIP retry could leave).
+    case deadline
+    /// The VoIP policy's attempts ran out while the deadline still allowed another.
+    case retriesExhausted = "retries_exhausted"
+    /// APNs refused the VoIP payload as too large (413).
+    case payload
 }

@@ -1,0 +1,98 @@
+import APNs
+import Retry
+
+/// How Routing treats the calls of one app: the bundle id its pushes go to, how long a call
+/// rings, how patient each channel is, and the "missed call" alert used when an event brings
+/// none. A plain value built by the Gateway from the app's config entry (DESIGN.md §5); all
+/// durations are milliseconds.
+public struct AppRoutingPolicy: Equatable, Sendable {
+    /// The app id (the `{APP}` of the Redis keys); written as `app` in outcome records.
+    public var appID: String
+    /// Bundle id without suffix: alert pushes use it as `apns-topic`, VoIP pushes add `.voip`.
+    public var bundleID: String
+    /// The environment of tokens whose event does not say `sandbox`.
+    public var environment: APNsEnvironment
+    /// How long a call rings when its event has no `deadline`, counted from the stream entry.
+    public var ringTimeoutMs: Int64
+    /// VoIP retries; also bounded by the call's deadline.
+    public var voipRetry: RetryPolicy
+    /// Alert retries; also bounded by `alertTTLMs`.
+    public var alertRetry: RetryPolicy
+    /// How long a fallback alert stays deliverable, counted from the moment the fallback starts:
+    /// it is the alert's `apns-expiration` and the end of its retry window.
+    public var alertTTLMs: Int64
+    /// The alert sent when an event carries no `alert` object, and the sound of every alert.
+    public var fallbackAlert: FallbackTemplate
+
+    public init(appID: String, bundleID: String, environment: APNsEnvironment = .production,
+                ringTimeoutMs: Int64 = 30_000,
+                voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
+                alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
+                alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate()) {
+        self.appID = appID
+        self.bundleID = bundleID
+        self.environment = environment
+        self.ringTimeoutMs = ringTimeoutMs
+        self.voipRetry = voipRetry
+        self.alertRetry = alertRetry
+        self.alertTTLMs = alertTTLMs
+        self.fallbackAlert = fallbackAlert
+    }
+}
+
+/// The app's "missed call" alert. `{callerName}` and `{caller}` in title and body are filled
+/// from the event's `voip` dictionary (string values, or a number's JSON text). A missing
+/// `callerName` falls back to `caller` and the other way round; with neither, `unknownCaller`
+/// is used. Each filled value is cut to `maxFilledCharacters` so a long name cannot push the
+/// alert over APNs' 4096-byte limit.
+public struct FallbackTemplate: Equatable, Sendable {
+    public var title: String
+    public var body: String
+    /// `aps.sound` of every fallback alert (event-supplied ones too); nil sends a silent alert.
+    public var sound: String?
+    /// What `{callerName}` and `{caller}` become when the event names nobody.
+    public var unknownCaller: String
+
+    public static let maxFilledCharacters = 256
+
+    public init(title: String = "Missed call", body: String = "{callerName} tried to call you",
+                sound: String? = "default", unknownCaller: String = "Someone") {
+        self.title = title
+        self.body = body
+        self.sound = sound
+        self.unknownCaller = unknownCaller
+    }
+
+    /// Title and body with the placeholders filled from `callerName` and `caller`.
+    public func render(callerName: String?, caller: String?) -> (title: String, body: String) {
+        func usable(_ s: String?) -> String? {
+            guard let s, !s.isEmpty else { return nil }
+            return String(s.prefix(FallbackTemplate.maxFilledCharacters))
+        }
+        let name = usable(callerName) ?? usable(caller) ?? unknownCaller
+        let number = usable(caller) ?? usable(callerName) ?? unknownCaller
+        return (FallbackTemplate.fill(title, name: name, number: number),
+                FallbackTemplate.fill(body, name: name, number: number))
+    }
+
+    /// One pass over `s`, so a caller name that itself contains `{caller}` is left as it is.
+    private static func fill(_ s: String, name: String, number: String) -> String {
+        var out = ""
+        var rest = Substring(s)
+        while let brace = rest.firstIndex(of: "{") {
+            out += rest[..<brace]
+            let tail = rest[brace...]
+            if tail.hasPrefix("{callerName}") {
+                out += name
+                rest = tail.dropFirst("{callerName}".count)
+            } else if tail.hasPrefix("{caller}") {
+                out += number
+                rest = tail.dropFirst("{caller}".count)
+            } else {
+                out += "{"
+                rest = tail.dropFirst()
+            }
+        }
+        return out + rest
+    }
+}

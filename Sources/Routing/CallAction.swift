@@ -1,0 +1,158 @@
+import APNs
+
+/// What the Gateway's runner must do after one event of a `CallRouter`: an optional token
+/// feedback, then one step. The runner performs it and reports back (`apnsAnswered`,
+/// `retryDue`, …); it decides nothing itself.
+public struct CallAction: Equatable, Sendable {
+    /// Write this to the feedback stream and remember the token as invalid since its timestamp;
+    /// done before `step`.
+    public var feedback: TokenFeedback?
+    /// The one thing to do next.
+    public var step: Step
+
+    /// What the runner does next for the call.
+    public enum Step: Equatable, Sendable {
+        /// Nothing (a tolerated late timer, a cancel that waits for the push in flight, …).
+        case none
+        /// Send this VoIP push, then call `apnsAnswered` or `apnsFailed`.
+        case sendVoip(PushPlan)
+        /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
+        case sendAlert(PushPlan, cause: FallbackCause)
+        /// Call `retryDue` at `RetryPlan.atMs`.
+        case scheduleRetry(RetryPlan)
+        /// Write the record to the results stream, then acknowledge the entry. Final.
+        case finish(OutcomeRecord)
+        /// Write the dead letter (the event, the record's attempts, the reason) and its record
+        /// to the results stream, mark the app unhealthy if asked, then acknowledge. Final.
+        case deadLetter(DeadLetter)
+        /// A `call_cancelled` event: record that call `record.id` is cancelled (so its pending
+        /// retries and any later `incoming_call` for it stop, and a live router of that call gets
+        /// `cancelReceived`), write the record for the cancel event, acknowledge. Final.
+        case cancelCall(OutcomeRecord)
+        /// The event was already finished with this outcome (a redelivery, or a second cancel):
+        /// acknowledge the entry and write nothing. Final.
+        case acknowledgeDuplicate(CallOutcome)
+    }
+
+    public init(feedback: TokenFeedback? = nil, step: Step) {
+        self.feedback = feedback
+        self.step = step
+    }
+
+    /// No feedback, nothing to do.
+    public static let none = CallAction(step: .none)
+
+    /// True when the step ends the call (the router is finished afterwards).
+    public var isFinal: Bool {
+        switch step {
+        case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
+        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
+        }
+    }
+}
+
+/// One push to send for a call: which channel, which attempt, to which APNs environment.
+public struct PushPlan: Equatable, Sendable {
+    public let channel: PushChannel
+    /// 1 for the first attempt on this channel.
+    public let attempt: Int
+    /// The event's `sandbox`, else the app's environment.
+    public let environment: APNsEnvironment
+    /// The push itself. VoIP: topic `<bundle>.voip`, type voip, priority 10, `apns-expiration`
+    /// = the deadline in unix seconds, rounded down (so APNs never holds it past the deadline),
+    /// no collapse id, no `apns-id` (APNs generates one). Alert: topic = bundle id, type alert,
+    /// priority 10, `apns-expiration` = the fallback's start + the alert TTL, rounded down.
+    public let notification: PushNotification
+}
+
+/// A retry to fire later: call `CallRouter.retryDue(now:)` at `atMs`.
+public struct RetryPlan: Equatable, Sendable {
+    public let channel: PushChannel
+    /// The number the retried attempt will have on its channel (2 for the first retry).
+    public let attempt: Int
+    /// When to retry, unix ms.
+    public let atMs: Int64
+    /// The backoff that produced `atMs` (for logs and metrics).
+    public let delayMs: Int64
+}
+
+/// A token APNs declared invalid: one entry of the feedback stream (DESIGN.md §2), and a token
+/// to remember as invalid since `timestampMs` so later events skip it unless re-registered after.
+public struct TokenFeedback: Equatable, Sendable {
+    public let token: String
+    public let channel: PushChannel
+    /// Apple's reason text (`Unregistered`, `BadDeviceToken`, …).
+    public let reason: String
+    /// APNs' 410 timestamp (unix ms) where given, else the time of the answer.
+    public let timestampMs: Int64
+    /// True when `timestampMs` is APNs' own.
+    public let timestampFromAPNs: Bool
+}
+
+/// Why an event went to the dead-letter stream: the reason strings, all in one place. `text` is
+/// what the record's `reason` holds: `code` alone or `code: detail`.
+public enum DeadLetterReason: Equatable, Sendable {
+    /// The producer's event is invalid; detail = `InvalidEvent.description`.
+    case invalidEvent(String)
+    /// APNs refused the credential (403 class credentialOrConfig; detail = Apple's reason), or
+    /// the client could not sign a provider token. The app is unhealthy.
+    case apnsCredentials(String)
+    /// APNs refused the app's configuration (a credentialOrConfig reason without 403:
+    /// BadTopic, TopicDisallowed, MissingTopic). The app is unhealthy.
+    case apnsConfig(String)
+    /// APNs refused the request's form (any other requestError; detail = Apple's reason).
+    case apnsRequest(String)
+    /// Transient failures outlasted the channel's policy (or, for alerts, its TTL).
+    case retriesExhausted(PushChannel)
+    /// APNs refused the payload as too large, with nothing left to fall back to.
+    case payloadTooLarge(PushChannel)
+    /// The push could not be built (should not happen: events are validated); the build error.
+    case invalidPush(String)
+
+    /// The stable machine-readable part.
+    public var code: String {
+        switch self {
+        case .invalidEvent: return "invalid_event"
+        case .apnsCredentials: return "apns_credentials"
+        case .apnsConfig: return "apns_config"
+        case .apnsRequest: return "apns_request"
+        case .retriesExhausted: return "retries_exhausted"
+        case .payloadTooLarge: return "payload_too_large"
+        case .invalidPush: return "invalid_push"
+        }
+    }
+
+    /// `code: detail`, e.g. `apns_credentials: InvalidProviderToken`, `retries_exhausted: alert`.
+    public var text: String {
+        switch self {
+        case let .invalidEvent(d), let .apnsCredentials(d), let .apnsConfig(d), let .apnsRequest(d),
+             let .invalidPush(d):
+            return "\(code): \(d)"
+        case let .retriesExhausted(channel), let .payloadTooLarge(channel):
+            return "\(code): \(channel.rawValue)"
+        }
+    }
+}
+
+/// A dead letter to write: the reason, whether the app must be marked unhealthy (a credential
+/// or config error: its other calls will fail the same way), and the outcome record, whose
+/// `attempts` are the whole history.
+public struct DeadLetter: Equatable, Sendable {
+    public let reason: DeadLetterReason
+    public let appUnhealthy: Bool
+    public let record: OutcomeRecord
+
+    public init(reason: DeadLetterReason, appUnhealthy: Bool, record: OutcomeRecord) {
+        self.reason = reason
+        self.appUnhealthy = appUnhealthy
+        self.record = record
+    }
+
+    /// The dead letter of an event that failed `CallEvent.decode`.
+    public static func invalidEvent(_ error: InvalidEvent, app: String) -> DeadLetter {
+        let reason = DeadLetterReason.invalidEvent(error.description)
+        let record = OutcomeRecord(outcome: .deadLettered, id: error.callID, type: nil, app: app,
+                                   reason: reason.text)
+        return DeadLetter(reason: reason, appUnhealthy: false, record: record)
+    }
+}

@@ -1,0 +1,317 @@
+import APNs
+import Foundation
+
+/// One producer event (the `event` field of a `pushgw:{APP}:calls` entry, DESIGN.md §2),
+/// validated and prepared: tokens checked, the deadline resolved, and both payloads serialized,
+/// so the router never touches JSON and a push built from it cannot be refused for its form.
+///
+/// Build it with `CallEvent.decode(_:entryTimeMs:policy:)`.
+public struct CallEvent: Equatable, Sendable {
+    /// The `type` of an event.
+    public enum Kind: String, Sendable, CaseIterable {
+        case incomingCall = "incoming_call"
+        case callCancelled = "call_cancelled"
+    }
+
+    /// The call id: 1…128 characters, the idempotency key, carried in both pushes.
+    public let id: String
+    public let kind: Kind
+    /// PushKit token, hex, as sent (the push lower-cases it); nil when absent.
+    public let voipToken: String?
+    /// Alert (UIApplication) token, hex, as sent; nil when absent.
+    public let alertToken: String?
+    /// The event's `sandbox`; nil when absent (the app's environment applies).
+    public let sandbox: Bool?
+    /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
+    /// entry's time plus the app's ring timeout.
+    public let deadlineMs: Int64
+    /// True when `deadlineMs` came from the event rather than the ring timeout.
+    public let deadlineFromEvent: Bool
+    /// When the producer wrote the entry (unix ms, from its stream id); `latency_ms` counts from it.
+    public let entryTimeMs: Int64
+    /// The VoIP payload as sent: the producer's `voip` dictionary, keys sorted, plus `id` and
+    /// `deadline` when the producer did not set them. Empty for `call_cancelled`.
+    public let voipPayload: [UInt8]
+    /// The fallback alert's payload as sent. Empty for `call_cancelled`.
+    public let alertPayload: [UInt8]
+    /// True when the alert text came from the app's template rather than the event's `alert`.
+    public let alertFromTemplate: Bool
+    /// When the producer last saw the VoIP token registered (unix ms); a token APNs declared
+    /// invalid at T is used again only if this is after T.
+    public let voipTokenRegisteredAtMs: Int64?
+    /// The same for the alert token.
+    public let alertTokenRegisteredAtMs: Int64?
+
+    /// Events larger than this are refused before parsing: the VoIP and alert payloads are
+    /// bounded by 5120 and 4096 bytes, and parsing runs on the loop thread.
+    public static let maxEventBytes = 65_536
+    /// Longest call id, in characters.
+    public static let maxIDCharacters = 128
+    /// The only contract version this gateway reads.
+    public static let version: Int64 = 1
+    /// Unix-ms values below this (1973-03-03) are taken for a unit mistake (seconds) and refused.
+    public static let smallestUnixMs: Int64 = 100_000_000_000
+
+    /// Decodes and validates the producer's JSON.
+    ///
+    /// - Parameters:
+    ///   - bytes: the `event` field of the stream entry.
+    ///   - entryTimeMs: the entry's time (the milliseconds of its stream id). The default
+    ///     deadline counts from it, so an event that waited in a backlog past its ring time
+    ///     goes straight to the missed-call alert.
+    ///   - policy: the app's policy (ring timeout, fallback template, alert sound).
+    /// - Throws: `InvalidEvent`, whose message names the offending field.
+    ///
+    /// Rules beyond DESIGN.md §2, each a decision: `null` for an optional field means absent;
+    /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
+    /// below `smallestUnixMs` are refused as probable seconds; payload sizes are checked for
+    /// `incoming_call` only (a cancel sends nothing) and per channel only when that channel has
+    /// a token, the VoIP size after `id` and `deadline` were added; an `alert` object may
+    /// omit `title` or `body`, which then come from the template.
+    public static func decode(_ bytes: [UInt8], entryTimeMs: Int64,
+                              policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
+        guard bytes.count <= maxEventBytes else {
+            throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
+        }
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        } catch {
+            let ns = error as NSError
+            let detail = (ns.userInfo[NSDebugDescriptionErrorKey] as? String) ?? ns.localizedDescription
+            throw InvalidEvent(field: nil, problem: "not JSON: \(bytes.isEmpty ? "empty" : detail)")
+        }
+        guard let root = parsed as? [String: Any] else {
+            throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(JSONKind.of(parsed))")
+        }
+        var fields = Fields(root: root)
+        return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+    }
+}
+
+/// Why an event was refused. `description` is `"<field>: <problem>"` (or `"not JSON: …"`),
+/// the text written to the dead-letter stream as `invalid_event: …`.
+public struct InvalidEvent: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The JSON field at fault (`alert.title` for a nested one); nil when the bytes are not JSON.
+    public let field: String?
+    /// What is wrong with it.
+    public let problem: String
+    /// The event's id, when it could be read before the problem was found (for the dead letter).
+    public var callID: String?
+
+    public init(field: String?, problem: String, callID: String? = nil) {
+        self.field = field
+        self.problem = problem
+        self.callID = callID
+    }
+
+    public var description: String {
+        guard let field else { return problem }
+        return "\(field): \(problem)"
+    }
+}
+
+/// The JSON type of a parsed value, for messages ("expected a string, got number").
+enum JSONKind: String {
+    case string, boolean, number, object, array, null
+
+    static func of(_ v: Any) -> JSONKind {
+        switch v {
+        case is String: return .string
+        case let n as NSNumber:
+            if case .boolean = JSONNumber(n) { return .boolean }
+            return .number
+        case is [String: Any]: return .object
+        case is [Any]: return .array
+        default: return .null
+        }
+    }
+}
+
+/// The field-by-field reading of one event object; the first problem found is thrown.
+private struct Fields {
+    let root: [String: Any]
+    var callID: String?
+
+    init(root: [String: Any]) { self.root = root }
+
+    func invalid(_ field: String, _ problem: String) -> InvalidEvent {
+        InvalidEvent(field: field, problem: problem, callID: callID)
+    }
+
+    /// The value of `key`, nil when absent or JSON null.
+    func value(_ key: String) -> Any? {
+        guard let v = root[key], !(v is NSNull) else { return nil }
+        return v
+    }
+
+    func string(_ key: String) throws(InvalidEvent) -> String? {
+        guard let v = value(key) else { return nil }
+        guard let s = v as? String else { throw invalid(key, "expected a string, got \(JSONKind.of(v))") }
+        return s
+    }
+
+    func bool(_ key: String) throws(InvalidEvent) -> Bool? {
+        guard let v = value(key) else { return nil }
+        guard let n = v as? NSNumber, case let .boolean(b) = JSONNumber(n) else {
+            throw invalid(key, "expected a boolean, got \(JSONKind.of(v))")
+        }
+        return b
+    }
+
+    func integer(_ key: String, what: String) throws(InvalidEvent) -> Int64? {
+        guard let v = value(key) else { return nil }
+        guard let n = v as? NSNumber else {
+            throw invalid(key, "expected an integer\(what), got \(JSONKind.of(v))")
+        }
+        switch JSONNumber(n) {
+        case .boolean:
+            throw invalid(key, "expected an integer\(what), got boolean")
+        case let .integer(i):
+            return i
+        case let .unsigned(u):
+            throw invalid(key, "\(u) is out of range")
+        case let .floating(d):
+            // 2^53: past it a double no longer holds every integer.
+            guard d.rounded(.towardZero) == d, abs(d) <= 9_007_199_254_740_992 else {
+                throw invalid(key, "expected an integer\(what), got \(d)")
+            }
+            return Int64(d)
+        }
+    }
+
+    func unixMs(_ key: String) throws(InvalidEvent) -> Int64? {
+        guard let ms = try integer(key, what: " (unix ms)") else { return nil }
+        guard ms >= CallEvent.smallestUnixMs else {
+            throw invalid(key, "\(ms) is not a unix time in milliseconds (seconds?)")
+        }
+        return ms
+    }
+
+    func token(_ key: String) throws(InvalidEvent) -> String? {
+        guard let t = try string(key) else { return nil }
+        guard !t.isEmpty else { throw invalid(key, "empty") }
+        // Even-length hex is what PushNotification accepts; appending a digit tells an
+        // odd-length hex string from one with a non-hex character.
+        guard PushNotification.isHexToken(t) else {
+            if t.utf8.count % 2 == 1 && PushNotification.isHexToken(t + "0") {
+                throw invalid(key, "odd length (\(t.utf8.count) hex digits)")
+            }
+            throw invalid(key, "not a hex string")
+        }
+        return t
+    }
+
+    mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
+        if let v = try integer("v", what: "") {
+            guard v == CallEvent.version else {
+                throw invalid("v", "unsupported version \(v) (this gateway reads version \(CallEvent.version))")
+            }
+        }
+        guard let id = try string("id") else { throw invalid("id", "required") }
+        guard !id.isEmpty else { throw invalid("id", "empty") }
+        guard id.count <= CallEvent.maxIDCharacters else {
+            throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)")
+        }
+        callID = id
+        guard let typeText = try string("type") else { throw invalid("type", "required") }
+        guard let kind = CallEvent.Kind(rawValue: typeText) else {
+            throw invalid("type", "unknown event type \"\(typeText)\" (expected incoming_call or call_cancelled)")
+        }
+        let voipToken = try token("voip_token")
+        let alertToken = try token("alert_token")
+        let sandbox = try bool("sandbox")
+        let deadline = try unixMs("deadline")
+        let voipRegistered = try unixMs("voip_token_registered_at")
+        let alertRegistered = try unixMs("alert_token_registered_at")
+        let voip: [String: Any]
+        if let v = value("voip") {
+            guard let d = v as? [String: Any] else { throw invalid("voip", "expected an object, got \(JSONKind.of(v))") }
+            voip = d
+        } else {
+            voip = [:]
+        }
+        var alertTitle: String?
+        var alertBody: String?
+        if let a = value("alert") {
+            guard let d = a as? [String: Any] else { throw invalid("alert", "expected an object, got \(JSONKind.of(a))") }
+            let alert = Fields(root: d, callID: id)
+            do {
+                alertTitle = try alert.string("title")
+                alertBody = try alert.string("body")
+            } catch {
+                throw InvalidEvent(field: "alert." + (error.field ?? ""), problem: error.problem, callID: id)
+            }
+        }
+        if kind == .incomingCall && voipToken == nil && alertToken == nil {
+            throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
+        }
+        let deadlineMs = deadline ?? entryTimeMs + policy.ringTimeoutMs
+
+        var voipPayload: [UInt8] = []
+        var alertPayload: [UInt8] = []
+        let fromTemplate = alertTitle == nil || alertBody == nil
+        if kind == .incomingCall {
+            voipPayload = Fields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
+            if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
+                throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
+            }
+            let template = policy.fallbackAlert.render(callerName: Fields.text(voip["callerName"]),
+                                                       caller: Fields.text(voip["caller"]))
+            alertPayload = Fields.alertPayload(title: alertTitle ?? template.title, body: alertBody ?? template.body,
+                                               sound: policy.fallbackAlert.sound, id: id)
+            if alertToken != nil && alertPayload.count > PushType.alert.maxPayloadBytes {
+                throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
+                              + (fromTemplate ? " (with the app's template)" : ""))
+            }
+        }
+        return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
+                         deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
+                         voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
+                         voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered)
+    }
+
+    private init(root: [String: Any], callID: String) {
+        self.root = root
+        self.callID = callID
+    }
+
+    /// A string value, or a number's JSON text, for the template placeholders.
+    static func text(_ v: Any?) -> String? {
+        switch v {
+        case let s as String: return s
+        case let n as NSNumber:
+            var w = JSONWriter()
+            w.any(n)
+            return String(decoding: w.bytes, as: UTF8.self)
+        default: return nil
+        }
+    }
+
+    /// The producer's `voip` dictionary, keys sorted by UTF-8 bytes, with `id` (the call id)
+    /// and `deadline` (unix ms) added when absent so the app can de-duplicate and drop stale calls.
+    static func voipPayload(_ voip: [String: Any], id: String, deadlineMs: Int64) -> [UInt8] {
+        var d = voip
+        if d["id"] == nil { d["id"] = id }
+        if d["deadline"] == nil { d["deadline"] = NSNumber(value: deadlineMs) }
+        var w = JSONWriter()
+        w.any(d)
+        return w.bytes
+    }
+
+    /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.
+    static func alertPayload(title: String, body: String, sound: String?, id: String) -> [UInt8] {
+        var w = JSONWriter()
+        w.object { o in
+            o.object("aps") { aps in
+                aps.object("alert") { alert in
+                    alert.string("title", title)
+                    alert.string("body", body)
+                }
+                aps.string("sound", sound)
+            }
+            o.string("call_id", id)
+        }
+        return w.bytes
+    }
+}

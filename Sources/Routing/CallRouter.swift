@@ -1,0 +1,447 @@
+import APNs
+import Retry
+
+/// The per-call state machine: VoIP push first, then the alert fallback, then an outcome
+/// (DESIGN.md §3). One router per call event; it does no I/O and reads no clock: each method is
+/// named for what happened, takes the time as unix ms, and returns the `CallAction` the
+/// Gateway's runner performs. Runs on the loop thread; a plain value.
+///
+/// States (one enum case per state, each with the data meaningful in it):
+///
+///     idle ─start─▶ voipInFlight ⇄ voipWaiting ─▶ alertInFlight ⇄ alertWaiting ─▶ finished
+///        └───────────────────────────────▶ alertInFlight / finished
+///
+/// Decisions worth knowing:
+/// - A VoIP push leaves only while `now < deadline`; a retry is scheduled only if it can leave
+///   before the deadline and the VoIP policy has attempts left. Otherwise the alert goes with
+///   cause `deadline` (the deadline, or the next retry's time, is past) or `retries_exhausted`
+///   (the attempts ran out first).
+/// - A known-invalid token (invalidated at T) is skipped unless the event says it was
+///   registered after T. At start the checks run in this order: no VoIP token
+///   (`no_voip_token`), known-invalid VoIP token (`voip_token_invalid`), deadline passed
+///   (`deadline`), else the VoIP push.
+/// - Without a usable alert token, or when the alert token turns out invalid, the outcome is
+///   what the VoIP side alone gives: `undeliverable` (VoIP token invalid or absent), `expired`
+///   (deadline), or a dead letter `retries_exhausted: voip` / `payload_too_large: voip`.
+/// - The alert retries within `alertTTLMs` from the fallback's start; when the attempts or
+///   that window run out it is a dead letter `retries_exhausted: alert`.
+/// - Cancellation stops further sends: a waiting retry is dropped (outcome `cancelled`); a push
+///   in flight is left to its answer, which is recorded: 200 gives the delivered outcome (the
+///   push did arrive), a token answer gives feedback and `cancelled`, a transient one
+///   `cancelled`, a credential/config/request error still its dead letter (a human must fix
+///   it). No missed-call alert is sent after a cancel.
+/// - Transport failures are retryable, except `credentialUnusable` (dead letter
+///   `apns_credentials`, app unhealthy). `ExpiredProviderToken` is handled by the APNs client.
+public struct CallRouter: Sendable {
+    /// The app's policy this call follows.
+    public let policy: AppRoutingPolicy
+    private var jitter: Jitter
+    private var state: State
+
+    /// A router waiting for `start`. `jitter` supplies the backoff's random draws
+    /// (`Jitter.random()` in production, `Jitter.constant(_:)` or a seed in tests).
+    public init(policy: AppRoutingPolicy, jitter: Jitter) {
+        self.policy = policy
+        self.jitter = jitter
+        self.state = .idle
+    }
+
+    // MARK: States
+
+    private enum State: Sendable {
+        case idle
+        case voipInFlight(VoipInFlight)
+        case voipWaiting(VoipWaiting)
+        case alertInFlight(AlertInFlight)
+        case alertWaiting(AlertWaiting)
+        case finished(CallOutcome)
+    }
+
+    /// What a started call knows in every state.
+    private struct Call: Sendable {
+        let event: CallEvent
+        /// The alert token exists and is not known to be invalid.
+        let alertUsable: Bool
+        var attempts: [AttemptRecord] = []
+        /// Time of the last APNs answer or transport failure; `latency_ms` ends there.
+        var lastAnswerAtMs: Int64?
+
+        init(event: CallEvent, alertUsable: Bool) {
+            self.event = event
+            self.alertUsable = alertUsable
+        }
+    }
+
+    /// A VoIP push is with the APNs client.
+    private struct VoipInFlight: Sendable {
+        var call: Call
+        /// This attempt's number (1 = the first send).
+        let attempt: Int
+        let sentAtMs: Int64
+        /// A cancel arrived while in flight: nothing more is sent.
+        var cancelled = false
+
+        init(call: Call, attempt: Int, sentAtMs: Int64) {
+            self.call = call
+            self.attempt = attempt
+            self.sentAtMs = sentAtMs
+        }
+    }
+
+    /// A VoIP retry is scheduled.
+    private struct VoipWaiting: Sendable {
+        var call: Call
+        /// Attempts made so far.
+        let attemptsMade: Int
+        let dueAtMs: Int64
+
+        init(from inFlight: VoipInFlight, call: Call, dueAtMs: Int64) {
+            self.call = call
+            self.attemptsMade = inFlight.attempt
+            self.dueAtMs = dueAtMs
+        }
+    }
+
+    /// An alert push is with the APNs client.
+    private struct AlertInFlight: Sendable {
+        var call: Call
+        let cause: FallbackCause
+        let attempt: Int
+        let sentAtMs: Int64
+        /// The fallback's start + alert TTL: the alert's expiration and its retry bound.
+        let windowEndMs: Int64
+        var cancelled = false
+
+        init(call: Call, cause: FallbackCause, attempt: Int, sentAtMs: Int64, windowEndMs: Int64) {
+            self.call = call
+            self.cause = cause
+            self.attempt = attempt
+            self.sentAtMs = sentAtMs
+            self.windowEndMs = windowEndMs
+        }
+    }
+
+    /// An alert retry is scheduled.
+    private struct AlertWaiting: Sendable {
+        var call: Call
+        let cause: FallbackCause
+        let attemptsMade: Int
+        let windowEndMs: Int64
+        let dueAtMs: Int64
+
+        init(from inFlight: AlertInFlight, call: Call, dueAtMs: Int64) {
+            self.call = call
+            self.cause = inFlight.cause
+            self.attemptsMade = inFlight.attempt
+            self.windowEndMs = inFlight.windowEndMs
+            self.dueAtMs = dueAtMs
+        }
+    }
+
+    // MARK: Reading
+
+    /// The outcome once finished, else nil.
+    public var outcome: CallOutcome? {
+        switch state {
+        case let .finished(outcome): return outcome
+        case .idle, .voipInFlight, .voipWaiting, .alertInFlight, .alertWaiting: return nil
+        }
+    }
+
+    /// The attempts recorded so far (empty before start and after finish: the final record has them).
+    public var attempts: [AttemptRecord] {
+        switch state {
+        case let .voipInFlight(s): return s.call.attempts
+        case let .voipWaiting(s): return s.call.attempts
+        case let .alertInFlight(s): return s.call.attempts
+        case let .alertWaiting(s): return s.call.attempts
+        case .idle, .finished: return []
+        }
+    }
+
+    // MARK: Events
+
+    /// The call's event was read. Call once, first.
+    ///
+    /// - Parameters:
+    ///   - knownInvalid: when APNs declared the event's VoIP / alert token invalid (unix ms),
+    ///     from the gateway's memory of feedback; nil when not known to be invalid.
+    ///   - alreadyDone: the outcome already recorded for this `incoming_call` (a redelivery):
+    ///     nothing is sent again. Ignored for a `call_cancelled` event.
+    ///   - cancelled: a `call_cancelled` for this id was recorded earlier. For an
+    ///     `incoming_call` the outcome is then `cancelled` with nothing sent; for a
+    ///     `call_cancelled` event it marks a duplicate cancel.
+    public mutating func start(_ event: CallEvent, now: Int64, knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
+                               alreadyDone: CallOutcome? = nil, cancelled: Bool = false) -> CallAction {
+        switch state {
+        case .idle:
+            break
+        case .voipInFlight, .voipWaiting, .alertInFlight, .alertWaiting, .finished:
+            preconditionFailure("CallRouter.start called twice for call \(event.id)")
+        }
+        let call = Call(event: event, alertUsable: CallRouter.usable(event.alertToken, invalidSince: knownInvalid.alert,
+                                                                   registeredAt: event.alertTokenRegisteredAtMs))
+        switch event.kind {
+        case .callCancelled:
+            state = .finished(.cancelled)
+            if cancelled { return CallAction(step: .acknowledgeDuplicate(.cancelled)) }
+            return CallAction(step: .cancelCall(record(call, .cancelled)))
+        case .incomingCall:
+            if let alreadyDone {
+                state = .finished(alreadyDone)
+                return CallAction(step: .acknowledgeDuplicate(alreadyDone))
+            }
+            if cancelled { return finish(call, .cancelled) }
+            guard event.voipToken != nil else { return fallback(call, .noVoipToken, now: now) }
+            guard CallRouter.usable(event.voipToken, invalidSince: knownInvalid.voip,
+                                    registeredAt: event.voipTokenRegisteredAtMs) else {
+                return fallback(call, .voipTokenInvalid, now: now)
+            }
+            guard now < event.deadlineMs else { return fallback(call, .deadline, now: now) }
+            return sendVoip(call, attempt: 1, now: now)
+        }
+    }
+
+    /// APNs answered the push in flight (accepted or rejected).
+    public mutating func apnsAnswered(_ response: PushNotificationResponse, now: Int64) -> CallAction {
+        answered(APNsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
+                 apnsID: response.apnsID, now: now)
+    }
+
+    /// The push in flight got no answer (timeout, connection lost, …).
+    public mutating func apnsFailed(_ error: ApnsClientError, now: Int64) -> CallAction {
+        answered(APNsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
+    }
+
+    /// The time of the scheduled retry came.
+    public mutating func retryDue(now: Int64) -> CallAction {
+        switch state {
+        case .idle:
+            preconditionFailure("CallRouter.retryDue before start")
+        case let .voipWaiting(s):
+            // Never a VoIP push after the deadline, even if the timer fired late.
+            guard now < s.call.event.deadlineMs else { return fallback(s.call, .deadline, now: now) }
+            return sendVoip(s.call, attempt: s.attemptsMade + 1, now: now)
+        case let .alertWaiting(s):
+            guard now < s.windowEndMs else {
+                return deadLetter(s.call, .retriesExhausted(.alert), appUnhealthy: false)
+            }
+            return sendAlert(s.call, cause: s.cause, attempt: s.attemptsMade + 1, windowEndMs: s.windowEndMs, now: now)
+        case .voipInFlight, .alertInFlight, .finished:
+            // Tolerated: a timer of a retry that was dropped (cancel, deadline) may still fire.
+            return .none
+        }
+    }
+
+    /// A `call_cancelled` for this call arrived while it is live.
+    public mutating func cancelReceived(now: Int64) -> CallAction {
+        switch state {
+        case .idle:
+            preconditionFailure("CallRouter.cancelReceived before start")
+        case var .voipInFlight(s):
+            s.cancelled = true
+            state = .voipInFlight(s)
+            return .none
+        case var .alertInFlight(s):
+            s.cancelled = true
+            state = .alertInFlight(s)
+            return .none
+        case let .voipWaiting(s):
+            return finish(s.call, .cancelled)
+        case let .alertWaiting(s):
+            return finish(s.call, .cancelled)
+        case .finished:
+            return .none
+        }
+    }
+
+    /// The call's deadline timer fired. Only a waiting VoIP retry cares: it is dropped and the
+    /// alert goes (the in-flight push carries the deadline as its expiration; its answer decides).
+    public mutating func deadlinePassed(now: Int64) -> CallAction {
+        switch state {
+        case .idle:
+            preconditionFailure("CallRouter.deadlinePassed before start")
+        case let .voipWaiting(s):
+            // A timer that fired early changes nothing.
+            guard now >= s.call.event.deadlineMs else { return .none }
+            return fallback(s.call, .deadline, now: now)
+        case .voipInFlight, .alertInFlight, .alertWaiting, .finished:
+            return .none
+        }
+    }
+
+    // MARK: Transitions
+
+    private mutating func answered(_ verdict: APNsVerdict, status: Int?, reason: String?, error: String?,
+                                   apnsID: String?, now: Int64) -> CallAction {
+        switch state {
+        case .idle, .voipWaiting, .alertWaiting:
+            preconditionFailure("an APNs answer with no push in flight")
+        case .finished:
+            // Cannot happen (no state finishes with a push in flight); ignored if it does.
+            return .none
+        case let .voipInFlight(s):
+            var call = s.call
+            call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .voip, status: status, reason: reason,
+                                               error: error, apnsID: apnsID))
+            call.lastAnswerAtMs = now
+            return voipDecided(s, call: call, verdict, now: now)
+        case let .alertInFlight(s):
+            var call = s.call
+            call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .alert, status: status, reason: reason,
+                                               error: error, apnsID: apnsID))
+            call.lastAnswerAtMs = now
+            return alertDecided(s, call: call, verdict, now: now)
+        }
+    }
+
+    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+        switch verdict {
+        case let .accepted(apnsID):
+            return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID)
+        case let .tokenInvalid(reason, timestampMs):
+            let feedback = TokenFeedback(token: call.event.voipToken ?? "", channel: .voip, reason: reason,
+                                         timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
+            if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
+            return fallback(call, .voipTokenInvalid, now: now, feedback: feedback)
+        case let .transient(throttled):
+            if s.cancelled { return finish(call, .cancelled) }
+            let deadline = call.event.deadlineMs
+            guard now < deadline else { return fallback(call, .deadline, now: now) }
+            guard policy.voipRetry.allowsAnotherAttempt(after: s.attempt) else {
+                return fallback(call, .retriesExhausted, now: now)
+            }
+            let delay = policy.voipRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled)
+            // The retry must be able to leave before the deadline; else the alert goes now.
+            guard now + delay < deadline else { return fallback(call, .deadline, now: now) }
+            state = .voipWaiting(VoipWaiting(from: s, call: call, dueAtMs: now + delay))
+            return CallAction(step: .scheduleRetry(RetryPlan(channel: .voip, attempt: s.attempt + 1,
+                                                             atMs: now + delay, delayMs: delay)))
+        case .payloadTooLarge:
+            if s.cancelled { return finish(call, .cancelled) }
+            return fallback(call, .payload, now: now)
+        case let .deadLetter(reason, appUnhealthy):
+            return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        }
+    }
+
+    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+        switch verdict {
+        case let .accepted(apnsID):
+            return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause)
+        case let .tokenInvalid(reason, timestampMs):
+            let feedback = TokenFeedback(token: call.event.alertToken ?? "", channel: .alert, reason: reason,
+                                         timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
+            if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
+            return withoutFallback(call, s.cause, feedback: feedback)
+        case let .transient(throttled):
+            if s.cancelled { return finish(call, .cancelled) }
+            guard policy.alertRetry.allowsAnotherAttempt(after: s.attempt) else {
+                return deadLetter(call, .retriesExhausted(.alert), appUnhealthy: false)
+            }
+            let delay = policy.alertRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled)
+            guard now + delay < s.windowEndMs else {
+                return deadLetter(call, .retriesExhausted(.alert), appUnhealthy: false)
+            }
+            state = .alertWaiting(AlertWaiting(from: s, call: call, dueAtMs: now + delay))
+            return CallAction(step: .scheduleRetry(RetryPlan(channel: .alert, attempt: s.attempt + 1,
+                                                             atMs: now + delay, delayMs: delay)))
+        case .payloadTooLarge:
+            return deadLetter(call, .payloadTooLarge(.alert), appUnhealthy: false)
+        case let .deadLetter(reason, appUnhealthy):
+            return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        }
+    }
+
+    /// The alert fallback for `cause`, or, with no usable alert token, the VoIP side's outcome.
+    private mutating func fallback(_ call: Call, _ cause: FallbackCause, now: Int64,
+                                   feedback: TokenFeedback? = nil) -> CallAction {
+        guard call.alertUsable else { return withoutFallback(call, cause, feedback: feedback) }
+        return sendAlert(call, cause: cause, attempt: 1, windowEndMs: now + policy.alertTTLMs, now: now,
+                         feedback: feedback)
+    }
+
+    /// The outcome when the alert cannot help (no usable alert token, or it proved invalid).
+    private mutating func withoutFallback(_ call: Call, _ cause: FallbackCause, feedback: TokenFeedback?) -> CallAction {
+        switch cause {
+        case .noVoipToken, .voipTokenInvalid:
+            return finish(call, .undeliverable, feedback: feedback)
+        case .deadline:
+            return finish(call, .expired, feedback: feedback)
+        case .retriesExhausted:
+            return deadLetter(call, .retriesExhausted(.voip), appUnhealthy: false, feedback: feedback)
+        case .payload:
+            return deadLetter(call, .payloadTooLarge(.voip), appUnhealthy: false, feedback: feedback)
+        }
+    }
+
+    private mutating func sendVoip(_ call: Call, attempt: Int, now: Int64) -> CallAction {
+        let event = call.event
+        do {
+            let push = try PushNotification(deviceToken: event.voipToken ?? "", bundleID: policy.bundleID,
+                                            pushType: .voip, payload: event.voipPayload, priority: .immediate,
+                                            expiration: event.deadlineMs / 1000)
+            state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now))
+            return CallAction(step: .sendVoip(PushPlan(channel: .voip, attempt: attempt,
+                                                       environment: environment(event), notification: push)))
+        } catch {
+            return deadLetter(call, .invalidPush(error.description), appUnhealthy: false)
+        }
+    }
+
+    private mutating func sendAlert(_ call: Call, cause: FallbackCause, attempt: Int, windowEndMs: Int64, now: Int64,
+                                    feedback: TokenFeedback? = nil) -> CallAction {
+        let event = call.event
+        do {
+            let push = try PushNotification(deviceToken: event.alertToken ?? "", bundleID: policy.bundleID,
+                                            pushType: .alert, payload: event.alertPayload, priority: .immediate,
+                                            expiration: windowEndMs / 1000)
+            state = .alertInFlight(AlertInFlight(call: call, cause: cause, attempt: attempt, sentAtMs: now,
+                                                 windowEndMs: windowEndMs))
+            return CallAction(feedback: feedback,
+                              step: .sendAlert(PushPlan(channel: .alert, attempt: attempt,
+                                                        environment: environment(event), notification: push),
+                                               cause: cause))
+        } catch {
+            return deadLetter(call, .invalidPush(error.description), appUnhealthy: false, feedback: feedback)
+        }
+    }
+
+    private mutating func finish(_ call: Call, _ outcome: CallOutcome, channel: PushChannel? = nil,
+                                 apnsID: String? = nil, cause: FallbackCause? = nil,
+                                 feedback: TokenFeedback? = nil) -> CallAction {
+        state = .finished(outcome)
+        return CallAction(feedback: feedback,
+                          step: .finish(record(call, outcome, channel: channel, apnsID: apnsID, cause: cause)))
+    }
+
+    private mutating func deadLetter(_ call: Call, _ reason: DeadLetterReason, appUnhealthy: Bool,
+                                     feedback: TokenFeedback? = nil) -> CallAction {
+        state = .finished(.deadLettered)
+        let record = record(call, .deadLettered, reason: reason.text)
+        return CallAction(feedback: feedback,
+                          step: .deadLetter(DeadLetter(reason: reason, appUnhealthy: appUnhealthy, record: record)))
+    }
+
+    private func record(_ call: Call, _ outcome: CallOutcome, channel: PushChannel? = nil, apnsID: String? = nil,
+                        cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
+        OutcomeRecord(outcome: outcome, id: call.event.id, type: call.event.kind, app: policy.appID, channel: channel,
+                      apnsID: apnsID, cause: cause, reason: reason,
+                      latencyMs: call.lastAnswerAtMs.map { $0 - call.event.entryTimeMs }, attempts: call.attempts)
+    }
+
+    private func environment(_ event: CallEvent) -> APNsEnvironment {
+        guard let sandbox = event.sandbox else { return policy.environment }
+        return sandbox ? .sandbox : .production
+    }
+
+    /// A token is usable when present and either not known invalid or registered after it was
+    /// declared invalid (Apple: stop pushing "until the device registers a token with a later
+    /// timestamp", reference/apns-spec.md §4).
+    static func usable(_ token: String?, invalidSince: Int64?, registeredAt: Int64?) -> Bool {
+        guard token != nil else { return false }
+        guard let invalidSince else { return true }
+        guard let registeredAt else { return false }
+        return registeredAt > invalidSince
+    }
+}

@@ -1,0 +1,97 @@
+/// One push attempt as the outcome record lists it.
+public struct AttemptRecord: Equatable, Sendable {
+    /// When the push was handed to the APNs client, unix ms (`t`).
+    public let sentAtMs: Int64
+    public let channel: PushChannel
+    /// APNs' HTTP status; nil when no answer came (see `error`).
+    public let status: Int?
+    /// Apple's reason text of a rejection.
+    public let reason: String?
+    /// The transport failure (timeout, connection lost, …) when APNs gave no answer.
+    public let error: String?
+    /// `apns-id` of APNs' answer.
+    public let apnsID: String?
+
+    public init(sentAtMs: Int64, channel: PushChannel, status: Int?, reason: String?, error: String?, apnsID: String?) {
+        self.sentAtMs = sentAtMs
+        self.channel = channel
+        self.status = status
+        self.reason = reason
+        self.error = error
+        self.apnsID = apnsID
+    }
+}
+
+/// The result of one event (field `result` of `pushgw:{APP}:results`, DESIGN.md §2), also the
+/// record a dead letter carries. `json()` is deterministic: keys in the order
+/// `outcome, id, type, app, channel, apns_id, cause, reason, latency_ms, attempts`, absent
+/// values omitted; each attempt `t, channel, status, reason, error, apns_id`.
+///
+/// Beyond §2: `type` (the event's type, since a cancel event gets a record of its own).
+public struct OutcomeRecord: Equatable, Sendable {
+    public var outcome: CallOutcome
+    /// The call id; nil only for an invalid event whose id could not be read.
+    public var id: String?
+    /// The event's type; nil for an invalid event.
+    public var type: CallEvent.Kind?
+    /// The app id.
+    public var app: String
+    /// The channel that delivered (delivered_voip / delivered_alert only).
+    public var channel: PushChannel?
+    /// `apns-id` of the delivered push.
+    public var apnsID: String?
+    /// Why the alert fallback was used (delivered_alert only).
+    public var cause: FallbackCause?
+    /// `DeadLetterReason.text` (dead_lettered only).
+    public var reason: String?
+    /// From the stream entry's time to the last APNs answer (or transport failure), in ms;
+    /// nil when no push was answered.
+    public var latencyMs: Int64?
+    /// Every attempt, in order.
+    public var attempts: [AttemptRecord]
+
+    public init(outcome: CallOutcome, id: String?, type: CallEvent.Kind?, app: String, channel: PushChannel? = nil,
+                apnsID: String? = nil, cause: FallbackCause? = nil, reason: String? = nil, latencyMs: Int64? = nil,
+                attempts: [AttemptRecord] = []) {
+        self.outcome = outcome
+        self.id = id
+        self.type = type
+        self.app = app
+        self.channel = channel
+        self.apnsID = apnsID
+        self.cause = cause
+        self.reason = reason
+        self.latencyMs = latencyMs
+        self.attempts = attempts
+    }
+
+    /// The record as compact JSON, the same bytes for the same record.
+    public func json() -> [UInt8] {
+        var w = JSONWriter()
+        w.object { o in
+            o.string("outcome", outcome.rawValue)
+            o.string("id", id)
+            o.string("type", type?.rawValue)
+            o.string("app", app)
+            o.string("channel", channel?.rawValue)
+            o.string("apns_id", apnsID)
+            o.string("cause", cause?.rawValue)
+            o.string("reason", reason)
+            o.int("latency_ms", latencyMs)
+            o.array("attempts", attempts) { w, a in
+                w.object { e in
+                    e.int("t", a.sentAtMs)
+                    e.string("channel", a.channel.rawValue)
+                    e.int("status", a.status.map(Int64.init))
+                    e.string("reason", a.reason)
+                    e.string("error", a.error)
+                    e.string("apns_id", a.apnsID)
+                }
+            }
+        }
+        return w.bytes
+    }
+
+    /// `json()` as a string.
+    public var jsonString: String { String(decoding: json(), as: UTF8.self) }
+}

@@ -1,0 +1,238 @@
+import APNs
+import Foundation
+@testable import Routing
+import XCTest
+
+/// `CallEvent.decode`: the producer contract of DESIGN.md §2, and a corpus of malformed events
+/// whose messages must name the field at fault.
+final class CallEventTests: XCTestCase {
+    private func decode(_ json: String, entry: Int64 = Fixture.entry) throws(InvalidEvent) -> CallEvent {
+        try CallEvent.decode(Array(json.utf8), entryTimeMs: entry, policy: Fixture.policy())
+    }
+
+    func testTheDesignExampleDecodesWithBothPayloadsSerializedDeterministically() throws {
+        let event = try decode(Fixture.eventJSON())
+        XCTAssertEqual(event.id, "call-7f3a9c")
+        XCTAssertEqual(event.kind, .incomingCall)
+        XCTAssertEqual(event.voipToken, Fixture.voipToken)
+        XCTAssertEqual(event.alertToken, Fixture.alertToken)
+        XCTAssertEqual(event.sandbox, false)
+        XCTAssertEqual(event.deadlineMs, Fixture.deadline)
+        XCTAssertTrue(event.deadlineFromEvent)
+        XCTAssertEqual(event.entryTimeMs, Fixture.entry)
+        XCTAssertTrue(event.alertFromTemplate)
+        XCTAssertEqual(String(decoding: event.voipPayload, as: UTF8.self),
+                       #"{"caller":"+15551234567","callerName":"Alice Johnson","deadline":1764412330000,"#
+                       + #""hasVideo":false,"id":"call-7f3a9c","sessionId":"abc-123-def"}"#,
+                       "the producer's keys, sorted, plus id and deadline for de-duplication")
+        XCTAssertEqual(String(decoding: event.alertPayload, as: UTF8.self),
+                       #"{"aps":{"alert":{"title":"Missed call","body":"Alice Johnson tried to call you"},"#
+                       + #""sound":"default"},"call_id":"call-7f3a9c"}"#)
+        XCTAssertEqual(try decode(Fixture.eventJSON()), event, "decoding is deterministic")
+    }
+
+    func testDefaultsNullsAndUnknownFields() throws {
+        let event = try decode(Fixture.eventJSON(["v": nil, "deadline": nil, "sandbox": "null", "voip_token": "null",
+                                                  "priority": #""high""#, "x-trace": #"{"a":[1,2]}"#]))
+        XCTAssertEqual(event.deadlineMs, Fixture.entry + 30_000, "no deadline: the stream entry's time + ring timeout")
+        XCTAssertFalse(event.deadlineFromEvent)
+        XCTAssertNil(event.sandbox, "null means absent")
+        XCTAssertNil(event.voipToken)
+        XCTAssertEqual(event.alertToken, Fixture.alertToken)
+    }
+
+    func testTheProducersIdAndDeadlineInsideVoipAreKept() throws {
+        let event = try decode(Fixture.eventJSON(["voip": #"{"id":"app-own","deadline":"soon"}"#]))
+        XCTAssertEqual(String(decoding: event.voipPayload, as: UTF8.self), #"{"deadline":"soon","id":"app-own"}"#)
+        let bare = try decode(Fixture.eventJSON(["voip": nil]))
+        XCTAssertEqual(String(decoding: bare.voipPayload, as: UTF8.self),
+                       #"{"deadline":1764412330000,"id":"call-7f3a9c"}"#)
+    }
+
+    func testVoipValuesAreWrittenBackExactly() throws {
+        let voip = #"{"s":"a\u0001b\n\"\\\/é","n":[1.5,-3,1e2,12345678901234567,0,true,null],"o":{"z":1,"a":{}},"e":[]}"#
+        let event = try decode(Fixture.eventJSON(["voip": voip]))
+        XCTAssertEqual(String(decoding: event.voipPayload, as: UTF8.self),
+                       #"{"deadline":1764412330000,"e":[],"id":"call-7f3a9c","#
+                       + #""n":[1.5,-3,100.0,12345678901234567,0,true,null],"o":{"a":{},"z":1},"s":"a\u0001b\n\"\\/é"}"#)
+    }
+
+    func testCallCancelledNeedsOnlyTheId() throws {
+        let event = try decode(#"{"id":"call-1","type":"call_cancelled"}"#)
+        XCTAssertEqual(event.kind, .callCancelled)
+        XCTAssertNil(event.voipToken)
+        XCTAssertEqual(event.voipPayload, [], "a cancel sends no push")
+        let huge = String(repeating: "x", count: 6_000)
+        XCTAssertNoThrow(try decode(#"{"id":"call-1","type":"call_cancelled","voip":{"big":"\#(huge)"}}"#),
+                         "payload limits apply to pushes, and a cancel sends none")
+    }
+
+    func testAWholeNumberWrittenAsAFloatIsAnInteger() throws {
+        XCTAssertEqual(try decode(Fixture.eventJSON(["deadline": "1764412330000.0"])).deadlineMs, 1_764_412_330_000)
+    }
+
+    func testAnOversizeVoipPayloadIsAcceptedWhenThereIsNoVoipToken() throws {
+        let big = String(repeating: "x", count: 5_200)
+        let event = try decode(Fixture.eventJSON(["voip_token": nil, "voip": #"{"note":"\#(big)"}"#]))
+        XCTAssertNil(event.voipToken)
+    }
+
+    func testEventAlertTextOverridesTheTemplateAndAMissingPartComesFromIt() throws {
+        let full = try decode(Fixture.eventJSON(["alert": #"{"title":"Bob","body":"Call me"}"#]))
+        XCTAssertFalse(full.alertFromTemplate)
+        XCTAssertEqual(String(decoding: full.alertPayload, as: UTF8.self),
+                       #"{"aps":{"alert":{"title":"Bob","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+        let partial = try decode(Fixture.eventJSON(["alert": #"{"body":"Call me"}"#]))
+        XCTAssertTrue(partial.alertFromTemplate)
+        XCTAssertEqual(String(decoding: partial.alertPayload, as: UTF8.self),
+                       #"{"aps":{"alert":{"title":"Missed call","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+    }
+
+    func testTemplatePlaceholdersFallBackToEachOtherThenToUnknownCaller() {
+        let t = FallbackTemplate(title: "{caller}", body: "{callerName} ({caller}) {x}", sound: nil, unknownCaller: "Someone")
+        XCTAssertEqual(t.render(callerName: "Alice", caller: "+1555").body, "Alice (+1555) {x}")
+        XCTAssertEqual(t.render(callerName: nil, caller: "+1555").body, "+1555 (+1555) {x}")
+        XCTAssertEqual(t.render(callerName: "Alice", caller: "").title, "Alice")
+        XCTAssertEqual(t.render(callerName: nil, caller: nil).body, "Someone (Someone) {x}")
+        XCTAssertEqual(t.render(callerName: "{caller}", caller: "+1").body, "{caller} (+1) {x}",
+                       "a name is not filled again")
+        XCTAssertEqual(t.render(callerName: String(repeating: "a", count: 1_000), caller: "1").body.count,
+                       FallbackTemplate.maxFilledCharacters + " (1) {x}".count, "filled values are cut")
+    }
+
+    func testANumericCallerFillsTheTemplateWithItsJSONText() throws {
+        let event = try decode(Fixture.eventJSON(["voip": #"{"caller":15551234567}"#]))
+        XCTAssertTrue(String(decoding: event.alertPayload, as: UTF8.self).contains(#""body":"15551234567 tried to call you""#))
+    }
+
+    // MARK: Malformed corpus
+
+    /// One malformed event: its bytes, the field the message must name, a fragment of the problem.
+    private struct Bad {
+        let name: String
+        let bytes: [UInt8]
+        let field: String?
+        let fragment: String
+        init(_ name: String, _ json: String, _ field: String?, _ fragment: String) {
+            self.init(name, Array(json.utf8), field, fragment)
+        }
+        init(_ name: String, _ bytes: [UInt8], _ field: String?, _ fragment: String) {
+            self.name = name
+            self.bytes = bytes
+            self.field = field
+            self.fragment = fragment
+        }
+    }
+
+    private var corpus: [Bad] {
+        let e = Fixture.eventJSON
+        let long = String(repeating: "i", count: 129)
+        let bigName = String(repeating: "A", count: 5_200)
+        let bigBody = String(repeating: "B", count: 4_100)
+        return [
+            Bad("truncated JSON", #"{"id":"#, nil, "not JSON: "),
+            Bad("empty bytes", "", nil, "not JSON: empty"),
+            Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], nil, "not JSON: "),
+            Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), nil, "not JSON: "),
+            Bad("array at the root", "[1,2]", "event", "expected a JSON object, got array"),
+            Bad("string at the root", #""call""#, "event", "expected a JSON object, got string"),
+            Bad("over 64 KiB", e(["pad": "\"" + String(repeating: "p", count: 70_000) + "\""]), "event",
+                "over the 65536-byte limit"),
+            Bad("v: 2", e(["v": "2"]), "v", "unsupported version 2"),
+            Bad("v as a string", e(["v": #""1""#]), "v", "expected an integer, got string"),
+            Bad("v as true", e(["v": "true"]), "v", "expected an integer, got boolean"),
+            Bad("id missing", e(["id": nil]), "id", "required"),
+            Bad("id empty", e(["id": #""""#]), "id", "empty"),
+            Bad("id too long", e(["id": "\"\(long)\""]), "id", "129 characters, over 128"),
+            Bad("id a number", e(["id": "42"]), "id", "expected a string, got number"),
+            Bad("type missing", e(["type": nil]), "type", "required"),
+            Bad("type unknown", e(["type": #""ring""#]), "type", #"unknown event type "ring""#),
+            Bad("type a boolean", e(["type": "true"]), "type", "expected a string, got boolean"),
+            Bad("voip_token not hex", e(["voip_token": #""xyz1""#]), "voip_token", "not a hex string"),
+            Bad("voip_token odd length", e(["voip_token": #""abc""#]), "voip_token", "odd length (3 hex digits)"),
+            Bad("voip_token odd and not hex", e(["voip_token": #""abz""#]), "voip_token", "not a hex string"),
+            Bad("voip_token a number", e(["voip_token": "1234"]), "voip_token", "expected a string, got number"),
+            Bad("voip_token empty", e(["voip_token": #""""#]), "voip_token", "empty"),
+            Bad("alert_token not hex", e(["alert_token": #""zz""#]), "alert_token", "not a hex string"),
+            Bad("alert_token odd length", e(["alert_token": #""abcde""#]), "alert_token", "odd length (5 hex digits)"),
+            Bad("alert_token an array", e(["alert_token": "[]"]), "alert_token", "expected a string, got array"),
+            Bad("no token at all", e(["voip_token": nil, "alert_token": "null"]), "voip_token",
+                "required when alert_token is absent"),
+            Bad("sandbox as 1", e(["sandbox": "1"]), "sandbox", "expected a boolean, got number"),
+            Bad("sandbox as a string", e(["sandbox": #""false""#]), "sandbox", "expected a boolean, got string"),
+            Bad("deadline as a string", e(["deadline": #""1764412330000""#]), "deadline",
+                "expected an integer (unix ms), got string"),
+            Bad("deadline as true", e(["deadline": "true"]), "deadline", "expected an integer (unix ms), got boolean"),
+            Bad("deadline with a fraction", e(["deadline": "1764412330000.5"]), "deadline",
+                "expected an integer (unix ms), got 1764412330000.5"),
+            Bad("deadline in seconds", e(["deadline": "1764412330"]), "deadline",
+                "1764412330 is not a unix time in milliseconds (seconds?)"),
+            Bad("deadline beyond Int64", e(["deadline": "18446744073709551615"]), "deadline", "out of range"),
+            Bad("deadline an object", e(["deadline": "{}"]), "deadline", "got object"),
+            Bad("voip an array", e(["voip": "[]"]), "voip", "expected an object, got array"),
+            Bad("voip a string", e(["voip": #""hi""#]), "voip", "expected an object, got string"),
+            Bad("voip over 5120 bytes", e(["voip": "{\"callerName\":\"\(bigName)\"}"]), "voip",
+                "over the 5120-byte VoIP limit"),
+            Bad("alert a string", e(["alert": #""Missed""#]), "alert", "expected an object, got string"),
+            Bad("alert.title a number", e(["alert": #"{"title":5,"body":"b"}"#]), "alert.title",
+                "expected a string, got number"),
+            Bad("alert.body a boolean", e(["alert": #"{"title":"t","body":false}"#]), "alert.body",
+                "expected a string, got boolean"),
+            Bad("alert over 4096 bytes", e(["alert": "{\"title\":\"t\",\"body\":\"\(bigBody)\"}"]), "alert",
+                "over the 4096-byte alert limit"),
+            Bad("voip_token_registered_at a string", e(["voip_token_registered_at": #""yesterday""#]),
+                "voip_token_registered_at", "expected an integer (unix ms), got string"),
+            Bad("alert_token_registered_at false", e(["alert_token_registered_at": "false"]),
+                "alert_token_registered_at", "expected an integer (unix ms), got boolean"),
+        ]
+    }
+
+    func testMalformedEventsNameTheFieldAtFault() {
+        XCTAssertGreaterThanOrEqual(corpus.count, 20)
+        for bad in corpus {
+            do {
+                let event = try CallEvent.decode(bad.bytes, entryTimeMs: Fixture.entry, policy: Fixture.policy())
+                XCTFail("\(bad.name): accepted as \(event.id)")
+            } catch {
+                XCTAssertEqual(error.field, bad.field, "\(bad.name): \(error)")
+                let prefix = bad.field.map { "\($0): " } ?? "not JSON: "
+                XCTAssertTrue(error.description.hasPrefix(prefix), "\(bad.name): message starts with the field: \(error)")
+                XCTAssertTrue(error.description.contains(bad.fragment),
+                              "\(bad.name): expected \"\(bad.fragment)\" in \"\(error)\"")
+            }
+        }
+    }
+
+    func testTheOversizeVoipMessageGivesTheSerializedSize() {
+        let name = String(repeating: "A", count: 5_200)
+        do {
+            _ = try decode(Fixture.eventJSON(["voip": "{\"callerName\":\"\(name)\"}"]))
+            XCTFail("over-size VoIP payload accepted")
+        } catch {
+            // {"callerName":"A…","deadline":1764412330000,"id":"call-7f3a9c"}
+            let size = #"{"callerName":"","deadline":1764412330000,"id":"call-7f3a9c"}"#.utf8.count + 5_200
+            XCTAssertEqual(error.description, "voip: payload is \(size) bytes, over the 5120-byte VoIP limit")
+        }
+    }
+
+    func testAnInvalidEventKeepsTheCallIdForItsDeadLetter() {
+        do {
+            _ = try decode(Fixture.eventJSON(["deadline": #""soon""#]))
+            XCTFail("accepted")
+        } catch {
+            XCTAssertEqual(error.callID, "call-7f3a9c")
+            let dead = DeadLetter.invalidEvent(error, app: "acme")
+            XCTAssertEqual(dead.reason.code, "invalid_event")
+            XCTAssertFalse(dead.appUnhealthy)
+            XCTAssertEqual(dead.record.jsonString,
+                           #"{"outcome":"dead_lettered","id":"call-7f3a9c","app":"acme","#
+                           + #""reason":"invalid_event: deadline: expected an integer (unix ms), got string","attempts":[]}"#)
+        }
+        do {
+            _ = try decode(#"{"type":"incoming_call"}"#)
+            XCTFail("accepted")
+        } catch {
+            XCTAssertNil(error.callID, "no id to keep")
+        }
+    }
+}
