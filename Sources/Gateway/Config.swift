@@ -1,5 +1,6 @@
 // Gateway: configuration, process roles, the CLI. Holds no business rules: it reads what the
 // operator wrote, checks it, and hands typed values to the modules that act on them.
+import Routing
 import Retry
 import APNs
 
@@ -173,13 +174,13 @@ public struct AppConfig: Equatable, Sendable {
     /// How long a call rings when its event carries no deadline, in seconds.
     public var ringTimeoutSeconds: Int
     public var retry: RetryPolicies
-    public var fallbackAlert: FallbackAlert
+    public var fallbackAlert: FallbackTemplate
 
     public static let defaultRingTimeoutSeconds = 30
 
     public init(bundleId: String, credential: String, environment: APNsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
-                retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackAlert = FallbackAlert()) {
+                retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate()) {
         self.bundleId = bundleId
         self.credential = credential
         self.environment = environment
@@ -210,18 +211,3 @@ public struct RetryPolicies: Equatable, Sendable {
     }
 }
 
-/// The app's "missed call" alert, used when an event carries no `alert` of its own.
-/// `{callerName}` and `{caller}` in title and body are filled from the event's `voip` dictionary.
-public struct FallbackAlert: Equatable, Sendable {
-    public var title: String
-    public var body: String
-    /// `aps.sound`; nil sends a silent alert.
-    public var sound: String?
-
-    public init(title: String = "Missed call", body: String = "{callerName} tried to call you",
-                sound: String? = "default") {
-        self.title = title
-        self.body = body
-        self.sound = sound
-    }
-}

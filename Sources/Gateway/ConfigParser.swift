@@ -1,3 +1,4 @@
+import Routing
 import Retry
 import APNs
 import Foundation
@@ -340,11 +341,11 @@ struct ConfigParser {
         return RetryPolicy(maxAttempts: attempts, baseMs: base, capMs: cap)
     }
 
-    private func parseFallbackAlert(_ entry: [String: Any], in parent: JSONPath) -> FallbackAlert? {
+    private func parseFallbackAlert(_ entry: [String: Any], in parent: JSONPath) -> FallbackTemplate? {
         let path = parent.appending("fallback_alert")
         guard let section = reader.section(entry, "fallback_alert", in: parent) else { return nil }
         reader.unknownKeys(section, at: path, known: ["title", "body", "sound"])
-        var alert = FallbackAlert()
+        var alert = FallbackTemplate()
         var ok = true
         for key in ["title", "body"] {
             guard section[key] != nil else { continue }

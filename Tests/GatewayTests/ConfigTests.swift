@@ -1,3 +1,4 @@
+import Routing
 import Retry
 import APNs
 import Foundation
@@ -36,7 +37,7 @@ final class ConfigTests: XCTestCase {
             bundleId: "com.acme.phone", credential: "acme-key", environment: .production, ringTimeoutSeconds: 30,
             retry: RetryPolicies(voip: RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2000),
                                  alert: RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60000), alertTTLSeconds: 86400),
-            fallbackAlert: FallbackAlert(title: "Missed call", body: "{callerName} tried to call you", sound: "default")))
+            fallbackAlert: FallbackTemplate(title: "Missed call", body: "{callerName} tried to call you", sound: "default")))
         XCTAssertEqual(config.apps["beta"], AppConfig(bundleId: "com.beta.talk", credential: "beta-cert", environment: .sandbox),
                        "omitted app keys take their defaults")
     }

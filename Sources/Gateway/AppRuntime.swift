@@ -1,0 +1,29 @@
+import APNs
+import RedisStreams
+import Routing
+
+/// What the router needs to know about one configured app at run time: its Redis keys, its
+/// routing policy, and which credential's pools carry its pushes. Built once from the config.
+public struct AppRuntime: Sendable {
+    public let id: String
+    public let keys: AppKeys
+    public let policy: AppRoutingPolicy
+    /// Name of the credential in `GatewayConfig.credentials`.
+    public let credential: String
+
+    public init(id: String, config: AppConfig, prefix: String) {
+        self.id = id
+        keys = AppKeys(prefix: prefix, app: id)
+        credential = config.credential
+        policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
+                                  ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
+                                  voipRetry: config.retry.voip, alertRetry: config.retry.alert,
+                                  alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
+                                  fallbackAlert: config.fallbackAlert)
+    }
+
+    /// Every app of `config`, in a stable order (by id).
+    public static func all(_ config: GatewayConfig) -> [AppRuntime] {
+        config.apps.keys.sorted().map { AppRuntime(id: $0, config: config.apps[$0]!, prefix: config.redis.prefix) }
+    }
+}
