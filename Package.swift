@@ -36,6 +36,7 @@ let package = Package(
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport"]),
+        .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
