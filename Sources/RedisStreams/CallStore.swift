@@ -142,7 +142,9 @@ public final class CallStore {
     /// `apps` on the blocking connection: at most `count` new entries per app. Returns the
     /// entries of the apps that had any (an empty dictionary when BLOCK timed out).
     /// `blockMs` nil does not block. After a `NOGROUP` answer the groups of `apps` are
-    /// re-created before the next read and the error is returned: retry.
+    /// re-created before the next read and the error is returned: retry. After any error
+    /// wait a little before reading again (an error answers at once, so an immediate retry
+    /// loop would spin).
     public func readNew(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
                         completion: @escaping (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void) {
         precondition(!apps.isEmpty && count > 0, "readNew needs apps and a positive count")

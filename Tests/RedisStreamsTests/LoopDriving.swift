@@ -46,7 +46,7 @@ func callUntilSuccess(_ connection: RedisConnection, _ args: [String], tries: In
 }
 
 /// Drives an asynchronous operation of the store to its completion.
-func wait<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line,
+func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line,
              _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> Result<T, RedisError> {
     var result: Result<T, RedisError>?
     start { result = $0 }

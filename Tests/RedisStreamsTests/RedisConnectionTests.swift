@@ -190,6 +190,24 @@ final class RedisConnectionTests: XCTestCase {
         XCTAssertEqual(try server.cli(["-n", "3", "GET", "via"]), "unix\n")
     }
 
+    func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws {
+        let redis = try connect(loop, server.url)
+        defer { redis.close() }
+        let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        func run() -> Result<RedisReply, RedisError> {
+            var result: Result<RedisReply, RedisError>?
+            script.run(on: redis, keys: ["n"], args: ["5"]) { result = $0 }
+            drive(loop, until: { result != nil })
+            return result ?? .failure(.disconnected)
+        }
+        XCTAssertEqual(run().value(), .integer(5), "the first run is an EVAL")
+        XCTAssertEqual(script.sha1?.count, 40, "SCRIPT LOAD taught the digest")
+        XCTAssertEqual(run().value(), .integer(10), "then EVALSHA")
+        XCTAssertEqual(call(redis, ["SCRIPT", "FLUSH"]).value(), .status("OK"))
+        XCTAssertEqual(run().value(), .integer(15), "NOSCRIPT is answered by an EVAL, invisibly to the caller")
+        XCTAssertEqual(call(redis, ["SCRIPT", "EXISTS", script.sha1 ?? ""]).value(), .array([.integer(1)]), "and the script is cached again")
+    }
+
     func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws {
         let redis = try connect(loop, server.url)
         var counts = [Int](repeating: 0, count: 50)
