@@ -33,6 +33,7 @@ public final class RedisServer: @unchecked Sendable {
     }
 
     private func launch() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         child = try ChildProcess("redis-server", [
             "--port", String(port), "--bind", "127.0.0.1",
             "--unixsocket", unixSocket, "--unixsocketperm", "700",
@@ -42,10 +43,11 @@ public final class RedisServer: @unchecked Sendable {
         try waitForPort(port)
     }
 
-    /// Stops the server (SIGTERM) and waits for its exit.
+    /// Stops the server (SIGTERM), waits for its exit and removes its directory.
     public func stop() {
         child?.stop()
         child = nil
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// Stops it and starts a fresh, empty one on the same port and socket.
@@ -58,6 +60,7 @@ public final class RedisServer: @unchecked Sendable {
     public func kill9() {
         child?.stop(signal: SIGKILL)
         child = nil
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// Runs `redis-cli -p PORT args…` and returns its stdout (`--raw` output).
@@ -67,8 +70,5 @@ public final class RedisServer: @unchecked Sendable {
         return out
     }
 
-    deinit {
-        stop()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    deinit { stop() }
 }
