@@ -37,6 +37,7 @@ let package = Package(
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
+        .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

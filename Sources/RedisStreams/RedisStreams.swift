@@ -1,11 +1,15 @@
 // RedisStreams: the Redis connections (hiredis async on the loop), commands, pipelining,
 // Lua scripts and the key layout of DESIGN.md §2.
 // Owns: every Redis key name and command. Must not know about APNs.
-// Status: not built yet (issue 3). Only the key layout is fixed here.
+// This file is the one place where key names are built.
 
-/// The Redis keys of one app, as fixed by the producer contract (DESIGN.md §2).
-/// Every key carries the app id as a Redis Cluster hash tag, so one app's keys share a slot.
-public struct AppKeys: Equatable, Sendable {
+/// The Redis keys of one app, as fixed by the producer contract (DESIGN.md §2), plus the
+/// gateway's internal keys of that app.
+///
+/// Invariant: every key starts with `{prefix}:{{app}}:`, so the app id is a Redis Cluster
+/// hash tag and all of one app's keys (and so every key a Lua script of one app touches)
+/// share a slot.
+public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// The configurable prefix (`pushgw` by default).
     public let prefix: String
     /// The app id, as configured.
@@ -17,12 +21,47 @@ public struct AppKeys: Equatable, Sendable {
     }
 
     private var base: String { "\(prefix):{\(app)}:" }
-    /// Producers' stream of call events.
+
+    // MARK: Contract keys (DESIGN.md §2)
+
+    /// Producers' stream of call events (field `event`).
     public var calls: String { base + "calls" }
-    /// One entry per event that reached its outcome.
+    /// One entry per event that reached its outcome (field `result`), capped.
     public var results: String { base + "results" }
-    /// One entry per token APNs declared invalid.
+    /// One entry per token APNs declared invalid (`token`, `channel`, `reason`, `timestamp`), capped.
     public var feedback: String { base + "feedback" }
     /// Dead letters.
     public var dead: String { base + "dead" }
+
+    // MARK: Internal keys (not part of the contract)
+
+    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window).
+    public func done(_ eventId: String) -> String { base + "done:" + eventId }
+    /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
+    public func cancelled(_ eventId: String) -> String { base + "cancelled:" + eventId }
+    /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
+    public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
+        base + "invalid:" + channel.rawValue + ":" + token
+    }
+
+    public var description: String { base }
+}
+
+/// The keys shared by all apps of one prefix (not in any app's slot).
+public struct GatewayKeys: Hashable, Sendable {
+    /// The configurable prefix (`pushgw` by default).
+    public let prefix: String
+
+    public init(prefix: String = "pushgw") { self.prefix = prefix }
+
+    /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
+    /// their last heartbeat lapses; a consumer is live while its score is in the future.
+    public var consumers: String { "\(prefix):consumers" }
+}
+
+/// The push channel a token belongs to; the raw value is what goes into Redis
+/// (feedback field `channel`, known-invalid key names).
+public enum TokenChannel: String, Sendable, CaseIterable {
+    case voip
+    case alert
 }

@@ -1,0 +1,110 @@
+// The values CallStore takes and returns. Plain data, no I/O.
+
+/// What to record when an event reaches its outcome.
+public struct OutcomeRecord: Equatable, Sendable {
+    /// The event's `id`, the idempotency key: the outcome is stored under it for the
+    /// idempotency window, and a second record for the same id writes nothing. Nil for an
+    /// event without a usable id (an invalid event): then nothing is keyed.
+    public var eventId: String?
+    /// The outcome name kept in the done key (`delivered_voip`, `dead_lettered`, …).
+    public var outcome: String
+    /// The results entry's `result` field: the caller's JSON, stored as given.
+    public var resultJSON: String
+
+    public init(eventId: String?, outcome: String, resultJSON: String) {
+        self.eventId = eventId
+        self.outcome = outcome
+        self.resultJSON = resultJSON
+    }
+}
+
+/// A token APNs declared invalid: one feedback entry (DESIGN.md §2) and one known-invalid key.
+public struct InvalidToken: Equatable, Sendable {
+    /// The hex token.
+    public var token: String
+    public var channel: TokenChannel
+    /// APNs' reason (`Unregistered`, `BadDeviceToken`, …).
+    public var reason: String
+    /// Unix ms: APNs' 410 timestamp where given, else the time of the answer.
+    public var timestampMs: Int64
+
+    public init(token: String, channel: TokenChannel, reason: String, timestampMs: Int64) {
+        self.token = token
+        self.channel = channel
+        self.reason = reason
+        self.timestampMs = timestampMs
+    }
+}
+
+/// A dead letter's fields (stream `dead`: `event`, `reason`, `attempts`, `first_failure_ms`,
+/// `last_failure_ms`, `replays`, `app`; the app comes from the `AppKeys`).
+public struct DeadLetter: Equatable, Sendable {
+    /// The original event, raw text as the producer wrote it.
+    public var event: String
+    /// Why it needs a human.
+    public var reason: String
+    /// JSON array of every attempt, as the caller renders it.
+    public var attemptsJSON: String
+    /// Unix ms of the first and last failure.
+    public var firstFailureMs: Int64
+    public var lastFailureMs: Int64
+    /// How many times this event was already replayed from the dead letters.
+    public var replays: Int
+
+    public init(event: String, reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0) {
+        self.event = event
+        self.reason = reason
+        self.attemptsJSON = attemptsJSON
+        self.firstFailureMs = firstFailureMs
+        self.lastFailureMs = lastFailureMs
+        self.replays = replays
+    }
+}
+
+/// What `finish` and `deadLetter` did.
+public struct RecordReport: Equatable, Sendable {
+    /// False when an outcome for the event id was already recorded (within the idempotency
+    /// window): then nothing was written but the entry was still acknowledged.
+    public var recorded: Bool
+    /// Whether the stream entry was pending and is now acknowledged (false without an entry id,
+    /// or when it was acknowledged before).
+    public var acknowledged: Bool
+    /// The id of the new dead-letter entry (deadLetter only, when recorded).
+    public var deadEntryID: String?
+}
+
+/// What Redis knows about an event before it is routed (one round trip).
+public struct EventLookup: Equatable, Sendable {
+    /// The outcome already recorded for the event id, nil if none (within the window).
+    public var outcome: String?
+    /// Whether the call was cancelled.
+    public var cancelled: Bool
+    /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
+    public var voipInvalidSinceMs: Int64?
+    public var alertInvalidSinceMs: Int64?
+}
+
+/// An entry taken over from a dead consumer.
+public struct ClaimedEntry: Equatable, Sendable {
+    public var entry: StreamEntry
+    /// How many times it has now been delivered, this claim included (≥ 2). Poison-message
+    /// detection: dead-letter entries delivered too often.
+    public var deliveries: Int64
+}
+
+/// The result of `claimAbandoned`.
+public struct ClaimResult: Equatable, Sendable {
+    /// Claimed entries, oldest first.
+    public var entries: [ClaimedEntry]
+    /// Pending ids whose entries no longer exist (deleted or trimmed while pending): Redis
+    /// dropped them from the pending list. That work is lost: count and report it.
+    public var lostIDs: [String]
+}
+
+/// Size of one app's calls stream, for metrics.
+public struct Backlog: Equatable, Sendable {
+    /// XLEN: entries not yet finished (unread and in flight; finished ones are deleted).
+    public var length: Int64
+    /// Delivered and not yet acknowledged (in flight).
+    public var pending: Int64
+}

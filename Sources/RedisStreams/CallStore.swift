@@ -1,0 +1,393 @@
+import EventLoop
+
+/// The typed Redis operations of the router and the workers: reading call events,
+/// recording outcomes, dead letters, cancellations, known-invalid tokens, consumer
+/// liveness and the take-over of abandoned entries.
+///
+/// Invariants:
+/// - Every operation that changes state is one Lua script (one atomic step); reads are one
+///   round trip.
+/// - Keys come from `AppKeys`/`GatewayKeys` only; a script touches one app's hash slot.
+/// - An outcome is recorded at most once per event id within the idempotency window
+///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
+///   that records its outcome, so delivery is at least once (DESIGN.md §3).
+/// - Two connections: `blocking` carries only `readNew` (a blocked XREADGROUP holds up its
+///   connection), `commands` everything else. `blocking` re-creates the consumer group of
+///   every configured app on each (re)connect before any read, so `NOGROUP` does not stick
+///   after a Redis restart without persistence.
+///
+/// Completions run on the loop, once each. Errors are `RedisError`s: `.disconnected` and
+/// `.connectFailed` are transient (retry later), `.server` is Redis refusing the command.
+/// Loop-owned: call everything on the loop thread; `start()` before use, `close()` at the end.
+public final class CallStore {
+    /// Names, caps and windows. Defaults are the production values.
+    public struct Config: Sendable {
+        public var url: RedisURL
+        /// The key prefix; must equal every `AppKeys.prefix` given to the store.
+        public var prefix: String
+        /// The consumer group on every calls stream.
+        public var group: String
+        /// Where a newly created group starts: `0` (default) delivers entries written before
+        /// the group existed — safe because finished entries are deleted, so the stream holds
+        /// only unfinished work; `$` would skip them.
+        public var groupStartID: String
+        /// `MAXLEN ~` of the results and feedback streams; of the dead stream when not nil.
+        public var resultsMaxLen: Int
+        public var feedbackMaxLen: Int
+        public var deadMaxLen: Int?
+        /// How long an outcome is remembered per event id (the idempotency window), seconds.
+        public var doneTTLSeconds: Int
+        /// How long a token APNs declared invalid is remembered, seconds (30 days).
+        public var invalidTokenTTLSeconds: Int
+        /// A consumer whose lease lapsed this long ago is dropped from the registry, ms.
+        public var consumerForgetMs: Int64
+        /// `claimAbandoned` reads at most this many XPENDING pages per call.
+        public var claimScanPages: Int
+        public var watchdogMs: Int64
+        public var backoff: ReconnectBackoff
+
+        public init(url: RedisURL, prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
+                    resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
+                    doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
+                    consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10,
+                    watchdogMs: Int64 = 5000, backoff: ReconnectBackoff = ReconnectBackoff()) {
+            precondition(resultsMaxLen > 0 && feedbackMaxLen > 0 && (deadMaxLen ?? 1) > 0, "stream caps must be positive")
+            precondition(doneTTLSeconds > 0 && invalidTokenTTLSeconds > 0, "TTLs must be positive")
+            precondition(claimScanPages > 0, "claimScanPages must be positive")
+            self.url = url
+            self.prefix = prefix
+            self.group = group
+            self.groupStartID = groupStartID
+            self.resultsMaxLen = resultsMaxLen
+            self.feedbackMaxLen = feedbackMaxLen
+            self.deadMaxLen = deadMaxLen
+            self.doneTTLSeconds = doneTTLSeconds
+            self.invalidTokenTTLSeconds = invalidTokenTTLSeconds
+            self.consumerForgetMs = consumerForgetMs
+            self.claimScanPages = claimScanPages
+            self.watchdogMs = watchdogMs
+            self.backoff = backoff
+        }
+    }
+
+    public let config: Config
+    /// The configured apps: their groups are (re)created on every connect of `blocking`.
+    public let apps: [AppKeys]
+    public let gatewayKeys: GatewayKeys
+    /// Carries `readNew` only.
+    public let blocking: RedisConnection
+    /// Carries every other command.
+    public let commands: RedisConnection
+
+    private let appsByCallsKey: [String: AppKeys]
+    private let finishScript = RedisScript(CallStoreLua.finish)
+    private let deadLetterScript = RedisScript(CallStoreLua.deadLetter)
+    private let replayScript = RedisScript(CallStoreLua.replay)
+    private let acknowledgeScript = RedisScript(CallStoreLua.acknowledge)
+    private let claimScript = RedisScript(CallStoreLua.claim)
+    private let heartbeatScript = RedisScript(CallStoreLua.heartbeat)
+    private let liveConsumersScript = RedisScript(CallStoreLua.liveConsumers)
+
+    public init(loop: EventLoop, config: Config, apps: [AppKeys]) {
+        precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
+        self.config = config
+        self.apps = apps
+        self.gatewayKeys = GatewayKeys(prefix: config.prefix)
+        var byKey: [String: AppKeys] = [:]
+        for app in apps { byKey[app.calls] = app }
+        appsByCallsKey = byKey
+        blocking = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
+                                                             clientName: "pushgw-read"))
+        commands = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
+                                                             clientName: "pushgw-write"))
+        let group = config.group, start = config.groupStartID
+        blocking.onReady = { [apps] connection in
+            for app in apps {
+                CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in }
+            }
+        }
+    }
+
+    /// Connects both connections.
+    public func start() {
+        blocking.start()
+        commands.start()
+    }
+
+    /// Closes both connections; operations in flight complete `.disconnected`.
+    public func close() {
+        blocking.close()
+        commands.close()
+    }
+
+    // MARK: Groups and reading
+
+    /// `XGROUP CREATE calls group <start> MKSTREAM`; an existing group (`BUSYGROUP`) is success.
+    public func ensureGroup(_ app: AppKeys, completion: @escaping (Result<Void, RedisError>) -> Void) {
+        CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: commands, completion: completion)
+    }
+
+    private static func createGroup(_ app: AppKeys, group: String, startID: String, on connection: RedisConnection,
+                                    completion: @escaping (Result<Void, RedisError>) -> Void) {
+        connection.send(["XGROUP", "CREATE", app.calls, group, startID, "MKSTREAM"]) { result in
+            switch result {
+            case .success: completion(.success(()))
+            case .failure(let error) where error.serverCode == "BUSYGROUP": completion(.success(()))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// One `XREADGROUP GROUP g consumer COUNT count [BLOCK blockMs] STREAMS calls… > …` over
+    /// `apps` on the blocking connection: at most `count` new entries per app. Returns the
+    /// entries of the apps that had any (an empty dictionary when BLOCK timed out).
+    /// `blockMs` nil does not block. After a `NOGROUP` answer the groups of `apps` are
+    /// re-created before the next read and the error is returned: retry. After any error
+    /// wait a little before reading again (an error answers at once, so an immediate retry
+    /// loop would spin).
+    public func readNew(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
+                        completion: @escaping (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void) {
+        precondition(!apps.isEmpty && count > 0, "readNew needs apps and a positive count")
+        var args = ["XREADGROUP", "GROUP", config.group, consumer, "COUNT", String(count)]
+        if let blockMs { args += ["BLOCK", String(max(1, blockMs))] }
+        args.append("STREAMS")
+        args += apps.map(\.calls)
+        args += Array(repeating: ">", count: apps.count)
+        var lookup = appsByCallsKey
+        for app in apps { lookup[app.calls] = app }
+        let group = config.group, start = config.groupStartID
+        let connection = blocking
+        connection.send(args, blockMs: blockMs ?? 0) { result in
+            switch result {
+            case .success(let reply):
+                do {
+                    var out: [AppKeys: [StreamEntry]] = [:]
+                    for (key, entries) in try StreamReplies.read(reply) {
+                        guard let app = lookup[key] else { throw RedisError.unexpectedReply("XREADGROUP returned unknown stream \(key)") }
+                        out[app] = entries
+                    }
+                    completion(.success(out))
+                } catch {
+                    completion(.failure(error as? RedisError ?? .unexpectedReply("\(error)")))
+                }
+            case .failure(let error):
+                if error.serverCode == "NOGROUP" {
+                    for app in apps { CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in } }
+                }
+                completion(.failure(error))
+            }
+        }
+    }
+
+    // MARK: Recording outcomes
+
+    /// Records an event's outcome in one step: XADD results (`result` = `record.resultJSON`,
+    /// MAXLEN ~), SET done key = outcome EX `doneTTLSeconds` (only if none is recorded yet:
+    /// otherwise nothing is written), one feedback entry and one known-invalid key (EX
+    /// `invalidTokenTTLSeconds`) per `invalidTokens`, then XACK + XDEL of `entryID` if given.
+    public func finish(_ app: AppKeys, entryID: String?, record: OutcomeRecord, invalidTokens: [InvalidToken] = [],
+                       completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
+        guard let eventId = record.eventId else {
+            preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
+        }
+        var keys = [app.calls, app.results, app.done(eventId), app.feedback]
+        var args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
+                    String(config.resultsMaxLen), String(config.feedbackMaxLen), String(config.invalidTokenTTLSeconds),
+                    String(invalidTokens.count)]
+        for t in invalidTokens {
+            keys.append(app.invalidToken(t.channel, t.token))
+            args += [t.token, t.channel.rawValue, t.reason, String(t.timestampMs)]
+        }
+        finishScript.run(on: commands, keys: keys, args: args) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 2, let recorded = parts[0].integer, let acked = parts[1].integer else {
+                    return .failure(.unexpectedReply("finish script \(reply)"))
+                }
+                return .success(RecordReport(recorded: recorded == 1, acknowledged: acked == 1, deadEntryID: nil))
+            })
+        }
+    }
+
+    /// Writes a dead letter in one step: XADD dead (fields of `DeadLetter` + `app`), XADD
+    /// results, SET done key (when `record.eventId` is given; if an outcome is already
+    /// recorded nothing is written), XACK + XDEL of `entryID` if given (dead letters that did
+    /// not come from the stream have none).
+    public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetter, record: OutcomeRecord,
+                           completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
+        var keys = [app.calls, app.results, app.dead]
+        if let eventId = record.eventId { keys.append(app.done(eventId)) }
+        let args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
+                    String(config.resultsMaxLen), config.deadMaxLen.map { String($0) } ?? "",
+                    deadLetter.event, deadLetter.reason, deadLetter.attemptsJSON, String(deadLetter.firstFailureMs),
+                    String(deadLetter.lastFailureMs), String(deadLetter.replays), app.app]
+        deadLetterScript.run(on: commands, keys: keys, args: args) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 3, let recorded = parts[0].integer, let acked = parts[1].integer else {
+                    return .failure(.unexpectedReply("dead-letter script \(reply)"))
+                }
+                return .success(RecordReport(recorded: recorded == 1, acknowledged: acked == 1, deadEntryID: parts[2].string))
+            })
+        }
+    }
+
+    /// Puts `event` (raw text) back on the calls stream as a new entry, forgets the outcome
+    /// recorded for `eventId` (so the replay is routed, not skipped as done) and deletes the
+    /// dead letter `deadEntryID`, in one step. Returns the new calls entry id.
+    public func replay(_ app: AppKeys, event: String, eventId: String?, deadEntryID: String?,
+                       completion: @escaping (Result<String, RedisError>) -> Void) {
+        var keys = [app.calls, app.dead]
+        if let eventId { keys.append(app.done(eventId)) }
+        replayScript.run(on: commands, keys: keys, args: [event, deadEntryID ?? ""]) { result in
+            completion(result.flatMap { reply in
+                reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
+            })
+        }
+    }
+
+    /// XACK + XDEL of entries that need no record (e.g. an event already done). Returns how
+    /// many were pending.
+    public func acknowledge(_ app: AppKeys, entryIDs: [String], completion: @escaping (Result<Int64, RedisError>) -> Void) {
+        guard !entryIDs.isEmpty else { return completion(.success(0)) }
+        acknowledgeScript.run(on: commands, keys: [app.calls], args: [config.group] + entryIDs) { result in
+            completion(result.flatMap { reply in
+                reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("acknowledge script \(reply)"))
+            })
+        }
+    }
+
+    // MARK: Looking up
+
+    /// One MGET: the outcome already recorded for `eventId`, whether it is cancelled, and
+    /// since when its tokens are known invalid.
+    public func lookup(_ app: AppKeys, eventId: String, voipToken: String?, alertToken: String?,
+                       completion: @escaping (Result<EventLookup, RedisError>) -> Void) {
+        var keys = [app.done(eventId), app.cancelled(eventId)]
+        if let voipToken { keys.append(app.invalidToken(.voip, voipToken)) }
+        if let alertToken { keys.append(app.invalidToken(.alert, alertToken)) }
+        commands.send(["MGET"] + keys) { result in
+            completion(result.flatMap { reply in
+                guard let values = reply.array, values.count == keys.count else {
+                    return .failure(.unexpectedReply("MGET \(reply)"))
+                }
+                var i = 2
+                var lookup = EventLookup(outcome: values[0].string, cancelled: !values[1].isNull)
+                if voipToken != nil { lookup.voipInvalidSinceMs = values[i].integer; i += 1 }
+                if alertToken != nil { lookup.alertInvalidSinceMs = values[i].integer }
+                return .success(lookup)
+            })
+        }
+    }
+
+    /// Marks `eventId` cancelled for `ttlSeconds` (SET … EX).
+    public func markCancelled(_ app: AppKeys, eventId: String, ttlSeconds: Int,
+                              completion: @escaping (Result<Void, RedisError>) -> Void) {
+        precondition(ttlSeconds > 0, "a cancellation needs a positive TTL")
+        commands.send(["SET", app.cancelled(eventId), "1", "EX", String(ttlSeconds)]) { result in
+            completion(result.map { _ in () })
+        }
+    }
+
+    // MARK: Consumers and take-over
+
+    /// Declares `consumer` live for `ttlMs` from now (Redis server clock): its score in the
+    /// `GatewayKeys.consumers` sorted set becomes now + ttl. Beat well within the TTL.
+    public func heartbeat(consumer: String, ttlMs: Int64, completion: @escaping (Result<Void, RedisError>) -> Void) {
+        precondition(ttlMs > 0, "a heartbeat needs a positive TTL")
+        heartbeatScript.run(on: commands, keys: [gatewayKeys.consumers],
+                            args: [consumer, String(ttlMs), String(config.consumerForgetMs)]) { result in
+            completion(result.map { _ in () })
+        }
+    }
+
+    /// Removes `consumer` from the registry (clean shutdown): its pending entries become
+    /// claimable at once.
+    public func retire(consumer: String, completion: @escaping (Result<Void, RedisError>) -> Void) {
+        commands.send(["ZREM", gatewayKeys.consumers, consumer]) { result in completion(result.map { _ in () }) }
+    }
+
+    /// The consumers whose heartbeat has not lapsed (Redis server clock).
+    public func liveConsumers(completion: @escaping (Result<Set<String>, RedisError>) -> Void) {
+        liveConsumersScript.run(on: commands, keys: [gatewayKeys.consumers], args: []) { result in
+            completion(result.flatMap { reply in
+                guard let items = reply.array else { return .failure(.unexpectedReply("live consumers \(reply)")) }
+                return .success(Set(items.compactMap(\.string)))
+            })
+        }
+    }
+
+    /// Takes over, for `consumer`, up to `count` in-flight entries of the app whose owner is
+    /// not in `liveConsumers` and that have been idle at least `minIdleMs`, in one step
+    /// (XPENDING IDLE pages, then XCLAIM; at most `claimScanPages` pages are scanned, so call
+    /// again while it returns `count` entries). Live consumers' entries are never taken.
+    /// Each claimed entry carries its delivery count; entries deleted while pending are
+    /// returned as `lostIDs`.
+    public func claimAbandoned(_ app: AppKeys, consumer: String, minIdleMs: Int64, count: Int, liveConsumers: Set<String>,
+                               completion: @escaping (Result<ClaimResult, RedisError>) -> Void) {
+        precondition(count > 0 && count <= 1000 && minIdleMs >= 0, "claimAbandoned needs 0 < count <= 1000 and minIdleMs >= 0")
+        let live = liveConsumers.sorted()
+        let args = [config.group, consumer, String(minIdleMs), String(count), String(config.claimScanPages), String(live.count)] + live
+        claimScript.run(on: commands, keys: [app.calls], args: args) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try CallStore.parseClaim(reply)) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
+            })
+        }
+    }
+
+    /// Parses the claim script's `{claimed entries, requested ids, delivery counts}`.
+    static func parseClaim(_ reply: RedisReply) throws -> ClaimResult {
+        guard let parts = reply.array, parts.count == 3, let ids = parts[1].array, let counts = parts[2].array,
+              ids.count == counts.count else {
+            throw RedisError.unexpectedReply("claim script \(reply)")
+        }
+        let claimed = try StreamReplies.entryList(parts[0])
+        var byID: [String: StreamEntry] = [:]
+        for entry in claimed.entries { byID[entry.id] = entry }
+        var result = ClaimResult(entries: [], lostIDs: [])
+        for (idReply, countReply) in zip(ids, counts) {
+            guard let id = idReply.string, let before = countReply.integer else { throw RedisError.unexpectedReply("claim ids") }
+            if let entry = byID[id] {
+                result.entries.append(ClaimedEntry(entry: entry, deliveries: before + 1))
+            } else {
+                result.lostIDs.append(id)
+            }
+        }
+        result.lostIDs += claimed.deletedIDs
+        return result
+    }
+
+    // MARK: Metrics and reading back
+
+    /// XLEN and the pending count of the app's calls stream (two pipelined commands).
+    public func backlog(_ app: AppKeys, completion: @escaping (Result<Backlog, RedisError>) -> Void) {
+        var length: Result<RedisReply, RedisError>?
+        var pending: Result<RedisReply, RedisError>?
+        func finishIfBoth() {
+            guard let length, let pending else { return }
+            completion(length.flatMap { l in
+                pending.flatMap { p in
+                    guard let n = l.integer else { return .failure(.unexpectedReply("XLEN \(l)")) }
+                    do { return .success(Backlog(length: n, pending: try StreamReplies.pendingSummary(p).count)) } catch {
+                        return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                    }
+                }
+            })
+        }
+        commands.send(["XLEN", app.calls]) { length = $0; finishIfBoth() }
+        commands.send(["XPENDING", app.calls, config.group]) { pending = $0; finishIfBoth() }
+    }
+
+    /// XRANGE of one of the app's streams (`app.results`, `app.feedback`, `app.dead`, …),
+    /// from `start` to `end` (`-`/`+` for the ends, `(id` exclusive), at most `count`.
+    public func range(_ stream: String, start: String = "-", end: String = "+", count: Int,
+                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+        commands.send(["XRANGE", stream, start, end, "COUNT", String(count)]) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try StreamReplies.range(reply)) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
+            })
+        }
+    }
+}

@@ -1,0 +1,125 @@
+// The Lua scripts of CallStore: each state change of a call event is one script, so it
+// happens entirely or not at all (Redis runs a script atomically; arguments are checked in
+// Swift beforehand so no command inside can fail halfway). Every key a script touches is
+// passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
+
+enum CallStoreLua {
+    /// Records an outcome once per event id and acknowledges the stream entry.
+    /// KEYS: calls, results, done, feedback, invalid-token keys…
+    /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
+    ///       feedback maxlen, invalid-token TTL s, n, then n × (token, channel, reason, timestamp).
+    /// Returns {recorded (0 when an outcome was already recorded: nothing written), acked}.
+    static let finish = """
+        local recorded = 0
+        if redis.call('SET', KEYS[3], ARGV[4], 'NX', 'EX', ARGV[5]) then
+          recorded = 1
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+          local n = tonumber(ARGV[9])
+          for i = 0, n - 1 do
+            local b = 10 + 4 * i
+            redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*',
+              'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
+            redis.call('SET', KEYS[5 + i], ARGV[b + 3], 'EX', ARGV[8])
+          end
+        end
+        local acked = 0
+        if ARGV[2] ~= '' then
+          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+          redis.call('XDEL', KEYS[1], ARGV[2])
+        end
+        return {recorded, acked}
+        """
+
+    /// Writes a dead letter and its result once per event id, and acknowledges the entry.
+    /// KEYS: calls, results, dead[, done]
+    /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
+    ///       dead maxlen ('' = uncapped), event, reason, attempts, first_failure_ms,
+    ///       last_failure_ms, replays, app.
+    /// Returns {recorded, acked, dead entry id or false}.
+    static let deadLetter = """
+        local recorded = 1
+        if KEYS[4] and not redis.call('SET', KEYS[4], ARGV[4], 'NX', 'EX', ARGV[5]) then
+          recorded = 0
+        end
+        local deadID = false
+        if recorded == 1 then
+          local fields = {'event', ARGV[8], 'reason', ARGV[9], 'attempts', ARGV[10],
+            'first_failure_ms', ARGV[11], 'last_failure_ms', ARGV[12], 'replays', ARGV[13], 'app', ARGV[14]}
+          if ARGV[7] ~= '' then
+            deadID = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', unpack(fields))
+          else
+            deadID = redis.call('XADD', KEYS[3], '*', unpack(fields))
+          end
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+        end
+        local acked = 0
+        if ARGV[2] ~= '' then
+          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+          redis.call('XDEL', KEYS[1], ARGV[2])
+        end
+        return {recorded, acked, deadID}
+        """
+
+    /// Puts an event back on the calls stream, forgets its recorded outcome and removes
+    /// its dead letter. KEYS: calls, dead[, done]. ARGV: event, dead entry id ('' = none).
+    /// Returns the new calls entry id.
+    static let replay = """
+        local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
+        if KEYS[3] then redis.call('DEL', KEYS[3]) end
+        if ARGV[2] ~= '' then redis.call('XDEL', KEYS[2], ARGV[2]) end
+        return id
+        """
+
+    /// Acknowledges and deletes entries. KEYS: calls. ARGV: group, ids… Returns acked count.
+    static let acknowledge = """
+        local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+        redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+        return acked
+        """
+
+    /// Takes over pending entries idle ≥ min-idle whose owner is not live, scanning at most
+    /// max-pages pages of XPENDING. KEYS: calls.
+    /// ARGV: group, consumer, min-idle ms, count, max-pages, n-live, live names…
+    /// Returns {claimed entries, requested ids, their delivery counts before the claim}.
+    static let claim = """
+        local live = {}
+        local nLive = tonumber(ARGV[6])
+        for i = 1, nLive do live[ARGV[6 + i]] = true end
+        local want = tonumber(ARGV[4])
+        local pageSize = math.max(want, 100)
+        local ids, counts = {}, {}
+        local start = '-'
+        for page = 1, tonumber(ARGV[5]) do
+          local items = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], start, '+', pageSize)
+          for _, p in ipairs(items) do
+            if #ids < want and not live[p[2]] then
+              ids[#ids + 1] = p[1]
+              counts[#counts + 1] = p[4]
+            end
+          end
+          if #ids >= want or #items < pageSize then break end
+          start = '(' .. items[#items][1]
+        end
+        if #ids == 0 then return {{}, {}, {}} end
+        local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
+        return {claimed, ids, counts}
+        """
+
+    /// Heartbeat: the consumer is live until Redis-server time + ttl. Also forgets consumers
+    /// whose lease lapsed more than forget-ms ago, which keeps the set bounded.
+    /// KEYS: consumers. ARGV: name, ttl ms, forget ms. Returns the server time in ms.
+    static let heartbeat = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+        return now
+        """
+
+    /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
+    static let liveConsumers = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+        """
+}

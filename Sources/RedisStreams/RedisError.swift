@@ -1,0 +1,39 @@
+/// Why a Redis command or operation did not produce a value.
+///
+/// Every completion of this module carries exactly one of these or a value. None of the
+/// messages contains a password: connection problems are described with
+/// `RedisURL.redacted`, and server replies to `AUTH` never echo the password.
+public enum RedisError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The connection was lost (or freed by the watchdog) before the reply arrived, or there
+    /// was no room left in the queue of commands waiting for a connection. The command may
+    /// or may not have run: retry what is idempotent.
+    case disconnected
+    /// A connection attempt failed (refused, timed out, AUTH or SELECT rejected) while the
+    /// command waited for it. The command did not run. The text is safe to log.
+    case connectFailed(String)
+    /// Redis answered with an error reply (`-ERR …`, `-NOGROUP …`, `-WRONGPASS …`), as sent.
+    /// Error replies never arrive as `.success(.error(_))`; only nested elements of an array
+    /// reply (a Lua table) can be `RedisReply.error`.
+    case server(String)
+    /// The reply did not have the shape the command promises (a bug or a version mismatch).
+    case unexpectedReply(String)
+    /// The connection was closed by its owner; nothing more will be sent.
+    case closed
+
+    /// The server error's code, the first word of its message (`NOGROUP`, `BUSYGROUP`,
+    /// `NOSCRIPT`, `WRONGPASS`), or nil for other errors.
+    public var serverCode: Substring? {
+        guard case .server(let message) = self else { return nil }
+        return message.split(separator: " ", maxSplits: 1).first
+    }
+
+    public var description: String {
+        switch self {
+        case .disconnected: return "redis: connection lost before the reply"
+        case .connectFailed(let why): return "redis: cannot connect: \(why)"
+        case .server(let message): return "redis: \(message)"
+        case .unexpectedReply(let what): return "redis: unexpected reply: \(what)"
+        case .closed: return "redis: connection closed"
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/// A Lua script run with `EVALSHA`, falling back to `EVAL` when Redis answers `NOSCRIPT`.
+///
+/// The SHA1 is learned from Redis, not computed here: the first run sends `SCRIPT LOAD`
+/// (pipelined ahead of an `EVAL`) and remembers the digest; later runs send `EVALSHA`.
+/// After a Redis restart the script cache is empty: the `NOSCRIPT` answer is retried once
+/// as `EVAL`, which caches the script again. Each run completes exactly once, with the
+/// final attempt's result; a fallback `EVAL` is sent after the `NOSCRIPT` reply, so it may
+/// run after commands sent in between.
+///
+/// Loop-owned; one script object may serve several connections (the digest depends only
+/// on the source).
+public final class RedisScript {
+    /// The Lua source.
+    public let source: String
+    /// Its SHA1 as Redis reported it, once known.
+    public private(set) var sha1: String?
+    private var loading = false
+
+    public init(_ source: String) {
+        self.source = source
+    }
+
+    /// Runs the script with `keys` (all in one hash slot) and `args` on `connection`.
+    public func run(on connection: RedisConnection, keys: [String], args: [String],
+                    completion: @escaping RedisConnection.Completion) {
+        let tail = [String(keys.count)] + keys + args
+        guard let sha1 else {
+            if !loading {
+                loading = true
+                connection.send(["SCRIPT", "LOAD", source]) { [self] result in
+                    loading = false
+                    if case .success(let reply) = result, let digest = reply.string { sha1 = digest }
+                }
+            }
+            connection.send(["EVAL", source] + tail, completion: completion)
+            return
+        }
+        connection.send(["EVALSHA", sha1] + tail) { [source] result in
+            if case .failure(let error) = result, error.serverCode == "NOSCRIPT" {
+                connection.send(["EVAL", source] + tail, completion: completion)
+            } else {
+                completion(result)
+            }
+        }
+    }
+}

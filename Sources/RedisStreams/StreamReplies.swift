@@ -1,0 +1,165 @@
+// Pure parsers for the stream commands' replies. They never touch a connection, so the
+// tests feed them hand-built `RedisReply` values.
+
+/// One stream entry: its id and its fields.
+///
+/// Invariant: `id` is a stream id (`ms-seq`). Field names and values are decoded as UTF-8;
+/// a repeated field name keeps its last value (Redis allows repeats, pushgw writes none).
+public struct StreamEntry: Equatable, Sendable {
+    /// The entry id, as Redis returned it.
+    public let id: String
+    /// The entry's field/value pairs.
+    public let fields: [String: String]
+
+    public init(id: String, fields: [String: String]) {
+        self.id = id
+        self.fields = fields
+    }
+}
+
+/// An entry of the pending entries list (XPENDING's extended form).
+public struct PendingEntry: Equatable, Sendable {
+    /// The stream entry id.
+    public let id: String
+    /// The consumer that owns it now.
+    public let consumer: String
+    /// Milliseconds since it was last delivered.
+    public let idleMs: Int64
+    /// How many times it was delivered (1 after the first read; each claim adds one).
+    public let deliveries: Int64
+}
+
+/// XPENDING's summary form.
+public struct PendingSummary: Equatable, Sendable {
+    /// Number of delivered, unacknowledged entries of the group.
+    public let count: Int64
+    /// The smallest and largest pending ids, nil when `count == 0`.
+    public let smallestID: String?
+    public let largestID: String?
+    /// Pending count per consumer that has any.
+    public let perConsumer: [String: Int64]
+}
+
+/// An XAUTOCLAIM page.
+public struct AutoClaimPage: Equatable, Sendable {
+    /// The cursor for the next call; `0-0` when the scan is complete.
+    public let cursor: String
+    /// The claimed entries.
+    public let entries: [StreamEntry]
+    /// Pending ids whose entries no longer exist (deleted or trimmed): Redis 7 dropped them
+    /// from the pending list, so that work is lost and must be counted.
+    public let deletedIDs: [String]
+}
+
+/// Parsers of stream replies. Each throws `RedisError.unexpectedReply` on a reply of the
+/// wrong shape and never traps.
+public enum StreamReplies {
+    /// One entry `[id, [f1, v1, f2, v2, …]]`. An entry whose fields are nil (deleted while
+    /// pending, seen when re-reading history) returns nil.
+    public static func entry(_ reply: RedisReply) throws -> StreamEntry? {
+        guard let pair = reply.array, pair.count == 2, let id = pair[0].string else {
+            throw RedisError.unexpectedReply("stream entry \(reply)")
+        }
+        if pair[1].isNull { return nil }
+        guard let flat = pair[1].array, flat.count % 2 == 0 else {
+            throw RedisError.unexpectedReply("fields of stream entry \(id)")
+        }
+        var fields: [String: String] = [:]
+        fields.reserveCapacity(flat.count / 2)
+        var i = 0
+        while i < flat.count {
+            guard let name = flat[i].string, let value = flat[i + 1].string else {
+                throw RedisError.unexpectedReply("field of stream entry \(id)")
+            }
+            fields[name] = value
+            i += 2
+        }
+        return StreamEntry(id: id, fields: fields)
+    }
+
+    /// A list of entries (XRANGE, XREVRANGE, XCLAIM, one stream of XREADGROUP).
+    /// Entries with nil fields are returned in `deletedIDs`.
+    public static func entryList(_ reply: RedisReply) throws -> (entries: [StreamEntry], deletedIDs: [String]) {
+        if reply.isNull { return ([], []) }
+        guard let items = reply.array else { throw RedisError.unexpectedReply("entry list \(reply)") }
+        var entries: [StreamEntry] = []
+        entries.reserveCapacity(items.count)
+        var deleted: [String] = []
+        for item in items {
+            if let entry = try entry(item) {
+                entries.append(entry)
+            } else if let id = item.array?.first?.string {
+                deleted.append(id)
+            }
+        }
+        return (entries, deleted)
+    }
+
+    /// XRANGE / XREVRANGE: the entries in reply order.
+    public static func range(_ reply: RedisReply) throws -> [StreamEntry] {
+        try entryList(reply).entries
+    }
+
+    /// XREAD / XREADGROUP: `[[stream, [entries…]], …]`, or nil when BLOCK timed out.
+    /// Returns the entries per stream key, in reply order; streams without entries are absent.
+    public static func read(_ reply: RedisReply) throws -> [String: [StreamEntry]] {
+        if reply.isNull { return [:] }
+        guard let streams = reply.array else { throw RedisError.unexpectedReply("XREADGROUP \(reply)") }
+        var result: [String: [StreamEntry]] = [:]
+        for stream in streams {
+            guard let pair = stream.array, pair.count == 2, let key = pair[0].string else {
+                throw RedisError.unexpectedReply("XREADGROUP stream \(stream)")
+            }
+            let entries = try entryList(pair[1]).entries
+            if !entries.isEmpty { result[key, default: []].append(contentsOf: entries) }
+        }
+        return result
+    }
+
+    /// XAUTOCLAIM: `[cursor, [entries…], [deleted ids…]]` (the third element is Redis 7+).
+    public static func autoClaim(_ reply: RedisReply) throws -> AutoClaimPage {
+        guard let parts = reply.array, parts.count >= 2, let cursor = parts[0].string else {
+            throw RedisError.unexpectedReply("XAUTOCLAIM \(reply)")
+        }
+        let (entries, nilEntries) = try entryList(parts[1])
+        var deleted = nilEntries
+        if parts.count >= 3 {
+            guard let ids = parts[2].array else { throw RedisError.unexpectedReply("XAUTOCLAIM deleted ids") }
+            for id in ids {
+                guard let text = id.string else { throw RedisError.unexpectedReply("XAUTOCLAIM deleted id \(id)") }
+                deleted.append(text)
+            }
+        }
+        return AutoClaimPage(cursor: cursor, entries: entries, deletedIDs: deleted)
+    }
+
+    /// XPENDING key group [IDLE ms] start end count: `[[id, consumer, idle, deliveries], …]`.
+    public static func pendingEntries(_ reply: RedisReply) throws -> [PendingEntry] {
+        guard let items = reply.array else { throw RedisError.unexpectedReply("XPENDING \(reply)") }
+        return try items.map { item in
+            guard let f = item.array, f.count == 4, let id = f[0].string, let consumer = f[1].string,
+                  let idle = f[2].integer, let deliveries = f[3].integer else {
+                throw RedisError.unexpectedReply("XPENDING entry \(item)")
+            }
+            return PendingEntry(id: id, consumer: consumer, idleMs: idle, deliveries: deliveries)
+        }
+    }
+
+    /// XPENDING key group: `[count, smallest, largest, [[consumer, count], …]]`
+    /// (`[0, nil, nil, nil]` when nothing is pending).
+    public static func pendingSummary(_ reply: RedisReply) throws -> PendingSummary {
+        guard let f = reply.array, f.count == 4, let count = f[0].integer else {
+            throw RedisError.unexpectedReply("XPENDING summary \(reply)")
+        }
+        var perConsumer: [String: Int64] = [:]
+        if let consumers = f[3].array {
+            for c in consumers {
+                guard let pair = c.array, pair.count == 2, let name = pair[0].string, let n = pair[1].integer else {
+                    throw RedisError.unexpectedReply("XPENDING consumer \(c)")
+                }
+                perConsumer[name] = n
+            }
+        }
+        return PendingSummary(count: count, smallestID: f[1].string, largestID: f[2].string, perConsumer: perConsumer)
+    }
+}

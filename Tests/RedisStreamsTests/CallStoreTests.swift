@@ -1,0 +1,285 @@
+import XCTest
+import Foundation
+import EventLoop
+import TestSupport
+@testable import RedisStreams
+
+/// CallStore against a real redis-server: what it writes is read back with plain commands,
+/// redis-cli and Python's `redis`, the way producers in other languages see it.
+final class CallStoreTests: XCTestCase {
+    var server: RedisServer!
+    var loop: EventLoop!
+    var store: CallStore!
+    var producer: RedisConnection!
+    let acme = AppKeys(app: "acme"), beta = AppKeys(app: "beta"), gamma = AppKeys(app: "gamma")
+
+    override func setUpWithError() throws {
+        server = try RedisServer.start()
+        loop = EventLoop()
+        let url = try RedisURL(parsing: server.url)
+        store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)),
+                          apps: [acme, beta, gamma])
+        store.start()
+        producer = try connect(loop, server.url)
+    }
+
+    override func tearDown() {
+        store.close()
+        producer.close()
+        loop.close()
+        server.stop()
+    }
+
+    // MARK: Helpers
+
+    private func event(_ id: String) -> String {
+        #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"aa01","alert_token":"bb02"}"#
+    }
+
+    @discardableResult
+    private func produce(_ app: AppKeys, _ id: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+        call(producer, ["XADD", app.calls, "*", "event", event(id)], file: file, line: line).value(file: file, line: line)?.string ?? ""
+    }
+
+    private func read(_ apps: [AppKeys], consumer: String = "c1", count: Int = 10, blockMs: Int64? = 1000,
+                      file: StaticString = #filePath, line: UInt = #line) -> [AppKeys: [StreamEntry]] {
+        complete(loop, file: file, line: line) { store.readNew(apps: apps, consumer: consumer, count: count, blockMs: blockMs, completion: $0) }
+            .value(file: file, line: line) ?? [:]
+    }
+
+    private func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        call(producer, args, file: file, line: line).value(file: file, line: line)
+    }
+
+    private func fields(_ stream: String, file: StaticString = #filePath, line: UInt = #line) -> [[String: String]] {
+        complete(loop, file: file, line: line) { store.range(stream, count: 100, completion: $0) }.value(file: file, line: line)?.map(\.fields) ?? []
+    }
+
+    // MARK: Reading
+
+    func testReadNewReadsEveryAppInOneCallWithACountPerApp() {
+        for i in 0..<3 { produce(acme, "a\(i)") }
+        produce(beta, "b0")
+        for i in 0..<2 { produce(gamma, "g\(i)") }
+        let first = read([acme, beta, gamma], count: 2)
+        XCTAssertEqual(first[acme]?.count, 2, "COUNT applies per app")
+        XCTAssertEqual(first[beta]?.count, 1)
+        XCTAssertEqual(first[gamma]?.count, 2)
+        XCTAssertEqual(first[acme]?.first?.fields, ["event": event("a0")])
+        let second = read([acme, beta, gamma], count: 2)
+        XCTAssertEqual(second[acme]?.map { $0.fields["event"] }, [event("a2")])
+        XCTAssertNil(second[beta])
+        XCTAssertNil(second[gamma])
+        XCTAssertEqual(read([acme, beta, gamma], blockMs: 50), [:], "BLOCK timing out gives no entries")
+    }
+
+    func testEntriesWrittenBeforeTheGroupExistedAreDelivered() {
+        // The group starts at 0: nothing a producer wrote before the first gateway ran is skipped.
+        let early = AppKeys(app: "early")
+        produce(early, "e0")
+        XCTAssertNotNil(complete(loop) { store.ensureGroup(early, completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.ensureGroup(early, completion: $0) }.value(), "BUSYGROUP is success")
+        XCTAssertEqual(read([early])[early]?.count, 1)
+    }
+
+    func testReadNewSurvivesARestartWithoutNOGROUP() throws {
+        produce(acme, "before")
+        guard let before = read([acme])[acme]?.first else { return XCTFail("no entry read") }
+        let first = complete(loop) { store.finish(acme, entryID: before.id, record: .init(eventId: "before", outcome: "delivered_voip", resultJSON: "{}"), completion: $0) }
+        XCTAssertEqual(first.value()?.recorded, true)
+        try server.restart()   // no persistence: streams and groups are gone
+        XCTAssertNotNil(callUntilSuccess(producer, ["XADD", acme.calls, "*", "event", event("after")]))
+        var errors: [RedisError] = []
+        var got: [StreamEntry] = []
+        for _ in 0..<100 where got.isEmpty {
+            switch complete(loop, { store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: 200, completion: $0) }) {
+            case .success(let entries): got = entries[acme] ?? []
+            case .failure(let error): errors.append(error); pause(loop, ms: 50)
+            }
+        }
+        XCTAssertEqual(got.map { $0.fields["event"] }, [event("after")])
+        XCTAssertFalse(errors.contains { $0.serverCode == "NOGROUP" }, "onReady re-creates groups before reads: \(errors)")
+        // Scripts are gone from Redis's cache too: EVALSHA's NOSCRIPT falls back to EVAL.
+        let report = complete(loop) { store.finish(acme, entryID: got[0].id, record: .init(eventId: "after", outcome: "delivered_voip", resultJSON: "{}"), completion: $0) }
+        XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
+    }
+
+    // MARK: Recording
+
+    func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws {
+        produce(acme, "call-1")
+        guard let entry = read([acme])[acme]?.first else { return XCTFail("no entry read") }
+        let result = #"{"id":"call-1","outcome":"delivered_alert","cause":"voip_token_invalid"}"#
+        let invalid = InvalidToken(token: "aa01", channel: .voip, reason: "Unregistered", timestampMs: 1_764_412_345_000)
+        let report = complete(loop) {
+            store.finish(acme, entryID: entry.id, record: .init(eventId: "call-1", outcome: "delivered_alert", resultJSON: result),
+                         invalidTokens: [invalid], completion: $0)
+        }
+        XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
+
+        XCTAssertEqual(fields(acme.results), [["result": result]])
+        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "delivered_alert")
+        let doneTTL = redis("TTL", acme.done("call-1"))?.integer ?? -1
+        XCTAssertTrue((1...86_400).contains(doneTTL), "the done key expires with the idempotency window: \(doneTTL)")
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "a finished entry is deleted")
+        XCTAssertEqual(try StreamReplies.pendingSummary(redis("XPENDING", acme.calls, "pushgw") ?? .null).count, 0, "and acknowledged")
+        XCTAssertEqual(fields(acme.feedback), [["token": "aa01", "channel": "voip", "reason": "Unregistered", "timestamp": "1764412345000"]])
+        XCTAssertEqual(redis("GET", acme.invalidToken(.voip, "aa01"))?.string, "1764412345000")
+        let invalidTTL = redis("TTL", acme.invalidToken(.voip, "aa01"))?.integer ?? -1
+        XCTAssertTrue((29 * 86_400...30 * 86_400).contains(invalidTTL), "known-invalid tokens are kept 30 days: \(invalidTTL)")
+
+        // The same event delivered again (a crash after APNs answered): nothing more is written.
+        let again = produce(acme, "call-1")
+        _ = read([acme])
+        let second = complete(loop) {
+            store.finish(acme, entryID: again, record: .init(eventId: "call-1", outcome: "delivered_voip", resultJSON: "{}"),
+                         invalidTokens: [invalid], completion: $0)
+        }
+        XCTAssertEqual(second.value(), RecordReport(recorded: false, acknowledged: true, deadEntryID: nil))
+        XCTAssertEqual(fields(acme.results).count, 1, "one result per event id")
+        XCTAssertEqual(fields(acme.feedback).count, 1)
+        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "delivered_alert", "the first outcome stands")
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the duplicate is still acknowledged and deleted")
+    }
+
+    func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() {
+        produce(beta, "call-9")
+        guard let entry = read([beta])[beta]?.first else { return XCTFail("no entry read") }
+        let dead = DeadLetter(event: event("call-9"), reason: "BadTopic", attemptsJSON: #"[{"status":400,"reason":"BadTopic"}]"#,
+                              firstFailureMs: 1_700_000_000_000, lastFailureMs: 1_700_000_000_500, replays: 0)
+        let report = complete(loop) {
+            store.deadLetter(beta, entryID: entry.id, deadLetter: dead,
+                             record: .init(eventId: "call-9", outcome: "dead_lettered", resultJSON: #"{"outcome":"dead_lettered"}"#),
+                             completion: $0)
+        }.value()
+        XCTAssertEqual(report?.recorded, true)
+        XCTAssertEqual(report?.acknowledged, true)
+        XCTAssertNotNil(report?.deadEntryID)
+        XCTAssertEqual(fields(beta.dead), [[
+            "event": event("call-9"), "reason": "BadTopic", "attempts": #"[{"status":400,"reason":"BadTopic"}]"#,
+            "first_failure_ms": "1700000000000", "last_failure_ms": "1700000000500", "replays": "0", "app": "beta",
+        ]])
+        XCTAssertEqual(fields(beta.results), [["result": #"{"outcome":"dead_lettered"}"#]])
+        XCTAssertEqual(redis("GET", beta.done("call-9"))?.string, "dead_lettered")
+        XCTAssertEqual(redis("XLEN", beta.calls)?.integer, 0)
+
+        // An invalid event without an id, not from the stream: written, nothing to acknowledge.
+        let loose = complete(loop) {
+            store.deadLetter(beta, entryID: nil, deadLetter: DeadLetter(event: "not json", reason: "invalid_event", attemptsJSON: "[]",
+                                                                        firstFailureMs: 1, lastFailureMs: 1),
+                             record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
+        }.value()
+        XCTAssertEqual(loose?.recorded, true)
+        XCTAssertEqual(loose?.acknowledged, false)
+        XCTAssertEqual(fields(beta.dead).count, 2)
+
+        // Replay: back on the calls stream, outcome forgotten, dead letter removed.
+        let replayed = complete(loop) { store.replay(beta, event: event("call-9"), eventId: "call-9", deadEntryID: report?.deadEntryID, completion: $0) }
+        XCTAssertNotNil(replayed.value())
+        XCTAssertEqual(redis("GET", beta.done("call-9")), .null)
+        XCTAssertEqual(fields(beta.dead).count, 1)
+        XCTAssertEqual(read([beta])[beta]?.map { $0.fields["event"] }, [event("call-9")])
+    }
+
+    func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() {
+        let empty = complete(loop) { store.lookup(acme, eventId: "call-2", voipToken: "aa01", alertToken: "bb02", completion: $0) }
+        XCTAssertEqual(empty.value(), EventLookup(outcome: nil, cancelled: false, voipInvalidSinceMs: nil, alertInvalidSinceMs: nil))
+
+        XCTAssertNotNil(complete(loop) { store.markCancelled(acme, eventId: "call-2", ttlSeconds: 60, completion: $0) }.value())
+        let ttl = redis("TTL", acme.cancelled("call-2"))?.integer ?? -1
+        XCTAssertTrue((1...60).contains(ttl), "the cancellation expires: \(ttl)")
+        _ = complete(loop) {
+            store.finish(acme, entryID: nil, record: .init(eventId: "call-2", outcome: "cancelled", resultJSON: "{}"),
+                         invalidTokens: [InvalidToken(token: "bb02", channel: .alert, reason: "BadDeviceToken", timestampMs: 42)], completion: $0)
+        }
+        let full = complete(loop) { store.lookup(acme, eventId: "call-2", voipToken: "aa01", alertToken: "bb02", completion: $0) }
+        XCTAssertEqual(full.value(), EventLookup(outcome: "cancelled", cancelled: true, voipInvalidSinceMs: nil, alertInvalidSinceMs: 42))
+        let noTokens = complete(loop) { store.lookup(acme, eventId: "call-2", voipToken: nil, alertToken: nil, completion: $0) }
+        XCTAssertEqual(noTokens.value(), EventLookup(outcome: "cancelled", cancelled: true, voipInvalidSinceMs: nil, alertInvalidSinceMs: nil))
+        XCTAssertNil(complete(loop) { store.lookup(beta, eventId: "call-2", voipToken: nil, alertToken: "bb02", completion: $0) }.value()?.alertInvalidSinceMs,
+                     "known-invalid tokens are per app")
+    }
+
+    // MARK: Take-over
+
+    func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() {
+        for i in 0..<4 { produce(acme, "call-\(i)") }
+        let deadOnes = read([acme], consumer: "dead-1", count: 2)[acme]?.map(\.id) ?? []
+        let liveOnes = read([acme], consumer: "live-1", count: 2)[acme]?.map(\.id) ?? []
+        XCTAssertEqual(deadOnes.count, 2)
+        XCTAssertEqual(liveOnes.count, 2)
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        var live: Set<String> = []
+        for _ in 0..<100 {
+            live = complete(loop) { store.liveConsumers(completion: $0) }.value() ?? []
+            if !live.contains("dead-1") { break }
+            pause(loop, ms: 5)
+        }
+        XCTAssertEqual(live, ["live-1"], "a lapsed heartbeat drops the consumer from the live set")
+        live.insert("rescuer")
+
+        let tooFresh = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 600_000, count: 10, liveConsumers: live, completion: $0) }
+        XCTAssertEqual(tooFresh.value(), ClaimResult(entries: [], lostIDs: []), "entries idle less than minIdle stay")
+
+        let claimed = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: live, completion: $0) }.value()
+        XCTAssertEqual(claimed?.entries.map(\.entry.id), deadOnes, "exactly the dead consumer's entries are taken")
+        XCTAssertEqual(claimed?.entries.map(\.deliveries), [2, 2], "each was delivered twice now")
+        XCTAssertEqual(claimed?.entries.first?.entry.fields["event"], event("call-0"))
+        XCTAssertEqual(claimed?.lostIDs, [])
+
+        let owners = (try? StreamReplies.pendingEntries(redis("XPENDING", acme.calls, "pushgw", "-", "+", "10") ?? .null)) ?? []
+        XCTAssertEqual(Dictionary(grouping: owners, by: \.consumer).mapValues(\.count), ["rescuer": 2, "live-1": 2])
+        let again = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: live, completion: $0) }
+        XCTAssertEqual(again.value()?.entries.count, 0, "nothing of live consumers is taken")
+    }
+
+    func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() {
+        produce(acme, "gone")
+        produce(acme, "kept")
+        let ids = read([acme], consumer: "crashed")[acme]?.map(\.id) ?? []
+        XCTAssertEqual(ids.count, 2)
+        XCTAssertEqual(redis("XDEL", acme.calls, ids[0])?.integer, 1)
+        let result = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: ["rescuer"], completion: $0) }.value()
+        XCTAssertEqual(result?.entries.map(\.entry.id), [ids[1]])
+        XCTAssertEqual(result?.lostIDs, [ids[0]], "Redis 7 drops deleted entries from the PEL on claim: that work is reported lost")
+    }
+
+    func testBacklogCountsUnfinishedAndInFlightEntries() {
+        for i in 0..<3 { produce(gamma, "c\(i)") }
+        _ = read([gamma], count: 2)
+        XCTAssertEqual(complete(loop) { store.backlog(gamma, completion: $0) }.value(), Backlog(length: 3, pending: 2))
+        XCTAssertEqual(complete(loop) { store.acknowledge(gamma, entryIDs: [], completion: $0) }.value(), 0)
+    }
+
+    // MARK: Other languages read what pushgw writes
+
+    func testPythonRedisAndRedisCliReadTheContractStreams() throws {
+        produce(acme, "py-1")
+        guard let entry = read([acme])[acme]?.first else { return XCTFail("no entry read") }
+        _ = complete(loop) {
+            store.finish(acme, entryID: entry.id, record: .init(eventId: "py-1", outcome: "delivered_alert", resultJSON: #"{"outcome":"delivered_alert"}"#),
+                         invalidTokens: [InvalidToken(token: "aa01", channel: .voip, reason: "ExpiredToken", timestampMs: 5)], completion: $0)
+        }
+        _ = complete(loop) {
+            store.deadLetter(acme, entryID: nil, deadLetter: DeadLetter(event: "{}", reason: "invalid_event", attemptsJSON: "[]", firstFailureMs: 7, lastFailureMs: 8),
+                             record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
+        }
+        let script = """
+        import json, redis, sys
+        r = redis.Redis(port=int(sys.argv[1]), decode_responses=True)
+        out = {name: [fields for _, fields in r.xrange('pushgw:{acme}:' + name)] for name in ('results', 'feedback', 'dead')}
+        print(json.dumps(out))
+        """
+        let (status, stdout, stderr) = try runCommand("python3", ["-c", script, String(server.port)])
+        XCTAssertEqual(status, 0, stderr)
+        let decoded = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: [[String: String]]]
+        XCTAssertEqual(decoded?["results"]?.first, ["result": #"{"outcome":"delivered_alert"}"#])
+        XCTAssertEqual(decoded?["feedback"], [["token": "aa01", "channel": "voip", "reason": "ExpiredToken", "timestamp": "5"]],
+                       "feedback fields exactly as DESIGN.md §2")
+        XCTAssertEqual(decoded?["dead"]?.first.map { Set($0.keys) },
+                       ["event", "reason", "attempts", "first_failure_ms", "last_failure_ms", "replays", "app"])
+        XCTAssertEqual(try server.cli(["XLEN", "pushgw:{acme}:results"]), "2\n")
+        XCTAssertEqual(try server.cli(["GET", "pushgw:{acme}:done:py-1"]), "delivered_alert\n")
+    }
+}

@@ -1,0 +1,77 @@
+import XCTest
+import EventLoop
+import RedisStreams
+
+/// Runs `loop` until `condition` holds; fails the test (rather than hang) after `timeoutMs`.
+/// The timeout is a safety net, never an assertion about speed.
+func drive(_ loop: EventLoop, timeoutMs: Int64 = 20_000, file: StaticString = #filePath, line: UInt = #line,
+           until condition: () -> Bool) {
+    var timedOut = false
+    let timer = LoopTimer(loop: loop) { timedOut = true }
+    timer.schedule(afterMs: timeoutMs)
+    loop.run(until: { timedOut || condition() })
+    timer.close()
+    if timedOut && !condition() { XCTFail("gave up waiting after \(timeoutMs) ms", file: file, line: line) }
+}
+
+/// Lets the loop run for `ms` (to give a server time to come back, never as an assertion).
+func pause(_ loop: EventLoop, ms: Int64) {
+    var done = false
+    let timer = LoopTimer(loop: loop) { done = true }
+    timer.schedule(afterMs: ms)
+    loop.run(until: { done })
+    timer.close()
+}
+
+/// Sends one command and drives the loop until its completion.
+@discardableResult
+func call(_ connection: RedisConnection, _ args: [String], blockMs: Int64 = 0,
+          file: StaticString = #filePath, line: UInt = #line) -> Result<RedisReply, RedisError> {
+    var result: Result<RedisReply, RedisError>?
+    connection.send(args, blockMs: blockMs) { result = $0 }
+    drive(connection.loop, file: file, line: line, until: { result != nil })
+    return result ?? .failure(.disconnected)
+}
+
+/// Sends one command until it succeeds (a server restarting answers with connection
+/// errors for a while), pausing 50 ms between tries; returns the first success.
+func callUntilSuccess(_ connection: RedisConnection, _ args: [String], tries: Int = 200,
+                      file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+    for _ in 0..<tries {
+        if case .success(let reply) = call(connection, args, file: file, line: line) { return reply }
+        pause(connection.loop, ms: 50)
+    }
+    XCTFail("\(args.joined(separator: " ")) never succeeded", file: file, line: line)
+    return nil
+}
+
+/// Drives an asynchronous operation of the store to its completion.
+func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line,
+             _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> Result<T, RedisError> {
+    var result: Result<T, RedisError>?
+    start { result = $0 }
+    drive(loop, file: file, line: line, until: { result != nil })
+    return result ?? .failure(.disconnected)
+}
+
+extension Result {
+    /// The success value, failing the test on an error.
+    func value(file: StaticString = #filePath, line: UInt = #line) -> Success? {
+        switch self {
+        case .success(let v): return v
+        case .failure(let e):
+            XCTFail("unexpected failure: \(e)", file: file, line: line)
+            return nil
+        }
+    }
+}
+
+/// A connection to `url` with test-friendly patience, started.
+func connect(_ loop: EventLoop, _ url: String, watchdogMs: Int64 = 5000,
+             onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
+    let connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url), watchdogMs: watchdogMs,
+                                                               backoff: ReconnectBackoff(baseMs: 20, capMs: 200)))
+    connection.onReady = onReady
+    connection.start()
+    return connection
+}

@@ -1,0 +1,230 @@
+import XCTest
+import EventLoop
+import TestSupport
+@testable import RedisStreams
+
+/// RedisConnection against a real redis-server: no mocks.
+final class RedisConnectionTests: XCTestCase {
+    var server: RedisServer!
+    var loop: EventLoop!
+
+    override func setUpWithError() throws {
+        server = try RedisServer.start()
+        loop = EventLoop()
+    }
+
+    override func tearDown() {
+        loop.close()
+        server.stop()
+    }
+
+    func testCommandsRoundTripOnTheSelectedDatabase() throws {
+        let redis = try connect(loop, "redis://127.0.0.1:\(server.port)/2")
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["SET", "greeting", "hello"]).value(), .status("OK"))
+        XCTAssertEqual(call(redis, ["GET", "greeting"]).value()?.string, "hello")
+        XCTAssertEqual(call(redis, ["GET", "missing"]).value(), .null, "a missing key is a nil reply")
+        XCTAssertEqual(call(redis, ["INCRBY", "n", "41"]).value(), .integer(41))
+        XCTAssertEqual(call(redis, ["RPUSH", "list", "a", "b"]).value(), .integer(2))
+        XCTAssertEqual(call(redis, ["LRANGE", "list", "0", "-1"]).value(), .array([.bulk(Array("a".utf8)), .bulk(Array("b".utf8))]))
+        guard case .failure(.server(let message)) = call(redis, ["LPUSH", "greeting", "x"]) else {
+            return XCTFail("an error reply must complete as .server")
+        }
+        XCTAssertTrue(message.hasPrefix("WRONGTYPE"), message)
+        let info = call(redis, ["CLIENT", "INFO"]).value()?.string ?? ""
+        XCTAssertTrue(info.contains(" db=2 "), "the URL's database is selected: \(info)")
+        XCTAssertEqual(try server.cli(["-n", "2", "GET", "greeting"]), "hello\n")
+
+        // Binary-safe arguments: NUL and non-UTF-8 bytes survive the round trip.
+        let bytes: [UInt8] = [0, 1, 0xff, 0, 0x80, 10]
+        var stored: Result<RedisReply, RedisError>?
+        redis.send(bytes: [Array("SET".utf8), Array("bin".utf8), bytes]) { stored = $0 }
+        drive(loop, until: { stored != nil })
+        XCTAssertEqual(call(redis, ["GET", "bin"]).value(), .bulk(bytes))
+    }
+
+    func testTenThousandPipelinedCommandsAllCompleteInOrder() throws {
+        let redis = try connect(loop, server.url)
+        defer { redis.close() }
+        let n = 10_000
+        var answers: [Int64] = []
+        answers.reserveCapacity(n)
+        var failures = 0
+        for _ in 0..<n {
+            redis.send(["INCR", "counter"]) { result in
+                switch result {
+                case .success(let reply): answers.append(reply.integer ?? -1)
+                case .failure: failures += 1
+                }
+            }
+        }
+        drive(loop, until: { answers.count + failures == n })
+        XCTAssertEqual(failures, 0)
+        XCTAssertEqual(answers, (1...Int64(n)).map { $0 }, "completions run once each, in command order")
+    }
+
+    func testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() throws {
+        let redis = try connect(loop, server.url)
+        let control = try connect(loop, server.url)
+        defer { redis.close(); control.close() }
+        guard let id = call(redis, ["CLIENT", "ID"]).value()?.integer else { return }
+
+        // A BLPOP that cannot be served holds every later command on the connection.
+        var completions = [Int](repeating: 0, count: 101)
+        var results = [Result<RedisReply, RedisError>?](repeating: nil, count: 101)
+        redis.send(["BLPOP", "nothing-here", "10"], blockMs: 10_000) { completions[0] += 1; results[0] = $0 }
+        for i in 1...100 {
+            redis.send(["PING"]) { completions[i] += 1; results[i] = $0 }
+        }
+        XCTAssertEqual(call(control, ["CLIENT", "KILL", "ID", String(id)]).value(), .integer(1))
+        drive(loop, until: { !completions.contains(0) })
+        pause(loop, ms: 50)   // would reveal a second completion
+        XCTAssertEqual(completions, [Int](repeating: 1, count: 101), "exactly one completion per command")
+        for (i, r) in results.enumerated() {
+            guard case .failure(.disconnected) = r else { return XCTFail("command \(i) completed with \(String(describing: r))") }
+        }
+        XCTAssertEqual(callUntilSuccess(redis, ["PING"]), .status("PONG"), "the connection comes back by itself")
+        XCTAssertEqual(redis.stats.lost, 1)
+    }
+
+    func testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() throws {
+        var readies = 0
+        let redis = try connect(loop, server.url) { connection in
+            readies += 1
+            connection.send(["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]) { result in
+                if case .failure(let e) = result, e.serverCode != "BUSYGROUP" { XCTFail("XGROUP CREATE: \(e)") }
+            }
+        }
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["XADD", "s", "*", "f", "1"]).value()?.string?.isEmpty, false)
+        XCTAssertNotNil(call(redis, ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]).value())
+
+        try server.restart()   // empty again: the stream and its group are gone
+        XCTAssertNotNil(callUntilSuccess(redis, ["XADD", "s", "*", "f", "2"]))
+        // The group was re-created before any waiting or later command: no NOGROUP.
+        guard case .success(let reply) = call(redis, ["XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", ">"]) else {
+            return XCTFail("XREADGROUP after a restart must not answer NOGROUP")
+        }
+        let entries = try StreamReplies.read(reply)["s"] ?? []
+        XCTAssertEqual(entries.map { $0.fields["f"] }, ["2"])
+        XCTAssertEqual(readies, 2, "onReady runs after each connect")
+        XCTAssertGreaterThanOrEqual(redis.stats.lost, 1)
+    }
+
+    func testCommandsSentWhileTheServerIsDownFailAndNeverHang() throws {
+        let redis = try connect(loop, server.url)
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["PING"]).value(), .status("PONG"))
+        server.kill9()
+        var outcomes: [Result<RedisReply, RedisError>] = []
+        for _ in 0..<3 { outcomes.append(call(redis, ["PING"])) }
+        for o in outcomes {
+            switch o {
+            case .failure(.disconnected), .failure(.connectFailed): break
+            default: XCTFail("with the server down a command fails, got \(o)")
+            }
+        }
+        try server.restart()
+        XCTAssertEqual(callUntilSuccess(redis, ["PING"]), .status("PONG"))
+    }
+
+    func testWatchdogFreesAHungConnectionAndReconnects() throws {
+        let redis = try connect(loop, server.url, watchdogMs: 500)
+        let control = try connect(loop, server.url)
+        defer { redis.close(); control.close() }
+        XCTAssertEqual(call(redis, ["PING"]).value(), .status("PONG"))
+        // Redis stops answering clients for 2 s; without the watchdog PING would just wait.
+        XCTAssertEqual(call(control, ["CLIENT", "PAUSE", "2000", "ALL"]).value(), .status("OK"))
+        let hung = call(redis, ["PING"])
+        guard case .failure(.disconnected) = hung else {
+            return XCTFail("a command with no reply past the watchdog completes .disconnected, got \(hung)")
+        }
+        XCTAssertGreaterThanOrEqual(redis.stats.watchdogFirings, 1)
+        XCTAssertEqual(callUntilSuccess(redis, ["PING"]), .status("PONG"), "a new connection works once Redis answers")
+    }
+
+    func testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() throws {
+        let redis = try connect(loop, server.url, watchdogMs: 300)
+        defer { redis.close() }
+        // BLOCK 800 ms > watchdog 300 ms: declared, so not taken for a hang.
+        let reply = call(redis, ["BLPOP", "nothing", "0.8"], blockMs: 1000)
+        XCTAssertEqual(reply.value(), .null, "BLPOP times out normally instead of being cut by the watchdog")
+        XCTAssertEqual(redis.stats.watchdogFirings, 0)
+    }
+
+    func testACLUserAuthenticates() throws {
+        let control = try connect(loop, server.url)
+        defer { control.close() }
+        XCTAssertEqual(call(control, ["ACL", "SETUSER", "pushgw", "on", ">secret", "~*", "+@all"]).value(), .status("OK"))
+        let redis = try connect(loop, "redis://pushgw:secret@127.0.0.1:\(server.port)/0")
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["ACL", "WHOAMI"]).value()?.string, "pushgw")
+    }
+
+    func testAWrongPasswordGivesAClearErrorWithoutThePassword() throws {
+        let control = try connect(loop, server.url)
+        defer { control.close() }
+        XCTAssertEqual(call(control, ["ACL", "SETUSER", "pushgw", "on", ">secret", "~*", "+@all"]).value(), .status("OK"))
+        let password = "Wr0ng-Passw0rd-7f3a"
+        var events: [RedisConnection.Event] = []
+        let redis = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: "redis://pushgw:\(password)@127.0.0.1:\(server.port)/0")))
+        redis.onEvent = { events.append($0) }
+        redis.start()
+        defer { redis.close() }
+        let result = call(redis, ["PING"])
+        guard case .failure(let error) = result, case .connectFailed(let why) = error else {
+            return XCTFail("a rejected AUTH fails the waiting command with .connectFailed, got \(result)")
+        }
+        XCTAssertTrue(why.contains("AUTH") && why.contains("WRONGPASS"), "the error says what failed: \(why)")
+        XCTAssertTrue(why.contains("pushgw"), "the error names the user: \(why)")
+        for text in [why, error.description, String(describing: error), redis.lastProblem ?? "", redis.config.url.description,
+                     String(describing: redis.config.url), "\(events)"] {
+            XCTAssertFalse(text.contains(password), "the password must never appear in a message: \(text)")
+        }
+    }
+
+    func testUnixSocketURL() throws {
+        let redis = try connect(loop, server.unixURL + "?db=3")
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["SET", "via", "unix"]).value(), .status("OK"))
+        XCTAssertEqual(try server.cli(["-n", "3", "GET", "via"]), "unix\n")
+    }
+
+    func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws {
+        let redis = try connect(loop, server.url)
+        defer { redis.close() }
+        let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        func run() -> Result<RedisReply, RedisError> {
+            var result: Result<RedisReply, RedisError>?
+            script.run(on: redis, keys: ["n"], args: ["5"]) { result = $0 }
+            drive(loop, until: { result != nil })
+            return result ?? .failure(.disconnected)
+        }
+        XCTAssertEqual(run().value(), .integer(5), "the first run is an EVAL")
+        XCTAssertEqual(script.sha1?.count, 40, "SCRIPT LOAD taught the digest")
+        XCTAssertEqual(run().value(), .integer(10), "then EVALSHA")
+        XCTAssertEqual(call(redis, ["SCRIPT", "FLUSH"]).value(), .status("OK"))
+        XCTAssertEqual(run().value(), .integer(15), "NOSCRIPT is answered by an EVAL, invisibly to the caller")
+        XCTAssertEqual(call(redis, ["SCRIPT", "EXISTS", script.sha1 ?? ""]).value(), .array([.integer(1)]), "and the script is cached again")
+    }
+
+    func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws {
+        let redis = try connect(loop, server.url)
+        var counts = [Int](repeating: 0, count: 50)
+        var results = [Result<RedisReply, RedisError>?](repeating: nil, count: 50)
+        for i in 0..<50 {
+            redis.send(["PING"]) { r in
+                counts[i] += 1
+                results[i] = r
+                if i == 0 { redis.close() }
+            }
+        }
+        drive(loop, until: { !counts.contains(0) })
+        pause(loop, ms: 20)
+        XCTAssertEqual(counts, [Int](repeating: 1, count: 50), "exactly one completion per command")
+        XCTAssertEqual(results[0]?.value(), .status("PONG"))
+        var late: Result<RedisReply, RedisError>?
+        redis.send(["PING"]) { late = $0 }
+        guard case .failure(.closed) = late else { return XCTFail("after close, sends fail .closed") }
+    }
+}
