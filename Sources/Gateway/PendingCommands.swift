@@ -16,19 +16,6 @@ extension PendingCommand {
     }
 }
 
-/// `pushgw run`: the service. NOT IMPLEMENTED YET.
-enum RunCommand: PendingCommand {
-    static let name = "run"
-    static let summary = "run the gateway service (not implemented yet)"
-    static let issue = "#5 (with the router of #3)"
-    static let help = """
-        usage: pushgw run [--config FILE] [--role router,retry,dead]
-
-        NOT IMPLEMENTED YET. Will run the router, the retry mover and dead-letter maintenance
-        in one process (--role picks a subset); any number of processes may share one Redis.
-        """
-}
-
 /// `pushgw dead`: the dead-letter tools. NOT IMPLEMENTED YET.
 enum DeadCommand: PendingCommand {
     static let name = "dead"

@@ -4,7 +4,7 @@ import Foundation
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
 /// with which credential to send it. What `pushgw push` hands to the APNs client.
-public struct PushPlan: Equatable, Sendable {
+public struct ManualPushPlan: Equatable, Sendable {
     public let notification: PushNotification
     public let appId: String
     public let credentialName: String
@@ -47,7 +47,7 @@ enum PushCommand: Command {
         """
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
-        let plan: PushPlan
+        let plan: ManualPushPlan
         let json: Bool
         do {
             guard let made = try makePlan(args, context: context) else {
@@ -63,7 +63,7 @@ enum PushCommand: Command {
     }
 
     /// Sends the planned push on a loop of its own and prints the answer.
-    static func send(_ plan: PushPlan, json: Bool, console: Console) -> Int32 {
+    static func send(_ plan: ManualPushPlan, json: Bool, console: Console) -> Int32 {
         let loop = EventLoop()
         defer { loop.close() }
         let client: ApnsClient
@@ -103,7 +103,7 @@ enum PushCommand: Command {
 
     /// Checks every argument, then loads the config and resolves the app; nil when help was
     /// asked for. No network I/O.
-    static func makePlan(_ args: [String], context: CommandContext) throws(SetupError) -> (PushPlan, json: Bool)? {
+    static func makePlan(_ args: [String], context: CommandContext) throws(SetupError) -> (ManualPushPlan, json: Bool)? {
         let parsed: Arguments.Parsed
         do {
             parsed = try Arguments.parse(args, verb: name, flags: ["--sandbox", "--json"],
@@ -179,7 +179,7 @@ enum PushCommand: Command {
             throw usage(error.description)
         }
         let environment: APNsEnvironment = a.flags.contains("--sandbox") ? .sandbox : app.environment
-        let plan = PushPlan(notification: notification, appId: appId, credentialName: app.credential,
+        let plan = ManualPushPlan(notification: notification, appId: appId, credentialName: app.credential,
                             credential: credential, environment: environment,
                             endpoint: config.apns.endpoint(for: environment), caFile: config.apns.caFile,
                             requestTimeoutMs: config.apns.requestTimeoutMs)

@@ -1,7 +1,7 @@
 // The values CallStore takes and returns. Plain data, no I/O.
 
 /// What to record when an event reaches its outcome.
-public struct OutcomeRecord: Equatable, Sendable {
+public struct ResultEntry: Equatable, Sendable {
     /// The event's `id`, the idempotency key: the outcome is stored under it for the
     /// idempotency window, and a second record for the same id writes nothing. Nil for an
     /// event without a usable id (an invalid event): then nothing is keyed.
@@ -38,7 +38,7 @@ public struct InvalidToken: Equatable, Sendable {
 
 /// A dead letter's fields (stream `dead`: `event`, `reason`, `attempts`, `first_failure_ms`,
 /// `last_failure_ms`, `replays`, `app`; the app comes from the `AppKeys`).
-public struct DeadLetter: Equatable, Sendable {
+public struct DeadLetterEntry: Equatable, Sendable {
     /// The original event, raw text as the producer wrote it.
     public var event: String
     /// Why it needs a human.

@@ -185,7 +185,7 @@ public final class CallStore {
     /// MAXLEN ~), SET done key = outcome EX `doneTTLSeconds` (only if none is recorded yet:
     /// otherwise nothing is written), one feedback entry and one known-invalid key (EX
     /// `invalidTokenTTLSeconds`) per `invalidTokens`, then XACK + XDEL of `entryID` if given.
-    public func finish(_ app: AppKeys, entryID: String?, record: OutcomeRecord, invalidTokens: [InvalidToken] = [],
+    public func finish(_ app: AppKeys, entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [],
                        completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         guard let eventId = record.eventId else {
             preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
@@ -208,11 +208,11 @@ public final class CallStore {
         }
     }
 
-    /// Writes a dead letter in one step: XADD dead (fields of `DeadLetter` + `app`), XADD
+    /// Writes a dead letter in one step: XADD dead (fields of `DeadLetterEntry` + `app`), XADD
     /// results, SET done key (when `record.eventId` is given; if an outcome is already
     /// recorded nothing is written), XACK + XDEL of `entryID` if given (dead letters that did
     /// not come from the stream have none).
-    public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetter, record: OutcomeRecord,
+    public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         var keys = [app.calls, app.results, app.dead]
         if let eventId = record.eventId { keys.append(app.done(eventId)) }

@@ -108,6 +108,9 @@ public enum DeadLetterReason: Equatable, Sendable {
     case payloadTooLarge(PushChannel)
     /// The push could not be built (should not happen: events are validated); the build error.
     case invalidPush(String)
+    /// The entry was delivered this many times without reaching an outcome (a poison message
+    /// that keeps killing or stalling gateways); detail = the delivery count.
+    case redeliveryLimit(Int64)
 
     /// The stable machine-readable part.
     public var code: String {
@@ -119,6 +122,7 @@ public enum DeadLetterReason: Equatable, Sendable {
         case .retriesExhausted: return "retries_exhausted"
         case .payloadTooLarge: return "payload_too_large"
         case .invalidPush: return "invalid_push"
+        case .redeliveryLimit: return "redelivery_limit"
         }
     }
 
@@ -130,6 +134,8 @@ public enum DeadLetterReason: Equatable, Sendable {
             return "\(code): \(d)"
         case let .retriesExhausted(channel), let .payloadTooLarge(channel):
             return "\(code): \(channel.rawValue)"
+        case let .redeliveryLimit(count):
+            return "\(code): delivered \(count) times"
         }
     }
 }
@@ -146,6 +152,13 @@ public struct DeadLetter: Equatable, Sendable {
         self.reason = reason
         self.appUnhealthy = appUnhealthy
         self.record = record
+    }
+
+    /// The dead letter of an entry delivered `deliveries` times without an outcome.
+    public static func redeliveryLimit(_ deliveries: Int64, callID: String?, app: String) -> DeadLetter {
+        let reason = DeadLetterReason.redeliveryLimit(deliveries)
+        let record = OutcomeRecord(outcome: .deadLettered, id: callID, type: nil, app: app, reason: reason.text)
+        return DeadLetter(reason: reason, appUnhealthy: false, record: record)
     }
 
     /// The dead letter of an event that failed `CallEvent.decode`.

@@ -145,7 +145,7 @@ final class CallStoreTests: XCTestCase {
     func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() {
         produce(beta, "call-9")
         guard let entry = read([beta])[beta]?.first else { return XCTFail("no entry read") }
-        let dead = DeadLetter(event: event("call-9"), reason: "BadTopic", attemptsJSON: #"[{"status":400,"reason":"BadTopic"}]"#,
+        let dead = DeadLetterEntry(event: event("call-9"), reason: "BadTopic", attemptsJSON: #"[{"status":400,"reason":"BadTopic"}]"#,
                               firstFailureMs: 1_700_000_000_000, lastFailureMs: 1_700_000_000_500, replays: 0)
         let report = complete(loop) {
             store.deadLetter(beta, entryID: entry.id, deadLetter: dead,
@@ -165,7 +165,7 @@ final class CallStoreTests: XCTestCase {
 
         // An invalid event without an id, not from the stream: written, nothing to acknowledge.
         let loose = complete(loop) {
-            store.deadLetter(beta, entryID: nil, deadLetter: DeadLetter(event: "not json", reason: "invalid_event", attemptsJSON: "[]",
+            store.deadLetter(beta, entryID: nil, deadLetter: DeadLetterEntry(event: "not json", reason: "invalid_event", attemptsJSON: "[]",
                                                                         firstFailureMs: 1, lastFailureMs: 1),
                              record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
         }.value()
@@ -262,7 +262,7 @@ final class CallStoreTests: XCTestCase {
                          invalidTokens: [InvalidToken(token: "aa01", channel: .voip, reason: "ExpiredToken", timestampMs: 5)], completion: $0)
         }
         _ = complete(loop) {
-            store.deadLetter(acme, entryID: nil, deadLetter: DeadLetter(event: "{}", reason: "invalid_event", attemptsJSON: "[]", firstFailureMs: 7, lastFailureMs: 8),
+            store.deadLetter(acme, entryID: nil, deadLetter: DeadLetterEntry(event: "{}", reason: "invalid_event", attemptsJSON: "[]", firstFailureMs: 7, lastFailureMs: 8),
                              record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
         }
         let script = """

@@ -1,0 +1,433 @@
+import APNs
+import EventLoop
+import Foundation
+import RedisStreams
+import Routing
+
+/// Settings of the router role.
+public struct RoutingRunnerSettings: Sendable {
+    /// This process's consumer name in the apps' consumer groups; unique per process.
+    public var consumer: String
+    /// Entries read per app per XREADGROUP.
+    public var readBatch = 100
+    /// How long one XREADGROUP blocks when there is nothing to read.
+    public var blockMs: Int64 = 1_000
+    /// Calls of one app in flight at once in this process; reads of that app pause beyond it,
+    /// so one app's flood or slow APNs cannot take all of the process.
+    public var perAppInFlight = 1_000
+    /// Heartbeat period and lifetime: a consumer whose heartbeat is older than `heartbeatTTLMs`
+    /// is dead and its in-flight entries are taken over.
+    public var heartbeatEveryMs: Int64 = 1_000
+    public var heartbeatTTLMs: Int64 = 3_000
+    /// How often this process looks for entries of dead consumers, and how idle they must be.
+    public var claimEveryMs: Int64 = 1_000
+    public var claimMinIdleMs: Int64 = 1_000
+    /// An entry delivered this many times without an outcome is dead-lettered (poison).
+    public var redeliveryLimit: Int64 = 5
+    /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
+    public var cancelTTLSeconds = 86_400
+
+    public init(consumer: String) { self.consumer = consumer }
+}
+
+/// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
+/// per event, and performs what each returns — APNs pushes, retry timers, and the atomic
+/// Redis records that acknowledge the entry. It decides nothing: every decision comes from
+/// `CallRouter` (Routing), every key from `CallStore` (RedisStreams).
+///
+/// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
+/// records its outcome; entries of dead processes are taken over after their heartbeat lapses.
+public final class RoutingRunner {
+    /// One event being routed. The router's state lives here between I/O steps.
+    private final class LiveCall {
+        let app: AppRuntime
+        /// The stream entry, acknowledged with the outcome.
+        let entryID: String
+        let rawEvent: String
+        var router: CallRouter
+        let callID: String
+        var feedback: [InvalidToken] = []
+        var firstFailureMs: Int64?
+        var retryTimer: LoopTimer?
+        /// True while a Redis record is being written (a finish must not be performed twice).
+        var recording = false
+
+        init(app: AppRuntime, entryID: String, rawEvent: String, router: CallRouter, callID: String) {
+            self.app = app
+            self.entryID = entryID
+            self.rawEvent = rawEvent
+            self.router = router
+            self.callID = callID
+        }
+    }
+
+    /// Counters for metrics and tests.
+    public struct Stats: Equatable, Sendable {
+        public var read = 0
+        public var claimed = 0
+        public var finished: [String: Int] = [:]
+        public var invalidEvents = 0
+        public var poison = 0
+        public var retriesScheduled = 0
+        public var retriesFired = 0
+        public var redisErrors = 0
+        public var lostEntries = 0
+    }
+
+    private let loop: EventLoop
+    private let store: CallStore
+    private let pools: ApnsPools
+    private let apps: [AppRuntime]
+    private let appsByKeys: [AppKeys: AppRuntime]
+    private let settings: RoutingRunnerSettings
+    private let log: Log
+    private var live: [String: LiveCall] = [:]           // by app + entry id
+    private var liveByCall: [String: Set<String>] = [:]  // app + call id → live keys
+    private var inFlightPerApp: [String: Int] = [:]
+    private var reading = false
+    private var stopping = false
+    private var readRetryTimer: LoopTimer!
+    private var heartbeatTimer: LoopTimer!
+    private var claimTimer: LoopTimer!
+    /// Apps whose credentials or config APNs refused lately (DESIGN.md §3): for health.
+    public private(set) var unhealthyApps: [String: String] = [:]
+    public private(set) var stats = Stats()
+    /// Called after each outcome is recorded (for tests and metrics).
+    public var onRecorded: ((String, OutcomeRecord) -> Void)?
+
+    public init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
+                settings: RoutingRunnerSettings, log: Log) {
+        self.loop = loop
+        self.store = store
+        self.pools = pools
+        self.apps = apps
+        self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
+        self.settings = settings
+        self.log = log
+        readRetryTimer = LoopTimer(loop: loop) { [unowned self] in self.readNext() }
+        heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
+        claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
+    }
+
+    /// Calls being routed by this process.
+    public var inFlight: Int { live.count }
+
+    /// Starts reading, heart-beating and taking over entries of dead consumers.
+    public func start() {
+        beat()
+        claimTimer.schedule(afterMs: settings.claimEveryMs)
+        readNext()
+    }
+
+    /// Stops reading new entries; calls in flight carry on to their outcome. `done` runs once
+    /// none is left or after `timeoutMs` (what is left stays pending in Redis for another
+    /// process: at least once).
+    public func drain(timeoutMs: Int64, done: @escaping () -> Void) {
+        stopping = true
+        claimTimer.cancel()
+        readRetryTimer.cancel()
+        drainTick(deadline: Clock.monotonicMs() + timeoutMs, done: done)
+    }
+
+    /// Waits (polling every 20 ms) until every live call is either recorded or waiting for a
+    /// retry, then retires this consumer so its pending entries (the waiting retries) are
+    /// claimable by other processes at once.
+    private func drainTick(deadline: Int64, done: @escaping () -> Void) {
+        let busy = live.values.contains { $0.retryTimer == nil }
+        if !busy || Clock.monotonicMs() >= deadline {
+            heartbeatTimer.cancel()
+            for call in live.values { call.retryTimer?.close() }
+            store.retire(consumer: settings.consumer) { _ in done() }
+            return
+        }
+        if drainTimer == nil {
+            drainTimer = LoopTimer(loop: loop) { [unowned self] in self.drainTick(deadline: deadline, done: done) }
+        }
+        drainTimer?.schedule(afterMs: 20)
+    }
+
+    private var drainTimer: LoopTimer?
+
+    // MARK: Reading
+
+    private func readNext() {
+        guard !reading, !stopping else { return }
+        let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
+        guard !ready.isEmpty else { return }  // a finishing call resumes reading
+        reading = true
+        let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
+        store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
+                      blockMs: settings.blockMs) { [unowned self] result in
+            self.reading = false
+            switch result {
+            case let .success(byApp):
+                for (keys, entries) in byApp {
+                    guard let app = self.appsByKeys[keys] else { continue }
+                    for entry in entries {
+                        self.stats.read += 1
+                        self.route(entry, app: app, deliveries: 1)
+                    }
+                }
+                self.readNext()
+            case let .failure(error):
+                guard !self.stopping else { return }
+                self.stats.redisErrors += 1
+                self.log.warn("reading call events failed", ["error": "\(error)"])
+                self.readRetryTimer.schedule(afterMs: 200)
+            }
+        }
+    }
+
+    // MARK: One event
+
+    private func key(_ app: AppRuntime, _ entryID: String) -> String { app.id + "\u{0}" + entryID }
+    private func callKey(_ app: AppRuntime, _ callID: String) -> String { app.id + "\u{0}" + callID }
+
+    /// Starts routing one stream entry (new, or taken over with `deliveries` > 1).
+    private func route(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) {
+        let k = key(app, entry.id)
+        guard live[k] == nil else { return }  // already routing it (a claim raced a read)
+        let raw = entry.fields["event"] ?? ""
+        let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
+        if deliveries >= settings.redeliveryLimit {
+            stats.poison += 1
+            let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
+            return deadLetterEntry(app, entry: entry, raw: raw,
+                                   DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
+        }
+        let event: CallEvent
+        do throws(InvalidEvent) {
+            guard entry.fields["event"] != nil else {
+                throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
+            }
+            event = try CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+        } catch {
+            stats.invalidEvents += 1
+            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            return deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
+        }
+        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
+        live[k] = call
+        liveByCall[callKey(app, event.id), default: []].insert(k)
+        inFlightPerApp[app.id, default: 0] += 1
+        store.lookup(app.keys, eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken) { [unowned self] result in
+            switch result {
+            case let .success(found):
+                let action = call.router.start(event, now: Clock.unixMs(),
+                                               knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                               alreadyDone: found.outcome.flatMap(CallOutcome.init(rawValue:)),
+                                               cancelled: found.cancelled)
+                self.perform(action, for: call)
+            case let .failure(error):
+                // Without the lookup, routing could repeat a finished call: leave the entry
+                // pending; it is read again when this process or another claims it.
+                self.stats.redisErrors += 1
+                self.log.warn("lookup failed; entry left pending", ["app": app.id, "event": event.id, "error": "\(error)"])
+                self.forget(call)
+            }
+        }
+    }
+
+    /// Performs one action of a call's router.
+    private func perform(_ action: CallAction, for call: LiveCall) {
+        if let feedback = action.feedback {
+            call.feedback.append(InvalidToken(token: feedback.token, channel: TokenChannel(rawValue: feedback.channel.rawValue)!,
+                                              reason: feedback.reason, timestampMs: feedback.timestampMs))
+        }
+        switch action.step {
+        case .none:
+            break
+        case let .sendVoip(plan):
+            send(plan, for: call)
+        case let .sendAlert(plan, _):
+            send(plan, for: call)
+        case let .scheduleRetry(plan):
+            stats.retriesScheduled += 1
+            if call.firstFailureMs == nil { call.firstFailureMs = Clock.unixMs() }
+            let timer = LoopTimer(loop: loop) { [unowned self] in self.retryDue(call) }
+            call.retryTimer = timer
+            timer.schedule(afterMs: max(0, plan.atMs - Clock.unixMs()))
+        case let .finish(record):
+            recordOutcome(record, for: call)
+        case let .deadLetter(deadLetter):
+            if deadLetter.appUnhealthy {
+                unhealthyApps[call.app.id] = deadLetter.reason.text
+                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text])
+            }
+            writeDeadLetter(deadLetter, for: call)
+        case let .cancelCall(record):
+            cancel(callID: call.callID, app: call.app, cancelRecord: record, cancelEntry: call)
+        case .acknowledgeDuplicate:
+            call.recording = true
+            store.acknowledge(call.app.keys, entryIDs: [call.entryID]) { [unowned self] result in
+                if case .failure = result { self.stats.redisErrors += 1 }
+                self.forget(call)
+            }
+        }
+    }
+
+    private func send(_ plan: PushPlan, for call: LiveCall) {
+        let client: ApnsClient
+        do {
+            client = try pools.client(credential: call.app.credential, environment: plan.environment)
+        } catch {
+            let action = call.router.apnsFailed(.credentialUnusable("\(error)"), now: Clock.unixMs())
+            return perform(action, for: call)
+        }
+        client.send(plan.notification) { [unowned self] result in
+            let now = Clock.unixMs()
+            let action: CallAction
+            switch result {
+            case let .success(response): action = call.router.apnsAnswered(response, now: now)
+            case let .failure(error): action = call.router.apnsFailed(error, now: now)
+            }
+            self.perform(action, for: call)
+        }
+    }
+
+    private func retryDue(_ call: LiveCall) {
+        call.retryTimer?.close()
+        call.retryTimer = nil
+        stats.retriesFired += 1
+        // Another process may have recorded a cancellation meanwhile.
+        store.lookup(call.app.keys, eventId: call.callID, voipToken: nil, alertToken: nil) { [unowned self] result in
+            let now = Clock.unixMs()
+            if case let .success(found) = result, found.cancelled {
+                self.perform(call.router.cancelReceived(now: now), for: call)
+            } else {
+                self.perform(call.router.retryDue(now: now), for: call)
+            }
+        }
+    }
+
+    /// A `call_cancelled` event: mark the call cancelled in Redis (other processes' retries
+    /// see it), stop the call here if it is ours, and record the cancel event itself.
+    private func cancel(callID: String, app: AppRuntime, cancelRecord: OutcomeRecord, cancelEntry: LiveCall) {
+        store.markCancelled(app.keys, eventId: callID, ttlSeconds: settings.cancelTTLSeconds) { [unowned self] result in
+            if case .failure = result {
+                self.stats.redisErrors += 1
+                return self.forget(cancelEntry)  // left pending; retried when claimed
+            }
+            for k in self.liveByCall[self.callKey(app, callID)] ?? [] where k != self.key(app, cancelEntry.entryID) {
+                guard let target = self.live[k], !target.recording else { continue }
+                target.retryTimer?.close()
+                target.retryTimer = nil
+                self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
+            }
+            // The cancel event's own result; its idempotency key differs from the call's so
+            // the call's outcome can still be recorded.
+            self.recordOutcome(cancelRecord, for: cancelEntry, idempotencyKey: "cancel:" + callID)
+        }
+    }
+
+    // MARK: Records
+
+    private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, idempotencyKey: String? = nil) {
+        guard !call.recording else { return }
+        call.recording = true
+        let entry = ResultEntry(eventId: idempotencyKey ?? call.callID, outcome: record.outcome.rawValue,
+                                resultJSON: record.jsonString)
+        store.finish(call.app.keys, entryID: call.entryID, record: entry, invalidTokens: call.feedback) { [unowned self] result in
+            switch result {
+            case .success:
+                self.recorded(record, call: call)
+            case let .failure(error):
+                // Never drop an outcome: leave the entry pending; claimed and routed again.
+                self.stats.redisErrors += 1
+                self.log.error("recording an outcome failed; entry left pending",
+                               ["app": call.app.id, "event": call.callID, "error": "\(error)"])
+                self.forget(call)
+            }
+        }
+    }
+
+    private func writeDeadLetter(_ deadLetter: DeadLetter, for call: LiveCall) {
+        guard !call.recording else { return }
+        call.recording = true
+        let now = Clock.unixMs()
+        let record = deadLetter.record
+        let attempts = String(decoding: record.json(), as: UTF8.self)
+        let entry = DeadLetterEntry(event: call.rawEvent, reason: deadLetter.reason.text, attemptsJSON: attempts,
+                                    firstFailureMs: call.firstFailureMs ?? now, lastFailureMs: now)
+        store.deadLetter(call.app.keys, entryID: call.entryID, deadLetter: entry,
+                         record: ResultEntry(eventId: record.id, outcome: record.outcome.rawValue,
+                                             resultJSON: record.jsonString)) { [unowned self] result in
+            switch result {
+            case .success: self.recorded(record, call: call)
+            case let .failure(error):
+                self.stats.redisErrors += 1
+                self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"])
+                self.forget(call)
+            }
+        }
+    }
+
+    /// Dead-letters an entry that never became a live call (invalid, poison).
+    private func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: String, _ deadLetter: DeadLetter) {
+        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "")
+        live[key(app, entry.id)] = call
+        inFlightPerApp[app.id, default: 0] += 1
+        writeDeadLetter(deadLetter, for: call)
+    }
+
+    private func recorded(_ record: OutcomeRecord, call: LiveCall) {
+        stats.finished[record.outcome.rawValue, default: 0] += 1
+        log.info("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
+                                   "entry": call.entryID])
+        onRecorded?(call.app.id, record)
+        forget(call)
+    }
+
+    /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
+    private func forget(_ call: LiveCall) {
+        let k = key(call.app, call.entryID)
+        guard live.removeValue(forKey: k) != nil else { return }
+        call.retryTimer?.close()
+        call.retryTimer = nil
+        let ck = callKey(call.app, call.callID)
+        liveByCall[ck]?.remove(k)
+        if liveByCall[ck]?.isEmpty == true { liveByCall[ck] = nil }
+        inFlightPerApp[call.app.id, default: 1] -= 1
+        readNext()
+    }
+
+    // MARK: Liveness and take-over
+
+    private func beat() {
+        store.heartbeat(consumer: settings.consumer, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+            if case .failure = result { self.stats.redisErrors += 1 }
+        }
+        if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
+    }
+
+    /// Takes over in-flight entries of consumers whose heartbeat lapsed.
+    private func claim() {
+        guard !stopping else { return }
+        store.liveConsumers { [unowned self] result in
+            guard case var .success(liveSet) = result else {
+                self.stats.redisErrors += 1
+                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+            }
+            liveSet.insert(self.settings.consumer)
+            var remaining = self.apps.count
+            for app in self.apps {
+                self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
+                                          count: 100, liveConsumers: liveSet) { [unowned self] claimed in
+                    if case let .success(found) = claimed {
+                        self.stats.lostEntries += found.lostIDs.count
+                        for c in found.entries {
+                            self.stats.claimed += 1
+                            self.route(c.entry, app: app, deliveries: c.deliveries)
+                        }
+                    } else {
+                        self.stats.redisErrors += 1
+                    }
+                    remaining -= 1
+                    if remaining == 0, !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
+                }
+            }
+        }
+    }
+}
