@@ -35,7 +35,7 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "Retry", "RedisStreams", "Routing", "APNs", "APNsSimulator", "EventLoop"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
     ],

@@ -31,6 +31,8 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
     case slow(Int)
     /// Never answered: the stream stays open until the client gives up or the connection ends.
     case blackhole
+    /// 413 PayloadTooLarge whatever the size (APNs' limit may be lower than documented).
+    case payloadTooLarge
     /// The first N requests for the token get 403 ExpiredProviderToken whatever their JWT.
     case expiredProviderToken(Int)
 
@@ -57,13 +59,14 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case ("error500", nil): self = .error500
         case ("unavailable", nil): self = .unavailable
         case ("blackhole", nil): self = .blackhole
+        case ("payload_too_large", nil): self = .payloadTooLarge
         case let ("flaky", n?): self = .flaky(n)
         case let ("slow", n?): self = .slow(n)
         case let ("expired_provider_token", n?): self = .expiredProviderToken(n)
         case ("flaky", nil), ("slow", nil), ("expired_provider_token", nil):
             throw ScenarioParseError(text: text, problem: "\(name) needs an argument, as in \(name):3")
         case (_, .some) where ["ok", "unregistered", "expired_token", "bad_token", "not_for_topic",
-                               "too_many", "error500", "unavailable", "blackhole"].contains(name):
+                               "too_many", "error500", "unavailable", "blackhole", "payload_too_large"].contains(name):
             throw ScenarioParseError(text: text, problem: "\(name) takes no argument")
         default:
             throw ScenarioParseError(text: text, problem: "unknown scenario")
@@ -84,6 +87,7 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case let .flaky(n): return "flaky:\(n)"
         case let .slow(ms): return "slow:\(ms)"
         case .blackhole: return "blackhole"
+        case .payloadTooLarge: return "payload_too_large"
         case let .expiredProviderToken(n): return "expired_provider_token:\(n)"
         }
     }
@@ -144,6 +148,7 @@ struct ScenarioBook {
         case .expiredToken: return .answer(.expiredToken)
         case .badToken: return .answer(.badDeviceToken)
         case .notForTopic: return .answer(.deviceTokenNotForTopic)
+        case .payloadTooLarge: return .answer(.payloadTooLarge)
         case .tooMany: return .answer(.tooManyRequests)
         case .error500: return .answer(.internalServerError)
         case .unavailable: return .answer(.serviceUnavailable)

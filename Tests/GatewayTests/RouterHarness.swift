@@ -1,0 +1,149 @@
+import APNs
+import APNsSimulator
+import EventLoop
+import Foundation
+@testable import Gateway
+import RedisStreams
+import Retry
+import Routing
+import TestSupport
+import XCTest
+
+/// A router under test with real parts: a redis-server child process, the APNs simulator on
+/// the test's loop, and the gateway's `RoutingRunner`, `CallStore` and `ApnsPools` on the same
+/// loop. Producers write with a plain Redis connection, as any language would.
+final class RouterHarness {
+    let redis: RedisServer
+    let sim: SimTestServer
+    var loop: EventLoop { sim.loop }
+    let config: GatewayConfig
+    let apps: [AppRuntime]
+    let store: CallStore
+    let pools: ApnsPools
+    let runner: RoutingRunner
+    let producer: RedisConnection
+    /// Every outcome recorded, in order, with its app.
+    private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
+
+    /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
+    /// app `other` the same good key with another bundle id the simulator refuses (BadTopic).
+    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+         voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
+         alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
+         settings: (inout RoutingRunnerSettings) -> Void = { _ in }) throws {
+        redis = try RedisServer.start()
+        sim = try SimTestServer(configure: configure)
+        let pki = sim.pki
+        let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
+        let policies = RetryPolicies(voip: voipRetry, alert: alertRetry, alertTTLSeconds: 60)
+        config = GatewayConfig(
+            redis: RedisConfig(url: redis.url),
+            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: pki.caCert,
+                             connections: 1, requestTimeoutMs: 2_000),
+            credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
+                          "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
+            apps: ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                   "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                   "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
+                   "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
+                                      retry: policies)])
+        apps = AppRuntime.all(config)
+        let url = try RedisURL(parsing: redis.url)
+        store = CallStore(loop: sim.loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
+        pools = ApnsPools(loop: sim.loop, config: config)
+        var s = RoutingRunnerSettings(consumer: "test-\(getpid())")
+        s.blockMs = 100
+        settings(&s)
+        runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s,
+                               log: Log(minimum: .error))
+        producer = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url))
+        runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
+        producer.start()
+        store.start()
+        runner.start()
+    }
+
+    func close() {
+        var drained = false
+        runner.drain(timeoutMs: 1_000) { drained = true }
+        loop.run(until: { drained })
+        pools.close()
+        store.close()
+        producer.close()
+        sim.close()
+        redis.stop()
+    }
+
+    func keys(_ app: String) -> AppKeys { AppKeys(app: app) }
+
+    /// XADDs the raw text as field `event` of the app's calls stream.
+    func xaddRaw(_ app: String, _ text: String, field: String = "event") {
+        var done = false
+        producer.send(["XADD", keys(app).calls, "*", field, text]) { result in
+            if case let .failure(e) = result { XCTFail("XADD failed: \(e)") }
+            done = true
+        }
+        loop.run(until: { done })
+    }
+
+    /// XADDs an event built from `fields` (JSON-serialized).
+    func xadd(_ app: String = "acme", _ fields: [String: Any]) {
+        let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
+        xaddRaw(app, String(decoding: data, as: UTF8.self))
+    }
+
+    /// An `incoming_call` with the given tokens; `deadlineInMs` relative to now.
+    func call(_ id: String, voip: String? = nil, alert: String? = nil, deadlineInMs: Int64? = nil,
+              app: String = "acme", extra: [String: Any] = [:]) {
+        var f: [String: Any] = ["v": 1, "id": id, "type": "incoming_call",
+                                "voip": ["caller": "+15551234567", "callerName": "Alice"]]
+        if let voip { f["voip_token"] = voip }
+        if let alert { f["alert_token"] = alert }
+        if let deadlineInMs { f["deadline"] = Clock.unixMs() + deadlineInMs }
+        for (k, v) in extra { f[k] = v }
+        xadd(app, f)
+    }
+
+    /// Runs the loop until `count` outcomes were recorded in all, or `timeoutMs` passed.
+    @discardableResult
+    func waitForRecords(_ count: Int, timeoutMs: Int64 = 10_000) -> Bool {
+        let end = Clock.monotonicMs() + timeoutMs
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            if recorded.count >= count || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 20) }
+            return false
+        })
+        return recorded.count >= count
+    }
+
+    /// Runs the loop for `ms` milliseconds.
+    func runFor(_ ms: Int64) {
+        var done = false
+        let t = LoopTimer(loop: loop) { done = true }
+        t.schedule(afterMs: ms)
+        loop.run(until: { done })
+        t.close()
+    }
+
+    /// The outcome recorded for call `id`.
+    func record(_ id: String, file: StaticString = #filePath, line: UInt = #line) -> OutcomeRecord? {
+        let found = recorded.filter { $0.record.id == id && $0.record.type != .callCancelled }
+        XCTAssertLessThanOrEqual(found.count, 1, "one result per event (\(id))", file: file, line: line)
+        return found.first?.record
+    }
+
+    /// Entries of a stream, read back from Redis.
+    func entries(_ stream: String) -> [StreamEntry] {
+        var out: [StreamEntry]?
+        store.range(stream, count: 10_000) { result in out = (try? result.get()) ?? [] }
+        loop.run(until: { out != nil })
+        return out!
+    }
+
+    /// Requests the simulator answered for `token`.
+    func requests(_ token: String) -> [RecordedRequest] {
+        sim.simulator.recorded.filter { $0.token == token }
+    }
+}

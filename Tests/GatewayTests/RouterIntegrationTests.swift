@@ -1,0 +1,280 @@
+import APNs
+import APNsSimulator
+import EventLoop
+import Foundation
+@testable import Gateway
+import RedisStreams
+import Retry
+import Routing
+import TestSupport
+import XCTest
+
+/// The router end to end — producer XADD, Redis, the router, APNs over HTTP/2 + TLS, the
+/// records — one test per row of DESIGN.md §3 and per outcome of §2.
+final class RouterIntegrationTests: XCTestCase {
+    private var h: RouterHarness!
+
+    override func tearDown() {
+        h?.close()
+        h = nil
+    }
+
+    private func start(_ scenarios: [String: Scenario] = [:],
+                       voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100)) throws {
+        h = try RouterHarness(simulator: { $0.scenarios = scenarios }, voipRetry: voipRetry)
+    }
+
+    // MARK: 200
+
+    func testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() throws {
+        try start()
+        h.call("c-ok", voip: "a0a0", alert: "b0b0")
+        XCTAssertTrue(h.waitForRecords(1))
+        let r = try XCTUnwrap(h.record("c-ok"))
+        XCTAssertEqual(r.outcome, .deliveredVoip)
+        XCTAssertEqual(r.channel, .voip)
+        XCTAssertNotNil(r.apnsID)
+        XCTAssertEqual(r.attempts.count, 1)
+        let push = try XCTUnwrap(h.requests("a0a0").first)
+        XCTAssertEqual(push.header("apns-push-type"), "voip")
+        XCTAssertEqual(push.header("apns-topic"), h.sim.bundleID + ".voip")
+        let expiration = Int64(push.header("apns-expiration") ?? "") ?? 0
+        XCTAssertGreaterThan(expiration, Clock.unixMs() / 1000, "apns-expiration is the call's deadline, in seconds")
+        let body = String(decoding: push.body, as: UTF8.self)
+        XCTAssertTrue(body.contains("\"id\":\"c-ok\""), "the call id travels in the VoIP payload: \(body)")
+        XCTAssertTrue(h.requests("b0b0").isEmpty, "no alert when VoIP is delivered")
+        let results = h.entries(h.keys("acme").results)
+        XCTAssertEqual(results.count, 1)
+        XCTAssertTrue(results[0].fields["result"]?.contains("\"outcome\":\"delivered_voip\"") == true)
+        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "the entry is acknowledged and deleted with its outcome")
+    }
+
+    // MARK: Token gone
+
+    func testGoneVoipTokensFallBackToTheAlertWithFeedback() throws {
+        try start(["dead0001": .unregistered, "dead0002": .expiredToken, "bad00003": .badToken, "0f0f0004": .notForTopic])
+        let tokens = ["dead0001": "Unregistered", "dead0002": "ExpiredToken", "bad00003": "BadDeviceToken",
+                      "0f0f0004": "DeviceTokenNotForTopic"]
+        for (i, token) in tokens.keys.sorted().enumerated() { h.call("gone-\(i)", voip: token, alert: "a1e7") }
+        XCTAssertTrue(h.waitForRecords(4))
+        for i in 0..<4 {
+            let r = try XCTUnwrap(h.record("gone-\(i)"))
+            XCTAssertEqual(r.outcome, .deliveredAlert)
+            XCTAssertEqual(r.cause, .voipTokenInvalid)
+            XCTAssertEqual(r.attempts.map(\.channel), [.voip, .alert], "VoIP once, never retried, then the alert")
+        }
+        let feedback = h.entries(h.keys("acme").feedback)
+        XCTAssertEqual(Set(feedback.compactMap { $0.fields["token"] }), Set(tokens.keys))
+        for f in feedback {
+            XCTAssertEqual(f.fields["channel"], "voip")
+            XCTAssertEqual(f.fields["reason"], tokens[f.fields["token"]!])
+            XCTAssertNotNil(Int64(f.fields["timestamp"] ?? ""), "feedback carries a millisecond timestamp")
+        }
+        let alert = try XCTUnwrap(h.requests("a1e7").first)
+        XCTAssertEqual(alert.header("apns-push-type"), "alert")
+        XCTAssertEqual(alert.header("apns-topic"), h.sim.bundleID)
+        XCTAssertTrue(String(decoding: alert.body, as: UTF8.self).contains("Alice tried to call you"),
+                      "the app's template, filled from the event")
+    }
+
+    func testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() throws {
+        try start(["dead0001": .unregistered])
+        h.call("first", voip: "dead0001", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(1))
+        let stamp = Int64(h.entries(h.keys("acme").feedback).first?.fields["timestamp"] ?? "") ?? 0
+        h.call("second", voip: "dead0001", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.requests("dead0001").count, 1, "a known-invalid token gets no second VoIP push")
+        XCTAssertEqual(h.record("second")?.cause, .voipTokenInvalid)
+        XCTAssertEqual(h.record("second")?.attempts.map(\.channel), [.alert])
+        h.sim.simulator.setScenario(.ok, for: "dead0001")
+        h.call("third", voip: "dead0001", alert: "a1e7", extra: ["voip_token_registered_at": stamp + 1])
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertEqual(h.record("third")?.outcome, .deliveredVoip, "registered after the feedback: used again")
+    }
+
+    // MARK: Transient
+
+    func testTransientFailuresAreRetriedThenDelivered() throws {
+        try start(["f1a70001": .flaky(2), "0a290002": .tooMany, "05000003": .error500])
+        h.call("flaky", voip: "f1a70001", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(1))
+        let r = try XCTUnwrap(h.record("flaky"))
+        XCTAssertEqual(r.outcome, .deliveredVoip)
+        XCTAssertEqual(r.attempts.map(\.status), [503, 503, 200], "503 twice, retried, then delivered")
+        XCTAssertEqual(h.runner.stats.retriesFired, 2)
+    }
+
+    func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws {
+        try start(["05000003": .unavailable], voipRetry: RetryPolicy(maxAttempts: 50, baseMs: 50, capMs: 100))
+        h.call("late", voip: "05000003", alert: "a1e7", deadlineInMs: 400)
+        XCTAssertTrue(h.waitForRecords(1))
+        let r = try XCTUnwrap(h.record("late"))
+        XCTAssertEqual(r.outcome, .deliveredAlert)
+        XCTAssertEqual(r.cause, .deadline)
+        let voip = r.attempts.filter { $0.channel == .voip }
+        XCTAssertGreaterThan(voip.count, 1, "retried while the deadline allowed")
+        let deadline = Clock.unixMs()  // upper bound; the event's deadline passed before now
+        XCTAssertTrue(voip.allSatisfy { $0.sentAtMs < deadline })
+        for push in h.requests("05000003") {
+            let exp = Int64(push.header("apns-expiration") ?? "0") ?? 0
+            XCTAssertLessThanOrEqual(exp * 1000, push.timeMs + 400, "no VoIP push outlives the deadline")
+        }
+    }
+
+    func testAlertRetriesExhaustedGoToTheDeadLetters() throws {
+        try start(["05000003": .unavailable, "dead0001": .unregistered])
+        h.call("no-luck", voip: "dead0001", alert: "05000003")
+        XCTAssertTrue(h.waitForRecords(1))
+        let r = try XCTUnwrap(h.record("no-luck"))
+        XCTAssertEqual(r.outcome, .deadLettered)
+        XCTAssertEqual(r.reason, "retries_exhausted: alert")
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.count, 1)
+        XCTAssertTrue(dead[0].fields["event"]?.contains("no-luck") == true, "the original event is kept")
+        XCTAssertTrue(dead[0].fields["attempts"]?.contains("\"status\":503") == true, "with every attempt")
+    }
+
+    // MARK: Auth and config
+
+    func testExpiredProviderTokenIsRenewedWithoutAnAttempt() throws {
+        try start(["e0e00001": .expiredProviderToken(1)])
+        h.call("renew", voip: "e0e00001")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(h.record("renew")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.record("renew")?.attempts.count, 1, "the resend with a new JWT is not an attempt")
+    }
+
+    func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws {
+        try start()
+        h.call("b1", voip: "a0a0", alert: "b0b0", app: "broken")
+        h.call("t1", voip: "a0a0", alert: "b0b0", app: "other")
+        h.call("ok1", voip: "a0a0", alert: "b0b0", app: "acme")
+        XCTAssertTrue(h.waitForRecords(3))
+        let broken = try XCTUnwrap(h.recorded.first { $0.app == "broken" }?.record)
+        XCTAssertEqual(broken.outcome, .deadLettered)
+        XCTAssertEqual(broken.reason, "apns_credentials: InvalidProviderToken")
+        let other = try XCTUnwrap(h.recorded.first { $0.app == "other" }?.record)
+        XCTAssertEqual(other.outcome, .deadLettered)
+        XCTAssertTrue(other.reason?.hasPrefix("apns_config: ") == true, "\(other.reason ?? "")")
+        XCTAssertEqual(h.recorded.first { $0.app == "acme" }?.record.outcome, .deliveredVoip)
+        XCTAssertNotNil(h.runner.unhealthyApps["broken"], "the broken app is marked unhealthy")
+        XCTAssertNil(h.runner.unhealthyApps["acme"])
+        XCTAssertEqual(h.entries(h.keys("broken").dead).count, 1)
+    }
+
+    func testPayloadRefusedByAPNsFallsBackToTheAlert() throws {
+        try start(["b1660001": .payloadTooLarge])
+        h.call("big", voip: "b1660001", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(h.record("big")?.outcome, .deliveredAlert)
+        XCTAssertEqual(h.record("big")?.cause, .payload)
+    }
+
+    // MARK: Outcomes
+
+    func testEveryOtherOutcome() throws {
+        try start(["dead0001": .unregistered, "dead0002": .unregistered, "05000003": .unavailable])
+        h.call("undeliverable", voip: "dead0001", alert: "dead0002")
+        h.call("expired", voip: "a0a0", deadlineInMs: -1_000)
+        h.call("missed", voip: "a0a1", alert: "a1e7", deadlineInMs: -1_000)
+        h.call("alert-only", alert: "a1e8")
+        XCTAssertTrue(h.waitForRecords(4))
+        XCTAssertEqual(h.record("undeliverable")?.outcome, .undeliverable)
+        XCTAssertEqual(h.record("expired")?.outcome, .expired)
+        XCTAssertEqual(h.record("missed")?.outcome, .deliveredAlert)
+        XCTAssertEqual(h.record("missed")?.cause, .deadline)
+        XCTAssertTrue(h.requests("a0a0").isEmpty && h.requests("a0a1").isEmpty, "never a VoIP push after the deadline")
+        XCTAssertEqual(h.record("alert-only")?.cause, .noVoipToken)
+    }
+
+    func testCancelStopsPendingRetries() throws {
+        try start(["05000003": .unavailable], voipRetry: RetryPolicy(maxAttempts: 100, baseMs: 100, capMs: 200))
+        h.call("ring", voip: "05000003", alert: "a1e7", deadlineInMs: 20_000)
+        h.runFor(300)
+        XCTAssertNil(h.record("ring"), "still retrying")
+        h.xadd("acme", ["v": 1, "id": "ring", "type": "call_cancelled"])
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.record("ring")?.outcome, .cancelled)
+        let sent = h.requests("05000003").count
+        h.runFor(400)
+        XCTAssertEqual(h.requests("05000003").count, sent, "no VoIP push after the cancel")
+        XCTAssertTrue(h.requests("a1e7").isEmpty, "no missed-call alert either")
+        XCTAssertEqual(h.recorded.filter { $0.record.type == .callCancelled }.count, 1, "the cancel event has its own result")
+    }
+
+    func testCancelBeforeTheCallIsSeen() throws {
+        try start()
+        h.xadd("acme", ["v": 1, "id": "early", "type": "call_cancelled"])
+        XCTAssertTrue(h.waitForRecords(1))
+        h.call("early", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.record("early")?.outcome, .cancelled)
+        XCTAssertTrue(h.requests("a0a0").isEmpty)
+    }
+
+    func testDuplicateEventIsNotDeliveredTwice() throws {
+        try start()
+        h.call("dup", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(1))
+        h.call("dup", voip: "a0a0")
+        h.call("after", voip: "a0a1")
+        XCTAssertTrue(h.waitForRecords(2))
+        h.runFor(200)
+        XCTAssertEqual(h.requests("a0a0").count, 1, "the duplicate is acknowledged without a push")
+        XCTAssertEqual(h.entries(h.keys("acme").results).count, 2, "and without a second result")
+        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "but it is acknowledged")
+    }
+
+    // MARK: Bad input
+
+    func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws {
+        try start()
+        let corpus: [(String, String)] = [
+            ("not json", "not JSON"),
+            ("[1,2]", "event"),
+            (#"{"v":1,"type":"incoming_call","voip_token":"ab"}"#, "id"),
+            (#"{"v":1,"id":"bad-1","type":"ringing","voip_token":"ab"}"#, "type"),
+            (#"{"v":1,"id":"bad-2","type":"incoming_call"}"#, "voip_token"),
+            (#"{"v":1,"id":"bad-3","type":"incoming_call","voip_token":"xyz"}"#, "voip_token"),
+            (#"{"v":1,"id":"bad-4","type":"incoming_call","voip_token":"abc"}"#, "voip_token"),
+            (#"{"v":1,"id":"bad-5","type":"incoming_call","voip_token":"ab","deadline":"soon"}"#, "deadline"),
+            (#"{"v":1,"id":"bad-6","type":"incoming_call","voip_token":"ab","sandbox":"yes"}"#, "sandbox"),
+            (#"{"v":2,"id":"bad-7","type":"incoming_call","voip_token":"ab"}"#, "v"),
+            (#"{"v":1,"id":"bad-8","type":"incoming_call","voip_token":"ab","voip":{"p":"\#(String(repeating: "x", count: 6000))"}}"#, "voip"),
+            (#"{"v":1,"id":"bad-9","type":"incoming_call","alert_token":"ab","alert":"hi"}"#, "alert"),
+        ]
+        for (text, _) in corpus { h.xaddRaw("acme", text) }
+        h.xaddRaw("acme", "{}", field: "wrong_field")
+        h.call("still-alive", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(corpus.count + 2))
+        // Ids are the idempotency key, so each malformed event above has its own.
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.count, corpus.count + 1, "every malformed entry is dead-lettered, none dropped")
+        for (i, (text, field)) in corpus.enumerated() {
+            let entry = dead[i]
+            XCTAssertEqual(entry.fields["event"], text, "the original text is kept")
+            XCTAssertTrue(entry.fields["reason"]?.hasPrefix("invalid_event: \(field)") == true,
+                          "reason names \(field): \(entry.fields["reason"] ?? "")")
+        }
+        XCTAssertTrue(dead.last?.fields["reason"]?.contains("event") == true)
+        XCTAssertEqual(h.record("still-alive")?.outcome, .deliveredVoip, "the process is alive and still delivering")
+        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0)
+    }
+
+    // MARK: Isolation
+
+    func testOneAppsFloodDoesNotDelayAnother() throws {
+        h = try RouterHarness(simulator: { $0.defaultScenario = .slow(300) }, settings: { $0.perAppInFlight = 20 })
+        h.sim.simulator.setScenario(.ok, for: "fa57")
+        h.call("warm-up", voip: "fa57", app: "beta")
+        XCTAssertTrue(h.waitForRecords(1))
+        for i in 0..<200 { h.call("flood-\(i)", voip: String(format: "%04x", 0x1000 + i), app: "acme") }
+        h.runFor(50)
+        h.call("quick", voip: "fa57", app: "beta")
+        XCTAssertTrue(h.waitForRecords(2, timeoutMs: 5_000))
+        h.loop.run(until: { self.h.recorded.contains { $0.record.id == "quick" } })
+        let before = h.recorded.prefix { $0.record.id != "quick" }.filter { $0.app == "acme" }.count
+        XCTAssertLessThanOrEqual(before, 40, "beta's call waits for at most a round of acme's slow calls, not all 200")
+    }
+}
