@@ -414,8 +414,11 @@ public final class RoutingRunner {
             var remaining = self.apps.count
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
-                                          count: 100, liveConsumers: liveSet) { [unowned self] claimed in
+                                          count: 1000, liveConsumers: liveSet) { [unowned self] claimed in
                     if case let .success(found) = claimed {
+                        if !found.entries.isEmpty {
+                            self.log.info("took over entries of dead consumers", ["app": app.id, "count": found.entries.count])
+                        }
                         self.stats.lostEntries += found.lostIDs.count
                         for c in found.entries {
                             self.stats.claimed += 1
