@@ -20,7 +20,8 @@ let package = Package(
         .target(name: "Gateway", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry", "DeadLetters"]),
         .executableTarget(name: "pushgw", dependencies: ["Gateway"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop"], path: "bench/PushgwBench"),
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "Gateway", "RedisStreams", "Routing"],
+                         path: "bench/PushgwBench"),
 
         // MARK: C libraries (Debian packages, see scripts/debian-packages.txt)
         .systemLibrary(name: "CLibEvent", pkgConfig: "libevent_openssl", providers: [.apt(["libevent-dev"])]),

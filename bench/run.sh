@@ -6,6 +6,10 @@
 #   APNs client: pushgw-bench apns vs h2load against one nghttpd in static-file mode,
 #   1 and 4 connections × 100 streams; ratio pushgw/h2load (target ≥ 1.0) and pushgw's
 #   peak RSS (target ≤ 30 MB).
+#   End to end: 100,000 call events pre-filled in a private redis-server across 4 apps,
+#   routed by pushgw to the same nghttpd; events/s beside h2load's requests/s with the
+#   same connections (ratio target ≥ 0.7); then a steady 2,000 events/s for 5 s, XADD to
+#   recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS (target ≤ 64 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -13,6 +17,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/pushgw-bench.XXXXXX)
 pids=()
+EVENTS=${BENCH_EVENTS:-100000}
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
@@ -52,3 +57,49 @@ for c in 1 4; do
   printf '%-22s %14s %14s %8s %12s MB\n' "$c x 100" "$hm" "$pm" "$(python3 -c "print(f'{$pm/$hm:.2f}')")" "$peak"
 done
 echo "(targets: ratio >= 1.0, peak RSS <= 30 MB; each h2load and pushgw run: ${h[*]} / ${p[*]} for the last row)"
+
+# ---- End to end --------------------------------------------------------------------------
+tokens=""
+for i in 1 2 3 4; do
+  t=$(printf '%02x' "$i"); t=$(printf "$t%.0s" $(seq 1 32))
+  echo '{}' > "$work/htdocs/3/device/$t"; tokens="$tokens,$t"
+done
+tokens=${tokens#,}
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+wait_port "$rport"
+echo
+echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
+e2e_rps=(); e2e_h2=(); p50=(); p99=(); rss=()
+for _ in $(seq 1 "$ROUNDS"); do
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
+import json, sys, redis
+port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
+r = redis.Redis(port=port); p = r.pipeline(transaction=False)
+for i in range(n):
+    ev = {"v": 1, "id": f"t-{i}", "type": "incoming_call", "voip_token": tokens[i % len(tokens)],
+          "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
+    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
+    if i % 5000 == 4999: p.execute()
+p.execute()
+PY
+  out=$("$bin/pushgw-bench" e2e --redis "redis://127.0.0.1:$rport/0" --port "$port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" \
+        --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2)
+  e2e_rps+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
+  p50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')")
+  p99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')")
+  rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
+  e2e_h2+=("$(h2load -n "$EVENTS" -c 2 -m 100 -d "$work/body.json" \
+        -H 'apns-push-type: voip' -H 'apns-topic: com.example.app.voip' -H 'apns-priority: 10' \
+        -H 'apns-expiration: 0' -H "authorization: bearer $jwt" \
+        "https://127.0.0.1:$port/3/device/$token" | awk '/^finished in/ {print int($4)}')")
+done
+em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
+printf '%-34s %12s\n' "pushgw events/s (XADD'ed to recorded)" "$em"
+printf '%-34s %12s\n' "h2load requests/s (2 x 100)" "$hm"
+printf '%-34s %12s   (target >= 0.7)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:.2f}')")"
+printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+printf '%-34s %12s ms (target <= 10)\n' "p99 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p99[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+printf '%-34s %12s MB (target <= 64)\n' "pushgw peak RSS" "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)"

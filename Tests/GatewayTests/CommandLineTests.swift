@@ -65,7 +65,10 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testNotYetImplementedVerbsSaySoAndExitTwo() {
-        for verb in ["run", "dead", "demo"] {
+        let (runStatus, runConsole) = run(["run"])
+        XCTAssertEqual(runStatus, 2, "run without a readable config is a config error")
+        XCTAssertTrue(runConsole.err.first?.contains("cannot read the config file") == true, "\(runConsole.err)")
+        for verb in ["dead", "demo"] {
             let (status, console) = run([verb])
             XCTAssertEqual(status, 2)
             XCTAssertEqual(console.err.count, 1)

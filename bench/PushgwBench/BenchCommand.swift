@@ -11,6 +11,7 @@ enum BenchCommand {
         switch verb {
         case "apns": ApnsThroughput.run(options)
         case "jwt": printJWT(options)
+        case "e2e": EndToEnd.run(options)
         default: usage()
         }
     }
@@ -19,6 +20,7 @@ enum BenchCommand {
         FileHandle.standardError.write(Data("""
         usage: pushgw-bench apns --port P --ca FILE --key AuthKey.p8 --token HEX [--host H] [--connections C] [--streams M] [--requests N]
                pushgw-bench jwt --key AuthKey.p8
+               pushgw-bench e2e --redis URL --port P --ca FILE --key AuthKey.p8 --tokens HEX,HEX [--apps 4] [--events N] [--rate R] [--seconds S]
         """.utf8))
         exit(2)
     }
