@@ -267,10 +267,8 @@ public final class ApnsClient: ApnsConnectionDelegate {
             stats.connectFailures += 1
             consecutiveConnectFailures += 1
             lastConnectError = reason
-            let delay = ReconnectBackoff.delayMs(failures: consecutiveConnectFailures,
-                                                 baseMs: configuration.reconnectBaseMs,
-                                                 capMs: configuration.reconnectCapMs,
-                                                 random: Double.random(in: 0..<1))
+            let backoff = ReconnectBackoff(baseMs: configuration.reconnectBaseMs, capMs: configuration.reconnectCapMs)
+            let delay = backoff.delayMs(attempt: consecutiveConnectFailures - 1, unit: Double.random(in: 0..<1))
             reconnectTimer.schedule(afterMs: delay)
         } else {
             ensureConnections()
@@ -324,19 +322,5 @@ public final class ApnsClient: ApnsConnectionDelegate {
         }
         dispatch()
         sweepTimer.schedule(afterMs: sweepIntervalMs)
-    }
-}
-
-/// Delay before reconnecting after `failures` failed connects in a row: doubling from
-/// `baseMs`, capped at `capMs`, minus up to 20 % jitter so a fleet does not reconnect in step.
-///
-/// | failures | 1   | 2   | 3   | 4   | … | cap   |
-/// |----------|-----|-----|-----|-----|---|-------|
-/// | delay ms | 100 | 200 | 400 | 800 | … | 30000 |   (base 100, cap 30000, before jitter)
-public enum ReconnectBackoff {
-    public static func delayMs(failures: Int, baseMs: Int64, capMs: Int64, random: Double) -> Int64 {
-        let exponent = min(max(failures - 1, 0), 30)
-        let raw = min(capMs, baseMs << Int64(exponent))
-        return raw - Int64(Double(raw) * 0.2 * random)
     }
 }

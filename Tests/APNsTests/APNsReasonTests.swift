@@ -1,3 +1,4 @@
+import EventLoop
 import XCTest
 @testable import APNs
 
@@ -49,11 +50,11 @@ final class APNsReasonTests: XCTestCase {
     }
 
     func testReconnectBackoffDoublesToItsCap() {
-        let delays = (1...10).map { ReconnectBackoff.delayMs(failures: $0, baseMs: 100, capMs: 30_000, random: 0) }
+        let backoff = ReconnectBackoff(baseMs: 100, capMs: 30_000)
+        let delays = (0..<10).map { backoff.delayMs(attempt: $0, unit: 1) }
         XCTAssertEqual(delays, [100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000])
-        XCTAssertEqual(ReconnectBackoff.delayMs(failures: 3, baseMs: 100, capMs: 30_000, random: 0.5), 360,
-                       "jitter takes off up to 20 %")
-        XCTAssertEqual(ReconnectBackoff.delayMs(failures: 80, baseMs: 100, capMs: 30_000, random: 0), 30_000, "no overflow")
+        XCTAssertEqual(backoff.delayMs(attempt: 2, unit: 0), 200, "jitter stays in the upper half")
+        XCTAssertEqual(backoff.delayMs(attempt: 80, unit: 1), 30_000, "no overflow")
     }
 }
 

@@ -1,3 +1,4 @@
+import EventLoop
 import XCTest
 @testable import RedisStreams
 
