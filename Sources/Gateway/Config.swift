@@ -30,7 +30,7 @@ public struct GatewayConfig: Equatable, Sendable {
 
 /// Where Redis is and the key prefix of every key pushgw reads or writes.
 public struct RedisConfig: Equatable, Sendable {
-    /// `redis://[user:password@]host:port/db`, `rediss://…` or `unix:///path`. May hold a
+    /// `redis://[user:password@]host:port/db` or `unix:///path`. May hold a
     /// password: never log it, use `redactedURL`.
     public var url: String
     /// The first part of every key (`PREFIX:{APP}:calls`); no braces, colons or spaces.

@@ -2,6 +2,7 @@ import Routing
 import Retry
 import APNs
 import Foundation
+import RedisStreams
 
 extension GatewayConfig {
     /// The config file used when none is named.
@@ -77,12 +78,16 @@ struct ConfigParser {
         reader.unknownKeys(section, at: path, known: ["url", "prefix"])
         var config = RedisConfig(url: "")
         if let (url, at) = reader.string(section, "url", in: path, required: true, example: "redis://127.0.0.1:6379/0") {
-            // The URL is never echoed: it may carry a password.
-            if ["redis://", "rediss://", "unix://"].contains(where: { url.hasPrefix($0) }) && url.count > 8 {
+            // Checked by the parser the service uses; the URL is never echoed (it may carry a
+            // password) and neither is the parser's message, which may quote it.
+            if (try? RedisURL(parsing: url)) != nil {
                 config.url = url
+            } else if url.hasPrefix("rediss://") {
+                reader.error(at, "rediss:// (Redis over TLS) is not supported: hiredis 0.14 has no TLS",
+                             fix: "use redis://HOST:PORT/DB on a private network, or unix:///path/to/redis.sock")
             } else {
                 reader.error(at, "is not a Redis URL (value not shown: it may hold a password)",
-                             fix: "write redis://HOST:PORT/DB, rediss://HOST:PORT/DB for TLS, or unix:///path/to/redis.sock")
+                             fix: "write redis://[USER:PASSWORD@]HOST:PORT/DB or unix:///path/to/redis.sock")
             }
         }
         if let (prefix, at) = reader.string(section, "prefix", in: path, required: false, example: "pushgw") {
