@@ -30,7 +30,7 @@ final class RouterHarness {
     init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
-         settings: (inout RoutingRunnerSettings) -> Void = { _ in }) throws {
+         settings: (inout RoutingRunnerSettings) -> Void = { _ in }, startRouter: Bool = true) throws {
         redis = try RedisServer.start()
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
@@ -60,7 +60,7 @@ final class RouterHarness {
         runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
         producer.start()
         store.start()
-        runner.start()
+        if startRouter { runner.start() }
     }
 
     func close() {

@@ -278,3 +278,34 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertLessThanOrEqual(before, 40, "beta's call waits for at most a round of acme's slow calls, not all 200")
     }
 }
+
+/// Entries of dead consumers are taken over; one that keeps coming back is poison.
+final class TakeOverTests: XCTestCase {
+    func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws {
+        let h = try RouterHarness(settings: { $0.claimEveryMs = 200; $0.claimMinIdleMs = 0; $0.redeliveryLimit = 4 },
+                                  startRouter: false)
+        defer { h.close() }
+        let stream = h.keys("acme").calls
+        _ = try h.redis.cli(["XGROUP", "CREATE", stream, "pushgw", "0", "MKSTREAM"])
+        h.call("orphan", voip: "a0a0")
+        h.call("poison", voip: "a0a1")
+        // A consumer that then dies (it never heart-beats) takes both entries.
+        let read = try h.redis.cli(["XREADGROUP", "GROUP", "pushgw", "ghost", "COUNT", "2", "STREAMS", stream, ">"])
+        XCTAssertTrue(read.contains("orphan") && read.contains("poison"), "the ghost holds both entries: \(read)")
+        // Crashes that keep re-delivering the poison entry: each claim bumps its delivery count.
+        let lines = read.split(separator: "\n").map(String.init)
+        let poisonID = try XCTUnwrap(lines.firstIndex { $0.contains("\"poison\"") }.map { lines[$0 - 2] })
+        for ghost in ["ghost2", "ghost3"] {
+            _ = try h.redis.cli(["XCLAIM", stream, "pushgw", ghost, "0", poisonID])
+        }
+        h.runner.start()
+        XCTAssertTrue(h.waitForRecords(2, timeoutMs: 5_000), "both entries get an outcome after the take-over")
+        XCTAssertEqual(h.record("orphan")?.outcome, .deliveredVoip, "a dead consumer's entry is routed by a live one")
+        let poison = try XCTUnwrap(h.record("poison"))
+        XCTAssertEqual(poison.outcome, .deadLettered)
+        XCTAssertEqual(poison.reason, "redelivery_limit: delivered 4 times")
+        XCTAssertTrue(h.requests("a0a1").isEmpty, "a poison entry is not pushed again")
+        XCTAssertEqual(h.runner.stats.claimed, 2)
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1)
+    }
+}
