@@ -4,7 +4,7 @@
 # written by a producer that show each path. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$(swift build -c release --show-bin-path)
+bin=${PUSHGW_BIN_DIR:-$(swift build -c release --show-bin-path)}
 secrets=config/demo-secrets
 work=$(mktemp -d /tmp/pushgw-demo.XXXXXX)
 pids=()

@@ -1,0 +1,24 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// `make demo`'s script, run with this build's binary: the outcomes it prints must be the
+/// ones the README shows (so the README never drifts from what the demo does).
+final class DemoTests: XCTestCase {
+    func testDemoPrintsTheOutcomesTheReadmeShows() throws {
+        let bin = packageRoot + "/.build/debug"
+        let (status, out, err) = try runCommand("/usr/bin/env", ["PUSHGW_BIN_DIR=" + bin, "bash", packageRoot + "/scripts/demo.sh"])
+        XCTAssertEqual(status, 0, "the demo ran: \(err.suffix(2000))")
+        func outcomes(_ text: String) -> [String] {
+            text.split(separator: "\n").filter { $0.hasPrefix("  call-") }.map { line in
+                line.split(separator: " ", omittingEmptySubsequences: true).filter { !$0.contains(":") || $0.hasPrefix("[") }
+                    .joined(separator: " ")
+            }
+        }
+        let readme = try String(contentsOfFile: packageRoot + "/README.md", encoding: .utf8)
+        let shown = outcomes(readme)
+        XCTAssertEqual(shown.count, 6, "the README shows six calls")
+        XCTAssertEqual(outcomes(out), shown, "the demo's outcomes match the README:\n\(out)")
+        XCTAssertTrue(out.contains("invalid_event: voip_token: not a hex string"), "the dead-letter list is printed")
+    }
+}
