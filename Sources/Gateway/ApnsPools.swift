@@ -17,7 +17,7 @@ public final class ApnsPools {
     }
 
     private let loop: EventLoop
-    private let config: GatewayConfig
+    private var config: GatewayConfig
     private var clients: [Key: ApnsClient] = [:]
     private var authentications: [String: ApnsAuthentication] = [:]
 
@@ -49,6 +49,26 @@ public final class ApnsPools {
         let client = try ApnsClient(loop: loop, configuration: settings)
         clients[key] = client
         return client
+    }
+
+    /// Switches to `newConfig` (SIGHUP): pools whose credential or APNs settings did not
+    /// change keep their connections; the others are closed (their pending pushes fail with
+    /// `.clientClosed`, which the router retries) and reopen on the next push with the new
+    /// settings. Returns the credentials whose pools were closed.
+    @discardableResult
+    public func apply(_ newConfig: GatewayConfig) -> [String] {
+        let apnsChanged = newConfig.apns != config.apns
+        var closed: Set<String> = []
+        for (key, client) in clients where apnsChanged || newConfig.credentials[key.credential] != config.credentials[key.credential] {
+            client.close()
+            clients[key] = nil
+            closed.insert(key.credential)
+        }
+        for name in authentications.keys where apnsChanged || newConfig.credentials[name] != config.credentials[name] {
+            authentications[name] = nil
+        }
+        config = newConfig
+        return closed.sorted()
     }
 
     /// Every pool opened so far, for metrics and shutdown.
