@@ -53,7 +53,9 @@ public final class RedisProbe {
         let now = Clock.monotonicMs()
         if !pingOutstanding {
             pingOutstanding = true
-            store.commands.send(["PING"]) { [unowned self] result in
+            // weak: the store may complete it with `.closed` after this probe is gone.
+            store.commands.send(["PING"]) { [weak self] result in
+                guard let self else { return }
                 self.pingOutstanding = false
                 switch result {
                 case let .success(reply) where reply.isPong:
@@ -70,7 +72,8 @@ public final class RedisProbe {
             lastBacklogRoundMs = now
             backlogOutstanding = apps.count
             for app in apps {
-                store.backlog(app) { [unowned self] result in
+                store.backlog(app) { [weak self] result in
+                    guard let self else { return }
                     self.backlogOutstanding -= 1
                     switch result {
                     case let .success(b): self.backlogByApp[app.app] = (b, Clock.monotonicMs())

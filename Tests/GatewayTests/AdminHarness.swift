@@ -31,11 +31,8 @@ enum LoopbackHTTP {
     /// Sends one request to 127.0.0.1:`port` and runs `loop` until the answer came (≤ 10 s).
     static func request(_ method: String = "GET", _ path: String, port: Int, headers: [String: String] = [:],
                         loop: EventLoop) throws -> HTTPReply {
-        var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
-        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
-        text += "\r\n"
+        let request = text(method, path, port: port, headers: headers)
         let outcome = Outcome()
-        let request = text
         Thread.detachNewThread { outcome.set(exchange(request, port: port)) }
         let end = Clock.monotonicMs() + 10_000
         let tick = LoopTimer(loop: loop) {}
@@ -49,6 +46,18 @@ enum LoopbackHTTP {
         while !outcome.isDone && Clock.monotonicMs() < end + 1_000 { usleep(1_000) }
         guard let reply = outcome.reply else { throw TestSupportError("no HTTP answer for \(method) \(path) within 10 s") }
         return try reply.get()
+    }
+
+    /// Sends one request to a server in another process, blocking this thread (≤ 10 s).
+    static func blockingRequest(_ path: String, method: String = "GET", port: Int,
+                                headers: [String: String] = [:]) throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers), port: port).get()
+    }
+
+    private static func text(_ method: String, _ path: String, port: Int, headers: [String: String]) -> String {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
+        return text + "\r\n"
     }
 
     /// Connects, writes `request`, reads until the server closes, parses.
