@@ -25,9 +25,9 @@ fi
 
 for g in "${groups[@]}"; do
   if [ "$g" = python ]; then
-    python3 -c 'import redis, cryptography' 2>/dev/null || {
-      echo "installing Python packages: redis cryptography"
-      python3 -m pip install -q redis cryptography 2>&1 | grep -v 'Running pip as' || true
+    python3 -c 'import redis, cryptography, prometheus_client' 2>/dev/null || {
+      echo "installing Python packages: redis cryptography prometheus-client"
+      python3 -m pip install -q redis cryptography prometheus-client 2>&1 | grep -v 'Running pip as' || true
     }
   fi
 done

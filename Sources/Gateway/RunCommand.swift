@@ -82,6 +82,7 @@ final class Service {
     private let drainMs: Int64
     private var signals: [SignalWatch] = []
     private var draining = false
+    private let admin: GatewayAdmin  // admin endpoint (issue 5)
 
     init(config: GatewayConfig, redisURL: RedisURL, consumer: String, drainMs: Int64, log: Log) {
         self.config = config
@@ -93,6 +94,8 @@ final class Service {
         pools = ApnsPools(loop: loop, config: config)
         runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
                                settings: RoutingRunnerSettings(consumer: consumer), log: log)
+        admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
+                             runner: runner, log: log)                                                // admin endpoint (issue 5)
         log.info("pushgw starting", ["apps": apps.map(\.id), "consumer": consumer, "redis": config.redis.redactedURL])
     }
 
@@ -101,9 +104,11 @@ final class Service {
         for sig in [SIGTERM, SIGINT] {
             signals.append(SignalWatch(loop: loop, signal: sig) { [unowned self] s in self.shutdown(signal: s) })
         }
+        admin.start()  // admin endpoint (issue 5)
         store.start()
         runner.start()
         loop.run()
+        admin.close()  // admin endpoint (issue 5)
         for s in signals { s.close() }
         pools.close()
         store.close()
@@ -114,6 +119,7 @@ final class Service {
     private func shutdown(signal: Int32) {
         guard !draining else { return }
         draining = true
+        admin.draining = true  // admin endpoint (issue 5): /readyz answers 503 while draining
         log.info("draining", ["signal": signal, "in_flight": runner.inFlight])
         runner.drain(timeoutMs: drainMs) { [unowned self] in self.loop.stop() }
     }

@@ -1,0 +1,194 @@
+import APNs
+import EventLoop
+import Foundation
+import RedisStreams
+
+/// The admin endpoint of a running gateway (issue 5): `/metrics`, `/healthz`, `/readyz` and
+/// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
+/// the Redis probe; reads everything else from the service's objects at scrape time.
+///
+/// Lifecycle: create it with the service's objects, `start()` before the loop runs, `close()`
+/// after it stopped. A port already in use does not stop the gateway: the error is logged and
+/// the bind is retried every `rebindEveryMs` (routing matters more than metrics; a health
+/// probe that cannot connect says the rest). An unreadable token file closes the admin API
+/// (403) instead of opening it. Loop-owned.
+public final class GatewayAdmin {
+    public struct Settings: Sendable {
+        /// `/readyz` wants a successful PING at most this old.
+        public var maxPingAgeMs: Int64 = 5_000
+        public var probe = RedisProbe.Settings()
+        /// Retry period of a failed bind.
+        public var rebindEveryMs: Int64 = 5_000
+        public init() {}
+    }
+
+    /// The metrics; also the router's `RouterObservations`.
+    public let metrics = GatewayMetrics()
+    /// Set while the service drains: `/readyz` then answers 503.
+    public var draining = false
+
+    private let loop: EventLoop
+    private let config: AdminConfig
+    private let apps: [AppRuntime]
+    private let store: CallStore
+    private let pools: ApnsPools
+    private let runner: RoutingRunner?
+    private let log: Log
+    private let settings: Settings
+    private let probe: RedisProbe
+    private var server: AdminServer?
+    private var routes: AdminRoutes?
+    private var rebindTimer: LoopTimer?
+    private var endpoint: Endpoint?
+    private var bindFailures = 0
+
+    public init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
+                runner: RoutingRunner?, log: Log, settings: Settings = Settings()) {
+        self.loop = loop
+        self.config = config
+        self.apps = apps
+        self.store = store
+        self.pools = pools
+        self.runner = runner
+        self.log = log
+        self.settings = settings
+        probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
+    }
+
+    /// The port the endpoint listens on; nil while it is not bound.
+    public var port: Int? { server?.boundPort }
+
+    /// Reads the token, starts the probe, observes recorded outcomes and listens.
+    public func start() {
+        loop.assertInLoop()
+        var token: AdminToken?
+        if let file = config.tokenFile {
+            do {
+                token = try AdminToken.load(file: file)
+            } catch {
+                log.error("admin API closed: the token file is unusable", ["problem": error.description])
+            }
+        }
+        let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
+                                 readiness: { [unowned self] in self.readiness() })
+        routes.addRoute("/status") { [unowned self] _ in self.status() }
+        self.routes = routes
+        server = AdminServer(loop: loop) { request in routes.handle(request) }
+        if let runner {
+            let previous = runner.onRecorded
+            runner.onRecorded = { [metrics] app, record in
+                metrics.callRecorded(app: app, record: record)
+                previous?(app, record)
+            }
+        }
+        probe.start()
+        guard let endpoint = Endpoint(parsing: config.listen) else {
+            // `config check` refuses such a value; reaching here means a config built in code.
+            log.error("admin endpoint not started: admin.listen is not host:port", ["listen": config.listen])
+            return
+        }
+        self.endpoint = endpoint
+        if !GatewayAdmin.isLoopback(endpoint.host) {
+            log.warn("admin endpoint listens beyond loopback: protect /metrics and /readyz with a firewall",
+                     ["listen": endpoint.description])
+        }
+        bind()
+        log.info("admin endpoint", ["listen": endpoint.description, "port": port ?? endpoint.port,
+                                    "admin_api": token == nil ? "closed" : "open"])
+    }
+
+    /// Stops listening and probing. The runner's `onRecorded` keeps feeding the metrics,
+    /// which is harmless.
+    public func close() {
+        rebindTimer?.close()
+        rebindTimer = nil
+        server?.close()
+        server = nil
+        probe.close()
+    }
+
+    private func bind() {
+        guard let server, let endpoint else { return }
+        do {
+            try server.bind(endpoint)
+            if bindFailures > 0 { log.info("admin endpoint listening after all", ["listen": endpoint.description]) }
+            bindFailures = 0
+        } catch {
+            if bindFailures == 0 {
+                log.error("admin endpoint cannot listen; retrying", ["problem": error.description,
+                                                                     "retry_ms": settings.rebindEveryMs,
+                                                                     "fix": "set admin.listen (or PUSHGW_ADMIN_LISTEN) to a free address"])
+            }
+            bindFailures += 1
+            if rebindTimer == nil { rebindTimer = LoopTimer(loop: loop) { [unowned self] in self.bind() } }
+            rebindTimer?.schedule(afterMs: settings.rebindEveryMs)
+        }
+    }
+
+    // MARK: Answers
+
+    /// `/readyz`.
+    public func readiness() -> Readiness {
+        Readiness.evaluate(nowMs: Clock.monotonicMs(), lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
+                           lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:], draining: draining)
+    }
+
+    /// `/metrics`: the pulled figures copied in, then the registry rendered.
+    public func scrape() -> String {
+        metrics.update(snapshot())
+        return metrics.render()
+    }
+
+    /// The pulled figures of this moment.
+    public func snapshot() -> GatewaySnapshot {
+        let now = Clock.monotonicMs()
+        var s = GatewaySnapshot()
+        s.apps = apps.map(\.id)
+        if let runner {
+            s.router = runner.stats
+            s.callsInFlight = runner.inFlight
+            s.unhealthyApps = runner.unhealthyApps
+        }
+        for (key, client) in pools.all {
+            s.pools.append(GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
+                                                stats: client.stats, inFlight: client.inFlightCount,
+                                                queued: client.queuedCount,
+                                                connectionsByState: ["active": client.activeConnections]))
+            // One source per key, shared by both environments' pools: the same figure twice.
+            if case let .token(source) = client.configuration.authentication {
+                s.jwtRenewals[key.credential] = source.renewals
+            }
+        }
+        s.redisLinks = [GatewaySnapshot.RedisLink(name: "read", ready: store.blocking.isReady, stats: store.blocking.stats),
+                        GatewaySnapshot.RedisLink(name: "write", ready: store.commands.isReady, stats: store.commands.stats)]
+        s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
+        s.backlog = probe.backlog(nowMs: now)
+        return s
+    }
+
+    /// `GET /status` (admin API): what this process is doing, as JSON.
+    private func status() -> AdminResponse {
+        let s = snapshot()
+        let ready = readiness()
+        var object: [String: Any] = [
+            "apps": s.apps,
+            "ready": ready.isReady,
+            "draining": draining,
+            "redis_reachable": s.redisReachable,
+            "calls_in_flight": s.callsInFlight,
+            "unhealthy_apps": s.unhealthyApps,
+        ]
+        object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
+            ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,
+             "connections": p.connectionsByState, "sent": p.stats.sent, "answered": p.stats.answered]
+        }
+        object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+    }
+
+    /// 127.0.0.0/8, ::1 and localhost.
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}

@@ -1,0 +1,165 @@
+import APNsSimulator
+import EventLoop
+import Foundation
+@testable import Gateway
+import Glibc
+import TestSupport
+import XCTest
+
+/// One HTTP answer as a client saw it on the wire.
+struct HTTPReply {
+    let status: Int
+    /// Header names in lower case.
+    let headers: [String: String]
+    let body: String
+    /// Everything received, status line and headers included.
+    let raw: String
+}
+
+/// A plain HTTP/1.1 client over a loopback TCP socket: the real bytes an operator's curl or a
+/// Prometheus scraper would send. It runs on a thread of its own while the test thread
+/// drives the loop the server lives on (a blocking client on the loop thread would wait
+/// forever for a server that cannot run).
+enum LoopbackHTTP {
+    private final class Outcome: @unchecked Sendable {
+        let lock = NSLock()
+        var reply: Result<HTTPReply, TestSupportError>?
+        var isDone: Bool { lock.lock(); defer { lock.unlock() }; return reply != nil }
+        func set(_ r: Result<HTTPReply, TestSupportError>) { lock.lock(); reply = r; lock.unlock() }
+    }
+
+    /// Sends one request to 127.0.0.1:`port` and runs `loop` until the answer came (≤ 10 s).
+    static func request(_ method: String = "GET", _ path: String, port: Int, headers: [String: String] = [:],
+                        loop: EventLoop) throws -> HTTPReply {
+        let request = text(method, path, port: port, headers: headers)
+        let outcome = Outcome()
+        Thread.detachNewThread { outcome.set(exchange(request, port: port)) }
+        let end = Clock.monotonicMs() + 10_000
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            if outcome.isDone || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 5) }
+            return false
+        })
+        // The client thread may still be reading; wait for it without the loop (bounded).
+        while !outcome.isDone && Clock.monotonicMs() < end + 1_000 { usleep(1_000) }
+        guard let reply = outcome.reply else { throw TestSupportError("no HTTP answer for \(method) \(path) within 10 s") }
+        return try reply.get()
+    }
+
+    /// Sends one request to a server in another process, blocking this thread (≤ 10 s).
+    static func blockingRequest(_ path: String, method: String = "GET", port: Int,
+                                headers: [String: String] = [:]) throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers), port: port).get()
+    }
+
+    private static func text(_ method: String, _ path: String, port: Int, headers: [String: String]) -> String {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
+        return text + "\r\n"
+    }
+
+    /// Connects, writes `request`, reads until the server closes, parses.
+    private static func exchange(_ request: String, port: Int) -> Result<HTTPReply, TestSupportError> {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return .failure(TestSupportError("socket: \(String(cString: strerror(errno)))")) }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { return .failure(TestSupportError("connect to port \(port): \(String(cString: strerror(errno)))")) }
+        let bytes = Array(request.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { return .failure(TestSupportError("send failed")) }
+            sent += n
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        return parse(received)
+    }
+
+    private static func parse(_ bytes: [UInt8]) -> Result<HTTPReply, TestSupportError> {
+        let raw = String(decoding: bytes, as: UTF8.self)
+        guard let split = raw.range(of: "\r\n\r\n") else { return .failure(TestSupportError("no complete HTTP head: \(raw)")) }
+        let head = raw[..<split.lowerBound].components(separatedBy: "\r\n")
+        let parts = head.first?.split(separator: " ") ?? []
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
+            return .failure(TestSupportError("bad status line: \(head.first ?? "")"))
+        }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return .success(HTTPReply(status: status, headers: headers, body: String(raw[split.upperBound...]), raw: raw))
+    }
+}
+
+/// A `RouterHarness` (real Redis, the simulator, the router) with the gateway's admin endpoint
+/// on the same loop, listening on a free loopback port, and its log lines kept for checks.
+final class AdminHarness {
+    final class Lines: @unchecked Sendable {
+        var all: [String] = []
+    }
+
+    let router: RouterHarness
+    let admin: GatewayAdmin
+    let port: Int
+    let logLines = Lines()
+    var loop: EventLoop { router.loop }
+
+    /// - Parameters:
+    ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
+    ///   - simulator: the simulator's configuration, as for `RouterHarness`.
+    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in }) throws {
+        router = try RouterHarness(simulator: configure)
+        let listenPort = freeLoopbackPort()
+        var settings = GatewayAdmin.Settings()
+        settings.maxPingAgeMs = 1_000
+        settings.probe.pingEveryMs = 100
+        settings.probe.backlogEveryMs = 100
+        let lines = logLines
+        let log = Log(minimum: .debug) { line in lines.all.append(line) }
+        admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile),
+                             apps: router.apps, store: router.store, pools: router.pools, runner: router.runner,
+                             log: log, settings: settings)
+        admin.start()
+        guard let bound = admin.port else { throw TestSupportError("the admin endpoint did not bind: \(logLines.all)") }
+        port = bound
+    }
+
+    func close() {
+        admin.close()
+        router.close()
+    }
+
+    /// One request to the admin endpoint.
+    func get(_ path: String, method: String = "GET", headers: [String: String] = [:]) throws -> HTTPReply {
+        try LoopbackHTTP.request(method, path, port: port, headers: headers, loop: loop)
+    }
+
+    /// Runs the loop until `condition` holds or `timeoutMs` passed; returns whether it held.
+    @discardableResult
+    func wait(timeoutMs: Int64 = 10_000, until condition: () -> Bool) -> Bool {
+        let end = Clock.monotonicMs() + timeoutMs
+        while Clock.monotonicMs() < end {
+            if condition() { return true }
+            router.runFor(50)
+        }
+        return condition()
+    }
+}
