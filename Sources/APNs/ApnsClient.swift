@@ -106,6 +106,21 @@ public final class ApnsClient: ApnsConnectionDelegate {
     public var inFlightCount: Int { connections.reduce(0) { $0 + $1.inFlight } }
     /// Connections that have exchanged SETTINGS and accept streams.
     public var activeConnections: Int { connections.filter { $0.state == .active }.count }
+    /// Open connections by state: `connecting` (TCP/TLS), `awaiting_settings`, `active`,
+    /// `going_away` (GOAWAY received, finishing its streams). For metrics.
+    public var connectionsByState: [String: Int] {
+        var counts = ["connecting": 0, "awaiting_settings": 0, "active": 0, "going_away": 0]
+        for c in connections {
+            switch c.state {
+            case .connecting: counts["connecting"]! += 1
+            case .awaitingSettings: counts["awaiting_settings"]! += 1
+            case .active: counts["active"]! += 1
+            case .goingAway: counts["going_away"]! += 1
+            case .closed: break
+            }
+        }
+        return counts
+    }
 
     /// Sends `notification`; `completion` runs once on the loop with APNs' answer or the
     /// reason there was none.

@@ -75,6 +75,7 @@ public final class GatewayAdmin {
         self.routes = routes
         server = AdminServer(loop: loop) { request in routes.handle(request) }
         if let runner {
+            runner.observations = metrics
             let previous = runner.onRecorded
             runner.onRecorded = { [metrics] app, record in
                 metrics.callRecorded(app: app, record: record)
@@ -153,7 +154,7 @@ public final class GatewayAdmin {
             s.pools.append(GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
                                                 stats: client.stats, inFlight: client.inFlightCount,
                                                 queued: client.queuedCount,
-                                                connectionsByState: ["active": client.activeConnections]))
+                                                connectionsByState: client.connectionsByState))
             // One source per key, shared by both environments' pools: the same figure twice.
             if case let .token(source) = client.configuration.authentication {
                 s.jwtRenewals[key.credential] = source.renewals

@@ -94,6 +94,8 @@ public final class RoutingRunner {
     public private(set) var stats = Stats()
     /// Called after each outcome is recorded (for tests and metrics).
     public var onRecorded: ((String, OutcomeRecord) -> Void)?
+    /// Told about events as they happen, for metrics (`GatewayMetrics`; issue 5). Held weakly.
+    public weak var observations: RouterObservations?
 
     public init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
                 settings: RoutingRunnerSettings, log: Log) {
@@ -165,6 +167,7 @@ public final class RoutingRunner {
                     guard let app = self.appsByKeys[keys] else { continue }
                     for entry in entries {
                         self.stats.read += 1
+                        self.observations?.eventReceived(app: app.id, claimed: false)
                         self.route(entry, app: app, deliveries: 1)
                     }
                 }
@@ -240,7 +243,8 @@ public final class RoutingRunner {
             break
         case let .sendVoip(plan):
             send(plan, for: call)
-        case let .sendAlert(plan, _):
+        case let .sendAlert(plan, cause):
+            if plan.attempt == 1 { observations?.fallback(app: call.app.id, cause: cause) }
             send(plan, for: call)
         case let .scheduleRetry(plan):
             stats.retriesScheduled += 1
@@ -275,12 +279,21 @@ public final class RoutingRunner {
             let action = call.router.apnsFailed(.credentialUnusable("\(error)"), now: Clock.unixMs())
             return perform(action, for: call)
         }
+        let sentUs = Clock.monotonicUs()
         client.send(plan.notification) { [unowned self] result in
             let now = Clock.unixMs()
+            let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             let action: CallAction
             switch result {
-            case let .success(response): action = call.router.apnsAnswered(response, now: now)
-            case let .failure(error): action = call.router.apnsFailed(error, now: now)
+            case let .success(response):
+                self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
+                                                reason: response.reason?.text, latencySeconds: seconds)
+                // APNs accepted the app's credentials and topic again: healthy (DESIGN.md §3, "lately").
+                if response.isAccepted { self.unhealthyApps[call.app.id] = nil }
+                action = call.router.apnsAnswered(response, now: now)
+            case let .failure(error):
+                self.observations?.apnsFailed(app: call.app.id, channel: plan.channel, error: error, latencySeconds: seconds)
+                action = call.router.apnsFailed(error, now: now)
             }
             self.perform(action, for: call)
         }
@@ -422,6 +435,7 @@ public final class RoutingRunner {
                         self.stats.lostEntries += found.lostIDs.count
                         for c in found.entries {
                             self.stats.claimed += 1
+                            self.observations?.eventReceived(app: app.id, claimed: true)
                             self.route(c.entry, app: app, deliveries: c.deliveries)
                         }
                     } else {
