@@ -78,6 +78,9 @@ public final class CallStore {
     public let blocking: RedisConnection
     /// Carries every other command.
     public let commands: RedisConnection
+    /// The durable retry schedule, on `commands` (the router schedules and cancels retries
+    /// there; the mover uses a schedule on a connection of its own).
+    public let retries: RetrySchedule
 
     private let appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
@@ -100,6 +103,9 @@ public final class CallStore {
                                                              clientName: "pushgw-read"))
         commands = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
                                                              clientName: "pushgw-write"))
+        retries = RetrySchedule(connection: commands, config: .init(prefix: config.prefix, group: config.group,
+                                                                    doneTTLSeconds: config.doneTTLSeconds,
+                                                                    resultsMaxLen: config.resultsMaxLen))
         let group = config.group, start = config.groupStartID
         blocking.onReady = { [apps] connection in
             for app in apps {
