@@ -276,7 +276,9 @@ public final class RoutingRunner {
             // Only a bug or a hand-edited schedule gets here: a human must look.
             stats.invalidEvents += 1
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
-            let invalid = InvalidEvent(field: "retry", problem: error.description)
+            let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
+            let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
+            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
             return deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
         }
         stats.retriesFired += 1

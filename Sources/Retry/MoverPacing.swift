@@ -13,15 +13,17 @@
 /// | the earliest due time is `d` ms away             | `min(d, idle)`                        |
 /// | nothing is scheduled                             | `idle`                                |
 ///
-/// where `idle` is `idlePollMs` shortened by up to `spread` at random, so the movers of several
-/// processes do not poll in lockstep. A retry scheduled by *this* process (`retryScheduled`)
+/// where `idle` is `idlePollMs` moved by up to ±`spread`/2 at random (50 ms ± 5 ms by
+/// default), so the movers of several processes do not poll in lockstep while one mover still
+/// averages `1000 / idlePollMs` looks a second when idle. A retry scheduled by *this* process (`retryScheduled`)
 /// wakes the mover at its due time if that is earlier than the planned look; one scheduled by
 /// another process is seen at the next look, so it is moved at most `idlePollMs` late.
 public struct MoverPacing: Equatable, Sendable {
-    /// The longest sleep between two looks, in ms: bounds the lateness of a retry another
-    /// process scheduled, and the idle rate of looks (`1000 / idlePollMs` per second at most).
+    /// The mean sleep between two looks when nothing is due soon, in ms: bounds the lateness of
+    /// a retry another process scheduled (to `idlePollMs · (1 + spread/2)`), and sets the idle
+    /// rate of looks (`1000 / idlePollMs` a second on average).
     public var idlePollMs: Int64
-    /// How much of `idlePollMs` a random draw may take off (0 … 1).
+    /// The width of the random spread around `idlePollMs`, as a fraction of it (0 … 1).
     public var spread: Double
     /// When the next look is planned (unix ms); nil before the first and during a look.
     public private(set) var nextLookAtMs: Int64?
@@ -48,7 +50,7 @@ public struct MoverPacing: Equatable, Sendable {
     ///   - random: a draw in `[0, 1)` for the idle sleep's spread.
     public mutating func lookDone(now: Int64, earliestDueMs: Int64?, more: Bool, random: Double) -> Int64 {
         let r = random.isNaN ? 0 : min(1, max(0, random))
-        let idle = max(1, idlePollMs - Int64((Double(idlePollMs) * spread * r).rounded(.down)))
+        let idle = max(1, idlePollMs + Int64((Double(idlePollMs) * spread * (r - 0.5)).rounded(.down)))
         let earliest = [earliestDueMs, scheduledDuringLookMs].compactMap { $0 }.min()
         scheduledDuringLookMs = nil
         var delay = idle

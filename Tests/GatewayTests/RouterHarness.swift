@@ -130,6 +130,34 @@ final class RouterHarness {
         return recorded.count >= count
     }
 
+    /// Runs the loop until `condition` holds or `timeoutMs` passed; whether it holds.
+    @discardableResult
+    func runUntil(timeoutMs: Int64 = 10_000, _ condition: () -> Bool) -> Bool {
+        let end = Clock.monotonicMs() + timeoutMs
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            if condition() || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 5) }
+            return false
+        })
+        return condition()
+    }
+
+    /// One command on the producer's connection; its reply (nil on an error, which fails the test).
+    @discardableResult
+    func command(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        var result: Result<RedisReply, RedisError>?
+        producer.send(args) { result = $0 }
+        loop.run(until: { result != nil })
+        switch result! {
+        case let .success(reply): return reply
+        case let .failure(error):
+            XCTFail("\(args.joined(separator: " ")): \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
     /// Runs the loop for `ms` milliseconds.
     func runFor(_ ms: Int64) {
         var done = false

@@ -178,10 +178,11 @@ final class CallRouterResumeTests: XCTestCase {
 
     func testTheMoverSleepsUntilTheEarliestDueTimeButNeverLongerThanTheIdlePoll() {
         var p = MoverPacing(idlePollMs: 50, spread: 0.2)
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0), 50, "idle: the poll interval")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.5), 45, "spread shortens it")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 1_020, more: false, random: 0), 20, "until the earliest due")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: false, random: 0), 50, "capped by the idle poll")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.5), 50, "idle: the poll interval")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0), 45, "spread: 5 ms less")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.9999), 54, "or up to 5 ms more")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 1_020, more: false, random: 0.5), 20, "until the earliest due")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: false, random: 0.5), 50, "capped by the idle poll")
         XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 990, more: false, random: 0), 0, "overdue: at once")
         XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: true, random: 0), 0, "a full batch: at once")
         XCTAssertEqual(p.nextLookAtMs, 1_000)
