@@ -19,9 +19,14 @@ public struct RoutingRunnerSettings: Sendable {
     /// is dead and its in-flight entries are taken over.
     public var heartbeatEveryMs: Int64 = 1_000
     public var heartbeatTTLMs: Int64 = 3_000
-    /// How often this process looks for entries of dead consumers, and how idle they must be.
+    /// How often this process reads the consumer registry for dead consumers, and how idle
+    /// their entries must be to be taken over.
     public var claimEveryMs: Int64 = 1_000
     public var claimMinIdleMs: Int64 = 1_000
+    /// The apps' pending entries are swept (one script per app) when the registry shows a
+    /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
+    /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
+    public var fullClaimSweepEveryMs: Int64 = 30_000
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
     public var redeliveryLimit: Int64 = 5
     /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
@@ -546,16 +551,32 @@ public final class RoutingRunner {
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
 
+    private var lastFullSweepMs: Int64 = 0
+
     /// Takes over in-flight entries of consumers whose heartbeat lapsed.
+    ///
+    /// Every `claimEveryMs` one read of the consumer registry; the per-app sweep (one script per
+    /// app) runs only when it shows a lapsed consumer, or every `fullClaimSweepEveryMs` — so an
+    /// idle process with many apps does not send a command per app every second. A sweep that
+    /// found less than a page in every app forgets the lapsed consumers it was for (nothing of
+    /// theirs is left); whatever the page limits hid is found by the next full sweep.
     private func claim() {
         guard !stopping else { return }
-        store.liveConsumers { [unowned self] result in
-            guard case var .success(liveSet) = result else {
+        store.consumerRegistry { [unowned self] result in
+            guard case let .success(registry) = result else {
                 self.stats.redisErrors += 1
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
+            let now = Clock.monotonicMs()
+            let lapsed = registry.lapsed.subtracting([self.settings.consumer])
+            guard !lapsed.isEmpty || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
+                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+            }
+            self.lastFullSweepMs = now
+            var liveSet = registry.live
             liveSet.insert(self.settings.consumer)
             var remaining = self.apps.count
+            var cleared = true
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
                                           count: 1000, liveConsumers: liveSet) { [unowned self] claimed in
@@ -568,11 +589,15 @@ public final class RoutingRunner {
                             self.stats.claimed += 1
                             self.route(c.entry, app: app, deliveries: c.deliveries)
                         }
+                        if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {
                         self.stats.redisErrors += 1
+                        cleared = false
                     }
                     remaining -= 1
-                    if remaining == 0, !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
+                    guard remaining == 0 else { return }
+                    if cleared { self.store.forgetLapsed(lapsed.sorted()) { _ in } }
+                    if !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
                 }
             }
         }

@@ -20,7 +20,8 @@ final class RetryProcessTests: XCTestCase {
         let gatewayConfig: String
         let pushgw = packageRoot + "/.build/debug/pushgw"
 
-        init(scenario: String, voipRetry: String) throws {
+        /// `extraApps` more apps (`app-0`…) with the same settings beside `acme`.
+        init(scenario: String, voipRetry: String, extraApps: Int = 0) throws {
             redis = try RedisServer.start()
             let pki = try TestPKI.make()
             dir = pki.directory
@@ -31,13 +32,14 @@ final class RetryProcessTests: XCTestCase {
                   "team_id": "TEAM123456", "default_scenario": "\(scenario)", "log_file": "\(simLog)" }
                 """.write(toFile: dir + "/retry-sim.json", atomically: true, encoding: .utf8)
             gatewayConfig = dir + "/retry-gw.json"
+            let app = #"{ "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 120, "retry": { "voip": \#(voipRetry) } }"#
+            let apps = (["\"acme\": \(app)"] + (0..<extraApps).map { "\"app-\($0)\": \(app)" }).joined(separator: ", ")
             try """
                 { "redis": { "url": "\(redis.url)" },
                   "apns": { "production": { "endpoint": "127.0.0.1:\(simPort)" }, "sandbox": { "endpoint": "127.0.0.1:\(simPort)" },
                             "ca_file": "ca.pem", "connections": 2 },
                   "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "AuthKey.p8" } },
-                  "apps": { "acme": { "bundle_id": "com.example.app", "credential": "k", "environment": "production",
-                                      "ring_timeout_s": 120, "retry": { "voip": \(voipRetry) } } } }
+                  "apps": { \(apps) } }
                 """.write(toFile: gatewayConfig, atomically: true, encoding: .utf8)
             simulator = try ChildProcess(pushgw, ["simulator", "--config", dir + "/retry-sim.json", "--port", String(simPort)],
                                          captureOutput: false)
@@ -191,8 +193,14 @@ final class RetryProcessTests: XCTestCase {
 
     // MARK: Idle polling
 
+    /// Counts what an idle `pushgw run` (roles router and retry, 100 apps, nothing to do) sends
+    /// over 2 s, by connection: the mover's looks at the due index (about 20/s), the router's
+    /// blocking read (1/s: one XREADGROUP over every app), its heartbeat (1/s) and its read of
+    /// the consumer registry (1/s); the per-app take-over sweep runs only when a consumer died,
+    /// or every 30 s (outside the window here). Commands run inside Lua scripts are not counted:
+    /// they are not sent.
     func testAnIdleGatewayPollsRedisAboutTwentyTimesASecond() throws {
-        let world = try World(scenario: "ok", voipRetry: #"{ "max_attempts": 3, "base_ms": 100, "cap_ms": 1000 }"#)
+        let world = try World(scenario: "ok", voipRetry: #"{ "max_attempts": 3, "base_ms": 100, "cap_ms": 1000 }"#, extraApps: 99)
         defer { world.stop() }
         let gateway = try world.gateway("idle-1")
         defer { gateway.stop() }
@@ -226,9 +234,9 @@ final class RetryProcessTests: XCTestCase {
         let total = perClient.values.reduce(0, +)
         let perSecond = Double(total) / 2
         let moverPerSecond = Double(perClient["pushgw-retry"] ?? 0) / 2
-        print("idle gateway (1 app, roles router,retry) over 2 s: \(String(format: "%.1f", perSecond)) commands/s sent to Redis; by connection \(perClient); by command \(perCommand)")
+        print("idle gateway (100 apps, roles router,retry) over 2 s: \(String(format: "%.1f", perSecond)) commands/s sent to Redis; by connection \(perClient); by command \(perCommand)")
         XCTAssertGreaterThan(moverPerSecond, 10, "the mover does look (the count is real): \(perClient)")
         XCTAssertLessThanOrEqual(moverPerSecond, 22, "the idle mover looks about 20 times a second: \(perClient)")
-        XCTAssertLessThanOrEqual(perSecond, 26, "an idle gateway sends about 20 commands/s in total (mover ~20, router ~4 with one app): \(perClient)")
+        XCTAssertLessThanOrEqual(perSecond, 25, "an idle gateway sends about 20 commands/s in total (mover ~20, router ~3, whatever the number of apps): \(perClient)")
     }
 }
