@@ -10,6 +10,10 @@
 #   routed by pushgw to the same nghttpd; events/s beside h2load's requests/s with the
 #   same connections (ratio target ≥ 0.7); then a steady 2,000 events/s for 5 s, XADD to
 #   recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS (target ≤ 64 MB).
+#   Retries: 10,000 retries due over 3 s across 100 apps, scheduled by the router's step and
+#   moved by the retry mover; lateness of the moves p50/p99 (target p99 ≤ 50 ms). Then an
+#   idle `pushgw run` (router + retry, 100 apps): the commands it sends to Redis per second,
+#   counted with MONITOR for 2 s (target: about 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -103,3 +107,42 @@ printf '%-34s %12s   (target >= 0.7)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s ms (target <= 10)\n' "p99 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p99[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s MB (target <= 64)\n' "pushgw peak RSS" "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)"
+
+# ---- Retries -----------------------------------------------------------------------------
+echo
+echo "== Retries: 10,000 due over 3 s across 100 apps in redis-server, moved back by pushgw's retry mover, ${ROUNDS} rounds"
+rp50=(); rp99=(); rmax=()
+for _ in $(seq 1 "$ROUNDS"); do
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  out=$("$bin/pushgw-bench" retry-timing --redis "redis://127.0.0.1:$rport/0" --apps 100 --retries 10000 --spread-ms 3000)
+  rp50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_late_ms"])')")
+  rp99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_late_ms"])')")
+  rmax+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_late_ms"])')")
+done
+printf '%-34s %12s ms\n' "p50 lateness of a retry's move" "$(printf '%s\n' "${rp50[@]}" | median)"
+printf '%-34s %12s ms (target <= 50)\n' "p99 lateness of a retry's move" "$(printf '%s\n' "${rp99[@]}" | median)"
+printf '%-34s %12s ms\n' "worst lateness (any round)" "$(printf '%s\n' "${rmax[@]}" | sort -n | tail -1)"
+
+# An idle gateway: what `pushgw run` sends to Redis with nothing to do (MONITOR lists every
+# command a client sends; commands run inside Lua scripts are marked "lua" and not counted).
+python3 - "$work/idle-gw.json" "$rport" "$port" "$pki" <<'PY'
+import json, sys
+path, rport, port, pki = sys.argv[1:]
+app = {"bundle_id": "com.example.app", "credential": "k", "environment": "production"}
+json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"},
+           "apns": {"production": {"endpoint": f"127.0.0.1:{port}"}, "sandbox": {"endpoint": f"127.0.0.1:{port}"},
+                    "ca_file": f"{pki}/ca.pem"},
+           "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{pki}/AuthKey.p8"}},
+           "apps": {f"app{i}": app for i in range(100)}}, open(path, "w"))
+PY
+redis-cli -p "$rport" FLUSHALL >/dev/null
+"$bin/pushgw" run --config "$work/idle-gw.json" --consumer bench-idle --log-level error &
+gw=$!
+pids+=("$gw")
+sleep 3
+timeout 2 stdbuf -oL redis-cli -p "$rport" monitor > "$work/idle-monitor.txt" || true
+kill -TERM "$gw"; wait "$gw" || true
+idle=$(grep -E '^[0-9]+\.[0-9]+ \[' "$work/idle-monitor.txt" | grep -vc '\[0 lua\]' || true)
+printf '%-34s %12s /s (target: about 20; %s in 2 s)\n' "idle pushgw run, Redis commands" \
+  "$(python3 -c "print(f'{$idle/2:.1f}')")" "$(grep -E '^[0-9]+\.[0-9]+ \[' "$work/idle-monitor.txt" | grep -v '\[0 lua\]' \
+     | awk '{print $4}' | tr -d '"' | sort | uniq -c | awk '{printf "%s%s %s", sep, $2, $1; sep=", "}')"

@@ -19,24 +19,45 @@ public struct RoutingRunnerSettings: Sendable {
     /// is dead and its in-flight entries are taken over.
     public var heartbeatEveryMs: Int64 = 1_000
     public var heartbeatTTLMs: Int64 = 3_000
-    /// How often this process looks for entries of dead consumers, and how idle they must be.
+    /// How often this process reads the consumer registry for dead consumers, and how idle
+    /// their entries must be to be taken over.
     public var claimEveryMs: Int64 = 1_000
     public var claimMinIdleMs: Int64 = 1_000
+    /// The apps' pending entries are swept (one script per app) when the registry shows a
+    /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
+    /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
+    public var fullClaimSweepEveryMs: Int64 = 30_000
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
     public var redeliveryLimit: Int64 = 5
     /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
     public var cancelTTLSeconds = 86_400
+    /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
+    public var scheduleAgainAfterMs: Int64 = 250
 
     public init(consumer: String) { self.consumer = consumer }
 }
 
 /// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
-/// per event, and performs what each returns — APNs pushes, retry timers, and the atomic
-/// Redis records that acknowledge the entry. It decides nothing: every decision comes from
-/// `CallRouter` (Routing), every key from `CallStore` (RedisStreams).
+/// per event, and performs what each returns — APNs pushes, the durable retry schedule, and
+/// the atomic Redis records that acknowledge the entry. It decides nothing: every decision
+/// comes from `CallRouter` (Routing), every key from `CallStore` (RedisStreams).
 ///
 /// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
-/// records its outcome; entries of dead processes are taken over after their heartbeat lapses.
+/// records its outcome or puts the call in the retry schedule; entries of dead processes are
+/// taken over after their heartbeat lapses.
+///
+/// Retries (issue 4): a call that must wait leaves this process. `.scheduleRetry` runs the
+/// schedule step (`RetrySchedule.schedule`: the router's snapshot and the raw event into the
+/// app's schedule, the entry acknowledged, in one Lua script); the retry mover later puts the
+/// call back on its calls stream as a new entry with field `retry`, which any router reads
+/// and continues with `CallRouter.resume`. Nothing waits in memory, so a crash loses no retry
+/// and a drain has no timers to hand back. If the schedule step fails (Redis unreachable) the
+/// call stays here, its entry pending, and the step is tried again every
+/// `scheduleAgainAfterMs` — never dropped.
+///
+/// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
+/// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
+/// `retriesFired`: a push the router decided to try again).
 public final class RoutingRunner {
     /// One event being routed. The router's state lives here between I/O steps.
     private final class LiveCall {
@@ -48,9 +69,14 @@ public final class RoutingRunner {
         let callID: String
         var feedback: [InvalidToken] = []
         var firstFailureMs: Int64?
-        var retryTimer: LoopTimer?
         /// True while a Redis record is being written (a finish must not be performed twice).
         var recording = false
+        /// True once the router got `start` or `resume` (after the lookup).
+        var started = false
+        /// A cancel arrived while the lookup was in flight: start as cancelled.
+        var cancelRequested = false
+        /// True while the call is being put in the retry schedule (or waits to try again).
+        var scheduling = false
 
         init(app: AppRuntime, entryID: String, rawEvent: String, router: CallRouter, callID: String) {
             self.app = app
@@ -63,13 +89,21 @@ public final class RoutingRunner {
 
     /// Counters for metrics and tests.
     public struct Stats: Equatable, Sendable {
+        /// New entries read (producers' events and moved retries).
         public var read = 0
+        /// Crash redeliveries: entries taken over from dead consumers (delivery count ≥ 2).
         public var claimed = 0
         public var finished: [String: Int] = [:]
         public var invalidEvents = 0
+        /// Entries dead-lettered for too many deliveries.
         public var poison = 0
+        /// Error retries put in the durable schedule, in all and per channel (`voip`, `alert`).
         public var retriesScheduled = 0
+        public var retriesScheduledByChannel: [String: Int] = [:]
+        /// Due retries read back from the schedule and resumed.
         public var retriesFired = 0
+        /// Scheduled retries removed by a `call_cancelled`.
+        public var retriesCancelled = 0
         public var redisErrors = 0
         public var lostEntries = 0
     }
@@ -96,6 +130,12 @@ public final class RoutingRunner {
     public var onRecorded: ((String, OutcomeRecord) -> Void)?
     /// Told about events as they happen, for metrics (`GatewayMetrics`; issue 5). Held weakly.
     public weak var observations: RouterObservations?
+    /// Called after a retry due at the given unix ms was put in the schedule (the process's
+    /// own mover wakes up for it).
+    public var onRetryScheduled: ((Int64) -> Void)?
+    /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
+    private var scheduleAgain: [LiveCall] = []
+    private var scheduleAgainTimer: LoopTimer!
 
     public init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
                 settings: RoutingRunnerSettings, log: Log) {
@@ -109,6 +149,7 @@ public final class RoutingRunner {
         readRetryTimer = LoopTimer(loop: loop) { [unowned self] in self.readNext() }
         heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
         claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
+        scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
     }
 
     /// Calls being routed by this process.
@@ -131,14 +172,13 @@ public final class RoutingRunner {
         drainTick(deadline: Clock.monotonicMs() + timeoutMs, done: done)
     }
 
-    /// Waits (polling every 20 ms) until every live call is either recorded or waiting for a
-    /// retry, then retires this consumer so its pending entries (the waiting retries) are
-    /// claimable by other processes at once.
+    /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule
+    /// (none waits in memory), then retires this consumer so whatever is still pending (calls
+    /// cut off by the timeout) is claimable by other processes at once.
     private func drainTick(deadline: Int64, done: @escaping () -> Void) {
-        let busy = live.values.contains { $0.retryTimer == nil }
-        if !busy || Clock.monotonicMs() >= deadline {
+        if live.isEmpty || Clock.monotonicMs() >= deadline {
             heartbeatTimer.cancel()
-            for call in live.values { call.retryTimer?.close() }
+            scheduleAgainTimer.cancel()
             store.retire(consumer: settings.consumer) { _ in done() }
             return
         }
@@ -198,6 +238,7 @@ public final class RoutingRunner {
             return deadLetterEntry(app, entry: entry, raw: raw,
                                    DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
         }
+        if let state = entry.fields["retry"] { return resume(entry, state: state, app: app) }
         let event: CallEvent
         do throws(InvalidEvent) {
             guard entry.fields["event"] != nil else {
@@ -211,16 +252,15 @@ public final class RoutingRunner {
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
-        live[k] = call
-        liveByCall[callKey(app, event.id), default: []].insert(k)
-        inFlightPerApp[app.id, default: 0] += 1
+        register(call)
         store.lookup(app.keys, eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken) { [unowned self] result in
             switch result {
             case let .success(found):
+                call.started = true
                 let action = call.router.start(event, now: Clock.unixMs(),
                                                knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
                                                alreadyDone: found.outcome.flatMap(CallOutcome.init(rawValue:)),
-                                               cancelled: found.cancelled)
+                                               cancelled: found.cancelled || call.cancelRequested)
                 self.perform(action, for: call)
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call: leave the entry
@@ -230,6 +270,56 @@ public final class RoutingRunner {
                 self.forget(call)
             }
         }
+    }
+
+    /// A due retry came back from the schedule (an entry with field `retry`): continue the call
+    /// from its snapshot, after looking up whether it was finished or cancelled meanwhile.
+    private func resume(_ entry: StreamEntry, state: String, app: AppRuntime) {
+        let raw = entry.fields["event"] ?? ""
+        let snapshot: WaitingCall
+        let event: CallEvent
+        do throws(InvalidWaitingCall) {
+            snapshot = try WaitingCall.decode(state)
+            do {
+                event = try snapshot.event(from: Array(raw.utf8), policy: app.policy)
+            } catch {
+                throw InvalidWaitingCall(problem: "its event: \(error)")
+            }
+        } catch {
+            // Only a bug or a hand-edited schedule gets here: a human must look.
+            stats.invalidEvents += 1
+            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
+            let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
+            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
+            return deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
+        }
+        stats.retriesFired += 1
+        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
+        call.firstFailureMs = snapshot.firstFailureAtMs
+        register(call)
+        store.lookup(app.keys, eventId: event.id, voipToken: nil, alertToken: nil) { [unowned self] result in
+            switch result {
+            case let .success(found):
+                call.started = true
+                let action = call.router.resume(event, from: snapshot, now: Clock.unixMs(),
+                                                alreadyDone: found.outcome.flatMap(CallOutcome.init(rawValue:)),
+                                                cancelled: found.cancelled || call.cancelRequested)
+                self.perform(action, for: call)
+            case let .failure(error):
+                self.stats.redisErrors += 1
+                self.log.warn("lookup failed; retry entry left pending", ["app": app.id, "event": event.id, "error": "\(error)"])
+                self.forget(call)
+            }
+        }
+    }
+
+    private func register(_ call: LiveCall) {
+        let k = key(call.app, call.entryID)
+        live[k] = call
+        liveByCall[callKey(call.app, call.callID), default: []].insert(k)
+        inFlightPerApp[call.app.id, default: 0] += 1
     }
 
     /// Performs one action of a call's router.
@@ -247,11 +337,8 @@ public final class RoutingRunner {
             if plan.attempt == 1 { observations?.fallback(app: call.app.id, cause: cause) }
             send(plan, for: call)
         case let .scheduleRetry(plan):
-            stats.retriesScheduled += 1
-            if call.firstFailureMs == nil { call.firstFailureMs = Clock.unixMs() }
-            let timer = LoopTimer(loop: loop) { [unowned self] in self.retryDue(call) }
-            call.retryTimer = timer
-            timer.schedule(afterMs: max(0, plan.atMs - Clock.unixMs()))
+            if call.firstFailureMs == nil { call.firstFailureMs = call.router.waiting?.firstFailureAtMs ?? Clock.unixMs() }
+            schedule(call, channel: plan.channel)
         case let .finish(record):
             recordOutcome(record, for: call)
         case let .deadLetter(deadLetter):
@@ -299,38 +386,111 @@ public final class RoutingRunner {
         }
     }
 
-    private func retryDue(_ call: LiveCall) {
-        call.retryTimer?.close()
-        call.retryTimer = nil
-        stats.retriesFired += 1
-        // Another process may have recorded a cancellation meanwhile.
-        store.lookup(call.app.keys, eventId: call.callID, voipToken: nil, alertToken: nil) { [unowned self] result in
-            let now = Clock.unixMs()
-            if case let .success(found) = result, found.cancelled {
-                self.perform(call.router.cancelReceived(now: now), for: call)
-            } else {
-                self.perform(call.router.retryDue(now: now), for: call)
+    // MARK: Retries
+
+    /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
+    /// only, and this process forgets it.
+    private func schedule(_ call: LiveCall, channel: PushChannel) {
+        guard let snapshot = call.router.waiting else {
+            preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
+        }
+        call.scheduling = true
+        let retry = ScheduledRetry(retryID: call.entryID, callID: call.callID, dueAtMs: snapshot.dueAtMs,
+                                   event: call.rawEvent, state: snapshot.json())
+        store.retries.schedule(call.app.keys, consumer: settings.consumer, retry: retry) { [unowned self] result in
+            switch result {
+            case .success(.scheduled):
+                self.stats.retriesScheduled += 1
+                self.stats.retriesScheduledByChannel[channel.rawValue, default: 0] += 1
+                self.forget(call)
+                self.onRetryScheduled?(snapshot.dueAtMs)
+            case .success(.cancelled):
+                // A cancel was recorded while the push was out: finish as cancelled now.
+                call.scheduling = false
+                self.perform(call.router.cancelReceived(now: Clock.unixMs()), for: call)
+            case .success(.notOwned):
+                // Tolerated: this process stalled past its lease and another took the entry
+                // over (or finished it); that one carries on.
+                self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
+                              ["app": call.app.id, "event": call.callID, "entry": call.entryID])
+                self.forget(call)
+            case let .failure(error):
+                self.stats.redisErrors += 1
+                self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
+                                                                         "error": "\(error)"])
+                self.scheduleAgain.append(call)
+                if !self.scheduleAgainTimer.isScheduled { self.scheduleAgainTimer.schedule(afterMs: self.settings.scheduleAgainAfterMs) }
             }
         }
     }
 
-    /// A `call_cancelled` event: mark the call cancelled in Redis (other processes' retries
-    /// see it), stop the call here if it is ours, and record the cancel event itself.
+    private func retrySchedulingSteps() {
+        let calls = scheduleAgain
+        scheduleAgain = []
+        for call in calls where live[key(call.app, call.entryID)] === call {
+            guard let channel = call.router.waiting.map({ waiting -> PushChannel in
+                if case .voip = waiting.stage { return .voip }
+                return .alert
+            }) else { continue }
+            schedule(call, channel: channel)
+        }
+    }
+
+    /// A `call_cancelled` event, as one Redis step (`RetrySchedule.cancel`): the cancellation
+    /// marker, the call's scheduled retry removed with its `cancelled` outcome (built here by a
+    /// router resumed from the retry's snapshot, so the record keeps the attempts), and the
+    /// cancel event's own result and acknowledgement. Calls of that id in flight in this
+    /// process are told, so they send nothing more after their answer.
+    ///
+    /// Races, each closed by the marker: a retry scheduled after the read of the call's retry
+    /// is found by nobody here, and is stopped when it is resumed; a call whose retry is being
+    /// scheduled meets the marker in the schedule step.
     private func cancel(callID: String, app: AppRuntime, cancelRecord: OutcomeRecord, cancelEntry: LiveCall) {
-        store.markCancelled(app.keys, eventId: callID, ttlSeconds: settings.cancelTTLSeconds) { [unowned self] result in
-            if case .failure = result {
+        cancelEntry.recording = true
+        store.retries.pending(app.keys, callID: callID) { [unowned self] result in
+            guard case let .success(found) = result else {
                 self.stats.redisErrors += 1
-                return self.forget(cancelEntry)  // left pending; retried when claimed
+                return self.forget(cancelEntry)  // left pending; routed again when claimed
             }
-            for k in self.liveByCall[self.callKey(app, callID)] ?? [] where k != self.key(app, cancelEntry.entryID) {
-                guard let target = self.live[k], !target.recording else { continue }
-                target.retryTimer?.close()
-                target.retryTimer = nil
-                self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
+            var removing: [(retryID: String, resultJSON: String)] = []
+            var records: [String: OutcomeRecord] = [:]
+            if let found, let snapshot = try? WaitingCall.decode(found.state),
+               let event = try? snapshot.event(from: Array(found.event.utf8), policy: app.policy) {
+                var router = CallRouter(policy: app.policy, jitter: .constant(0))
+                if case let .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                    removing.append((found.retryID, record.jsonString))
+                    records[found.retryID] = record
+                }
             }
-            // The cancel event's own result; its idempotency key differs from the call's so
-            // the call's outcome can still be recorded.
-            self.recordOutcome(cancelRecord, for: cancelEntry, idempotencyKey: "cancel:" + callID)
+            // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
+            let entry = ResultEntry(eventId: "cancel:" + callID, outcome: cancelRecord.outcome.rawValue,
+                                    resultJSON: cancelRecord.jsonString)
+            self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, record: entry,
+                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
+                switch result {
+                case let .failure(error):
+                    self.stats.redisErrors += 1
+                    self.log.error("recording a cancellation failed; entry left pending",
+                                   ["app": app.id, "event": callID, "error": "\(error)"])
+                    self.forget(cancelEntry)
+                case let .success(report):
+                    self.stats.retriesCancelled += report.removed.count
+                    for id in report.recorded {
+                        guard let record = records[id] else { continue }
+                        self.stats.finished[record.outcome.rawValue, default: 0] += 1
+                        self.log.info("call finished", ["app": app.id, "event": callID, "outcome": record.outcome.rawValue,
+                                                        "retry": id])
+                        self.onRecorded?(app.id, record)
+                    }
+                    for k in self.liveByCall[self.callKey(app, callID)] ?? [] where k != self.key(app, cancelEntry.entryID) {
+                        guard let target = self.live[k], !target.recording, !target.scheduling else { continue }
+                        // Its lookup may have answered before the marker was set: tell it.
+                        guard target.started else { target.cancelRequested = true; continue }
+                        self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
+                    }
+                    self.recorded(cancelRecord, call: cancelEntry)
+                }
+            }
         }
     }
 
@@ -380,8 +540,7 @@ public final class RoutingRunner {
     private func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: String, _ deadLetter: DeadLetter) {
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "")
-        live[key(app, entry.id)] = call
-        inFlightPerApp[app.id, default: 0] += 1
+        register(call)
         writeDeadLetter(deadLetter, for: call)
     }
 
@@ -397,8 +556,6 @@ public final class RoutingRunner {
     private func forget(_ call: LiveCall) {
         let k = key(call.app, call.entryID)
         guard live.removeValue(forKey: k) != nil else { return }
-        call.retryTimer?.close()
-        call.retryTimer = nil
         let ck = callKey(call.app, call.callID)
         liveByCall[ck]?.remove(k)
         if liveByCall[ck]?.isEmpty == true { liveByCall[ck] = nil }
@@ -415,16 +572,32 @@ public final class RoutingRunner {
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
 
+    private var lastFullSweepMs: Int64 = 0
+
     /// Takes over in-flight entries of consumers whose heartbeat lapsed.
+    ///
+    /// Every `claimEveryMs` one read of the consumer registry; the per-app sweep (one script per
+    /// app) runs only when it shows a lapsed consumer, or every `fullClaimSweepEveryMs` — so an
+    /// idle process with many apps does not send a command per app every second. A sweep that
+    /// found less than a page in every app forgets the lapsed consumers it was for (nothing of
+    /// theirs is left); whatever the page limits hid is found by the next full sweep.
     private func claim() {
         guard !stopping else { return }
-        store.liveConsumers { [unowned self] result in
-            guard case var .success(liveSet) = result else {
+        store.consumerRegistry { [unowned self] result in
+            guard case let .success(registry) = result else {
                 self.stats.redisErrors += 1
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
+            let now = Clock.monotonicMs()
+            let lapsed = registry.lapsed.subtracting([self.settings.consumer])
+            guard !lapsed.isEmpty || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
+                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+            }
+            self.lastFullSweepMs = now
+            var liveSet = registry.live
             liveSet.insert(self.settings.consumer)
             var remaining = self.apps.count
+            var cleared = true
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
                                           count: 1000, liveConsumers: liveSet) { [unowned self] claimed in
@@ -438,11 +611,15 @@ public final class RoutingRunner {
                             self.observations?.eventReceived(app: app.id, claimed: true)
                             self.route(c.entry, app: app, deliveries: c.deliveries)
                         }
+                        if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {
                         self.stats.redisErrors += 1
+                        cleared = false
                     }
                     remaining -= 1
-                    if remaining == 0, !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
+                    guard remaining == 0 else { return }
+                    if cleared { self.store.forgetLapsed(lapsed.sorted()) { _ in } }
+                    if !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
                 }
             }
         }

@@ -5,21 +5,25 @@ import Glibc
 import RedisStreams
 
 /// `pushgw run`: the service (DESIGN.md §4, "Roles"). Loads and checks the config, connects to
-/// Redis, and runs the router on the process's one loop until SIGTERM or SIGINT, which drain:
-/// no new reads, calls in flight finish (bounded), waiting retries are handed back to Redis.
+/// Redis, and runs the chosen roles on the process's one loop until SIGTERM or SIGINT, which
+/// drain: no new reads, calls in flight finish or go to the retry schedule (bounded), the
+/// mover stops.
 enum RunCommand: Command {
     static let name = "run"
     static let summary = "run the gateway service"
     static let help = """
-        usage: pushgw run [--config FILE] [--role router] [--consumer NAME] [--log-level debug|info|warn|error]
+        usage: pushgw run [--config FILE] [--role router,retry] [--consumer NAME] [--log-level debug|info|warn|error]
 
         Runs the gateway: reads call events from every app's stream, sends the VoIP push,
         falls back to the alert push, and records one result per event. Any number of
         processes may share one Redis (consumer groups); each needs a unique --consumer
         (default: host-pid). SIGTERM or SIGINT drains and exits 0.
 
-          --role ROLES     comma-separated modules to run; today only "router" (which
-                           includes in-process retries). "retry" and "deadletters" come with #4.
+          --role ROLES     comma-separated modules to run (default: router,retry):
+                             router  routes call events; a push to retry goes to the
+                                     durable retry schedule in Redis
+                             retry   moves due retries from the schedule back to work
+                           Without a retry role somewhere, scheduled retries wait.
           --drain-ms MS    how long a drain waits for calls in flight (default 10000)
         """
 
@@ -39,10 +43,12 @@ enum RunCommand: Command {
             context.console.err(UsageError(problem, verb: name).line)
             return 2
         }
-        let roles = Set((a.values["--role"] ?? "router").split(separator: ",").map(String.init))
-        guard roles == ["router"] else {
-            return usage("unknown or not yet available role in \"\(a.values["--role"] ?? "")\" (available: router)")
+        let roleNames = (a.values["--role"] ?? "router,retry").split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard roleNames.allSatisfy({ ServiceRole(rawValue: $0) != nil }) else {
+            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry)")
         }
+        let roles = Set(roleNames.compactMap(ServiceRole.init(rawValue:)))
         guard let level = Log.Level(rawValue: a.values["--log-level"] ?? "info") else {
             return usage("--log-level must be debug, info, warn or error")
         }
@@ -66,8 +72,16 @@ enum RunCommand: Command {
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
-        return Service(config: config, redisURL: redisURL, consumer: consumer, drainMs: drainMs, log: log).run()
+        return Service(config: config, redisURL: redisURL, roles: roles, consumer: consumer, drainMs: drainMs, log: log).run()
     }
+}
+
+/// A module `pushgw run --role` can run (DESIGN.md §4, "Roles").
+enum ServiceRole: String, CaseIterable, Sendable {
+    /// Reads the apps' calls streams and routes each event (`RoutingRunner`).
+    case router
+    /// Moves due retries from the durable schedule back to the calls streams (`RetryMover`).
+    case retry
 }
 
 /// The running service: owns the loop and every long-lived object, keeps them out of
@@ -75,28 +89,51 @@ enum RunCommand: Command {
 final class Service {
     private let loop = EventLoop()
     private let config: GatewayConfig
+    /// The router role's parts (nil without it).
     private let store: CallStore
     private let pools: ApnsPools
-    private let runner: RoutingRunner
+    private let runner: RoutingRunner?
+    /// The retry role's parts: the mover has a connection of its own, so its looks never wait
+    /// behind the router's commands (nil without the role).
+    private let moverConnection: RedisConnection?
+    private let mover: RetryMover?
     private let log: Log
     private let drainMs: Int64
     private var signals: [SignalWatch] = []
     private var draining = false
     private let admin: GatewayAdmin  // admin endpoint (issue 5)
 
-    init(config: GatewayConfig, redisURL: RedisURL, consumer: String, drainMs: Int64, log: Log) {
+    init(config: GatewayConfig, redisURL: RedisURL, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
         self.config = config
         self.log = log
         self.drainMs = drainMs
         let apps = AppRuntime.all(config)
-        store = CallStore(loop: loop, config: CallStore.Config(url: redisURL, prefix: config.redis.prefix),
-                          apps: apps.map(\.keys))
-        pools = ApnsPools(loop: loop, config: config)
-        runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
-                               settings: RoutingRunnerSettings(consumer: consumer), log: log)
+        // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
+        let store = CallStore(loop: loop, config: CallStore.Config(url: redisURL, prefix: config.redis.prefix),
+                              apps: apps.map(\.keys))
+        let pools = ApnsPools(loop: loop, config: config)
+        self.store = store
+        self.pools = pools
+        runner = roles.contains(.router)
+            ? RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
+                            settings: RoutingRunnerSettings(consumer: consumer), log: log)
+            : nil
+        if roles.contains(.retry) {
+            let connection = RedisConnection(loop: loop, config: .init(url: redisURL, clientName: "pushgw-retry"))
+            moverConnection = connection
+            mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+                               log: log)
+        } else {
+            moverConnection = nil
+            mover = nil
+        }
+        if let runner, let mover {
+            runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
+        }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
                              runner: runner, log: log)                                                // admin endpoint (issue 5)
-        log.info("pushgw starting", ["apps": apps.map(\.id), "consumer": consumer, "redis": config.redis.redactedURL])
+        log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
+                                     "consumer": consumer, "redis": config.redis.redactedURL])
     }
 
     /// Runs until a signal drained the service; returns the exit status.
@@ -106,21 +143,29 @@ final class Service {
         }
         admin.start()  // admin endpoint (issue 5)
         store.start()
-        runner.start()
+        moverConnection?.start()
+        runner?.start()
+        mover?.start()
         loop.run()
         admin.close()  // admin endpoint (issue 5)
         for s in signals { s.close() }
+        mover?.close()
+        moverConnection?.close()
         pools.close()
         store.close()
-        log.info("pushgw stopped", ["finished": runner.stats.finished])
+        log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
         return 0
     }
 
+    /// Stops the mover at once (a move in flight completes in Redis either way) and drains the
+    /// router; the loop stops when the router is done.
     private func shutdown(signal: Int32) {
         guard !draining else { return }
         draining = true
         admin.draining = true  // admin endpoint (issue 5): /readyz answers 503 while draining
-        log.info("draining", ["signal": signal, "in_flight": runner.inFlight])
+        log.info("draining", ["signal": signal, "in_flight": runner?.inFlight ?? 0])
+        mover?.stop()
+        guard let runner else { return loop.stop() }
         runner.drain(timeoutMs: drainMs) { [unowned self] in self.loop.stop() }
     }
 }

@@ -101,6 +101,15 @@ public struct ClaimResult: Equatable, Sendable {
     public var lostIDs: [String]
 }
 
+/// The consumer registry (`GatewayKeys.consumers`) as `consumerRegistry` reads it.
+public struct ConsumerRegistry: Equatable, Sendable {
+    /// Consumers whose lease has not lapsed.
+    public var live: Set<String>
+    /// Consumers whose lease lapsed and that are still registered: their pending entries, if
+    /// any, are to be taken over.
+    public var lapsed: Set<String>
+}
+
 /// Size of one app's calls stream, for metrics.
 public struct Backlog: Equatable, Sendable {
     /// XLEN: entries not yet finished (unread and in flight; finished ones are deleted).

@@ -78,6 +78,9 @@ public final class CallStore {
     public let blocking: RedisConnection
     /// Carries every other command.
     public let commands: RedisConnection
+    /// The durable retry schedule, on `commands` (the router schedules and cancels retries
+    /// there; the mover uses a schedule on a connection of its own).
+    public let retries: RetrySchedule
 
     private let appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
@@ -87,6 +90,8 @@ public final class CallStore {
     private let claimScript = RedisScript(CallStoreLua.claim)
     private let heartbeatScript = RedisScript(CallStoreLua.heartbeat)
     private let liveConsumersScript = RedisScript(CallStoreLua.liveConsumers)
+    private let registryScript = RedisScript(CallStoreLua.registry)
+    private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
 
     public init(loop: EventLoop, config: Config, apps: [AppKeys]) {
         precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
@@ -100,6 +105,9 @@ public final class CallStore {
                                                              clientName: "pushgw-read"))
         commands = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
                                                              clientName: "pushgw-write"))
+        retries = RetrySchedule(connection: commands, config: .init(prefix: config.prefix, group: config.group,
+                                                                    doneTTLSeconds: config.doneTTLSeconds,
+                                                                    resultsMaxLen: config.resultsMaxLen))
         let group = config.group, start = config.groupStartID
         blocking.onReady = { [apps] connection in
             for app in apps {
@@ -312,6 +320,28 @@ public final class CallStore {
                 guard let items = reply.array else { return .failure(.unexpectedReply("live consumers \(reply)")) }
                 return .success(Set(items.compactMap(\.string)))
             })
+        }
+    }
+
+    /// The consumer registry in one read: the live consumers and the lapsed ones still
+    /// registered (dead, or stalled past their lease, and not yet forgotten).
+    public func consumerRegistry(completion: @escaping (Result<ConsumerRegistry, RedisError>) -> Void) {
+        registryScript.run(on: commands, keys: [gatewayKeys.consumers], args: []) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 2, let live = parts[0].array, let lapsed = parts[1].array else {
+                    return .failure(.unexpectedReply("consumer registry \(reply)"))
+                }
+                return .success(ConsumerRegistry(live: Set(live.compactMap(\.string)), lapsed: Set(lapsed.compactMap(\.string))))
+            })
+        }
+    }
+
+    /// Forgets lapsed consumers whose entries were all taken over: each of `names` is removed
+    /// from the registry if its lease is still lapsed. Returns how many were removed.
+    public func forgetLapsed(_ names: [String], completion: @escaping (Result<Int64, RedisError>) -> Void) {
+        guard !names.isEmpty else { return completion(.success(0)) }
+        forgetLapsedScript.run(on: commands, keys: [gatewayKeys.consumers], args: names) { result in
+            completion(result.flatMap { $0.integer.map { .success($0) } ?? .failure(.unexpectedReply("forget lapsed \($0)")) })
         }
     }
 

@@ -116,6 +116,27 @@ enum CallStoreLua {
         return now
         """
 
+    /// The registry in one read: {live consumers, consumers whose lease lapsed but are still
+    /// registered} (Redis-server clock). KEYS: consumers.
+    static let registry = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)}
+        """
+
+    /// Removes the named consumers from the registry if their lease is still lapsed (one that
+    /// heart-beat again meanwhile stays). KEYS: consumers. ARGV: names… Returns how many went.
+    static let forgetLapsed = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local n = 0
+        for _, name in ipairs(ARGV) do
+          local score = redis.call('ZSCORE', KEYS[1], name)
+          if score and tonumber(score) <= now then n = n + redis.call('ZREM', KEYS[1], name) end
+        end
+        return n
+        """
+
     /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
     static let liveConsumers = """
         local t = redis.call('TIME')

@@ -44,6 +44,20 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         base + "invalid:" + channel.rawValue + ":" + token
     }
 
+    // MARK: The durable retry schedule (issue 4; RetrySchedule.swift)
+
+    /// Sorted set: the app's scheduled retries. Member = the retry id (the id of the calls
+    /// entry the retry replaced, unique in the app's stream), score = when it is due, unix ms.
+    public var retrySchedule: String { base + "retry" }
+    /// Hash: three fields per scheduled retry id `R`: `R:state` (the router's snapshot JSON),
+    /// `R:event` (the producer's raw event), `R:call` (the call id). Written and removed
+    /// together with the member of `retrySchedule`.
+    public var retryData: String { base + "retry:data" }
+    /// Hash: call id → the retry id last scheduled for it, so a `call_cancelled` finds the
+    /// call's retry without a scan. (Two live events with one call id may overwrite each
+    /// other's entry; the one not found is stopped by the cancellation marker when due.)
+    public var retryByCall: String { base + "retry:byCall" }
+
     public var description: String { base }
 }
 
@@ -57,6 +71,16 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
     /// their last heartbeat lapses; a consumer is live while its score is in the future.
     public var consumers: String { "\(prefix):consumers" }
+
+    /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
+    /// app with nothing scheduled is absent. The retry mover looks at this one key instead of
+    /// every app's schedule, which keeps an idle mover at one command per look.
+    ///
+    /// Cross-slot: the schedule and move scripts write it beside one app's keys, so they need a
+    /// single Redis (or every key in one slot), as the consumer registry does. On Redis Cluster
+    /// the index update would move out of the scripts into a separate step plus a periodic
+    /// repair sweep over the apps' schedules.
+    public var retryDue: String { "\(prefix):retry-due" }
 }
 
 /// The push channel a token belongs to; the raw value is what goes into Redis

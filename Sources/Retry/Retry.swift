@@ -1,8 +1,10 @@
 // Retry: retry policies, the durable retry schedule and its mover.
 // Owns: when a failed push is tried again. Must not decide routing: whether a reason is
 // retryable comes from the APNs reason table.
-// Status: policies and the pure backoff (Backoff.swift, Jitter.swift) are built; the durable
-// schedule and its mover are not yet (issue 4).
+// Files: the policy (here), the pure backoff (Backoff.swift, Jitter.swift) and the mover's
+// timing (MoverPacing.swift). The durable schedule's keys and Lua scripts live in RedisStreams
+// (RetrySchedule.swift: every key and command is there), and the mover's I/O in the Gateway
+// (RetryMover.swift), so this module stays free of sockets and libevent types.
 
 /// A per-app retry policy for one channel (VoIP or alert): how many attempts, and the bounds
 /// of the exponential backoff between them (`delayMs(forRetry:random:throttled:)`).

@@ -18,7 +18,9 @@ public struct CallAction: Equatable, Sendable {
         case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
         case sendAlert(PushPlan, cause: FallbackCause)
-        /// Call `retryDue` at `RetryPlan.atMs`.
+        /// Wait until `RetryPlan.atMs`, then call `retryDue` — or, as the gateway does, keep the
+        /// router's `waiting` snapshot in the durable retry schedule and `resume` a fresh router
+        /// from it when due (in any process).
         case scheduleRetry(RetryPlan)
         /// Write the record to the results stream, then acknowledge the entry. Final.
         case finish(OutcomeRecord)
@@ -65,7 +67,7 @@ public struct PushPlan: Equatable, Sendable {
     public let notification: PushNotification
 }
 
-/// A retry to fire later: call `CallRouter.retryDue(now:)` at `atMs`.
+/// A retry to fire later: `CallRouter.retryDue(now:)` (or `resume` from the snapshot) at `atMs`.
 public struct RetryPlan: Equatable, Sendable {
     public let channel: PushChannel
     /// The number the retried attempt will have on its channel (2 for the first retry).

@@ -32,6 +32,10 @@ import Retry
 ///   it). No missed-call alert is sent after a cancel.
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
 ///   `apns_credentials`, app unhealthy). `ExpiredProviderToken` is handled by the APNs client.
+/// - A waiting call can leave the process: `waiting` is its serializable snapshot (the durable
+///   retry schedule keeps it in Redis), and `resume(_:from:now:)` on a fresh router continues
+///   exactly where `retryDue(now:)` would have. The deadline is the snapshot's, fixed when the
+///   call was first read, so a ring-timeout change in the config does not move a waiting call's.
 public struct CallRouter: Sendable {
     /// The app's policy this call follows.
     public let policy: AppRoutingPolicy
@@ -62,13 +66,29 @@ public struct CallRouter: Sendable {
         let event: CallEvent
         /// The alert token exists and is not known to be invalid.
         let alertUsable: Bool
+        /// No VoIP push leaves at or after this time (unix ms): the event's deadline when the
+        /// call was first read, carried unchanged through the retry schedule.
+        let deadlineMs: Int64
         var attempts: [AttemptRecord] = []
         /// Time of the last APNs answer or transport failure; `latency_ms` ends there.
         var lastAnswerAtMs: Int64?
+        /// Time of the first answer that was not an acceptance (for the dead letter's history).
+        var firstFailureAtMs: Int64?
 
         init(event: CallEvent, alertUsable: Bool) {
             self.event = event
             self.alertUsable = alertUsable
+            self.deadlineMs = event.deadlineMs
+        }
+
+        /// A call continued from its snapshot.
+        init(event: CallEvent, snapshot: WaitingCall) {
+            self.event = event
+            self.alertUsable = snapshot.alertUsable
+            self.deadlineMs = snapshot.deadlineMs
+            self.attempts = snapshot.attempts
+            self.lastAnswerAtMs = snapshot.lastAnswerAtMs
+            self.firstFailureAtMs = snapshot.firstFailureAtMs
         }
     }
 
@@ -98,6 +118,12 @@ public struct CallRouter: Sendable {
         init(from inFlight: VoipInFlight, call: Call, dueAtMs: Int64) {
             self.call = call
             self.attemptsMade = inFlight.attempt
+            self.dueAtMs = dueAtMs
+        }
+
+        init(call: Call, attemptsMade: Int, dueAtMs: Int64) {
+            self.call = call
+            self.attemptsMade = attemptsMade
             self.dueAtMs = dueAtMs
         }
     }
@@ -136,6 +162,14 @@ public struct CallRouter: Sendable {
             self.windowEndMs = inFlight.windowEndMs
             self.dueAtMs = dueAtMs
         }
+
+        init(call: Call, cause: FallbackCause, attemptsMade: Int, windowEndMs: Int64, dueAtMs: Int64) {
+            self.call = call
+            self.cause = cause
+            self.attemptsMade = attemptsMade
+            self.windowEndMs = windowEndMs
+            self.dueAtMs = dueAtMs
+        }
     }
 
     // MARK: Reading
@@ -157,6 +191,26 @@ public struct CallRouter: Sendable {
         case let .alertWaiting(s): return s.call.attempts
         case .idle, .finished: return []
         }
+    }
+
+    /// The snapshot of a call waiting for a retry (after `.scheduleRetry`), to keep in the durable
+    /// schedule; nil in every other state. `resume(_:from:now:)` continues from it.
+    public var waiting: WaitingCall? {
+        switch state {
+        case let .voipWaiting(s):
+            return snapshot(s.call, .voip(attemptsMade: s.attemptsMade), dueAtMs: s.dueAtMs)
+        case let .alertWaiting(s):
+            return snapshot(s.call, .alert(cause: s.cause, attemptsMade: s.attemptsMade, windowEndMs: s.windowEndMs),
+                            dueAtMs: s.dueAtMs)
+        case .idle, .voipInFlight, .alertInFlight, .finished:
+            return nil
+        }
+    }
+
+    private func snapshot(_ call: Call, _ stage: WaitingCall.Stage, dueAtMs: Int64) -> WaitingCall {
+        WaitingCall(callID: call.event.id, stage: stage, dueAtMs: dueAtMs, deadlineMs: call.deadlineMs,
+                    entryTimeMs: call.event.entryTimeMs, alertUsable: call.alertUsable, attempts: call.attempts,
+                    lastAnswerAtMs: call.lastAnswerAtMs, firstFailureAtMs: call.firstFailureAtMs)
     }
 
     // MARK: Events
@@ -197,9 +251,50 @@ public struct CallRouter: Sendable {
                                     registeredAt: event.voipTokenRegisteredAtMs) else {
                 return fallback(call, .voipTokenInvalid, now: now)
             }
-            guard now < event.deadlineMs else { return fallback(call, .deadline, now: now) }
+            guard now < call.deadlineMs else { return fallback(call, .deadline, now: now) }
             return sendVoip(call, attempt: 1, now: now)
         }
+    }
+
+    /// A call that waited for a retry in the durable schedule is due: continue it on this fresh
+    /// router from `snapshot` (taken from `waiting` by whichever process scheduled it) and its
+    /// event, as `retryDue(now:)` would have on the original router. Call once, first, instead of
+    /// `start`.
+    ///
+    /// - Parameters:
+    ///   - event: the call's event, decoded with `snapshot.entryTimeMs` as its entry time (so
+    ///     latency still counts from the producer's entry, not from the retry's).
+    ///   - alreadyDone: an outcome recorded meanwhile for the call id: nothing is sent.
+    ///   - cancelled: a `call_cancelled` was recorded meanwhile: the outcome is `cancelled`
+    ///     with the history so far, as `cancelReceived` gives during a wait.
+    /// - Returns: what `retryDue` returns; or a dead letter `invalid_event: retry: …` when the
+    ///   snapshot does not belong to the event (corrupt schedule data: a human must look).
+    public mutating func resume(_ event: CallEvent, from snapshot: WaitingCall, now: Int64,
+                                alreadyDone: CallOutcome? = nil, cancelled: Bool = false) -> CallAction {
+        switch state {
+        case .idle:
+            break
+        case .voipInFlight, .voipWaiting, .alertInFlight, .alertWaiting, .finished:
+            preconditionFailure("CallRouter.resume called on a started router for call \(event.id)")
+        }
+        let call = Call(event: event, snapshot: snapshot)
+        guard event.kind == .incomingCall, event.id == snapshot.callID else {
+            let problem = "the saved state of call \(snapshot.callID) came with a \(event.kind.rawValue) event of call \(event.id)"
+            return deadLetter(call, .invalidEvent("retry: " + problem), appUnhealthy: false)
+        }
+        if let alreadyDone {
+            state = .finished(alreadyDone)
+            return CallAction(step: .acknowledgeDuplicate(alreadyDone))
+        }
+        switch snapshot.stage {
+        case let .voip(attemptsMade):
+            state = .voipWaiting(VoipWaiting(call: call, attemptsMade: attemptsMade, dueAtMs: snapshot.dueAtMs))
+        case let .alert(cause, attemptsMade, windowEndMs):
+            state = .alertWaiting(AlertWaiting(call: call, cause: cause, attemptsMade: attemptsMade,
+                                               windowEndMs: windowEndMs, dueAtMs: snapshot.dueAtMs))
+        }
+        if cancelled { return cancelReceived(now: now) }
+        return retryDue(now: now)
     }
 
     /// APNs answered the push in flight (accepted or rejected).
@@ -220,7 +315,7 @@ public struct CallRouter: Sendable {
             preconditionFailure("CallRouter.retryDue before start")
         case let .voipWaiting(s):
             // Never a VoIP push after the deadline, even if the timer fired late.
-            guard now < s.call.event.deadlineMs else { return fallback(s.call, .deadline, now: now) }
+            guard now < s.call.deadlineMs else { return fallback(s.call, .deadline, now: now) }
             return sendVoip(s.call, attempt: s.attemptsMade + 1, now: now)
         case let .alertWaiting(s):
             guard now < s.windowEndMs else {
@@ -263,7 +358,7 @@ public struct CallRouter: Sendable {
             preconditionFailure("CallRouter.deadlinePassed before start")
         case let .voipWaiting(s):
             // A timer that fired early changes nothing.
-            guard now >= s.call.event.deadlineMs else { return .none }
+            guard now >= s.call.deadlineMs else { return .none }
             return fallback(s.call, .deadline, now: now)
         case .voipInFlight, .alertInFlight, .alertWaiting, .finished:
             return .none
@@ -285,12 +380,14 @@ public struct CallRouter: Sendable {
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .voip, status: status, reason: reason,
                                                error: error, apnsID: apnsID))
             call.lastAnswerAtMs = now
+            if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return voipDecided(s, call: call, verdict, now: now)
         case let .alertInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .alert, status: status, reason: reason,
                                                error: error, apnsID: apnsID))
             call.lastAnswerAtMs = now
+            if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return alertDecided(s, call: call, verdict, now: now)
         }
     }
@@ -306,7 +403,7 @@ public struct CallRouter: Sendable {
             return fallback(call, .voipTokenInvalid, now: now, feedback: feedback)
         case let .transient(throttled):
             if s.cancelled { return finish(call, .cancelled) }
-            let deadline = call.event.deadlineMs
+            let deadline = call.deadlineMs
             guard now < deadline else { return fallback(call, .deadline, now: now) }
             guard policy.voipRetry.allowsAnotherAttempt(after: s.attempt) else {
                 return fallback(call, .retriesExhausted, now: now)
@@ -380,7 +477,7 @@ public struct CallRouter: Sendable {
         do {
             let push = try PushNotification(deviceToken: event.voipToken ?? "", bundleID: policy.bundleID,
                                             pushType: .voip, payload: event.voipPayload, priority: .immediate,
-                                            expiration: event.deadlineMs / 1000)
+                                            expiration: call.deadlineMs / 1000)
             state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now))
             return CallAction(step: .sendVoip(PushPlan(channel: .voip, attempt: attempt,
                                                        environment: environment(event), notification: push)))
@@ -433,6 +530,11 @@ public struct CallRouter: Sendable {
     private func environment(_ event: CallEvent) -> APNsEnvironment {
         guard let sandbox = event.sandbox else { return policy.environment }
         return sandbox ? .sandbox : .production
+    }
+
+    private static func isFailure(_ verdict: APNsVerdict) -> Bool {
+        if case .accepted = verdict { return false }
+        return true
     }
 
     /// A token is usable when present and either not known invalid or registered after it was

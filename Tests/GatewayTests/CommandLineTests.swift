@@ -45,6 +45,8 @@ final class CommandLineTests: XCTestCase {
             (["config", "check", "a.json", "b.json"], "config", "unexpected argument \"b.json\""),
             (["config", "check", "--config", "a.json", "b.json"], "config", "not both"),
             (["help", "frob"], "help", "no verb named \"frob\""),
+            (["run", "--role", "router,mover"], "run", "unknown role in \"router,mover\" (available: router, retry)"),
+            (["run", "--role", "router,"], "run", "unknown role"),
         ]
         for c in cases {
             let (status, console) = run(c.args)

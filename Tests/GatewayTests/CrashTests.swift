@@ -47,7 +47,7 @@ final class CrashTests: XCTestCase {
         let gwA = try ChildProcess(pushgw, ["run", "--config", dir + "/crash-gw.json", "--consumer", "gw-A",
                                             "--log-level", "error"], captureOutput: false)
         let gwBLog = dir + "/crash-gw-B.log"
-        FileManager.default.createFile(atPath: gwBLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: gwBLog, contents: nil)
         let gwB = try ChildProcess("/bin/sh", ["-c", "exec '\(pushgw)' run --config '\(dir)/crash-gw.json' --consumer gw-B > '\(gwBLog)'"],
                                    captureOutput: false)
         defer { gwA.stop(signal: SIGKILL); gwB.stop() }

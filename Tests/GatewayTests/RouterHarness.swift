@@ -10,8 +10,9 @@ import TestSupport
 import XCTest
 
 /// A router under test with real parts: a redis-server child process, the APNs simulator on
-/// the test's loop, and the gateway's `RoutingRunner`, `CallStore` and `ApnsPools` on the same
-/// loop. Producers write with a plain Redis connection, as any language would.
+/// the test's loop, and the gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry
+/// mover (`RetryMover`, on a connection of its own, as in `pushgw run`) on the same loop.
+/// Producers write with a plain Redis connection, as any language would.
 final class RouterHarness {
     let redis: RedisServer
     let sim: SimTestServer
@@ -21,6 +22,8 @@ final class RouterHarness {
     let store: CallStore
     let pools: ApnsPools
     let runner: RoutingRunner
+    let moverConnection: RedisConnection
+    let mover: RetryMover
     let producer: RedisConnection
     /// Every outcome recorded, in order, with its app.
     private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
@@ -30,7 +33,8 @@ final class RouterHarness {
     init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
-         settings: (inout RoutingRunnerSettings) -> Void = { _ in }, startRouter: Bool = true) throws {
+         settings: (inout RoutingRunnerSettings) -> Void = { _ in },
+         startRouter: Bool = true, startMover: Bool = true) throws {
         redis = try RedisServer.start()
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
@@ -57,16 +61,24 @@ final class RouterHarness {
         runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s,
                                log: Log(minimum: .error))
         producer = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url))
+        moverConnection = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url, clientName: "pushgw-retry"))
+        mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
+                           log: Log(minimum: .error))
         runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
+        runner.onRetryScheduled = { [unowned self] due in self.mover.retryScheduled(dueAtMs: due) }
         producer.start()
         store.start()
+        moverConnection.start()
         if startRouter { runner.start() }
+        if startMover { mover.start() }
     }
 
     func close() {
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
         loop.run(until: { drained })
+        mover.close()
+        moverConnection.close()
         pools.close()
         store.close()
         producer.close()
@@ -116,6 +128,34 @@ final class RouterHarness {
             return false
         })
         return recorded.count >= count
+    }
+
+    /// Runs the loop until `condition` holds or `timeoutMs` passed; whether it holds.
+    @discardableResult
+    func runUntil(timeoutMs: Int64 = 10_000, _ condition: () -> Bool) -> Bool {
+        let end = Clock.monotonicMs() + timeoutMs
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            if condition() || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 5) }
+            return false
+        })
+        return condition()
+    }
+
+    /// One command on the producer's connection; its reply (nil on an error, which fails the test).
+    @discardableResult
+    func command(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        var result: Result<RedisReply, RedisError>?
+        producer.send(args) { result = $0 }
+        loop.run(until: { result != nil })
+        switch result! {
+        case let .success(reply): return reply
+        case let .failure(error):
+            XCTFail("\(args.joined(separator: " ")): \(error)", file: file, line: line)
+            return nil
+        }
     }
 
     /// Runs the loop for `ms` milliseconds.

@@ -234,6 +234,17 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(again.value()?.entries.count, 0, "nothing of live consumers is taken")
     }
 
+    func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() {
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        pause(loop, ms: 20)
+        let registry = complete(loop) { store.consumerRegistry(completion: $0) }.value()
+        XCTAssertEqual(registry, ConsumerRegistry(live: ["live-1"], lapsed: ["dead-1"]))
+        let forgotten = complete(loop) { store.forgetLapsed(["dead-1", "live-1", "unknown"], completion: $0) }.value()
+        XCTAssertEqual(forgotten, 1, "only a consumer whose lease is still lapsed is forgotten")
+        XCTAssertEqual(complete(loop) { store.consumerRegistry(completion: $0) }.value(), ConsumerRegistry(live: ["live-1"], lapsed: []))
+    }
+
     func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() {
         produce(acme, "gone")
         produce(acme, "kept")

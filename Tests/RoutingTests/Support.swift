@@ -220,6 +220,28 @@ struct Harness {
         return action
     }
 
+    /// Fires the scheduled retry the durable way: the router's `waiting` snapshot goes through
+    /// its JSON text, and a fresh router (same policy and jitter) resumes from it `late` ms
+    /// after the due time, with `event` (the same event unless given). The fresh router
+    /// replaces this one.
+    @discardableResult
+    mutating func resumeRetry(late: Int64 = 0, event: CallEvent? = nil, alreadyDone: CallOutcome? = nil,
+                              cancelled: Bool = false, jitter: Jitter = .constant(0.5)) throws -> CallAction {
+        guard let retry = model.scheduled else { throw IllegalMove(description: "no retry scheduled") }
+        guard let snapshot = router.waiting else { throw IllegalMove(description: "a retry is scheduled but no snapshot") }
+        let text = snapshot.json()
+        let restored = try WaitingCall.decode(text)
+        XCTAssertEqual(restored, snapshot, "the snapshot survives its JSON text: \(text)")
+        model.scheduled = nil
+        model.now = retry.atMs + late
+        if cancelled { model.cancelled = true }
+        router = CallRouter(policy: router.policy, jitter: jitter)
+        let action = router.resume(event ?? model.event, from: restored, now: model.now, alreadyDone: alreadyDone,
+                                   cancelled: cancelled)
+        try model.apply(action)
+        return action
+    }
+
     @discardableResult
     mutating func cancel(after ms: Int64 = 1) throws -> CallAction {
         model.cancelled = true

@@ -12,6 +12,7 @@ enum BenchCommand {
         case "apns": ApnsThroughput.run(options)
         case "jwt": printJWT(options)
         case "e2e": EndToEnd.run(options)
+        case "retry-timing": RetryTiming.run(options)
         default: usage()
         }
     }
@@ -21,6 +22,7 @@ enum BenchCommand {
         usage: pushgw-bench apns --port P --ca FILE --key AuthKey.p8 --token HEX [--host H] [--connections C] [--streams M] [--requests N]
                pushgw-bench jwt --key AuthKey.p8
                pushgw-bench e2e --redis URL --port P --ca FILE --key AuthKey.p8 --tokens HEX,HEX [--apps 4] [--events N] [--rate R] [--seconds S]
+               pushgw-bench retry-timing --redis URL [--apps 100] [--retries 10000] [--spread-ms 3000] [--lead-ms 1500] [--idle-s 2]
         """.utf8))
         exit(2)
     }

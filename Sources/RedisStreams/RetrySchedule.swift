@@ -1,0 +1,254 @@
+import EventLoop
+
+/// The durable retry schedule in Redis (issue 4): where a call waits between two attempts,
+/// instead of in a gateway's memory, so a crash at any moment neither loses nor duplicates a
+/// scheduled retry.
+///
+/// Keys (all built in RedisStreams.swift): per app `retrySchedule` (ZSET retry id → due ms),
+/// `retryData` (HASH: the snapshot, raw event and call id of each retry), `retryByCall` (HASH
+/// call id → retry id), and one global due index `GatewayKeys.retryDue` (ZSET app → earliest
+/// due ms). Every change is one Lua script (RetryScripts.swift):
+///
+/// - `schedule`: the router's step when a call must wait. Puts the retry in the schedule and
+///   acknowledges + deletes the calls entry in the same step, so the call is either pending in
+///   the stream or scheduled, never both and never neither. After it the call leaves the
+///   process's memory.
+/// - `moveDue`: the mover's step. Due retries go back to the app's calls stream as new entries
+///   carrying the snapshot (field `retry`) beside the raw event, for any router to resume.
+///   A move and its removal from the schedule are one step.
+/// - `cancel`: a `call_cancelled` event's step. Sets the cancellation marker, removes the
+///   call's scheduled retry and records the call's `cancelled` outcome with its history, and
+///   records + acknowledges the cancel event, all at once. The marker closes the races:
+///   `schedule` refuses to schedule a cancelled call, and a retry that was moved before the
+///   cancel is stopped when resumed (the router looks the marker up first).
+///
+/// The retry id is the id of the calls entry the retry replaces: unique in the app's stream,
+/// and scheduled at most once, because `schedule` runs only while that entry is still pending
+/// for the calling consumer and deletes it.
+///
+/// Times are unix ms from the gateways' clocks (the same clock decides deadlines): movers
+/// and routers on different hosts need synchronized clocks.
+///
+/// Completions run on the loop, once each. Loop-owned.
+public final class RetrySchedule {
+    /// Names, caps and windows shared with `CallStore` (the cancel step writes results).
+    public struct Config: Sendable {
+        /// The key prefix (`pushgw`).
+        public var prefix: String
+        /// The consumer group of the calls streams.
+        public var group: String
+        /// How long an outcome is remembered per event id, seconds (`CallStore.Config.doneTTLSeconds`).
+        public var doneTTLSeconds: Int
+        /// `MAXLEN ~` of the results streams.
+        public var resultsMaxLen: Int
+
+        public init(prefix: String = "pushgw", group: String = "pushgw", doneTTLSeconds: Int = 86_400,
+                    resultsMaxLen: Int = 100_000) {
+            precondition(doneTTLSeconds > 0 && resultsMaxLen > 0, "TTL and cap must be positive")
+            self.prefix = prefix
+            self.group = group
+            self.doneTTLSeconds = doneTTLSeconds
+            self.resultsMaxLen = resultsMaxLen
+        }
+    }
+
+    public let config: Config
+    public let connection: RedisConnection
+    public let gatewayKeys: GatewayKeys
+
+    private let scheduleScript = RedisScript(RetryLua.schedule)
+    private let moveScript = RedisScript(RetryLua.move)
+    private let pendingScript = RedisScript(RetryLua.pending)
+    private let cancelScript = RedisScript(RetryLua.cancel)
+
+    /// A schedule on `connection` (shared with other users, or the mover's own).
+    public init(connection: RedisConnection, config: Config) {
+        self.connection = connection
+        self.config = config
+        self.gatewayKeys = GatewayKeys(prefix: config.prefix)
+    }
+
+    // MARK: The router's side
+
+    /// Schedules `retry` in place of the calls entry `retry.retryID`, which `consumer` holds
+    /// pending: one step (ZADD + HSET + due index + XACK + XDEL). `.cancelled` and
+    /// `.notOwned` write nothing.
+    public func schedule(_ app: AppKeys, consumer: String, retry: ScheduledRetry,
+                         completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
+        let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
+                    gatewayKeys.retryDue]
+        let args = [config.group, consumer, retry.retryID, String(retry.dueAtMs), retry.callID, retry.event, retry.state,
+                    app.app]
+        scheduleScript.run(on: connection, keys: keys, args: args) { result in
+            completion(result.flatMap { reply in
+                switch reply.string {
+                case "scheduled": return .success(.scheduled)
+                case "cancelled": return .success(.cancelled)
+                case "not_owned": return .success(.notOwned)
+                default: return .failure(.unexpectedReply("schedule script \(reply)"))
+                }
+            })
+        }
+    }
+
+    /// The retry last scheduled for `callID`, if it is still in the schedule (one read).
+    public func pending(_ app: AppKeys, callID: String, completion: @escaping (Result<ScheduledRetry?, RedisError>) -> Void) {
+        pendingScript.run(on: connection, keys: [app.retrySchedule, app.retryData, app.retryByCall], args: [callID]) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array else { return .failure(.unexpectedReply("pending retry \(reply)")) }
+                if parts.isEmpty { return .success(nil) }
+                guard parts.count == 4, let id = parts[0].string, let due = parts[1].string.flatMap(RetrySchedule.ms),
+                      let state = parts[2].string, let event = parts[3].string else {
+                    return .failure(.unexpectedReply("pending retry \(reply)"))
+                }
+                return .success(ScheduledRetry(retryID: id, callID: callID, dueAtMs: due, event: event, state: state))
+            })
+        }
+    }
+
+    /// The cancel step of `callID` (see the type's doc): marker for `markerTTLSeconds`, the
+    /// listed retries removed with their `cancelled` record each (`removing`: retry id and the
+    /// call's result JSON), the cancel event's own `record` (idempotency key
+    /// `record.eventId`), and XACK + XDEL of `cancelEntryID`.
+    public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, record: ResultEntry,
+                       removing: [(retryID: String, resultJSON: String)], markerTTLSeconds: Int,
+                       completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
+        precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
+        guard let cancelKey = record.eventId else { preconditionFailure("the cancel record needs its idempotency key") }
+        let keys = [app.calls, app.results, app.done(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
+                    app.retryByCall, app.done(callID)]
+        var args = [config.group, cancelEntryID ?? "", record.resultJSON, String(markerTTLSeconds),
+                    String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
+        for r in removing { args += [r.retryID, r.resultJSON] }
+        cancelScript.run(on: connection, keys: keys, args: args) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 4, let recorded = parts[0].integer, let acked = parts[1].integer,
+                      let removed = parts[2].array, let recordedIDs = parts[3].array else {
+                    return .failure(.unexpectedReply("cancel script \(reply)"))
+                }
+                return .success(CancelReport(cancelRecorded: recorded == 1, acknowledged: acked == 1,
+                                             removed: removed.compactMap(\.string),
+                                             recorded: recordedIDs.compactMap(\.string)))
+            })
+        }
+    }
+
+    // MARK: The mover's side
+
+    /// The `limit` apps with the earliest due times, earliest first (one ZRANGE of the index).
+    public func earliest(limit: Int, completion: @escaping (Result<[DueApp], RedisError>) -> Void) {
+        precondition(limit > 0, "earliest needs a positive limit")
+        connection.send(["ZRANGE", gatewayKeys.retryDue, "0", String(limit - 1), "WITHSCORES"]) { result in
+            completion(result.flatMap { reply in
+                guard let items = reply.array, items.count % 2 == 0 else {
+                    return .failure(.unexpectedReply("ZRANGE retry-due \(reply)"))
+                }
+                var out: [DueApp] = []
+                for i in stride(from: 0, to: items.count, by: 2) {
+                    guard let app = items[i].string, let due = items[i + 1].string.flatMap(RetrySchedule.ms) else {
+                        return .failure(.unexpectedReply("ZRANGE retry-due \(reply)"))
+                    }
+                    out.append(DueApp(app: app, dueAtMs: due))
+                }
+                return .success(out)
+            })
+        }
+    }
+
+    /// Moves up to `limit` retries of `app` due at `nowMs` back to its calls stream (one step).
+    public func moveDue(_ app: AppKeys, nowMs: Int64, limit: Int, completion: @escaping (Result<MoveReport, RedisError>) -> Void) {
+        precondition(limit > 0, "moveDue needs a positive limit")
+        let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, gatewayKeys.retryDue]
+        moveScript.run(on: connection, keys: keys, args: [String(nowMs), String(limit), app.app]) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 3, let moved = parts[0].array, let dropped = parts[2].array else {
+                    return .failure(.unexpectedReply("move script \(reply)"))
+                }
+                let dues = moved.compactMap { $0.string.flatMap(RetrySchedule.ms) }
+                guard dues.count == moved.count else { return .failure(.unexpectedReply("move script \(reply)")) }
+                let next = parts[1].string.flatMap(RetrySchedule.ms)
+                return .success(MoveReport(movedDueAtMs: dues, nextDueAtMs: next, dropped: dropped.compactMap(\.string),
+                                           more: moved.count + dropped.count >= limit))
+            })
+        }
+    }
+
+    // MARK: Reading back (metrics, tests)
+
+    /// How many retries the app has scheduled (ZCARD).
+    public func count(_ app: AppKeys, completion: @escaping (Result<Int64, RedisError>) -> Void) {
+        connection.send(["ZCARD", app.retrySchedule]) { result in
+            completion(result.flatMap { $0.integer.map { .success($0) } ?? .failure(.unexpectedReply("ZCARD \($0)")) })
+        }
+    }
+
+    /// A sorted-set score as whole milliseconds (Redis prints integral doubles without a point).
+    static func ms(_ text: String) -> Int64? {
+        if let n = Int64(text) { return n }
+        return Double(text).map { Int64($0) }
+    }
+}
+
+/// One retry as the schedule keeps it.
+public struct ScheduledRetry: Equatable, Sendable {
+    /// The id of the calls entry the retry replaces (the member of the app's schedule).
+    public var retryID: String
+    /// The call's id (for cancellation).
+    public var callID: String
+    /// When it is due, unix ms.
+    public var dueAtMs: Int64
+    /// The producer's raw event, put back on the calls stream as field `event`.
+    public var event: String
+    /// The router's snapshot JSON, put back as field `retry`.
+    public var state: String
+
+    public init(retryID: String, callID: String, dueAtMs: Int64, event: String, state: String) {
+        self.retryID = retryID
+        self.callID = callID
+        self.dueAtMs = dueAtMs
+        self.event = event
+        self.state = state
+    }
+}
+
+/// What `schedule` did.
+public enum ScheduleOutcome: Equatable, Sendable {
+    /// In the schedule; the calls entry is acknowledged and deleted.
+    case scheduled
+    /// The call is cancelled: nothing written, the entry is still pending (finish it as cancelled).
+    case cancelled
+    /// The entry is no longer pending for this consumer (taken over, or finished elsewhere):
+    /// nothing written; forget the call.
+    case notOwned
+}
+
+/// An app in the due index.
+public struct DueApp: Equatable, Sendable {
+    public var app: String
+    /// The earliest due time of its schedule, unix ms.
+    public var dueAtMs: Int64
+}
+
+/// What `moveDue` did.
+public struct MoveReport: Equatable, Sendable {
+    /// The due time of each retry moved back to the calls stream, in due order.
+    public var movedDueAtMs: [Int64]
+    /// The app's earliest remaining due time; nil when its schedule is empty.
+    public var nextDueAtMs: Int64?
+    /// Retry ids removed because their data was missing (should not happen; counted, logged).
+    public var dropped: [String]
+    /// The batch limit was reached: more may be due already.
+    public var more: Bool
+}
+
+/// What `cancel` did.
+public struct CancelReport: Equatable, Sendable {
+    /// The cancel event's own result was written (false: already recorded before).
+    public var cancelRecorded: Bool
+    /// The cancel entry was pending and is now acknowledged.
+    public var acknowledged: Bool
+    /// Retry ids removed from the schedule.
+    public var removed: [String]
+    /// Of those, the ones whose `cancelled` outcome was recorded (not already done).
+    public var recorded: [String]
+}

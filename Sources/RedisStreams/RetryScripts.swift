@@ -1,0 +1,121 @@
+// The Lua scripts of the durable retry schedule (RetrySchedule.swift). Each state change of a
+// retry is one script: Redis runs it without interleaving anything else, so a gateway killed
+// at any moment sees it either not run or run entirely.
+//
+// Redis does not roll a script back when a command inside fails, so each script checks what
+// it can first and orders its writes so that a failure can only stop it between two retries,
+// never inside one (an XADD before the ZREM and HDEL of the same retry). The commands used
+// cannot fail on keys of the right type, and every key here is pushgw's own.
+//
+// Lifecycle of one retry, all on the app's keys plus the due index:
+//
+//     calls entry (pending) ──schedule──▶ retry ZSET + data ──move (due)──▶ new calls entry
+//                                               └──────cancel──────▶ removed, outcome `cancelled`
+
+enum RetryLua {
+    /// Schedules a retry and acknowledges the calls entry it replaces, if that entry is still
+    /// pending for this consumer and the call is not cancelled.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index.
+    /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
+    ///       state JSON, app id.
+    /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
+    /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
+    /// another consumer, which carries on with it).
+    static let schedule = """
+        local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+        if #p == 0 or p[1][2] ~= ARGV[2] then return 'not_owned' end
+        if redis.call('EXISTS', KEYS[5]) == 1 then return 'cancelled' end
+        local id = ARGV[3]
+        redis.call('HSET', KEYS[3], id .. ':state', ARGV[7], id .. ':event', ARGV[6], id .. ':call', ARGV[5])
+        redis.call('ZADD', KEYS[2], ARGV[4], id)
+        redis.call('HSET', KEYS[4], ARGV[5], id)
+        redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
+        redis.call('XACK', KEYS[1], ARGV[1], id)
+        redis.call('XDEL', KEYS[1], id)
+        return 'scheduled'
+        """
+
+    /// Moves up to `limit` retries due at `now` back to the calls stream, oldest due first:
+    /// per retry XADD calls * event <raw> retry <state>, then ZREM + HDEL. Then sets the app's
+    /// due-index score to its earliest remaining due time, or removes the app when none is left.
+    /// KEYS: calls, retry, data, byCall, due index. ARGV: now ms, limit, app id.
+    /// Returns {due times of the moved retries, earliest remaining due time or false,
+    ///          ids dropped for missing data}.
+    static let move = """
+        local due = redis.call('ZRANGE', KEYS[2], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]), 'WITHSCORES')
+        local moved, dropped = {}, {}
+        for i = 1, #due, 2 do
+          local id = due[i]
+          local v = redis.call('HMGET', KEYS[3], id .. ':state', id .. ':event', id .. ':call')
+          if v[1] and v[2] then
+            redis.call('XADD', KEYS[1], '*', 'event', v[2], 'retry', v[1])
+            moved[#moved + 1] = due[i + 1]
+          else
+            dropped[#dropped + 1] = id
+          end
+          redis.call('ZREM', KEYS[2], id)
+          redis.call('HDEL', KEYS[3], id .. ':state', id .. ':event', id .. ':call')
+          if v[3] and redis.call('HGET', KEYS[4], v[3]) == id then redis.call('HDEL', KEYS[4], v[3]) end
+        end
+        local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+        if #first == 0 then
+          redis.call('ZREM', KEYS[5], ARGV[3])
+          return {moved, false, dropped}
+        end
+        redis.call('ZADD', KEYS[5], first[2], ARGV[3])
+        return {moved, first[2], dropped}
+        """
+
+    /// The retry last scheduled for a call, read only. KEYS: retry, data, byCall. ARGV: call id.
+    /// Returns {} or {retry id, due ms, state, raw event}.
+    static let pending = """
+        local id = redis.call('HGET', KEYS[3], ARGV[1])
+        if not id then return {} end
+        local score = redis.call('ZSCORE', KEYS[1], id)
+        if not score then return {} end
+        local v = redis.call('HMGET', KEYS[2], id .. ':state', id .. ':event')
+        if not v[1] or not v[2] then return {} end
+        return {id, score, v[1], v[2]}
+        """
+
+    /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
+    /// given retries of the call that are still scheduled and records the call's outcome for
+    /// each (once per call id: the done key), records the cancel event's own result (once: its
+    /// own done key) and acknowledges the cancel entry.
+    ///
+    /// The due index is left alone (it is outside the app's slot): a score that pointed at a
+    /// removed retry costs the mover one empty move, which refreshes it.
+    /// KEYS: calls, results, done key of the cancel event, cancelled marker, retry, data,
+    ///       byCall, done key of the call.
+    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, done TTL s,
+    ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
+    /// Returns {cancel recorded, acked, removed retry ids, retry ids whose outcome was recorded}.
+    static let cancel = """
+        redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
+        local removed, recorded = {}, {}
+        local n = tonumber(ARGV[8])
+        for i = 0, n - 1 do
+          local id, json = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
+          if redis.call('ZREM', KEYS[5], id) == 1 then
+            removed[#removed + 1] = id
+            redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
+            if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
+            if redis.call('SET', KEYS[8], 'cancelled', 'NX', 'EX', ARGV[5]) then
+              redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
+              recorded[#recorded + 1] = id
+            end
+          end
+        end
+        local cancelRecorded = 0
+        if redis.call('SET', KEYS[3], 'cancelled', 'NX', 'EX', ARGV[5]) then
+          cancelRecorded = 1
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+        end
+        local acked = 0
+        if ARGV[2] ~= '' then
+          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+          redis.call('XDEL', KEYS[1], ARGV[2])
+        end
+        return {cancelRecorded, acked, removed, recorded}
+        """
+}

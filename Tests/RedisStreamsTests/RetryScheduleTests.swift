@@ -1,0 +1,224 @@
+import XCTest
+import Foundation
+import EventLoop
+import TestSupport
+@testable import RedisStreams
+
+/// The durable retry schedule's scripts against a real redis-server; what they write is read
+/// back with plain commands.
+final class RetryScheduleTests: XCTestCase {
+    var server: RedisServer!
+    var loop: EventLoop!
+    var store: CallStore!
+    var schedule: RetrySchedule { store.retries }
+    var plain: RedisConnection!
+    let acme = AppKeys(app: "acme"), beta = AppKeys(app: "beta")
+    let due = GatewayKeys().retryDue
+
+    override func setUpWithError() throws {
+        server = try RedisServer.start()
+        loop = EventLoop()
+        let url = try RedisURL(parsing: server.url)
+        store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)), apps: [acme, beta])
+        store.start()
+        plain = try connect(loop, server.url)
+        for app in [acme, beta] { XCTAssertNotNil(complete(loop) { store.ensureGroup(app, completion: $0) }.value()) }
+    }
+
+    override func tearDown() {
+        store.close()
+        plain.close()
+        loop.close()
+        server.stop()
+    }
+
+    // MARK: Helpers
+
+    private func event(_ id: String) -> String { #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"aa01"}"# }
+
+    /// XADDs an event for call `id` and reads it as `consumer`, so it is pending there; its entry id.
+    private func pendingEntry(_ app: AppKeys, _ id: String, consumer: String = "c1",
+                              file: StaticString = #filePath, line: UInt = #line) -> String {
+        let entry = redis("XADD", app.calls, "*", "event", event(id), file: file, line: line)?.string ?? ""
+        let read = complete(loop, file: file, line: line) {
+            store.readNew(apps: [app], consumer: consumer, count: 100, blockMs: nil, completion: $0)
+        }.value(file: file, line: line)
+        XCTAssertTrue(read?[app]?.contains { $0.id == entry } == true, "read as \(consumer)", file: file, line: line)
+        return entry
+    }
+
+    private func retry(_ entry: String, _ id: String, dueAtMs: Int64) -> ScheduledRetry {
+        ScheduledRetry(retryID: entry, callID: id, dueAtMs: dueAtMs, event: event(id), state: #"{"id":"\#(id)","due":\#(dueAtMs)}"#)
+    }
+
+    @discardableResult
+    private func schedule(_ app: AppKeys, _ r: ScheduledRetry, consumer: String = "c1",
+                          file: StaticString = #filePath, line: UInt = #line) -> ScheduleOutcome? {
+        complete(loop, file: file, line: line) { schedule.schedule(app, consumer: consumer, retry: r, completion: $0) }
+            .value(file: file, line: line)
+    }
+
+    private func move(_ app: AppKeys, now: Int64, limit: Int = 100, file: StaticString = #filePath, line: UInt = #line) -> MoveReport? {
+        complete(loop, file: file, line: line) { schedule.moveDue(app, nowMs: now, limit: limit, completion: $0) }
+            .value(file: file, line: line)
+    }
+
+    @discardableResult
+    private func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        call(plain, args, file: file, line: line).value(file: file, line: line)
+    }
+
+    private func strings(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> [String] {
+        call(plain, args, file: file, line: line).value(file: file, line: line)?.array?.compactMap(\.string) ?? []
+    }
+
+    private func entries(_ stream: String) -> [StreamEntry] {
+        complete(loop) { store.range(stream, count: 1000, completion: $0) }.value() ?? []
+    }
+
+    // MARK: Scheduling
+
+    func testSchedulingAcknowledgesTheEntryAndKeepsTheRetryWithItsStateAndDueTime() {
+        let entry = pendingEntry(acme, "call-1")
+        let r = retry(entry, "call-1", dueAtMs: 1_764_412_345_678)
+        XCTAssertEqual(schedule(acme, r), .scheduled)
+        XCTAssertEqual(strings("ZRANGE", acme.retrySchedule, "0", "-1", "WITHSCORES"), [entry, "1764412345678"],
+                       "member = the entry id, score = the due time in ms")
+        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":state")?.string, r.state)
+        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":event")?.string, r.event)
+        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":call")?.string, "call-1")
+        XCTAssertEqual(redis("HGET", acme.retryByCall, "call-1")?.string, entry)
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "1764412345678"], "the due index")
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the entry is deleted with the scheduling")
+        let pending = strings("XPENDING", acme.calls, "pushgw")
+        XCTAssertEqual(redis("XPENDING", acme.calls, "pushgw")?.array?.first?.integer, 0, "and acknowledged: \(pending)")
+        let found = complete(loop) { schedule.pending(acme, callID: "call-1", completion: $0) }.value()
+        XCTAssertEqual(found ?? nil, r, "the call's retry is found by its id")
+    }
+
+    func testOnlyTheConsumerHoldingTheEntryCanScheduleItAndOnlyOnce() {
+        let entry = pendingEntry(acme, "call-1", consumer: "c1")
+        XCTAssertEqual(schedule(acme, retry(entry, "call-1", dueAtMs: 5), consumer: "c2"), .notOwned,
+                       "an entry another consumer holds (taken over) is not scheduled")
+        XCTAssertEqual(redis("ZCARD", acme.retrySchedule)?.integer, 0)
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 1, "nothing acknowledged")
+        XCTAssertEqual(schedule(acme, retry(entry, "call-1", dueAtMs: 5)), .scheduled)
+        XCTAssertEqual(schedule(acme, retry(entry, "call-1", dueAtMs: 9)), .notOwned, "a second schedule of one entry writes nothing")
+        XCTAssertEqual(strings("ZRANGE", acme.retrySchedule, "0", "-1", "WITHSCORES"), [entry, "5"])
+    }
+
+    func testACancelledCallIsNotScheduled() {
+        let entry = pendingEntry(acme, "call-1")
+        redis("SET", acme.cancelled("call-1"), "1")
+        XCTAssertEqual(schedule(acme, retry(entry, "call-1", dueAtMs: 5)), .cancelled)
+        XCTAssertEqual(redis("ZCARD", acme.retrySchedule)?.integer, 0)
+        XCTAssertEqual(redis("EXISTS", due)?.integer, 0)
+        XCTAssertEqual(redis("XPENDING", acme.calls, "pushgw")?.array?.first?.integer, 1, "still pending, to be finished as cancelled")
+    }
+
+    func testTheDueIndexHoldsEachAppsEarliestDueTime() {
+        schedule(acme, retry(pendingEntry(acme, "a1"), "a1", dueAtMs: 3_000))
+        schedule(acme, retry(pendingEntry(acme, "a2"), "a2", dueAtMs: 1_000))
+        schedule(acme, retry(pendingEntry(acme, "a3"), "a3", dueAtMs: 2_000))
+        schedule(beta, retry(pendingEntry(beta, "b1"), "b1", dueAtMs: 1_500))
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "1000", "beta", "1500"],
+                       "a later retry does not raise an app's score")
+        let earliest = complete(loop) { schedule.earliest(limit: 1, completion: $0) }.value()
+        XCTAssertEqual(earliest, [DueApp(app: "acme", dueAtMs: 1_000)])
+    }
+
+    // MARK: Moving
+
+    func testMovingPutsDueRetriesBackWithTheirStateAndKeepsTheRest() {
+        let e1 = pendingEntry(acme, "a1"), e2 = pendingEntry(acme, "a2"), e3 = pendingEntry(acme, "a3")
+        schedule(acme, retry(e1, "a1", dueAtMs: 1_000))
+        schedule(acme, retry(e2, "a2", dueAtMs: 1_005))
+        schedule(acme, retry(e3, "a3", dueAtMs: 9_000))
+        let first = move(acme, now: 1_010)
+        XCTAssertEqual(first, MoveReport(movedDueAtMs: [1_000, 1_005], nextDueAtMs: 9_000, dropped: [], more: false))
+        let back = entries(acme.calls)
+        XCTAssertEqual(back.map { $0.fields["event"] }, [event("a1"), event("a2")], "due first, the raw event as field event")
+        XCTAssertEqual(back.map { $0.fields["retry"] }, [retry(e1, "a1", dueAtMs: 1_000).state, retry(e2, "a2", dueAtMs: 1_005).state],
+                       "with the snapshot as field retry")
+        XCTAssertFalse(back.contains { [e1, e2].contains($0.id) }, "as new entries")
+        XCTAssertEqual(strings("ZRANGE", acme.retrySchedule, "0", "-1"), [e3])
+        XCTAssertEqual(Set(strings("HKEYS", acme.retryData)), [e3 + ":state", e3 + ":event", e3 + ":call"])
+        XCTAssertEqual(strings("HKEYS", acme.retryByCall), ["a3"])
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "9000"], "the index moves to the next due time")
+        XCTAssertEqual(move(acme, now: 1_010)?.movedDueAtMs, [], "nothing is moved twice")
+
+        XCTAssertEqual(move(acme, now: 9_000)?.movedDueAtMs, [9_000])
+        XCTAssertEqual(redis("EXISTS", acme.retrySchedule, acme.retryData, acme.retryByCall, due)?.integer, 0,
+                       "an empty schedule leaves no keys and no index entry")
+        XCTAssertEqual(entries(acme.calls).count, 3)
+        let read = complete(loop) { store.readNew(apps: [acme], consumer: "c9", count: 10, blockMs: nil, completion: $0) }.value()
+        XCTAssertEqual(read?[acme]?.count, 3, "moved entries are read by the consumer group like new calls")
+    }
+
+    func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() {
+        for i in 0..<5 { schedule(acme, retry(pendingEntry(acme, "a\(i)"), "a\(i)", dueAtMs: Int64(100 + i))) }
+        let first = move(acme, now: 1_000, limit: 2)
+        XCTAssertEqual(first?.movedDueAtMs, [100, 101])
+        XCTAssertEqual(first?.more, true)
+        XCTAssertEqual(first?.nextDueAtMs, 102, "the index still shows the app due")
+        XCTAssertEqual(move(acme, now: 1_000, limit: 3)?.more, true, "a full batch may have emptied it: one more look says")
+        XCTAssertEqual(move(acme, now: 1_000, limit: 3), MoveReport(movedDueAtMs: [], nextDueAtMs: nil, dropped: [], more: false))
+    }
+
+    func testARetryWhoseDataIsMissingIsDroppedAndReported() {
+        let e = pendingEntry(acme, "a1")
+        schedule(acme, retry(e, "a1", dueAtMs: 10))
+        redis("DEL", acme.retryData)
+        XCTAssertEqual(move(acme, now: 20), MoveReport(movedDueAtMs: [], nextDueAtMs: nil, dropped: [e], more: false))
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0)
+    }
+
+    // MARK: Cancelling
+
+    func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() {
+        let e = pendingEntry(acme, "call-1")
+        schedule(acme, retry(e, "call-1", dueAtMs: 5_000))
+        let cancelEntry = redis("XADD", acme.calls, "*", "event", #"{"v":1,"id":"call-1","type":"call_cancelled"}"#)?.string ?? ""
+        _ = complete(loop) { store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: nil, completion: $0) }.value()
+        let record = ResultEntry(eventId: "cancel:call-1", outcome: "cancelled", resultJSON: #"{"outcome":"cancelled","type":"call_cancelled"}"#)
+        let report = complete(loop) {
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: cancelEntry, record: record,
+                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
+        }.value()
+        XCTAssertEqual(report, CancelReport(cancelRecorded: true, acknowledged: true, removed: [e], recorded: [e]))
+        XCTAssertEqual(entries(acme.results).map { $0.fields["result"] },
+                       [#"{"outcome":"cancelled","id":"call-1"}"#, #"{"outcome":"cancelled","type":"call_cancelled"}"#])
+        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "cancelled")
+        XCTAssertEqual(redis("GET", acme.done("cancel:call-1"))?.string, "cancelled")
+        XCTAssertNotNil(redis("GET", acme.cancelled("call-1"))?.string, "the marker stops what the cancel could not see")
+        let ttl = redis("TTL", acme.cancelled("call-1"))?.integer ?? 0
+        XCTAssertTrue(ttl > 0 && ttl <= 60, "the marker expires: \(ttl)")
+        XCTAssertEqual(redis("EXISTS", acme.retrySchedule, acme.retryData, acme.retryByCall)?.integer, 0)
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the cancel entry is acknowledged and deleted")
+        XCTAssertEqual(move(acme, now: 10_000)?.movedDueAtMs, [], "nothing left to fire")
+
+        let again = complete(loop) {
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, record: record,
+                            removing: [(e, "{}")], markerTTLSeconds: 60, completion: $0)
+        }.value()
+        XCTAssertEqual(again, CancelReport(cancelRecorded: false, acknowledged: false, removed: [], recorded: []),
+                       "a repeated cancel writes nothing")
+        XCTAssertEqual(entries(acme.results).count, 2)
+    }
+
+    func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() {
+        let e = pendingEntry(acme, "call-1")
+        schedule(acme, retry(e, "call-1", dueAtMs: 5))
+        XCTAssertEqual(move(acme, now: 10)?.movedDueAtMs, [5])
+        let found = complete(loop) { schedule.pending(acme, callID: "call-1", completion: $0) }.value()
+        XCTAssertEqual(found ?? nil, nil, "a moved retry is no longer pending")
+        let record = ResultEntry(eventId: "cancel:call-1", outcome: "cancelled", resultJSON: "{}")
+        let report = complete(loop) {
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, record: record, removing: [(e, "{}")],
+                            markerTTLSeconds: 60, completion: $0)
+        }.value()
+        XCTAssertEqual(report?.removed, [])
+        XCTAssertNil(redis("GET", acme.done("call-1"))?.string, "the call's outcome is left to its resumed router")
+        XCTAssertEqual(redis("EXISTS", acme.cancelled("call-1"))?.integer, 1)
+    }
+}

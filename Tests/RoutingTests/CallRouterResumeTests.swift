@@ -1,0 +1,202 @@
+import APNs
+import Retry
+@testable import Routing
+import XCTest
+
+/// The durable retry path of the router: a waiting call's snapshot, its JSON text, and
+/// `resume(_:from:now:)` on a fresh router, which must do exactly what `retryDue(now:)` does on
+/// the router that scheduled the retry (issue 4).
+final class CallRouterResumeTests: XCTestCase {
+    /// Plays the same call twice, once firing retries in memory and once resuming fresh routers
+    /// from snapshots; `answers` are the APNs statuses in order. Every action must match.
+    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, APNsReason?)],
+                                             policy: AppRoutingPolicy = Fixture.policy(), late: Int64 = 0,
+                                             file: StaticString = #filePath, line: UInt = #line) throws -> OutcomeRecord? {
+        var memory = Harness(event, policy: policy)
+        var durable = Harness(event, policy: policy)
+        XCTAssertEqual(try memory.start(), try durable.start(), file: file, line: line)
+        var retries = 0
+        for (status, reason) in answers {
+            let a = try memory.answer(status, reason)
+            let b = try durable.answer(status, reason)
+            XCTAssertEqual(a, b, "same answer, same action", file: file, line: line)
+            if a.retry != nil {
+                retries += 1
+                XCTAssertEqual(try memory.fireRetry(late: late), try durable.resumeRetry(late: late),
+                               "resume does what retryDue does (retry \(retries))", file: file, line: line)
+            }
+        }
+        XCTAssertGreaterThan(retries, 0, "the scenario retried", file: file, line: line)
+        XCTAssertEqual(memory.model.record, durable.model.record, "the same final record", file: file, line: line)
+        XCTAssertEqual(memory.model.sent, durable.model.sent, "the same pushes", file: file, line: line)
+        return durable.model.record
+    }
+
+    func testResumingVoipRetriesDeliversLikeTheInMemoryPath() throws {
+        let record = try assertResumeMatchesRetryDue(try Fixture.event(), answers: [(503, .serviceUnavailable),
+                                                                                  (500, .internalServerError), (200, nil)])
+        XCTAssertEqual(record?.outcome, .deliveredVoip)
+        XCTAssertEqual(record?.attempts.map(\.status), [503, 500, 200], "the history crosses the schedule")
+        XCTAssertEqual(record?.latencyMs, Fixture.entry + 5 + 40 + 50 + 40 + 100 + 40 - Fixture.entry,
+                       "latency counts from the producer's entry, not from the retry's")
+    }
+
+    func testResumingAlertRetriesKeepsTheCauseAndTheWindow() throws {
+        let record = try assertResumeMatchesRetryDue(try Fixture.event(), answers: [(410, .unregistered), (503, .serviceUnavailable),
+                                                                                  (429, .tooManyRequests), (200, nil)])
+        XCTAssertEqual(record?.outcome, .deliveredAlert)
+        XCTAssertEqual(record?.cause, .voipTokenInvalid)
+        XCTAssertEqual(record?.attempts.map(\.channel), [.voip, .alert, .alert, .alert])
+    }
+
+    func testResumingRunsOutOfAttemptsLikeTheInMemoryPath() throws {
+        let policy = Fixture.policy(voip: RetryPolicy(maxAttempts: 3, baseMs: 100, capMs: 2_000),
+                                    alert: RetryPolicy(maxAttempts: 2, baseMs: 100, capMs: 2_000))
+        let record = try assertResumeMatchesRetryDue(try Fixture.event(), answers: Array(repeating: (503, .serviceUnavailable), count: 5),
+                                                     policy: policy)
+        XCTAssertEqual(record?.outcome, .deadLettered)
+        XCTAssertEqual(record?.reason, "retries_exhausted: alert")
+        XCTAssertEqual(record?.attempts.map(\.channel), [.voip, .voip, .voip, .alert, .alert])
+    }
+
+    func testAVoipRetryResumedAfterTheDeadlineSendsTheAlert() throws {
+        let event = try Fixture.event(["deadline": "\(Fixture.entry + 1_000)"])
+        var h = Harness(event)
+        try h.start()
+        XCTAssertNotNil(try h.answer(500).retry)
+        let action = try h.resumeRetry(late: 2_000)
+        XCTAssertNil(action.voipPlan, "never a VoIP push after the deadline, however late the move")
+        XCTAssertEqual(action.alertPlan?.cause, .deadline)
+    }
+
+    func testAResumedCallThatWasCancelledMeanwhileEndsCancelledWithItsHistory() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        try h.answer(503, .serviceUnavailable)
+        let record = try XCTUnwrap(try h.resumeRetry(cancelled: true).finished)
+        XCTAssertEqual(record.outcome, .cancelled)
+        XCTAssertEqual(record.attempts.map(\.status), [503], "the attempts before the wait are kept")
+        XCTAssertEqual(h.model.sent.count, 1, "nothing sent after the cancel")
+    }
+
+    func testAResumedCallAlreadyFinishedElsewhereSendsNothing() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        try h.answer(503, .serviceUnavailable)
+        XCTAssertEqual(try h.resumeRetry(alreadyDone: .deliveredVoip).step, .acknowledgeDuplicate(.deliveredVoip))
+        XCTAssertEqual(h.model.sent.count, 1)
+    }
+
+    func testASnapshotWithAnotherCallsEventIsADeadLetter() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        try h.answer(503, .serviceUnavailable)
+        let foreign = try Fixture.event(["id": #""someone-else""#])
+        let dead = try XCTUnwrap(try h.resumeRetry(event: foreign).deadLetter)
+        XCTAssertTrue(dead.reason.text.hasPrefix("invalid_event: retry: "), dead.reason.text)
+        XCTAssertEqual(dead.record.attempts.count, 1, "the history is kept for the human")
+        XCTAssertTrue(h.model.sent.count == 1, "nothing sent for a mismatched snapshot")
+    }
+
+    // MARK: The snapshot
+
+    func testTheSnapshotHoldsWhatTheWaitNeedsAndOnlyExistsWhileWaiting() throws {
+        var h = Harness(try Fixture.event())
+        XCTAssertNil(h.router.waiting, "idle")
+        try h.start()
+        XCTAssertNil(h.router.waiting, "a push in flight is not a wait")
+        let retry = try XCTUnwrap(try h.answer(503, .serviceUnavailable).retry)
+        let snapshot = try XCTUnwrap(h.router.waiting)
+        XCTAssertEqual(snapshot.callID, "call-7f3a9c")
+        XCTAssertEqual(snapshot.stage, .voip(attemptsMade: 1))
+        XCTAssertEqual(snapshot.dueAtMs, retry.atMs)
+        XCTAssertEqual(snapshot.deadlineMs, Fixture.deadline)
+        XCTAssertEqual(snapshot.entryTimeMs, Fixture.entry)
+        XCTAssertTrue(snapshot.alertUsable)
+        XCTAssertEqual(snapshot.attempts, h.router.attempts)
+        XCTAssertEqual(snapshot.firstFailureAtMs, Fixture.entry + 45)
+        XCTAssertEqual(snapshot.lastAnswerAtMs, Fixture.entry + 45)
+        try h.fireRetry()
+        XCTAssertNil(h.router.waiting, "the retry is in flight again")
+    }
+
+    func testTheSnapshotRoundTripsThroughJSONWithEveryField() throws {
+        let attempts = [
+            AttemptRecord(sentAtMs: 1, channel: .voip, status: 503, reason: "ServiceUnavailable", error: nil, apnsID: "a-1"),
+            AttemptRecord(sentAtMs: 2, channel: .voip, status: nil, reason: nil, error: "timeout \"quoted\" / ü\n", apnsID: nil),
+            AttemptRecord(sentAtMs: 3, channel: .alert, status: 429, reason: "TooManyRequests", error: nil, apnsID: nil),
+        ]
+        let snapshots = [
+            WaitingCall(callID: "c/1 \"é\"", stage: .voip(attemptsMade: 2), dueAtMs: 1_764_412_345_678,
+                        deadlineMs: 1_764_412_399_999, entryTimeMs: 1_764_412_300_000, alertUsable: false,
+                        attempts: Array(attempts.prefix(2)), lastAnswerAtMs: nil, firstFailureAtMs: nil),
+            WaitingCall(callID: "c-2", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: 9_000_000_000_000),
+                        dueAtMs: 5, deadlineMs: 6, entryTimeMs: 4, alertUsable: true, attempts: attempts,
+                        lastAnswerAtMs: 7, firstFailureAtMs: 2),
+        ]
+        for s in snapshots {
+            XCTAssertEqual(try WaitingCall.decode(s.json()), s, s.json())
+            XCTAssertEqual(s.json(), s.json(), "deterministic text")
+        }
+        XCTAssertTrue(snapshots[1].json().contains(#""cause":"retries_exhausted""#), snapshots[1].json())
+    }
+
+    func testUnreadableSnapshotsAreRefusedWithTheirProblem() {
+        let good = WaitingCall(callID: "c", stage: .voip(attemptsMade: 1), dueAtMs: 1, deadlineMs: 2, entryTimeMs: 0,
+                               alertUsable: true, attempts: [], lastAnswerAtMs: nil, firstFailureAtMs: nil).json()
+        let rows: [(String, String)] = [
+            ("not json", "unreadable"),
+            (good.replacingOccurrences(of: #""v":1"#, with: #""v":2"#), "version 2"),
+            (good.replacingOccurrences(of: #""channel":"voip""#, with: #""channel":"sms""#), "channel"),
+            (good.replacingOccurrences(of: #""channel":"voip""#, with: #""channel":"alert""#), "cause"),
+            (good.replacingOccurrences(of: #""made":1"#, with: #""made":0"#), "made"),
+        ]
+        for (text, problem) in rows {
+            XCTAssertThrowsError(try WaitingCall.decode(text), text) { error in
+                XCTAssertTrue("\(error)".contains(problem), "\(error) names \(problem)")
+            }
+        }
+    }
+
+    func testTheEventIsDecodedAgainWithItsOriginalDeadlineEvenIfTheRingTimeoutChanged() throws {
+        let policy = Fixture.policy()
+        let raw = Array(Fixture.eventJSON(["deadline": nil]).utf8)
+        let event = try CallEvent.decode(raw, entryTimeMs: Fixture.entry, policy: policy)
+        var h = Harness(event, policy: policy)
+        try h.start()
+        try h.answer(503, .serviceUnavailable)
+        let snapshot = try XCTUnwrap(h.router.waiting)
+        var changed = policy
+        changed.ringTimeoutMs = 5_000
+        let again = try snapshot.event(from: raw, policy: changed)
+        XCTAssertEqual(again, event, "same entry time, same deadline, same payloads")
+        let push = try XCTUnwrap(try h.resumeRetry(event: again).voipPlan)
+        XCTAssertEqual(push.notification.expiration, event.deadlineMs / 1000)
+    }
+
+    // MARK: The mover's pacing
+
+    func testTheMoverSleepsUntilTheEarliestDueTimeButNeverLongerThanTheIdlePoll() {
+        var p = MoverPacing(idlePollMs: 50, spread: 0.2)
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.5), 50, "idle: the poll interval")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0), 45, "spread: 5 ms less")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.9999), 54, "or up to 5 ms more")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 1_020, more: false, random: 0.5), 20, "until the earliest due")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: false, random: 0.5), 50, "capped by the idle poll")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 990, more: false, random: 0), 0, "overdue: at once")
+        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: true, random: 0), 0, "a full batch: at once")
+        XCTAssertEqual(p.nextLookAtMs, 1_000)
+    }
+
+    func testARetryScheduledHereWakesTheMoverEarlierButNeverLater() {
+        var p = MoverPacing(idlePollMs: 50, spread: 0)
+        _ = p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0)
+        XCTAssertEqual(p.retryScheduled(dueAtMs: 1_010, now: 1_002), 8, "earlier than the planned look at 1050")
+        XCTAssertNil(p.retryScheduled(dueAtMs: 1_030, now: 1_003), "later than the new plan at 1010")
+        p.lookStarted()
+        XCTAssertNil(p.retryScheduled(dueAtMs: 1_020, now: 1_011), "during a look: remembered, not scheduled")
+        XCTAssertEqual(p.lookDone(now: 1_012, earliestDueMs: nil, more: false, random: 0), 8,
+                       "the look may have missed it: the remembered due time counts")
+        XCTAssertEqual(p.lookDone(now: 1_013, earliestDueMs: nil, more: false, random: 0), 50, "and only once")
+    }
+}
