@@ -29,7 +29,7 @@ public final class GatewayAdmin {
 
     private let loop: EventLoop
     private let config: AdminConfig
-    private let apps: [AppRuntime]
+    private var apps: [AppRuntime]
     private let store: CallStore
     private let pools: ApnsPools
     private let runner: RoutingRunner?
@@ -41,6 +41,12 @@ public final class GatewayAdmin {
     private var rebindTimer: LoopTimer?
     private var endpoint: Endpoint?
     private var bindFailures = 0
+
+    /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
+    public func updateApps(_ newApps: [AppRuntime]) {
+        apps = newApps
+        probe.apps = newApps.map(\.keys)
+    }
 
     public init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
                 runner: RoutingRunner?, log: Log, settings: Settings = Settings()) {

@@ -19,7 +19,8 @@ public final class RedisProbe {
     }
 
     private let store: CallStore
-    private let apps: [AppKeys]
+    /// The apps whose backlog is sampled; replaced on a config reload.
+    var apps: [AppKeys]
     private let settings: Settings
     private var timer: LoopTimer!
     private var pingOutstanding = false

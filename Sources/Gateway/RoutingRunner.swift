@@ -111,8 +111,8 @@ public final class RoutingRunner {
     private let loop: EventLoop
     private let store: CallStore
     private let pools: ApnsPools
-    private let apps: [AppRuntime]
-    private let appsByKeys: [AppKeys: AppRuntime]
+    private var apps: [AppRuntime]
+    private var appsByKeys: [AppKeys: AppRuntime]
     private let settings: RoutingRunnerSettings
     private let log: Log
     private var live: [String: LiveCall] = [:]           // by app + entry id
@@ -150,6 +150,17 @@ public final class RoutingRunner {
         heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
         claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
         scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
+    }
+
+    /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
+    /// they started with; new reads use the new apps; a removed app's stream is no longer read.
+    /// Unhealthy marks are cleared: a reload is how an operator fixes a credential, and a still
+    /// broken one is marked again by its next push.
+    public func updateApps(_ newApps: [AppRuntime]) {
+        apps = newApps
+        appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
+        unhealthyApps.removeAll()
+        readNext()
     }
 
     /// Calls being routed by this process.

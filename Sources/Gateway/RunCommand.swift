@@ -72,7 +72,11 @@ enum RunCommand: Command {
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
-        return Service(config: config, redisURL: redisURL, roles: roles, consumer: consumer, drainMs: drainMs, log: log).run()
+        let service = Service(config: config, redisURL: redisURL, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
+        service.loadConfig = {
+            GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
+        }
+        return service.run()
     }
 }
 
@@ -88,7 +92,9 @@ enum ServiceRole: String, CaseIterable, Sendable {
 /// top-level code (C callbacks must not touch globals), and tears them down in order.
 final class Service {
     private let loop = EventLoop()
-    private let config: GatewayConfig
+    private var config: GatewayConfig
+    /// Reads the config file again (SIGHUP), with the same path and environment as at start.
+    var loadConfig: (() -> ConfigReport)?
     /// The router role's parts (nil without it).
     private let store: CallStore
     private let pools: ApnsPools
@@ -141,6 +147,7 @@ final class Service {
         for sig in [SIGTERM, SIGINT] {
             signals.append(SignalWatch(loop: loop, signal: sig) { [unowned self] s in self.shutdown(signal: s) })
         }
+        signals.append(SignalWatch(loop: loop, signal: SIGHUP) { [unowned self] _ in self.reload() })
         admin.start()  // admin endpoint (issue 5)
         store.start()
         moverConnection?.start()
@@ -155,6 +162,37 @@ final class Service {
         store.close()
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
         return 0
+    }
+
+    /// SIGHUP: applies a new config without a restart. A config with errors is refused and the
+    /// running one stays. Pools of unchanged credentials keep their connections; apps are
+    /// added, changed and removed for new reads (calls in flight finish as they started).
+    /// Redis and the admin endpoint are not reloaded: they need a restart, and a config that
+    /// changes them is refused so the operator is not misled.
+    private func reload() {
+        guard !draining, let report = loadConfig?() else { return }
+        guard let newConfig = report.config else {
+            log.error("config reload refused; the running config stays",
+                      ["problems": report.errors.map(\.description)])
+            return
+        }
+        guard newConfig.redis == config.redis, newConfig.admin == config.admin else {
+            log.error("config reload refused; the running config stays",
+                      ["problems": ["redis and admin settings change only with a restart"]])
+            return
+        }
+        for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        let reopened = pools.apply(newConfig)
+        let apps = AppRuntime.all(newConfig)
+        store.updateApps(apps.map(\.keys))
+        runner?.updateApps(apps)
+        admin.updateApps(apps)
+        let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
+        let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
+        log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),
+                                     "apps_removed": before.subtracting(after).sorted(),
+                                     "apps_changed": changed.sorted(), "credentials_reopened": reopened])
+        config = newConfig
     }
 
     /// Stops the mover at once (a move in flight completes in Redis either way) and drains the

@@ -72,7 +72,7 @@ public final class CallStore {
 
     public let config: Config
     /// The configured apps: their groups are (re)created on every connect of `blocking`.
-    public let apps: [AppKeys]
+    public private(set) var apps: [AppKeys]
     public let gatewayKeys: GatewayKeys
     /// Carries `readNew` only.
     public let blocking: RedisConnection
@@ -82,7 +82,7 @@ public final class CallStore {
     /// there; the mover uses a schedule on a connection of its own).
     public let retries: RetrySchedule
 
-    private let appsByCallsKey: [String: AppKeys]
+    private var appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
     private let deadLetterScript = RedisScript(CallStoreLua.deadLetter)
     private let replayScript = RedisScript(CallStoreLua.replay)
@@ -109,10 +109,22 @@ public final class CallStore {
                                                                     doneTTLSeconds: config.doneTTLSeconds,
                                                                     resultsMaxLen: config.resultsMaxLen))
         let group = config.group, start = config.groupStartID
-        blocking.onReady = { [apps] connection in
-            for app in apps {
+        blocking.onReady = { [unowned self] connection in
+            for app in self.apps {
                 CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in }
             }
+        }
+    }
+
+    /// Switches to a new set of apps (a config reload): their groups are created now and on
+    /// every later connect; removed apps are no longer read (their streams stay in Redis).
+    public func updateApps(_ newApps: [AppKeys]) {
+        precondition(newApps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
+        let added = newApps.filter { !apps.contains($0) }
+        apps = newApps
+        appsByCallsKey = Dictionary(uniqueKeysWithValues: newApps.map { ($0.calls, $0) })
+        for app in added {
+            CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: commands) { _ in }
         }
     }
 
