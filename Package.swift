@@ -16,7 +16,7 @@ let package = Package(
         .target(name: "RedisStreams", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
-        .target(name: "DeadLetters", dependencies: []),
+        .target(name: "DeadLetters", dependencies: ["RedisStreams", "EventLoop", "COpenSSL"]),
         .target(name: "Gateway", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry", "DeadLetters"]),
         .executableTarget(name: "pushgw", dependencies: ["Gateway"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
@@ -36,9 +36,10 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "Retry", "RedisStreams", "Routing", "APNs", "APNsSimulator", "EventLoop"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "Retry", "RedisStreams", "Routing", "APNs", "APNsSimulator", "EventLoop", "DeadLetters"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
+        .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,19 +1,32 @@
-// DeadLetters: the per-app dead-letter streams: write, list, show, replay, purge, retention.
-// Owns: what happens to an event a human must look at. Must not decide routing.
-// Status: not built yet (issue 4).
+// DeadLetters: the per-app dead-letter streams after the router wrote them: reading them as
+// people need them (the event, every attempt across replays, the reason), replay, purge,
+// retention, and the audit of what operators did.
+// Owns: what happens to an event a human must look at. Must not decide routing: a replayed
+// event goes back to the calls stream and the router decides again.
+// Files: DeadLetterRecord (one dead letter read back, joined with its replay history),
+// ReplayHistory (the ledger's JSON), DeadLetterFilter, EventDigest, ReplayPacer (rate
+// limit), AuditRecord, JSONOutput (ordered JSON and pretty printing), DeadLetterRetention
+// (the retention runner). Redis commands and scripts live in RedisStreams' DeadLetterStore.
 
-/// Retention of one app's dead-letter stream.
-public struct DeadLetterRetention: Equatable, Sendable {
-    /// Entries kept at most.
+/// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).
+public struct DeadLetterRetentionPolicy: Equatable, Sendable {
+    /// Entries kept at most (> 0); the oldest beyond it are removed.
     public var maxEntries: Int
-    /// Age in seconds after which an entry is removed.
+    /// Age in seconds (> 0) after which an entry is removed, measured from its death (the
+    /// entry id's time, Redis-server clock).
     public var maxAgeSeconds: Int
 
     /// The defaults: 10,000 entries and 14 days.
-    public static let `default` = DeadLetterRetention(maxEntries: 10_000, maxAgeSeconds: 14 * 86_400)
+    public static let `default` = DeadLetterRetentionPolicy(maxEntries: 10_000, maxAgeSeconds: 14 * 86_400)
 
     public init(maxEntries: Int, maxAgeSeconds: Int) {
+        precondition(maxEntries > 0 && maxAgeSeconds > 0, "retention needs a positive count and age")
         self.maxEntries = maxEntries
         self.maxAgeSeconds = maxAgeSeconds
     }
+
+    /// How long a replay ledger is kept: long enough for the replayed event to die again
+    /// (the alert fallback may try for a day or more) and for that dead letter to live its
+    /// whole retention.
+    public var ledgerTTLSeconds: Int { maxAgeSeconds + 2 * 86_400 }
 }

@@ -63,11 +63,13 @@ protocol Command {
     static func run(_ args: [String], context: CommandContext) -> Int32
 }
 
-/// What a command may touch: its output streams, the environment and the working directory.
+/// What a command may touch: its output streams, the environment, the working directory and
+/// the operator's terminal (for confirmations).
 struct CommandContext {
     var console: Console
     var environment: [String: String]
     var workingDirectory: String
+    var terminal: Terminal = .standard
 
     /// The real process: stdout, stderr, `ProcessInfo`'s environment, the current directory.
     static var process: CommandContext {
@@ -91,6 +93,23 @@ struct Console {
         Console(out: { print($0) },
                 err: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
     }
+}
+
+/// Where a command asks the operator to confirm: whether stdin is a terminal, how to show
+/// the question (without a newline), and the answer line (nil at end of input).
+struct Terminal {
+    var isInteractive: Bool
+    var prompt: (String) -> Void
+    var readLine: () -> String?
+
+    static var standard: Terminal {
+        Terminal(isInteractive: isatty(0) == 1,
+                 prompt: { FileHandle.standardError.write(Data($0.utf8)) },
+                 readLine: { Swift.readLine() })
+    }
+
+    /// No terminal: confirmations are refused (scripts must say `--yes`).
+    static var none: Terminal { Terminal(isInteractive: false, prompt: { _ in }, readLine: { nil }) }
 }
 
 /// Bad usage of the command line: an unknown verb or option, a missing or malformed value.

@@ -3,6 +3,7 @@
 import Routing
 import Retry
 import APNs
+import DeadLetters
 
 /// The whole configuration of one pushgw process (DESIGN.md §5), after parsing, environment
 /// overrides and checks. Every file path in it is already resolved against the config file's
@@ -175,18 +176,22 @@ public struct AppConfig: Equatable, Sendable {
     public var ringTimeoutSeconds: Int
     public var retry: RetryPolicies
     public var fallbackAlert: FallbackTemplate
+    /// Retention of the app's dead-letter stream (`dead_letters`).
+    public var deadLetters: DeadLetterRetentionPolicy
 
     public static let defaultRingTimeoutSeconds = 30
 
     public init(bundleId: String, credential: String, environment: APNsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
-                retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate()) {
+                retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
+                deadLetters: DeadLetterRetentionPolicy = .default) {
         self.bundleId = bundleId
         self.credential = credential
         self.environment = environment
         self.ringTimeoutSeconds = ringTimeoutSeconds
         self.retry = retry
         self.fallbackAlert = fallbackAlert
+        self.deadLetters = deadLetters
     }
 }
 

@@ -270,7 +270,8 @@ struct ConfigParser {
 
     private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
-                           known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert"])
+                           known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
+                                   "dead_letters"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -293,9 +294,12 @@ struct ConfigParser {
         let ring = reader.positiveInteger(entry, "ring_timeout_s", in: path, fallback: AppConfig.defaultRingTimeoutSeconds)
         let retry = parseRetry(entry, in: path)
         let fallback = parseFallbackAlert(entry, in: path)
-        guard let bundleId, let credential, let environment, let ring, let retry, let fallback else { return nil }
+        let deadLetters = parseDeadLetters(entry, in: path)
+        guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let deadLetters else {
+            return nil
+        }
         return AppConfig(bundleId: bundleId, credential: credential, environment: environment,
-                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback)
+                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, deadLetters: deadLetters)
     }
 
     private func parseBundleID(_ entry: [String: Any], in path: JSONPath) -> String? {

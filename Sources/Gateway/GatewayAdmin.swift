@@ -33,6 +33,8 @@ public final class GatewayAdmin {
     private let store: CallStore
     private let pools: ApnsPools
     private let runner: RoutingRunner?
+    /// The deadletters role, for retention figures; nil when this process runs none.
+    public var deadLetters: DeadLettersRole?
     private let log: Log
     private let settings: Settings
     private let probe: RedisProbe
@@ -170,6 +172,10 @@ public final class GatewayAdmin {
                         GatewaySnapshot.RedisLink(name: "write", ready: store.commands.isReady, stats: store.commands.stats)]
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
+        if let deadLetters {
+            s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
+            s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }
+        }
         return s
     }
 

@@ -65,6 +65,8 @@ public final class GatewayMetrics: RouterObservations {
     let redisDisconnects: CounterFamily
     let redisWatchdogFirings: CounterFamily
     let backlogEntries: GaugeFamily
+    let deadLettersToTrim: GaugeFamily
+    let deadLettersTrimmed: CounterFamily
     let pendingEntries: GaugeFamily
     // MARK: The registry itself
     let droppedSeries: CounterFamily
@@ -156,6 +158,12 @@ public final class GatewayMetrics: RouterObservations {
         redisWatchdogFirings = r.counter("pushgw_redis_watchdog_firings_total",
                                          help: "Times a Redis connection was dropped because its replies stalled, by connection.",
                                          labels: ["connection"])
+        deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
+                                    help: "Dead letters the next retention run will remove (by age within one interval, and by count), per app.",
+                                    labels: ["app"])
+        deadLettersTrimmed = r.counter("pushgw_dead_letters_trimmed_total",
+                                       help: "Dead letters removed by retention, per app and why (age or count).",
+                                       labels: ["app", "why"])
         backlogEntries = r.gauge("pushgw_backlog_entries",
                                  help: "Entries in the app's calls stream (not yet finished: waiting or in flight), by app; refreshed every few seconds.",
                                  labels: ["app"])
@@ -260,6 +268,12 @@ public final class GatewayMetrics: RouterObservations {
             backlogEntries.set([app], Double(backlog.length))
             pendingEntries.set([app], Double(backlog.pending))
         }
+        deadLettersToTrim.removeAll()
+        for (app, count) in snapshot.deadLettersToTrim { deadLettersToTrim.set([app], Double(count)) }
+        for (app, trimmed) in snapshot.deadLettersTrimmed {
+            deadLettersTrimmed.set([app, "age"], total: Double(trimmed.byAge))
+            deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
+        }
         droppedSeries.set(total: Double(registry.droppedSeries))
     }
 
@@ -319,6 +333,10 @@ public struct GatewaySnapshot {
     public var redisReachable = false
     /// App id → its stream's length and pending count, for apps read lately.
     public var backlog: [String: Backlog] = [:]
+    /// App id → dead letters the next retention run will remove (deadletters role only).
+    public var deadLettersToTrim: [String: Int64] = [:]
+    /// App id → dead letters removed by retention so far, by age and by count.
+    public var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
 
     public init() {}
 }

@@ -16,18 +16,6 @@ extension PendingCommand {
     }
 }
 
-/// `pushgw dead`: the dead-letter tools. NOT IMPLEMENTED YET.
-enum DeadCommand: PendingCommand {
-    static let name = "dead"
-    static let summary = "list, show, replay, purge dead letters (not implemented yet)"
-    static let issue = "#4"
-    static let help = """
-        usage: pushgw dead list|show|replay|purge|stats [--config FILE] [--app A] [--json]
-
-        NOT IMPLEMENTED YET. Will work on the dead-letter streams PREFIX:{APP}:dead.
-        """
-}
-
 /// `pushgw demo`: the end-to-end demo. NOT IMPLEMENTED YET.
 enum DemoCommand: PendingCommand {
     static let name = "demo"

@@ -12,17 +12,18 @@ enum RunCommand: Command {
     static let name = "run"
     static let summary = "run the gateway service"
     static let help = """
-        usage: pushgw run [--config FILE] [--role router,retry] [--consumer NAME] [--log-level debug|info|warn|error]
+        usage: pushgw run [--config FILE] [--role router,retry,deadletters] [--consumer NAME] [--log-level debug|info|warn|error]
 
         Runs the gateway: reads call events from every app's stream, sends the VoIP push,
         falls back to the alert push, and records one result per event. Any number of
         processes may share one Redis (consumer groups); each needs a unique --consumer
         (default: host-pid). SIGTERM or SIGINT drains and exits 0.
 
-          --role ROLES     comma-separated modules to run (default: router,retry):
-                             router  routes call events; a push to retry goes to the
-                                     durable retry schedule in Redis
-                             retry   moves due retries from the schedule back to work
+          --role ROLES     comma-separated modules to run (default: router,retry,deadletters):
+                             router       routes call events; a push to retry goes to the
+                                          durable retry schedule in Redis
+                             retry        moves due retries from the schedule back to work
+                             deadletters  trims the apps' dead letters by count and age
                            Without a retry role somewhere, scheduled retries wait.
           --drain-ms MS    how long a drain waits for calls in flight (default 10000)
         """
@@ -43,10 +44,10 @@ enum RunCommand: Command {
             context.console.err(UsageError(problem, verb: name).line)
             return 2
         }
-        let roleNames = (a.values["--role"] ?? "router,retry").split(separator: ",", omittingEmptySubsequences: false)
+        let roleNames = (a.values["--role"] ?? "router,retry,deadletters").split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         guard roleNames.allSatisfy({ ServiceRole(rawValue: $0) != nil }) else {
-            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry)")
+            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry, deadletters)")
         }
         let roles = Set(roleNames.compactMap(ServiceRole.init(rawValue:)))
         guard let level = Log.Level(rawValue: a.values["--log-level"] ?? "info") else {
@@ -86,6 +87,8 @@ enum ServiceRole: String, CaseIterable, Sendable {
     case router
     /// Moves due retries from the durable schedule back to the calls streams (`RetryMover`).
     case retry
+    /// Dead-letter maintenance: retention by count and age (`DeadLettersRole`).
+    case deadletters
 }
 
 /// The running service: owns the loop and every long-lived object, keeps them out of
@@ -107,6 +110,7 @@ final class Service {
     private let drainMs: Int64
     private var signals: [SignalWatch] = []
     private var draining = false
+    private let deadLetters: DeadLettersRole?
     private let admin: GatewayAdmin  // admin endpoint (issue 5)
 
     init(config: GatewayConfig, redisURL: RedisURL, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
@@ -136,8 +140,12 @@ final class Service {
         if let runner, let mover {
             runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
         }
+        deadLetters = roles.contains(.deadletters)
+            ? DeadLettersRole(loop: loop, config: config, redisURL: redisURL, log: log)
+            : nil
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
                              runner: runner, log: log)                                                // admin endpoint (issue 5)
+        admin.deadLetters = deadLetters
         log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
@@ -153,11 +161,13 @@ final class Service {
         moverConnection?.start()
         runner?.start()
         mover?.start()
+        deadLetters?.start()
         loop.run()
         admin.close()  // admin endpoint (issue 5)
         for s in signals { s.close() }
         mover?.close()
         moverConnection?.close()
+        deadLetters?.close()
         pools.close()
         store.close()
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])

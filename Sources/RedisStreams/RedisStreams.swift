@@ -43,6 +43,10 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
         base + "invalid:" + channel.rawValue + ":" + token
     }
+    /// Hash: the history of an event replayed from the dead letters (`replays`, `history`
+    /// JSON, `calls_entry`, `dead_entry`), keyed by the SHA-256 (hex) of the event's raw
+    /// text, with a TTL. Lets a replayed event that dies again keep its earlier attempts.
+    public func replayLedger(_ eventDigest: String) -> String { base + "replayed:" + eventDigest }
 
     // MARK: The durable retry schedule (issue 4; RetrySchedule.swift)
 
@@ -81,6 +85,10 @@ public struct GatewayKeys: Hashable, Sendable {
     /// the index update would move out of the scripts into a separate step plus a periodic
     /// repair sweep over the apps' schedules.
     public var retryDue: String { "\(prefix):retry-due" }
+
+    /// Stream, capped: one entry per operator action that changed dead letters (replay,
+    /// purge): who, when, what, how many, with which filters.
+    public var audit: String { "\(prefix):audit" }
 }
 
 /// The push channel a token belongs to; the raw value is what goes into Redis

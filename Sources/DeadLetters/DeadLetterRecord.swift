@@ -1,0 +1,248 @@
+import Foundation
+import RedisStreams
+
+/// One push attempt of a dead-lettered event, as operators see it.
+public struct DeadLetterAttempt: Equatable, Sendable {
+    /// When the push was handed to the APNs client, unix ms; nil when the record had none.
+    public var timeMs: Int64?
+    /// `voip` or `alert`.
+    public var channel: String?
+    /// The last 8 characters of the token the push went to: from the attempt when it carries
+    /// a token, otherwise the event's token of the attempt's channel.
+    public var token: String?
+    /// APNs' HTTP status; nil when no answer came (see `error`).
+    public var status: Int?
+    /// Apple's reason of a rejection.
+    public var reason: String?
+    /// The transport failure when APNs gave no answer.
+    public var error: String?
+    public var apnsID: String?
+    /// Which dead letter of the event the attempt belongs to: 1 for the first, 2 for the one
+    /// after the first replay, …
+    public var round: Int
+
+    public init(timeMs: Int64?, channel: String?, token: String?, status: Int?, reason: String?, error: String?,
+                apnsID: String?, round: Int) {
+        self.timeMs = timeMs
+        self.channel = channel
+        self.token = token
+        self.status = status
+        self.reason = reason
+        self.error = error
+        self.apnsID = apnsID
+        self.round = round
+    }
+}
+
+/// One dead letter of an event: the first one, or one after a replay.
+public struct DeadLetterRound: Equatable, Sendable {
+    /// 1-based, in order of death.
+    public var round: Int
+    /// The dead entry id it had (gone once replayed).
+    public var deadEntryID: String
+    public var reason: String
+    /// Unix ms of its first and last failure.
+    public var firstFailureMs: Int64?
+    public var lastFailureMs: Int64?
+    public var attempts: [DeadLetterAttempt]
+
+    public init(round: Int, deadEntryID: String, reason: String, firstFailureMs: Int64?, lastFailureMs: Int64?,
+                attempts: [DeadLetterAttempt]) {
+        self.round = round
+        self.deadEntryID = deadEntryID
+        self.reason = reason
+        self.firstFailureMs = firstFailureMs
+        self.lastFailureMs = lastFailureMs
+        self.attempts = attempts
+    }
+}
+
+/// One dead letter read back: the stream entry the router wrote (`event`, `reason`,
+/// `attempts`, `first_failure_ms`, `last_failure_ms`, `replays`, `app`), joined with the
+/// replay ledger of its event when it died again after a replay. Plain data, no I/O.
+///
+/// Invariants: `rounds` is never empty and its last round is this entry; `replays` is
+/// `rounds.count - 1` unless the entry itself says more; `firstFailureMs` is the first round's.
+public struct DeadLetterRecord: Equatable, Sendable {
+    /// The dead entry id (`ms-seq`).
+    public let id: String
+    public let app: String
+    /// When the entry was written (its id's time), unix ms.
+    public let deadAtMs: Int64
+    /// The original event, raw text as the producer wrote it.
+    public let event: String
+    /// `EventDigest.of(event)`: names the event's replay ledger.
+    public let eventDigest: String
+    /// The event's `id` (the call id), nil when unreadable.
+    public let callID: String?
+    /// The event's `type`, nil when unreadable.
+    public let eventType: String?
+    /// The event's tokens, nil when absent.
+    public let voipToken: String?
+    public let alertToken: String?
+    /// The event's `deadline`, unix ms, nil when absent (then the app's ring timeout from the
+    /// entry's time applies, so a replay has a new deadline).
+    public let deadlineMs: Int64?
+    /// The final reason (why it needs a human).
+    public let reason: String
+    /// How many times the event was replayed from the dead letters before this death.
+    public let replays: Int
+    /// First failure of the first round and last failure of this one, unix ms.
+    public let firstFailureMs: Int64?
+    public let lastFailureMs: Int64?
+    /// Every dead letter of the event, oldest first; the last is this entry.
+    public let rounds: [DeadLetterRound]
+    /// True when a replay ledger supplied the earlier rounds (purging this entry drops it).
+    public let continuesLedger: Bool
+
+    /// Every attempt, oldest round first.
+    public var attempts: [DeadLetterAttempt] { rounds.flatMap(\.attempts) }
+
+    /// Reads `entry` of `app`'s dead stream, with the ledger of its event's digest if any
+    /// (`DeadLetterStore.ledgers`). A ledger written for this very entry, or before its
+    /// replay re-entered the calls stream after this entry's death, does not apply.
+    public init(entry: StreamEntry, app: String, ledger: [String: String]?) {
+        let f = entry.fields
+        id = entry.id
+        self.app = f["app"] ?? app
+        deadAtMs = DeadLetterRecord.timeMs(ofID: entry.id) ?? 0
+        event = f["event"] ?? ""
+        eventDigest = EventDigest.of(event)
+        let object = PrettyJSON.object(event)
+        let record = f["attempts"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) }
+        callID = JSONRead.string(object?["id"]) ?? JSONRead.string((record as? [String: Any])?["id"])
+        eventType = JSONRead.string(object?["type"])
+        voipToken = JSONRead.string(object?["voip_token"])
+        alertToken = JSONRead.string(object?["alert_token"])
+        deadlineMs = JSONRead.int(object?["deadline"])
+        reason = f["reason"] ?? JSONRead.string((record as? [String: Any])?["reason"]) ?? "unknown"
+        let ownFirst = f["first_failure_ms"].flatMap { Int64($0) }
+        let ownLast = f["last_failure_ms"].flatMap { Int64($0) }
+
+        var earlier: [DeadLetterRound] = []
+        var ledgerReplays = 0
+        if let ledger, ledger["dead_entry"] != entry.id,
+           let callsEntry = ledger["calls_entry"].flatMap(DeadLetterRecord.timeMs(ofID:)), callsEntry <= deadAtMs,
+           let history = ledger["history"].flatMap(ReplayHistory.init(json:)) {
+            earlier = history.rounds
+            ledgerReplays = ledger["replays"].flatMap { Int($0) } ?? history.rounds.count
+        }
+        continuesLedger = !earlier.isEmpty
+        let number = earlier.count + 1
+        let attemptList = (record as? [String: Any])?["attempts"] as? [Any] ?? record as? [Any] ?? []
+        let voip = voipToken, alert = alertToken
+        let own = attemptList.compactMap { item -> DeadLetterAttempt? in
+            guard let a = item as? [String: Any] else { return nil }
+            let channel = JSONRead.string(a["channel"])
+            let token = JSONRead.string(a["token"]) ?? (channel == "voip" ? voip : channel == "alert" ? alert : nil)
+            return DeadLetterAttempt(timeMs: JSONRead.int(a["t"]), channel: channel, token: token.map { String($0.suffix(8)) },
+                                     status: JSONRead.int(a["status"]).map { Int($0) }, reason: JSONRead.string(a["reason"]),
+                                     error: JSONRead.string(a["error"]), apnsID: JSONRead.string(a["apns_id"]), round: number)
+        }
+        rounds = earlier + [DeadLetterRound(round: number, deadEntryID: entry.id, reason: reason, firstFailureMs: ownFirst,
+                                            lastFailureMs: ownLast, attempts: own)]
+        replays = max(f["replays"].flatMap { Int($0) } ?? 0, ledgerReplays)
+        firstFailureMs = earlier.first?.firstFailureMs ?? ownFirst
+        lastFailureMs = ownLast
+    }
+
+    /// The time part of a stream id (`ms-seq` or `ms`), nil when it is not one.
+    public static func timeMs(ofID id: String) -> Int64? {
+        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let ms = Int64(parts[0]), ms >= 0 else { return nil }
+        if parts.count == 2, UInt64(parts[1]) == nil { return nil }
+        return ms
+    }
+
+    /// Whether `text` is a complete stream id (`ms-seq`).
+    public static func isEntryID(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        return parts.count == 2 && UInt64(parts[0]) != nil && UInt64(parts[1]) != nil
+    }
+
+    /// What a replay of this dead letter writes: every round so far becomes the ledger's
+    /// history, and the replay count grows by one.
+    public func replay(ledgerTTLSeconds: Int) -> DeadLetterStore.Replay {
+        DeadLetterStore.Replay(deadEntryID: id, event: event, eventId: callID, eventDigest: eventDigest,
+                               replays: replays + 1, historyJSON: ReplayHistory(rounds: rounds).json,
+                               ledgerTTLSeconds: ledgerTTLSeconds)
+    }
+
+    // MARK: JSON output
+
+    /// The one-line summary of `pushgw dead list --json`.
+    public func summaryJSON(nowMs: Int64) -> JSONValue {
+        .object([
+            ("id", .string(id)), ("app", .string(app)), ("time_ms", .int(deadAtMs)),
+            ("age_s", .int(max(0, nowMs - deadAtMs) / 1000)), ("reason", .string(reason)),
+            ("call_id", .string(callID)), ("type", .string(eventType)), ("attempts", .int(attempts.count)),
+            ("replays", .int(replays)), ("first_failure_ms", .int(firstFailureMs)), ("last_failure_ms", .int(lastFailureMs)),
+        ])
+    }
+
+    /// The whole history, for `pushgw dead show --json`: the summary's keys, then `rounds`,
+    /// `attempts` (each with its round) and `event` (the event as JSON when it is valid JSON,
+    /// else its text as a string).
+    public func detailJSON(nowMs: Int64) -> JSONValue {
+        guard case var .object(fields) = summaryJSON(nowMs: nowMs) else { preconditionFailure("summary is an object") }
+        fields.append(("rounds", .array(rounds.map { r in
+            .object([("round", .int(r.round)), ("dead_id", .string(r.deadEntryID)), ("reason", .string(r.reason)),
+                     ("first_failure_ms", .int(r.firstFailureMs)), ("last_failure_ms", .int(r.lastFailureMs)),
+                     ("attempts", .int(r.attempts.count))])
+        })))
+        fields.append(("attempts", .array(attempts.map { $0.json(withRound: true) })))
+        fields.append(("event", PrettyJSON.isValid(event) ? .raw(event) : .string(event)))
+        return .object(fields)
+    }
+}
+
+extension DeadLetterAttempt {
+    /// `{"t","channel","token","status","reason","error","apns_id"[,"round"]}`.
+    func json(withRound: Bool) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("t", .int(timeMs)), ("channel", .string(channel)), ("token", .string(token)), ("status", .int(status)),
+            ("reason", .string(reason)), ("error", .string(error)), ("apns_id", .string(apnsID)),
+        ]
+        if withRound { fields.append(("round", .int(round))) }
+        return .object(fields)
+    }
+}
+
+/// The `history` of a replay ledger: every dead letter the event had before its replay.
+/// JSON: `{"rounds":[{"round","dead_id","reason","first_failure_ms","last_failure_ms",
+/// "attempts":[{"t","channel","token","status","reason","error","apns_id"}]}]}`.
+public struct ReplayHistory: Equatable, Sendable {
+    public var rounds: [DeadLetterRound]
+
+    public init(rounds: [DeadLetterRound]) { self.rounds = rounds }
+
+    /// Reads the JSON; nil when it is not a history. Rounds are renumbered 1… in order.
+    public init?(json: String) {
+        guard let object = PrettyJSON.object(json), let list = object["rounds"] as? [Any] else { return nil }
+        var rounds: [DeadLetterRound] = []
+        for item in list {
+            guard let r = item as? [String: Any] else { return nil }
+            let number = rounds.count + 1
+            let attempts = (r["attempts"] as? [Any] ?? []).compactMap { a -> DeadLetterAttempt? in
+                guard let a = a as? [String: Any] else { return nil }
+                return DeadLetterAttempt(timeMs: JSONRead.int(a["t"]), channel: JSONRead.string(a["channel"]),
+                                         token: JSONRead.string(a["token"]), status: JSONRead.int(a["status"]).map { Int($0) },
+                                         reason: JSONRead.string(a["reason"]), error: JSONRead.string(a["error"]),
+                                         apnsID: JSONRead.string(a["apns_id"]), round: number)
+            }
+            rounds.append(DeadLetterRound(round: number, deadEntryID: JSONRead.string(r["dead_id"]) ?? "",
+                                          reason: JSONRead.string(r["reason"]) ?? "unknown",
+                                          firstFailureMs: JSONRead.int(r["first_failure_ms"]),
+                                          lastFailureMs: JSONRead.int(r["last_failure_ms"]), attempts: attempts))
+        }
+        self.rounds = rounds
+    }
+
+    public var json: String {
+        JSONValue.object([("rounds", .array(rounds.map { r in
+            .object([("round", .int(r.round)), ("dead_id", .string(r.deadEntryID)), ("reason", .string(r.reason)),
+                     ("first_failure_ms", .int(r.firstFailureMs)), ("last_failure_ms", .int(r.lastFailureMs)),
+                     ("attempts", .array(r.attempts.map { $0.json(withRound: false) }))])
+        }))]).text
+    }
+}

@@ -1,0 +1,58 @@
+import DeadLetters
+import EventLoop
+import RedisStreams
+
+/// The `deadletters` role of `pushgw run` (DESIGN.md §4, "Roles"): dead-letter retention for
+/// every configured app, on its own Redis connection. Trims are logged (never silent) and
+/// `retention.aboutToRemove` is what the metrics endpoint reports before entries go.
+///
+/// Loop-owned. To run it in a service: `let role = DeadLettersRole(loop:config:redisURL:log:)`,
+/// `role.start()` after the loop exists, `role.close()` on the way out.
+public final class DeadLettersRole {
+    public let connection: RedisConnection
+    public let store: DeadLetterStore
+    public let retention: DeadLetterRetention
+    /// Per app, what the next trim will remove, sampled every `sampleEveryMs` so that metrics
+    /// show it before it happens (issue 4); nil until the first sample.
+    public private(set) var aboutToRemove: [String: DeadLetterStore.PendingTrim] = [:]
+    private var sampler: LoopTimer!
+    private let sampleEveryMs: Int64 = 15_000
+
+    public init(loop: EventLoop, config: GatewayConfig, redisURL: RedisURL, log: Log, intervalMs: Int64 = 60_000) {
+        connection = RedisConnection(loop: loop, config: .init(url: redisURL, clientName: "pushgw-deadletters"))
+        store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
+        let apps = config.apps.keys.sorted().map { id in
+            DeadLetterRetention.App(keys: AppKeys(prefix: config.redis.prefix, app: id), policy: config.apps[id]!.deadLetters)
+        }
+        retention = DeadLetterRetention(loop: loop, store: store, apps: apps, intervalMs: intervalMs)
+        sampler = LoopTimer(loop: loop) { [unowned self] in self.sample() }
+        retention.onTrim = { app, trim in
+            log.warn("dead letters removed by retention", ["app": app, "by_age": trim.byAge, "by_count": trim.byCount])
+        }
+        retention.onError = { app, error in
+            log.warn("dead-letter retention failed; retried next interval", ["app": app, "error": "\(error)"])
+        }
+    }
+
+    public func start() {
+        connection.start()
+        retention.start()
+        sample()
+    }
+
+    private func sample() {
+        retention.aboutToRemove { [weak self] results in
+            guard let self else { return }
+            for (app, result) in results {
+                if case let .success(pending) = result { self.aboutToRemove[app] = pending } else { self.aboutToRemove[app] = nil }
+            }
+            self.sampler.schedule(afterMs: self.sampleEveryMs)
+        }
+    }
+
+    public func close() {
+        sampler.close()
+        retention.close()
+        connection.close()
+    }
+}

@@ -1,0 +1,229 @@
+/// The Redis side of the dead letters (DESIGN.md §2, `PREFIX:{APP}:dead`): reading entries
+/// and replay ledgers, replaying, purging, retention trims and the operators' audit stream.
+/// Dead letters are *written* by `CallStore.deadLetter` (the router); everything an operator
+/// or the retention runner does to them afterwards goes through here.
+///
+/// Invariants:
+/// - Every change is one Lua script (`DeadLetterLua`) touching one app's hash slot, except the
+///   audit XADD, which is one command on the gateway-wide `GatewayKeys.audit`.
+/// - A replay puts the event back on `calls` with fields `event` (unchanged text), `replay`
+///   (the dead entry id) and `replays` (the new count), and stores the accumulated history in
+///   the app's replay ledger (`AppKeys.replayLedger`, keyed by the event's digest): the
+///   router writes a new dead letter without knowing about replays, and the DeadLetters
+///   module joins the two when it reads.
+///
+/// Completions run on the loop, once each, with a `RedisError` on failure.
+/// Loop-owned: call everything on the loop thread of `connection`, which the caller owns
+/// (starts and closes).
+public final class DeadLetterStore {
+    public let connection: RedisConnection
+    public let gatewayKeys: GatewayKeys
+    private let replayScript = RedisScript(DeadLetterLua.replay)
+    private let purgeScript = RedisScript(DeadLetterLua.purge)
+    private let trimScript = RedisScript(DeadLetterLua.trim)
+    private let pendingTrimScript = RedisScript(DeadLetterLua.pendingTrim)
+
+    public init(connection: RedisConnection, prefix: String) {
+        self.connection = connection
+        self.gatewayKeys = GatewayKeys(prefix: prefix)
+    }
+
+    // MARK: Reading
+
+    /// XRANGE (oldest first) or XREVRANGE (newest first) of the app's dead stream between
+    /// `start` and `end` (`-`/`+` for the ends, `(id` exclusive; give them in XRANGE order
+    /// whatever the direction), at most `count` entries.
+    public func range(_ app: AppKeys, start: String = "-", end: String = "+", count: Int, newestFirst: Bool,
+                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+        precondition(count > 0, "range needs a positive count")
+        let args = newestFirst ? ["XREVRANGE", app.dead, end, start, "COUNT", String(count)]
+                               : ["XRANGE", app.dead, start, end, "COUNT", String(count)]
+        connection.send(args) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try StreamReplies.range(reply)) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
+            })
+        }
+    }
+
+    /// The dead letter `id` of the app, nil when there is none.
+    public func entry(_ app: AppKeys, id: String, completion: @escaping (Result<StreamEntry?, RedisError>) -> Void) {
+        range(app, start: id, end: id, count: 1, newestFirst: false) { result in
+            completion(result.map { $0.first })
+        }
+    }
+
+    /// XLEN of the app's dead stream.
+    public func length(_ app: AppKeys, completion: @escaping (Result<Int64, RedisError>) -> Void) {
+        connection.send(["XLEN", app.dead]) { result in
+            completion(result.flatMap { reply in
+                reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("XLEN \(reply)"))
+            })
+        }
+    }
+
+    /// The replay ledgers of `digests` (pipelined HGETALLs), by digest; digests without a
+    /// ledger are absent.
+    public func ledgers(_ app: AppKeys, digests: [String],
+                        completion: @escaping (Result<[String: [String: String]], RedisError>) -> Void) {
+        let unique = Array(Set(digests)).sorted()
+        guard !unique.isEmpty else { return completion(.success([:])) }
+        var found: [String: [String: String]] = [:]
+        var failure: RedisError?
+        var remaining = unique.count
+        for digest in unique {
+            connection.send(["HGETALL", app.replayLedger(digest)]) { result in
+                switch result {
+                case let .success(reply):
+                    if let items = reply.array, items.count % 2 == 0 {
+                        var fields: [String: String] = [:]
+                        var i = 0
+                        while i < items.count {
+                            if let k = items[i].string, let v = items[i + 1].string { fields[k] = v }
+                            i += 2
+                        }
+                        if !fields.isEmpty { found[digest] = fields }
+                    } else if failure == nil {
+                        failure = .unexpectedReply("HGETALL \(reply)")
+                    }
+                case let .failure(error):
+                    if failure == nil { failure = error }
+                }
+                remaining -= 1
+                if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(found)) }
+            }
+        }
+    }
+
+    // MARK: Changing
+
+    /// What one replay writes.
+    public struct Replay: Equatable, Sendable {
+        /// The dead letter to replay (deleted in the same step).
+        public var deadEntryID: String
+        /// The event, raw text as the dead letter holds it.
+        public var event: String
+        /// The event's `id`, whose recorded outcome is forgotten so the replay is routed;
+        /// nil for an event without a readable id.
+        public var eventId: String?
+        /// The ledger key's digest of `event`.
+        public var eventDigest: String
+        /// How many times the event has been replayed, this replay included (≥ 1).
+        public var replays: Int
+        /// The ledger's `history`: the earlier dead letters of the event, as JSON.
+        public var historyJSON: String
+        /// How long the ledger is kept, seconds (> 0).
+        public var ledgerTTLSeconds: Int
+
+        public init(deadEntryID: String, event: String, eventId: String?, eventDigest: String, replays: Int,
+                    historyJSON: String, ledgerTTLSeconds: Int) {
+            self.deadEntryID = deadEntryID
+            self.event = event
+            self.eventId = eventId
+            self.eventDigest = eventDigest
+            self.replays = replays
+            self.historyJSON = historyJSON
+            self.ledgerTTLSeconds = ledgerTTLSeconds
+        }
+    }
+
+    /// Replays one dead letter (see `DeadLetterLua.replay`). Returns the new calls entry id,
+    /// or nil when the dead letter no longer exists (then nothing was written).
+    public func replay(_ app: AppKeys, _ replay: Replay, completion: @escaping (Result<String?, RedisError>) -> Void) {
+        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0, "a replay counts from 1 and its ledger needs a TTL")
+        var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
+        if let eventId = replay.eventId { keys.append(app.done(eventId)) }
+        let args = [replay.deadEntryID, replay.event, String(replay.replays), replay.historyJSON, String(replay.ledgerTTLSeconds)]
+        replayScript.run(on: connection, keys: keys, args: args) { result in
+            completion(result.flatMap { reply in
+                if reply.isNull { return .success(nil) }
+                return reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
+            })
+        }
+    }
+
+    /// Deletes the dead letters `ids` of the app and the replay ledgers of `ledgerDigests`
+    /// (those the deleted entries continued). Returns how many entries existed and are gone.
+    public func purge(_ app: AppKeys, ids: [String], ledgerDigests: [String],
+                      completion: @escaping (Result<Int64, RedisError>) -> Void) {
+        guard !ids.isEmpty else { return completion(.success(0)) }
+        let keys = [app.dead] + Array(Set(ledgerDigests)).sorted().map(app.replayLedger)
+        purgeScript.run(on: connection, keys: keys, args: ids) { result in
+            completion(result.flatMap { reply in
+                reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("purge script \(reply)"))
+            })
+        }
+    }
+
+    // MARK: Retention
+
+    /// What one retention trim removed.
+    public struct Trim: Equatable, Sendable {
+        /// Entries older than the maximum age.
+        public var byAge: Int64
+        /// The oldest entries beyond the maximum count (after the age trim).
+        public var byCount: Int64
+        /// Redis-server time of the trim, unix ms.
+        public var serverTimeMs: Int64
+        public var total: Int64 { byAge + byCount }
+    }
+
+    /// Trims the app's dead stream to `maxEntries` entries none older than `maxAgeMs`
+    /// (Redis-server clock), exactly.
+    public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, completion: @escaping (Result<Trim, RedisError>) -> Void) {
+        precondition(maxEntries > 0 && maxAgeMs > 0, "retention needs a positive count and age")
+        trimScript.run(on: connection, keys: [app.dead], args: [String(maxEntries), String(maxAgeMs)]) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 3, let age = parts[0].integer, let count = parts[1].integer,
+                      let now = parts[2].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
+                return .success(Trim(byAge: age, byCount: count, serverTimeMs: now))
+            })
+        }
+    }
+
+    /// What a trim would remove: the dead stream's length and the entries a trim run
+    /// `horizonMs` from now would remove, by age and by count.
+    public struct PendingTrim: Equatable, Sendable {
+        public var length: Int64
+        public var byAge: Int64
+        public var byCount: Int64
+        /// Redis-server time of the count, unix ms.
+        public var serverTimeMs: Int64
+        /// True when `byAge` stopped counting at the scan limit (the real number is larger).
+        public var capped: Bool
+        public var total: Int64 { byAge + byCount }
+    }
+
+    /// Counts what `trim` would remove if it ran `horizonMs` from now (0: now), reading at
+    /// most about `scanLimit` old entries. Changes nothing.
+    public func pendingTrim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, horizonMs: Int64, scanLimit: Int = 100_000,
+                            completion: @escaping (Result<PendingTrim, RedisError>) -> Void) {
+        precondition(maxEntries > 0 && maxAgeMs > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
+        let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit)]
+        pendingTrimScript.run(on: connection, keys: [app.dead], args: args) { result in
+            completion(result.flatMap { reply in
+                guard let p = reply.array, p.count == 5, let len = p[0].integer, let age = p[1].integer,
+                      let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer else {
+                    return .failure(.unexpectedReply("pending trim script \(reply)"))
+                }
+                return .success(PendingTrim(length: len, byAge: age, byCount: count, serverTimeMs: now, capped: capped != 0))
+            })
+        }
+    }
+
+    // MARK: Audit
+
+    /// Appends one record to the audit stream (`GatewayKeys.audit`, `MAXLEN ~ maxLen`),
+    /// fields in the order given. Returns the entry id.
+    public func audit(_ fields: [(String, String)], maxLen: Int, completion: @escaping (Result<String, RedisError>) -> Void) {
+        precondition(!fields.isEmpty && maxLen > 0, "an audit record needs fields and a cap")
+        var args = ["XADD", gatewayKeys.audit, "MAXLEN", "~", String(maxLen), "*"]
+        for (name, value) in fields { args += [name, value] }
+        connection.send(args) { result in
+            completion(result.flatMap { reply in
+                reply.string.map { .success($0) } ?? .failure(.unexpectedReply("XADD audit \(reply)"))
+            })
+        }
+    }
+}

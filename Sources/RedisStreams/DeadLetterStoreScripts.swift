@@ -1,0 +1,71 @@
+// The Lua scripts of DeadLetterStore. Each operator action on one dead letter is one script,
+// so it happens entirely or not at all; every key a script touches is in KEYS and lives in
+// one app's hash slot. Arguments are checked in Swift beforehand.
+
+enum DeadLetterLua {
+    /// Puts a dead letter's event back on the calls stream, marked as a replay, records the
+    /// accumulated history in the replay ledger, forgets the recorded outcome and deletes the
+    /// dead letter — only if the dead letter still exists (two operators replaying the same
+    /// one replay it once).
+    /// KEYS: calls, dead, ledger[, done]
+    /// ARGV: dead entry id, event, replays (the new count), history JSON, ledger TTL s.
+    /// Returns the new calls entry id, or false when the dead letter is gone.
+    static let replay = """
+        if #redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1]) == 0 then return false end
+        local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[2], 'replay', ARGV[1], 'replays', ARGV[3])
+        redis.call('DEL', KEYS[3])
+        redis.call('HSET', KEYS[3], 'replays', ARGV[3], 'history', ARGV[4], 'calls_entry', id, 'dead_entry', ARGV[1])
+        redis.call('EXPIRE', KEYS[3], ARGV[5])
+        if KEYS[4] then redis.call('DEL', KEYS[4]) end
+        redis.call('XDEL', KEYS[2], ARGV[1])
+        return id
+        """
+
+    /// Deletes dead letters and the replay ledgers whose history they continued.
+    /// KEYS: dead, ledgers… ARGV: entry ids… Returns how many entries were deleted.
+    static let purge = """
+        local n = redis.call('XDEL', KEYS[1], unpack(ARGV))
+        for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+        return n
+        """
+
+    /// Retention: removes entries older than max-age (Redis-server clock), then the oldest
+    /// beyond max-entries. Exact trims, so what `pendingTrim` predicted is what goes.
+    /// KEYS: dead. ARGV: max entries, max age ms.
+    /// Returns {removed by age, removed by count, server time ms}.
+    static let trim = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local cutoff = now - tonumber(ARGV[2])
+        local byAge = 0
+        if cutoff > 0 then byAge = redis.call('XTRIM', KEYS[1], 'MINID', cutoff .. '-0') end
+        local byCount = redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])
+        return {byAge, byCount, now}
+        """
+
+    /// What a trim run `horizon` ms from now would remove, without removing anything.
+    /// Counting the entries older than the cutoff reads them (streams have no rank), in pages,
+    /// at most scan-limit of them.
+    /// KEYS: dead. ARGV: max entries, max age ms, horizon ms, scan limit.
+    /// Returns {length, by age, by count, server time ms, 1 when the count stopped at the limit}.
+    static let pendingTrim = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local cutoff = now + tonumber(ARGV[3]) - tonumber(ARGV[2])
+        local len = redis.call('XLEN', KEYS[1])
+        local limit = tonumber(ARGV[4])
+        local old, capped = 0, 0
+        if cutoff > 0 and len > 0 then
+          local start = '-'
+          while true do
+            local items = redis.call('XRANGE', KEYS[1], start, '(' .. cutoff .. '-0', 'COUNT', 500)
+            old = old + #items
+            if #items < 500 then break end
+            if old >= limit then capped = 1; break end
+            start = '(' .. items[#items][1]
+          end
+        end
+        local byCount = math.max(0, len - old - tonumber(ARGV[1]))
+        return {len, old, byCount, now, capped}
+        """
+}

@@ -1,0 +1,182 @@
+import XCTest
+import EventLoop
+import RedisStreams
+import TestSupport
+@testable import DeadLetters
+
+/// DeadLetterStore and DeadLetterRetention against a real redis-server: retention by count and
+/// by age, the "about to remove" counts, the replay and purge scripts.
+final class DeadLetterStoreTests: XCTestCase {
+    var server: RedisServer!
+    var loop: EventLoop!
+    var connection: RedisConnection!
+    var store: DeadLetterStore!
+    let acme = AppKeys(app: "acme"), beta = AppKeys(app: "beta")
+    let day: Int64 = 86_400_000
+
+    override func setUpWithError() throws {
+        server = try RedisServer.start()
+        loop = EventLoop()
+        connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
+        connection.start()
+        store = DeadLetterStore(connection: connection, prefix: "pushgw")
+    }
+
+    override func tearDown() {
+        connection.close()
+        loop.close()
+        server.stop()
+    }
+
+    // MARK: Helpers
+
+    private func wait<T>(file: StaticString = #filePath, line: UInt = #line,
+                         _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> T? {
+        var result: Result<T, RedisError>?
+        start { result = $0 }
+        let end = Clock.monotonicMs() + 10_000
+        let tick = LoopTimer(loop: loop) {}
+        loop.run(until: {
+            if result != nil || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 20) }
+            return false
+        })
+        tick.close()
+        switch result {
+        case let .success(value)?: return value
+        case let .failure(error)?: XCTFail("redis: \(error)", file: file, line: line); return nil
+        case nil: XCTFail("no answer within 10 s", file: file, line: line); return nil
+        }
+    }
+
+    private func send(_ args: [String], file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        wait(file: file, line: line) { connection.send(args, completion: $0) }
+    }
+
+    /// A dead letter with id `id` (`*` for now).
+    @discardableResult
+    private func dead(_ app: AppKeys, id: String = "*", event: String = #"{"id":"c"}"#) -> String {
+        send(["XADD", app.dead, id, "event", event, "reason", "apns_credentials: InvalidProviderToken",
+              "attempts", "[]", "replays", "0", "app", app.app])?.string ?? ""
+    }
+
+    private func ids(_ app: AppKeys) -> [String] {
+        (wait { store.range(app, count: 10_000, newestFirst: false, completion: $0) } ?? []).map(\.id)
+    }
+
+    // MARK: Retention
+
+    func testTrimByCountKeepsTheNewestEntries() {
+        let written = (0..<8).map { _ in dead(acme) }
+        let trim = wait { store.trim(acme, maxEntries: 5, maxAgeMs: 14 * day, completion: $0) }
+        XCTAssertEqual(trim?.byCount, 3)
+        XCTAssertEqual(trim?.byAge, 0)
+        XCTAssertEqual(ids(acme), Array(written.suffix(5)), "the oldest go first, exactly")
+    }
+
+    func testTrimByAgeUsesTheEntryTimeAndIsPredictedBeforehand() {
+        let now = Clock.unixMs()
+        let old = [dead(acme, id: "\(now - 20 * day)-0"), dead(acme, id: "\(now - 15 * day)-0")]
+        let soon = dead(acme, id: "\(now - 13 * day - 3_600_000)-0")
+        let fresh = [dead(acme), dead(acme)]
+        XCTAssertEqual(old.count + 1 + fresh.count, ids(acme).count)
+
+        let dueNow = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        XCTAssertEqual(dueNow?.length, 5)
+        XCTAssertEqual(dueNow?.byAge, 2, "entries older than 14 days are about to go")
+        XCTAssertEqual(dueNow?.byCount, 0)
+        XCTAssertEqual(dueNow?.capped, false)
+        let dueInADay = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: day, completion: $0) }
+        XCTAssertEqual(dueInADay?.byAge, 3, "within the horizon, the one 13 days old is about to go too")
+        let overCount = wait { store.pendingTrim(acme, maxEntries: 2, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        XCTAssertEqual(overCount?.byCount, 1, "after the age trim 3 are left, one more than the cap")
+        XCTAssertEqual(overCount?.total, 3)
+
+        let trim = wait { store.trim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, completion: $0) }
+        XCTAssertEqual(trim?.byAge, 2, "what was predicted is what goes")
+        XCTAssertEqual(ids(acme), [soon] + fresh)
+    }
+
+    func testRetentionRunnerTrimsEveryAppByItsPolicyAndReports() {
+        let now = Clock.unixMs()
+        dead(acme, id: "\(now - 3 * day)-0")
+        (0..<4).forEach { _ in dead(acme) }
+        (0..<6).forEach { _ in dead(beta) }
+        let retention = DeadLetterRetention(loop: loop, store: store, apps: [
+            .init(keys: acme, policy: DeadLetterRetentionPolicy(maxEntries: 100, maxAgeSeconds: 2 * 86_400)),
+            .init(keys: beta, policy: DeadLetterRetentionPolicy(maxEntries: 4, maxAgeSeconds: 14 * 86_400)),
+        ], intervalMs: 100)
+        var reported: [String: Int64] = [:]
+        retention.onTrim = { app, trim in reported[app, default: 0] += trim.total }
+
+        let before = wait { done in retention.aboutToRemove { done(.success($0)) } }
+        XCTAssertEqual(try before?["acme"]?.get().byAge, 1, "metrics see the old acme entry before it goes")
+        XCTAssertEqual(try before?["beta"]?.get().byCount, 2, "and the two beta entries over its cap")
+
+        retention.start()
+        let end = Clock.monotonicMs() + 10_000
+        let tick = LoopTimer(loop: loop) {}
+        loop.run(until: {
+            if reported.count == 2 || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 20) }
+            return false
+        })
+        // Later passes find nothing more to trim and keep running.
+        var passes = 0
+        loop.run(until: {
+            if retention.stats["acme"]?.lastTrimMs != nil { passes += 1 }
+            if passes > 20 || Clock.monotonicMs() > end { return true }
+            if !tick.isScheduled { tick.schedule(afterMs: 20) }
+            return false
+        })
+        tick.close()
+        retention.close()
+        XCTAssertEqual(reported, ["acme": 1, "beta": 2], "each trim that removed entries is reported once")
+        XCTAssertEqual(retention.stats["acme"]?.trimmedByAge, 1)
+        XCTAssertEqual(retention.stats["beta"]?.trimmedByCount, 2)
+        XCTAssertEqual(ids(acme).count, 4)
+        XCTAssertEqual(ids(beta).count, 4)
+        let after = wait { done in retention.aboutToRemove(horizonMs: 0) { done(.success($0)) } }
+        XCTAssertEqual(try after?["beta"]?.get().total, 0, "nothing left to remove")
+    }
+
+    // MARK: Replay and purge
+
+    func testReplayMovesTheEventBackOnceWithItsLedger() throws {
+        let event = #"{"v":1,"id":"c-7","type":"incoming_call","voip_token":"aa"}"#
+        let id = dead(acme, event: event)
+        _ = send(["SET", acme.done("c-7"), "dead_lettered"])
+        let replay = DeadLetterStore.Replay(deadEntryID: id, event: event, eventId: "c-7", eventDigest: EventDigest.of(event),
+                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600)
+        let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
+        let calls = try XCTUnwrap(send(["XRANGE", acme.calls, "-", "+"])).array ?? []
+        XCTAssertEqual(calls.count, 1)
+        let entry = try XCTUnwrap(StreamReplies.entry(calls[0]))
+        XCTAssertEqual(entry.id, callsID)
+        XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1"], "the event unchanged, marked as a replay")
+        XCTAssertEqual(ids(acme), [], "the dead letter is gone with the replay")
+        XCTAssertTrue(send(["GET", acme.done("c-7")])?.isNull ?? false, "the recorded outcome is forgotten")
+        let ledger = wait { store.ledgers(acme, digests: [EventDigest.of(event), "nothing"], completion: $0) }
+        XCTAssertEqual(ledger?.count, 1)
+        XCTAssertEqual(ledger?[EventDigest.of(event)]?["calls_entry"], callsID)
+        XCTAssertEqual(ledger?[EventDigest.of(event)]?["dead_entry"], id)
+        let ttl = send(["TTL", acme.replayLedger(EventDigest.of(event))])?.integer ?? -1
+        XCTAssertTrue((590...600).contains(ttl), "the ledger expires: \(ttl)")
+
+        let twice = wait { store.replay(acme, replay, completion: $0) }
+        XCTAssertEqual(twice, .some(nil), "a dead letter already replayed is not replayed again")
+        XCTAssertEqual((send(["XLEN", acme.calls])?.integer), 1)
+
+        let again = dead(acme, event: event)
+        let purged = wait { store.purge(acme, ids: [again, "1-1"], ledgerDigests: [EventDigest.of(event)], completion: $0) }
+        XCTAssertEqual(purged, 1, "only existing entries count")
+        XCTAssertEqual(send(["EXISTS", acme.replayLedger(EventDigest.of(event))])?.integer, 0, "the ledger goes with it")
+    }
+
+    func testAuditRecordsGoToACappedGatewayStream() {
+        let id = wait { store.audit([("verb", "purge"), ("user", "ops")], maxLen: 10, completion: $0) }
+        XCTAssertNotNil(id)
+        let entries = (send(["XRANGE", "pushgw:audit", "-", "+"])?.array ?? []).compactMap { try? StreamReplies.entry($0) }
+        XCTAssertEqual(entries.map(\.fields), [["verb": "purge", "user": "ops"]])
+    }
+}

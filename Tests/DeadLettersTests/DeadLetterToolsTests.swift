@@ -1,0 +1,95 @@
+import XCTest
+import RedisStreams
+@testable import DeadLetters
+
+/// The small pure parts: filters, pacing, the digest, pretty printing, audit records.
+final class DeadLetterToolsTests: XCTestCase {
+    private func record(_ id: String, reason: String, call: String = "c-1") -> DeadLetterRecord {
+        DeadLetterRecord(entry: StreamEntry(id: id, fields: ["event": #"{"id":"\#(call)"}"#, "reason": reason]),
+                         app: "acme", ledger: nil)
+    }
+
+    func testReasonFilterMatchesTheWholeReasonOrItsStart() {
+        let r = record("100-0", reason: "apns_credentials: InvalidProviderToken")
+        XCTAssertTrue(DeadLetterFilter(reason: "apns_credentials").matches(r))
+        XCTAssertTrue(DeadLetterFilter(reason: "apns_credentials: InvalidProviderToken").matches(r))
+        XCTAssertFalse(DeadLetterFilter(reason: "invalid_event").matches(r))
+        XCTAssertFalse(DeadLetterFilter(apps: ["beta"]).matches(r))
+        XCTAssertTrue(DeadLetterFilter(callID: "c-1").matches(r))
+        XCTAssertFalse(DeadLetterFilter(callID: "c-2").matches(r))
+    }
+
+    func testTimeFiltersAreHalfOpenAndGiveTheRangeBounds() {
+        let r = record("100-3", reason: "x")
+        XCTAssertTrue(DeadLetterFilter(sinceMs: 100).matches(r), "since is inclusive")
+        XCTAssertFalse(DeadLetterFilter(sinceMs: 101).matches(r))
+        XCTAssertFalse(DeadLetterFilter(beforeMs: 100).matches(r), "before is exclusive")
+        XCTAssertTrue(DeadLetterFilter(beforeMs: 101).matches(r))
+        let f = DeadLetterFilter(sinceMs: 100, beforeMs: 200)
+        XCTAssertEqual(f.rangeStart, "100-0")
+        XCTAssertEqual(f.rangeEnd, "(200-0")
+        XCTAssertEqual(DeadLetterFilter().rangeStart, "-")
+        XCTAssertEqual(DeadLetterFilter().rangeEnd, "+")
+        XCTAssertTrue(DeadLetterFilter(sinceMs: 200, beforeMs: 200).isEmptyRange)
+        XCTAssertEqual(DeadLetterFilter(apps: ["a"], reason: "r").json.text, #"{"app":["a"],"reason":"r"}"#)
+    }
+
+    func testRatesParseAndPaceReplays() throws {
+        XCTAssertEqual(ReplayRate(parsing: "20/s")?.perSecond, 20)
+        XCTAssertEqual(ReplayRate(parsing: "20")?.perSecond, 20)
+        XCTAssertEqual(ReplayRate(parsing: "120/m")?.perSecond, 2)
+        XCTAssertEqual(ReplayRate(parsing: "3600/h")?.perSecond, 1)
+        for bad in ["0/s", "-1/s", "x/s", "5/d", "", "/s", "inf"] {
+            XCTAssertNil(ReplayRate(parsing: bad), bad)
+        }
+        let pacer = ReplayPacer(rate: try XCTUnwrap(ReplayRate(parsing: "4/s")), startMs: 1000)
+        XCTAssertEqual((0..<5).map(pacer.dueMs(index:)), [1000, 1250, 1500, 1750, 2000], "4 a second, evenly spaced")
+        let slow = ReplayPacer(rate: ReplayRate(perSecond: 3), startMs: 0)
+        XCTAssertEqual(slow.dueMs(index: 1), 334, "rounded up: never faster than the rate")
+    }
+
+    func testDigestIsSHA256() {
+        XCTAssertEqual(EventDigest.of("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(EventDigest.of("").count, 64)
+    }
+
+    func testPrettyPrintingKeepsOrderAndSpelling() throws {
+        let text = #"{"z":1,"a":{"s":"br{ace, \"quoted\": [x]","e":[],"o":{}},"n":[1,2.50,true,null]}"#
+        let pretty = try XCTUnwrap(PrettyJSON.pretty(text))
+        XCTAssertEqual(pretty, """
+            {
+              "z": 1,
+              "a": {
+                "s": "br{ace, \\"quoted\\": [x]",
+                "e": [],
+                "o": {}
+              },
+              "n": [
+                1,
+                2.50,
+                true,
+                null
+              ]
+            }
+            """)
+        XCTAssertEqual(PrettyJSON.pretty(#"{"a":1}"#, margin: "> "), "{\n>   \"a\": 1\n> }")
+        XCTAssertNil(PrettyJSON.pretty("{not json"))
+    }
+
+    func testAuditRecordsNameWhoWhatAndHowMany() {
+        let ids = (0..<150).map { "acme/\($0)-0" }
+        let record = AuditRecord(timeMs: 5, verb: "purge", user: "ops", sudoUser: "root", ids: ids, requested: 150, done: 149,
+                                 filter: DeadLetterFilter(apps: ["acme"], reason: "invalid_event"))
+        let fields = Dictionary(uniqueKeysWithValues: record.streamFields)
+        XCTAssertEqual(fields["verb"], "purge")
+        XCTAssertEqual(fields["user"], "ops")
+        XCTAssertEqual(fields["sudo_user"], "root")
+        XCTAssertEqual(fields["requested"], "150")
+        XCTAssertEqual(fields["done"], "149")
+        XCTAssertEqual(fields["filters"], #"{"app":["acme"],"reason":"invalid_event"}"#)
+        let shown = try? JSONSerialization.jsonObject(with: Data(fields["ids"]!.utf8)) as? [String]
+        XCTAssertEqual(shown?.count, AuditRecord.maxIDs + 1, "at most 100 ids, then how many more")
+        XCTAssertEqual(shown?.last, "… 50 more")
+        XCTAssertEqual(record.streamFields.first?.0, "time_ms")
+    }
+}
