@@ -12,6 +12,7 @@ enum BenchCommand {
         case "apns": ApnsThroughput.run(options)
         case "jwt": printJWT(options)
         case "e2e": EndToEnd.run(options)
+        case "decode": DecodeBench.run(options)
         default: usage()
         }
     }
@@ -21,6 +22,7 @@ enum BenchCommand {
         usage: pushgw-bench apns --port P --ca FILE --key AuthKey.p8 --token HEX [--host H] [--connections C] [--streams M] [--requests N]
                pushgw-bench jwt --key AuthKey.p8
                pushgw-bench e2e --redis URL --port P --ca FILE --key AuthKey.p8 --tokens HEX,HEX [--apps 4] [--events N] [--rate R] [--seconds S]
+               pushgw-bench decode [--events N] [--shape e2e|design]
         """.utf8))
         exit(2)
     }
