@@ -60,7 +60,12 @@ public struct PushNotification: Sendable, Equatable {
 
     /// True for a non-empty, even-length string of hex digits.
     public static func isHexToken(_ token: String) -> Bool {
-        !token.isEmpty && token.utf8.count % 2 == 0 && token.utf8.allSatisfy { isHexDigit($0) }
+        var token = token
+        return token.withUTF8 { utf8 in
+            guard !utf8.isEmpty && utf8.count % 2 == 0 else { return false }
+            for c in utf8 where !isHexDigit(c) { return false }
+            return true
+        }
     }
 
     /// True for a lower-case 8-4-4-4-12 hex UUID, the only form `apns-id` accepts.
@@ -78,7 +83,8 @@ public struct PushNotification: Sendable, Equatable {
     }
 
     private static func isHexDigit(_ c: UInt8) -> Bool {
-        (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70)
+        // 0-9, or a-f / A-F (setting bit 5 lower-cases a letter).
+        c &- 48 < 10 || (c | 0x20) &- 97 < 6
     }
 }
 

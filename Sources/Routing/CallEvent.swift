@@ -1,5 +1,4 @@
 import APNs
-import Foundation
 
 /// One producer event (the `event` field of a `pushgw:{APP}:calls` entry, DESIGN.md §2),
 /// validated and prepared: tokens checked, the deadline resolved, and both payloads serialized,
@@ -67,22 +66,22 @@ public struct CallEvent: Equatable, Sendable {
     /// below `smallestUnixMs` are refused as probable seconds; payload sizes are checked for
     /// `incoming_call` only (a cancel sends nothing) and per channel only when that channel has
     /// a token, the VoIP size after `id` and `deadline` were added; an `alert` object may
-    /// omit `title` or `body`, which then come from the template.
+    /// omit `title` or `body`, which then come from the template; JSON nested deeper than
+    /// `JSONParser.maxDepth` (64) levels is not read. Otherwise the JSON is read as
+    /// `JSONSerialization` read it (see `JSONParser`).
     public static func decode(_ bytes: [UInt8], entryTimeMs: Int64,
                               policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
         guard bytes.count <= maxEventBytes else {
             throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
         }
-        let parsed: Any
+        let parsed: JSONValue
         do {
-            parsed = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            parsed = try JSONParser.parse(bytes)
         } catch {
-            let ns = error as NSError
-            let detail = (ns.userInfo[NSDebugDescriptionErrorKey] as? String) ?? ns.localizedDescription
-            throw InvalidEvent(field: nil, problem: "not JSON: \(bytes.isEmpty ? "empty" : detail)")
+            throw InvalidEvent(field: nil, problem: "not JSON: \(bytes.isEmpty ? "empty" : error.description)")
         }
-        guard let root = parsed as? [String: Any] else {
-            throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(JSONKind.of(parsed))")
+        guard case let .object(root) = parsed else {
+            throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(parsed.kind)")
         }
         var fields = Fields(root: root)
         return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
@@ -111,76 +110,55 @@ public struct InvalidEvent: Error, Equatable, Sendable, CustomStringConvertible 
     }
 }
 
-/// The JSON type of a parsed value, for messages ("expected a string, got number").
-enum JSONKind: String {
-    case string, boolean, number, object, array, null
-
-    static func of(_ v: Any) -> JSONKind {
-        switch v {
-        case is String: return .string
-        case let n as NSNumber:
-            if case .boolean = JSONNumber(n) { return .boolean }
-            return .number
-        case is [String: Any]: return .object
-        case is [Any]: return .array
-        default: return .null
-        }
-    }
-}
-
 /// The field-by-field reading of one event object; the first problem found is thrown.
 private struct Fields {
-    let root: [String: Any]
+    let root: JSONObject
     var callID: String?
 
-    init(root: [String: Any]) { self.root = root }
+    init(root: JSONObject) { self.root = root }
 
-    func invalid(_ field: String, _ problem: String) -> InvalidEvent {
-        InvalidEvent(field: field, problem: problem, callID: callID)
+    func invalid(_ field: StaticString, _ problem: String) -> InvalidEvent {
+        InvalidEvent(field: "\(field)", problem: problem, callID: callID)
     }
 
     /// The value of `key`, nil when absent or JSON null.
-    func value(_ key: String) -> Any? {
-        guard let v = root[key], !(v is NSNull) else { return nil }
+    func value(_ key: StaticString) -> JSONValue? {
+        guard let v = root.last(key) else { return nil }
+        if case .null = v { return nil }
         return v
     }
 
-    func string(_ key: String) throws(InvalidEvent) -> String? {
+    func string(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let v = value(key) else { return nil }
-        guard let s = v as? String else { throw invalid(key, "expected a string, got \(JSONKind.of(v))") }
+        guard case let .string(s) = v else { throw invalid(key, "expected a string, got \(v.kind)") }
         return s
     }
 
-    func bool(_ key: String) throws(InvalidEvent) -> Bool? {
+    func bool(_ key: StaticString) throws(InvalidEvent) -> Bool? {
         guard let v = value(key) else { return nil }
-        guard let n = v as? NSNumber, case let .boolean(b) = JSONNumber(n) else {
-            throw invalid(key, "expected a boolean, got \(JSONKind.of(v))")
-        }
+        guard case let .bool(b) = v else { throw invalid(key, "expected a boolean, got \(v.kind)") }
         return b
     }
 
-    func integer(_ key: String, what: String) throws(InvalidEvent) -> Int64? {
+    func integer(_ key: StaticString, what: String) throws(InvalidEvent) -> Int64? {
         guard let v = value(key) else { return nil }
-        guard let n = v as? NSNumber else {
-            throw invalid(key, "expected an integer\(what), got \(JSONKind.of(v))")
-        }
-        switch JSONNumber(n) {
-        case .boolean:
-            throw invalid(key, "expected an integer\(what), got boolean")
-        case let .integer(i):
+        switch v {
+        case let .int(i):
             return i
-        case let .unsigned(u):
+        case let .uint(u):
             throw invalid(key, "\(u) is out of range")
-        case let .floating(d):
+        case let .double(d):
             // 2^53: past it a double no longer holds every integer.
             guard d.rounded(.towardZero) == d, abs(d) <= 9_007_199_254_740_992 else {
                 throw invalid(key, "expected an integer\(what), got \(d)")
             }
             return Int64(d)
+        default:
+            throw invalid(key, "expected an integer\(what), got \(v.kind)")
         }
     }
 
-    func unixMs(_ key: String) throws(InvalidEvent) -> Int64? {
+    func unixMs(_ key: StaticString) throws(InvalidEvent) -> Int64? {
         guard let ms = try integer(key, what: " (unix ms)") else { return nil }
         guard ms >= CallEvent.smallestUnixMs else {
             throw invalid(key, "\(ms) is not a unix time in milliseconds (seconds?)")
@@ -188,7 +166,7 @@ private struct Fields {
         return ms
     }
 
-    func token(_ key: String) throws(InvalidEvent) -> String? {
+    func token(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let t = try string(key) else { return nil }
         guard !t.isEmpty else { throw invalid(key, "empty") }
         // Even-length hex is what PushNotification accepts; appending a digit tells an
@@ -210,7 +188,8 @@ private struct Fields {
         }
         guard let id = try string("id") else { throw invalid("id", "required") }
         guard !id.isEmpty else { throw invalid("id", "empty") }
-        guard id.count <= CallEvent.maxIDCharacters else {
+        // A character has one UTF-8 byte or more: only a long id needs its characters counted.
+        guard id.utf8.count <= CallEvent.maxIDCharacters || id.count <= CallEvent.maxIDCharacters else {
             throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)")
         }
         callID = id
@@ -224,18 +203,18 @@ private struct Fields {
         let deadline = try unixMs("deadline")
         let voipRegistered = try unixMs("voip_token_registered_at")
         let alertRegistered = try unixMs("alert_token_registered_at")
-        let voip: [String: Any]
+        let voip: JSONObject
         if let v = value("voip") {
-            guard let d = v as? [String: Any] else { throw invalid("voip", "expected an object, got \(JSONKind.of(v))") }
-            voip = d
+            guard case let .object(o) = v else { throw invalid("voip", "expected an object, got \(v.kind)") }
+            voip = o
         } else {
-            voip = [:]
+            voip = JSONObject(members: [])
         }
         var alertTitle: String?
         var alertBody: String?
         if let a = value("alert") {
-            guard let d = a as? [String: Any] else { throw invalid("alert", "expected an object, got \(JSONKind.of(a))") }
-            let alert = Fields(root: d, callID: id)
+            guard case let .object(o) = a else { throw invalid("alert", "expected an object, got \(a.kind)") }
+            let alert = Fields(root: o, callID: id)
             do {
                 alertTitle = try alert.string("title")
                 alertBody = try alert.string("body")
@@ -256,10 +235,15 @@ private struct Fields {
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
-            let template = policy.fallbackAlert.render(callerName: Fields.text(voip["callerName"]),
-                                                       caller: Fields.text(voip["caller"]))
-            alertPayload = Fields.alertPayload(title: alertTitle ?? template.title, body: alertBody ?? template.body,
-                                               sound: policy.fallbackAlert.sound, id: id)
+            let title: String, body: String
+            if let alertTitle, let alertBody {
+                (title, body) = (alertTitle, alertBody)
+            } else {
+                let template = policy.fallbackAlert.render(callerName: Fields.text(voip.last("callerName")),
+                                                           caller: Fields.text(voip.last("caller")))
+                (title, body) = (alertTitle ?? template.title, alertBody ?? template.body)
+            }
+            alertPayload = Fields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
             if alertToken != nil && alertPayload.count > PushType.alert.maxPayloadBytes {
                 throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
                               + (fromTemplate ? " (with the app's template)" : ""))
@@ -271,32 +255,35 @@ private struct Fields {
                          voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered)
     }
 
-    private init(root: [String: Any], callID: String) {
+    private init(root: JSONObject, callID: String) {
         self.root = root
         self.callID = callID
     }
 
-    /// A string value, or a number's JSON text, for the template placeholders.
-    static func text(_ v: Any?) -> String? {
+    /// A string value, or a number's (or boolean's) JSON text, for the template placeholders.
+    static func text(_ v: JSONValue?) -> String? {
         switch v {
-        case let s as String: return s
-        case let n as NSNumber:
+        case let .string(s)?: return s
+        case .bool?, .int?, .uint?, .double?:
             var w = JSONWriter()
-            w.any(n)
-            return String(decoding: w.bytes, as: UTF8.self)
+            w.value(v!)
+            return String(decoding: w.finish(), as: UTF8.self)
         default: return nil
         }
     }
 
     /// The producer's `voip` dictionary, keys sorted by UTF-8 bytes, with `id` (the call id)
     /// and `deadline` (unix ms) added when absent so the app can de-duplicate and drop stale calls.
-    static func voipPayload(_ voip: [String: Any], id: String, deadlineMs: Int64) -> [UInt8] {
-        var d = voip
-        if d["id"] == nil { d["id"] = id }
-        if d["deadline"] == nil { d["deadline"] = NSNumber(value: deadlineMs) }
+    static func voipPayload(_ voip: JSONObject, id: String, deadlineMs: Int64) -> [UInt8] {
+        var members = voip.unique
+        members.reserveCapacity(members.count + 2)
+        if voip.last("id") == nil { members.append(JSONMember(key: "id", value: .string(id))) }
+        if voip.last("deadline") == nil {
+            members.append(JSONMember(key: "deadline", value: .int(deadlineMs)))
+        }
         var w = JSONWriter()
-        w.any(d)
-        return w.bytes
+        w.sortedObject(members)
+        return w.finish()
     }
 
     /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.
@@ -312,6 +299,6 @@ private struct Fields {
             }
             o.string("call_id", id)
         }
-        return w.bytes
+        return w.finish()
     }
 }

@@ -89,7 +89,7 @@ public struct OutcomeRecord: Equatable, Sendable {
                 }
             }
         }
-        return w.bytes
+        return w.finish()
     }
 
     /// `json()` as a string.

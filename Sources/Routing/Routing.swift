@@ -4,7 +4,8 @@
 // Gateway's runner performs.
 // Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallAction
 // (what the runner does), OutcomeRecord (the result JSON), APNsVerdict (reading APNs' answers
-// through the APNs reason table), JSONWriter (deterministic output).
+// through the APNs reason table), JSONValue (the event's JSON parser, which reads what
+// JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output).
 
 /// The final outcome of a call event, as written to the results stream (DESIGN.md §2).
 public enum CallOutcome: String, Sendable, CaseIterable {
