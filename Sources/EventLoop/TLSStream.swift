@@ -79,6 +79,9 @@ public final class TLSStream {
         // Partial writes: SSL_write returns after each record, so what it took leaves the
         // buffer at once. Moving buffer: a retried write may start at a compacted address.
         _ = pushgw_ssl_set_mode(ssl, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
+        // Read ahead: one read() takes what the socket holds instead of a record header and
+        // then its body. 1×100 against nghttpd: 28.4k read calls per 200k requests → 4.8k.
+        SSL_set_read_ahead(ssl, 1)
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         flushEvent = event_new(base, -1, 0, { _, _, arg in
             let stream = Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue()
@@ -366,11 +369,48 @@ public final class TLSStream {
         }
     }
 
-    /// Makes sure output added outside a batch is written on this loop iteration.
+    /// Makes sure output added outside a batch is written on this loop iteration; inside a
+    /// batch, writes it early once `midBatchWrite` bytes are waiting.
     private func scheduleFlush() {
-        guard !batching, !flushScheduled, !writeBlocked, phase == .open else { return }
+        if batching {
+            if output.count >= Self.midBatchWrite { writeDuringBatch() }
+            return
+        }
+        guard !flushScheduled, !writeBlocked, phase == .open else { return }
         flushScheduled = true
         event_active(flushEvent, 0, 0)
+    }
+
+    /// Output that waits inside a read batch is written once it reaches this size.
+    ///
+    /// Why: writing only after the batch made 1×100 a strict ping-pong (all 100 answers read,
+    /// then all 100 requests written; client and server each idle while the other works:
+    /// ~168k req/s against h2load's ~212k). Writing every ~8 KiB (about 11 requests) lets the
+    /// server start on them while the client still completes answers: ~209k–224k req/s in
+    /// the same runs. 16 KiB and more measured lower (fewer, larger overlaps), 2 KiB lower too
+    /// (more records and wake-ups on both sides).
+    static let midBatchWrite = 8 * 1024
+    static let recordSize = 16 * 1024
+
+    /// Writes the output now, while the delegate is still producing: the peer starts on it
+    /// before the batch ends. Never calls the delegate; a failure is left for the write at the
+    /// end of the batch, which meets it again.
+    private func writeDuringBatch() {
+        guard phase == .open, !writeBlocked, let ssl else { return }
+        while output.count > 0 {
+            ERR_clear_error()
+            let n = SSL_write(ssl, output.bytes, Int32(min(Self.recordSize, output.count)))
+            if n > 0 {
+                output.consume(Int(n))
+                continue
+            }
+            if SSL_get_error(ssl, n) == SSL_ERROR_WANT_WRITE {
+                writeBlocked = true
+                event_add(writeEvent, nil)
+            }
+            ERR_clear_error()
+            return  // errors surface again at the end-of-batch write
+        }
     }
 
     /// Closes and tells the delegate; from outside a callback (the DNS answer to a literal
