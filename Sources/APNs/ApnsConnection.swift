@@ -33,8 +33,8 @@ enum ConnectionState: Equatable {
 protocol ApnsConnectionDelegate: AnyObject {
     /// The first SETTINGS arrived, or the stream limit rose, or streams closed: room to send.
     func connectionHasCapacity(_ connection: ApnsConnection)
-    /// APNs answered a push.
-    func connection(_ connection: ApnsConnection, answered push: PendingPush, with response: PushNotificationResponse)
+    /// APNs answered these pushes (in the order their streams closed).
+    func connection(_ connection: ApnsConnection, answered batch: [(PendingPush, PushNotificationResponse)])
     /// No server processed these pushes (REFUSED_STREAM, above GOAWAY's last stream, never
     /// written): send them again elsewhere.
     func connection(_ connection: ApnsConnection, returned pushes: [PendingPush])
@@ -73,6 +73,7 @@ final class ApnsConnection: TLSStreamDelegate {
     // Events raised inside nghttp2 callbacks, delivered after nghttp2 returns.
     private var nestingDepth = 0
     private var answered: [(PendingPush, PushNotificationResponse)] = []
+    private var answeredSpare: [(PendingPush, PushNotificationResponse)] = []
     private var returned: [PendingPush] = []
     private var lost: [PendingPush] = []
     private var lostReason = ""
@@ -123,6 +124,7 @@ final class ApnsConnection: TLSStreamDelegate {
         guard streamID > 0 else { return false }
         push.streamID = streamID
         streams.insert(push)
+        hasUnflushedRequests = true
         return true
     }
 
@@ -132,9 +134,13 @@ final class ApnsConnection: TLSStreamDelegate {
         return Unmanaged<PendingPush>.fromOpaque(p).takeUnretainedValue()
     }
 
+    /// True after `submit` until the next `flush`: the client flushes only these connections.
+    private(set) var hasUnflushedRequests = false
+
     /// Writes what nghttp2 has queued. Safe to call any time on the loop.
     func flush() {
         guard nestingDepth == 0, let session, let stream else { return }
+        hasUnflushedRequests = false
         nestingDepth += 1
         let failure = HTTP2Wire.flush(session, to: stream)
         nestingDepth -= 1
@@ -244,7 +250,9 @@ final class ApnsConnection: TLSStreamDelegate {
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, streamID, data, len, user in
             let c = Unmanaged<ApnsConnection>.fromOpaque(user!).takeUnretainedValue()
-            if let push = c.push(on: streamID), push.body.count < 4096 {
+            // Only a rejection's body is read (`PendingPush.response`); keeping the body of every
+            // 200 cost an array allocation per answer.
+            if let push = c.push(on: streamID), push.status != 200, push.body.count < 4096 {
                 push.body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(len, 4096 - push.body.count)))
             }
             return 0
@@ -267,15 +275,16 @@ final class ApnsConnection: TLSStreamDelegate {
     }
 
     private func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard let push = push(on: streamID) else { return }
+        // Match the name before looking the push up: most headers of an answer (server, date,
+        // content-length, …) are ignored, and the lookup cost a retain and release each.
         if name.count == 7, name[0] == 0x3A /* ":status" */ {
             var status = 0
             for b in value where b >= 0x30 && b <= 0x39 { status = status * 10 + Int(b - 0x30) }
-            push.status = status
+            push(on: streamID)?.status = status
         } else if name.count == 7, name[0] == 0x61, name[5] == 0x69 /* "apns-id" */ {
-            push.apnsID = String(decoding: value, as: UTF8.self)
+            push(on: streamID)?.apnsID = String(decoding: value, as: UTF8.self)
         } else if name.count == 14, name[5] == 0x75 /* "apns-unique-id" */ {
-            push.apnsUniqueID = String(decoding: value, as: UTF8.self)
+            push(on: streamID)?.apnsUniqueID = String(decoding: value, as: UTF8.self)
         }
     }
 
@@ -347,9 +356,11 @@ final class ApnsConnection: TLSStreamDelegate {
             delegate.connectionGoingAway(self, reason: reason)
         }
         if !answered.isEmpty {
-            let batch = answered
-            answered.removeAll(keepingCapacity: true)
-            for (push, response) in batch { delegate.connection(self, answered: push, with: response) }
+            // Swapped with a spare rather than copied: copying and emptying allocated a new
+            // buffer on every delivery.
+            swap(&answered, &answeredSpare)
+            delegate.connection(self, answered: answeredSpare)
+            answeredSpare.removeAll(keepingCapacity: true)
         }
         if !returned.isEmpty {
             let batch = returned

@@ -33,7 +33,7 @@ final class RequestHeaderBlock {
         add("apns-push-type", n.pushType.rawValue)
         add("apns-topic", n.topic)
         add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
-        if let e = n.expiration { add("apns-expiration", String(e), neverIndex: true) }
+        if let e = n.expiration { add("apns-expiration", decimal: e) }
         if let id = n.apnsID { add("apns-id", id, neverIndex: true) }
         if let c = n.collapseID { add("apns-collapse-id", c, neverIndex: true) }
         return (UnsafePointer(fields), count)
@@ -51,6 +51,27 @@ final class RequestHeaderBlock {
         count += 1
     }
 
+    /// A never-indexed field with a decimal value, written without building a String
+    /// (`String(e)` per request showed up in callgrind).
+    private func add(_ name: StaticString, decimal value: Int64) {
+        let nameAt = bytes + used
+        copy(name)
+        let valueAt = bytes + used
+        var v = UInt64(max(0, value))  // PushNotification rejects a negative expiration
+        var n = 1
+        var rest = v / 10
+        while rest > 0 { n += 1; rest /= 10 }
+        n = min(n, RequestHeaderBlock.byteCapacity - used)
+        for i in stride(from: n - 1, through: 0, by: -1) {
+            valueAt[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+            v /= 10
+        }
+        used += n
+        fields[count] = nghttp2_nv(name: nameAt, value: valueAt, namelen: name.utf8CodeUnitCount,
+                                   valuelen: n, flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+        count += 1
+    }
+
     private func copy(_ s: StaticString) {
         let n = s.utf8CodeUnitCount
         guard n > 0 else { return }
@@ -59,11 +80,17 @@ final class RequestHeaderBlock {
     }
 
     private func copy(_ s: String) {
-        var s = s
-        s.withUTF8 { utf8 in
+        // Native strings are contiguous UTF-8: copy without the `var` copy that `withUTF8` needs.
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { utf8 in
             let n = min(utf8.count, RequestHeaderBlock.byteCapacity - used)
-            (bytes + used).update(from: utf8.baseAddress!, count: n)
+            if n > 0 { (bytes + used).update(from: utf8.baseAddress!, count: n) }
             used += n
+        }
+        if done == nil {
+            for b in s.utf8 where used < RequestHeaderBlock.byteCapacity {
+                bytes[used] = b
+                used += 1
+            }
         }
     }
 }
