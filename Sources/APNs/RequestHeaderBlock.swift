@@ -12,9 +12,21 @@ final class RequestHeaderBlock {
     private let fields = UnsafeMutablePointer<nghttp2_nv>.allocate(capacity: fieldCapacity)
     private var used = 0
     private var count = 0
-    private let authority: String
+    /// End of the bytes that stay from one request to the next: `:method`, `:scheme` and
+    /// `:authority` (written once), then `authorization` while the token is the same.
+    private var pseudoEnd = 0
+    private var fixedEnd = 0
+    /// The token `authorization` currently holds (nil: none written).
+    private var cachedBearer: String?
+    private var bearerField = nghttp2_nv()
 
-    init(authority: String) { self.authority = authority }
+    init(authority: String) {
+        add(":method", "POST")
+        add(":scheme", "https")
+        add(":authority", authority)
+        pseudoEnd = used
+        fixedEnd = used
+    }
 
     deinit {
         bytes.deallocate()
@@ -22,14 +34,27 @@ final class RequestHeaderBlock {
     }
 
     /// The fields for `n`, valid until the next call. `bearerToken` nil = certificate auth.
+    ///
+    /// The three constant pseudo-headers and the JWT (the same for up to an hour) are kept from
+    /// the previous request; only the push's own fields are laid out again.
     func build(_ n: PushNotification, bearerToken: String?) -> (UnsafePointer<nghttp2_nv>, Int) {
-        used = 0
-        count = 0
-        add(":method", "POST")
-        add(":scheme", "https")
+        if bearerToken != cachedBearer {
+            used = pseudoEnd
+            count = 3
+            if let bearerToken {
+                add("authorization", prefix: "bearer ", bearerToken)
+                bearerField = fields[3]
+            }
+            cachedBearer = bearerToken
+            fixedEnd = used
+        }
+        used = fixedEnd
+        count = 3
         add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
-        add(":authority", authority)
-        if let bearerToken { add("authorization", prefix: "bearer ", bearerToken) }
+        if cachedBearer != nil {
+            fields[count] = bearerField
+            count += 1
+        }
         add("apns-push-type", n.pushType.rawValue)
         add("apns-topic", n.topic)
         add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
