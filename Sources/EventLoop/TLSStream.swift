@@ -10,7 +10,7 @@ public protocol TLSStreamDelegate: AnyObject {
     func tlsStreamDidConnect(_ stream: TLSStream)
     /// Decrypted bytes arrived. The bytes are valid only during the call.
     func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer)
-    /// The output buffer drained below its low-water mark: a good time to produce more.
+    /// The output was handed to the kernel completely: a good time to produce more.
     func tlsStreamDidDrainOutput(_ stream: TLSStream)
     /// The connection is gone (peer close, error, or handshake failure). `reason` is nil
     /// for an orderly close by the peer. No callback follows.
@@ -26,9 +26,10 @@ public protocol TLSStreamDelegate: AnyObject {
 /// Measured with 1 connection × 100 streams against nghttpd (200k requests): 9.0k epoll_wait,
 /// 16.6k epoll_ctl, 16.6k read and 12.7k write for pushgw against h2load's 4.0k / 4.0k / 14.0k
 /// / 8.0k, and 0.74× h2load's requests/s. This type writes the output produced while the
-/// delegate handles a read batch right after that batch, in the same callback (as h2load
-/// does), arms EV_WRITE only while a write would block, and lets OpenSSL cut the contiguous
-/// output into full 16 KiB records instead of one record per buffer chain.
+/// delegate handles a read batch in the same callback (every `midBatchWrite` bytes, and the
+/// rest right after the batch), arms EV_WRITE only while a write would block, and lets
+/// OpenSSL cut the contiguous output into records instead of one record per buffer chain.
+/// Same benchmark afterwards: 2.2k epoll_wait, 5 epoll_ctl, 4.6k read, 13.8k write.
 ///
 /// Output produced outside a callback of this stream (a `send` from another connection's read,
 /// a timer) is written on the same loop iteration through an activated event, so writes made
@@ -383,12 +384,15 @@ public final class TLSStream {
 
     /// Output that waits inside a read batch is written once it reaches this size.
     ///
-    /// Why: writing only after the batch made 1×100 a strict ping-pong (all 100 answers read,
-    /// then all 100 requests written; client and server each idle while the other works:
-    /// ~168k req/s against h2load's ~212k). Writing every ~8 KiB (about 11 requests) lets the
-    /// server start on them while the client still completes answers: ~209k–224k req/s in
-    /// the same runs. 16 KiB and more measured lower (fewer, larger overlaps), 2 KiB lower too
-    /// (more records and wake-ups on both sides).
+    /// Why: writing only after the batch made 1×100 against nghttpd a strict ping-pong (all
+    /// 100 answers read, then all 100 requests written; client and server each idle while the
+    /// other works): ~168k req/s against h2load's ~212k. Writing every ~8 KiB (about 15
+    /// requests) lets the server start on them while the client still completes answers:
+    /// ~209k–224k in the same runs. Later, with the client's per-request work trimmed, medians
+    /// of 21 alternating h2load/pushgw pairs, ratio to h2load: end of batch only 0.94, every
+    /// 8 KiB 1.06 (1.00–1.08 over five such series on a shared machine), 16 KiB 1.03, 6 KiB
+    /// and 12 KiB 1.07 in a series where 8 KiB gave 1.07; writing the first 12–20 KiB early
+    /// and holding the rest to the end of the batch 1.04–1.06 where 8 KiB gave 1.08.
     static let midBatchWrite = 8 * 1024
     static let recordSize = 16 * 1024
 
