@@ -86,7 +86,12 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private var sweepTimer: LoopTimer!
     private var closed = false
     private var dispatching = false
+    /// True while a batch of answers is completed: `send` queues and the batch dispatches.
+    private var deferringDispatch = false
     public private(set) var stats = ApnsClientStats()
+    /// `configuration.authentication`'s token source, read once: matching the enum per push
+    /// copied it (a retain and release each time).
+    private let tokenSource: ProviderTokenSource?
 
     /// Prepares the pool; opens nothing yet. Throws when the TLS setup fails (CA file or
     /// client certificate unreadable).
@@ -95,6 +100,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         self.configuration = configuration
         var certificate: ClientCertificate?
         if case let .certificate(c) = configuration.authentication { certificate = c }
+        if case let .token(source) = configuration.authentication { tokenSource = source } else { tokenSource = nil }
         tls = try TLSContext.client(caFile: configuration.caFile, certificate: certificate)
         reconnectTimer = LoopTimer(loop: loop) { [unowned self] in self.ensureConnections() }
         sweepTimer = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
@@ -137,7 +143,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         queue.append(push)
         if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
         ensureConnections()
-        dispatch()
+        if !deferringDispatch { dispatch() }
     }
 
     /// Opens the pool's connections now instead of on the first send.
@@ -164,10 +170,12 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// Moves queued pushes onto free streams, spreading them over connections, then flushes
     /// each connection once so many requests share TLS records.
     private func dispatch() {
-        guard !dispatching, !closed else { return }
+        // Called after every answer even when nothing waits (the answer's completion usually
+        // sent the next push already): return before any work.
+        guard !queue.isEmpty, !dispatching, !closed else { return }
         dispatching = true
         defer { dispatching = false }
-        var touched: [ApnsConnection] = []
+        var sentAny = false
         while !queue.isEmpty {
             var submitted = 0
             let ready = connections.reduce(0) { $0 + ($1.freeStreams > 0 ? 1 : 0) }
@@ -187,12 +195,14 @@ public final class ApnsClient: ApnsConnectionDelegate {
                     stats.sent += 1
                     submitted += 1
                     quota -= 1
-                    if touched.last !== c && !touched.contains(where: { $0 === c }) { touched.append(c) }
                 }
             }
             if submitted == 0 { break }
+            sentAny = true
         }
-        for c in touched { c.flush() }
+        guard sentAny else { return }
+        // Connections with new streams flag themselves (no per-dispatch array of them).
+        for c in connections where c.hasUnflushedRequests { c.flush() }
         let inFlight = inFlightCount
         if inFlight > stats.peakInFlight { stats.peakInFlight = inFlight }
     }
@@ -200,7 +210,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// The JWT for a push's `authorization` ("" for certificate auth), or nil after failing
     /// the push because no token could be signed.
     private func bearerToken(for push: PendingPush) -> String? {
-        guard case let .token(source) = configuration.authentication else { return "" }
+        guard let source = tokenSource else { return "" }
         do {
             return try source.currentToken()
         } catch {
@@ -214,8 +224,14 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// Keeps `configuration.connections` live connections, honouring the reconnect backoff.
     private func ensureConnections() {
         guard !closed, !reconnectTimer.isScheduled else { return }
-        connections.removeAll { $0.state == .closed }
-        let live = connections.filter { $0.state.isLive }.count
+        // Runs on every send: count without building arrays, and rebuild only when needed.
+        var live = 0
+        var anyClosed = false
+        for c in connections {
+            if c.state.isLive { live += 1 } else if c.state == .closed { anyClosed = true }
+        }
+        if live >= configuration.connections && !anyClosed { return }
+        if anyClosed { connections.removeAll { $0.state == .closed } }
         for _ in live..<max(live, configuration.connections) {
             nextConnectionID += 1
             let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: configuration.host,
@@ -235,22 +251,43 @@ public final class ApnsClient: ApnsConnectionDelegate {
         dispatch()
     }
 
-    func connection(_ connection: ApnsConnection, answered push: PendingPush, with response: PushNotificationResponse) {
-        if response.reason == .expiredProviderToken, case let .token(source) = configuration.authentication,
-           push.providerTokenResends < 2 {
-            // Not an attempt (DESIGN.md §3): sign a new token and send again at once.
-            push.providerTokenResends += 1
-            stats.resentAfterTokenRenewal += 1
-            _ = try? source.providerTokenExpired()
-            push.resetForResend()
-            queue.prepend(push)
-            dispatch()
-            return
+    func connection(_ connection: ApnsConnection, answered batch: [(PendingPush, PushNotificationResponse)]) {
+        // Completions usually send the next push. Their sends queue while the batch runs and
+        // go out every `refillEvery` answers: one dispatch and one nghttp2 flush for several
+        // requests instead of one each, yet early enough that the first requests are on the
+        // wire while later answers are still being completed (TLSStream writes mid-batch).
+        let outer = deferringDispatch
+        deferringDispatch = true
+        var sinceDispatch = 0
+        for (push, response) in batch {
+            if response.reason == .expiredProviderToken, let source = tokenSource, push.providerTokenResends < 2 {
+                // Not an attempt (DESIGN.md §3): sign a new token and send again at once.
+                push.providerTokenResends += 1
+                stats.resentAfterTokenRenewal += 1
+                _ = try? source.providerTokenExpired()
+                push.resetForResend()
+                queue.prepend(push)
+            } else {
+                stats.answered += 1
+                push.complete(.success(response))
+            }
+            sinceDispatch += 1
+            if sinceDispatch >= Self.refillEvery {
+                sinceDispatch = 0
+                deferringDispatch = outer
+                dispatch()
+                deferringDispatch = true
+            }
         }
-        stats.answered += 1
-        push.complete(.success(response))
+        deferringDispatch = outer
         dispatch()
     }
+
+    /// Answers completed between two dispatches of the pushes their completions sent.
+    /// 1×100 against nghttpd, callgrind, client instructions per request: 1 (a dispatch and a
+    /// flush per answer) 33.1k, 8: 31.3k, 100 (once per batch) 31.6k; and once per batch
+    /// holds every new request back until the whole batch of answers is completed.
+    static let refillEvery = 8
 
     func connection(_ connection: ApnsConnection, returned pushes: [PendingPush]) {
         for push in pushes.reversed() where !push.isCompleted {

@@ -4,9 +4,10 @@ import EventLoop
 /// Moves bytes between an nghttp2 session and a `TLSStream`; shared by the APNs client and
 /// the simulator's server so both write frames the same, cheap way.
 ///
-/// Why it exists: `bufferevent_openssl` writes one TLS record per buffer chain, so adding
-/// nghttp2's frames one by one made ~7× more records and syscalls than h2load
-/// (reference/c-libraries.md). `flush` packs frames into one reserved 16 KiB region per write.
+/// Why it exists: nghttp2 hands out frames one by one, and writing each on its own made ~7×
+/// more TLS records and syscalls than h2load (reference/c-libraries.md, measured with
+/// `bufferevent_openssl`). `flush` copies them into the stream's contiguous output, which
+/// `TLSStream` writes as few records.
 public enum HTTP2Wire {
     /// Bytes of output buffered in the stream above which `flush` stops asking nghttp2 for
     /// more; the stream's drain callback resumes it. Keeps memory flat when the peer is slow.

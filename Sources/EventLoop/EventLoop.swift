@@ -11,7 +11,7 @@ import Glibc
 /// the loop's objects. Types built on it are `final class`es that assert they are on
 /// the loop instead of synchronising.
 public final class EventLoop {
-    /// The libevent base; other modules hand it to bufferevents, evhttp and hiredis.
+    /// The libevent base; other modules hand it to their events, evhttp and hiredis.
     public let base: OpaquePointer
     /// Asynchronous DNS for outgoing connections (APNs asks for an uncached lookup per connection).
     public let dns: OpaquePointer

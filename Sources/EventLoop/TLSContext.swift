@@ -99,7 +99,8 @@ public final class TLSContext {
 
     private func applyCommon() throws(TLSError) {
         guard pushgw_ssl_ctx_set_min_tls12(ctx) == 1 else { throw TLSError("cannot require TLS 1.2") }
-        // libevent 2.1 predates OpenSSL 3: a peer closing without close_notify must not be an error.
+        // OpenSSL 3 reports a peer closing without close_notify as an error; TLSStream treats
+        // it as an orderly close (as libevent 2.1's bufferevent_openssl did before it).
         SSL_CTX_set_options(ctx, UInt64(pushgw_ssl_op_ignore_unexpected_eof()))
     }
 

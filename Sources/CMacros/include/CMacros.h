@@ -11,6 +11,8 @@ long pushgw_ssl_set_sni(SSL *ssl, const char *host);
 long pushgw_ssl_ctx_set_min_tls12(SSL_CTX *ctx);
 /// SSL_OP_IGNORE_UNEXPECTED_EOF (libevent 2.1 predates OpenSSL 3's EOF handling).
 unsigned long long pushgw_ssl_op_ignore_unexpected_eof(void);
+/// SSL_set_mode.
+long pushgw_ssl_set_mode(SSL *ssl, long mode);
 /// OPENSSL_free.
 void pushgw_openssl_free(void *p);
 /// SSL_CTX_set_ecdh_auto is a no-op in OpenSSL 3; kept out. BIO_get_mem_data:
