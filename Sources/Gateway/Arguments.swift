@@ -1,3 +1,4 @@
+import DeadLetters
 /// The parsed command line of one verb: `--flag`s, `--option VALUE` (or `--option=VALUE`)
 /// and positional arguments. `--` ends the options.
 struct Arguments: Equatable {
@@ -62,23 +63,7 @@ struct Arguments: Equatable {
 /// JSON text for hand-built output lines, whose key order is part of the format.
 enum JSONText {
     /// `s` as a JSON string literal, quotes included.
-    static func string(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    static func string(_ s: String) -> String { DeadLetters.JSONValue.string(s).text }
 
     /// `s` as a JSON string, or `null`.
     static func string(_ s: String?) -> String { s.map { string($0) } ?? "null" }
