@@ -12,11 +12,12 @@ public final class DeadLettersRole {
     public let connection: RedisConnection
     public let store: DeadLetterStore
     public let retention: DeadLetterRetention
-    /// Per app, what the next trim will remove, sampled every `sampleEveryMs` so that metrics
+    /// Per app, what the next trim will remove, sampled once per retention interval so that metrics
     /// show it before it happens (issue 4); nil until the first sample.
     public private(set) var aboutToRemove: [String: DeadLetterStore.PendingTrim] = [:]
     private var sampler: LoopTimer!
-    private let sampleEveryMs: Int64 = 15_000
+    /// As often as retention runs: sampling costs a few commands per app.
+    private var sampleEveryMs: Int64 { retention.intervalMs }
 
     public init(loop: EventLoop, config: GatewayConfig, redisURL: RedisURL, log: Log, intervalMs: Int64 = 60_000) {
         connection = RedisConnection(loop: loop, config: .init(url: redisURL, clientName: "pushgw-deadletters"))

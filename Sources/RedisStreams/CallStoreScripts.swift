@@ -138,6 +138,20 @@ enum CallStoreLua {
         """
 
     /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
+    /// The backlog of several apps in one command: for each calls stream, XLEN and the
+    /// pending count (0 when its group does not exist yet). Read-only; the keys are in
+    /// several slots, so like the consumer registry it needs a single Redis.
+    /// KEYS: calls streams. ARGV: group. Returns {len1, pending1, len2, pending2, …}.
+    static let backlogs = """
+        local out = {}
+        for i, key in ipairs(KEYS) do
+          out[#out + 1] = redis.call('XLEN', key)
+          local ok, summary = pcall(redis.call, 'XPENDING', key, ARGV[1])
+          if ok and type(summary) == 'table' then out[#out + 1] = summary[1] else out[#out + 1] = 0 end
+        end
+        return out
+        """
+
     static let liveConsumers = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
