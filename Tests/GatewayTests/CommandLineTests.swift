@@ -66,16 +66,13 @@ final class CommandLineTests: XCTestCase {
                       "a bad argument is reported before the missing config: \(console.err)")
     }
 
-    func testNotYetImplementedVerbsSaySoAndExitTwo() {
+    func testVerbsWithoutTheirInputsExitTwo() {
         let (runStatus, runConsole) = run(["run"])
         XCTAssertEqual(runStatus, 2, "run without a readable config is a config error")
         XCTAssertTrue(runConsole.err.first?.contains("cannot read the config file") == true, "\(runConsole.err)")
-        for verb in ["demo"] {  // dead: DeadCommandTests
-            let (status, console) = run([verb])
-            XCTAssertEqual(status, 2)
-            XCTAssertEqual(console.err.count, 1)
-            XCTAssertTrue(console.err.first?.hasPrefix("pushgw \(verb): not implemented yet") == true, "\(console.err)")
-        }
+        let (demoStatus, demoConsole) = run(["demo", "extra"])
+        XCTAssertEqual(demoStatus, 2, "demo takes no arguments")
+        XCTAssertEqual(demoConsole.err.count, 1)
         XCTAssertEqual(run(["simulator", "--port", "1"]).0, 2, "the simulator needs --config")
     }
 

@@ -2,12 +2,11 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// `make demo`'s script, run with this build's binary: the outcomes it prints must be the
-/// ones the README shows (so the README never drifts from what the demo does).
+/// `pushgw demo` (which runs `make demo`'s script with this build's binary): the outcomes it
+/// prints must be the ones the README shows (so the README never drifts from the demo).
 final class DemoTests: XCTestCase {
     func testDemoPrintsTheOutcomesTheReadmeShows() throws {
-        let bin = packageRoot + "/.build/debug"
-        let (status, out, err) = try runCommand("/usr/bin/env", ["PUSHGW_BIN_DIR=" + bin, "bash", packageRoot + "/scripts/demo.sh"])
+        let (status, out, err) = try runCommand(packageRoot + "/.build/debug/pushgw", ["demo"])
         XCTAssertEqual(status, 0, "the demo ran: \(err.suffix(2000))")
         func outcomes(_ text: String) -> [String] {
             text.split(separator: "\n").filter { $0.hasPrefix("  call-") }.map { line in
