@@ -39,15 +39,15 @@ public final class EventLoop {
         loopThread = nil
     }
 
-    /// Runs the loop until `condition` holds, checking it after every callback batch
-    /// and at least every `pollMs`. Used by the CLI and tests to drive one task to its end.
-    public func run(until condition: () -> Bool, pollMs: Int = 5) {
+    /// Runs the loop until `condition` holds, checking it after every batch of callbacks.
+    /// A wait for something no event reports (a child process, a clock) needs a timer of its
+    /// own to wake the loop. Used by the CLI and tests to drive one task to its end.
+    public func run(until condition: () -> Bool) {
         loopThread = pthread_self()
         while !condition() {
             event_base_loop(base, EVLOOP_ONCE)
         }
         loopThread = nil
-        _ = pollMs
     }
 
     /// Makes `run()` return after the callbacks of the current iteration.

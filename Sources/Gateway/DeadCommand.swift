@@ -131,6 +131,19 @@ struct DeadArguments {
                                 sinceMs: try instant("--since", nowMs: nowMs), beforeMs: try instant("--older-than", nowMs: nowMs))
     }
 
+    /// What a mutating verb (`replay`, `purge`) acts on: the named dead letters, or `--all`
+    /// narrowed by `filterOptions` — never both, never neither, and no filter with names.
+    func selection(action: String, filterOptions: [String]) throws(DeadFailure) -> (references: [DeadLetterReference], all: Bool) {
+        let references = try references()
+        let all = flag("--all")
+        if all && !references.isEmpty { throw usage("name dead letters or give --all, not both") }
+        if !all && references.isEmpty { throw usage("name the dead letters to \(action) (ID…) or give --all") }
+        if !all, let option = filterOptions.first(where: { value($0) != nil }) {
+            throw usage("\(option) selects dead letters for --all; with ids give only --app")
+        }
+        return (references, all)
+    }
+
     /// The positionals as dead-letter references.
     func references() throws(DeadFailure) -> [DeadLetterReference] {
         var seen = Set<String>()

@@ -41,13 +41,7 @@ enum DeadPurgeCommand: Command {
                 context.console.out(help)
                 return 0
             }
-            let references = try a.references()
-            let all = a.flag("--all")
-            if all && !references.isEmpty { throw a.usage("name dead letters or give --all, not both") }
-            if !all && references.isEmpty { throw a.usage("name the dead letters to purge (ID…) or give --all") }
-            if !all, let option = ["--reason", "--call", "--since", "--older-than"].first(where: { a.value($0) != nil }) {
-                throw a.usage("\(option) selects dead letters for --all; with ids give only --app")
-            }
+            let (references, all) = try a.selection(action: "purge", filterOptions: ["--reason", "--call", "--since", "--older-than"])
             let now = Clock.unixMs()
             let filter = try a.filter(nowMs: now)
             let dryRun = a.flag("--dry-run")
@@ -58,7 +52,7 @@ enum DeadPurgeCommand: Command {
 
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
             defer { session.close() }
-            let targets = all ? try session.all(filter: filter) : try session.find(references)
+            let targets = try session.select(all: all, filter: filter, references: references)
             guard !targets.isEmpty else {
                 context.console.out("no dead letters match; nothing purged")
                 return 0

@@ -151,6 +151,11 @@ final class DeadSession {
     }
 
     /// Every matching dead letter of every selected app, oldest first.
+    /// Every dead letter matching `filter` with `--all`, else the `references` named.
+    func select(all: Bool, filter: DeadLetterFilter, references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
+        all ? try self.all(filter: filter) : try find(references)
+    }
+
     func all(filter: DeadLetterFilter) throws(DeadFailure) -> [DeadLetterRecord] {
         var all: [DeadLetterRecord] = []
         for app in apps {
