@@ -38,6 +38,7 @@ python3 -c "print('{\"caller\":\"+15551234567\",\"callerName\":\"Alice Johnson\"
 
 port=$(free_port)
 nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
+nghttpd_pid=$!
 pids+=($!)
 wait_port "$port"
 jwt=$("$bin/pushgw-bench" jwt --key "$pki/AuthKey.p8")
@@ -71,11 +72,14 @@ done
 tokens=${tokens#,}
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+redis_pid=$!
 pids+=($!)
 wait_port "$rport"
 echo
 echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
-e2e_rps=(); e2e_h2=(); p50=(); p99=(); rss=()
+e2e_rps=(); e2e_h2=(); p50=(); p99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
+# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
+proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
@@ -90,15 +94,29 @@ for i in range(n):
 p.execute()
 PY
   out=$("$bin/pushgw-bench" e2e --redis "redis://127.0.0.1:$rport/0" --port "$port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" \
-        --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2)
+        --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2 \
+        --peer-pids "redis=$redis_pid,nghttpd=$nghttpd_pid")
   e2e_rps+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
   p50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')")
   p99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')")
   rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
-  e2e_h2+=("$(h2load -n "$EVENTS" -c 2 -m 100 -d "$work/body.json" \
+  for k in pushgw redis nghttpd; do
+    v=$(echo "$out" | python3 -c "import json,sys; print(json.load(sys.stdin)['cpu_us_per_event']['$k'])")
+    case $k in pushgw) cpu_gw+=("$v");; redis) cpu_redis+=("$v");; nghttpd) cpu_ng+=("$v");; esac
+  done
+  ng0=$(proc_cpu "$nghttpd_pid")
+  # h2load run by python, which reads the child's CPU time (RUSAGE_CHILDREN) afterwards.
+  h2out=$(python3 -c 'import resource,subprocess,sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+rps = [l.split()[3] for l in out.splitlines() if l.startswith("finished in")]
+print(int(float(rps[0])) if rps else 0, r.ru_utime + r.ru_stime)' h2load -n "$EVENTS" -c 2 -m 100 -d "$work/body.json" \
         -H 'apns-push-type: voip' -H 'apns-topic: com.example.app.voip' -H 'apns-priority: 10' \
-        -H 'apns-expiration: 0' -H "authorization: bearer $jwt" \
-        "https://127.0.0.1:$port/3/device/$token" | awk '/^finished in/ {print int($4)}')")
+        -H 'apns-expiration: 0' -H "authorization: bearer $jwt" "https://127.0.0.1:$port/3/device/$token")
+  ng1=$(proc_cpu "$nghttpd_pid")
+  e2e_h2+=("${h2out%% *}")
+  cpu_h2+=("$(python3 -c "print(f'{${h2out#* } * 1e6 / $EVENTS:.1f}')")")
+  cpu_h2ng+=("$(python3 -c "print(f'{($ng1 - $ng0) * 1e6 / $EVENTS:.1f}')")")
 done
 em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
 printf '%-34s %12s\n' "pushgw events/s (XADD'ed to recorded)" "$em"
@@ -107,6 +125,25 @@ printf '%-34s %12s   (target >= 0.7)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s ms (target <= 10)\n' "p99 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p99[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s MB (target <= 64)\n' "pushgw peak RSS" "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)"
+# Where the CPU goes: on a machine where the three processes share the cores, events/s can
+# not exceed cores / (CPU per event summed over them), so the ratio cannot exceed the ratio
+# of the two sums — whatever the router does, the Redis work is on top of the reference's.
+fmed() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+g=$(fmed "${cpu_gw[@]}"); r=$(fmed "${cpu_redis[@]}"); n=$(fmed "${cpu_ng[@]}"); c=$(fmed "${cpu_h2[@]}"); cn=$(fmed "${cpu_h2ng[@]}")
+cores=$(nproc)
+echo
+printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw run" "h2load run"
+printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
+printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
+printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
+python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" <<'PY'
+import sys
+g, r, n, c, cn, cores, h2 = map(float, sys.argv[1:])
+pg, ph = g + r + n, c + cn
+print(f"{'  all processes':34s} {pg:12.1f} {ph:14.1f}")
+bound = cores * 1e6 / pg
+print(f"{'events/s the pushgw sum allows':34s} {bound:12.0f}   on {cores:.0f} cores: ratio ceiling {bound / h2:.2f} here")
+PY
 
 # ---- Retries -----------------------------------------------------------------------------
 echo

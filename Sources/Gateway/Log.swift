@@ -9,9 +9,15 @@ public final class Log {
     /// Severity, lowest first; lines below the configured level are dropped.
     public enum Level: String, Comparable, CaseIterable, Sendable {
         case debug, info, warn, error
-        public static func < (a: Level, b: Level) -> Bool {
-            allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+        private var rank: Int {
+            switch self {
+            case .debug: 0
+            case .info: 1
+            case .warn: 2
+            case .error: 3
+            }
         }
+        public static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
     }
 
     public let minimum: Level
@@ -23,10 +29,11 @@ public final class Log {
         self.write = write
     }
 
-    /// Writes one line when `level` is at or above the minimum.
-    public func log(_ level: Level, _ message: String, _ fields: [String: Any] = [:]) {
+    /// Writes one line when `level` is at or above the minimum. `fields` is evaluated only
+    /// then: the router logs per call, and a dropped line should cost a comparison.
+    public func log(_ level: Level, _ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) {
         guard level >= minimum else { return }
-        var object: [String: Any] = fields
+        var object: [String: Any] = fields()
         object["time"] = Log.timestamp()
         object["level"] = level.rawValue
         object["msg"] = message
@@ -34,10 +41,10 @@ public final class Log {
         write(String(decoding: data, as: UTF8.self))
     }
 
-    public func info(_ message: String, _ fields: [String: Any] = [:]) { log(.info, message, fields) }
-    public func warn(_ message: String, _ fields: [String: Any] = [:]) { log(.warn, message, fields) }
-    public func error(_ message: String, _ fields: [String: Any] = [:]) { log(.error, message, fields) }
-    public func debug(_ message: String, _ fields: [String: Any] = [:]) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.info, message, fields()) }
+    public func warn(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.warn, message, fields()) }
+    public func error(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.error, message, fields()) }
+    public func debug(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.debug, message, fields()) }
 
     /// A device token as logs may show it: its last 8 characters.
     public static func token(_ token: String) -> String {

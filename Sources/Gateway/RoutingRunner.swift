@@ -136,6 +136,8 @@ public final class RoutingRunner {
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     private var scheduleAgain: [LiveCall] = []
     private var scheduleAgainTimer: LoopTimer!
+    /// Outcomes reached this loop turn, recorded together at its end.
+    private var records: TurnBatch<PendingRecord>!
 
     public init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
                 settings: RoutingRunnerSettings, log: Log) {
@@ -150,6 +152,7 @@ public final class RoutingRunner {
         heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
         claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
         scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
+        records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
     }
 
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
@@ -216,11 +219,9 @@ public final class RoutingRunner {
             case let .success(byApp):
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
-                    for entry in entries {
-                        self.stats.read += 1
-                        self.observations?.eventReceived(app: app.id, claimed: false)
-                        self.route(entry, app: app, deliveries: 1)
-                    }
+                    self.stats.read += entries.count
+                    for _ in entries { self.observations?.eventReceived(app: app.id, claimed: false) }
+                    self.route(entries, app: app)
                 }
                 self.readNext()
             case let .failure(error):
@@ -237,19 +238,56 @@ public final class RoutingRunner {
     private func key(_ app: AppRuntime, _ entryID: String) -> String { app.id + "\u{0}" + entryID }
     private func callKey(_ app: AppRuntime, _ callID: String) -> String { app.id + "\u{0}" + callID }
 
-    /// Starts routing one stream entry (new, or taken over with `deliveries` > 1).
-    private func route(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) {
-        let k = key(app, entry.id)
-        guard live[k] == nil else { return }  // already routing it (a claim raced a read)
+    /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
+    /// the router's snapshot (then only the outcome and the cancellation are looked up).
+    private struct Admitted {
+        let call: LiveCall
+        let event: CallEvent
+        let snapshot: WaitingCall?
+
+        var query: LookupQuery {
+            snapshot == nil ? LookupQuery(eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken)
+                            : LookupQuery(eventId: event.id, voipToken: nil, alertToken: nil)
+        }
+    }
+
+    /// Starts routing stream entries of one app (new, or taken over: `deliveries[i]` > 1; nil
+    /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
+    /// are looked up in one MGET, then each call's router starts (or resumes) with what Redis knew.
+    private func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime) {
+        var admitted: [Admitted] = []
+        admitted.reserveCapacity(entries.count)
+        for (i, entry) in entries.enumerated() {
+            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
+        }
+        guard !admitted.isEmpty else { return }
+        store.lookup(app.keys, admitted.map(\.query)) { [unowned self] result in
+            switch result {
+            case let .success(found):
+                for (a, f) in zip(admitted, found) { self.start(a, found: f) }
+            case let .failure(error):
+                // Without the lookup, routing could repeat a finished call: leave the entries
+                // pending; they are read again when this process or another claims them.
+                self.stats.redisErrors += 1
+                self.log.warn("lookup failed; entries left pending", ["app": app.id, "count": admitted.count, "error": "\(error)"])
+                for a in admitted { self.forget(a.call) }
+            }
+        }
+    }
+
+    /// Registers a live call for `entry`, or dead-letters the entry (poison, invalid event,
+    /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
+    private func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) -> Admitted? {
+        guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
         let raw = entry.fields["event"] ?? ""
         let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
             stats.poison += 1
             let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
-            return deadLetterEntry(app, entry: entry, raw: raw,
-                                   DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
+            return nil
         }
-        if let state = entry.fields["retry"] { return resume(entry, state: state, app: app) }
+        if let state = entry.fields["retry"] { return admitRetry(entry, state: state, app: app) }
         let event: CallEvent
         do throws(InvalidEvent) {
             guard entry.fields["event"] != nil else {
@@ -259,33 +297,18 @@ public final class RoutingRunner {
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
-            return deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
+            return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
         register(call)
-        store.lookup(app.keys, eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken) { [unowned self] result in
-            switch result {
-            case let .success(found):
-                call.started = true
-                let action = call.router.start(event, now: Clock.unixMs(),
-                                               knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
-                                               alreadyDone: found.outcome.flatMap(CallOutcome.init(rawValue:)),
-                                               cancelled: found.cancelled || call.cancelRequested)
-                self.perform(action, for: call)
-            case let .failure(error):
-                // Without the lookup, routing could repeat a finished call: leave the entry
-                // pending; it is read again when this process or another claims it.
-                self.stats.redisErrors += 1
-                self.log.warn("lookup failed; entry left pending", ["app": app.id, "event": event.id, "error": "\(error)"])
-                self.forget(call)
-            }
-        }
+        return Admitted(call: call, event: event, snapshot: nil)
     }
 
-    /// A due retry came back from the schedule (an entry with field `retry`): continue the call
-    /// from its snapshot, after looking up whether it was finished or cancelled meanwhile.
-    private func resume(_ entry: StreamEntry, state: String, app: AppRuntime) {
+    /// A due retry came back from the schedule (an entry with field `retry`): the call continues
+    /// from its snapshot once the lookup says whether it was finished or cancelled meanwhile.
+    private func admitRetry(_ entry: StreamEntry, state: String, app: AppRuntime) -> Admitted? {
         let raw = entry.fields["event"] ?? ""
         let snapshot: WaitingCall
         let event: CallEvent
@@ -303,27 +326,32 @@ public final class RoutingRunner {
             let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
             let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
             let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
-            return deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
+            return nil
         }
         stats.retriesFired += 1
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
-        store.lookup(app.keys, eventId: event.id, voipToken: nil, alertToken: nil) { [unowned self] result in
-            switch result {
-            case let .success(found):
-                call.started = true
-                let action = call.router.resume(event, from: snapshot, now: Clock.unixMs(),
-                                                alreadyDone: found.outcome.flatMap(CallOutcome.init(rawValue:)),
-                                                cancelled: found.cancelled || call.cancelRequested)
-                self.perform(action, for: call)
-            case let .failure(error):
-                self.stats.redisErrors += 1
-                self.log.warn("lookup failed; retry entry left pending", ["app": app.id, "event": event.id, "error": "\(error)"])
-                self.forget(call)
-            }
+        return Admitted(call: call, event: event, snapshot: snapshot)
+    }
+
+    /// The lookup answered: the call's router starts (or resumes) and its first action runs.
+    private func start(_ a: Admitted, found: EventLookup) {
+        let call = a.call
+        guard live[key(call.app, call.entryID)] === call else { return }
+        call.started = true
+        let done = found.outcome.flatMap(CallOutcome.init(rawValue:))
+        let cancelled = found.cancelled || call.cancelRequested
+        let action: CallAction
+        if let snapshot = a.snapshot {
+            action = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
+        } else {
+            action = call.router.start(a.event, now: Clock.unixMs(), knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                       alreadyDone: done, cancelled: cancelled)
         }
+        perform(action, for: call)
     }
 
     private func register(_ call: LiveCall) {
@@ -507,21 +535,50 @@ public final class RoutingRunner {
 
     // MARK: Records
 
+    /// One outcome waiting for the end of the loop turn, to be recorded with the others.
+    private struct PendingRecord {
+        let call: LiveCall
+        let record: OutcomeRecord
+        let finish: FinishRecord
+    }
+
+    /// Outcomes are recorded in batches: every outcome reached in one loop turn goes to Redis
+    /// in one script per app (`CallStore.finish`), in chunks of at most this many.
+    private static let recordChunk = 256
+
     private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, idempotencyKey: String? = nil) {
         guard !call.recording else { return }
         call.recording = true
         let entry = ResultEntry(eventId: idempotencyKey ?? call.callID, outcome: record.outcome.rawValue,
                                 resultJSON: record.jsonString)
-        store.finish(call.app.keys, entryID: call.entryID, record: entry, invalidTokens: call.feedback) { [unowned self] result in
-            switch result {
-            case .success:
-                self.recorded(record, call: call)
-            case let .failure(error):
-                // Never drop an outcome: leave the entry pending; claimed and routed again.
-                self.stats.redisErrors += 1
-                self.log.error("recording an outcome failed; entry left pending",
-                               ["app": call.app.id, "event": call.callID, "error": "\(error)"])
-                self.forget(call)
+        records.add(PendingRecord(call: call, record: record,
+                                  finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback)))
+    }
+
+    /// One `finish` script per app (and chunk) for the turn's outcomes.
+    private func writeRecords(_ batch: [PendingRecord]) {
+        var byApp: [String: [PendingRecord]] = [:]
+        var order: [String] = []
+        for p in batch {
+            if byApp[p.call.app.id] == nil { order.append(p.call.app.id) }
+            byApp[p.call.app.id, default: []].append(p)
+        }
+        for id in order {
+            let pending = byApp[id]!
+            for start in stride(from: 0, to: pending.count, by: Self.recordChunk) {
+                let chunk = Array(pending[start..<min(pending.count, start + Self.recordChunk)])
+                store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
+                    switch result {
+                    case .success:
+                        for p in chunk { self.recorded(p.record, call: p.call) }
+                    case let .failure(error):
+                        // Never drop an outcome: leave the entries pending; claimed and routed again.
+                        self.stats.redisErrors += 1
+                        self.log.error("recording outcomes failed; entries left pending",
+                                       ["app": id, "count": chunk.count, "error": "\(error)"])
+                        for p in chunk { self.forget(p.call) }
+                    }
+                }
             }
         }
     }
@@ -617,11 +674,9 @@ public final class RoutingRunner {
                             self.log.info("took over entries of dead consumers", ["app": app.id, "count": found.entries.count])
                         }
                         self.stats.lostEntries += found.lostIDs.count
-                        for c in found.entries {
-                            self.stats.claimed += 1
-                            self.observations?.eventReceived(app: app.id, claimed: true)
-                            self.route(c.entry, app: app, deliveries: c.deliveries)
-                        }
+                        self.stats.claimed += found.entries.count
+                        for _ in found.entries { self.observations?.eventReceived(app: app.id, claimed: true) }
+                        self.route(found.entries.map(\.entry), deliveries: found.entries.map(\.deliveries), app: app)
                         if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {
                         self.stats.redisErrors += 1

@@ -18,6 +18,43 @@ public struct ResultEntry: Equatable, Sendable {
     }
 }
 
+/// One outcome of a batched `CallStore.finish`: the record, the entry it acknowledges (nil:
+/// none) and the tokens APNs declared invalid on the way.
+public struct FinishRecord: Equatable, Sendable {
+    public var entryID: String?
+    public var record: ResultEntry
+    public var invalidTokens: [InvalidToken]
+
+    public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = []) {
+        self.entryID = entryID
+        self.record = record
+        self.invalidTokens = invalidTokens
+    }
+}
+
+/// What a batched `CallStore.finish` did.
+public struct FinishReport: Equatable, Sendable {
+    /// Per record, in order: false when an outcome for its event id was already recorded
+    /// (nothing written for it; its entry still acknowledged).
+    public var recorded: [Bool]
+    /// How many of the entries were pending and are now acknowledged.
+    public var acknowledged: Int64
+}
+
+/// One event to look up before routing (`CallStore.lookup`).
+public struct LookupQuery: Equatable, Sendable {
+    public var eventId: String
+    /// The event's tokens, to learn whether APNs declared them invalid; nil: not asked.
+    public var voipToken: String?
+    public var alertToken: String?
+
+    public init(eventId: String, voipToken: String?, alertToken: String?) {
+        self.eventId = eventId
+        self.voipToken = voipToken
+        self.alertToken = alertToken
+    }
+}
+
 /// A token APNs declared invalid: one feedback entry (DESIGN.md §2) and one known-invalid key.
 public struct InvalidToken: Equatable, Sendable {
     /// The hex token.

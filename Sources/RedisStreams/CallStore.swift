@@ -208,23 +208,48 @@ public final class CallStore {
     /// `invalidTokenTTLSeconds`) per `invalidTokens`, then XACK + XDEL of `entryID` if given.
     public func finish(_ app: AppKeys, entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [],
                        completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
-        guard let eventId = record.eventId else {
-            preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
+        finish(app, [FinishRecord(entryID: entryID, record: record, invalidTokens: invalidTokens)]) { result in
+            completion(result.map { RecordReport(recorded: $0.recorded[0], acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
         }
-        var keys = [app.calls, app.results, app.done(eventId), app.feedback]
-        var args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
-                    String(config.resultsMaxLen), String(config.feedbackMaxLen), String(config.invalidTokenTTLSeconds),
-                    String(invalidTokens.count)]
-        for t in invalidTokens {
-            keys.append(app.invalidToken(t.channel, t.token))
-            args += [t.token, t.channel.rawValue, t.reason, String(t.timestampMs)]
+    }
+
+    /// `finish` for several events of one app in one step (one script): under load the router
+    /// records every outcome reached in one loop turn together, so Redis runs one script per
+    /// app per turn instead of one per event. Each record is written, or skipped as already
+    /// recorded, exactly as `finish` would; the entries are acknowledged and deleted by one
+    /// XACK and one XDEL. Every `records[i].record.eventId` must be set.
+    public func finish(_ app: AppKeys, _ records: [FinishRecord],
+                       completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
+        guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
+        var keys = [app.calls, app.results, app.feedback]
+        var args = [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
+                    String(config.invalidTokenTTLSeconds), String(records.count)]
+        keys.reserveCapacity(3 + records.count)
+        args.reserveCapacity(6 + 4 * records.count)
+        for r in records {
+            guard let eventId = r.record.eventId else {
+                preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
+            }
+            keys.append(app.done(eventId))
+            args += [r.entryID ?? "", r.record.resultJSON, r.record.outcome, String(r.invalidTokens.count)]
+            for t in r.invalidTokens {
+                keys.append(app.invalidToken(t.channel, t.token))
+                args += [t.token, t.channel.rawValue, t.reason, String(t.timestampMs)]
+            }
         }
+        let count = records.count
         finishScript.run(on: commands, keys: keys, args: args) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 2, let recorded = parts[0].integer, let acked = parts[1].integer else {
+                guard let parts = reply.array, parts.count == count + 1, let acked = parts[count].integer else {
                     return .failure(.unexpectedReply("finish script \(reply)"))
                 }
-                return .success(RecordReport(recorded: recorded == 1, acknowledged: acked == 1, deadEntryID: nil))
+                var recorded: [Bool] = []
+                recorded.reserveCapacity(count)
+                for part in parts.prefix(count) {
+                    guard let flag = part.integer else { return .failure(.unexpectedReply("finish script \(reply)")) }
+                    recorded.append(flag == 1)
+                }
+                return .success(FinishReport(recorded: recorded, acknowledged: acked))
             })
         }
     }
@@ -282,19 +307,41 @@ public final class CallStore {
     /// since when its tokens are known invalid.
     public func lookup(_ app: AppKeys, eventId: String, voipToken: String?, alertToken: String?,
                        completion: @escaping (Result<EventLookup, RedisError>) -> Void) {
-        var keys = [app.done(eventId), app.cancelled(eventId)]
-        if let voipToken { keys.append(app.invalidToken(.voip, voipToken)) }
-        if let alertToken { keys.append(app.invalidToken(.alert, alertToken)) }
-        commands.send(["MGET"] + keys) { result in
+        lookup(app, [LookupQuery(eventId: eventId, voipToken: voipToken, alertToken: alertToken)]) { result in
+            completion(result.map { $0[0] })
+        }
+    }
+
+    /// `lookup` for several events of one app in one MGET (the router looks up every event
+    /// of a read together). Answers in the order of `queries`.
+    public func lookup(_ app: AppKeys, _ queries: [LookupQuery],
+                       completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
+        guard !queries.isEmpty else { return completion(.success([])) }
+        var args = ["MGET"]
+        args.reserveCapacity(1 + 4 * queries.count)
+        for q in queries {
+            args.append(app.done(q.eventId))
+            args.append(app.cancelled(q.eventId))
+            if let token = q.voipToken { args.append(app.invalidToken(.voip, token)) }
+            if let token = q.alertToken { args.append(app.invalidToken(.alert, token)) }
+        }
+        let expected = args.count - 1
+        commands.send(args) { result in
             completion(result.flatMap { reply in
-                guard let values = reply.array, values.count == keys.count else {
+                guard let values = reply.array, values.count == expected else {
                     return .failure(.unexpectedReply("MGET \(reply)"))
                 }
-                var i = 2
-                var lookup = EventLookup(outcome: values[0].string, cancelled: !values[1].isNull)
-                if voipToken != nil { lookup.voipInvalidSinceMs = values[i].integer; i += 1 }
-                if alertToken != nil { lookup.alertInvalidSinceMs = values[i].integer }
-                return .success(lookup)
+                var out: [EventLookup] = []
+                out.reserveCapacity(queries.count)
+                var i = 0
+                for q in queries {
+                    var found = EventLookup(outcome: values[i].string, cancelled: !values[i + 1].isNull)
+                    i += 2
+                    if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
+                    if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                    out.append(found)
+                }
+                return .success(out)
             })
         }
     }

@@ -4,30 +4,43 @@
 // passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
 
 enum CallStoreLua {
-    /// Records an outcome once per event id and acknowledges the stream entry.
-    /// KEYS: calls, results, done, feedback, invalid-token keys…
-    /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
-    ///       feedback maxlen, invalid-token TTL s, n, then n × (token, channel, reason, timestamp).
-    /// Returns {recorded (0 when an outcome was already recorded: nothing written), acked}.
+    /// Records outcomes once per event id and acknowledges their stream entries, for one
+    /// or more events of one app.
+    /// KEYS: calls, results, feedback, then per record its done key followed by its
+    ///       invalid-token keys.
+    /// ARGV: group, done TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
+    ///       per record: entry id ('' = none), result JSON, outcome, m, then
+    ///       m × (token, channel, reason, timestamp).
+    /// Returns {recorded₁ … recordedₙ (0 when an outcome was already recorded: nothing
+    /// written for it), acked count}.
     static let finish = """
-        local recorded = 0
-        if redis.call('SET', KEYS[3], ARGV[4], 'NX', 'EX', ARGV[5]) then
-          recorded = 1
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
-          local n = tonumber(ARGV[9])
-          for i = 0, n - 1 do
-            local b = 10 + 4 * i
-            redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*',
-              'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
-            redis.call('SET', KEYS[5 + i], ARGV[b + 3], 'EX', ARGV[8])
+        local out, ids = {}, {}
+        local a, k = 7, 4
+        for r = 1, tonumber(ARGV[6]) do
+          local entry, m = ARGV[a], tonumber(ARGV[a + 3])
+          local recorded = 0
+          if redis.call('SET', KEYS[k], ARGV[a + 2], 'NX', 'EX', ARGV[2]) then
+            recorded = 1
+            redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
+            for i = 0, m - 1 do
+              local b = a + 4 + 4 * i
+              redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
+                'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
+              redis.call('SET', KEYS[k + 1 + i], ARGV[b + 3], 'EX', ARGV[5])
+            end
           end
+          out[r] = recorded
+          if entry ~= '' then ids[#ids + 1] = entry end
+          a = a + 4 + 4 * m
+          k = k + 1 + m
         end
         local acked = 0
-        if ARGV[2] ~= '' then
-          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-          redis.call('XDEL', KEYS[1], ARGV[2])
+        if #ids > 0 then
+          acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+          redis.call('XDEL', KEYS[1], unpack(ids))
         end
-        return {recorded, acked}
+        out[#out + 1] = acked
+        return out
         """
 
     /// Writes a dead letter and its result once per event id, and acknowledges the entry.

@@ -213,6 +213,25 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertTrue(h.requests("a0a0").isEmpty)
     }
 
+    func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws {
+        h = try RouterHarness(startRouter: false)
+        let count = 150
+        for i in 0..<count { h.call("batch-\(i)", voip: String(format: "a%03x", i)) }
+        let info = { self.h.command("INFO", "commandstats")?.string ?? "" }
+        let before = info()
+        h.runner.start()
+        XCTAssertTrue(h.waitForRecords(count))
+        let after = info()
+        let calls = { (command: String) in commandCalls(command, inInfo: after) - commandCalls(command, inInfo: before) }
+        XCTAssertEqual(Set(h.recorded.map(\.record.outcome)), [.deliveredVoip])
+        XCTAssertEqual(Set(h.recorded.compactMap(\.record.id)).count, count, "one outcome per event")
+        XCTAssertEqual(h.entries(h.keys("acme").results).count, count, "one result per event")
+        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "every entry acknowledged and deleted")
+        XCTAssertEqual(calls("mget"), 2, "two reads of at most 100 entries, one lookup each")
+        XCTAssertLessThan(calls("evalsha") + calls("eval"), count / 2,
+                          "outcomes reached in one loop turn share one recording script")
+    }
+
     func testDuplicateEventIsNotDeliveredTwice() throws {
         try start()
         h.call("dup", voip: "a0a0")

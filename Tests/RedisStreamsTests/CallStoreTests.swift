@@ -142,6 +142,44 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the duplicate is still acknowledged and deleted")
     }
 
+    func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws {
+        produce(acme, "done-before")
+        for id in ["b-1", "b-2", "done-before"] { produce(acme, id) }
+        let entries = read([acme], count: 10)[acme] ?? []
+        XCTAssertEqual(entries.count, 4)
+        // The first entry's event finishes alone; the batch then holds a second delivery of it.
+        let first = complete(loop) {
+            store.finish(acme, entryID: entries[0].id, record: .init(eventId: "done-before", outcome: "delivered_voip", resultJSON: "{}"),
+                         completion: $0)
+        }
+        XCTAssertEqual(first.value()?.recorded, true)
+        let gone = InvalidToken(token: "dd01", channel: .voip, reason: "Unregistered", timestampMs: 7)
+        let bad = InvalidToken(token: "ee02", channel: .alert, reason: "BadDeviceToken", timestampMs: 8)
+        let batch = [
+            FinishRecord(entryID: entries[1].id, record: .init(eventId: "b-1", outcome: "delivered_alert", resultJSON: #"{"id":"b-1"}"#),
+                         invalidTokens: [gone]),
+            FinishRecord(entryID: entries[2].id, record: .init(eventId: "b-2", outcome: "failed", resultJSON: #"{"id":"b-2"}"#),
+                         invalidTokens: [gone, bad]),
+            FinishRecord(entryID: entries[3].id, record: .init(eventId: "done-before", outcome: "failed", resultJSON: "{}")),
+        ]
+        let report = complete(loop) { store.finish(acme, batch, completion: $0) }
+        XCTAssertEqual(report.value(), FinishReport(recorded: [true, true, false], acknowledged: 3))
+        XCTAssertEqual(fields(acme.results), [["result": "{}"], ["result": #"{"id":"b-1"}"#], ["result": #"{"id":"b-2"}"#]],
+                       "one result per event id, in the batch's order")
+        XCTAssertEqual(redis("GET", acme.done("b-1"))?.string, "delivered_alert")
+        XCTAssertEqual(redis("GET", acme.done("b-2"))?.string, "failed")
+        XCTAssertEqual(redis("GET", acme.done("done-before"))?.string, "delivered_voip", "the first outcome stands")
+        XCTAssertEqual(fields(acme.feedback).map { $0["token"] }, ["dd01", "dd01", "ee02"], "every record's feedback")
+        XCTAssertEqual(redis("GET", acme.invalidToken(.alert, "ee02"))?.string, "8", "invalid-token keys of a later record")
+        XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "every entry of the batch is deleted")
+        XCTAssertEqual(try StreamReplies.pendingSummary(redis("XPENDING", acme.calls, "pushgw") ?? .null).count, 0)
+
+        // Acknowledged entries count once: the same batch again writes and acknowledges nothing.
+        let again = complete(loop) { store.finish(acme, batch, completion: $0) }
+        XCTAssertEqual(again.value(), FinishReport(recorded: [false, false, false], acknowledged: 0))
+        XCTAssertEqual(fields(acme.results).count, 3)
+    }
+
     func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() {
         produce(beta, "call-9")
         guard let entry = read([beta])[beta]?.first else { return XCTFail("no entry read") }
@@ -198,6 +236,31 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(noTokens.value(), EventLookup(outcome: "cancelled", cancelled: true, voipInvalidSinceMs: nil, alertInvalidSinceMs: nil))
         XCTAssertNil(complete(loop) { store.lookup(beta, eventId: "call-2", voipToken: nil, alertToken: "bb02", completion: $0) }.value()?.alertInvalidSinceMs,
                      "known-invalid tokens are per app")
+    }
+
+    func testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() {
+        _ = complete(loop) {
+            store.finish(acme, [FinishRecord(entryID: nil, record: .init(eventId: "x-1", outcome: "delivered_voip", resultJSON: "{}"),
+                                             invalidTokens: [InvalidToken(token: "aa09", channel: .voip, reason: "Unregistered", timestampMs: 99)])],
+                         completion: $0)
+        }
+        XCTAssertNotNil(complete(loop) { store.markCancelled(acme, eventId: "x-3", ttlSeconds: 60, completion: $0) }.value())
+        let before = commandCalls("mget")
+        let found = complete(loop) {
+            store.lookup(acme, [LookupQuery(eventId: "x-1", voipToken: nil, alertToken: nil),
+                                LookupQuery(eventId: "x-2", voipToken: "aa09", alertToken: "bb09"),
+                                LookupQuery(eventId: "x-3", voipToken: nil, alertToken: "aa09")], completion: $0)
+        }
+        XCTAssertEqual(found.value(), [
+            EventLookup(outcome: "delivered_voip", cancelled: false, voipInvalidSinceMs: nil, alertInvalidSinceMs: nil),
+            EventLookup(outcome: nil, cancelled: false, voipInvalidSinceMs: 99, alertInvalidSinceMs: nil),
+            EventLookup(outcome: nil, cancelled: true, voipInvalidSinceMs: nil, alertInvalidSinceMs: nil),
+        ], "each answer belongs to its query, tokens per channel")
+        XCTAssertEqual(commandCalls("mget") - before, 1, "three events, one MGET")
+    }
+
+    private func commandCalls(_ command: String) -> Int {
+        TestSupport.commandCalls(command, inInfo: redis("INFO", "commandstats")?.string ?? "")
     }
 
     // MARK: Take-over

@@ -72,3 +72,13 @@ public final class RedisServer: @unchecked Sendable {
 
     deinit { stop() }
 }
+
+/// How many times Redis ran `command` (lower-case name), read from the text of
+/// `INFO commandstats`; 0 when it never ran. Tests count round trips with it.
+public func commandCalls(_ command: String, inInfo info: String) -> Int {
+    let prefix = "cmdstat_\(command):calls="
+    for line in info.split(whereSeparator: \.isNewline) where line.hasPrefix(prefix) {
+        return Int(line.dropFirst(prefix.count).prefix { $0.isNumber }) ?? 0
+    }
+    return 0
+}

@@ -66,6 +66,25 @@ func peakRSSMegabytes() -> Double {
     return Double(usage.ru_maxrss) / 1024
 }
 
+/// CPU seconds (user + system) this process has used so far.
+func ownCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// CPU seconds (user + system) process `pid` has used so far, from /proc (clock-tick
+/// resolution, 10 ms here: read it around runs of a second or so); nil when unreadable.
+func processCPUSeconds(_ pid: Int) -> Double? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    // Fields after the command name: state is field 3, utime 14 and stime 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 /// Pushes N requests through one `ApnsClient` with C connections × M streams, keeping exactly
 /// C×M in flight (h2load's closed loop), and reports requests per second.
 enum ApnsThroughput {

@@ -10,7 +10,9 @@ import Routing
 ///
 /// 1. throughput: `--events` call events, pre-filled by the caller across `--apps` apps
 ///    (streams `pushgw:{appN}:calls`), then routed; prints
-///    events per second from the router's start to the last recorded outcome;
+///    events per second from the router's start to the last recorded outcome, and the CPU
+///    time per event of this process and of the processes named by `--peer-pids`
+///    (`name=pid,…`: redis-server and nghttpd), read around that phase;
 /// 2. latency: a steady `--rate` events per second for `--seconds`, each timed from its XADD
 ///    to its recorded outcome (which includes APNs' answer); prints p50 and p99.
 enum EndToEnd {
@@ -60,10 +62,22 @@ enum EndToEnd {
             recorded += 1
             if let id = record.id, let t = sentAtUs.removeValue(forKey: id) { latenciesUs.append(Clock.monotonicUs() - t) }
         }
+        let peers: [(name: String, pid: Int)] = o.string("peer-pids", "").split(separator: ",").compactMap {
+            let parts = $0.split(separator: "=")
+            guard parts.count == 2, let pid = Int(parts[1]) else { return nil }
+            return (String(parts[0]), pid)
+        }
+        let peerCPUBefore = peers.map { processCPUSeconds($0.pid) ?? 0 }
+        let cpuBefore = ownCPUSeconds()
         let start = Clock.monotonicUs()
         runner.start()
         loop.run(until: { recorded >= events })
         let throughputSeconds = Double(Clock.monotonicUs() - start) / 1e6
+        func perEvent(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1e6 / Double(events)) }
+        var cpu = [#""pushgw":\#(perEvent(ownCPUSeconds() - cpuBefore))"#]
+        for (peer, before) in zip(peers, peerCPUBefore) {
+            cpu.append(#""\#(peer.name)":\#(perEvent((processCPUSeconds(peer.pid) ?? before) - before))"#)
+        }
         let delivered = runner.stats.finished["delivered_voip"] ?? 0
 
         // Phase 2: a steady rate, one event every 1000/rate ms (in bursts per 1 ms tick).
@@ -93,7 +107,7 @@ enum EndToEnd {
         func pct(_ p: Double) -> Double {
             latenciesUs.isEmpty ? 0 : Double(latenciesUs[min(latenciesUs.count - 1, Int(Double(latenciesUs.count) * p))]) / 1000
         }
-        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(latenciesUs.count),"p50_ms":\#(String(format: "%.2f", pct(0.5))),"p99_ms":\#(String(format: "%.2f", pct(0.99))),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes()))}"#)
+        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(latenciesUs.count),"p50_ms":\#(String(format: "%.2f", pct(0.5))),"p99_ms":\#(String(format: "%.2f", pct(0.99))),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
         loop.run(until: { drained })
