@@ -2,6 +2,7 @@ import APNs
 import EventLoop
 import Foundation
 import RedisStreams
+import Retry
 import Routing
 
 /// Settings of the router role.
@@ -115,8 +116,13 @@ public final class RoutingRunner {
     private var appsByKeys: [AppKeys: AppRuntime]
     private let settings: RoutingRunnerSettings
     private let log: Log
-    private var live: [String: LiveCall] = [:]           // by app + entry id
-    private var liveByCall: [String: Set<String>] = [:]  // app + call id → live keys
+    /// An app's entry id or call id: keys of the live tables (two strings, no concatenation).
+    private struct LiveKey: Hashable {
+        let app: String
+        let id: String
+    }
+    private var live: [LiveKey: LiveCall] = [:]              // by app + entry id
+    private var liveByCall: [LiveKey: Set<LiveKey>] = [:]    // app + call id → live keys
     private var inFlightPerApp: [String: Int] = [:]
     private var reading = false
     private var stopping = false
@@ -136,6 +142,8 @@ public final class RoutingRunner {
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     private var scheduleAgain: [LiveCall] = []
     private var scheduleAgainTimer: LoopTimer!
+    /// Seeded once; each call's router gets a stream split off it (no system call per call).
+    private var jitter = Jitter.random()
     /// Outcomes reached this loop turn, recorded together at its end.
     private var records: TurnBatch<PendingRecord>!
 
@@ -235,8 +243,8 @@ public final class RoutingRunner {
 
     // MARK: One event
 
-    private func key(_ app: AppRuntime, _ entryID: String) -> String { app.id + "\u{0}" + entryID }
-    private func callKey(_ app: AppRuntime, _ callID: String) -> String { app.id + "\u{0}" + callID }
+    private func key(_ app: AppRuntime, _ entryID: String) -> LiveKey { LiveKey(app: app.id, id: entryID) }
+    private func callKey(_ app: AppRuntime, _ callID: String) -> LiveKey { LiveKey(app: app.id, id: callID) }
 
     /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
     /// the router's snapshot (then only the outcome and the cancellation are looked up).
@@ -301,7 +309,7 @@ public final class RoutingRunner {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
+                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         register(call)
         return Admitted(call: call, event: event, snapshot: nil)
     }
@@ -331,7 +339,7 @@ public final class RoutingRunner {
         }
         stats.retriesFired += 1
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: .random()), callID: event.id)
+                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
         return Admitted(call: call, event: event, snapshot: snapshot)

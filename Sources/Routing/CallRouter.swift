@@ -43,7 +43,7 @@ public struct CallRouter: Sendable {
     private var state: State
 
     /// A router waiting for `start`. `jitter` supplies the backoff's random draws
-    /// (`Jitter.random()` in production, `Jitter.constant(_:)` or a seed in tests).
+    /// (in production a stream split off the router role's `Jitter.random()`, `Jitter.constant(_:)` or a seed in tests).
     public init(policy: AppRoutingPolicy, jitter: Jitter) {
         self.policy = policy
         self.jitter = jitter

@@ -65,4 +65,20 @@ final class BackoffTests: XCTestCase {
         var constant = Jitter.constant(0.25)
         XCTAssertEqual([constant.next(), constant.next()], [0.25, 0.25])
     }
+
+    func testSplitStreamsAreDeterministicDistinctAndAdvanceTheParent() {
+        var parent = Jitter(seed: 11)
+        var twin = Jitter(seed: 11)
+        var first = parent.split()
+        var second = parent.split()
+        var firstAgain = twin.split()
+        let draws = (0..<50).map { _ in first.next() }
+        XCTAssertEqual(draws, (0..<50).map { _ in firstAgain.next() }, "the same parent splits off the same streams")
+        XCTAssertNotEqual(draws, (0..<50).map { _ in second.next() }, "each split is a stream of its own")
+        var unsplit = Jitter(seed: 11)
+        XCTAssertNotEqual(parent.next(), unsplit.next(), "splitting advances the parent")
+        var constant = Jitter.constant(0.5)
+        var child = constant.split()
+        XCTAssertEqual(child.next(), 0.5, "a constant stream splits into itself")
+    }
 }
