@@ -9,7 +9,9 @@
 #   End to end: 100,000 call events pre-filled in a private redis-server across 4 apps,
 #   routed by pushgw to the same nghttpd; events/s beside h2load's requests/s with the
 #   same connections (ratio target ≥ 0.7); then a steady 2,000 events/s for 5 s, XADD to
-#   recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS (target ≤ 64 MB).
+#   recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS (target ≤ 64 MB). Then the
+#   CPU time per event of pushgw, redis-server and nghttpd (and per request of h2load and
+#   nghttpd) and the events/s those sums allow on this machine's cores: the ratio's ceiling.
 #   Retries: 10,000 retries due over 3 s across 100 apps, scheduled by the router's step and
 #   moved by the retry mover; lateness of the moves p50/p99 (target p99 ≤ 50 ms). Then an
 #   idle `pushgw run` (router + retry, 100 apps): the commands it sends to Redis per second,
@@ -143,6 +145,8 @@ pg, ph = g + r + n, c + cn
 print(f"{'  all processes':34s} {pg:12.1f} {ph:14.1f}")
 bound = cores * 1e6 / pg
 print(f"{'events/s the pushgw sum allows':34s} {bound:12.0f}   on {cores:.0f} cores: ratio ceiling {bound / h2:.2f} here")
+floor = cores * 1e6 / (r + n)
+print(f"{'... with a router costing nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
 PY
 
 # ---- Retries -----------------------------------------------------------------------------

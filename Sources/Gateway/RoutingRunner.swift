@@ -56,6 +56,12 @@ public struct RoutingRunnerSettings: Sendable {
 /// call stays here, its entry pending, and the step is tried again every
 /// `scheduleAgainAfterMs` — never dropped.
 ///
+/// Batching (Redis work per event is most of the gateway's cost): the entries of one read
+/// are looked up with one `MGET` per app, and the outcomes reached in one loop turn are
+/// recorded by one `finish` script per app (`TurnBatch`), each record still written and
+/// acknowledged atomically. A lone call waits one loop iteration for its record; a burst of
+/// answers from one TLS read shares one script.
+///
 /// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
 /// `retriesFired`: a push the router decided to try again).
