@@ -84,6 +84,9 @@ public final class RoutingRunner {
         var cancelRequested = false
         /// True while the call is being put in the retry schedule (or waits to try again).
         var scheduling = false
+        /// The next live entry of the same app and call id (`liveByCall` lists them: usually
+        /// one, two while a cancel or a producer's duplicate is in flight with its call).
+        var nextOfCall: LiveCall?
 
         init(app: AppRuntime, entryID: String, rawEvent: String, router: CallRouter, callID: String) {
             self.app = app
@@ -128,7 +131,7 @@ public final class RoutingRunner {
         let id: String
     }
     private var live: [LiveKey: LiveCall] = [:]              // by app + entry id
-    private var liveByCall: [LiveKey: Set<LiveKey>] = [:]    // app + call id → live keys
+    private var liveByCall: [LiveKey: LiveCall] = [:]        // app + call id → first of its live entries
     private var inFlightPerApp: [String: Int] = [:]
     private var reading = false
     private var stopping = false
@@ -254,10 +257,16 @@ public final class RoutingRunner {
 
     /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
     /// the router's snapshot (then only the outcome and the cancellation are looked up).
-    private struct Admitted {
+    private final class Admitted {
         let call: LiveCall
         let event: CallEvent
         let snapshot: WaitingCall?
+
+        init(call: LiveCall, event: CallEvent, snapshot: WaitingCall?) {
+            self.call = call
+            self.event = event
+            self.snapshot = snapshot
+        }
 
         var query: LookupQuery {
             snapshot == nil ? LookupQuery(eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken)
@@ -371,7 +380,9 @@ public final class RoutingRunner {
     private func register(_ call: LiveCall) {
         let k = key(call.app, call.entryID)
         live[k] = call
-        liveByCall[callKey(call.app, call.callID), default: []].insert(k)
+        let ck = callKey(call.app, call.callID)
+        call.nextOfCall = liveByCall[ck]
+        liveByCall[ck] = call
         inFlightPerApp[call.app.id, default: 0] += 1
     }
 
@@ -535,8 +546,8 @@ public final class RoutingRunner {
                                                         "retry": id])
                         self.onRecorded?(app.id, record)
                     }
-                    for k in self.liveByCall[self.callKey(app, callID)] ?? [] where k != self.key(app, cancelEntry.entryID) {
-                        guard let target = self.live[k], !target.recording, !target.scheduling else { continue }
+                    for target in self.liveCalls(of: self.callKey(app, callID)) where target !== cancelEntry {
+                        guard !target.recording, !target.scheduling else { continue }
                         // Its lookup may have answered before the marker was set: tell it.
                         guard target.started else { target.cancelRequested = true; continue }
                         self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
@@ -550,10 +561,16 @@ public final class RoutingRunner {
     // MARK: Records
 
     /// One outcome waiting for the end of the loop turn, to be recorded with the others.
-    private struct PendingRecord {
+    private final class PendingRecord {
         let call: LiveCall
         let record: OutcomeRecord
         let finish: FinishRecord
+
+        init(call: LiveCall, record: OutcomeRecord, finish: FinishRecord) {
+            self.call = call
+            self.record = record
+            self.finish = finish
+        }
     }
 
     /// Outcomes are recorded in batches: every outcome reached in one loop turn goes to Redis
@@ -634,13 +651,30 @@ public final class RoutingRunner {
         forget(call)
     }
 
+    /// The live entries of one app's call id (a copy: acting on them may forget some).
+    private func liveCalls(of callKey: LiveKey) -> [LiveCall] {
+        var out: [LiveCall] = []
+        var next = liveByCall[callKey]
+        while let call = next {
+            out.append(call)
+            next = call.nextOfCall
+        }
+        return out
+    }
+
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
     private func forget(_ call: LiveCall) {
         let k = key(call.app, call.entryID)
         guard live.removeValue(forKey: k) != nil else { return }
         let ck = callKey(call.app, call.callID)
-        liveByCall[ck]?.remove(k)
-        if liveByCall[ck]?.isEmpty == true { liveByCall[ck] = nil }
+        if liveByCall[ck] === call {
+            liveByCall[ck] = call.nextOfCall
+        } else {
+            var previous = liveByCall[ck]
+            while let p = previous, p.nextOfCall !== call { previous = p.nextOfCall }
+            previous?.nextOfCall = call.nextOfCall
+        }
+        call.nextOfCall = nil
         inFlightPerApp[call.app.id, default: 1] -= 1
         readNext()
     }

@@ -221,24 +221,44 @@ public final class CallStore {
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
-        var keys = [app.calls, app.results, app.feedback]
-        var args = [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
-                    String(config.invalidTokenTTLSeconds), String(records.count)]
-        keys.reserveCapacity(3 + records.count)
-        args.reserveCapacity(6 + 4 * records.count)
+        // Keys first (calls, results, feedback, then per record its done key and invalid-token
+        // keys), then ARGV, written straight into one command buffer: no string per key.
+        var keyCount = 3
+        var size = 0
         for r in records {
             guard let eventId = r.record.eventId else {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
-            keys.append(app.done(eventId))
-            args += [r.entryID ?? "", r.record.resultJSON, r.record.outcome, String(r.invalidTokens.count)]
+            keyCount += 1 + r.invalidTokens.count
+            size += app.donePrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+                + r.invalidTokens.count * 256
+        }
+        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
+        body.append(app.calls)
+        body.append(app.results)
+        body.append(app.feedback)
+        for r in records {
+            body.append(app.donePrefix, r.record.eventId!)
+            for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
+        }
+        for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
+                    String(config.invalidTokenTTLSeconds), String(records.count)] {
+            body.append(arg)
+        }
+        for r in records {
+            body.append(r.entryID ?? "")
+            body.append(r.record.resultJSON)
+            body.append(r.record.outcome)
+            body.append(String(r.invalidTokens.count))
             for t in r.invalidTokens {
-                keys.append(app.invalidToken(t.channel, t.token))
-                args += [t.token, t.channel.rawValue, t.reason, String(t.timestampMs)]
+                body.append(t.token)
+                body.append(t.channel.rawValue)
+                body.append(t.reason)
+                body.append(String(t.timestampMs))
             }
         }
         let count = records.count
-        finishScript.run(on: commands, keys: keys, args: args) { result in
+        finishScript.run(on: commands, keyCount: keyCount, body: body) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == count + 1, let acked = parts[count].integer else {
                     return .failure(.unexpectedReply("finish script \(reply)"))
@@ -317,16 +337,17 @@ public final class CallStore {
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery],
                        completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
-        var args = ["MGET"]
-        args.reserveCapacity(1 + 4 * queries.count)
+        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 160),
+                                   arguments: 1 + 4 * queries.count)
+        command.append("MGET")
         for q in queries {
-            args.append(app.done(q.eventId))
-            args.append(app.cancelled(q.eventId))
-            if let token = q.voipToken { args.append(app.invalidToken(.voip, token)) }
-            if let token = q.alertToken { args.append(app.invalidToken(.alert, token)) }
+            command.append(app.donePrefix, q.eventId)
+            command.append(app.cancelledPrefix, q.eventId)
+            if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
+            if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
         }
-        let expected = args.count - 1
-        commands.send(args) { result in
+        let expected = command.count - 1
+        commands.send(command: command, blockMs: 0) { result in
             completion(result.flatMap { reply in
                 guard let values = reply.array, values.count == expected else {
                     return .failure(.unexpectedReply("MGET \(reply)"))

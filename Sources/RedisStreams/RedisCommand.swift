@@ -19,6 +19,43 @@ struct RedisCommand {
         bytes.append(0)
     }
 
+    /// An empty command, to be built with `append`; `bytes` is the expected size in bytes.
+    init(reservingBytes bytes: Int, arguments: Int) {
+        self.bytes = []
+        self.bytes.reserveCapacity(bytes + 1)
+        self.bytes.append(0)
+        lengths = []
+        lengths.reserveCapacity(arguments)
+    }
+
+    /// Appends one argument.
+    mutating func append(_ arg: String) {
+        bytes.removeLast()
+        bytes.append(contentsOf: arg.utf8)
+        bytes.append(0)
+        lengths.append(arg.utf8.count)
+    }
+
+    /// Appends one argument made of `head` followed by `tail` (a key: prefix + id), without
+    /// building the joined string.
+    mutating func append(_ head: String, _ tail: String) {
+        bytes.removeLast()
+        bytes.append(contentsOf: head.utf8)
+        bytes.append(contentsOf: tail.utf8)
+        bytes.append(0)
+        lengths.append(head.utf8.count + tail.utf8.count)
+    }
+
+    /// Appends every argument of `other`.
+    mutating func append(contentsOf other: RedisCommand) {
+        bytes.removeLast()
+        bytes.append(contentsOf: other.bytes)
+        lengths.append(contentsOf: other.lengths)
+    }
+
+    /// How many arguments it has.
+    var count: Int { lengths.count }
+
     init(_ args: [[UInt8]]) {
         bytes = []
         bytes.reserveCapacity(args.reduce(1) { $0 + $1.count })

@@ -23,7 +23,25 @@ public final class RedisScript {
     /// Runs the script with `keys` (all in one hash slot) and `args` on `connection`.
     public func run(on connection: RedisConnection, keys: [String], args: [String],
                     completion: @escaping RedisConnection.Completion) {
-        let tail = [String(keys.count)] + keys + args
+        var body = RedisCommand(reservingBytes: (keys + args).reduce(0) { $0 + $1.utf8.count }, arguments: keys.count + args.count)
+        for key in keys { body.append(key) }
+        for arg in args { body.append(arg) }
+        run(on: connection, keyCount: keys.count, body: body, completion: completion)
+    }
+
+    /// Runs the script with arguments already written into `body`: its first `keyCount`
+    /// arguments are the keys, the rest ARGV (callers on the hot path write keys and values
+    /// straight into one buffer).
+    func run(on connection: RedisConnection, keyCount: Int, body: RedisCommand,
+             completion: @escaping RedisConnection.Completion) {
+        func command(_ verb: String, _ script: String) -> RedisCommand {
+            var c = RedisCommand(reservingBytes: 16 + script.utf8.count + body.bytes.count, arguments: 3 + body.count)
+            c.append(verb)
+            c.append(script)
+            c.append(String(keyCount))
+            c.append(contentsOf: body)
+            return c
+        }
         guard let sha1 else {
             if !loading {
                 loading = true
@@ -32,12 +50,12 @@ public final class RedisScript {
                     if case .success(let reply) = result, let digest = reply.string { sha1 = digest }
                 }
             }
-            connection.send(["EVAL", source] + tail, completion: completion)
+            connection.send(command: command("EVAL", source), blockMs: 0, completion: completion)
             return
         }
-        connection.send(["EVALSHA", sha1] + tail) { [source] result in
+        connection.send(command: command("EVALSHA", sha1), blockMs: 0) { [source] result in
             if case .failure(let error) = result, error.serverCode == "NOSCRIPT" {
-                connection.send(["EVAL", source] + tail, completion: completion)
+                connection.send(command: command("EVAL", source), blockMs: 0, completion: completion)
             } else {
                 completion(result)
             }

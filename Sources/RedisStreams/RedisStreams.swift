@@ -18,30 +18,60 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public init(prefix: String = "pushgw", app: String) {
         self.prefix = prefix
         self.app = app
+        base = "\(prefix):{\(app)}:"
+        calls = base + "calls"
+        results = base + "results"
+        feedback = base + "feedback"
+        dead = base + "dead"
+        donePrefix = base + "done:"
+        cancelledPrefix = base + "cancelled:"
+        invalidVoipPrefix = base + "invalid:voip:"
+        invalidAlertPrefix = base + "invalid:alert:"
     }
 
-    private var base: String { "\(prefix):{\(app)}:" }
+    /// `PREFIX:{APP}:`, built once: the router derives several keys per event from it.
+    private let base: String
+
+    // Identity is the prefix and the app; the other stored keys derive from them.
+    public static func == (a: AppKeys, b: AppKeys) -> Bool { a.prefix == b.prefix && a.app == b.app }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(prefix)
+        hasher.combine(app)
+    }
 
     // MARK: Contract keys (DESIGN.md §2)
 
     /// Producers' stream of call events (field `event`).
-    public var calls: String { base + "calls" }
+    public let calls: String
     /// One entry per event that reached its outcome (field `result`), capped.
-    public var results: String { base + "results" }
+    public let results: String
     /// One entry per token APNs declared invalid (`token`, `channel`, `reason`, `timestamp`), capped.
-    public var feedback: String { base + "feedback" }
+    public let feedback: String
     /// Dead letters.
-    public var dead: String { base + "dead" }
+    public let dead: String
 
     // MARK: Internal keys (not part of the contract)
 
     /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window).
-    public func done(_ eventId: String) -> String { base + "done:" + eventId }
+    public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
-    public func cancelled(_ eventId: String) -> String { base + "cancelled:" + eventId }
+    public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
     /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
     public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
-        base + "invalid:" + channel.rawValue + ":" + token
+        invalidPrefix(channel) + token
+    }
+
+    // The per-event keys above are prefix + id. The prefixes are built once, so the router
+    // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
+    let donePrefix: String
+    let cancelledPrefix: String
+    let invalidVoipPrefix: String
+    let invalidAlertPrefix: String
+    func invalidPrefix(_ channel: TokenChannel) -> String {
+        switch channel {
+        case .voip: invalidVoipPrefix
+        case .alert: invalidAlertPrefix
+        }
     }
     /// Hash: the history of an event replayed from the dead letters (`replays`, `history`
     /// JSON, `calls_entry`, `dead_entry`), keyed by the SHA-256 (hex) of the event's raw

@@ -9,7 +9,9 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// The app id (the `{APP}` of the Redis keys); written as `app` in outcome records.
     public var appID: String
     /// Bundle id without suffix: alert pushes use it as `apns-topic`, VoIP pushes add `.voip`.
-    public var bundleID: String
+    public var bundleID: String { didSet { voipTopic = PushType.voip.topic(bundleID: bundleID) } }
+    /// `apns-topic` of the app's VoIP pushes, built once rather than per push.
+    public private(set) var voipTopic: String
     /// The environment of tokens whose event does not say `sandbox`.
     public var environment: APNsEnvironment
     /// How long a call rings when its event has no `deadline`, counted from the stream entry.
@@ -31,6 +33,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
                 alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate()) {
         self.appID = appID
         self.bundleID = bundleID
+        self.voipTopic = PushType.voip.topic(bundleID: bundleID)
         self.environment = environment
         self.ringTimeoutMs = ringTimeoutMs
         self.voipRetry = voipRetry

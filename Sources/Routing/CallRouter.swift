@@ -475,7 +475,7 @@ public struct CallRouter: Sendable {
     private mutating func sendVoip(_ call: Call, attempt: Int, now: Int64) -> CallAction {
         let event = call.event
         do {
-            let push = try PushNotification(deviceToken: event.voipToken ?? "", bundleID: policy.bundleID,
+            let push = try PushNotification(deviceToken: event.voipToken ?? "", topic: policy.voipTopic,
                                             pushType: .voip, payload: event.voipPayload, priority: .immediate,
                                             expiration: call.deadlineMs / 1000)
             state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now))
