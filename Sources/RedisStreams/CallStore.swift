@@ -178,26 +178,19 @@ public final class CallStore {
         for app in apps { lookup[app.calls] = app }
         let group = config.group, start = config.groupStartID
         let connection = blocking
-        connection.send(args, blockMs: blockMs ?? 0) { result in
-            switch result {
-            case .success(let reply):
-                do {
-                    var out: [AppKeys: [StreamEntry]] = [:]
-                    for (key, entries) in try StreamReplies.read(reply) {
-                        guard let app = lookup[key] else { throw RedisError.unexpectedReply("XREADGROUP returned unknown stream \(key)") }
-                        out[app] = entries
-                    }
-                    completion(.success(out))
-                } catch {
-                    completion(.failure(error as? RedisError ?? .unexpectedReply("\(error)")))
-                }
-            case .failure(let error):
-                if error.serverCode == "NOGROUP" {
-                    for app in apps { CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in } }
-                }
-                completion(.failure(error))
+        connection.send(command: RedisCommand(args), blockMs: blockMs ?? 0, decodingInPlace: { reply in
+            var out: [AppKeys: [StreamEntry]] = [:]
+            for (key, entries) in try StreamReplies.read(reply) {
+                guard let app = lookup[key] else { throw RedisError.unexpectedReply("XREADGROUP returned unknown stream \(key)") }
+                out[app] = entries
             }
-        }
+            return out
+        }, completion: { (result: Result<[AppKeys: [StreamEntry]], RedisError>) in
+            if case let .failure(error) = result, error.serverCode == "NOGROUP" {
+                for app in apps { CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in } }
+            }
+            completion(result)
+        })
     }
 
     // MARK: Recording outcomes

@@ -90,16 +90,23 @@ public final class RedisConnection {
         case backingOff, closed
     }
 
+    /// Reads a non-error reply inside hiredis's callback and completes the command itself
+    /// (`send(command:blockMs:decodingInPlace:completion:)`); errors and lost connections go
+    /// to the command's `completion` as usual.
+    typealias InPlaceDecoder = (HiredisReply) -> Void
+
     private struct Pending {
         let seq: UInt64
         let allowanceMs: Int64
         let completion: Completion
+        let inPlace: InPlaceDecoder?
     }
 
     private struct Waiting {
         let command: RedisCommand
         let allowanceMs: Int64
         let completion: Completion
+        let inPlace: InPlaceDecoder?
     }
 
     public let loop: EventLoop
@@ -173,18 +180,42 @@ public final class RedisConnection {
     }
 
     func send(command: RedisCommand, blockMs: Int64, completion: @escaping Completion) {
+        send(command: command, blockMs: blockMs, inPlace: nil, completion: completion)
+    }
+
+    /// Sends a command whose reply `decode` reads in place, during hiredis's callback, instead
+    /// of from a `RedisReply` copy: for large replies on the hot path (the router's reads).
+    /// `decode` must not keep the `HiredisReply`; what it returns or throws completes the
+    /// command, as does any error Redis or the connection gives.
+    func send<T>(command: RedisCommand, blockMs: Int64, decodingInPlace decode: @escaping (HiredisReply) throws -> T,
+                 completion: @escaping (Result<T, RedisError>) -> Void) {
+        send(command: command, blockMs: blockMs, inPlace: { reply in
+            do {
+                completion(.success(try decode(reply)))
+            } catch {
+                completion(.failure(error as? RedisError ?? .unexpectedReply("\(error)")))
+            }
+        }, completion: { result in
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case let .success(reply): completion(.failure(.unexpectedReply("\(command.name) \(reply)")))
+            }
+        })
+    }
+
+    private func send(command: RedisCommand, blockMs: Int64, inPlace: InPlaceDecoder?, completion: @escaping Completion) {
         loop.assertInLoop()
         let allowance = config.watchdogMs + max(0, blockMs)
         switch phase {
         case .ready:
-            issue(command, allowanceMs: allowance, completion: completion)
+            issue(command, allowanceMs: allowance, inPlace: inPlace, completion: completion)
         case .closed:
             completion(.failure(.closed))
         case .idle, .connecting, .handshaking, .dropping, .backingOff:
             if waiting.count >= config.maxQueued {
                 completion(.failure(.disconnected))
             } else {
-                waiting.push(Waiting(command: command, allowanceMs: allowance, completion: completion))
+                waiting.push(Waiting(command: command, allowanceMs: allowance, completion: completion, inPlace: inPlace))
             }
         }
     }
@@ -345,13 +376,14 @@ public final class RedisConnection {
         onReady?(self)
         // Release the commands that waited, in order, unless onReady changed things.
         while phase == .ready, gen == generation, let next = waiting.popFirst() {
-            issue(next.command, allowanceMs: next.allowanceMs, completion: next.completion)
+            issue(next.command, allowanceMs: next.allowanceMs, inPlace: next.inPlace, completion: next.completion)
         }
     }
 
     // MARK: Commands
 
-    private func issue(_ command: RedisCommand, allowanceMs: Int64, completion: @escaping Completion) {
+    private func issue(_ command: RedisCommand, allowanceMs: Int64, inPlace: InPlaceDecoder? = nil,
+                       completion: @escaping Completion) {
         guard let ac else {
             completion(.failure(.disconnected))
             return
@@ -371,7 +403,7 @@ public final class RedisConnection {
             return
         }
         if pending.isEmpty { headSinceMs = Clock.monotonicMs() }
-        pending.push(Pending(seq: seq, allowanceMs: allowanceMs, completion: completion))
+        pending.push(Pending(seq: seq, allowanceMs: allowanceMs, completion: completion, inPlace: inPlace))
         if !watchdog.isScheduled { watchdog.schedule(afterMs: allowanceMs) }
     }
 
@@ -382,6 +414,15 @@ public final class RedisConnection {
         }
         assert(head.seq == seq, "hiredis answered out of order")
         headSinceMs = Clock.monotonicMs()
+        if let reply, let decode = head.inPlace {
+            let node = HiredisReply(reply.assumingMemoryBound(to: redisReply.self))
+            if !node.isError {
+                callbackDepth += 1
+                decode(node)
+                callbackDepth -= 1
+                return
+            }
+        }
         let result: Result<RedisReply, RedisError>
         if let reply {
             // Copy now: hiredis frees the reply when this callback returns.

@@ -1,5 +1,6 @@
 // Pure parsers for the stream commands' replies. They never touch a connection, so the
-// tests feed them hand-built `RedisReply` values.
+// tests feed them hand-built `RedisReply` values; the router's reads parse hiredis's reply in
+// place through the same code (`RedisReplyNode`).
 
 /// One stream entry: its id and its fields.
 ///
@@ -56,19 +57,20 @@ public struct AutoClaimPage: Equatable, Sendable {
 public enum StreamReplies {
     /// One entry `[id, [f1, v1, f2, v2, …]]`. An entry whose fields are nil (deleted while
     /// pending, seen when re-reading history) returns nil.
-    public static func entry(_ reply: RedisReply) throws -> StreamEntry? {
-        guard let pair = reply.array, pair.count == 2, let id = pair[0].string else {
+    public static func entry<R: RedisReplyNode>(_ reply: R) throws -> StreamEntry? {
+        guard reply.elementCount == 2, let id = reply.element(at: 0).string else {
             throw RedisError.unexpectedReply("stream entry \(reply)")
         }
-        if pair[1].isNull { return nil }
-        guard let flat = pair[1].array, flat.count % 2 == 0 else {
+        let flat = reply.element(at: 1)
+        if flat.isNull { return nil }
+        guard let count = flat.elementCount, count % 2 == 0 else {
             throw RedisError.unexpectedReply("fields of stream entry \(id)")
         }
         var fields: [String: String] = [:]
-        fields.reserveCapacity(flat.count / 2)
+        fields.reserveCapacity(count / 2)
         var i = 0
-        while i < flat.count {
-            guard let name = flat[i].string, let value = flat[i + 1].string else {
+        while i < count {
+            guard let name = flat.element(at: i).string, let value = flat.element(at: i + 1).string else {
                 throw RedisError.unexpectedReply("field of stream entry \(id)")
             }
             fields[name] = value
@@ -79,16 +81,17 @@ public enum StreamReplies {
 
     /// A list of entries (XRANGE, XREVRANGE, XCLAIM, one stream of XREADGROUP).
     /// Entries with nil fields are returned in `deletedIDs`.
-    public static func entryList(_ reply: RedisReply) throws -> (entries: [StreamEntry], deletedIDs: [String]) {
+    public static func entryList<R: RedisReplyNode>(_ reply: R) throws -> (entries: [StreamEntry], deletedIDs: [String]) {
         if reply.isNull { return ([], []) }
-        guard let items = reply.array else { throw RedisError.unexpectedReply("entry list \(reply)") }
+        guard let count = reply.elementCount else { throw RedisError.unexpectedReply("entry list \(reply)") }
         var entries: [StreamEntry] = []
-        entries.reserveCapacity(items.count)
+        entries.reserveCapacity(count)
         var deleted: [String] = []
-        for item in items {
+        for k in 0..<count {
+            let item = reply.element(at: k)
             if let entry = try entry(item) {
                 entries.append(entry)
-            } else if let id = item.array?.first?.string {
+            } else if let id = item.element(at: 0).string {
                 deleted.append(id)
             }
         }
@@ -96,21 +99,22 @@ public enum StreamReplies {
     }
 
     /// XRANGE / XREVRANGE: the entries in reply order.
-    public static func range(_ reply: RedisReply) throws -> [StreamEntry] {
+    public static func range<R: RedisReplyNode>(_ reply: R) throws -> [StreamEntry] {
         try entryList(reply).entries
     }
 
     /// XREAD / XREADGROUP: `[[stream, [entries…]], …]`, or nil when BLOCK timed out.
     /// Returns the entries per stream key, in reply order; streams without entries are absent.
-    public static func read(_ reply: RedisReply) throws -> [String: [StreamEntry]] {
+    public static func read<R: RedisReplyNode>(_ reply: R) throws -> [String: [StreamEntry]] {
         if reply.isNull { return [:] }
-        guard let streams = reply.array else { throw RedisError.unexpectedReply("XREADGROUP \(reply)") }
+        guard let count = reply.elementCount else { throw RedisError.unexpectedReply("XREADGROUP \(reply)") }
         var result: [String: [StreamEntry]] = [:]
-        for stream in streams {
-            guard let pair = stream.array, pair.count == 2, let key = pair[0].string else {
+        for k in 0..<count {
+            let stream = reply.element(at: k)
+            guard stream.elementCount == 2, let key = stream.element(at: 0).string else {
                 throw RedisError.unexpectedReply("XREADGROUP stream \(stream)")
             }
-            let entries = try entryList(pair[1]).entries
+            let entries = try entryList(stream.element(at: 1)).entries
             if !entries.isEmpty { result[key, default: []].append(contentsOf: entries) }
         }
         return result

@@ -43,6 +43,32 @@ final class RedisConnectionTests: XCTestCase {
         XCTAssertEqual(call(redis, ["GET", "bin"]).value(), .bulk(bytes))
     }
 
+    func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws {
+        let redis = try connect(loop, server.url)
+        defer { redis.close() }
+        for i in 0..<3 { _ = call(redis, ["XADD", "s", "*", "event", "e\(i)", "n", String(repeating: "x", count: i * 40)]) }
+        _ = call(redis, ["XADD", "s", "*", "lone", ""])
+        let copied = try StreamReplies.range(try XCTUnwrap(call(redis, ["XRANGE", "s", "-", "+"]).value()))
+        func inPlace<T>(_ args: [String], _ decode: @escaping (HiredisReply) throws -> T) -> Result<T, RedisError>? {
+            var result: Result<T, RedisError>?
+            redis.send(command: RedisCommand(args), blockMs: 0, decodingInPlace: decode) { result = $0 }
+            drive(loop, until: { result != nil })
+            return result
+        }
+        XCTAssertEqual(try inPlace(["XRANGE", "s", "-", "+"]) { try StreamReplies.range($0) }?.get(), copied)
+        XCTAssertEqual(copied.count, 4)
+        XCTAssertEqual(copied.last?.fields, ["lone": ""], "an empty value reads as empty text")
+        XCTAssertEqual(try inPlace(["XRANGE", "none", "-", "+"]) { try StreamReplies.range($0) }?.get(), [])
+        guard case .failure(.server(let message))? = inPlace(["LPUSH", "s", "x"], { _ in 1 }) else {
+            return XCTFail("an error reply completes as .server, not through the decoder")
+        }
+        XCTAssertTrue(message.hasPrefix("WRONGTYPE"), message)
+        guard case .failure(.unexpectedReply)? = inPlace(["GET", "missing"], { reply -> String in
+            guard let text = reply.string else { throw RedisError.unexpectedReply("not text") }
+            return text
+        }) else { return XCTFail("what the decoder throws completes the command") }
+    }
+
     func testTenThousandPipelinedCommandsAllCompleteInOrder() throws {
         let redis = try connect(loop, server.url)
         defer { redis.close() }

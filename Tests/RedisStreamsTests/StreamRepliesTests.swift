@@ -19,7 +19,7 @@ final class StreamRepliesTests: XCTestCase {
                                                      StreamEntry(id: "1-1", fields: ["event": "{}"])])
         XCTAssertEqual(read["pushgw:{beta}:calls"], [StreamEntry(id: "2-0", fields: ["event": "x", "extra": "y"])])
         XCTAssertNil(read["pushgw:{gamma}:calls"], "a stream without entries is absent")
-        XCTAssertEqual(try StreamReplies.read(.null), [:], "BLOCK timing out answers nil: no entries")
+        XCTAssertEqual(try StreamReplies.read(RedisReply.null), [:], "BLOCK timing out answers nil: no entries")
     }
 
     func testEntriesWithNilFieldsAreReportedAsDeleted() throws {
