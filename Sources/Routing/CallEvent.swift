@@ -31,7 +31,8 @@ public struct CallEvent: Equatable, Sendable {
     /// The VoIP payload as sent: the producer's `voip` dictionary, keys sorted, plus `id` and
     /// `deadline` when the producer did not set them. Empty for `call_cancelled`.
     public let voipPayload: [UInt8]
-    /// The fallback alert's payload as sent. Empty for `call_cancelled`.
+    /// The fallback alert's payload as sent. Empty for `call_cancelled` and for an event
+    /// without `alert_token` (no alert can be sent; the router never builds it then).
     public let alertPayload: [UInt8]
     /// True when the alert text came from the app's template rather than the event's `alert`.
     public let alertFromTemplate: Bool
@@ -235,6 +236,8 @@ private struct Fields {
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
+        }
+        if kind == .incomingCall, alertToken != nil {
             let title: String, body: String
             if let alertTitle, let alertBody {
                 (title, body) = (alertTitle, alertBody)
@@ -244,7 +247,7 @@ private struct Fields {
                 (title, body) = (alertTitle ?? template.title, alertBody ?? template.body)
             }
             alertPayload = Fields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
-            if alertToken != nil && alertPayload.count > PushType.alert.maxPayloadBytes {
+            if alertPayload.count > PushType.alert.maxPayloadBytes {
                 throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
                               + (fromTemplate ? " (with the app's template)" : ""))
             }

@@ -233,11 +233,14 @@ private struct LegacyFields {
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
+        }
+        // Built only when it can be sent (the same rule as CallEvent.decode).
+        if kind == .incomingCall, alertToken != nil {
             let template = LegacyDecoder.render(policy.fallbackAlert, callerName: LegacyFields.text(voip["callerName"]),
                                                 caller: LegacyFields.text(voip["caller"]))
             alertPayload = LegacyFields.alertPayload(title: alertTitle ?? template.title, body: alertBody ?? template.body,
                                                      sound: policy.fallbackAlert.sound, id: id)
-            if alertToken != nil && alertPayload.count > PushType.alert.maxPayloadBytes {
+            if alertPayload.count > PushType.alert.maxPayloadBytes {
                 throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
                               + (fromTemplate ? " (with the app's template)" : ""))
             }
