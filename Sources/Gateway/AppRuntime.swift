@@ -3,8 +3,9 @@ import RedisStreams
 import Routing
 
 /// What the router needs to know about one configured app at run time: its Redis keys, its
-/// routing policy, and which credential's pools carry its pushes. Built once from the config.
-public struct AppRuntime: Sendable {
+/// routing policy, and which credential's pools carry its pushes. Built once from the config;
+/// a class, so the many live calls of an app share it instead of each copying its keys and policy.
+public final class AppRuntime: Sendable {
     public let id: String
     public let keys: AppKeys
     public let policy: AppRoutingPolicy
