@@ -48,7 +48,7 @@ jwt=$("$bin/pushgw-bench" jwt --key "$pki/AuthKey.p8")
 echo "== APNs client: $REQUESTS POSTs (VoIP, 300-byte body, JWT) to nghttpd static-file mode on 127.0.0.1, TLS, ${ROUNDS} alternating rounds, medians"
 printf '%-22s %14s %14s %8s %14s\n' "connections x streams" "h2load req/s" "pushgw req/s" "ratio" "pushgw peak RSS"
 for c in 1 4; do
-  h=(); p=(); rss=()
+  h=(); p=(); rss=(); apns_cpu=()
   for _ in $(seq 1 "$ROUNDS"); do
     h+=("$(h2load -n "$REQUESTS" -c "$c" -m 100 -d "$work/body.json" \
         -H 'apns-push-type: voip' -H 'apns-topic: com.example.app.voip' -H 'apns-priority: 10' \
@@ -58,6 +58,7 @@ for c in 1 4; do
           --connections "$c" --streams 100 --requests "$REQUESTS")
     p+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"]==d["requests"], d; print(d["rps"])')")
     rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
+    apns_cpu+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_request"])')")
   done
   hm=$(printf '%s\n' "${h[@]}" | median); pm=$(printf '%s\n' "${p[@]}" | median)
   peak=$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)
@@ -138,15 +139,18 @@ printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw run" "h2load r
 printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
 printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
 printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
-python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" <<'PY'
+a=$(printf '%s\n' "${apns_cpu[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" "$a" <<'PY'
 import sys
-g, r, n, c, cn, cores, h2 = map(float, sys.argv[1:])
+g, r, n, c, cn, cores, h2, a = map(float, sys.argv[1:])
 pg, ph = g + r + n, c + cn
 print(f"{'  all processes':34s} {pg:12.1f} {ph:14.1f}")
 bound = cores * 1e6 / pg
 print(f"{'events/s the pushgw sum allows':34s} {bound:12.0f}   on {cores:.0f} cores: ratio ceiling {bound / h2:.2f} here")
 floor = cores * 1e6 / (r + n)
-print(f"{'... with a router costing nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
+apns_only = cores * 1e6 / (r + n + a)
+print(f"{'... if routing cost only the push':34s} {apns_only:12.0f}   (pushgw's APNs client alone, {a:.1f} µs a request above: ratio ceiling {apns_only / h2:.2f} here)")
+print(f"{'... if routing cost nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
 PY
 
 # ---- Retries -----------------------------------------------------------------------------

@@ -86,7 +86,8 @@ func processCPUSeconds(_ pid: Int) -> Double? {
 }
 
 /// Pushes N requests through one `ApnsClient` with C connections × M streams, keeping exactly
-/// C×M in flight (h2load's closed loop), and reports requests per second.
+/// C×M in flight (h2load's closed loop), and reports requests per second and the CPU time
+/// per request of this process.
 enum ApnsThroughput {
     static func run(_ o: Options) {
         let loop = EventLoop()
@@ -120,10 +121,12 @@ enum ApnsThroughput {
             client.connect()
             loop.run(until: { client.activeConnections == connections })
             startUs = Clock.monotonicUs()
+            let cpuBefore = ownCPUSeconds()
             for _ in 0..<min(total, connections * streams) { sendOne() }
             loop.run(until: { done == total })
             let seconds = Double(Clock.monotonicUs() - startUs) / 1e6
-            print(#"{"requests":\#(total),"ok":\#(ok),"seconds":\#(String(format: "%.3f", seconds)),"rps":\#(Int(Double(total) / seconds)),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes()))}"#)
+            let cpuPerRequest = (ownCPUSeconds() - cpuBefore) * 1e6 / Double(total)
+            print(#"{"requests":\#(total),"ok":\#(ok),"seconds":\#(String(format: "%.3f", seconds)),"rps":\#(Int(Double(total) / seconds)),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_request":\#(String(format: "%.2f", cpuPerRequest))}"#)
             client.close()
         } catch {
             FileHandle.standardError.write(Data("pushgw-bench: \(error)\n".utf8))
