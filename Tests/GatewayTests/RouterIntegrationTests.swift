@@ -114,8 +114,11 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertEqual(r.cause, .deadline)
         let voip = r.attempts.filter { $0.channel == .voip }
         XCTAssertGreaterThan(voip.count, 1, "retried while the deadline allowed")
-        let deadline = Clock.unixMs()  // upper bound; the event's deadline passed before now
-        XCTAssertTrue(voip.allSatisfy { $0.sentAtMs < deadline })
+        // The event's deadline, as the VoIP payload carries it to the app.
+        let first = try XCTUnwrap(h.requests("05000003").first)
+        let payload = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(first.body)) as? [String: Any])
+        let deadline = try XCTUnwrap((payload["deadline"] as? NSNumber)?.int64Value)
+        XCTAssertTrue(voip.allSatisfy { $0.sentAtMs < deadline }, "no VoIP attempt at or after the deadline: \(voip.map(\.sentAtMs)), \(deadline)")
         for push in h.requests("05000003") {
             let exp = Int64(push.header("apns-expiration") ?? "0") ?? 0
             XCTAssertLessThanOrEqual(exp * 1000, push.timeMs + 400, "no VoIP push outlives the deadline")
