@@ -176,8 +176,8 @@ public final class GatewayMetrics: RouterObservations {
 
     // MARK: Pushed
 
-    public func eventReceived(app: String, claimed: Bool) {
-        eventsReceived.inc([app, claimed ? "claimed" : "read"])
+    public func eventsReceived(app: String, claimed: Bool, count: Int) {
+        eventsReceived.inc([app, claimed ? "claimed" : "read"], by: Double(count))
     }
 
     public func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {

@@ -100,14 +100,19 @@ public class ValueFamily {
 
     fileprivate func update(_ labels: [String], _ change: (inout Double) -> Void) {
         precondition(labels.count == labelNames.count, "\(name) takes \(labelNames.count) label values, got \(labels.count)")
-        if values[labels] == nil {
-            guard values.count < registry.maxSeriesPerFamily else {
-                registry.droppedSeries += 1
-                return
-            }
-            values[labels] = 0
+        // One hash of the labels per update on the usual path (the router updates several
+        // series per call).
+        if let i = values.index(forKey: labels) {
+            change(&values.values[i])
+            return
         }
-        change(&values[labels]!)
+        guard values.count < registry.maxSeriesPerFamily else {
+            registry.droppedSeries += 1
+            return
+        }
+        var value = 0.0
+        change(&value)
+        values[labels] = value
     }
 
     fileprivate func render(type: String, into out: inout String) {
@@ -158,6 +163,12 @@ public final class HistogramFamily: MetricFamily {
         public var counts: [UInt64]
         public var sum: Double
         public var count: UInt64
+
+        mutating func record(_ value: Double, inBucket bucket: Int) {
+            counts[bucket] += 1
+            sum += value
+            count += 1
+        }
     }
     private var series: [[String]: Series] = [:]
 
@@ -174,18 +185,19 @@ public final class HistogramFamily: MetricFamily {
     public func observe(_ labels: [String] = [], _ value: Double) {
         precondition(labels.count == labelNames.count, "\(name) takes \(labelNames.count) label values, got \(labels.count)")
         guard !value.isNaN else { return }
-        if series[labels] == nil {
-            guard series.count < registry.maxSeriesPerFamily else {
-                registry.droppedSeries += 1
-                return
-            }
-            series[labels] = Series(counts: Array(repeating: 0, count: buckets.count + 1), sum: 0, count: 0)
-        }
         // Buckets are few (≈ 15): a linear scan beats a binary search's branches here.
-        let index = buckets.firstIndex { value <= $0 } ?? buckets.count
-        series[labels]!.counts[index] += 1
-        series[labels]!.sum += value
-        series[labels]!.count += 1
+        let bucket = buckets.firstIndex { value <= $0 } ?? buckets.count
+        if let i = series.index(forKey: labels) {
+            series.values[i].record(value, inBucket: bucket)
+            return
+        }
+        guard series.count < registry.maxSeriesPerFamily else {
+            registry.droppedSeries += 1
+            return
+        }
+        var fresh = Series(counts: Array(repeating: 0, count: buckets.count + 1), sum: 0, count: 0)
+        fresh.record(value, inBucket: bucket)
+        series[labels] = fresh
     }
 
     /// The state of `labels`; nil when nothing was observed for it.

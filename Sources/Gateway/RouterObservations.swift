@@ -8,9 +8,9 @@ import Routing
 /// Everything else is pulled at scrape time from the counters that exist (`RoutingRunner.Stats`,
 /// `ApnsClientStats`, …), so the hot path pays only for these calls: a dictionary update each.
 public protocol RouterObservations: AnyObject {
-    /// A stream entry of `app` started routing: read (`claimed` false) or taken over from a
-    /// dead consumer (`claimed` true).
-    func eventReceived(app: String, claimed: Bool)
+    /// `count` stream entries of `app` started routing: read (`claimed` false) or taken over
+    /// from a dead consumer (`claimed` true). Called once per read, not per entry.
+    func eventsReceived(app: String, claimed: Bool, count: Int)
     /// APNs answered a push of `app` on `channel` with `status` (and Apple's `reason` text for
     /// a rejection) `latencySeconds` after it was handed to the client.
     func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double)

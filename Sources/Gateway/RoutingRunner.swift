@@ -237,7 +237,7 @@ public final class RoutingRunner {
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
-                    for _ in entries { self.observations?.eventReceived(app: app.id, claimed: false) }
+                    self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
                     self.route(entries, app: app)
                 }
                 self.readNext()
@@ -542,7 +542,7 @@ public final class RoutingRunner {
                     for id in report.recorded {
                         guard let record = records[id] else { continue }
                         self.stats.finished[record.outcome.rawValue, default: 0] += 1
-                        self.log.info("call finished", ["app": app.id, "event": callID, "outcome": record.outcome.rawValue,
+                        self.log.debug("call finished", ["app": app.id, "event": callID, "outcome": record.outcome.rawValue,
                                                         "retry": id])
                         self.onRecorded?(app.id, record)
                     }
@@ -645,7 +645,7 @@ public final class RoutingRunner {
 
     private func recorded(_ record: OutcomeRecord, call: LiveCall) {
         stats.finished[record.outcome.rawValue, default: 0] += 1
-        log.info("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
+        log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
                                    "entry": call.entryID])
         onRecorded?(call.app.id, record)
         forget(call)
@@ -723,7 +723,9 @@ public final class RoutingRunner {
                         }
                         self.stats.lostEntries += found.lostIDs.count
                         self.stats.claimed += found.entries.count
-                        for _ in found.entries { self.observations?.eventReceived(app: app.id, claimed: true) }
+                        if !found.entries.isEmpty {
+                            self.observations?.eventsReceived(app: app.id, claimed: true, count: found.entries.count)
+                        }
                         self.route(found.entries.map(\.entry), deliveries: found.entries.map(\.deliveries), app: app)
                         if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {

@@ -138,9 +138,8 @@ final class MetricsTests: XCTestCase {
 
     func testObservationsAndSnapshotsBecomePushgwSeries() {
         let m = GatewayMetrics()
-        m.eventReceived(app: "acme", claimed: false)
-        m.eventReceived(app: "acme", claimed: false)
-        m.eventReceived(app: "acme", claimed: true)
+        m.eventsReceived(app: "acme", claimed: false, count: 2)
+        m.eventsReceived(app: "acme", claimed: true, count: 1)
         m.apnsAnswered(app: "acme", channel: .voip, status: 200, reason: nil, latencySeconds: 0.02)
         m.apnsAnswered(app: "acme", channel: .voip, status: 410, reason: "Unregistered", latencySeconds: 0.03)
         m.apnsAnswered(app: "acme", channel: .alert, status: 200, reason: nil, latencySeconds: 0.2)

@@ -5,8 +5,9 @@ import Gateway
 import RedisStreams
 import Routing
 
-/// `pushgw-bench e2e`: the whole router in this process against a real redis-server and an
-/// HTTP/2 server (nghttpd in static-file mode), in two phases:
+/// `pushgw-bench e2e`: the whole router in this process — wired as `pushgw run` wires it, with
+/// its metrics and an info-level log — against a real redis-server and an HTTP/2 server
+/// (nghttpd in static-file mode), in two phases:
 ///
 /// 1. throughput: `--events` call events, pre-filled by the caller across `--apps` apps
 ///    (streams `pushgw:{appN}:calls`), then routed; prints
@@ -40,8 +41,13 @@ enum EndToEnd {
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RoutingRunnerSettings(consumer: "bench")
         settings.blockMs = 50
-        let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings,
-                                   log: Log(minimum: .error))
+        // As `pushgw run` runs the router by default: metrics observed, info-level log (here
+        // written to /dev/null, so terminal speed is not measured).
+        let devNull = FileHandle(forWritingAtPath: "/dev/null")!
+        let log = Log(minimum: .info, write: { line in devNull.write(Data((line + "\n").utf8)) })
+        let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
+        let metrics = GatewayMetrics()
+        runner.observations = metrics
         let producer = RedisConnection(loop: loop, config: RedisConnection.Config(url: url))
         producer.start()
         store.start()
@@ -58,7 +64,8 @@ enum EndToEnd {
         var recorded = 0
         var sentAtUs: [String: Int64] = [:]
         var latenciesUs: [Int64] = []
-        runner.onRecorded = { _, record in
+        runner.onRecorded = { app, record in
+            metrics.callRecorded(app: app, record: record)
             recorded += 1
             if let id = record.id, let t = sentAtUs.removeValue(forKey: id) { latenciesUs.append(Clock.monotonicUs() - t) }
         }
