@@ -8,8 +8,10 @@
 #   peak RSS (target ≤ 30 MB).
 #   End to end: 100,000 call events pre-filled in a private redis-server across 4 apps,
 #   routed by pushgw to the same nghttpd; events/s beside h2load's requests/s with the
-#   same connections (ratio target ≥ 0.7); then a steady 2,000 events/s for 5 s, XADD to
-#   recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS (target ≤ 64 MB). Then the
+#   same connections (ratio target ≥ 0.7), and the same for the binary (`pushgw run --role
+#   router` with its defaults, rate read from the results' entry ids); then a steady 2,000
+#   events/s for 5 s, XADD to recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS
+#   (target ≤ 64 MB). Then the
 #   CPU time per event of pushgw, redis-server and nghttpd (and per request of h2load and
 #   nghttpd) and the events/s those sums allow on this machine's cores: the ratio's ceiling.
 #   Retries: 10,000 retries due over 3 s across 100 apps, scheduled by the router's step and
@@ -81,10 +83,8 @@ wait_port "$rport"
 echo
 echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
 e2e_rps=(); e2e_h2=(); p50=(); p99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
-# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
-proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
-for _ in $(seq 1 "$ROUNDS"); do
-  redis-cli -p "$rport" FLUSHALL >/dev/null
+# EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
+prefill() {
   python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
 import json, sys, redis
 port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
@@ -96,6 +96,12 @@ for i in range(n):
     if i % 5000 == 4999: p.execute()
 p.execute()
 PY
+}
+# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
+proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
+for _ in $(seq 1 "$ROUNDS"); do
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill
   out=$("$bin/pushgw-bench" e2e --redis "redis://127.0.0.1:$rport/0" --port "$port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" \
         --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2 \
         --peer-pids "redis=$redis_pid,nghttpd=$nghttpd_pid")
@@ -121,8 +127,50 @@ print(int(float(rps[0])) if rps else 0, r.ru_utime + r.ru_stime)' h2load -n "$EV
   cpu_h2+=("$(python3 -c "print(f'{${h2out#* } * 1e6 / $EVENTS:.1f}')")")
   cpu_h2ng+=("$(python3 -c "print(f'{($ng1 - $ng0) * 1e6 / $EVENTS:.1f}')")")
 done
+# The binary: `pushgw run --role router` with its defaults (info log, metrics, admin endpoint),
+# on the same pre-filled streams. Its rate is read from the results streams: (N - 1) over the
+# milliseconds between the first and the last result's entry ids.
+python3 - "$work/e2e-gw.json" "$rport" "$port" "$pki" "$(free_port)" <<'PY'
+import json, sys
+path, rport, port, pki, admin = sys.argv[1:]
+app = {"bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600}
+json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"}, "admin": {"listen": f"127.0.0.1:{admin}"},
+           "apns": {"production": {"endpoint": f"127.0.0.1:{port}"}, "sandbox": {"endpoint": f"127.0.0.1:{port}"},
+                    "ca_file": f"{pki}/ca.pem", "connections": 2, "max_queued": 20000},
+           "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{pki}/AuthKey.p8"}},
+           "apps": {f"app{i}": app for i in range(4)}}, open(path, "w"))
+PY
+# Results written so far, in one cheap redis-cli call (a Python start-up per poll would take
+# CPU from the gateway being measured).
+results_total() {
+  redis-cli -p "$rport" EVAL "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('XLEN', k) end return n" 4 \
+    'pushgw:{app0}:results' 'pushgw:{app1}:results' 'pushgw:{app2}:results' 'pushgw:{app3}:results'
+}
+run_rps=()
+for _ in $(seq 1 "$ROUNDS"); do
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill
+  "$bin/pushgw" run --config "$work/e2e-gw.json" --role router --consumer bench-run >/dev/null 2>&1 &
+  gw=$!
+  pids+=("$gw")
+  for _ in $(seq 1 1200); do [ "$(results_total)" -ge "$EVENTS" ] && break; sleep 0.1; done
+  kill -TERM "$gw"; wait "$gw" || true
+  run_rps+=("$(python3 - "$rport" "$EVENTS" <<'PY'
+import sys, redis
+r = redis.Redis(port=int(sys.argv[1])); n = int(sys.argv[2])
+keys = [f"pushgw:{{app{i}}}:results" for i in range(4)]
+assert sum(r.xlen(k) for k in keys) == n, "every event has its result"
+ms = lambda entry_id: int(entry_id.split(b"-")[0])
+first = min(ms(r.xrange(k, count=1)[0][0]) for k in keys)
+last = max(ms(r.xrevrange(k, count=1)[0][0]) for k in keys)
+print(int((n - 1) * 1000 / max(1, last - first)))
+PY
+)")
+done
+run_median=$(printf '%s\n' "${run_rps[@]}" | median)
 em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
 printf '%-34s %12s\n' "pushgw events/s (XADD'ed to recorded)" "$em"
+printf '%-34s %12s\n' "  the same, by pushgw run (binary)" "$run_median"
 printf '%-34s %12s\n' "h2load requests/s (2 x 100)" "$hm"
 printf '%-34s %12s   (target >= 0.7)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:.2f}')")"
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
@@ -135,7 +183,7 @@ fmed() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/
 g=$(fmed "${cpu_gw[@]}"); r=$(fmed "${cpu_redis[@]}"); n=$(fmed "${cpu_ng[@]}"); c=$(fmed "${cpu_h2[@]}"); cn=$(fmed "${cpu_h2ng[@]}")
 cores=$(nproc)
 echo
-printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw run" "h2load run"
+printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw" "h2load"
 printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
 printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
 printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
