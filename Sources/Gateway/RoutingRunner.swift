@@ -28,6 +28,11 @@ public struct RoutingRunnerSettings: Sendable {
     /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
     /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
     public var fullClaimSweepEveryMs: Int64 = 30_000
+    /// Entries of this process idle this long that it is not routing — left pending when a
+    /// Redis step failed (lookup, record) — are claimed back and routed again by the full
+    /// sweep. Well above a call's stay in the process (pushes time out after 10 s; waits for a
+    /// retry leave the process), so a live call is not claimed from under itself.
+    public var ownEntriesIdleMs: Int64 = 120_000
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
     public var redeliveryLimit: Int64 = 5
     /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
@@ -302,8 +307,9 @@ public final class RoutingRunner {
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
     private func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) -> Admitted? {
         guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
-        let raw = entry.fields["event"] ?? ""
-        let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
+        let eventField = entry.fields["event"]
+        let raw = eventField ?? ""
+        let entryTimeMs = entry.timeMs ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
             stats.poison += 1
             let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
@@ -313,7 +319,7 @@ public final class RoutingRunner {
         if let state = entry.fields["retry"] { return admitRetry(entry, state: state, app: app) }
         let event: CallEvent
         do throws(InvalidEvent) {
-            guard entry.fields["event"] != nil else {
+            guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
             }
             event = try CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
@@ -346,7 +352,7 @@ public final class RoutingRunner {
             // Only a bug or a hand-edited schedule gets here: a human must look.
             stats.invalidEvents += 1
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
-            let entryTimeMs = Int64(entry.id.prefix { $0 != "-" }) ?? Clock.unixMs()
+            let entryTimeMs = entry.timeMs ?? Clock.unixMs()
             let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
             let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
@@ -716,10 +722,12 @@ public final class RoutingRunner {
             var cleared = true
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
-                                          count: 1000, liveConsumers: liveSet) { [unowned self] claimed in
+                                          count: 1000, liveConsumers: liveSet,
+                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
                     if case let .success(found) = claimed {
                         if !found.entries.isEmpty {
-                            self.log.info("took over entries of dead consumers", ["app": app.id, "count": found.entries.count])
+                            self.log.info("took over abandoned entries (of dead consumers, or left pending here after an error)",
+                                          ["app": app.id, "count": found.entries.count])
                         }
                         self.stats.lostEntries += found.lostIDs.count
                         self.stats.claimed += found.entries.count

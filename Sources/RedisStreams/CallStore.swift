@@ -424,12 +424,18 @@ public final class CallStore {
     /// (XPENDING IDLE pages, then XCLAIM; at most `claimScanPages` pages are scanned, so call
     /// again while it returns `count` entries). Live consumers' entries are never taken.
     /// Each claimed entry carries its delivery count; entries deleted while pending are
-    /// returned as `lostIDs`.
+    /// returned as `lostIDs`. With `ownIdleMs`, `consumer`'s own entries idle at least that
+    /// long are claimed again too: a live process finds the entries it left pending after a
+    /// Redis error (it knows which of its entries it is still routing; the others are lost to
+    /// it until it claims them).
     public func claimAbandoned(_ app: AppKeys, consumer: String, minIdleMs: Int64, count: Int, liveConsumers: Set<String>,
+                               ownIdleMs: Int64? = nil,
                                completion: @escaping (Result<ClaimResult, RedisError>) -> Void) {
         precondition(count > 0 && count <= 1000 && minIdleMs >= 0, "claimAbandoned needs 0 < count <= 1000 and minIdleMs >= 0")
+        precondition((ownIdleMs ?? minIdleMs) >= minIdleMs, "ownIdleMs is at least minIdleMs")
         let live = liveConsumers.sorted()
-        let args = [config.group, consumer, String(minIdleMs), String(count), String(config.claimScanPages), String(live.count)] + live
+        let args = [config.group, consumer, String(minIdleMs), String(count), String(config.claimScanPages),
+                    ownIdleMs.map { String($0) } ?? "", String(live.count)] + live
         claimScript.run(on: commands, keys: [app.calls], args: args) { result in
             completion(result.flatMap { reply in
                 do { return .success(try CallStore.parseClaim(reply)) } catch {

@@ -91,13 +91,16 @@ enum CallStoreLua {
         """
 
     /// Takes over pending entries idle ≥ min-idle whose owner is not live, scanning at most
-    /// max-pages pages of XPENDING. KEYS: calls.
-    /// ARGV: group, consumer, min-idle ms, count, max-pages, n-live, live names…
+    /// max-pages pages of XPENDING; and, when own-idle is given, the consumer's own entries
+    /// idle ≥ own-idle (ones it left pending after an error). KEYS: calls.
+    /// ARGV: group, consumer, min-idle ms, count, max-pages, own-idle ms ('' = none), n-live,
+    ///       live names…
     /// Returns {claimed entries, requested ids, their delivery counts before the claim}.
     static let claim = """
         local live = {}
-        local nLive = tonumber(ARGV[6])
-        for i = 1, nLive do live[ARGV[6 + i]] = true end
+        local nLive = tonumber(ARGV[7])
+        for i = 1, nLive do live[ARGV[7 + i]] = true end
+        local ownIdle = tonumber(ARGV[6])
         local want = tonumber(ARGV[4])
         local pageSize = math.max(want, 100)
         local ids, counts = {}, {}
@@ -105,7 +108,7 @@ enum CallStoreLua {
         for page = 1, tonumber(ARGV[5]) do
           local items = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], start, '+', pageSize)
           for _, p in ipairs(items) do
-            if #ids < want and not live[p[2]] then
+            if #ids < want and (not live[p[2]] or (ownIdle and p[2] == ARGV[2] and p[3] >= ownIdle)) then
               ids[#ids + 1] = p[1]
               counts[#counts + 1] = p[4]
             end

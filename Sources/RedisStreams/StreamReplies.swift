@@ -16,6 +16,20 @@ public struct StreamEntry: Equatable, Sendable {
         self.id = id
         self.fields = fields
     }
+
+    /// The milliseconds part of `id`: when Redis added the entry (unix ms, Redis' clock);
+    /// nil when `id` does not start with digits.
+    public var timeMs: Int64? {
+        var value: Int64 = 0
+        var digits = 0
+        for byte in id.utf8 {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { break }
+            guard digits < 18 else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
 }
 
 /// An entry of the pending entries list (XPENDING's extended form).

@@ -65,7 +65,7 @@ final class CrashTests: XCTestCase {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let takeover = (try? String(contentsOfFile: gwBLog, encoding: .utf8))?.split(separator: "\n")
             .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-            .first { ($0["msg"] as? String) == "took over entries of dead consumers" }
+            .first { ($0["msg"] as? String)?.hasPrefix("took over abandoned entries") == true }
             .flatMap { ($0["time"] as? String).flatMap(formatter.date(from:)) }
         let takeoverMs = takeover.map { Int64($0.timeIntervalSince1970 * 1000) - killedAtMs }
         XCTAssertNotNil(takeoverMs, "gw-B logged its take-over")

@@ -25,6 +25,8 @@ final class RouterHarness {
     let moverConnection: RedisConnection
     let mover: RetryMover
     let producer: RedisConnection
+    /// The router's consumer name in the apps' groups.
+    let consumer: String
     /// Every outcome recorded, in order, with its app.
     private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
 
@@ -55,7 +57,8 @@ final class RouterHarness {
         let url = try RedisURL(parsing: redis.url)
         store = CallStore(loop: sim.loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
-        var s = RoutingRunnerSettings(consumer: "test-\(getpid())")
+        consumer = "test-\(getpid())"
+        var s = RoutingRunnerSettings(consumer: consumer)
         s.blockMs = 100
         settings(&s)
         runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s,

@@ -303,6 +303,26 @@ final class RouterIntegrationTests: XCTestCase {
 
 /// Entries of dead consumers are taken over; one that keeps coming back is poison.
 final class TakeOverTests: XCTestCase {
+    func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws {
+        let h = try RouterHarness(settings: {
+            $0.claimEveryMs = 100; $0.fullClaimSweepEveryMs = 100; $0.claimMinIdleMs = 0; $0.ownEntriesIdleMs = 300
+        }, startRouter: false)
+        defer { h.close() }
+        let stream = h.keys("acme").calls
+        _ = try h.redis.cli(["XGROUP", "CREATE", stream, "pushgw", "0", "MKSTREAM"])
+        h.call("forgotten", voip: "a0a0")
+        // Delivered to this process's consumer, as when a lookup or a record failed on a Redis
+        // error: pending in Redis, unknown to the router, and no other process will take it.
+        let read = try h.redis.cli(["XREADGROUP", "GROUP", "pushgw", h.consumer, "COUNT", "1", "STREAMS", stream, ">"])
+        XCTAssertTrue(read.contains("forgotten"), read)
+        h.runner.start()
+        XCTAssertTrue(h.waitForRecords(1, timeoutMs: 10_000), "the sweep finds its own idle entry")
+        XCTAssertEqual(h.record("forgotten")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.requests("a0a0").count, 1, "pushed once")
+        XCTAssertEqual(h.entries(stream).count, 0, "acknowledged with its outcome")
+        XCTAssertEqual(h.runner.stats.claimed, 1)
+    }
+
     func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws {
         let h = try RouterHarness(settings: { $0.claimEveryMs = 200; $0.claimMinIdleMs = 0; $0.redeliveryLimit = 4 },
                                   startRouter: false)

@@ -297,6 +297,26 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(again.value()?.entries.count, 0, "nothing of live consumers is taken")
     }
 
+    func testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() {
+        for i in 0..<3 { produce(acme, "mine-\(i)") }
+        let mine = read([acme], consumer: "me", count: 2)[acme]?.map(\.id) ?? []
+        let theirs = read([acme], consumer: "other", count: 1)[acme]?.map(\.id) ?? []
+        XCTAssertEqual(mine.count, 2)
+        let live: Set<String> = ["me", "other"]
+        let none = complete(loop) { store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, completion: $0) }
+        XCTAssertEqual(none.value()?.entries.count, 0, "without ownIdleMs a live consumer's entries, its own too, stay")
+        let tooFresh = complete(loop) {
+            store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 600_000, completion: $0)
+        }
+        XCTAssertEqual(tooFresh.value()?.entries.count, 0, "own entries younger than ownIdleMs stay (they may be in flight)")
+        pause(loop, ms: 30)
+        let back = complete(loop) {
+            store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 20, completion: $0)
+        }.value()
+        XCTAssertEqual(back?.entries.map(\.entry.id), mine, "its own idle entries, and not the other live consumer's \(theirs)")
+        XCTAssertEqual(back?.entries.map(\.deliveries), [2, 2], "claiming back counts as a delivery (poison detection)")
+    }
+
     func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() {
         XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
         XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())

@@ -22,6 +22,14 @@ final class StreamRepliesTests: XCTestCase {
         XCTAssertEqual(try StreamReplies.read(RedisReply.null), [:], "BLOCK timing out answers nil: no entries")
     }
 
+    func testAnEntrysTimeIsTheMillisecondsOfItsID() {
+        XCTAssertEqual(StreamEntry(id: "1764412345678-3", fields: [:]).timeMs, 1_764_412_345_678)
+        XCTAssertEqual(StreamEntry(id: "0-1", fields: [:]).timeMs, 0)
+        XCTAssertNil(StreamEntry(id: "-1", fields: [:]).timeMs, "no digits")
+        XCTAssertNil(StreamEntry(id: "x", fields: [:]).timeMs)
+        XCTAssertNil(StreamEntry(id: String(repeating: "9", count: 19) + "-0", fields: [:]).timeMs, "too many digits for Int64")
+    }
+
     func testEntriesWithNilFieldsAreReportedAsDeleted() throws {
         let reply = RedisReply.array([entry("1-0", [("f", "v")]), .array([b("1-1"), .null])])
         let list = try StreamReplies.entryList(reply)
