@@ -671,7 +671,8 @@ public final class RoutingRunner {
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
     private func forget(_ call: LiveCall) {
         let k = key(call.app, call.entryID)
-        guard live.removeValue(forKey: k) != nil else { return }
+        guard live[k] === call else { return }  // forgotten already (or the entry is routed anew)
+        live.removeValue(forKey: k)
         let ck = callKey(call.app, call.callID)
         if liveByCall[ck] === call {
             liveByCall[ck] = call.nextOfCall
@@ -725,16 +726,17 @@ public final class RoutingRunner {
                                           count: 1000, liveConsumers: liveSet,
                                           ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
                     if case let .success(found) = claimed {
-                        if !found.entries.isEmpty {
+                        // Own entries this process is still routing may come back (claimed by the
+                        // own-idle rule): they are not new work.
+                        let taken = found.entries.filter { self.live[self.key(app, $0.entry.id)] == nil }
+                        if !taken.isEmpty {
                             self.log.info("took over abandoned entries (of dead consumers, or left pending here after an error)",
-                                          ["app": app.id, "count": found.entries.count])
+                                          ["app": app.id, "count": taken.count])
+                            self.observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
                         }
                         self.stats.lostEntries += found.lostIDs.count
-                        self.stats.claimed += found.entries.count
-                        if !found.entries.isEmpty {
-                            self.observations?.eventsReceived(app: app.id, claimed: true, count: found.entries.count)
-                        }
-                        self.route(found.entries.map(\.entry), deliveries: found.entries.map(\.deliveries), app: app)
+                        self.stats.claimed += taken.count
+                        self.route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
                         if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {
                         self.stats.redisErrors += 1
