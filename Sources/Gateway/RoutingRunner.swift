@@ -606,8 +606,12 @@ public final class RoutingRunner {
                 let chunk = Array(pending[start..<min(pending.count, start + Self.recordChunk)])
                 store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
                     switch result {
-                    case .success:
-                        for p in chunk { self.recorded(p.record, call: p.call) }
+                    case let .success(report):
+                        // A record skipped as already recorded (a duplicate routed at the same
+                        // time) was acknowledged without a result: not an outcome of its own.
+                        for (p, wasRecorded) in zip(chunk, report.recorded) {
+                            if wasRecorded { self.recorded(p.record, call: p.call) } else { self.forget(p.call) }
+                        }
                     case let .failure(error):
                         // Never drop an outcome: leave the entries pending; claimed and routed again.
                         self.stats.redisErrors += 1

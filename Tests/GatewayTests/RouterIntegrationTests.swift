@@ -235,6 +235,22 @@ final class RouterIntegrationTests: XCTestCase {
                           "outcomes reached in one loop turn share one recording script")
     }
 
+    func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws {
+        // Both copies are read and looked up together, before either is done: both are pushed
+        // (at least once), the recording script keeps the first outcome and skips the second.
+        h = try RouterHarness(startRouter: false)
+        h.call("twin", voip: "a0a0")
+        h.call("twin", voip: "a0a0")
+        _ = h.command("PING")
+        h.runner.start()
+        XCTAssertTrue(h.runUntil { self.h.entries(self.h.keys("acme").calls).isEmpty }, "both copies acknowledged")
+        h.runFor(100)
+        XCTAssertEqual(h.entries(h.keys("acme").results).count, 1, "one result per event id")
+        XCTAssertEqual(h.recorded.map(\.record.id), ["twin"], "the skipped copy is not an outcome of its own")
+        XCTAssertEqual(h.runner.stats.finished, ["delivered_voip": 1])
+        XCTAssertEqual(h.requests("a0a0").count, 2, "each copy was pushed: at least once")
+    }
+
     func testDuplicateEventIsNotDeliveredTwice() throws {
         try start()
         h.call("dup", voip: "a0a0")
