@@ -369,7 +369,6 @@ public final class RoutingRunner {
     /// The lookup answered: the call's router starts (or resumes) and its first action runs.
     private func start(_ a: Admitted, found: EventLookup) {
         let call = a.call
-        guard live[key(call.app, call.entryID)] === call else { return }
         call.started = true
         let done = found.outcome.flatMap(CallOutcome.init(rawValue:))
         let cancelled = found.cancelled || call.cancelRequested
@@ -674,9 +673,9 @@ public final class RoutingRunner {
 
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
     private func forget(_ call: LiveCall) {
-        let k = key(call.app, call.entryID)
-        guard live[k] === call else { return }  // forgotten already (or the entry is routed anew)
-        live.removeValue(forKey: k)
+        // Only the call routed for its entry: not one forgotten already, nor a later one.
+        guard let i = live.index(forKey: key(call.app, call.entryID)), live.values[i] === call else { return }
+        live.remove(at: i)
         let ck = callKey(call.app, call.callID)
         if liveByCall[ck] === call {
             liveByCall[ck] = call.nextOfCall

@@ -23,7 +23,8 @@ public final class RedisScript {
     /// Runs the script with `keys` (all in one hash slot) and `args` on `connection`.
     public func run(on connection: RedisConnection, keys: [String], args: [String],
                     completion: @escaping RedisConnection.Completion) {
-        var body = RedisCommand(reservingBytes: (keys + args).reduce(0) { $0 + $1.utf8.count }, arguments: keys.count + args.count)
+        let bytes = keys.reduce(0) { $0 + $1.utf8.count } + args.reduce(0) { $0 + $1.utf8.count }
+        var body = RedisCommand(reservingBytes: bytes, arguments: keys.count + args.count)
         for key in keys { body.append(key) }
         for arg in args { body.append(arg) }
         run(on: connection, keyCount: keys.count, body: body, completion: completion)

@@ -9,9 +9,9 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// The app id (the `{APP}` of the Redis keys); written as `app` in outcome records.
     public var appID: String
     /// Bundle id without suffix: alert pushes use it as `apns-topic`, VoIP pushes add `.voip`.
-    public var bundleID: String { didSet { voipTopic = PushType.voip.topic(bundleID: bundleID) } }
+    public let bundleID: String
     /// `apns-topic` of the app's VoIP pushes, built once rather than per push.
-    public private(set) var voipTopic: String
+    public let voipTopic: String
     /// The environment of tokens whose event does not say `sandbox`.
     public var environment: APNsEnvironment
     /// How long a call rings when its event has no `deadline`, counted from the stream entry.

@@ -36,7 +36,7 @@ final class RouterHarness {
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          settings: (inout RoutingRunnerSettings) -> Void = { _ in },
-         startRouter: Bool = true, startMover: Bool = true) throws {
+         startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         redis = try RedisServer.start()
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
@@ -61,8 +61,7 @@ final class RouterHarness {
         var s = RoutingRunnerSettings(consumer: consumer)
         s.blockMs = 100
         settings(&s)
-        runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s,
-                               log: Log(minimum: .error))
+        runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url))
         moverConnection = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url, clientName: "pushgw-retry"))
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),

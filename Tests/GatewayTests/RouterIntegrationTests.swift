@@ -251,6 +251,18 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertEqual(h.requests("a0a0").count, 2, "each copy was pushed: at least once")
     }
 
+    func testTheLineACallWritesIsDebugOnly() throws {
+        // One line per call at info would cost more than routing the call (docs/operations.md).
+        for (level, expected) in [(Log.Level.info, 0), (.debug, 1)] {
+            var lines: [String] = []
+            let h = try RouterHarness(routerLog: Log(minimum: level, write: { lines.append($0) }))
+            defer { h.close() }
+            h.call("logged-\(level)", voip: "a0a0")
+            XCTAssertTrue(h.waitForRecords(1))
+            XCTAssertEqual(lines.filter { $0.contains(#""msg":"call finished""#) }.count, expected, "at \(level): \(lines)")
+        }
+    }
+
     func testDuplicateEventIsNotDeliveredTwice() throws {
         try start()
         h.call("dup", voip: "a0a0")

@@ -100,6 +100,17 @@ final class CallEventTests: XCTestCase {
                        FallbackTemplate.maxFilledCharacters + " (1) {x}".count, "filled values are cut")
     }
 
+    func testWithoutAnAlertTokenNoAlertPayloadIsBuilt() throws {
+        let event = try decode(Fixture.eventJSON(["alert_token": nil]))
+        XCTAssertNil(event.alertToken)
+        XCTAssertTrue(event.alertPayload.isEmpty, "no alert can be sent, so none is built")
+        XCTAssertFalse(event.voipPayload.isEmpty)
+        // Nor is its size checked: an alert that would be too large is no error without a token.
+        let huge = String(repeating: "x", count: 5_000)
+        let quiet = try decode(Fixture.eventJSON(["alert_token": nil, "alert": #"{"title":"\#(huge)","body":"b"}"#]))
+        XCTAssertTrue(quiet.alertPayload.isEmpty)
+    }
+
     func testANumericCallerFillsTheTemplateWithItsJSONText() throws {
         let event = try decode(Fixture.eventJSON(["voip": #"{"caller":15551234567}"#]))
         XCTAssertTrue(String(decoding: event.alertPayload, as: UTF8.self).contains(#""body":"15551234567 tried to call you""#))
