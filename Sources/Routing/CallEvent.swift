@@ -222,7 +222,7 @@ struct JSONFields {
         callID = id
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
-            throw invalid("type", "unknown event type \"\(typeText)\" (expected incoming_call or call_cancelled)")
+            throw invalid("type", "unknown event type \"\(InvalidEvent.quote(typeText))\" (expected incoming_call or call_cancelled)")
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")

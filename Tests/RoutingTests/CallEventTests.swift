@@ -161,6 +161,8 @@ final class CallEventTests: XCTestCase {
             Bad("type missing", e(["type": nil]), "type", "required"),
             Bad("type unknown", e(["type": #""ring""#]), "type", #"unknown event type "ring""#),
             Bad("type a boolean", e(["type": "true"]), "type", "expected a string, got boolean"),
+            Bad("type of 60,000 characters", e(["type": "\"call\(String(repeating: "9", count: 60_000))\""]), "type",
+                #"unknown event type "call\#(String(repeating: "9", count: 60))…" (expected"#),
             Bad("voip_token not hex", e(["voip_token": #""xyz1""#]), "voip_token", "not a hex string"),
             Bad("voip_token odd length", e(["voip_token": #""abc""#]), "voip_token", "odd length (3 hex digits)"),
             Bad("voip_token odd and not hex", e(["voip_token": #""abz""#]), "voip_token", "not a hex string"),

@@ -8,6 +8,14 @@ public let packageRoot: String = {
     return url.path
 }()
 
+/// The path of product `name` built beside the running test bundle: `.build/debug/pushgw` in
+/// the usual run, `.build/asan/debug/pushgw` when `make test` runs tests under
+/// AddressSanitizer (scripts/test-asan.sh), so a live gateway is instrumented too.
+public func builtProduct(_ name: String) -> String {
+    URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent(name).path
+}
+
 /// A child process started by a test (redis-server, nghttpd, the simulator), killed at the end.
 public final class ChildProcess: @unchecked Sendable {
     public let process = Process()
