@@ -100,9 +100,10 @@ final class ConfigReader {
     }
 
     /// `text` in double quotes for a message, at most a short prefix of it
-    /// (`InvalidEvent.quote`): a 10,000-character value must not make a 10 KB message.
+    /// (`InvalidEvent.quote`: a 10,000-character value must not make a 10 KB message), control
+    /// characters and line breaks written visibly (`TerminalText.field`).
     func quoted(_ text: String) -> String {
-        "\"" + InvalidEvent.quote(text) + "\""
+        "\"" + TerminalText.field(InvalidEvent.quote(text)) + "\""
     }
 
     func missing(_ path: JSONPath, example: String) {

@@ -50,10 +50,11 @@ enum DeadShowCommand: Command {
     /// attempt, then the event.
     static func render(_ r: DeadLetterRecord, nowMs: Int64) -> [String] {
         func at(_ ms: Int64?) -> String { ms.map { "\(DeadFormat.time($0)) (\(DeadFormat.age(nowMs - $0)) ago)" } ?? "-" }
-        var lines = ["dead letter \(r.id) of app \(r.app)"]
-        let call = r.callID.map { id in r.eventType.map { "\(id) (\($0))" } ?? id } ?? "- (the event has no readable id)"
+        var lines = ["dead letter \(r.id) of app \(TerminalText.field(r.app))"]
+        let call = r.callID.map { id in r.eventType.map { "\(TerminalText.field(id)) (\(TerminalText.field($0)))" } ?? TerminalText.field(id) }
+            ?? "- (the event has no readable id)"
         var header: [(String, String)] = [
-            ("reason", r.reason),
+            ("reason", TerminalText.field(r.reason)),
             ("call", call),
             ("dead since", at(r.deadAtMs)),
             ("first failure", at(r.firstFailureMs)),
@@ -86,11 +87,12 @@ enum DeadShowCommand: Command {
             lines += DeadFormat.table(["    TIME", "ROUND", "CHANNEL", "TOKEN", "STATUS", "REASON", "APNS-ID"], rows)
         }
         lines.append("  event:")
+        // Each line of the event as a field: its strings may hold control and bidi characters.
         if let pretty = PrettyJSON.pretty(r.event, margin: "    ") {
-            lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.field(String($0)) }
         } else {
             lines.append("    (not JSON, shown as stored)")
-            lines += r.event.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }
+            lines += r.event.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + TerminalText.field(String($0)) }
         }
         return lines
     }

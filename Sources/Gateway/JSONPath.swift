@@ -22,7 +22,7 @@ struct JSONPath: Equatable, CustomStringConvertible {
     /// The path without the environment variable: the key of `ConfigEnvironment.overrides`.
     /// A key that is not a plain word is quoted, at most a short prefix of it.
     var plain: String {
-        components.map { JSONPath.isPlain($0) ? $0 : "\"\(InvalidEvent.quote($0))\"" }.joined(separator: ".")
+        components.map { JSONPath.isPlain($0) ? $0 : "\"\(TerminalText.field(InvalidEvent.quote($0)))\"" }.joined(separator: ".")
     }
 
     var description: String {

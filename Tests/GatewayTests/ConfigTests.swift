@@ -181,7 +181,7 @@ final class ConfigTests: XCTestCase {
         json["credentials"] = credentials
         json = setting(json, "apps.acme.credential", "acme key\u{1B}[2J")
         let report = try fixture.check(json)
-        let p = try XCTUnwrap(problem(at: "credentials.\"acme key\u{1B}[2J\"", in: report))
+        let p = try XCTUnwrap(problem(at: "credentials.\"acme key\\u001b[2J\"", in: report))
         XCTAssertTrue(p.problem.contains("must be 1-64 letters, digits"), p.problem)
     }
 

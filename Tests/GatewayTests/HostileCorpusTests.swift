@@ -69,6 +69,14 @@ final class HostileCorpusTests: XCTestCase {
         XCTAssertEqual(report["calls_left"] as? Int, 0, "every calls entry acknowledged and deleted")
         print("hostile corpus: \(report["dead"] ?? 0) dead letters, \(report["problem_count"] ?? "?") problems")
 
+        // The log quoted hostile ids and types: escaped, never raw (the JSON escapes of C0 aside).
+        let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let raw = logText.split(separator: "\n").filter { line in
+            line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || (0x202A...0x202E).contains($0.value)
+                || (0x2066...0x2069).contains($0.value) || $0.value == 0x200E || $0.value == 0x200F || $0.value == 0x061C }
+        }
+        XCTAssertTrue(raw.isEmpty, "log lines with raw control or bidi characters: \(raw.prefix(3))")
+
         XCTAssertTrue(gateway.isRunning && gateway.pid == pid, "one gateway process throughout (pid \(pid))")
         gateway.stop(signal: SIGTERM)
         XCTAssertEqual(gateway.process.terminationReason, .exit, "the gateway exited, not killed by a signal")
