@@ -69,8 +69,10 @@ public struct DeadLetterRecord: Equatable, Sendable {
     public let app: String
     /// When the entry was written (its id's time), unix ms.
     public let deadAtMs: Int64
-    /// The original event, raw text as the producer wrote it.
-    public let event: String
+    /// The original event, the bytes the producer wrote (which need not be UTF-8).
+    public let event: [UInt8]
+    /// The event as text; nil when its bytes are not UTF-8.
+    public var eventText: String? { String(validating: event, as: UTF8.self) }
     /// `EventDigest.of(event)`: names the event's replay ledger.
     public let eventDigest: String
     /// The event's `id` (the call id), nil when unreadable.
@@ -106,9 +108,9 @@ public struct DeadLetterRecord: Equatable, Sendable {
         id = entry.id
         self.app = f["app"] ?? app
         deadAtMs = DeadLetterRecord.timeMs(ofID: entry.id) ?? 0
-        event = f["event"] ?? ""
+        event = entry.values["event"] ?? []
         eventDigest = EventDigest.of(event)
-        let object = PrettyJSON.object(event)
+        let object = PrettyJSON.object(String(decoding: event, as: UTF8.self))
         let record = f["attempts"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) }
         callID = JSONRead.string(object?["id"]) ?? JSONRead.string((record as? [String: Any])?["id"])
         eventType = JSONRead.string(object?["type"])
@@ -195,7 +197,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
 
     /// The whole history, for `pushgw dead show --json`: the summary's keys, then `rounds`,
     /// `attempts` (each with its round) and `event` (the event as JSON when it is valid JSON,
-    /// else its text as a string).
+    /// else its text as a string; when its bytes are not UTF-8, that text has U+FFFD for each
+    /// bad sequence and `event_base64` follows with the exact bytes).
     public func detailJSON(nowMs: Int64) -> JSONValue {
         guard case var .object(fields) = summaryJSON(nowMs: nowMs) else { preconditionFailure("summary is an object") }
         fields.append(("rounds", .array(rounds.map { r in
@@ -204,7 +207,12 @@ public struct DeadLetterRecord: Equatable, Sendable {
                      ("attempts", .int(r.attempts.count))])
         })))
         fields.append(("attempts", .array(attempts.map { $0.json(withRound: true) })))
-        fields.append(("event", PrettyJSON.isValid(event) ? .raw(event) : .string(event)))
+        if let text = eventText {
+            fields.append(("event", PrettyJSON.isValid(text) ? .raw(text) : .string(text)))
+        } else {
+            fields.append(("event", .string(String(decoding: event, as: UTF8.self))))
+            fields.append(("event_base64", .string(Data(event).base64EncodedString())))
+        }
         return .object(fields)
     }
 }

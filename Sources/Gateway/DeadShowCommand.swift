@@ -17,7 +17,8 @@ enum DeadShowCommand: Command {
           --app A         look in app A only (needed when two apps have the same id)
           --json          one JSON object: the keys of list --json, then "rounds", "attempts"
                           (each with "round") and "event" (the event's JSON, or its text when
-                          it is not JSON)
+                          it is not JSON; for bytes that are not UTF-8, the text with U+FFFD
+                          and "event_base64", the exact bytes)
           --config FILE   the config (default \(GatewayConfig.defaultFile))
 
         Example: pushgw dead show 1764412345000-0
@@ -88,11 +89,11 @@ enum DeadShowCommand: Command {
         }
         lines.append("  event:")
         // Each line of the event as a field: its strings may hold control and bidi characters.
-        if let pretty = PrettyJSON.pretty(r.event, margin: "    ") {
+        if let text = r.eventText, let pretty = PrettyJSON.pretty(text, margin: "    ") {
             lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.field(String($0)) }
         } else {
-            lines.append("    (not JSON, shown as stored)")
-            lines += r.event.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + TerminalText.field(String($0)) }
+            lines.append(r.eventText == nil ? "    (not UTF-8; each invalid byte is shown as \\xNN)" : "    (not JSON, shown as stored)")
+            lines += r.event.split(separator: 0x0A, omittingEmptySubsequences: false).map { "    " + TerminalText.field(bytes: Array($0)) }
         }
         return lines
     }

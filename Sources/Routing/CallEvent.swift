@@ -62,7 +62,8 @@ public struct CallEvent: Equatable, Sendable {
     ///   - policy: the app's policy (ring timeout, fallback template, alert sound).
     /// - Throws: `InvalidEvent`, whose message names the offending field.
     ///
-    /// Rules beyond DESIGN.md §2, each a decision: `null` for an optional field means absent;
+    /// Rules beyond DESIGN.md §2, each a decision: bytes that are not UTF-8 make the event
+    /// invalid (`event: not valid UTF-8 at byte N`); `null` for an optional field means absent;
     /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
     /// below `smallestUnixMs` are refused as probable seconds; payload sizes are checked for
     /// `incoming_call` only (a cancel sends nothing) and per channel only when that channel has
@@ -74,6 +75,12 @@ public struct CallEvent: Equatable, Sendable {
                               policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
         guard bytes.count <= maxEventBytes else {
             throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
+        }
+        // JSON is UTF-8 (or UTF-16/32, told by a byte order mark or zero bytes): a byte that is
+        // not UTF-8 makes the event invalid, rather than being read as U+FFFD (which could join
+        // two ids, or hide a key such as `voip_token`).
+        if JSONParser.otherEncoding(bytes) == nil, let offset = JSONParser.firstInvalidUTF8Byte(bytes) {
+            throw InvalidEvent(field: "event", problem: "not valid UTF-8 at byte \(offset)")
         }
         let parsed: JSONValue
         do {

@@ -507,6 +507,46 @@ struct JSONParser {
     /// The input converted to UTF-8 when a byte order mark or the zero bytes among the first
     /// four say UTF-16 or UTF-32 (`JSONSerialization`'s rule); nil for UTF-8 input.
     static func convertedToUTF8(_ b: [UInt8]) throws(JSONSyntaxError) -> [UInt8]? {
+        guard let (encoding, skip) = otherEncoding(b) else { return nil }
+        guard let s = String(bytes: b[skip...], encoding: encoding) else {
+            throw JSONSyntaxError(problem: "not valid \(encoding)", offset: 0)
+        }
+        return Array(s.utf8)
+    }
+
+    /// The offset of the first byte of `bytes` that is not part of valid UTF-8 (RFC 3629: no
+    /// overlong forms, no surrogates, nothing above U+10FFFF), or nil when all of it is.
+    /// Runs of ASCII are skipped 8 bytes at a time; other characters go through the standard
+    /// library's UTF-8 parser.
+    static func firstInvalidUTF8Byte(_ bytes: [UInt8]) -> Int? {
+        bytes.withUnsafeBufferPointer { p -> Int? in
+            guard let base = p.baseAddress else { return nil }
+            let n = p.count
+            var i = 0
+            while i < n {
+                if n - i >= 8 && UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                    i += 8
+                    continue
+                }
+                if base[i] < 0x80 {
+                    i += 1
+                    continue
+                }
+                var parser = Unicode.UTF8.ForwardParser()
+                var input = UnsafeBufferPointer(rebasing: p[i...]).makeIterator()
+                switch parser.parseScalar(from: &input) {
+                case let .valid(encoded): i += encoded.count
+                case .error: return i
+                case .emptyInput: return nil
+                }
+            }
+            return nil
+        }
+    }
+
+    /// UTF-16 or UTF-32, and the byte order mark's length, when a mark or the zero bytes among
+    /// the first four say so (`JSONSerialization`'s rule); nil for UTF-8.
+    static func otherEncoding(_ b: [UInt8]) -> (String.Encoding, skip: Int)? {
         let encoding: String.Encoding
         var skip = 0
         let n = b.count
@@ -537,9 +577,6 @@ struct JSONParser {
         } else {
             return nil
         }
-        guard let s = String(bytes: b[skip...], encoding: encoding) else {
-            throw JSONSyntaxError(problem: "not valid \(encoding)", offset: 0)
-        }
-        return Array(s.utf8)
+        return (encoding, skip)
     }
 }

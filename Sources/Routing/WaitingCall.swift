@@ -91,9 +91,14 @@ public struct WaitingCall: Equatable, Sendable {
     ///   version, a value out of range); the schedule's data is then unusable and the call
     ///   needs a human.
     public static func decode(_ text: String) throws(InvalidWaitingCall) -> WaitingCall {
+        try decode(Array(text.utf8))
+    }
+
+    /// Reads the snapshot from the bytes of a stream entry's `retry` field.
+    public static func decode(_ bytes: [UInt8]) throws(InvalidWaitingCall) -> WaitingCall {
         let parsed: JSONValue
         do {
-            parsed = try JSONParser.parse(Array(text.utf8))
+            parsed = try JSONParser.parse(bytes)
         } catch {
             throw InvalidWaitingCall(problem: (error.field.map { "\($0): " } ?? "") + "unreadable: not JSON: \(error)")
         }

@@ -10,7 +10,7 @@ replays a run), every fifth followed by a valid call. The manifest keeps what wa
 
 `check` accounts for every calls entry: the results stream must hold exactly one result per
 entry (ids are unique by construction, so no entry is acknowledged as a duplicate), every
-dead letter must be the exact bytes of one entry, each hand-made case must end as expected
+dead letter must hold the exact bytes of one entry's event, each hand-made case must end as expected
 (dead-lettered with a reason naming its field, or delivered), and every valid call must be
 delivered by VoIP. It prints {"entries": N, "results": N, "dead": N, "problems": [...]}.
 """
@@ -156,7 +156,17 @@ def hand_cases(now):
     dead("a raw NUL in the id", {b"event": b'{"v":1,"id":"nul\x00-%s","type":"incoming_call","voip_token":"ab"}' % tag("nul").encode()},
          "invalid_event: id: not JSON: unescaped control character")
     rng = random.Random(7)
-    dead("1 MB of random bytes", {b"event": bytes(rng.randrange(256) for _ in range(1 << 20))}, "invalid_event: event: ")
+    dead("1 MB of random bytes", {b"event": bytes(rng.randrange(256) for _ in range(1 << 20))},
+         "invalid_event: event: 1048576 bytes, over the 65536-byte limit")
+    dead("1 KB of random bytes", {b"event": b"{" + bytes(rng.randrange(256) for _ in range(1000)) + b"\xff"},
+         "invalid_event: event: not valid UTF-8 at byte")
+    # Invalid UTF-8: refused, not read as U+FFFD.
+    utf = b'{"v":1,"id":"utf-1-%s","type":"incoming_call","voip_\xfftoken":"%s","alert_token":"%s"}' % (
+        tag("u1").encode(), TOKEN.encode(), TOKEN.encode())
+    dead("a bad byte inside the key voip_token", {b"event": utf}, "invalid_event: event: not valid UTF-8 at byte %d" % utf.index(b"\xff"))
+    for bad in (b"\xff", b"\xfe", b"\xc0\xaf", b"\xed\xa0\x80"):
+        ev = b'{"v":1,"id":"utf-2-%s-%s","type":"incoming_call","voip_token":"%s"}' % (tag("u2").encode(), bad, TOKEN.encode())
+        dead("an id holding %r" % bad, {b"event": ev}, "invalid_event: event: not valid UTF-8 at byte %d" % ev.index(bad))
     # Emoji: a valid caller name of 128 characters in a 128-character id.
     emoji = "\U0001F600" * 128
     delivered("an id of 128 emoji", {b"event": event(v=1, id=emoji, type="incoming_call", voip_token=TOKEN)}, emoji)
@@ -203,8 +213,8 @@ def mutate(rng, data):
 
 
 def normalized(raw):
-    """What the gateway keeps of an event's bytes in a dead letter."""
-    return raw.decode("utf-8", "replace").encode()
+    """What the gateway keeps of an event's bytes in a dead letter: all of them, exactly."""
+    return raw
 
 
 def write(port, manifest, seed):

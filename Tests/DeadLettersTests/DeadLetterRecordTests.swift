@@ -71,7 +71,7 @@ final class DeadLetterRecordTests: XCTestCase {
         let replay = first.replay(ledgerTTLSeconds: 60)
         XCTAssertEqual(replay.replays, 1, "the first replay counts 1")
         XCTAssertEqual(replay.eventId, "c-9", "its recorded outcome is forgotten so it is routed again")
-        XCTAssertEqual(replay.event, Self.event, "the event goes back unchanged")
+        XCTAssertEqual(replay.event, Array(Self.event.utf8), "the event goes back unchanged")
         // What the replay script stores, and the router's new dead letter for the same event.
         let ledger = ["replays": "1", "history": replay.historyJSON, "calls_entry": "2000-0", "dead_entry": "1000-0"]
         let second = DeadLetterRecord(entry: Self.entry("3000-0"), app: "acme", ledger: ledger)

@@ -146,7 +146,7 @@ final class DeadLetterStoreTests: XCTestCase {
         let event = #"{"v":1,"id":"c-7","type":"incoming_call","voip_token":"aa"}"#
         let id = dead(acme, event: event)
         _ = send(["SET", acme.done("c-7"), "dead_lettered"])
-        let replay = DeadLetterStore.Replay(deadEntryID: id, event: event, eventId: "c-7", eventDigest: EventDigest.of(event),
+        let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-7", eventDigest: EventDigest.of(event),
                                             replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600)
         let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
         let calls = try XCTUnwrap(send(["XRANGE", acme.calls, "-", "+"])).array ?? []

@@ -34,6 +34,48 @@ final class HostileEventTests: XCTestCase {
         return text
     }
 
+    /// XADDs `event` (any bytes) as field `event` of app acme's calls stream.
+    private func xaddBytes(_ event: [UInt8]) {
+        var done = false
+        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) {
+            if case let .failure(e) = $0 { XCTFail("XADD failed: \(e)") }
+            done = true
+        }
+        h.loop.run(until: { done })
+    }
+
+    func testEventsThatAreNotUTF8AreRefusedAndKeptByteForByte() throws {
+        h = try RouterHarness()
+        var rng = SystemRandomNumberGenerator()
+        let random = (0..<100_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let events: [(name: String, bytes: [UInt8], reason: String)] = [
+            // Read lossily, the key became "voip_\u{FFFD}token" and the call went out as an alert only.
+            ("a bad byte inside the key voip_token",
+             Array(#"{"v":1,"id":"u-1","type":"incoming_call","voip_"#.utf8) + [0xFF]
+                + Array(#"token":"ab12","alert_token":"cd34"}"#.utf8),
+             "invalid_event: event: not valid UTF-8 at byte 47"),
+            // Read lossily, both ids became "dup-\u{FFFD}": the second was taken for a duplicate.
+            ("an id with byte FF", Array(#"{"v":1,"id":"dup-"#.utf8) + [0xFF] + Array(#"","type":"incoming_call","voip_token":"ab12"}"#.utf8),
+             "invalid_event: event: not valid UTF-8 at byte 17"),
+            ("an id with byte FE", Array(#"{"v":1,"id":"dup-"#.utf8) + [0xFE] + Array(#"","type":"incoming_call","voip_token":"ab12"}"#.utf8),
+             "invalid_event: event: not valid UTF-8 at byte 17"),
+            ("100 KB of random bytes", random, "invalid_event: event: 100000 bytes, over the 65536-byte limit"),
+            ("1 KB of random bytes", Array(random.prefix(1_000)) + [0xFF], "invalid_event: event: "),
+        ]
+        for e in events { xaddBytes(e.bytes) }
+        h.call("neighbour", voip: "a0a1")
+        XCTAssertTrue(h.waitForRecords(events.count + 1), "one outcome per entry: \(h.recorded.map(\.record.id))")
+        XCTAssertEqual(h.record("neighbour")?.outcome, .deliveredVoip)
+        XCTAssertTrue(h.requests("cd34").isEmpty, "no alert was sent for the event with a bad byte in voip_token")
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.count, events.count, "each is a dead letter of its own: \(dead.map { $0.fields["reason"] ?? "" })")
+        for (entry, e) in zip(dead, events) {
+            XCTAssertEqual(entry.values["event"], e.bytes, "\(e.name): the dead letter keeps the entry's bytes exactly")
+            let reason = entry.fields["reason"] ?? ""
+            XCTAssertTrue(reason.hasPrefix(e.reason), "\(e.name): \(reason)")
+        }
+    }
+
     func testHostileEntriesReadInOneBatchWithValidCallsLeaveThemDelivered() throws {
         h = try RouterHarness(startRouter: false)
         let acme = h.keys("acme")

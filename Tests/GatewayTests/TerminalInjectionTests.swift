@@ -77,6 +77,37 @@ final class TerminalInjectionTests: XCTestCase {
 
     // MARK: Every dead verb
 
+    func testAnEventThatIsNotUTF8IsShownWithItsBadBytesEscapedAndReplayedExactly() throws {
+        let h = try DeadLetterHarness()
+        defer { h.close() }
+        try h.writeConfigFile()
+        try h.startRouter(fixed: false)
+        let event = Array(#"{"v":1,"id":"bad-"#.utf8) + [0xFF, 0x1B] + Array("\"}\n\u{202E}".utf8) + [0xC3]
+        var sent = false
+        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) { _ in
+            sent = true
+        }
+        h.loop.run(until: { sent })
+        h.waitForRecords(1)
+        let id = try XCTUnwrap(h.deadIDs("acme").first)
+
+        let shown = h.dead(["show", "acme/" + id])
+        XCTAssertEqual(shown.status, 0, shown.err.joined())
+        assertNoControl(shown.out, "dead show")
+        XCTAssertTrue(shown.text.contains("invalid_event: event: not valid UTF-8 at byte 17"), shown.text)
+        XCTAssertTrue(shown.text.contains("(not UTF-8; each invalid byte is shown as \\xNN)"), shown.text)
+        XCTAssertTrue(shown.out.contains(#"    {"v":1,"id":"bad-\xff\u001b"}"#), shown.text)
+        XCTAssertTrue(shown.out.contains(#"    \u202e\xc3"#), "each line of the event, its bad bytes as \\xNN: \(shown.text)")
+
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(h.dead(["show", "acme/" + id, "--json"]).out.joined().utf8))
+                                 as? [String: Any])
+        XCTAssertEqual((json["event_base64"] as? String).flatMap { Data(base64Encoded: $0) }.map(Array.init), event,
+                       "--json carries the exact bytes")
+
+        XCTAssertEqual(h.dead(["replay", "acme/" + id]).status, 0)
+        XCTAssertEqual(h.entries(h.keys("acme").calls).last?.values["event"], event, "a replay puts the same bytes back")
+    }
+
     func testEveryDeadVerbShowsHostileIdsTypesReasonsAndTextEscaped() throws {
         let h = try DeadLetterHarness()
         defer { h.close() }

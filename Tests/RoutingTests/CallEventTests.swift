@@ -143,7 +143,17 @@ final class CallEventTests: XCTestCase {
         return [
             Bad("truncated JSON", #"{"id":"#, "id", "not JSON: unexpected end of input"),
             Bad("empty bytes", "", nil, "not JSON: empty"),
-            Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], nil, "not JSON: "),
+            Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], "event", "not valid UTF-8 at byte 2"),
+            Bad("a bad byte inside the key voip_token", Array(#"{"v":1,"id":"a","type":"incoming_call","voip_"#.utf8) + [0xFF]
+                + Array(#"token":"ab","alert_token":"cd"}"#.utf8), "event", "not valid UTF-8 at byte 45"),
+            Bad("a bad byte in the id", Array(#"{"v":1,"id":"call-"#.utf8) + [0xC3, 0x28] + Array(#"","type":"call_cancelled"}"#.utf8),
+                "event", "not valid UTF-8 at byte 18"),
+            Bad("an overlong slash", Array(#"{"id":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8), "event", "not valid UTF-8 at byte 7"),
+            Bad("an encoded surrogate", Array(#"{"id":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}"#.utf8), "event",
+                "not valid UTF-8 at byte 7"),
+            Bad("above U+10FFFF", Array(#"{"id":""#.utf8) + [0xF4, 0x90, 0x80, 0x80] + Array(#""}"#.utf8), "event",
+                "not valid UTF-8 at byte 7"),
+            Bad("a sequence cut at the end", Array(#"{"id":"x"}"#.utf8) + [0xE2, 0x82], "event", "not valid UTF-8 at byte 10"),
             Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), "deadline", "not JSON: number 1e400 is out of range"),
             Bad("a 60,000-digit number in the voip dictionary", e(["voip": "{\"n\":\(String(repeating: "9", count: 60_000))}"]),
                 "voip.n", "not JSON: number \(String(repeating: "9", count: 64))… is out of range"),
