@@ -19,7 +19,8 @@ enum APNsVerdict: Equatable {
             self = .accepted(apnsID: response.apnsID)
             return
         }
-        let text = response.reason?.text ?? "HTTP \(response.status)"
+        // APNs' reason is quoted in the dead letter: a short prefix at most, whatever came back.
+        let text = InvalidEvent.quote(response.reason?.text ?? "HTTP \(response.status)")
         switch kind {
         case .tokenInvalid:
             self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs)

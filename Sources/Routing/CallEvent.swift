@@ -31,8 +31,9 @@ public struct CallEvent: Equatable, Sendable {
     /// The VoIP payload as sent: the producer's `voip` dictionary, keys sorted, plus `id` and
     /// `deadline` when the producer did not set them. Empty for `call_cancelled`.
     public let voipPayload: [UInt8]
-    /// The fallback alert's payload as sent. Empty for `call_cancelled` and for an event
-    /// without `alert_token` (no alert can be sent; the router never builds it then).
+    /// The fallback alert's payload as sent, at most 4096 bytes (shortened to fit). Empty for
+    /// `call_cancelled` and for an event without `alert_token` (no alert can be sent; the
+    /// router never builds it then).
     public let alertPayload: [UInt8]
     /// True when the alert text came from the app's template rather than the event's `alert`.
     public let alertFromTemplate: Bool
@@ -65,9 +66,10 @@ public struct CallEvent: Equatable, Sendable {
     /// Rules beyond DESIGN.md §2, each a decision: bytes that are not UTF-8 make the event
     /// invalid (`event: not valid UTF-8 at byte N`); `null` for an optional field means absent;
     /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
-    /// below `smallestUnixMs` are refused as probable seconds; payload sizes are checked for
-    /// `incoming_call` only (a cancel sends nothing) and per channel only when that channel has
-    /// a token, the VoIP size after `id` and `deadline` were added; an `alert` object may
+    /// below `smallestUnixMs` are refused as probable seconds; the VoIP payload's size is
+    /// checked for `incoming_call` only (a cancel sends nothing), only with a VoIP token, after
+    /// `id` and `deadline` were added; an alert too large for APNs is shortened to fit
+    /// (`fittedAlertPayload`), never a reason to refuse the event; an `alert` object may
     /// omit `title` or `body`, which then come from the template; JSON nested deeper than
     /// `JSONParser.maxDepth` (64) levels is not read. Otherwise the JSON is read as
     /// `JSONSerialization` read it (see `JSONParser`).
@@ -271,19 +273,7 @@ struct JSONFields {
             }
         }
         if kind == .incomingCall, alertToken != nil {
-            let title: String, body: String
-            if let alertTitle, let alertBody {
-                (title, body) = (alertTitle, alertBody)
-            } else {
-                let template = policy.fallbackAlert.render(callerName: JSONFields.text(voip.last("callerName")),
-                                                           caller: JSONFields.text(voip.last("caller")))
-                (title, body) = (alertTitle ?? template.title, alertBody ?? template.body)
-            }
-            alertPayload = JSONFields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
-            if alertPayload.count > PushType.alert.maxPayloadBytes {
-                throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
-                              + (fromTemplate ? " (with the app's template)" : ""))
-            }
+            alertPayload = JSONFields.fittedAlertPayload(title: alertTitle, body: alertBody, voip: voip, policy: policy, id: id)
         }
         return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
                          deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
@@ -320,6 +310,52 @@ struct JSONFields {
         var w = JSONWriter()
         w.sortedObject(members)
         return w.finish()
+    }
+
+    /// The fallback alert's payload, made to fit APNs' 4096-byte limit: an alert never makes
+    /// an event invalid (its VoIP push must not be refused because of its fallback). As is when
+    /// it fits; else with the caller's name in the template shortened (at a character
+    /// boundary, ending with `…`) to the longest that fits; else with the event's own title and
+    /// body shortened the same way. Sizes are counted in bytes of the serialized payload, so
+    /// multi-byte characters and JSON escapes count as what they cost.
+    static func fittedAlertPayload(title: String?, body: String?, voip: JSONObject, policy: AppRoutingPolicy,
+                                   id: String) -> [UInt8] {
+        let limit = PushType.alert.maxPayloadBytes
+        let callerName = text(voip.last("callerName")), caller = text(voip.last("caller"))
+        func payload(nameCharacters: Int, textCharacters: Int?) -> [UInt8] {
+            var (t, b) = (title, body)
+            if t == nil || b == nil {
+                let template = policy.fallbackAlert.render(callerName: callerName, caller: caller, keeping: nameCharacters)
+                (t, b) = (t ?? template.title, b ?? template.body)
+            }
+            if let textCharacters {
+                (t, b) = (FallbackTemplate.shortened(t!, to: textCharacters), FallbackTemplate.shortened(b!, to: textCharacters))
+            }
+            return alertPayload(title: t!, body: b!, sound: policy.fallbackAlert.sound, id: id)
+        }
+        let whole = payload(nameCharacters: FallbackTemplate.maxFilledCharacters, textCharacters: nil)
+        if whole.count <= limit { return whole }
+        if title == nil || body == nil,
+           let k = largest(upTo: FallbackTemplate.maxFilledCharacters - 1, where: { payload(nameCharacters: $0, textCharacters: nil).count <= limit }) {
+            return payload(nameCharacters: k, textCharacters: nil)
+        }
+        let longest = max(title?.count ?? 0, body?.count ?? 0)
+        let k = largest(upTo: longest, where: { payload(nameCharacters: 0, textCharacters: $0).count <= limit }) ?? 0
+        // The id (128 characters) and the sound (256 bytes) always leave room: this fits. Were
+        // it ever over, the alert's push would refuse it and the call end without a fallback.
+        return payload(nameCharacters: 0, textCharacters: k)
+    }
+
+    /// The largest `k` in `0 ... upper` for which `fits(k)` holds, by bisection (`fits` holds up
+    /// to some `k` and not beyond); nil when not even `fits(0)` holds.
+    private static func largest(upTo upper: Int, where fits: (Int) -> Bool) -> Int? {
+        guard fits(0) else { return nil }
+        var (low, high) = (0, upper)
+        while low < high {
+            let middle = low + (high - low + 1) / 2
+            if fits(middle) { low = middle } else { high = middle - 1 }
+        }
+        return low
     }
 
     /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.

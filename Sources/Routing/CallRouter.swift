@@ -279,7 +279,8 @@ public struct CallRouter: Sendable {
         }
         let call = Call(event: event, snapshot: snapshot)
         guard event.kind == .incomingCall, event.id == snapshot.callID else {
-            let problem = "the saved state of call \(snapshot.callID) came with a \(event.kind.rawValue) event of call \(event.id)"
+            let problem = "the saved state of call \(InvalidEvent.quote(snapshot.callID)) came with a \(event.kind.rawValue) "
+                + "event of call \(InvalidEvent.quote(event.id))"
             return deadLetter(call, .invalidEvent("retry: " + problem), appUnhealthy: false)
         }
         if let alreadyDone {

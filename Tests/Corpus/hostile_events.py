@@ -167,6 +167,15 @@ def hand_cases(now):
     for bad in (b"\xff", b"\xfe", b"\xc0\xaf", b"\xed\xa0\x80"):
         ev = b'{"v":1,"id":"utf-2-%s-%s","type":"incoming_call","voip_token":"%s"}' % (tag("u2").encode(), bad, TOKEN.encode())
         dead("an id holding %r" % bad, {b"event": ev}, "invalid_event: event: not valid UTF-8 at byte %d" % ev.index(bad))
+    # A caller name the alert cannot hold (180 family emoji, 25 bytes each): the alert is
+    # shortened, the VoIP push goes.
+    for i, alert in enumerate((None, {"title": "t", "body": "\U0001F468\u200D\U0001F469\u200D\U0001F467" * 400})):
+        id = "emoji-%d-%s" % (i, tag("emoji", i))
+        fields = dict(v=1, id=id, type="incoming_call", voip_token=TOKEN, alert_token=TOKEN,
+                      voip={"caller": "+15551234567", "callerName": "\U0001F468\u200D\U0001F469\u200D\U0001F467\u200D\U0001F466" * 180})
+        if alert:
+            fields["alert"] = alert
+        delivered("180 family emoji in callerName" + (", and an alert body of 7 KB" if alert else ""), {b"event": event(**fields)}, id)
     # Emoji: a valid caller name of 128 characters in a 128-character id.
     emoji = "\U0001F600" * 128
     delivered("an id of 128 emoji", {b"event": event(v=1, id=emoji, type="incoming_call", voip_token=TOKEN)}, emoji)

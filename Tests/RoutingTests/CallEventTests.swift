@@ -139,7 +139,6 @@ final class CallEventTests: XCTestCase {
         let e = Fixture.eventJSON
         let long = String(repeating: "i", count: 129)
         let bigName = String(repeating: "A", count: 5_200)
-        let bigBody = String(repeating: "B", count: 4_100)
         return [
             Bad("truncated JSON", #"{"id":"#, "id", "not JSON: unexpected end of input"),
             Bad("empty bytes", "", nil, "not JSON: empty"),
@@ -212,8 +211,6 @@ final class CallEventTests: XCTestCase {
                 "expected a string, got number"),
             Bad("alert.body a boolean", e(["alert": #"{"title":"t","body":false}"#]), "alert.body",
                 "expected a string, got boolean"),
-            Bad("alert over 4096 bytes", e(["alert": "{\"title\":\"t\",\"body\":\"\(bigBody)\"}"]), "alert",
-                "over the 4096-byte alert limit"),
             Bad("voip_token_registered_at a string", e(["voip_token_registered_at": #""yesterday""#]),
                 "voip_token_registered_at", "expected an integer (unix ms), got string"),
             Bad("alert_token_registered_at false", e(["alert_token_registered_at": "false"]),
@@ -251,6 +248,40 @@ final class CallEventTests: XCTestCase {
         let longest = String(repeating: "ab", count: PushNotification.maxTokenHexDigits / 2)
         let event = try decode(Fixture.eventJSON(["voip_token": "\"\(longest)\""]))
         XCTAssertEqual(event.voipToken, longest, "400 hex digits (200 bytes) is a token")
+    }
+
+    /// 180 family emoji (25 bytes each) in `callerName`: 4,606 bytes of alert once filled in,
+    /// which refused the whole event, its VoIP push included. The alert is fitted instead.
+    func testACallerNameTooLongForTheAlertIsShortenedAndTheVoipPushStays() throws {
+        let family = "👨‍👩‍👧‍👦"
+        XCTAssertEqual(family.utf8.count, 25)
+        let name = String(repeating: family, count: 180)
+        let event = try decode(Fixture.eventJSON(["voip": #"{"caller":"+15551234567","callerName":"\#(name)"}"#]))
+        XCTAssertLessThanOrEqual(event.alertPayload.count, 4096)
+        let alert = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(event.alertPayload)) as? [String: Any])
+        let body = try XCTUnwrap(((alert["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String)
+        XCTAssertTrue(body.hasSuffix("… tried to call you"), body)
+        let kept = body.dropLast("… tried to call you".count)
+        XCTAssertTrue(kept.count > 100 && name.hasPrefix(kept), "the name cut at a character boundary, as long as fits: \(kept.count)")
+        let longer = #"{"aps":{"alert":{"title":"Missed call","body":""#.utf8.count + (kept.count + 1) * 25
+        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
+                             "one more character would not fit")
+        XCTAssertTrue(String(decoding: event.voipPayload, as: UTF8.self).contains(name), "the VoIP payload keeps the whole name")
+    }
+
+    func testAnEventsOwnAlertTextTooLongIsShortenedToFit() throws {
+        let body = String(repeating: "B", count: 5_000), title = String(repeating: "é", count: 3_000)
+        let event = try decode(Fixture.eventJSON(["alert": #"{"title":"\#(title)","body":"\#(body)"}"#]))
+        XCTAssertLessThanOrEqual(event.alertPayload.count, 4096)
+        XCTAssertGreaterThan(event.alertPayload.count, 4000, "as long as fits")
+        let alert = try XCTUnwrap(((try JSONSerialization.jsonObject(with: Data(event.alertPayload)) as? [String: Any])?["aps"]
+                                   as? [String: Any])?["alert"] as? [String: String])
+        XCTAssertTrue(alert["body"]!.hasSuffix("…") && body.hasPrefix(alert["body"]!.dropLast()), "body cut with an ellipsis")
+        XCTAssertTrue(alert["title"]!.hasSuffix("…") && title.hasPrefix(alert["title"]!.dropLast()), "title cut with an ellipsis")
+        XCTAssertFalse(event.alertFromTemplate)
+
+        let alertOnly = try decode(Fixture.eventJSON(["voip_token": nil, "alert": #"{"title":"t","body":"\#(body)"}"#]))
+        XCTAssertLessThanOrEqual(alertOnly.alertPayload.count, 4096, "an alert-only event is sent shortened, not refused")
     }
 
     func testTheOversizeVoipMessageGivesTheSerializedSize() {

@@ -256,6 +256,13 @@ final class CallRouterVoipTests: XCTestCase {
         XCTAssertEqual(h.model.sent.count, 1)
     }
 
+    func testAHugeReasonFromAPNsIsQuotedShortInTheDeadLetter() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        let dead = try XCTUnwrap(try h.answer(400, .unknown(String(repeating: "x", count: 60_000), status: 400)).deadLetter)
+        XCTAssertEqual(dead.reason.text, "apns_request: " + String(repeating: "x", count: 64) + "…")
+    }
+
     func testPayloadTooLargeSendsTheAlertWithCausePayload() throws {
         var h = Harness(try Fixture.event())
         try h.start()
