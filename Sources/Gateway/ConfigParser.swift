@@ -15,10 +15,15 @@ extension GatewayConfig {
                             workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
         let absolute = file.hasPrefix("/") ? file : workingDirectory + "/" + file
         let directory = URL(fileURLWithPath: absolute).deletingLastPathComponent().standardizedFileURL.path
-        guard let data = FileManager.default.contents(atPath: absolute) else {
-            let reason = KeyFileInspection.unreadableReason(absolute) ?? "unreadable"
-            let problem = ConfigError(.error, file: file, path: "", problem: "cannot read the config file: \(reason)",
-                                      fix: "check the path, or name another file with --config FILE")
+        // Only a regular file, opened without blocking (a FIFO would hang the check), and at
+        // most a few MiB (a config is a few KiB).
+        let data: Data
+        switch KeyFileInspection.readRegular(absolute, limit: GatewayConfig.maxFileBytes) {
+        case let .success(bytes):
+            data = Data(bytes)
+        case let .failure(reason):
+            let problem = ConfigError(.error, file: file, path: "", problem: "cannot read the config file: \(reason.text)",
+                                      fix: "check the path, or name another file with --config FILE (a regular file)")
             return ConfigReport(config: nil, problems: [problem])
         }
         return parse(data, file: file, baseDirectory: directory, environment: environment,
@@ -45,6 +50,12 @@ extension GatewayConfig {
             reader.error(.root, "the top level is \(JSONKind(json).name), not an object",
                          fix: "write one object with redis, admin, apns, credentials and apps")
             return ConfigReport(config: nil, problems: reader.problems)
+        }
+        // JSONSerialization keeps the last of keys written twice, silently: an app or a
+        // credential defined twice would lose its first definition without a word.
+        for keys in JSONDuplicateKeys.paths(in: [UInt8](data)) ?? [] {
+            reader.warning(JSONPath(components: keys), "defined more than once in the same object; only the last one is used",
+                           fix: "remove or rename the other definitions")
         }
         let config = ConfigParser(reader).parse(root)
         return ConfigReport(config: reader.hasErrors ? nil : config, problems: reader.problems)
@@ -117,6 +128,13 @@ struct ConfigParser {
         }
         config.tokenFile = reader.filePath(section, "token_file", in: path, role: .adminToken, required: false,
                                            example: "secrets/admin-token")
+        if let endpoint = Endpoint(parsing: config.listen), !GatewayAdmin.isLoopback(endpoint.host) {
+            let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
+            reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
+                           + (config.tokenFile == nil ? ", and without admin.token_file nothing asks who it is" : ""),
+                           fix: "listen on 127.0.0.1, or let only the scrapers reach the port (firewall)"
+                               + (config.tokenFile == nil ? "; set admin.token_file to open the admin API with a token" : ""))
+        }
         return config
     }
 
@@ -367,9 +385,18 @@ struct ConfigParser {
         reader.unknownKeys(section, at: path, known: ["title", "body", "sound"])
         var alert = FallbackTemplate()
         var ok = true
+        // An alert is at most 4096 bytes: the template's texts and the sound leave room for the
+        // caller's name and the call id (pushgw shortens a name that does not fit).
+        func bounded(_ text: String, _ at: JSONPath, most: Int) -> Bool {
+            guard text.utf8.count > most else { return true }
+            reader.error(at, "\(reader.quoted(text)) is \(text.utf8.count) bytes, over the \(most)-byte limit",
+                         fix: "shorten it: the whole alert must fit in 4096 bytes")
+            return false
+        }
         for key in ["title", "body"] {
             guard section[key] != nil else { continue }
-            if let (text, _) = reader.string(section, key, in: path, required: false, example: "Missed call") {
+            if let (text, at) = reader.string(section, key, in: path, required: false, example: "Missed call"),
+               bounded(text, at, most: FallbackTemplate.maxTextBytes) {
                 if key == "title" { alert.title = text } else { alert.body = text }
             } else {
                 ok = false
@@ -378,7 +405,8 @@ struct ConfigParser {
         if section["sound"] != nil {
             if section["sound"] is NSNull {
                 alert.sound = nil
-            } else if let (sound, _) = reader.string(section, "sound", in: path, required: false, example: "default") {
+            } else if let (sound, at) = reader.string(section, "sound", in: path, required: false, example: "default"),
+                      bounded(sound, at, most: FallbackTemplate.maxSoundBytes) {
                 alert.sound = sound
             } else {
                 ok = false
@@ -406,6 +434,9 @@ struct ConfigParser {
 }
 
 extension GatewayConfig {
+    /// The largest config file read, in bytes.
+    public static let maxFileBytes = 4 * 1024 * 1024
+
     /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
     /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
     public static let maxBundleIDCharacters = 255

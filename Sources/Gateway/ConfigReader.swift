@@ -99,6 +99,9 @@ final class ConfigReader {
         return nil
     }
 
+    /// The longest file path the config accepts, in bytes.
+    static let maxPathBytes = 1024
+
     /// `text` in double quotes for a message, at most a short prefix of it
     /// (`InvalidEvent.quote`: a 10,000-character value must not make a 10 KB message), control
     /// characters and line breaks written visibly (`TerminalText.field`).
@@ -125,7 +128,7 @@ final class ConfigReader {
             } else {
                 fix = "remove it; keys known here: \(known.joined(separator: ", "))"
             }
-            warning(path.appending(key), "unknown key \"\(key)\" (ignored)", fix: fix)
+            warning(path.appending(key), "unknown key \(quoted(key)) (ignored)", fix: fix)
         }
     }
 

@@ -20,9 +20,11 @@ struct JSONPath: Equatable, CustomStringConvertible {
     var key: String { components.last ?? "" }
 
     /// The path without the environment variable: the key of `ConfigEnvironment.overrides`.
-    /// A key that is not a plain word is quoted, at most a short prefix of it.
+    /// A key that is not a plain word of at most 64 characters is quoted, at most a short
+    /// prefix of it.
     var plain: String {
-        components.map { JSONPath.isPlain($0) ? $0 : "\"\(TerminalText.field(InvalidEvent.quote($0)))\"" }.joined(separator: ".")
+        components.map { JSONPath.isPlain($0) && $0.utf8.count <= InvalidEvent.quoteLimit ? $0
+                                                  : "\"\(TerminalText.field(InvalidEvent.quote($0)))\"" }.joined(separator: ".")
     }
 
     var description: String {

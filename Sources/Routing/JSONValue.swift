@@ -580,3 +580,37 @@ struct JSONParser {
         return (encoding, skip)
     }
 }
+
+/// Keys written more than once in the same object of a JSON document, which most readers
+/// (`JSONSerialization` among them) resolve silently by keeping the last: the config reader
+/// warns about them.
+public enum JSONDuplicateKeys {
+    /// The key path of each duplicated key (outermost first, the key itself last), in document
+    /// order; nil when `bytes` is not JSON that `JSONParser` reads.
+    public static func paths(in bytes: [UInt8]) -> [[String]]? {
+        guard let root = try? JSONParser.parse(bytes) else { return nil }
+        var found: [[String]] = []
+        var path: [String] = []
+        func walk(_ value: JSONValue) {
+            switch value {
+            case let .object(o):
+                var seen = Set<String>()
+                var reported = Set<String>()
+                for m in o.members {
+                    if !seen.insert(m.key).inserted, reported.insert(m.key).inserted { found.append(path + [m.key]) }
+                }
+                for m in o.unique {
+                    path.append(m.key)
+                    walk(m.value)
+                    path.removeLast()
+                }
+            case let .array(items):
+                for item in items { walk(item) }
+            case .null, .bool, .int, .uint, .double, .string:
+                break
+            }
+        }
+        walk(root)
+        return found
+    }
+}
