@@ -116,8 +116,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
         alertToken = JSONRead.string(object?["alert_token"])
         deadlineMs = JSONRead.int(object?["deadline"])
         reason = f["reason"] ?? JSONRead.string((record as? [String: Any])?["reason"]) ?? "unknown"
-        let ownFirst = f["first_failure_ms"].flatMap { Int64($0) }
-        let ownLast = f["last_failure_ms"].flatMap { Int64($0) }
+        let ownFirst = f["first_failure_ms"].flatMap(DeadLetterRecord.unixMs)
+        let ownLast = f["last_failure_ms"].flatMap(DeadLetterRecord.unixMs)
 
         var earlier: [DeadLetterRound] = []
         var ledgerReplays = 0
@@ -125,7 +125,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
            let callsEntry = ledger["calls_entry"].flatMap(DeadLetterRecord.timeMs(ofID:)), callsEntry <= deadAtMs,
            let history = ledger["history"].flatMap(ReplayHistory.init(json:)) {
             earlier = history.rounds
-            ledgerReplays = ledger["replays"].flatMap { Int($0) } ?? history.rounds.count
+            ledgerReplays = ledger["replays"].flatMap(DeadLetterRecord.count) ?? history.rounds.count
         }
         continuesLedger = !earlier.isEmpty
         let number = earlier.count + 1
@@ -141,15 +141,28 @@ public struct DeadLetterRecord: Equatable, Sendable {
         }
         rounds = earlier + [DeadLetterRound(round: number, deadEntryID: entry.id, reason: reason, firstFailureMs: ownFirst,
                                             lastFailureMs: ownLast, attempts: own)]
-        replays = max(f["replays"].flatMap { Int($0) } ?? 0, ledgerReplays)
+        replays = max(f["replays"].flatMap(DeadLetterRecord.count) ?? 0, ledgerReplays)
         firstFailureMs = earlier.first?.firstFailureMs ?? ownFirst
         lastFailureMs = ownLast
+    }
+
+    /// A unix-ms field of the entry; nil unless it is a whole number in 0 ... 9e15 (year 287,000):
+    /// the dead stream is read as untrusted input, and times meet arithmetic (ages).
+    static func unixMs(_ text: String) -> Int64? {
+        guard let ms = Int64(text), ms >= 0, ms <= 9_000_000_000_000_000 else { return nil }
+        return ms
+    }
+
+    /// A replay count; nil unless it is a whole number in 0 ... 1,000,000 (a replay adds one).
+    static func count(_ text: String) -> Int? {
+        guard let n = Int(text), n >= 0, n <= 1_000_000 else { return nil }
+        return n
     }
 
     /// The time part of a stream id (`ms-seq` or `ms`), nil when it is not one.
     public static func timeMs(ofID id: String) -> Int64? {
         let parts = id.split(separator: "-", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let ms = Int64(parts[0]), ms >= 0 else { return nil }
+        guard (1...2).contains(parts.count), let ms = Int64(parts[0]), ms >= 0, ms <= 9_000_000_000_000_000 else { return nil }
         if parts.count == 2, UInt64(parts[1]) == nil { return nil }
         return ms
     }

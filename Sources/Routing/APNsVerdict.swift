@@ -40,7 +40,8 @@ enum APNsVerdict: Equatable {
     }
 
     /// Transport failures may all be retried (the push may or may not have arrived), except an
-    /// unusable signing key, which is the app's credential and needs a human.
+    /// unusable signing key, which is the app's credential and needs a human, and a push that
+    /// cannot be written at all (refused before sending: a dead letter).
     init(_ error: ApnsClientError) {
         switch error {
         case .timeout, .connectionLost, .connectionFailed, .clientClosed:
@@ -49,6 +50,8 @@ enum APNsVerdict: Equatable {
             self = .transient(throttled: true)
         case .credentialUnusable:
             self = .deadLetter(.apnsCredentials(error.description), appUnhealthy: true)
+        case let .unsendable(why):
+            self = .deadLetter(.invalidPush(why), appUnhealthy: false)
         }
     }
 }

@@ -79,12 +79,13 @@ public struct CallEvent: Equatable, Sendable {
         do {
             parsed = try JSONParser.parse(bytes)
         } catch {
-            throw InvalidEvent(field: nil, problem: "not JSON: \(bytes.isEmpty ? "empty" : error.description)")
+            // A problem inside a member (a number out of range) names the member.
+            throw InvalidEvent(field: error.field, problem: "not JSON: \(bytes.isEmpty ? "empty" : error.description)")
         }
         guard case let .object(root) = parsed else {
             throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(parsed.kind)")
         }
-        var fields = Fields(root: root)
+        var fields = JSONFields(root: root)
         return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
     }
 }
@@ -109,10 +110,24 @@ public struct InvalidEvent: Error, Equatable, Sendable, CustomStringConvertible 
         guard let field else { return problem }
         return "\(field): \(problem)"
     }
+
+    /// The most characters of input a reason quotes.
+    public static let quoteLimit = 64
+
+    /// `text` as a reason may quote it: its first `quoteLimit` characters, then `…` when it is
+    /// longer (a 60,000-digit number must not make a 60 KB reason). Escaping for terminals is
+    /// the output's job.
+    public static func quote(_ text: String) -> String {
+        // A character has one UTF-8 byte or more: a short text needs no counting.
+        guard text.utf8.count > quoteLimit else { return text }
+        let end = text.index(text.startIndex, offsetBy: quoteLimit, limitedBy: text.endIndex) ?? text.endIndex
+        return end == text.endIndex ? text : text[..<end] + "…"
+    }
 }
 
-/// The field-by-field reading of one event object; the first problem found is thrown.
-private struct Fields {
+/// The field-by-field reading of one JSON object (an event, or a saved retry): the first
+/// problem found is thrown, naming the field.
+struct JSONFields {
     let root: JSONObject
     var callID: String?
 
@@ -133,6 +148,12 @@ private struct Fields {
         guard let v = value(key) else { return nil }
         guard case let .string(s) = v else { throw invalid(key, "expected a string, got \(v.kind)") }
         return s
+    }
+
+    /// `read`'s value, or a "required" problem naming `key` when absent.
+    func required<T>(_ key: StaticString, _ read: @autoclosure () throws(InvalidEvent) -> T?) throws(InvalidEvent) -> T {
+        guard let v = try read() else { throw invalid(key, "required") }
+        return v
     }
 
     func bool(_ key: StaticString) throws(InvalidEvent) -> Bool? {
@@ -167,6 +188,8 @@ private struct Fields {
         return ms
     }
 
+    /// A device token: even-length hex of at most `PushNotification.maxTokenHexDigits`
+    /// digits, what `PushNotification` accepts (docs/protocol.md gives the limit's reason).
     func token(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let t = try string(key) else { return nil }
         guard !t.isEmpty else { throw invalid(key, "empty") }
@@ -177,6 +200,9 @@ private struct Fields {
                 throw invalid(key, "odd length (\(t.utf8.count) hex digits)")
             }
             throw invalid(key, "not a hex string")
+        }
+        guard t.utf8.count <= PushNotification.maxTokenHexDigits else {
+            throw invalid(key, "\(t.utf8.count) hex digits, over the \(PushNotification.maxTokenHexDigits)-digit limit")
         }
         return t
     }
@@ -215,7 +241,7 @@ private struct Fields {
         var alertBody: String?
         if let a = value("alert") {
             guard case let .object(o) = a else { throw invalid("alert", "expected an object, got \(a.kind)") }
-            let alert = Fields(root: o, callID: id)
+            let alert = JSONFields(root: o, callID: id)
             do {
                 alertTitle = try alert.string("title")
                 alertBody = try alert.string("body")
@@ -226,13 +252,13 @@ private struct Fields {
         if kind == .incomingCall && voipToken == nil && alertToken == nil {
             throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
         }
-        let deadlineMs = deadline ?? entryTimeMs + policy.ringTimeoutMs
+        let deadlineMs = deadline ?? entryTimeMs.clampedSum(policy.ringTimeoutMs)
 
         var voipPayload: [UInt8] = []
         var alertPayload: [UInt8] = []
         let fromTemplate = alertTitle == nil || alertBody == nil
         if kind == .incomingCall {
-            voipPayload = Fields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
+            voipPayload = JSONFields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
@@ -242,11 +268,11 @@ private struct Fields {
             if let alertTitle, let alertBody {
                 (title, body) = (alertTitle, alertBody)
             } else {
-                let template = policy.fallbackAlert.render(callerName: Fields.text(voip.last("callerName")),
-                                                           caller: Fields.text(voip.last("caller")))
+                let template = policy.fallbackAlert.render(callerName: JSONFields.text(voip.last("callerName")),
+                                                           caller: JSONFields.text(voip.last("caller")))
                 (title, body) = (alertTitle ?? template.title, alertBody ?? template.body)
             }
-            alertPayload = Fields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
+            alertPayload = JSONFields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
             if alertPayload.count > PushType.alert.maxPayloadBytes {
                 throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
                               + (fromTemplate ? " (with the app's template)" : ""))

@@ -524,7 +524,7 @@ public struct CallRouter: Sendable {
                         cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
         OutcomeRecord(outcome: outcome, id: call.event.id, type: call.event.kind, app: policy.appID, channel: channel,
                       apnsID: apnsID, cause: cause, reason: reason,
-                      latencyMs: call.lastAnswerAtMs.map { $0 - call.event.entryTimeMs }, attempts: call.attempts)
+                      latencyMs: call.lastAnswerAtMs.map { $0.clampedDifference(call.event.entryTimeMs) }, attempts: call.attempts)
     }
 
     private func environment(_ event: CallEvent) -> APNsEnvironment {

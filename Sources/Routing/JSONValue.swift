@@ -96,11 +96,16 @@ struct JSONObject: Equatable, Sendable {
     }
 }
 
-/// Why bytes are not JSON: a short problem and the byte offset where it was found.
+/// Why bytes are not JSON: a short problem, the byte offset where it was found, and the keys
+/// of the object members it was found in (outermost first; empty at the top level).
 struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
     let problem: String
     let offset: Int
+    var keys: [String] = []
     var description: String { "\(problem) at byte \(offset)" }
+    /// The member keys joined with dots (`voip.callerName`), quoted at most in part
+    /// (`InvalidEvent.quote`: a path 64 levels deep is cut); nil at the top level.
+    var field: String? { keys.isEmpty ? nil : InvalidEvent.quote(keys.joined(separator: ".")) }
 }
 
 /// A single-pass recursive-descent parser of RFC 8259 JSON over UTF-8 bytes, built to accept
@@ -192,7 +197,15 @@ struct JSONParser {
             guard p[i] == UInt8(ascii: ":") else { throw unexpected("after a member name (expected ':')") }
             i += 1
             skipWhitespace()
-            members.append(JSONMember(key: key, value: try value()))
+            let v: JSONValue
+            do {
+                v = try value()
+            } catch {
+                var inside = error
+                inside.keys.insert(key, at: 0)
+                throw inside
+            }
+            members.append(JSONMember(key: key, value: v))
             if try endOfMember(closing: UInt8(ascii: "}")) { break }
         }
         depth -= 1
@@ -442,7 +455,7 @@ struct JSONParser {
             }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: p[start..<i]), as: UTF8.self)
-        guard let d = JSONParser.double(text) else { throw fail("number \(text) is out of range", at: start) }
+        guard let d = JSONParser.double(text) else { throw fail("number \(InvalidEvent.quote(text)) is out of range", at: start) }
         return .double(d)
     }
 

@@ -43,6 +43,18 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertNil(r.attempts[0].status, "no answer, no status")
     }
 
+    func testHandEditedNumbersInADeadLetterAreIgnoredRatherThanOverflowing() {
+        var fields = Self.entry("1764412345200-0", replays: String(Int.max)).fields
+        fields["first_failure_ms"] = String(Int64.min)
+        fields["last_failure_ms"] = "-5"
+        let r = DeadLetterRecord(entry: StreamEntry(id: "1764412345200-0", fields: fields), app: "acme", ledger: nil)
+        XCTAssertEqual(r.replays, 0, "a replay count out of range is not believed")
+        XCTAssertEqual(r.replay(ledgerTTLSeconds: 60).replays, 1, "and replaying adds one without overflow")
+        XCTAssertNil(r.firstFailureMs)
+        XCTAssertNil(r.lastFailureMs)
+        XCTAssertNil(DeadLetterRecord.timeMs(ofID: "\(Int64.max)-0"), "an id time past year 287,000 is not a time")
+    }
+
     func testAnInvalidEventIsStillReadable() {
         let entry = StreamEntry(id: "7-1", fields: ["event": "not json {", "reason": "invalid_event: event: not JSON",
                                                     "attempts": #"{"outcome":"dead_lettered","app":"acme"}"#])

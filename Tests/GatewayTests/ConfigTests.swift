@@ -150,6 +150,41 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testValuesThatReachKeysHeadersAndArithmeticAreBounded() throws {
+        let rows: [(String, Any, String)] = [
+            ("apps.acme.bundle_id", "com." + String(repeating: "a", count: 252), "over the 255-character limit"),
+            ("apps.acme.ring_timeout_s", 86_401, "over the limit of 86400"),
+            ("apps.acme.retry.voip.max_attempts", 101, "over the limit of 100"),
+            ("apps.acme.retry.alert.cap_ms", 3_600_001, "over the limit of 3600000"),
+            ("apps.acme.retry.alert.ttl_s", 2_592_001, "over the limit of 2592000"),
+            ("apns.connections", 65, "over the limit of 64"),
+            ("apns.request_timeout_ms", 600_001, "over the limit of 600000"),
+            ("apns.max_queued", 1_000_001, "over the limit of 1000000"),
+            ("apns.production.endpoint", String(repeating: "h", count: 254) + ":443", "is not host:port"),
+            ("apns.sandbox.endpoint", "host\u{1B}]52;c;x\u{07}:443", "is not host:port"),
+        ]
+        for (path, value, fragment) in rows {
+            let report = try fixture.check(setting(ConfigFixture.example, path, value))
+            XCTAssertNil(report.config, path)
+            let p = try XCTUnwrap(problem(at: path, in: report), path)
+            XCTAssertTrue(p.problem.contains(fragment), "\(path): \(p.problem)")
+            XCTAssertLessThan(p.description.utf8.count, fixture.directory.utf8.count + 400, "\(path): a short quote at most")
+        }
+        XCTAssertNotNil(try fixture.check(setting(ConfigFixture.example, "apps.acme.bundle_id",
+                                                  "com." + String(repeating: "a", count: 251))).config, "255 characters is a bundle id")
+    }
+
+    func testCredentialNamesAreNamesForKeysLogsAndMetrics() throws {
+        var json = ConfigFixture.example
+        var credentials = json["credentials"] as! [String: Any]
+        credentials["acme key\u{1B}[2J"] = credentials.removeValue(forKey: "acme-key")
+        json["credentials"] = credentials
+        json = setting(json, "apps.acme.credential", "acme key\u{1B}[2J")
+        let report = try fixture.check(json)
+        let p = try XCTUnwrap(problem(at: "credentials.\"acme key\u{1B}[2J\"", in: report))
+        XCTAssertTrue(p.problem.contains("must be 1-64 letters, digits"), p.problem)
+    }
+
     func testBundleIDWithTheVoipSuffixIsAWarning() throws {
         let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.bundle_id", "com.acme.phone.voip"))
         let p = try XCTUnwrap(problem(at: "apps.acme.bundle_id", in: report))

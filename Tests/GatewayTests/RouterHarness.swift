@@ -149,6 +149,12 @@ final class RouterHarness {
     /// One command on the producer's connection; its reply (nil on an error, which fails the test).
     @discardableResult
     func command(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        command(args, file: file, line: line)
+    }
+
+    /// One command on the producer's connection, its arguments as an array.
+    @discardableResult
+    func command(_ args: [String], file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         var result: Result<RedisReply, RedisError>?
         producer.send(args) { result = $0 }
         loop.run(until: { result != nil })

@@ -141,10 +141,12 @@ final class CallEventTests: XCTestCase {
         let bigName = String(repeating: "A", count: 5_200)
         let bigBody = String(repeating: "B", count: 4_100)
         return [
-            Bad("truncated JSON", #"{"id":"#, nil, "not JSON: "),
+            Bad("truncated JSON", #"{"id":"#, "id", "not JSON: unexpected end of input"),
             Bad("empty bytes", "", nil, "not JSON: empty"),
             Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], nil, "not JSON: "),
-            Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), nil, "not JSON: "),
+            Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), "deadline", "not JSON: number 1e400 is out of range"),
+            Bad("a 60,000-digit number in the voip dictionary", e(["voip": "{\"n\":\(String(repeating: "9", count: 60_000))}"]),
+                "voip.n", "not JSON: number \(String(repeating: "9", count: 64))… is out of range"),
             Bad("array at the root", "[1,2]", "event", "expected a JSON object, got array"),
             Bad("string at the root", #""call""#, "event", "expected a JSON object, got string"),
             Bad("over 64 KiB", e(["pad": "\"" + String(repeating: "p", count: 70_000) + "\""]), "event",
@@ -167,6 +169,15 @@ final class CallEventTests: XCTestCase {
             Bad("alert_token not hex", e(["alert_token": #""zz""#]), "alert_token", "not a hex string"),
             Bad("alert_token odd length", e(["alert_token": #""abcde""#]), "alert_token", "odd length (5 hex digits)"),
             Bad("alert_token an array", e(["alert_token": "[]"]), "alert_token", "expected a string, got array"),
+            // Long enough to truncate, then overflow, a 16 KiB header block, then far beyond.
+            Bad("voip_token of 16,040 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 8_020))\""]),
+                "voip_token", "16040 hex digits, over the 400-digit limit"),
+            Bad("voip_token of 16,048 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 8_024))\""]),
+                "voip_token", "16048 hex digits, over the 400-digit limit"),
+            Bad("alert_token of 60,000 hex digits", e(["alert_token": "\"\(String(repeating: "cd", count: 30_000))\""]),
+                "alert_token", "60000 hex digits, over the 400-digit limit"),
+            Bad("voip_token of 402 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 201))\""]),
+                "voip_token", "402 hex digits, over the 400-digit limit"),
             Bad("no token at all", e(["voip_token": nil, "alert_token": "null"]), "voip_token",
                 "required when alert_token is absent"),
             Bad("sandbox as 1", e(["sandbox": "1"]), "sandbox", "expected a boolean, got number"),
@@ -212,6 +223,22 @@ final class CallEventTests: XCTestCase {
                               "\(bad.name): expected \"\(bad.fragment)\" in \"\(error)\"")
             }
         }
+    }
+
+    func testEveryProblemQuotesAtMostAShortPrefixOfTheInput() {
+        for bad in corpus {
+            do {
+                _ = try CallEvent.decode(bad.bytes, entryTimeMs: Fixture.entry, policy: Fixture.policy())
+            } catch {
+                XCTAssertLessThanOrEqual(error.description.count, 200, "\(bad.name): \(error.description.prefix(300))")
+            }
+        }
+    }
+
+    func testATokenOfTheLongestAcceptedLengthDecodes() throws {
+        let longest = String(repeating: "ab", count: PushNotification.maxTokenHexDigits / 2)
+        let event = try decode(Fixture.eventJSON(["voip_token": "\"\(longest)\""]))
+        XCTAssertEqual(event.voipToken, longest, "400 hex digits (200 bytes) is a token")
     }
 
     func testTheOversizeVoipMessageGivesTheSerializedSize() {

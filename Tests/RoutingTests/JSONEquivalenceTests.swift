@@ -10,7 +10,8 @@ final class JSONEquivalenceTests: XCTestCase {
     private let policy = Fixture.policy()
 
     /// Decodes `bytes` both ways and fails unless the outcomes agree: equal events, or errors
-    /// naming the same field with the same text (for "not JSON" the detail may differ).
+    /// naming the same field with the same text (for "not JSON" the detail may differ, and the
+    /// new decoder names the member it happened in).
     /// Returns true when both accepted the event.
     @discardableResult
     private func assertSame(_ bytes: [UInt8], _ label: @autoclosure () -> String,
@@ -26,9 +27,12 @@ final class JSONEquivalenceTests: XCTestCase {
                         + "\(String(decoding: b.voipPayload, as: UTF8.self))\n new \(a)\n old \(b)", file: file, line: line)
             }
         case let (.failure(a), .failure(b)):
-            XCTAssertEqual(a.field, b.field, "\(label()): \(a) / \(b)", file: file, line: line)
+            // Syntax errors inside a member name the member now (the old decoder could not).
+            if !a.problem.hasPrefix("not JSON: ") {
+                XCTAssertEqual(a.field, b.field, "\(label()): \(a) / \(b)", file: file, line: line)
+            }
             XCTAssertEqual(a.callID, b.callID, "\(label()): \(a) / \(b)", file: file, line: line)
-            if a.field == nil {
+            if a.field == nil || a.problem.hasPrefix("not JSON: ") {
                 XCTAssertTrue(a.problem.hasPrefix("not JSON: ") && b.problem.hasPrefix("not JSON: "), "\(label()): \(a) / \(b)",
                               file: file, line: line)
             } else {
@@ -288,10 +292,13 @@ final class JSONEquivalenceTests: XCTestCase {
         }
         let objects = String(repeating: #"{"a":"#, count: 65) + "1" + String(repeating: "}", count: 65)
         XCTAssertThrowsError(try JSONParser.parse(Array(objects.utf8)))
-        // A deep `voip` is refused as not JSON (JSONSerialization took up to 512 levels).
+        // A deep `voip` is refused as not JSON (JSONSerialization took up to 512 levels), naming
+        // the start of the path where it happened.
         let voip = String(repeating: #"{"a":"#, count: 64) + "1" + String(repeating: "}", count: 64)
         XCTAssertThrowsError(try CallEvent.decode(Array(withVoip(voip).utf8), entryTimeMs: Fixture.entry, policy: policy)) { error in
-            XCTAssertTrue("\(error)".hasPrefix("not JSON: nested deeper than 64 levels at byte "), "\(error)")
+            let path = "voip" + String(repeating: ".a", count: 30)
+            XCTAssertEqual((error as? InvalidEvent)?.field, path + "…")
+            XCTAssertTrue("\(error)".hasPrefix(path + "…: not JSON: nested deeper than 64 levels at byte "), "\(error)")
         }
         // Even 64 KiB of brackets neither crashes nor recurses past the bound.
         XCTAssertThrowsError(try JSONParser.parse(Array(repeating: UInt8(ascii: "["), count: CallEvent.maxEventBytes)))
