@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PUSHGW_BIN_DIR:-$(swift build -c release --show-bin-path)}
 secrets=config/demo-secrets
-work=$(mktemp -d /tmp/pushgw-demo.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/pushgw-demo.XXXXXX")
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done

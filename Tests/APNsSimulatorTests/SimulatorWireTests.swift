@@ -10,6 +10,7 @@ import XCTest
 final class SimulatorWireTests: XCTestCase {
     private var server: SimTestServer!
     private var voipBody: String!
+    private var bodyFiles: [String] = []
     private let token = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
 
     override func setUpWithError() throws {
@@ -20,12 +21,15 @@ final class SimulatorWireTests: XCTestCase {
     override func tearDown() {
         server?.close()
         server = nil
+        for file in bodyFiles { try? FileManager.default.removeItem(atPath: file) }
+        bodyFiles = []
     }
 
     // MARK: Helpers
 
     private func bodyFile(_ text: String) throws -> String {
-        let path = try SimTestServer.sharedPKI().directory + "/body-\(UUID().uuidString.prefix(8)).json"
+        let path = TestScratch.file("body") + ".json"
+        bodyFiles.append(path)
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
@@ -283,16 +287,11 @@ final class SimulatorWireTests: XCTestCase {
     func testLogReachesTheFileWhileTheSimulatorRuns() throws {
         _ = try push()
         // The log is flushed at least once a second; turn the loop until the line shows up.
-        let deadline = Clock.monotonicMs() + 10_000
-        let poll = LoopTimer(loop: server.loop) {}
-        defer { poll.close() }
         var lines = 0
-        server.loop.run(until: {
+        server.loop.run(waitingFor: "the request's line in \(server.logFile)") {
             lines = ((try? String(contentsOfFile: server.logFile, encoding: .utf8)) ?? "").split(separator: "\n").count
-            if lines > 0 || Clock.monotonicMs() > deadline { return true }
-            if !poll.isScheduled { poll.schedule(afterMs: 50) }
-            return false
-        })
+            return lines > 0
+        }
         XCTAssertEqual(lines, 1, "a logged request reaches the file without waiting for close")
     }
 }

@@ -78,7 +78,7 @@ final class RouterHarness {
     func close() {
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
-        loop.run(until: { drained })
+        loop.run(waitingFor: "the router to drain") { drained }
         mover.close()
         moverConnection.close()
         pools.close()
@@ -91,13 +91,13 @@ final class RouterHarness {
     func keys(_ app: String) -> AppKeys { AppKeys(app: app) }
 
     /// XADDs the raw text as field `event` of the app's calls stream.
-    func xaddRaw(_ app: String, _ text: String, field: String = "event") {
+    func xaddRaw(_ app: String, _ text: String, field: String = "event", file: StaticString = #filePath, line: UInt = #line) {
         var done = false
         producer.send(["XADD", keys(app).calls, "*", field, text]) { result in
-            if case let .failure(e) = result { XCTFail("XADD failed: \(e)") }
+            if case let .failure(e) = result { XCTFail("XADD failed: \(e)", file: file, line: line) }
             done = true
         }
-        loop.run(until: { done })
+        loop.run(waitingFor: "the XADD's reply", file: file, line: line) { done }
     }
 
     /// XADDs an event built from `fields` (JSON-serialized).
@@ -118,32 +118,21 @@ final class RouterHarness {
         xadd(app, f)
     }
 
-    /// Runs the loop until `count` outcomes were recorded in all, or `timeoutMs` passed.
+    /// Runs the loop until `count` outcomes were recorded in all; after `timeoutMs` fails the
+    /// test and returns false.
     @discardableResult
-    func waitForRecords(_ count: Int, timeoutMs: Int64 = 10_000) -> Bool {
-        let end = Clock.monotonicMs() + timeoutMs
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if recorded.count >= count || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 20) }
-            return false
-        })
-        return recorded.count >= count
+    func waitForRecords(_ count: Int, timeoutMs: Int64 = Deadline.defaultMs,
+                        file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        loop.run(waitingFor: "\(count) recorded outcomes (\(recorded.count) so far)", timeoutMs: timeoutMs,
+                 file: file, line: line) { recorded.count >= count }
     }
 
-    /// Runs the loop until `condition` holds or `timeoutMs` passed; whether it holds.
+    /// Runs the loop until `condition` holds; after `timeoutMs` fails the test, naming `what`,
+    /// and returns false.
     @discardableResult
-    func runUntil(timeoutMs: Int64 = 10_000, _ condition: () -> Bool) -> Bool {
-        let end = Clock.monotonicMs() + timeoutMs
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if condition() || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 5) }
-            return false
-        })
-        return condition()
+    func runUntil(_ what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+                  file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool) -> Bool {
+        loop.run(waitingFor: what(), timeoutMs: timeoutMs, file: file, line: line, until: condition)
     }
 
     /// One command on the producer's connection; its reply (nil on an error, which fails the test).
@@ -151,7 +140,8 @@ final class RouterHarness {
     func command(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         var result: Result<RedisReply, RedisError>?
         producer.send(args) { result = $0 }
-        loop.run(until: { result != nil })
+        guard loop.run(waitingFor: "the reply to \(args.joined(separator: " "))", file: file, line: line, until: { result != nil })
+        else { return nil }
         switch result! {
         case let .success(reply): return reply
         case let .failure(error):
@@ -160,13 +150,9 @@ final class RouterHarness {
         }
     }
 
-    /// Runs the loop for `ms` milliseconds.
+    /// Runs the loop for `ms` milliseconds (to see that something does not happen).
     func runFor(_ ms: Int64) {
-        var done = false
-        let t = LoopTimer(loop: loop) { done = true }
-        t.schedule(afterMs: ms)
-        loop.run(until: { done })
-        t.close()
+        loop.run(forMs: ms)
     }
 
     /// The outcome recorded for call `id`.
@@ -176,12 +162,18 @@ final class RouterHarness {
         return found.first?.record
     }
 
-    /// Entries of a stream, read back from Redis.
-    func entries(_ stream: String) -> [StreamEntry] {
-        var out: [StreamEntry]?
-        store.range(stream, count: 10_000) { result in out = (try? result.get()) ?? [] }
-        loop.run(until: { out != nil })
-        return out!
+    /// Entries of a stream, read back from Redis. A Redis error fails the test (and reads
+    /// as no entries, which the caller's assertion must not be the only one to notice).
+    func entries(_ stream: String, file: StaticString = #filePath, line: UInt = #line) -> [StreamEntry] {
+        var result: Result<[StreamEntry], RedisError>?
+        store.range(stream, count: 10_000) { result = $0 }
+        guard loop.run(waitingFor: "XRANGE \(stream)", file: file, line: line, until: { result != nil }) else { return [] }
+        switch result! {
+        case let .success(entries): return entries
+        case let .failure(error):
+            XCTFail("XRANGE \(stream) failed: \(error)", file: file, line: line)
+            return []
+        }
     }
 
     /// Requests the simulator answered for `token`.

@@ -14,41 +14,19 @@ public struct SimToolRun: Sendable {
 ///
 /// Why: the simulator must be checked by a client that is not pushgw's own. The tool runs
 /// as a child process while the calling thread keeps turning the loop (the server lives on
-/// it), polling the child every few milliseconds; output goes to a file so a chatty tool
+/// it), checking on the child every few milliseconds; output goes to a file so a chatty tool
 /// can never block on a full pipe.
 public enum SimTools {
     /// Runs `executable` with `arguments` until it exits, turning `loop` meanwhile. A run
-    /// longer than `limitSeconds` is terminated (a safety net against hangs, not a timing check).
+    /// longer than `limitSeconds` fails the test and is terminated (a safety net against
+    /// hangs, not a timing check).
     public static func run(_ executable: String, _ arguments: [String], on loop: EventLoop,
                            limitSeconds: Int64 = 60) throws -> SimToolRun {
-        let outputFile = NSTemporaryDirectory() + "pushgw-tool-\(UUID().uuidString).out"
-        _ = FileManager.default.createFile(atPath: outputFile, contents: nil)
-        defer { try? FileManager.default.removeItem(atPath: outputFile) }
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: outputFile))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let started = Clock.monotonicMs()
-        var killed = false
-        let poll = LoopTimer(loop: loop) {}
-        loop.run(until: {
-            if !process.isRunning { return true }
-            if !killed && Clock.monotonicMs() - started > limitSeconds * 1000 {
-                killed = true
-                process.terminate()
-            }
-            // Wake the loop again soon even if the server has nothing to do.
-            if !poll.isScheduled { poll.schedule(afterMs: 5) }
-            return false
-        })
-        poll.close()
-        process.waitUntilExit()
-        try handle.close()
-        let output = (try? String(contentsOfFile: outputFile, encoding: .utf8)) ?? ""
-        return SimToolRun(exitStatus: process.terminationStatus, output: output, killed: killed)
+        let child = try ChildProcess(executable, arguments, mergeStderr: true)
+        let finished = loop.run(waitingFor: "\(executable) \(arguments.prefix(4).joined(separator: " ")) to finish",
+                                timeoutMs: limitSeconds * 1000) { !child.isRunning }
+        let status = child.stop(signal: SIGTERM)
+        return SimToolRun(exitStatus: status ?? -1, output: child.output, killed: !finished)
     }
 
     /// One request with `nghttp -v`: POST of `bodyFile` (nil: no body) to `https://127.0.0.1:port` + `path`.
