@@ -191,6 +191,20 @@ final class ApnsClientTests: XCTestCase {
         c.close()
     }
 
+    func testServerCertificateForAnotherNameIsRefused() throws {
+        // Signed by the CA the client trusts, but for elsewhere.example, not 127.0.0.1.
+        let pki = try TestPKI.shared()
+        try start { $0.certFile = pki.otherHostCert; $0.keyFile = pki.otherHostKey }
+        let c = try client { $0.requestTimeoutMs = 1_000 }
+        defer { c.close() }
+        let results = sendAll(c, [try voip("ab")])
+        guard case let .failure(.connectionFailed(why)) = results[0] else {
+            return XCTFail("a certificate for another name must not be accepted: \(results[0])")
+        }
+        XCTAssertTrue(why.contains("IP address mismatch"), "the reason says why: \(why)")
+        XCTAssertEqual(server.simulator.stats.requests, 0)
+    }
+
     // MARK: Connection behaviour
 
     func testStreamLimitFollowsTheServerFromOneToMany() throws {
@@ -217,6 +231,41 @@ final class ApnsClientTests: XCTestCase {
         XCTAssertEqual(server.simulator.stats.count(status: 200), total,
                        "each push was processed exactly once by the server (none twice, none dropped)")
         c.close()
+    }
+
+    func testRefusedStreamsAreResentUnprocessed() throws {
+        try start { $0.scenarios = ["4ef00001": .refusedStream(2)] }
+        let c = try client()
+        let results = sendAll(c, [try voip("4ef00001")])
+        XCTAssertEqual(try results[0].get().status, 200, "the push goes through once APNs processes it")
+        XCTAssertEqual(server.simulator.stats.refusedStreams, 2)
+        XCTAssertEqual(c.stats.resentUnprocessed, 2, "each refused stream was resent, not failed")
+        XCTAssertEqual(c.stats.lost, 0)
+        XCTAssertEqual(c.stats.answered, 1)
+        XCTAssertEqual(server.simulator.requestCount(for: "4ef00001"), 1, "APNs processed it once")
+        c.close()
+    }
+
+    func testAConnectionLostWithPushesInFlightFailsThemAsLost() throws {
+        try start { $0.scenarios = ["b1ac0001": .blackhole, "d20b0001": .dropConnection] }
+        let c = try client()
+        defer { c.close() }
+        // A first 200 raises the stream limit from 1, so that two pushes can be in flight.
+        XCTAssertEqual(try sendAll(c, [try voip("a0a00001")])[0].get().status, 200)
+        var held: Result<PushNotificationResponse, ApnsClientError>?
+        var dropping: Result<PushNotificationResponse, ApnsClientError>?
+        c.send(try voip("b1ac0001")) { held = $0 }
+        server.loop.run(waitingFor: "the held push to reach APNs") { server.simulator.requestCount(for: "b1ac0001") == 1 }
+        c.send(try voip("d20b0001")) { dropping = $0 }
+        server.loop.run(waitingFor: "both pushes to complete") { held != nil && dropping != nil }
+        for result in [held, dropping] {
+            guard case .failure(.connectionLost)? = result else { XCTFail("written, then lost: \(String(describing: result))"); continue }
+        }
+        XCTAssertEqual(server.simulator.stats.droppedConnections, 1)
+        XCTAssertEqual(c.stats.lost, 2, "both were written before the connection went")
+        XCTAssertEqual(c.stats.resentUnprocessed, 0, "a written push is not resent by the client: APNs may have delivered it")
+        XCTAssertEqual(try sendAll(c, [try voip("a0a00002")])[0].get().status, 200, "a new connection serves the next push")
+        XCTAssertEqual(c.stats.connectionsOpened, 2)
     }
 
     func testServerThatNeverAnswersTimesOutAndStaysBounded() throws {

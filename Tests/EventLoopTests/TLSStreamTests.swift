@@ -41,9 +41,11 @@ final class TLSStreamTests: XCTestCase {
         pki = try TestPKI.shared()
     }
 
-    /// A listener whose accepted sockets become server streams reporting to `server`.
-    private func listen(_ loop: EventLoop, _ server: Recorder, keep: @escaping (TLSStream) -> Void) throws -> TCPListener {
-        let context = try TLSContext.server(certFile: pki.serverCert, keyFile: pki.serverKey)
+    /// A listener whose accepted sockets become server streams reporting to `server`; its
+    /// certificate is the PKI's server certificate unless told otherwise.
+    private func listen(_ loop: EventLoop, _ server: Recorder, certificate: (cert: String, key: String)? = nil,
+                        keep: @escaping (TLSStream) -> Void) throws -> TCPListener {
+        let context = try TLSContext.server(certFile: certificate?.cert ?? pki.serverCert, keyFile: certificate?.key ?? pki.serverKey)
         return try TCPListener(loop: loop, host: "127.0.0.1", port: 0) { fd in
             if let stream = try? TLSStream.accept(loop: loop, context: context, fd: fd, delegate: server) { keep(stream) }
         }
@@ -132,6 +134,27 @@ final class TLSStreamTests: XCTestCase {
         XCTAssertTrue(client.connected, "localhost resolved and verified: \(client.closeReason ?? "")")
         stream.close()
         serverStream?.close()
+        listener.close()
+        loop.close()
+    }
+
+    func testACertificateForAnotherNameIsRefusedAndTheReasonSaysSo() throws {
+        let loop = EventLoop()
+        let server = Recorder()
+        var serverStreams: [TLSStream] = []
+        // Signed by the CA the client trusts, for elsewhere.example only: only the name is wrong.
+        let listener = try listen(loop, server, certificate: (pki.otherHostCert, pki.otherHostKey)) { serverStreams.append($0) }
+        let context = try TLSContext.client(caFile: pki.caCert)
+        for (host, why) in [("127.0.0.1", "IP address mismatch"), ("localhost", "hostname mismatch")] {
+            let client = Recorder()
+            let stream = try TLSStream.connect(loop: loop, context: context, host: host, port: listener.port, delegate: client)
+            loop.run(waitingFor: "the handshake with \(host) to end") { client.connected || client.closed }
+            XCTAssertFalse(client.connected, "a certificate for elsewhere.example is refused when connecting to \(host)")
+            XCTAssertFalse(stream.isOpen)
+            XCTAssertTrue(client.closeReason?.contains(why) ?? false, "the reason names the mismatch: \(client.closeReason ?? "nil")")
+            stream.close()
+        }
+        serverStreams.forEach { $0.close() }
         listener.close()
         loop.close()
     }

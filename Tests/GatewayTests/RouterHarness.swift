@@ -15,7 +15,11 @@ import XCTest
 /// Producers write with a plain Redis connection, as any language would.
 final class RouterHarness {
     let redis: RedisServer
+    /// The APNs simulator; both environments' endpoint unless `sandboxSim` exists.
     let sim: SimTestServer
+    /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
+    /// sandbox endpoint.
+    let sandboxSim: APNsSimulator?
     var loop: EventLoop { sim.loop }
     let config: GatewayConfig
     let apps: [AppRuntime]
@@ -31,31 +35,51 @@ final class RouterHarness {
     private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
 
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
-    /// app `other` the same good key with another bundle id the simulator refuses (BadTopic).
-    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+    /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
+    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
+    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in }, separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          settings: (inout RoutingRunnerSettings) -> Void = { _ in },
+         store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         redis = try RedisServer.start()
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
+        var sandboxEndpoint = endpoint
+        if separateSandbox {
+            var sandboxConfig = sim.simulator.config
+            sandboxConfig.sandbox = true
+            sandboxConfig.logFile = nil
+            let second = try APNsSimulator(loop: sim.loop, config: sandboxConfig)
+            try second.start()
+            sandboxSim = second
+            sandboxEndpoint = Endpoint(host: "127.0.0.1", port: second.port)
+        } else {
+            sandboxSim = nil
+        }
         let policies = RetryPolicies(voip: voipRetry, alert: alertRetry, alertTTLSeconds: 60)
+        var appConfigs = ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                    "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                    "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
+                    "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
+                                       retry: policies)]
+        if separateSandbox {
+            appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
+        }
         config = GatewayConfig(
             redis: RedisConfig(url: redis.url),
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: pki.caCert,
+            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
-            apps: ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
-                   "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
-                   "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
-                   "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
-                                      retry: policies)])
+            apps: appConfigs)
         apps = AppRuntime.all(config)
         let url = try RedisURL(parsing: redis.url)
-        store = CallStore(loop: sim.loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
+        var storeConfig = CallStore.Config(url: url)
+        storeSettings(&storeConfig)
+        store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
         consumer = "test-\(getpid())"
         var s = RoutingRunnerSettings(consumer: consumer)
@@ -84,6 +108,7 @@ final class RouterHarness {
         pools.close()
         store.close()
         producer.close()
+        sandboxSim?.close()
         sim.close()
         redis.stop()
     }
