@@ -44,15 +44,17 @@ final class ProcessWorld {
     }
 
     /// Writes a gateway config for `apps` (id → JSON object) to `name` and returns its path.
-    /// Both APNs environments point at the simulator. `admin` is the admin section's members,
-    /// `apns` more members of the apns section, `redis` more members of the redis section.
+    /// Both APNs environments point at the simulator. `admin` is the admin section's members
+    /// (default: listen on a free loopback port),
+    /// `apns` more members of the apns section, `redis` more members of the redis section;
+    /// `redisURL` replaces the server's plain URL (to give a user and password).
     @discardableResult
     func writeConfig(_ name: String = "gateway.json", apps: [String: String], admin: String? = nil, apns: String = "",
-                     redis extraRedis: String = "") throws -> String {
+                     redis extraRedis: String = "", redisURL: String? = nil) throws -> String {
         let appsJSON = apps.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")
         let text = """
-            { "redis": { "url": "\(redis.url)"\(extraRedis.isEmpty ? "" : ", " + extraRedis) },
-              \(admin.map { #""admin": { \#($0) },"# } ?? "")
+            { "redis": { "url": "\(redisURL ?? redis.url)"\(extraRedis.isEmpty ? "" : ", " + extraRedis) },
+              "admin": { \(admin ?? #""listen": "127.0.0.1:\#(freeLoopbackPort())""#) },
               "apns": { "production": { "endpoint": "127.0.0.1:\(simulatorPort)" },
                         "sandbox": { "endpoint": "127.0.0.1:\(simulatorPort)" },
                         "ca_file": "\(pki.caCert)"\(apns.isEmpty ? "" : ", " + apns) },
