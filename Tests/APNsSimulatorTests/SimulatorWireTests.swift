@@ -219,7 +219,7 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(result.statusStreams, [3, 1], "the later request is answered first: the slow one waits\n" + result.run.output)
         XCTAssertEqual(server.simulator.recorded.map(\.status), [200, 200])
         server.loop.run(waitingFor: "the slow request's line in the log") {
-            ((try? String(contentsOfFile: server.logFile, encoding: .utf8)) ?? "").contains("\"delay_ms\":300")
+            textSoFar(server.logFile).contains("\"delay_ms\":300")
         }
     }
 
@@ -299,7 +299,7 @@ final class SimulatorWireTests: XCTestCase {
         // The log is flushed at least once a second; turn the loop until the line shows up.
         var lines = 0
         server.loop.run(waitingFor: "the request's line in \(server.logFile)") {
-            lines = ((try? String(contentsOfFile: server.logFile, encoding: .utf8)) ?? "").split(separator: "\n").count
+            lines = textSoFar(server.logFile).split(separator: "\n").count
             return lines > 0
         }
         XCTAssertEqual(lines, 1, "a logged request reaches the file without waiting for close")

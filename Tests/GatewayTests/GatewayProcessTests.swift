@@ -17,7 +17,7 @@ final class GatewayProcessTests: XCTestCase {
         defer { monitor.stop() }
         try waitUntil("MONITOR to show a command") {
             _ = try world.redis.cli(["ECHO", "monitor-ready"])
-            return (try? String(contentsOfFile: monitorFile, encoding: .utf8))?.contains("monitor-ready") == true
+            return textSoFar(monitorFile).contains("monitor-ready")
         }
         let gw = try world.gateway(config: config, consumer: "prefixed", arguments: ["--log-level", "error"])
         for event in [#"{"v":1,"id":"plain","type":"incoming_call","voip_token":"a0a00001"}"#,
@@ -32,7 +32,7 @@ final class GatewayProcessTests: XCTestCase {
         XCTAssertEqual(world.integer("XLEN", "voicegw:{acme}:dead"), 1, "the invalid event is a dead letter under the prefix")
         XCTAssertEqual(gw.stop(), 0)
         _ = try world.redis.cli(["ECHO", "monitor-done"])
-        waitUntil("MONITOR to catch up") { (try? String(contentsOfFile: monitorFile, encoding: .utf8))?.contains("monitor-done") == true }
+        waitUntil("MONITOR to catch up") { textSoFar(monitorFile).contains("monitor-done") }
 
         let keys = try world.redis.cli(["KEYS", "*"]).split(separator: "\n").map(String.init)
         XCTAssertFalse(keys.isEmpty)

@@ -102,10 +102,10 @@ final class ProcessWorld {
         integer("XLEN", "\(prefix):{\(app)}:results", file: file, line: line)
     }
 
-    /// The JSON lines of a log file whose `msg` is `message`.
+    /// The JSON lines of a log file whose `msg` is `message`. Lines that are not JSON objects
+    /// (a crash report on stderr) are not log lines and are skipped.
     static func logLines(_ file: String, message: String) -> [[String: Any]] {
-        let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap { line in
+        textSoFar(file).split(separator: "\n").compactMap { line in
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                   object["msg"] as? String == message else { return nil }
             return object

@@ -29,7 +29,7 @@ final class RetryProcessTests: XCTestCase {
                                        captureOutput: false)
         try waitUntil("MONITOR to show a command") {
             _ = try world.redis.cli(["ECHO", "monitor-ready"])
-            return (try? String(contentsOfFile: file, encoding: .utf8))?.contains("monitor-ready") == true
+            return textSoFar(file).contains("monitor-ready")
         }
         return monitor
     }
@@ -84,7 +84,7 @@ final class RetryProcessTests: XCTestCase {
         producer.waitForExit()
         // MONITOR has seen every command once its ECHO comes back through it.
         _ = try world.redis.cli(["ECHO", "monitor-done"])
-        waitUntil("MONITOR to catch up") { (try? String(contentsOfFile: monitorFile, encoding: .utf8))?.contains("monitor-done") == true }
+        waitUntil("MONITOR to catch up") { textSoFar(monitorFile).contains("monitor-done") }
         monitor.stop()
         XCTAssertEqual(scheduledAtKill.filter { $0 > 0 }.count, 4, "each kill landed while retries were scheduled: \(scheduledAtKill)")
 
@@ -176,7 +176,7 @@ final class RetryProcessTests: XCTestCase {
         func isHeartbeat(_ line: Substring) -> Bool { line.contains("[0 lua]") && line.contains(#""ZADD" "pushgw:consumers""#) }
         let intervals = 4
         waitUntil("\(intervals + 2) heartbeats in MONITOR's output", timeoutMs: 60_000) {
-            let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+            let text = textSoFar(file)
             return text.split(separator: "\n").filter(isHeartbeat).count >= intervals + 2
         }
         monitor.stop()

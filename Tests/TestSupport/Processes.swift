@@ -77,10 +77,21 @@ public final class ChildProcess: @unchecked Sendable {
     /// The exit status (or the signal that ended it); nil while it runs.
     public var exitStatus: Int32? { process.isRunning ? nil : process.terminationStatus }
 
-    /// What the child wrote to stdout so far ("" when not captured).
-    public var output: String { stdoutFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? "" }
-    /// What the child wrote to stderr so far ("" when not captured).
-    public var errorOutput: String { stderrFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? "" }
+    /// What the child wrote to stdout so far ("" when not captured). An unreadable output
+    /// file fails the test: an empty text must mean the child wrote nothing.
+    public var output: String { stdoutFile.map { Self.read($0) } ?? "" }
+    /// What the child wrote to stderr so far ("" when not captured; merged into `output` with
+    /// `mergeStderr`).
+    public var errorOutput: String { stderrFile.map { Self.read($0) } ?? "" }
+
+    private static func read(_ file: String) -> String {
+        do {
+            return try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            XCTFail("cannot read the child's output \(file): \(error)")
+            return ""
+        }
+    }
 
     /// Waits until the child exits by itself; past `timeoutMs` fails the test, kills it and
     /// returns nil.
@@ -137,6 +148,13 @@ public func runCommand(_ executable: String, _ arguments: [String], stdin: Strin
     }
     let status = child.stop()
     return (status ?? -1, child.output, child.errorOutput)
+}
+
+/// The text of a file another process is still writing: "" while it cannot be read yet (not
+/// created, not flushed). For polling in a wait with a deadline; read a finished file with
+/// `String(contentsOfFile:)`, which throws.
+public func textSoFar(_ file: String) -> String {
+    (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
 }
 
 /// The full path of `name` in PATH.
