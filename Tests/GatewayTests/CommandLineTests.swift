@@ -241,19 +241,9 @@ final class CommandLineTests: XCTestCase {
     // MARK: The executable
 
     func testTheBuiltBinaryRejectsBadUsageWithStatusTwo() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let binary = root.appendingPathComponent(".build/debug/pushgw")
-        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: binary.path), "pushgw not built at \(binary.path)")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["push", "--bogus"]
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertEqual(process.terminationStatus, 2)
-        XCTAssertEqual(text, "pushgw: unknown option --bogus (see pushgw push --help)\n")
+        let (status, out, err) = try runCommand(try builtPushgw(), ["push", "--bogus"])
+        XCTAssertEqual(status, 2)
+        XCTAssertEqual(out, "")
+        XCTAssertEqual(err, "pushgw: unknown option --bogus (see pushgw push --help)\n")
     }
 }

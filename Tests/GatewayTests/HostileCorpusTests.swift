@@ -29,16 +29,15 @@ final class HostileCorpusTests: XCTestCase {
               "apps": { "acme": { "bundle_id": "com.example.app", "credential": "k", "environment": "production",
                                   "ring_timeout_s": 600 } } }
             """.write(toFile: dir + "/hostile-gw.json", atomically: true, encoding: .utf8)
-        let pushgw = builtProduct("pushgw")
+        let pushgw = try builtPushgw()
         print("hostile corpus: gateway \(pushgw)")
         let simulator = try ChildProcess(pushgw, ["simulator", "--config", dir + "/hostile-sim.json", "--port", String(simPort)],
                                          captureOutput: false)
         defer { simulator.stop() }
         try waitForPort(simPort)
-        let log = dir + "/hostile-gw.log"
-        let gateway = try ChildProcess("/bin/sh", ["-c", "exec '\(pushgw)' run --config '\(dir)/hostile-gw.json' --consumer hostile "
-                                                   + "--log-level warn > '\(log)' 2>&1"], captureOutput: false)
-        defer { gateway.stop(signal: SIGKILL) }
+        let gateway = try ChildProcess(pushgw, ["run", "--config", dir + "/hostile-gw.json", "--consumer", "hostile",
+                                                "--log-level", "warn"], captureOutput: true, mergeStderr: true)
+        defer { if gateway.isRunning { gateway.stop(signal: SIGKILL) } }
         let pid = gateway.pid
 
         let script = packageRoot + "/Tests/Corpus/hostile_events.py"
@@ -55,11 +54,11 @@ final class HostileCorpusTests: XCTestCase {
 
         // Every entry's result, within a bounded wait; the gateway must stay the same process.
         func results() -> Int { Int((try? redis.cli(["XLEN", "pushgw:{acme}:results"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0 }
-        let deadline = Date().addingTimeInterval(180)
-        while results() < entries && gateway.isRunning && Date() < deadline { usleep(50_000) }
-        let tail = (try? String(contentsOfFile: log, encoding: .utf8)).map { String($0.suffix(2_000)) } ?? ""
+        waitUntil("one result per calls entry (\(results()) of \(entries)), the gateway running",
+                  timeoutMs: 180_000, pollMs: 50) { results() >= entries || !gateway.isRunning }
+        let tail = String(gateway.output.suffix(2_000))
         XCTAssertTrue(gateway.isRunning, "the gateway died during the corpus; its log ends with:\n\(tail)")
-        XCTAssertEqual(results(), entries, "waited up to 180 s for one result per calls entry (\(results()) of \(entries))")
+        XCTAssertEqual(results(), entries, "one result per calls entry")
         print("hostile corpus: \(results()) results in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
 
         let checked = try runCommand("python3", [script, "check", String(redis.port), manifest])
@@ -70,7 +69,7 @@ final class HostileCorpusTests: XCTestCase {
         print("hostile corpus: \(report["dead"] ?? 0) dead letters, \(report["problem_count"] ?? "?") problems")
 
         // The log quoted hostile ids and types: escaped, never raw (the JSON escapes of C0 aside).
-        let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let logText = gateway.output
         let raw = logText.split(separator: "\n").filter { line in
             line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || (0x202A...0x202E).contains($0.value)
                 || (0x2066...0x2069).contains($0.value) || $0.value == 0x200E || $0.value == 0x200F || $0.value == 0x061C }
@@ -78,8 +77,8 @@ final class HostileCorpusTests: XCTestCase {
         XCTAssertTrue(raw.isEmpty, "log lines with raw control or bidi characters: \(raw.prefix(3))")
 
         XCTAssertTrue(gateway.isRunning && gateway.pid == pid, "one gateway process throughout (pid \(pid))")
-        gateway.stop(signal: SIGTERM)
-        XCTAssertEqual(gateway.process.terminationReason, .exit, "the gateway exited, not killed by a signal")
-        XCTAssertEqual(gateway.process.terminationStatus, 0, "the gateway exits 0 on SIGTERM; its log ends with:\n\(tail)")
+        let status = gateway.stop(signal: SIGTERM)
+        XCTAssertTrue(gateway.process.terminationReason == .exit, "the gateway exited, not killed by a signal")
+        XCTAssertEqual(status, 0, "the gateway exits 0 on SIGTERM; its log ends with:\n\(String(gateway.output.suffix(2_000)))")
     }
 }

@@ -21,8 +21,9 @@ final class JSONEquivalenceTests: XCTestCase {
         let old = Result { () throws(InvalidEvent) in try LegacyDecoder.decode(bytes, entryTimeMs: Fixture.entry, policy: policy) }
         var accepted = false
         switch (new, old) {
-        case let (.success(a), .success(b)):
+        case let (.success(a), .success(old)):
             accepted = true
+            let b = Self.underTheCurrentRules(old)
             if a != b {
                 XCTFail("\(label()): events differ\n new voip \(String(decoding: a.voipPayload, as: UTF8.self))\n old voip "
                         + "\(String(decoding: b.voipPayload, as: UTF8.self))\n new \(a)\n old \(b)", file: file, line: line)
@@ -47,6 +48,20 @@ final class JSONEquivalenceTests: XCTestCase {
             XCTFail("\(label()): refused (\(a)), the old decoder accepted \(b.id)", file: file, line: line)
         }
         return accepted
+    }
+
+    /// The oracle's event under the rules that changed since it was frozen (LegacyDecoder must
+    /// not change). One rule so far: the fallback alert's payload is built only for an
+    /// incoming call with an alert token (without one no alert can be sent); the oracle builds
+    /// it for every incoming call. Its size was already checked only with a token, so no error
+    /// changes. CallEventTests.testWithoutAnAlertTokenNoAlertPayloadIsBuilt checks the rule.
+    static func underTheCurrentRules(_ old: CallEvent) -> CallEvent {
+        guard old.kind == .incomingCall, old.alertToken == nil else { return old }
+        return CallEvent(id: old.id, kind: old.kind, voipToken: old.voipToken, alertToken: old.alertToken, sandbox: old.sandbox,
+                         deadlineMs: old.deadlineMs, deadlineFromEvent: old.deadlineFromEvent, entryTimeMs: old.entryTimeMs,
+                         voipPayload: old.voipPayload, alertPayload: [], alertFromTemplate: old.alertFromTemplate,
+                         voipTokenRegisteredAtMs: old.voipTokenRegisteredAtMs,
+                         alertTokenRegisteredAtMs: old.alertTokenRegisteredAtMs)
     }
 
     @discardableResult
