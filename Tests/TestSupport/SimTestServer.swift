@@ -56,8 +56,6 @@ public final class SimTestServer {
 
     /// One PKI per test process: generating it costs a second of `openssl` runs.
     public static func sharedPKI() throws -> TestPKI {
-        try shared.get()
+        try TestPKI.shared()
     }
-
-    private static let shared = Result { try TestPKI.make() }
 }
