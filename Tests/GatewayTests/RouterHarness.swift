@@ -9,12 +9,15 @@ import Routing
 import TestSupport
 import XCTest
 
-/// A router under test with real parts: a redis-server child process, the APNs simulator on
-/// the test's loop, and the gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry
-/// mover (`RetryMover`, on a connection of its own, as in `pushgw run`) on the same loop.
-/// Producers write with a plain Redis connection, as any language would.
+/// A router under test with real parts: a redis-server child process (reached as `deployment`
+/// says: TCP, TLS, an ACL user, a sentinel), the APNs simulator on the test's loop, and the
+/// gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry mover (`RetryMover`, on a
+/// connection of its own, as in `pushgw run`) on the same loop. Producers write with a plain
+/// Redis connection, as any language would.
 final class RouterHarness {
-    let redis: RedisServer
+    /// The server and how the gateway reaches it.
+    let access: GatewayRedis
+    var redis: RedisServer { access.server }
     let sim: SimTestServer
     var loop: EventLoop { sim.loop }
     let config: GatewayConfig
@@ -32,18 +35,18 @@ final class RouterHarness {
 
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic).
-    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+    init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          settings: (inout RoutingRunnerSettings) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
-        redis = try RedisServer.start()
+        access = try GatewayRedis(deployment)
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
         let policies = RetryPolicies(voip: voipRetry, alert: alertRetry, alertTTLSeconds: 60)
         config = GatewayConfig(
-            redis: RedisConfig(url: redis.url),
+            redis: access.config,
             apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
@@ -54,16 +57,17 @@ final class RouterHarness {
                    "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
                                       retry: policies)])
         apps = AppRuntime.all(config)
-        let url = try RedisURL(parsing: redis.url)
-        store = CallStore(loop: sim.loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
+        let gateway = try access.config.connection()
+        store = CallStore(loop: sim.loop, config: CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel),
+                          apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
         consumer = "test-\(getpid())"
         var s = RoutingRunnerSettings(consumer: consumer)
         s.blockMs = 100
         settings(&s)
         runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
-        producer = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url))
-        moverConnection = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url, clientName: "pushgw-retry"))
+        producer = RedisConnection(loop: sim.loop, config: access.admin)
+        moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
         runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
@@ -85,7 +89,8 @@ final class RouterHarness {
         store.close()
         producer.close()
         sim.close()
-        redis.stop()
+        XCTAssertEqual(try? access.refusedCommands(), [], "the least-privileged user was refused nothing")
+        access.stop()
     }
 
     func keys(_ app: String) -> AppKeys { AppKeys(app: app) }

@@ -118,6 +118,28 @@ public func waitForPort(_ port: Int, timeout: Double = 10) throws {
     throw TestSupportError("nothing listening on 127.0.0.1:\(port) after \(timeout) s")
 }
 
+/// Waits until something accepts connections on the unix socket at `path` (at most `timeout` s).
+public func waitForUnixSocket(_ path: String, timeout: Double = 10) throws {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let ok = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+        }
+        close(fd)
+        if ok { return }
+        usleep(20_000)
+    }
+    throw TestSupportError("nothing listening on \(path) after \(timeout) s")
+}
+
 /// A fresh temporary directory, removed by the caller when it wants.
 public func makeTemporaryDirectory(_ prefix: String = "pushgw-test") -> String {
     let path = NSTemporaryDirectory() + "\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8))"

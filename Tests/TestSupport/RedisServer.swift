@@ -105,6 +105,7 @@ public final class RedisServer: @unchecked Sendable {
         }
         child = try ChildProcess("redis-server", arguments + extraArguments, captureOutput: false)
         try waitForPort(port)
+        try waitForUnixSocket(unixSocket)
     }
 
     /// Stops the server (SIGTERM), waits for its exit and removes its directory.
