@@ -311,16 +311,15 @@ public final class TLSStream {
         }
     }
 
-    /// OpenSSL's text for a failed verification, with the cause spelled out for the three an
-    /// operator meets: an untrusted issuer, an expired certificate, another host's certificate.
+    /// OpenSSL's text for a failed verification, with the cause spelled out where OpenSSL's
+    /// words do not say it: an untrusted issuer, another host's certificate ("certificate has
+    /// expired" says its own).
     private func certificateProblem(_ verdict: Int) -> String {
         let text = String(cString: X509_verify_cert_error_string(verdict))
         switch Int32(verdict) {
         case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
              X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
             return "\(text) (the server's certificate is not signed by a trusted CA)"
-        case X509_V_ERR_CERT_HAS_EXPIRED:
-            return "\(text) (the server's certificate has expired)"
         case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
             return "\(text) (the server's certificate is not for \(verifiedName ?? "this host"))"
         default:

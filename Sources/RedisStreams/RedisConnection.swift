@@ -8,7 +8,7 @@ import Glibc
 /// that sentinels name.
 ///
 /// One I/O path for every transport: the bytes travel on a `TLSStream` (plain for TCP and unix
-/// sockets), hiredis builds the commands (`redisFormatCommandArgv`) and parses the replies
+/// sockets), hiredis builds the commands (`redisFormatSdsCommandArgv`) and parses the replies
 /// (`redisReader`), and nothing else of hiredis is used (its async API has no TLS in 0.14).
 ///
 /// What it guarantees:
@@ -478,13 +478,15 @@ public final class RedisConnection: TLSStreamDelegate {
         guard let stream else {
             preconditionFailure("redis connection: writing without a transport in state \(machine.state)")
         }
-        var formatted: UnsafeMutablePointer<CChar>?
-        let length = command.withArgv { argc, argv, argvlen in redisFormatCommandArgv(&formatted, argc, argv, argvlen) }
+        // The sds formatter, as hiredis's async API uses: `redisFormatCommandArgv` prints with
+        // sprintf and cost the router ~2,300 more instructions per event (callgrind, 20k events).
+        var formatted: sds?
+        let length = command.withArgv { argc, argv, argvlen in redisFormatSdsCommandArgv(&formatted, argc, argv, argvlen) }
         guard length > 0, let formatted else {
-            preconditionFailure("redisFormatCommandArgv failed: out of memory")
+            preconditionFailure("redisFormatSdsCommandArgv failed: out of memory")
         }
         stream.write(UnsafeRawBufferPointer(start: formatted, count: Int(length)))
-        redisFreeCommand(formatted)
+        redisFreeSdsCommand(formatted)
         if pending.isEmpty { headSinceMs = Clock.monotonicMs() }
         pending.push(Pending(kind: kind, allowanceMs: allowanceMs))
         if !watchdog.isScheduled { watchdog.schedule(afterMs: allowanceMs) }
@@ -494,22 +496,35 @@ public final class RedisConnection: TLSStreamDelegate {
         inCallback { run(machine.transportConnected()) }
     }
 
+    /// Bytes handed to hiredis's reader at a time: what hiredis's own reads take. After each
+    /// KiB it parses, the reader moves what it has not parsed yet to the front of its buffer,
+    /// so a larger feed moves more bytes; measured with callgrind (20k events end to end), 4, 16
+    /// and 64 KiB differ by under 0.5 % of the router's instructions, 16 KiB the fewest.
+    static let feedSize = 16 * 1024
+
     public func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer) {
         guard let reader else { return }
         inCallback {
-            guard reader.feed(bytes) else {
-                return run(machine.transportClosed(reason: "reply buffer: out of memory"))
-            }
+            var offset = 0
             // A completion may close the transport (close(), or a READONLY answer): stop then.
-            while stream === self.stream {
-                switch reader.next() {
-                case .none:
-                    return
-                case .reply(let reply):
-                    received(reply)
-                    freeReplyObject(reply)
-                case .protocolError(let message):
-                    return run(machine.transportClosed(reason: "protocol error: \(message)"))
+            while offset < bytes.count, stream === self.stream {
+                let end = min(bytes.count, offset + Self.feedSize)
+                guard reader.feed(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) else {
+                    return run(machine.transportClosed(reason: "reply buffer: out of memory"))
+                }
+                offset = end
+                while stream === self.stream {
+                    switch reader.next() {
+                    case .none:
+                        break
+                    case .reply(let reply):
+                        received(reply)
+                        freeReplyObject(reply)
+                        continue
+                    case .protocolError(let message):
+                        return run(machine.transportClosed(reason: "protocol error: \(message)"))
+                    }
+                    break
                 }
             }
         }

@@ -36,7 +36,9 @@ final class RedisSentinelsTests: XCTestCase {
         sentinels.append(sentinel)
         if withReplica {
             XCTAssertTrue(wait("the sentinel to learn of the replica") {
-                (try? sentinel.cli(["SENTINEL", "replicas", sentinel.master]))?.contains(String(replica!.port)) == true
+                // Listed from the primary's INFO, and connected ("flags slave", no "disconnected").
+                let replicas = (try? sentinel.cli(["SENTINEL", "replicas", sentinel.master])) ?? ""
+                return replicas.contains(String(replica!.port)) && replicas.contains("\nflags\nslave\n")
             })
         }
         return (primary, replica, sentinel)
@@ -104,7 +106,13 @@ final class RedisSentinelsTests: XCTestCase {
         let redis = try connection([sentinel.address]) { if case .lost(let why) = $0 { lost.append(why) } }
         defer { redis.close() }
         XCTAssertEqual(serverPort(redis), primary.port)
-        _ = try sentinel.cli(["SENTINEL", "FAILOVER", sentinel.master])
+        // The watch subscribes right after its connect; an announcement made before would be
+        // missed (production then meets READONLY): wait for the subscription.
+        XCTAssertTrue(wait("the watch to subscribe") { (try? sentinel.cli(["CLIENT", "LIST"]))?.contains(" sub=1 ") == true })
+        // A sentinel refuses (NOGOODSLAVE) until it has the replica's own INFO: ask until it accepts.
+        XCTAssertTrue(wait("the sentinel to accept SENTINEL FAILOVER") {
+            (try? sentinel.cli(["SENTINEL", "FAILOVER", sentinel.master])) == "OK\n"
+        })
         // No command is sent meanwhile: only +switch-master can move the connection.
         XCTAssertTrue(wait("+switch-master to move the connection") { !lost.isEmpty })
         XCTAssertTrue(lost.first?.contains("the sentinels announced a new primary") == true, "\(lost)")
