@@ -335,43 +335,37 @@ public final class TLSStream {
         case .open: break
         default: return
         }
-        guard let ssl else { return readablePlain() }
         batching = true
-        ERR_clear_error()
+        if isTLS { ERR_clear_error() }
         var filled = 0
         var total = 0
         var ended = false
         var endReason: String?
-        while true {
-            let n = SSL_read(ssl, input + filled, Int32(Self.inputCapacity - filled))
-            if n > 0 {
-                filled += Int(n)
-                guard filled == Self.inputCapacity else { continue }
-                delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-                guard phase == .open else { return }
-                filled = 0
-                total += Self.inputCapacity
-                if total >= Self.maxReadPerEvent {
-                    // More may wait inside OpenSSL, which epoll cannot see: come back next round.
-                    event_active(readEvent, Int32(EV_READ), 0)
-                    break
+        reading: while true {
+            switch readSome(into: input + filled, count: Self.inputCapacity - filled) {
+            case let .bytes(n, mayHaveMore):
+                filled += n
+                if filled == Self.inputCapacity {
+                    delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
+                    guard phase == .open else { return }
+                    filled = 0
+                    total += Self.inputCapacity
+                    if total >= Self.maxReadPerEvent {
+                        // More may wait inside OpenSSL, which epoll cannot see: come back next
+                        // round. (A plain socket is level-triggered: libevent reports it again.)
+                        if isTLS { event_active(readEvent, Int32(EV_READ), 0) }
+                        break reading
+                    }
+                } else if !mayHaveMore {
+                    break reading
                 }
-                continue
-            }
-            let code = SSL_get_error(ssl, n)
-            let err = errno
-            switch code {
-            case SSL_ERROR_WANT_READ: break
-            case SSL_ERROR_WANT_WRITE:
-                readWantsWrite = true
-                event_add(writeEvent, nil)
-            case SSL_ERROR_ZERO_RETURN:
-                ended = true  // close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF)
-            default:
+            case .drained:
+                break reading
+            case let .ended(reason):
                 ended = true
-                endReason = Self.reason(code, errno: err) ?? "connection error"
+                endReason = reason
+                break reading
             }
-            break
         }
         if filled > 0 {
             delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
@@ -382,45 +376,46 @@ public final class TLSStream {
         writeOutput()
     }
 
-    /// `readable()` of a plain stream: `read` instead of `SSL_read`, and one call per event
-    /// once the socket gave less than asked (it is empty then; libevent reports it again when
-    /// more arrives).
-    private func readablePlain() {
-        batching = true
-        var filled = 0
-        var total = 0
-        var ended = false
-        var endReason: String?
+    /// What one read call gave.
+    private enum ReadResult {
+        /// `count` bytes; `mayHaveMore` is false when a plain socket gave less than asked (it
+        /// is empty then: no need for a read that would only say so).
+        case bytes(Int, mayHaveMore: Bool)
+        /// Nothing more for now (or TLS wants to write first: EV_WRITE is armed).
+        case drained
+        /// The peer closed (reason nil: orderly) or the connection failed.
+        case ended(String?)
+    }
+
+    /// One `SSL_read`, or `read` for a plain stream, into `buffer`.
+    @inline(__always)
+    private func readSome(into buffer: UnsafeMutableRawPointer, count: Int) -> ReadResult {
+        if let ssl {
+            let n = SSL_read(ssl, buffer, Int32(count))
+            if n > 0 { return .bytes(Int(n), mayHaveMore: true) }
+            let code = SSL_get_error(ssl, n)
+            let err = errno
+            switch code {
+            case SSL_ERROR_WANT_READ:
+                return .drained
+            case SSL_ERROR_WANT_WRITE:
+                readWantsWrite = true
+                event_add(writeEvent, nil)
+                return .drained
+            case SSL_ERROR_ZERO_RETURN:
+                return .ended(nil)  // close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF)
+            default:
+                return .ended(Self.reason(code, errno: err) ?? "connection error")
+            }
+        }
         while true {
-            let asked = Self.inputCapacity - filled
-            let n = Glibc.read(fd, input + filled, asked)
-            if n > 0 {
-                filled += n
-                if n < asked { break }
-                delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-                guard phase == .open else { return }
-                filled = 0
-                total += Self.inputCapacity
-                if total >= Self.maxReadPerEvent { break }  // level-triggered: the rest comes next round
-                continue
-            }
-            if n == 0 {
-                ended = true
-            } else if errno == EINTR {
-                continue
-            } else if errno != EAGAIN && errno != EWOULDBLOCK {
-                ended = true
-                endReason = String(cString: strerror(errno))
-            }
-            break
+            let n = Glibc.read(fd, buffer, count)
+            if n > 0 { return .bytes(n, mayHaveMore: n == count) }
+            if n == 0 { return .ended(nil) }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return .drained }
+            return .ended(String(cString: strerror(errno)))
         }
-        if filled > 0 {
-            delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-            guard phase == .open else { return }
-        }
-        batching = false
-        if ended { return fail(endReason) }
-        writeOutput()
     }
 
     /// Writes up to `count` bytes of the output with `write` (plain) or `SSL_write`: how many

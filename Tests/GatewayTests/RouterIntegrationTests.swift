@@ -10,8 +10,8 @@ import TestSupport
 import XCTest
 
 /// The router end to end — producer XADD, Redis, the router, APNs over HTTP/2 + TLS, the
-/// records — one test per row of DESIGN.md §3 and per outcome of §2. Every test runs on each
-/// Redis deployment: plain TCP here; TLS, mutual TLS, the least-privileged ACL user and a
+/// records — one test per APNs answer of the behaviour table and per outcome of docs/protocol.md
+/// ("Results"). Every test runs on each Redis deployment: plain TCP here; TLS, mutual TLS, the least-privileged ACL user and a
 /// sentinel in the subclasses at the end of this file (Linux's XCTest runs only the tests a
 /// class declares, so they list each test again; `RedisDeploymentListTests` checks the lists).
 class RouterIntegrationTests: XCTestCase {

@@ -101,43 +101,38 @@ public func freeLoopbackPort() -> Int {
 
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (at most `timeout` s).
 public func waitForPort(_ port: Int, timeout: Double = 10) throws {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let ok = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        close(fd)
-        if ok { return }
-        usleep(20_000)
-    }
-    throw TestSupportError("nothing listening on 127.0.0.1:\(port) after \(timeout) s")
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    try waitForListener(AF_INET, &addr, timeout: timeout, what: "127.0.0.1:\(port)")
 }
 
 /// Waits until something accepts connections on the unix socket at `path` (at most `timeout` s).
 public func waitForUnixSocket(_ path: String, timeout: Double = 10) throws {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        let bytes = Array(path.utf8.prefix(raw.count - 1))
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    try waitForListener(AF_UNIX, &addr, timeout: timeout, what: path)
+}
+
+/// Connects to `address` every 20 ms until it accepts, for at most `timeout` s.
+private func waitForListener<Address>(_ family: Int32, _ address: inout Address, timeout: Double, what: String) throws {
     let end = Date().addingTimeInterval(timeout)
     while Date() < end {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let bytes = Array(path.utf8.prefix(raw.count - 1))
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let ok = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+        let ok = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<Address>.size)) == 0 }
         }
         close(fd)
         if ok { return }
         usleep(20_000)
     }
-    throw TestSupportError("nothing listening on \(path) after \(timeout) s")
+    throw TestSupportError("nothing listening on \(what) after \(timeout) s")
 }
 
 /// A fresh temporary directory, removed by the caller when it wants.
