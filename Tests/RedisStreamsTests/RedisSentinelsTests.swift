@@ -113,7 +113,8 @@ final class RedisSentinelsTests: XCTestCase {
         XCTAssertTrue(wait("the sentinel to accept SENTINEL FAILOVER") {
             (try? sentinel.cli(["SENTINEL", "FAILOVER", sentinel.master])) == "OK\n"
         })
-        // No command is sent meanwhile: only +switch-master can move the connection.
+        // No command is sent meanwhile. The old primary closes its clients too, but only when
+        // the sentinels make it a replica, after the announcement: the reason says which came.
         XCTAssertTrue(wait("+switch-master to move the connection") { !lost.isEmpty })
         XCTAssertTrue(lost.first?.contains("the sentinels announced a new primary") == true, "\(lost)")
         XCTAssertEqual(serverPort(redis), replica?.port, "now on the promoted replica")
