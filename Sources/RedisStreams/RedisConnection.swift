@@ -232,8 +232,9 @@ public final class RedisConnection: TLSStreamDelegate {
     /// Starts connecting. Commands sent before are queued.
     public func start() {
         loop.assertInLoop()
-        if case .primary(let sentinels, _) = addresses { sentinels.follow(self) }
-        run(machine.start(nowMs: Clock.monotonicMs()))
+        let action = machine.start(nowMs: Clock.monotonicMs())
+        if action != .none, case .primary(let sentinels, _) = addresses { sentinels.follow(self) }
+        run(action)
     }
 
     /// Sends a command (`args[0]` is its name). `blockMs` is how long the command may

@@ -55,9 +55,11 @@ final class RedisSentinelsTests: XCTestCase {
         return false
     }
 
-    private func connection(_ addresses: [RedisSentinelOptions.Address], events: ((RedisConnection.Event) -> Void)? = nil) throws -> RedisConnection {
-        let options = RedisSentinelOptions(master: "mymaster", addresses: addresses)
-        let c = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: "redis://mymaster/0"), sentinel: options,
+    private func connection(_ addresses: [RedisSentinelOptions.Address], url: String = "redis://mymaster/0",
+                            tls: RedisTLSOptions = RedisTLSOptions(), sentinelsOverTLS: Bool = false, password: String? = nil,
+                            events: ((RedisConnection.Event) -> Void)? = nil) throws -> RedisConnection {
+        let options = RedisSentinelOptions(master: "mymaster", addresses: addresses, password: password, tls: sentinelsOverTLS)
+        let c = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url), tls: tls, sentinel: options,
                                                           watchdogMs: 2_000, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)))
         c.onEvent = events
         c.start()
@@ -80,6 +82,35 @@ final class RedisSentinelsTests: XCTestCase {
         XCTAssertEqual(try primary.cli(["GET", "k"]), "through the sentinel\n")
         XCTAssertEqual(serverPort(redis), primary.port, "connected to the primary the sentinel named")
         XCTAssertEqual(redis.stats.connectFailures, 0, "a sentinel that is down costs a refused connect, not an attempt")
+    }
+
+    func testSentinelsOverTLSNameAPrimaryReachedOverTLS() throws {
+        let primary = try RedisServer.start(.tls)
+        servers.append(primary)
+        let sentinel = try RedisSentinelServer.start(watching: primary)
+        sentinels.append(sentinel)
+        let redis = try connection([sentinel.address], url: "rediss://mymaster/0", tls: primary.tls, sentinelsOverTLS: true)
+        defer { redis.close() }
+        XCTAssertEqual(callUntilSuccess(redis, ["SET", "k", "tls all the way"]), .status("OK"))
+        XCTAssertEqual(try primary.cli(["GET", "k"]), "tls all the way\n")
+    }
+
+    func testTheSentinelsOwnPasswordIsUsedAndAWrongOneIsNamedWithoutIt() throws {
+        let primary = try RedisServer.start()
+        servers.append(primary)
+        let sentinel = try RedisSentinelServer.start(watching: primary, password: "sentinel-pw")
+        sentinels.append(sentinel)
+        let redis = try connection([sentinel.address], password: "sentinel-pw")
+        defer { redis.close() }
+        XCTAssertEqual(call(redis, ["PING"]).value(), .status("PONG"))
+
+        let wrong = try connection([sentinel.address], password: "Wr0ng-SENTINEL-pw")
+        defer { wrong.close() }
+        guard case .failure(.connectFailed(let why)) = call(wrong, ["PING"]) else {
+            return XCTFail("a sentinel refusing the password fails the attempt")
+        }
+        XCTAssertTrue(why.contains("AUTH") && why.contains("WRONGPASS"), why)
+        XCTAssertFalse(why.contains("Wr0ng-SENTINEL-pw"), "the password never appears: \(why)")
     }
 
     func testNoSentinelReachableFailsLikeARedisThatIsDownNamingEach() throws {

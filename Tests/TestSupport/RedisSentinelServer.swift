@@ -21,24 +21,40 @@ public final class RedisSentinelServer: @unchecked Sendable {
         self.directory = directory
     }
 
-    /// Starts a sentinel watching `primary` (plain TCP) as `master`, with `quorum` sentinels
-    /// needed to agree that it is down after `downAfterMs` without an answer.
+    /// Starts a sentinel watching `primary` as `master`, with `quorum` sentinels needed to
+    /// agree that it is down after `downAfterMs` without an answer. A TLS primary is watched
+    /// over TLS, and the sentinel itself then listens for TLS only (the primary's PKI).
+    /// `password`: the sentinel's own (`requirepass`).
     public static func start(watching primary: RedisServer, master: String = "mymaster", quorum: Int = 1,
-                             downAfterMs: Int = 1_000, failoverTimeoutMs: Int = 5_000) throws -> RedisSentinelServer {
-        precondition(primary.transport == .tcp, "the test sentinels watch a plain-TCP primary")
+                             downAfterMs: Int = 1_000, failoverTimeoutMs: Int = 5_000,
+                             password: String? = nil) throws -> RedisSentinelServer {
+        precondition(primary.transport == .tcp || primary.transport == .tls, "the test sentinels watch TCP or TLS primaries")
         let sentinel = RedisSentinelServer(port: freeLoopbackPort(), master: master,
                                            directory: makeTemporaryDirectory("pushgw-sentinel"))
-        try sentinel.launch(primaryPort: primary.port, quorum: quorum, downAfterMs: downAfterMs,
+        var listen = "port \(sentinel.port)"
+        if let pki = primary.pki {
+            listen = """
+                port 0
+                tls-port \(sentinel.port)
+                tls-cert-file \(pki.redisCert)
+                tls-key-file \(pki.redisKey)
+                tls-ca-cert-file \(pki.caCert)
+                tls-auth-clients no
+                tls-replication yes
+                """
+        }
+        if let password { listen += "\nrequirepass \(password)" }
+        try sentinel.launch(listen: listen, primaryPort: primary.port, quorum: quorum, downAfterMs: downAfterMs,
                             failoverTimeoutMs: failoverTimeoutMs)
         return sentinel
     }
 
-    private func launch(primaryPort: Int, quorum: Int, downAfterMs: Int, failoverTimeoutMs: Int) throws {
+    private func launch(listen: String, primaryPort: Int, quorum: Int, downAfterMs: Int, failoverTimeoutMs: Int) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // Sentinel rewrites its config file with what it learns: it must be its own, writable.
         let file = directory + "/sentinel.conf"
         try """
-            port \(port)
+            \(listen)
             bind 127.0.0.1
             daemonize no
             dir \(directory)
@@ -53,7 +69,7 @@ public final class RedisSentinelServer: @unchecked Sendable {
         try waitForPort(port)
     }
 
-    /// `redis-cli -p PORT args…` against the sentinel; its stdout (`--raw`).
+    /// `redis-cli -p PORT args…` against a plain, password-less sentinel; its stdout (`--raw`).
     public func cli(_ args: [String]) throws -> String {
         let (status, out, err) = try runCommand("redis-cli", ["-p", String(port), "--raw"] + args)
         guard status == 0 else { throw TestSupportError("redis-cli (sentinel) \(args.joined(separator: " ")) failed: \(err)") }
