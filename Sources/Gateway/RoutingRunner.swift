@@ -249,7 +249,7 @@ public final class RoutingRunner {
             case let .failure(error):
                 guard !self.stopping else { return }
                 self.stats.redisErrors += 1
-                self.log.warn("reading call events failed", ["error": "\(error)"])
+                self.log.warn("reading call events failed", ["error": "\(error)"], limited: true)
                 self.readRetryTimer.schedule(afterMs: 200)
             }
         }
@@ -297,7 +297,8 @@ public final class RoutingRunner {
                 // Without the lookup, routing could repeat a finished call: leave the entries
                 // pending; they are read again when this process or another claims them.
                 self.stats.redisErrors += 1
-                self.log.warn("lookup failed; entries left pending", ["app": app.id, "count": admitted.count, "error": "\(error)"])
+                self.log.warn("lookup failed; entries left pending", ["app": app.id, "count": admitted.count, "error": "\(error)"],
+                              limited: true)
                 for a in admitted { self.forget(a.call) }
             }
         }
@@ -325,7 +326,8 @@ public final class RoutingRunner {
             event = try CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
         } catch {
             stats.invalidEvents += 1
-            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                     limited: true)
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
             return nil
         }
@@ -351,7 +353,8 @@ public final class RoutingRunner {
         } catch {
             // Only a bug or a hand-edited schedule gets here: a human must look.
             stats.invalidEvents += 1
-            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                      limited: true)
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
             let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
             let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
@@ -413,7 +416,7 @@ public final class RoutingRunner {
         case let .deadLetter(deadLetter):
             if deadLetter.appUnhealthy {
                 unhealthyApps[call.app.id] = deadLetter.reason.text
-                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text])
+                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text], limited: true)
             }
             writeDeadLetter(deadLetter, for: call)
         case let .cancelCall(record):
@@ -481,12 +484,12 @@ public final class RoutingRunner {
                 // Tolerated: this process stalled past its lease and another took the entry
                 // over (or finished it); that one carries on.
                 self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
-                              ["app": call.app.id, "event": call.callID, "entry": call.entryID])
+                              ["app": call.app.id, "event": call.callID, "entry": call.entryID], limited: true)
                 self.forget(call)
             case let .failure(error):
                 self.stats.redisErrors += 1
                 self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
-                                                                         "error": "\(error)"])
+                                                                         "error": "\(error)"], limited: true)
                 self.scheduleAgain.append(call)
                 if !self.scheduleAgainTimer.isScheduled { self.scheduleAgainTimer.schedule(afterMs: self.settings.scheduleAgainAfterMs) }
             }
@@ -540,7 +543,7 @@ public final class RoutingRunner {
                 case let .failure(error):
                     self.stats.redisErrors += 1
                     self.log.error("recording a cancellation failed; entry left pending",
-                                   ["app": app.id, "event": callID, "error": "\(error)"])
+                                   ["app": app.id, "event": callID, "error": "\(error)"], limited: true)
                     self.forget(cancelEntry)
                 case let .success(report):
                     self.stats.retriesCancelled += report.removed.count
@@ -615,7 +618,7 @@ public final class RoutingRunner {
                         // Never drop an outcome: leave the entries pending; claimed and routed again.
                         self.stats.redisErrors += 1
                         self.log.error("recording outcomes failed; entries left pending",
-                                       ["app": id, "count": chunk.count, "error": "\(error)"])
+                                       ["app": id, "count": chunk.count, "error": "\(error)"], limited: true)
                         for p in chunk { self.forget(p.call) }
                     }
                 }
@@ -638,7 +641,8 @@ public final class RoutingRunner {
             case .success: self.recorded(record, call: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"])
+                self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"],
+                               limited: true)
                 self.forget(call)
             }
         }

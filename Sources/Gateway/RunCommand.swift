@@ -73,6 +73,10 @@ enum RunCommand: Command {
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        let descriptors = DescriptorLimit.raiseSoftToHard()
+        if descriptors.after.soft > descriptors.before.soft {
+            log.info("file descriptor limit raised", ["from": descriptors.before.soft, "to": descriptors.after.soft])
+        }
         let service = Service(config: config, redisURL: redisURL, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
         service.loadConfig = {
             GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
