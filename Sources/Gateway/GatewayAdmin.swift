@@ -21,6 +21,9 @@ public final class GatewayAdmin {
         public var rebindEveryMs: Int64 = 5_000
         /// The bounds on the endpoint's connections.
         public var limits = AdminServer.Limits()
+        /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
+        /// the loop one rendering per interval, not one per request.
+        public var metricsMaxAgeMs: Int64 = 1_000
         public init() {}
     }
 
@@ -45,6 +48,7 @@ public final class GatewayAdmin {
     private var rebindTimer: LoopTimer?
     private var endpoint: Endpoint?
     private var bindFailures = 0
+    private var metricsText: RenderCache
 
     /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
     public func updateApps(_ newApps: [AppRuntime]) {
@@ -62,6 +66,7 @@ public final class GatewayAdmin {
         self.runner = runner
         self.log = log
         self.settings = settings
+        metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
     }
 
@@ -144,10 +149,13 @@ public final class GatewayAdmin {
                            lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:], draining: draining)
     }
 
-    /// `/metrics`: the pulled figures copied in, then the registry rendered.
+    /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
+    /// `Settings.metricsMaxAgeMs`; scrapes in between get the same text.
     public func scrape() -> String {
-        metrics.update(snapshot())
-        return metrics.render()
+        metricsText.text(nowMs: Clock.monotonicMs()) {
+            metrics.update(snapshot())
+            return metrics.render()
+        }
     }
 
     /// The pulled figures of this moment.
@@ -205,5 +213,24 @@ public final class GatewayAdmin {
     /// 127.0.0.0/8, ::1 and localhost.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// A text rendered at most once per `maxAgeMs` and served again in between. Pure: the caller
+/// passes the time.
+struct RenderCache {
+    let maxAgeMs: Int64
+    private var last: (text: String, atMs: Int64)?
+
+    init(maxAgeMs: Int64) {
+        precondition(maxAgeMs >= 0, "a cache age is not negative")
+        self.maxAgeMs = maxAgeMs
+    }
+
+    mutating func text(nowMs: Int64, render: () -> String) -> String {
+        if let last, nowMs - last.atMs < maxAgeMs { return last.text }
+        let text = render()
+        last = (text, nowMs)
+        return text
     }
 }
