@@ -145,8 +145,16 @@ public final class GatewayAdmin {
 
     /// `/readyz`.
     public func readiness() -> Readiness {
-        Readiness.evaluate(nowMs: Clock.monotonicMs(), lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
-                           lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:], draining: draining)
+        let now = Clock.monotonicMs()
+        let unreachable = pools.all.compactMap { key, client -> Readiness.UnreachablePool? in
+            client.unreachableSinceMs.map {
+                Readiness.UnreachablePool(credential: key.credential, environment: key.environment.rawValue, forMs: now - $0,
+                                          reason: client.unreachableReason)
+            }
+        }
+        return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
+                                  lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
+                                  draining: draining, unreachablePools: unreachable)
     }
 
     /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
@@ -169,10 +177,11 @@ public final class GatewayAdmin {
             s.unhealthyApps = runner.unhealthyApps
         }
         for (key, client) in pools.all {
-            s.pools.append(GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
-                                                stats: client.stats, inFlight: client.inFlightCount,
-                                                queued: client.queuedCount,
-                                                connectionsByState: client.connectionsByState))
+            var pool = GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
+                                            stats: client.stats, inFlight: client.inFlightCount, queued: client.queuedCount,
+                                            connectionsByState: client.connectionsByState)
+            pool.unreachableForMs = client.unreachableSinceMs.map { now - $0 }
+            s.pools.append(pool)
             // One source per key, shared by both environments' pools: the same figure twice.
             if case let .token(source) = client.configuration.authentication {
                 s.jwtRenewals[key.credential] = source.renewals

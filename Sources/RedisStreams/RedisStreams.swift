@@ -27,6 +27,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
+        inFlightPrefix = base + "inflight:"
     }
 
     /// `PREFIX:{APP}:`, built once: the router derives several keys per event from it.
@@ -56,6 +57,11 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
+    /// String: the consumer routing call `eventId` right now (its in-flight claim), with a TTL
+    /// (PX). Taken in the lookup before the first push, released by the step that records the
+    /// call's outcome or puts it in the retry schedule, so a copy of the call read by another
+    /// consumer meanwhile waits instead of pushing again (docs/protocol.md).
+    public func inFlight(_ eventId: String) -> String { inFlightPrefix + eventId }
     /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
     public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
         invalidPrefix(channel) + token
@@ -67,6 +73,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
+    let inFlightPrefix: String
     func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix
@@ -105,6 +112,11 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
     /// their last heartbeat lapses; a consumer is live while its score is in the future.
     public var consumers: String { "\(prefix):consumers" }
+
+    /// Hash: consumer name → the instance id of the process holding its lease (a random id
+    /// per process start), so a second live process under the same name is told apart from
+    /// a restart of the first.
+    public var consumerInstances: String { "\(prefix):consumer-instances" }
 
     /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
     /// app with nothing scheduled is absent. The retry mover looks at this one key instead of

@@ -13,9 +13,10 @@
 //                                               └──────cancel──────▶ removed, outcome `cancelled`
 
 enum RetryLua {
-    /// Schedules a retry and acknowledges the calls entry it replaces, if that entry is still
-    /// pending for this consumer and the call is not cancelled.
-    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index.
+    /// Schedules a retry, releases the call's in-flight claim (the call leaves the process; the
+    /// retry takes the claim again when it comes back) and acknowledges the calls entry it
+    /// replaces, if that entry is still pending for this consumer and the call is not cancelled.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, in-flight claim.
     /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
     ///       state JSON, app id.
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
@@ -30,6 +31,7 @@ enum RetryLua {
         redis.call('ZADD', KEYS[2], ARGV[4], id)
         redis.call('HSET', KEYS[4], ARGV[5], id)
         redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
+        redis.call('DEL', KEYS[7])
         redis.call('XACK', KEYS[1], ARGV[1], id)
         redis.call('XDEL', KEYS[1], id)
         return 'scheduled'

@@ -112,6 +112,9 @@ final class GatewayFleet {
         }
     }
 
+    /// Requests the simulator judged so far, from its log (flushed at most a second late).
+    func simulatorRequestsSoFar() -> Int { simulatorRequests().count }
+
     /// VoIP pushes the simulator received, by the call id their token encodes.
     func voipPushesByCall() -> [String: Int] {
         var counts: [String: Int] = [:]
@@ -186,6 +189,25 @@ final class GatewayFleet {
         for line in out.split(separator: "\n") {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
             if parts.count == 2 { byCall[parts[0], default: []].append(parts[1]) }
+        }
+        return byCall
+    }
+
+    /// When each push of each call was handed to the APNs client (`attempts[].t` of the
+    /// results, unix ms), by call id.
+    func attemptTimes() -> [String: [Int64]] {
+        let (_, out, _) = (try? runCommand("python3", ["-c", """
+            import json, redis
+            r = redis.Redis(port=\(redis.port), decode_responses=True)
+            for _, f in r.xrange("pushgw:{acme}:results"):
+                d = json.loads(f["result"])
+                print(d.get("id"), *[a["t"] for a in d.get("attempts", [])])
+            """])) ?? (1, "", "")
+        var byCall: [String: [Int64]] = [:]
+        for line in out.split(separator: "\n") {
+            let parts = line.split(separator: " ").map(String.init)
+            guard let id = parts.first else { continue }
+            byCall[id, default: []] += parts.dropFirst().compactMap { Int64($0) }
         }
         return byCall
     }
