@@ -217,8 +217,8 @@ public final class CallStore {
         }
     }
 
-    /// `finish` for several events of one app in one step (one script), each also releasing
-    /// the call's in-flight claim (`AppKeys.inFlight`): under load the router
+    /// `finish` for several events of one app in one step (one script), the outcome replacing
+    /// the call's in-flight claim in its done key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
     /// app per turn instead of one per event. Each record is written, or skipped as already
     /// recorded, exactly as `finish` would; the entries are acknowledged and deleted by one
@@ -234,9 +234,9 @@ public final class CallStore {
             guard let eventId = r.record.eventId else {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
-            keyCount += 2 + r.invalidTokens.count
-            size += app.donePrefix.utf8.count + app.inFlightPrefix.utf8.count + 2 * eventId.utf8.count
-                + r.record.resultJSON.utf8.count + 64 + r.invalidTokens.count * 256
+            keyCount += 1 + r.invalidTokens.count
+            size += app.donePrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+                + r.invalidTokens.count * 256
         }
         var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
         body.append(app.calls)
@@ -244,7 +244,6 @@ public final class CallStore {
         body.append(app.feedback)
         for r in records {
             body.append(app.donePrefix, r.record.eventId!)
-            body.append(app.inFlightPrefix, r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
@@ -282,12 +281,12 @@ public final class CallStore {
 
     /// Writes a dead letter in one step: XADD dead (fields of `DeadLetterEntry` + `app`), XADD
     /// results, SET done key (when `record.eventId` is given; if an outcome is already
-    /// recorded nothing is written) and DEL of the call's in-flight claim, XACK + XDEL of `entryID` if given (dead letters that did
+    /// recorded nothing is written; an in-flight claim there is replaced), XACK + XDEL of `entryID` if given (dead letters that did
     /// not come from the stream have none).
     public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys += [app.done(eventId), app.inFlight(eventId)] }
+        if let eventId = record.eventId { keys.append(app.done(eventId)) }
         let args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
                     String(config.resultsMaxLen), config.deadMaxLen.map { String($0) } ?? "",
                     deadLetter.event, deadLetter.reason, deadLetter.attemptsJSON, String(deadLetter.firstFailureMs),
@@ -339,20 +338,25 @@ public final class CallStore {
     }
 
     /// `lookup` for several events of one app in one MGET (the router looks up every event
-    /// of a read together). Answers in the order of `queries`.
+    /// of a read together). Answers in the order of `queries`. A done key holding an in-flight
+    /// claim (`InFlightClaim`) is no outcome.
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
     /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
-    /// round trip): taken when free or held by a consumer whose lease lapsed, for `claimTTLMs`.
-    /// Each such answer names the holder afterwards (`EventLookup.claimHolder`).
+    /// round trip): taken when the call is neither done nor claimed, or claimed by a consumer
+    /// whose lease lapsed, for `claimTTLMs`. Each such answer names the holder afterwards
+    /// (`EventLookup.claimHolder`; nil when the call is done).
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
                        completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
         let claims = claimAs == nil ? 0 : queries.reduce(0) { $0 + ($1.claim ? 1 : 0) }
-        var command = RedisCommand(reservingBytes: queries.count * (3 * app.cancelledPrefix.utf8.count + 200) + 256,
-                                   arguments: 5 + 5 * queries.count)
+        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 180) + 256,
+                                   arguments: 4 + 5 * queries.count)
         if claims == 0 { command.append("MGET") }
+        var doneIndices: [Int] = []
+        doneIndices.reserveCapacity(claims)
         for q in queries {
+            if claims > 0, q.claim { doneIndices.append(command.count + 1) }  // 1-based, as Lua counts
             command.append(app.donePrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
@@ -360,11 +364,10 @@ public final class CallStore {
         }
         let reads = command.count - (claims == 0 ? 1 : 0)
         if let claimAs, claims > 0 {
-            for q in queries where q.claim { command.append(app.inFlightPrefix, q.eventId) }
             command.append(gatewayKeys.consumers)
             command.append(claimAs)
             command.append(String(claimTTLMs))
-            command.append(String(reads))
+            for i in doneIndices { command.append(String(i)) }
         }
         let expected = reads + claims
         let answer: (Result<RedisReply, RedisError>) -> Void = { result in
@@ -377,7 +380,9 @@ public final class CallStore {
                 var i = 0
                 var holder = reads
                 for q in queries {
-                    var found = EventLookup(outcome: values[i].string, cancelled: !values[i + 1].isNull)
+                    let done = values[i].string
+                    var found = EventLookup(outcome: done.flatMap { InFlightClaim.holder($0) == nil ? $0 : nil },
+                                            cancelled: !values[i + 1].isNull)
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
@@ -391,7 +396,7 @@ public final class CallStore {
             })
         }
         if claims > 0 {
-            lookupScript.run(on: commands, keyCount: reads + claims + 1, body: command, completion: answer)
+            lookupScript.run(on: commands, keyCount: reads + 1, body: command, completion: answer)
         } else {
             commands.send(command: command, blockMs: 0, completion: answer)
         }

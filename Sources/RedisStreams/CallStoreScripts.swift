@@ -4,10 +4,12 @@
 // passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
 
 enum CallStoreLua {
-    /// Records outcomes once per event id, releases each call's in-flight claim and
-    /// acknowledges their stream entries, for one or more events of one app.
-    /// KEYS: calls, results, feedback, then per record its done key, its in-flight claim key,
-    ///       then its invalid-token keys.
+    /// Records outcomes once per event id and acknowledges their stream entries, for one or
+    /// more events of one app. A done key holding an in-flight claim (`in_flight:…`) is not an
+    /// outcome: the outcome replaces it. One already holding an outcome keeps it (the SET with
+    /// GET wrote the new one: the old one is put back) and nothing is written for the record.
+    /// KEYS: calls, results, feedback, then per record its done key followed by its
+    ///       invalid-token keys.
     /// ARGV: group, done TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
     ///       per record: entry id ('' = none), result JSON, outcome, m, then
     ///       m × (token, channel, reason, timestamp).
@@ -19,21 +21,23 @@ enum CallStoreLua {
         for r = 1, tonumber(ARGV[6]) do
           local entry, m = ARGV[a], tonumber(ARGV[a + 3])
           local recorded = 0
-          if redis.call('SET', KEYS[k], ARGV[a + 2], 'NX', 'EX', ARGV[2]) then
+          local before = redis.call('SET', KEYS[k], ARGV[a + 2], 'EX', ARGV[2], 'GET')
+          if before and string.sub(before, 1, 10) ~= 'in_flight:' then
+            redis.call('SET', KEYS[k], before, 'KEEPTTL')
+          else
             recorded = 1
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
             for i = 0, m - 1 do
               local b = a + 4 + 4 * i
               redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
                 'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
-              redis.call('SET', KEYS[k + 2 + i], ARGV[b + 3], 'EX', ARGV[5])
+              redis.call('SET', KEYS[k + 1 + i], ARGV[b + 3], 'EX', ARGV[5])
             end
           end
-          redis.call('DEL', KEYS[k + 1])
           out[r] = recorded
           if entry ~= '' then ids[#ids + 1] = entry end
           a = a + 4 + 4 * m
-          k = k + 2 + m
+          k = k + 1 + m
         end
         local acked = 0
         if #ids > 0 then
@@ -44,19 +48,22 @@ enum CallStoreLua {
         return out
         """
 
-    /// Writes a dead letter and its result once per event id, releases the call's in-flight
-    /// claim, and acknowledges the entry.
-    /// KEYS: calls, results, dead[, done, in-flight claim]
+    /// Writes a dead letter and its result once per event id (the outcome replaces an
+    /// in-flight claim in the done key, as in `finish`), and acknowledges the entry.
+    /// KEYS: calls, results, dead[, done]
     /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
     ///       dead maxlen ('' = uncapped), event, reason, attempts, first_failure_ms,
     ///       last_failure_ms, replays, app.
     /// Returns {recorded, acked, dead entry id or false}.
     static let deadLetter = """
         local recorded = 1
-        if KEYS[4] and not redis.call('SET', KEYS[4], ARGV[4], 'NX', 'EX', ARGV[5]) then
-          recorded = 0
+        if KEYS[4] then
+          local before = redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[5], 'GET')
+          if before and string.sub(before, 1, 10) ~= 'in_flight:' then
+            redis.call('SET', KEYS[4], before, 'KEEPTTL')
+            recorded = 0
+          end
         end
-        if KEYS[5] then redis.call('DEL', KEYS[5]) end
         local deadID = false
         if recorded == 1 then
           local fields = {'event', ARGV[8], 'reason', ARGV[9], 'attempts', ARGV[10],
@@ -243,31 +250,36 @@ enum CallStoreLua {
         """
 
     /// The router's lookup with in-flight claims, in one step: the values of the read keys (one
-    /// MGET), then for each claim key the consumer holding it afterwards. A claim is taken when
-    /// free or held by a consumer whose lease lapsed (a dead or retired gateway's claim); one
-    /// held by another live consumer is left to it.
-    /// KEYS: the read keys, the claim keys, the consumer registry (last).
-    /// ARGV: consumer, claim TTL ms, number of read keys.
-    /// Returns the read values followed by one holder per claim key.
+    /// MGET), then, for each claiming query, the call's in-flight claim taken in its done key
+    /// (`in_flight:` + the consumer, PX the claim TTL) unless it holds an outcome or another
+    /// live consumer's claim. A claim of a consumer whose lease lapsed (a dead or retired
+    /// gateway's) is taken over. Returns the read values, followed by one holder per claiming
+    /// query (false when the call is done).
+    /// KEYS: the read keys, the consumer registry (last).
+    /// ARGV: consumer, claim TTL ms, then per claiming query the index of its done key in KEYS.
     static let lookupAndClaim = """
-        local reads = tonumber(ARGV[3])
-        local out = redis.call('MGET', unpack(KEYS, 1, reads))
+        local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - 1))
+        local mine = 'in_flight:' .. ARGV[1]
         local now
-        for i = reads + 1, #KEYS - 1 do
-          local holder = ARGV[1]
-          if not redis.call('SET', KEYS[i], holder, 'NX', 'PX', ARGV[2]) then
-            local current = redis.call('GET', KEYS[i])
-            if current ~= holder then
-              local live = false
-              if current then
-                if not now then
-                  local t = redis.call('TIME')
-                  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-                end
-                local lease = redis.call('ZSCORE', KEYS[#KEYS], current)
-                live = lease and tonumber(lease) > now
+        for i = 3, #ARGV do
+          local d = tonumber(ARGV[i])
+          local value = out[d]
+          local holder = false
+          if not value then
+            redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
+            holder = ARGV[1]
+          elseif string.sub(value, 1, 10) == 'in_flight:' then
+            holder = string.sub(value, 11)
+            if holder ~= ARGV[1] then
+              if not now then
+                local t = redis.call('TIME')
+                now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
               end
-              if live then holder = current else redis.call('SET', KEYS[i], holder, 'PX', ARGV[2]) end
+              local lease = redis.call('ZSCORE', KEYS[#KEYS], holder)
+              if not (lease and tonumber(lease) > now) then
+                redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
+                holder = ARGV[1]
+              end
             end
           end
           out[#out + 1] = holder

@@ -27,7 +27,6 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
-        inFlightPrefix = base + "inflight:"
     }
 
     /// `PREFIX:{APP}:`, built once: the router derives several keys per event from it.
@@ -53,15 +52,15 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
 
     // MARK: Internal keys (not part of the contract)
 
-    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window).
+    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window). Before
+    /// the outcome, while a consumer routes the call, it holds that consumer's in-flight claim
+    /// (`InFlightClaim`, a shorter TTL): taken in the lookup before the first push, replaced by
+    /// the outcome when it is recorded, removed when the call goes to the retry schedule — so a
+    /// copy of the call read meanwhile waits instead of pushing again (docs/protocol.md), at
+    /// the cost of one write per call and none at its record.
     public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
-    /// String: the consumer routing call `eventId` right now (its in-flight claim), with a TTL
-    /// (PX). Taken in the lookup before the first push, released by the step that records the
-    /// call's outcome or puts it in the retry schedule, so a copy of the call read by another
-    /// consumer meanwhile waits instead of pushing again (docs/protocol.md).
-    public func inFlight(_ eventId: String) -> String { inFlightPrefix + eventId }
     /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
     public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
         invalidPrefix(channel) + token
@@ -73,7 +72,6 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
-    let inFlightPrefix: String
     func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix
@@ -100,6 +98,17 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public var retryByCall: String { base + "retry:byCall" }
 
     public var description: String { base }
+}
+
+/// The value a call's `done` key holds while a consumer routes the call: `in_flight:` + the
+/// consumer's name. No outcome starts so.
+public enum InFlightClaim {
+    public static let prefix = "in_flight:"
+
+    /// The consumer a done key's value names, or nil when the value is an outcome.
+    public static func holder(_ value: String) -> String? {
+        value.hasPrefix(prefix) ? String(value.dropFirst(prefix.count)) : nil
+    }
 }
 
 /// The keys shared by all apps of one prefix (not in any app's slot).

@@ -76,7 +76,7 @@ public final class RetrySchedule {
     public func schedule(_ app: AppKeys, consumer: String, retry: ScheduledRetry,
                          completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
-                    gatewayKeys.retryDue, app.inFlight(retry.callID)]
+                    gatewayKeys.retryDue, app.done(retry.callID)]
         let args = [config.group, consumer, retry.retryID, String(retry.dueAtMs), retry.callID, retry.event, retry.state,
                     app.app]
         scheduleScript.run(on: connection, keys: keys, args: args) { result in

@@ -48,19 +48,6 @@ final class ApnsClientBudgetTests: XCTestCase {
         return error
     }
 
-    /// Runs the loop until `condition` holds, at most `seconds`.
-    private func run(_ loop: EventLoop, seconds: Double, until condition: () -> Bool) -> Bool {
-        let end = Clock.monotonicMs() + Int64(seconds * 1000)
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if condition() || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 10) }
-            return false
-        })
-        return condition()
-    }
-
     func testAPushWhoseBudgetIsSpentInTheQueueIsNeverWrittenAndAWrittenOneGetsItsWholeAnswerTime() throws {
         let server = try oneSlowStream()
         // 1.5 s to be written, then 1.5 s to be answered; each answer takes 1 s.
@@ -69,7 +56,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         let tokens = (1...5).map { String(format: "b0%02x", $0) }
         var results: [String: Result<PushNotificationResponse, ApnsClientError>] = [:]
         for token in tokens { c.send(try voip(server, token)) { results[token] = $0 } }
-        XCTAssertTrue(run(server.loop, seconds: 10) { results.count == tokens.count }, "every push completed")
+        XCTAssertTrue(runLoop(server.loop, forAtMost: 10) { results.count == tokens.count }, "every push completed")
         let received = Set(server.simulator.recorded.compactMap(\.token))
         // b001 is written at once and answered after 1 s; b002 is written then, with 0.5 s of
         // its budget left, and answered after 2 s in all — within its answer time from the write.
@@ -103,9 +90,9 @@ final class ApnsClientBudgetTests: XCTestCase {
         var late: Result<PushNotificationResponse, ApnsClientError>?
         c.send(try voip(server, "c001")) { first = $0 }
         c.send(try voip(server, "c002"), writeByUnixMs: Clock.unixMs() + 520) { late = $0 }
-        XCTAssertTrue(run(server.loop, seconds: 5) { first != nil && late != nil })
+        XCTAssertTrue(runLoop(server.loop, forAtMost: 5) { first != nil && late != nil })
         XCTAssertEqual(failure(late), .timeout, "failed unsent")
-        _ = run(server.loop, seconds: 0.3) { false }
+        _ = runLoop(server.loop, forAtMost: 0.3) { false }
         XCTAssertFalse(server.simulator.recorded.contains { $0.token == "c002" }, "never written after the call's deadline")
         XCTAssertEqual(c.stats.expiredUnsent, 1)
     }
@@ -140,7 +127,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         }
         var answer: Result<PushNotificationResponse, ApnsClientError>?
         c.send(try voip(pkiServer, "d001")) { answer = $0 }
-        _ = run(pkiServer.loop, seconds: 6) { false }
+        _ = runLoop(pkiServer.loop, forAtMost: 6) { false }
         let gaps = zip(failures.dropFirst(), failures).map { $0 - $1 }
         XCTAssertGreaterThanOrEqual(failures.count, 6, "connects keep being tried: \(failures.count) in 6 s")
         XCTAssertLessThanOrEqual(gaps.max() ?? .max, 1_300, "never more than about a second apart while a push waits: \(gaps)")
@@ -156,7 +143,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         let apns = try APNsSimulator(loop: pkiServer.loop, config: config)
         try apns.start()
         defer { apns.close() }
-        _ = run(pkiServer.loop, seconds: 5) { answer != nil }
+        _ = runLoop(pkiServer.loop, forAtMost: 5) { answer != nil }
         guard case .success(let response)? = answer else { return XCTFail("delivered once APNs returned: \(String(describing: answer))") }
         XCTAssertEqual(response.status, 200)
         XCTAssertLessThanOrEqual((back ?? .max) - returned, 2_000, "reachable again within about a second of APNs' return")

@@ -87,32 +87,20 @@ final class AdminLimitsTests: XCTestCase {
         return (loop, server, port)
     }
 
-    private func turn(_ loop: EventLoop, seconds: Double, until condition: () -> Bool) -> Bool {
-        let end = Clock.monotonicMs() + Int64(seconds * 1000)
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if condition() || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 10) }
-            return false
-        })
-        return condition()
-    }
-
     func testConnectionsBeyondTheCapWaitWithoutADescriptorUntilOneCloses() throws {
         let (loop, server, port) = try server { $0.maxConnections = 4 }
         defer { server.close(); loop.close() }
         var idle: [Int32] = []
         defer { for fd in idle { close(fd) } }
         for _ in 0..<10 { if let fd = connectWithoutWaiting(port: port) { idle.append(fd) } }
-        XCTAssertTrue(turn(loop, seconds: 5) { server.stats.accepted >= 4 }, "the first four are accepted")
-        _ = turn(loop, seconds: 0.3) { false }
+        XCTAssertTrue(runLoop(loop, forAtMost: 5) { server.stats.accepted >= 4 }, "the first four are accepted")
+        _ = runLoop(loop, forAtMost: 0.3) { false }
         XCTAssertEqual(server.openConnections, 4, "never more than the cap are open")
         XCTAssertEqual(server.stats.accepted, 4, "the others wait in the backlog, holding no descriptor of the server")
         XCTAssertGreaterThanOrEqual(server.stats.stopsAtCap, 1)
         for fd in idle { close(fd) }
         idle.removeAll()
-        XCTAssertTrue(turn(loop, seconds: 5) { server.openConnections == 0 && server.stats.accepted == 10 },
+        XCTAssertTrue(runLoop(loop, forAtMost: 5) { server.openConnections == 0 && server.stats.accepted == 10 },
                       "closed by their clients, the first four make room for the waiting ones, which close too: \(server.stats)")
         let reply = try LoopbackHTTP.request("GET", "/healthz", port: port, loop: loop)
         XCTAssertEqual(reply.status, 200, "and a new request is answered")
@@ -141,7 +129,7 @@ final class AdminLimitsTests: XCTestCase {
             }
             closedByServer.set()
         }
-        XCTAssertTrue(turn(loop, seconds: 5) { closedByServer.isSet }, "the trickling client was cut off within seconds")
+        XCTAssertTrue(runLoop(loop, forAtMost: 5) { closedByServer.isSet }, "the trickling client was cut off within seconds")
         XCTAssertEqual(server.stats.closedAtDeadline, 1, "by the request deadline")
         XCTAssertEqual(server.openConnections, 0)
     }

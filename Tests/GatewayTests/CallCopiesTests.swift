@@ -68,14 +68,13 @@ final class CallCopiesTests: XCTestCase {
         // Another live gateway routes the call: it holds the lease and the claim.
         let untilMs = Clock.unixMs() + 60_000
         h.command("ZADD", "pushgw:consumers", String(untilMs), "gw-other")
-        h.command("SET", "pushgw:{acme}:inflight:held", "gw-other", "PX", "60000")
+        h.command("SET", "pushgw:{acme}:done:held", "in_flight:gw-other", "PX", "60000")
         h.call("held", voip: "a2a2")
         h.runFor(600)
         XCTAssertEqual(h.requests("a2a2").count, 0, "no push while another live gateway holds the call")
         XCTAssertEqual(h.entries(h.keys("acme").calls).count, 1, "the copy waits, pending")
-        // The other gateway records the outcome and releases the claim.
+        // The other gateway records the outcome, which replaces its claim.
         h.command("SET", "pushgw:{acme}:done:held", "delivered_voip", "EX", "60")
-        h.command("DEL", "pushgw:{acme}:inflight:held")
         XCTAssertTrue(h.runUntil { h.entries(h.keys("acme").calls).isEmpty }, "then the copy is acknowledged as a duplicate")
         XCTAssertEqual(h.requests("a2a2").count, 0)
     }
@@ -84,11 +83,11 @@ final class CallCopiesTests: XCTestCase {
         let h = try RouterHarness()
         self.h = h
         h.command("ZADD", "pushgw:consumers", String(Clock.unixMs() - 10_000), "gw-dead")
-        h.command("SET", "pushgw:{acme}:inflight:orphan", "gw-dead", "PX", "60000")
+        h.command("SET", "pushgw:{acme}:done:orphan", "in_flight:gw-dead", "PX", "60000")
         h.call("orphan", voip: "a3a3")
         XCTAssertTrue(h.waitForRecords(1), "routed at once: the claim's holder is not live")
         XCTAssertEqual(h.record("orphan")?.outcome, .deliveredVoip)
-        XCTAssertNil(h.command("GET", "pushgw:{acme}:inflight:orphan")?.string, "the claim is released with the outcome")
+        XCTAssertEqual(h.command("GET", "pushgw:{acme}:done:orphan")?.string, "delivered_voip", "the outcome replaced the claim")
     }
 
     // MARK: Own entries whose delivery this process never saw

@@ -127,12 +127,13 @@ enum EndToEnd {
         if scrapers > 0 {
             var adminSettings = GatewayAdmin.Settings()
             adminSettings.metricsMaxAgeMs = Int64(o.int("metrics-max-age-ms", 1_000))
-            let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:0"), apps: apps, store: store,
-                                     pools: pools, runner: runner, log: log, settings: adminSettings)
+            let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())"), apps: apps,
+                                     store: store, pools: pools, runner: runner, log: log, settings: adminSettings)
             admin.start()
-            let scrapes = ScrapeFlood(port: admin.port ?? 0, threads: scrapers)
+            guard let port = admin.port else { fatalError("the admin endpoint did not listen") }
+            let scrapes = ScrapeFlood(port: port, threads: scrapers)
             let flooded = steadyLatencies()
-            let served = scrapes.stop()
+            let served = scrapes.stop(turning: loop)
             admin.close()
             flood = #","flood_scrapers":\#(scrapers),"flood_scrapes":\#(served),"flood_p99_ms":\#(String(format: "%.2f", pct(flooded, 0.99)))"#
         }
@@ -169,15 +170,32 @@ final class ScrapeFlood: @unchecked Sendable {
 
     private var isRunning: Bool { lock.lock(); defer { lock.unlock() }; return running }
 
-    /// Stops the threads and returns how many scrapes were answered.
-    func stop() -> Int {
+    /// Stops the threads and returns how many scrapes were answered. Turns `loop` (where the
+    /// endpoint lives) meanwhile: a thread may be waiting for its last answer.
+    func stop(turning loop: EventLoop) -> Int {
         lock.lock(); running = false; lock.unlock()
-        while true {
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
             lock.lock(); let done = finished == threads; lock.unlock()
-            if done { break }
-            usleep(1_000)
-        }
+            if !done && !tick.isScheduled { tick.schedule(afterMs: 1) }
+            return done
+        })
         return served
+    }
+
+    /// A free loopback port (bound and released).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
     }
 
     private static func fetch(port: Int) -> Bool {
