@@ -15,9 +15,11 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
-# on free loopback ports; see Tests/TestSupport.
+# on free loopback ports; see Tests/TestSupport. The tests that read hostile input run
+# first under AddressSanitizer (scripts/test-asan.sh, its own build in .build/asan).
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	scripts/test-asan.sh
 	scripts/test.sh
 
 demo: release

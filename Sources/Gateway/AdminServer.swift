@@ -76,12 +76,15 @@ public final class AdminServer {
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
     public static let maxHeadersBytes = 8 * 1024
     public static let maxBodyBytes = 64 * 1024
-    /// A reply that cannot be written for this many seconds ends its connection.
+    /// Idle connections and slow requests or replies are dropped after this many seconds (by
+    /// default; evhttp's own timeout, beside the request deadline of `Limits`).
     public static let timeoutSeconds: Int32 = 10
 
-    /// Creates the server on `loop`; it listens after `bind`. `log` receives the warnings of
-    /// refused connections (limited: they can repeat by the thousand).
-    public init(loop: EventLoop, limits: Limits = Limits(), log: Log? = nil, handler: @escaping Handler) {
+    /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
+    /// which cannot wait the real 10 s for every idle-close check. `log` receives the warnings
+    /// of refused connections (limited: they can repeat by the thousand).
+    public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
+                log: Log? = nil, handler: @escaping Handler) {
         self.handler = handler
         self.loop = loop
         self.log = log
@@ -91,7 +94,7 @@ public final class AdminServer {
         self.http = http
         evhttp_set_max_headers_size(http, AdminServer.maxHeadersBytes)
         evhttp_set_max_body_size(http, AdminServer.maxBodyBytes)
-        evhttp_set_timeout(http, AdminServer.timeoutSeconds)
+        evhttp_set_timeout(http, timeoutSeconds)
         let context = Unmanaged.passUnretained(self).toOpaque()
         evhttp_set_gencb(http, { request, context in
             guard let request, let context else { return }

@@ -19,6 +19,8 @@ public final class GatewayAdmin {
         public var probe = RedisProbe.Settings()
         /// Retry period of a failed bind.
         public var rebindEveryMs: Int64 = 5_000
+        /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
+        public var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
         /// The bounds on the endpoint's connections.
         public var limits = AdminServer.Limits()
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
@@ -88,7 +90,8 @@ public final class GatewayAdmin {
                                  readiness: { [unowned self] in self.readiness() })
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
-        server = AdminServer(loop: loop, limits: settings.limits, log: log) { request in routes.handle(request) }
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
+                             log: log) { request in routes.handle(request) }
         if let runner {
             runner.observations = metrics
             let previous = runner.onRecorded

@@ -287,11 +287,13 @@ public final class CallStore {
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         var keys = [app.calls, app.results, app.dead]
         if let eventId = record.eventId { keys.append(app.done(eventId)) }
-        let args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
-                    String(config.resultsMaxLen), config.deadMaxLen.map { String($0) } ?? "",
-                    deadLetter.event, deadLetter.reason, deadLetter.attemptsJSON, String(deadLetter.firstFailureMs),
-                    String(deadLetter.lastFailureMs), String(deadLetter.replays), app.app]
-        deadLetterScript.run(on: commands, keys: keys, args: args) { result in
+        let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON), .text(record.outcome),
+                                     .text(String(config.doneTTLSeconds)), .text(String(config.resultsMaxLen)),
+                                     .text(config.deadMaxLen.map { String($0) } ?? ""), .bytes(deadLetter.event),
+                                     .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
+                                     .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
+                                     .text(String(deadLetter.replays)), .text(app.app)]
+        deadLetterScript.run(on: commands, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, let recorded = parts[0].integer, let acked = parts[1].integer else {
                     return .failure(.unexpectedReply("dead-letter script \(reply)"))

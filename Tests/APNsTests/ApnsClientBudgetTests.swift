@@ -56,7 +56,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         let tokens = (1...5).map { String(format: "b0%02x", $0) }
         var results: [String: Result<PushNotificationResponse, ApnsClientError>] = [:]
         for token in tokens { c.send(try voip(server, token)) { results[token] = $0 } }
-        XCTAssertTrue(runLoop(server.loop, forAtMost: 10) { results.count == tokens.count }, "every push completed")
+        server.loop.run(waitingFor: "every push completed", timeoutMs: 10_000) { results.count == tokens.count }
         let received = Set(server.simulator.recorded.compactMap(\.token))
         // b001 is written at once and answered after 1 s; b002 is written then, with 0.5 s of
         // its budget left, and answered after 2 s in all — within its answer time from the write.
@@ -90,15 +90,15 @@ final class ApnsClientBudgetTests: XCTestCase {
         var late: Result<PushNotificationResponse, ApnsClientError>?
         c.send(try voip(server, "c001")) { first = $0 }
         c.send(try voip(server, "c002"), writeByUnixMs: Clock.unixMs() + 520) { late = $0 }
-        XCTAssertTrue(runLoop(server.loop, forAtMost: 5) { first != nil && late != nil })
+        server.loop.run(waitingFor: "both pushes completed", timeoutMs: 5_000) { first != nil && late != nil }
         XCTAssertEqual(failure(late), .timeout, "failed unsent")
-        _ = runLoop(server.loop, forAtMost: 0.3) { false }
+        server.loop.run(forMs: 300)
         XCTAssertFalse(server.simulator.recorded.contains { $0.token == "c002" }, "never written after the call's deadline")
         XCTAssertEqual(c.stats.expiredUnsent, 1)
     }
 
     func testTheReconnectDelayIsCappedWhilePushesWait() throws {
-        let key = try ES256SigningKey.load(p8File: SimTestServer.sharedPKI().jwtKey)
+        let key = try ES256SigningKey.load(p8File: TestPKI.shared().jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
         var config = ApnsClientConfiguration(host: "x", authentication: .token(source))
         config.reconnectBaseMs = 100
@@ -127,7 +127,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         }
         var answer: Result<PushNotificationResponse, ApnsClientError>?
         c.send(try voip(pkiServer, "d001")) { answer = $0 }
-        _ = runLoop(pkiServer.loop, forAtMost: 6) { false }
+        pkiServer.loop.run(forMs: 6000)
         let gaps = zip(failures.dropFirst(), failures).map { $0 - $1 }
         XCTAssertGreaterThanOrEqual(failures.count, 6, "connects keep being tried: \(failures.count) in 6 s")
         XCTAssertLessThanOrEqual(gaps.max() ?? .max, 1_300, "never more than about a second apart while a push waits: \(gaps)")
@@ -143,7 +143,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         let apns = try APNsSimulator(loop: pkiServer.loop, config: config)
         try apns.start()
         defer { apns.close() }
-        _ = runLoop(pkiServer.loop, forAtMost: 5) { answer != nil }
+        pkiServer.loop.run(waitingFor: "the waiting push answered", timeoutMs: 5_000) { answer != nil }
         guard case .success(let response)? = answer else { return XCTFail("delivered once APNs returned: \(String(describing: answer))") }
         XCTAssertEqual(response.status, 200)
         XCTAssertLessThanOrEqual((back ?? .max) - returned, 2_000, "reachable again within about a second of APNs' return")

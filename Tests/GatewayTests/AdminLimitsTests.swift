@@ -93,15 +93,15 @@ final class AdminLimitsTests: XCTestCase {
         var idle: [Int32] = []
         defer { for fd in idle { close(fd) } }
         for _ in 0..<10 { if let fd = connectWithoutWaiting(port: port) { idle.append(fd) } }
-        XCTAssertTrue(runLoop(loop, forAtMost: 5) { server.stats.accepted >= 4 }, "the first four are accepted")
-        _ = runLoop(loop, forAtMost: 0.3) { false }
+        loop.run(waitingFor: "the first four are accepted", timeoutMs: 5_000) { server.stats.accepted >= 4 }
+        loop.run(forMs: 300)
         XCTAssertEqual(server.openConnections, 4, "never more than the cap are open")
         XCTAssertEqual(server.stats.accepted, 4, "the others wait in the backlog, holding no descriptor of the server")
         XCTAssertGreaterThanOrEqual(server.stats.stopsAtCap, 1)
         for fd in idle { close(fd) }
         idle.removeAll()
-        XCTAssertTrue(runLoop(loop, forAtMost: 5) { server.openConnections == 0 && server.stats.accepted == 10 },
-                      "closed by their clients, the first four make room for the waiting ones, which close too: \(server.stats)")
+        loop.run(waitingFor: "closed by their clients, the first four make room for the waiting ones, which close too: \(server.stats)",
+                 timeoutMs: 5_000) { server.openConnections == 0 && server.stats.accepted == 10 }
         let reply = try LoopbackHTTP.request("GET", "/healthz", port: port, loop: loop)
         XCTAssertEqual(reply.status, 200, "and a new request is answered")
     }
@@ -129,7 +129,7 @@ final class AdminLimitsTests: XCTestCase {
             }
             closedByServer.set()
         }
-        XCTAssertTrue(runLoop(loop, forAtMost: 5) { closedByServer.isSet }, "the trickling client was cut off within seconds")
+        loop.run(waitingFor: "the trickling client was cut off within seconds", timeoutMs: 5_000) { closedByServer.isSet }
         XCTAssertEqual(server.stats.closedAtDeadline, 1, "by the request deadline")
         XCTAssertEqual(server.openConnections, 0)
     }

@@ -40,8 +40,7 @@ final class CallCopiesTests: XCTestCase {
             h.call("pair-\(i)", voip: token)
         }
         h.runner.start()
-        XCTAssertTrue(h.runUntil(timeoutMs: 30_000) { h.entries(h.keys("acme").calls).isEmpty },
-                      "all 800 entries acknowledged")
+        h.runUntil("all 800 entries acknowledged", timeoutMs: 30_000) { h.entries(h.keys("acme").calls).isEmpty }
         let pushes = (0..<400).map { h.requests(String(format: "c0%06x", $0)).count }
         XCTAssertEqual(pushes.filter { $0 != 1 }.count, 0, "every call pushed exactly once: \(Dictionary(grouping: pushes, by: { $0 }).mapValues(\.count))")
         XCTAssertEqual(h.entries(h.keys("acme").results).count, 400, "one result per call")
@@ -53,10 +52,10 @@ final class CallCopiesTests: XCTestCase {
         let h = try RouterHarness(simulator: { $0.scenarios = ["a1a1": .slow(400)] })
         self.h = h
         h.call("slow-twin", voip: "a1a1")
-        XCTAssertTrue(h.runUntil { h.requests("a1a1").count == 1 || h.sim.simulator.stats.requests >= 1 }, "the original is out")
+        h.runUntil("the original is out") { h.requests("a1a1").count == 1 || h.sim.simulator.stats.requests >= 1 }
         h.call("slow-twin", voip: "a1a1")
         XCTAssertTrue(h.waitForRecords(1))
-        XCTAssertTrue(h.runUntil { h.entries(h.keys("acme").calls).isEmpty }, "the copy is acknowledged")
+        h.runUntil("the copy is acknowledged") { h.entries(h.keys("acme").calls).isEmpty }
         h.runFor(200)
         XCTAssertEqual(h.requests("a1a1").count, 1, "the copy did not push while the original was in flight")
         XCTAssertEqual(h.entries(h.keys("acme").results).count, 1)
@@ -75,7 +74,7 @@ final class CallCopiesTests: XCTestCase {
         XCTAssertEqual(h.entries(h.keys("acme").calls).count, 1, "the copy waits, pending")
         // The other gateway records the outcome, which replaces its claim.
         h.command("SET", "pushgw:{acme}:done:held", "delivered_voip", "EX", "60")
-        XCTAssertTrue(h.runUntil { h.entries(h.keys("acme").calls).isEmpty }, "then the copy is acknowledged as a duplicate")
+        h.runUntil("the copy acknowledged as a duplicate") { h.entries(h.keys("acme").calls).isEmpty }
         XCTAssertEqual(h.requests("a2a2").count, 0)
     }
 

@@ -43,7 +43,7 @@ final class GatewayFleet {
     let simulatorLog: String
     private(set) var simulator: ChildProcess?
     private(set) var gateways: [Gateway] = []
-    let pushgw = packageRoot + "/.build/debug/pushgw"
+    let pushgw: String
     let configFile: String
 
     /// - Parameters:
@@ -51,8 +51,9 @@ final class GatewayFleet {
     ///   - apns: extra keys of the gateway config's `apns` section.
     ///   - app: extra keys of app `acme`.
     init(simulator: String = "", apns: String = "", app: String = "") throws {
+        pushgw = try builtPushgw()
         redis = try RedisServer.start()
-        pki = try SimTestServer.sharedPKI()
+        pki = try TestPKI.shared()
         directory = makeTemporaryDirectory("pushgw-fleet")
         simulatorPort = freeLoopbackPort()
         simulatorLog = directory + "/apns.jsonl"
@@ -229,14 +230,10 @@ final class GatewayFleet {
         Int((try? redis.cli(["XLEN", "pushgw:{acme}:calls"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? -1
     }
 
-    /// Waits until `condition` holds, at most `seconds`; whether it held. Polls every 50 ms.
+    /// Waits until `condition` holds, at most `seconds`; whether it held (the caller asserts,
+    /// saying what it waited for). Polls every 50 ms.
     @discardableResult
     static func wait(seconds: Double, until condition: () -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        return condition()
+        waitUntil("", timeoutMs: Int64(seconds * 1000), pollMs: 50, failing: false, condition)
     }
 }

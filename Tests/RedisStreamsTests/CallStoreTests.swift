@@ -265,7 +265,7 @@ final class CallStoreTests: XCTestCase {
 
     // MARK: Take-over
 
-    func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() {
+    func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() throws {
         for i in 0..<4 { produce(acme, "call-\(i)") }
         let deadOnes = read([acme], consumer: "dead-1", count: 2)[acme]?.map(\.id) ?? []
         let liveOnes = read([acme], consumer: "live-1", count: 2)[acme]?.map(\.id) ?? []
@@ -291,7 +291,7 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(claimed?.entries.first?.entry.fields["event"], event("call-0"))
         XCTAssertEqual(claimed?.lostIDs, [])
 
-        let owners = (try? StreamReplies.pendingEntries(redis("XPENDING", acme.calls, "pushgw", "-", "+", "10") ?? .null)) ?? []
+        let owners = try StreamReplies.pendingEntries(try XCTUnwrap(redis("XPENDING", acme.calls, "pushgw", "-", "+", "10")))
         XCTAssertEqual(Dictionary(grouping: owners, by: \.consumer).mapValues(\.count), ["rescuer": 2, "live-1": 2])
         let again = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: live, completion: $0) }
         XCTAssertEqual(again.value()?.entries.count, 0, "nothing of live consumers is taken")

@@ -10,7 +10,9 @@ final class JSONEquivalenceTests: XCTestCase {
     private let policy = Fixture.policy()
 
     /// Decodes `bytes` both ways and fails unless the outcomes agree: equal events, or errors
-    /// naming the same field with the same text (for "not JSON" the detail may differ).
+    /// naming the same field with the same text (for "not JSON" the detail may differ, the
+    /// new decoder names the member it happened in, and refuses bytes that are not UTF-8 as
+    /// `event: not valid UTF-8 at byte N`).
     /// Returns true when both accepted the event.
     @discardableResult
     private func assertSame(_ bytes: [UInt8], _ label: @autoclosure () -> String,
@@ -19,17 +21,23 @@ final class JSONEquivalenceTests: XCTestCase {
         let old = Result { () throws(InvalidEvent) in try LegacyDecoder.decode(bytes, entryTimeMs: Fixture.entry, policy: policy) }
         var accepted = false
         switch (new, old) {
-        case let (.success(a), .success(b)):
+        case let (.success(a), .success(old)):
             accepted = true
+            let b = Self.underTheCurrentRules(old)
             if a != b {
                 XCTFail("\(label()): events differ\n new voip \(String(decoding: a.voipPayload, as: UTF8.self))\n old voip "
                         + "\(String(decoding: b.voipPayload, as: UTF8.self))\n new \(a)\n old \(b)", file: file, line: line)
             }
         case let (.failure(a), .failure(b)):
-            XCTAssertEqual(a.field, b.field, "\(label()): \(a) / \(b)", file: file, line: line)
+            // Syntax errors inside a member name the member now (the old decoder could not),
+            // and bytes that are not UTF-8 are refused before parsing, as `event`.
+            let unreadable = a.problem.hasPrefix("not JSON: ") || a.problem.hasPrefix("not valid UTF-8 at byte ")
+            if !unreadable {
+                XCTAssertEqual(a.field, b.field, "\(label()): \(a) / \(b)", file: file, line: line)
+            }
             XCTAssertEqual(a.callID, b.callID, "\(label()): \(a) / \(b)", file: file, line: line)
-            if a.field == nil {
-                XCTAssertTrue(a.problem.hasPrefix("not JSON: ") && b.problem.hasPrefix("not JSON: "), "\(label()): \(a) / \(b)",
+            if a.field == nil || unreadable {
+                XCTAssertTrue(unreadable && b.problem.hasPrefix("not JSON: "), "\(label()): \(a) / \(b)",
                               file: file, line: line)
             } else {
                 XCTAssertEqual(a.description, b.description, label(), file: file, line: line)
@@ -40,6 +48,20 @@ final class JSONEquivalenceTests: XCTestCase {
             XCTFail("\(label()): refused (\(a)), the old decoder accepted \(b.id)", file: file, line: line)
         }
         return accepted
+    }
+
+    /// The oracle's event under the rules that changed since it was frozen (LegacyDecoder must
+    /// not change). One rule so far: the fallback alert's payload is built only for an
+    /// incoming call with an alert token (without one no alert can be sent); the oracle builds
+    /// it for every incoming call. Its size was already checked only with a token, so no error
+    /// changes. CallEventTests.testWithoutAnAlertTokenNoAlertPayloadIsBuilt checks the rule.
+    static func underTheCurrentRules(_ old: CallEvent) -> CallEvent {
+        guard old.kind == .incomingCall, old.alertToken == nil else { return old }
+        return CallEvent(id: old.id, kind: old.kind, voipToken: old.voipToken, alertToken: old.alertToken, sandbox: old.sandbox,
+                         deadlineMs: old.deadlineMs, deadlineFromEvent: old.deadlineFromEvent, entryTimeMs: old.entryTimeMs,
+                         voipPayload: old.voipPayload, alertPayload: [], alertFromTemplate: old.alertFromTemplate,
+                         voipTokenRegisteredAtMs: old.voipTokenRegisteredAtMs,
+                         alertTokenRegisteredAtMs: old.alertTokenRegisteredAtMs)
     }
 
     @discardableResult
@@ -288,10 +310,13 @@ final class JSONEquivalenceTests: XCTestCase {
         }
         let objects = String(repeating: #"{"a":"#, count: 65) + "1" + String(repeating: "}", count: 65)
         XCTAssertThrowsError(try JSONParser.parse(Array(objects.utf8)))
-        // A deep `voip` is refused as not JSON (JSONSerialization took up to 512 levels).
+        // A deep `voip` is refused as not JSON (JSONSerialization took up to 512 levels), naming
+        // the start of the path where it happened.
         let voip = String(repeating: #"{"a":"#, count: 64) + "1" + String(repeating: "}", count: 64)
         XCTAssertThrowsError(try CallEvent.decode(Array(withVoip(voip).utf8), entryTimeMs: Fixture.entry, policy: policy)) { error in
-            XCTAssertTrue("\(error)".hasPrefix("not JSON: nested deeper than 64 levels at byte "), "\(error)")
+            let path = "voip" + String(repeating: ".a", count: 30)
+            XCTAssertEqual((error as? InvalidEvent)?.field, path + "…")
+            XCTAssertTrue("\(error)".hasPrefix(path + "…: not JSON: nested deeper than 64 levels at byte "), "\(error)")
         }
         // Even 64 KiB of brackets neither crashes nor recurses past the bound.
         XCTAssertThrowsError(try JSONParser.parse(Array(repeating: UInt8(ascii: "["), count: CallEvent.maxEventBytes)))

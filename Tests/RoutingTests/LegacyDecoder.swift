@@ -2,6 +2,11 @@ import APNs
 import Foundation
 @testable import Routing
 
+// FROZEN: this file must not change, not even to follow a new rule. An oracle edited
+// together with the code it checks can no longer catch a change to that code. When a decoding
+// rule changes on purpose, JSONEquivalenceTests names the rule and leaves it out of the
+// comparison (`underTheCurrentRules`), and a direct test in CallEventTests checks the new rule.
+//
 // The decoding and JSON writing of Routing as they were before the JSONSerialization-free
 // rewrite (commit ba913d6), kept verbatim (names prefixed Legacy) as the oracle of the
 // differential tests in JSONEquivalenceTests: same events, same CallEvent or same error.
@@ -233,14 +238,11 @@ private struct LegacyFields {
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
-        }
-        // Built only when it can be sent (the same rule as CallEvent.decode).
-        if kind == .incomingCall, alertToken != nil {
             let template = LegacyDecoder.render(policy.fallbackAlert, callerName: LegacyFields.text(voip["callerName"]),
                                                 caller: LegacyFields.text(voip["caller"]))
             alertPayload = LegacyFields.alertPayload(title: alertTitle ?? template.title, body: alertBody ?? template.body,
                                                      sound: policy.fallbackAlert.sound, id: id)
-            if alertPayload.count > PushType.alert.maxPayloadBytes {
+            if alertToken != nil && alertPayload.count > PushType.alert.maxPayloadBytes {
                 throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
                               + (fromTemplate ? " (with the app's template)" : ""))
             }
