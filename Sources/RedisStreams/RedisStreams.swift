@@ -52,7 +52,12 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
 
     // MARK: Internal keys (not part of the contract)
 
-    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window).
+    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window). Before
+    /// the outcome, while a consumer routes the call, it holds that consumer's in-flight claim
+    /// (`InFlightClaim`, a shorter TTL): taken in the lookup before the first push, replaced by
+    /// the outcome when it is recorded, removed when the call goes to the retry schedule — so a
+    /// copy of the call read meanwhile waits instead of pushing again (docs/protocol.md), at
+    /// the cost of one write per call and none at its record.
     public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
@@ -95,6 +100,17 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public var description: String { base }
 }
 
+/// The value a call's `done` key holds while a consumer routes the call: `in_flight:` + the
+/// consumer's name. No outcome starts so.
+public enum InFlightClaim {
+    public static let prefix = "in_flight:"
+
+    /// The consumer a done key's value names, or nil when the value is an outcome.
+    public static func holder(_ value: String) -> String? {
+        value.hasPrefix(prefix) ? String(value.dropFirst(prefix.count)) : nil
+    }
+}
+
 /// The keys shared by all apps of one prefix (not in any app's slot).
 public struct GatewayKeys: Hashable, Sendable {
     /// The configurable prefix (`pushgw` by default).
@@ -105,6 +121,11 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
     /// their last heartbeat lapses; a consumer is live while its score is in the future.
     public var consumers: String { "\(prefix):consumers" }
+
+    /// Hash: consumer name → the instance id of the process holding its lease (a random id
+    /// per process start), so a second live process under the same name is told apart from
+    /// a restart of the first.
+    public var consumerInstances: String { "\(prefix):consumer-instances" }
 
     /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
     /// app with nothing scheduled is absent. The retry mover looks at this one key instead of

@@ -13,9 +13,11 @@
 //                                               └──────cancel──────▶ removed, outcome `cancelled`
 
 enum RetryLua {
-    /// Schedules a retry and acknowledges the calls entry it replaces, if that entry is still
-    /// pending for this consumer and the call is not cancelled.
-    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index.
+    /// Schedules a retry, releases the call's in-flight claim from its done key (the call
+    /// leaves the process; the retry takes the claim again when it comes back) and acknowledges
+    /// the calls entry it replaces, if that entry is still pending for this consumer and the
+    /// call is not cancelled.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, done key of the call.
     /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
     ///       state JSON, app id.
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
@@ -30,6 +32,8 @@ enum RetryLua {
         redis.call('ZADD', KEYS[2], ARGV[4], id)
         redis.call('HSET', KEYS[4], ARGV[5], id)
         redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
+        local claim = redis.call('GET', KEYS[7])
+        if claim and string.sub(claim, 1, 10) == 'in_flight:' then redis.call('DEL', KEYS[7]) end
         redis.call('XACK', KEYS[1], ARGV[1], id)
         redis.call('XDEL', KEYS[1], id)
         return 'scheduled'
@@ -80,8 +84,9 @@ enum RetryLua {
 
     /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
-    /// each (once per call id: the done key), records the cancel event's own result (once: its
-    /// own done key) and acknowledges the cancel entry.
+    /// each (once per call id: the done key, whose in-flight claim, if any, the outcome
+    /// replaces), records the cancel event's own result (once: its own done key) and
+    /// acknowledges the cancel entry.
     ///
     /// The due index is left alone (it is outside the app's slot): a score that pointed at a
     /// removed retry costs the mover one empty move, which refreshes it.
@@ -100,7 +105,10 @@ enum RetryLua {
             removed[#removed + 1] = id
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
-            if redis.call('SET', KEYS[8], 'cancelled', 'NX', 'EX', ARGV[5]) then
+            local before = redis.call('SET', KEYS[8], 'cancelled', 'EX', ARGV[5], 'GET')
+            if before and string.sub(before, 1, 10) ~= 'in_flight:' then
+              redis.call('SET', KEYS[8], before, 'KEEPTTL')
+            else
               redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
               recorded[#recorded + 1] = id
             end
