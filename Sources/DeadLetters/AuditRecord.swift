@@ -1,6 +1,9 @@
+import Foundation
+import RedisStreams
+
 /// What an operator did to dead letters, for the logs and the audit stream
 /// (`GatewayKeys.audit`): when, which verb, who, which entries or how many, with which filters.
-/// Plain data; the CLI writes it.
+/// Plain data; `DeadLetterOperations.audit` writes it for the command line and the console.
 public struct AuditRecord: Sendable {
     /// Unix ms of the action's end.
     public var timeMs: Int64
@@ -57,5 +60,39 @@ public struct AuditRecord: Sendable {
         fields += [("requested", String(requested)), ("done", String(done)), ("ids", shownIDs.text),
                    ("filters", (filter?.json ?? .null).text), ("options", JSONValue.object(options).text)]
         return fields
+    }
+}
+
+/// One record of the audit stream read back (`DeadLetterOperations.auditTrail`): the fields
+/// `AuditRecord.streamFields` wrote, as text. Plain data.
+public struct AuditEntry: Equatable, Sendable {
+    /// The stream entry id.
+    public let id: String
+    /// Unix ms of the action's end (the `time_ms` field; else the entry id's time).
+    public let timeMs: Int64
+    public let verb: String
+    public let user: String
+    public let sudoUser: String?
+    public let requested: Int
+    public let done: Int
+    /// The `app/id` list as written (at most `AuditRecord.maxIDs`, then a "… N more" item).
+    public let ids: [String]
+    /// The filters and options as their JSON text (`null` / `{}` when absent).
+    public let filters: String
+    public let options: String
+
+    public init(entry: StreamEntry) {
+        let f = entry.fields
+        id = entry.id
+        timeMs = f["time_ms"].flatMap { Int64($0) } ?? entry.timeMs ?? 0
+        verb = f["verb"] ?? "?"
+        user = f["user"] ?? "?"
+        sudoUser = f["sudo_user"]
+        requested = f["requested"].flatMap { Int($0) } ?? 0
+        done = f["done"].flatMap { Int($0) } ?? 0
+        let list = f["ids"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [Any] ?? []
+        ids = list.compactMap { $0 as? String }
+        filters = f["filters"] ?? "null"
+        options = f["options"] ?? "{}"
     }
 }

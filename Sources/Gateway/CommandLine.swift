@@ -1,4 +1,5 @@
 import Foundation
+import VisibleText
 
 /// The `pushgw` executable: dispatches `args` (without the program name) to a verb and
 /// returns the exit status. 0 success, 1 the verb's own failure (a problem found, a push

@@ -1,5 +1,6 @@
 import Foundation
 import Routing
+import VisibleText
 
 /// The typed reading of JSON values for the config parser: each accessor either returns a
 /// value or records why it could not, so that one pass reports every problem of a file.

@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import VisibleText
 
 /// `pushgw dead purge`: deletes dead letters, after confirmation.
 enum DeadPurgeCommand: Command {
@@ -74,29 +75,10 @@ enum DeadPurgeCommand: Command {
                 }
             }
 
-            var purged = 0
-            var ids: [String] = []
-            var failure: DeadFailure?
-            for app in apps {
-                let records = targets.filter { $0.app == app }
-                let keys = session.keys(app)
-                var start = 0
-                while start < records.count {
-                    let batch = records[start..<min(start + 500, records.count)]
-                    start += batch.count
-                    let entryIDs = batch.map(\.id)
-                    let digests = batch.filter(\.continuesLedger).map(\.eventDigest)
-                    do throws(DeadFailure) {
-                        let n = try session.wait { session.store.purge(keys, ids: entryIDs, ledgerDigests: digests, completion: $0) }
-                        purged += Int(n)
-                        ids += entryIDs.map { "\(app)/\($0)" }
-                    } catch {
-                        failure = error
-                        break
-                    }
-                }
-                if failure != nil { break }
-            }
+            let summary = session.wait { session.operations.purge(targets, completion: $0) }
+            let purged = summary.purged
+            let ids = summary.ids
+            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
             let (user, sudo) = DeadSession.user(context)
             let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: user, sudoUser: sudo, ids: ids,
                                      requested: targets.count, done: purged, filter: all ? filter : nil)

@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import VisibleText
 
 /// `pushgw dead replay`: puts dead letters back on their app's calls stream, paced, marked as
 /// replays, after the operator fixed what killed them.
@@ -86,28 +87,20 @@ enum DeadReplayCommand: Command {
                 throw .failed("pushgw dead replay: not confirmed; nothing replayed")
             }
 
-            let pacer = ReplayPacer(rate: rate, startMs: Clock.monotonicMs())
-            var replayed: [String] = []
-            var gone = 0
-            var failure: DeadFailure?
-            for (i, r) in targets.enumerated() {
-                session.sleep(untilMonotonicMs: pacer.dueMs(index: i))
-                let replay = r.replay(ledgerTTLSeconds: session.policy(r.app).ledgerTTLSeconds)
-                let keys = session.keys(r.app)
-                do throws(DeadFailure) {
-                    if let entry = try session.wait({ session.store.replay(keys, replay, completion: $0) }) {
-                        replayed.append("\(r.app)/\(r.id)")
-                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  (replay #\(replay.replays))"
+            let summary = session.wait { done in
+                session.operations.replayPaced(targets, rate: rate, onStep: { r, step in
+                    switch step {
+                    case let .replayed(entry):
+                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  (replay #\(r.replays + 1))"
                             + DeadFormat.deadlineNote(r, nowMs: Clock.unixMs()))
-                    } else {
-                        gone += 1
+                    case .gone:
                         context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): gone meanwhile (replayed or purged by someone else)")
                     }
-                } catch {
-                    failure = error
-                    break
-                }
+                }, completion: done)
             }
+            let replayed = summary.replayed
+            let gone = summary.gone
+            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
             let (user, sudo) = DeadSession.user(context)
             let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: user, sudoUser: sudo, ids: replayed,
                                      requested: targets.count, done: replayed.count, filter: all ? filter : nil,

@@ -29,8 +29,9 @@ enum DeadFailure: Error {
 }
 
 /// One run of a `pushgw dead` verb: the config, a Redis connection on a loop of its own, and
-/// blocking helpers over `DeadLetterStore` (a CLI does one thing after another, so each step
-/// runs the loop until its answer is in).
+/// the shared dead-letter operations (`DeadLetterOperations`, which the operators' console
+/// calls too), made blocking: a CLI does one thing after another, so each step runs the loop
+/// until its answer is in.
 ///
 /// Single-threaded: everything runs on the calling thread; `close()` at the end.
 final class DeadSession {
@@ -40,10 +41,7 @@ final class DeadSession {
     let apps: [String]
     let loop = EventLoop()
     let connection: RedisConnection
-    let store: DeadLetterStore
-
-    /// Pages of XRANGE read per round trip while scanning.
-    static let pageSize = 500
+    let operations: DeadLetterOperations
 
     /// Loads the config (`--config`, environment overrides as for `pushgw run`), checks the
     /// `--app` list against it and connects (lazily: the first command connects).
@@ -71,7 +69,8 @@ final class DeadSession {
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
         connection = RedisConnection(loop: loop, config: settings)
-        store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
+                                          policies: config.apps.mapValues(\.deadLetters))
         connection.start()
     }
 
@@ -82,13 +81,9 @@ final class DeadSession {
         loop.close()
     }
 
-    func keys(_ app: String) -> AppKeys { AppKeys(prefix: config.redis.prefix, app: app) }
-
-    func policy(_ app: String) -> DeadLetterRetentionPolicy { config.apps[app]?.deadLetters ?? .default }
-
     /// Starts an operation and runs the loop until it completes.
-    func wait<T>(_ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) throws(DeadFailure) -> T {
-        var result: Result<T, RedisError>?
+    func wait<T, E: Error & CustomStringConvertible>(_ start: (@escaping (Result<T, E>) -> Void) -> Void) throws(DeadFailure) -> T {
+        var result: Result<T, E>?
         start { result = $0 }
         loop.run(until: { result != nil })
         switch result! {
@@ -97,115 +92,44 @@ final class DeadSession {
         }
     }
 
-    /// Runs the loop until the monotonic clock reaches `ms`.
-    func sleep(untilMonotonicMs ms: Int64) {
-        let delay = ms - Clock.monotonicMs()
-        guard delay > 0 else { return }
-        var fired = false
-        let timer = LoopTimer(loop: loop) { fired = true }
-        timer.schedule(afterMs: delay)
-        loop.run(until: { fired })
-        timer.close()
+    /// Starts an operation that cannot fail and runs the loop until it completes.
+    func wait<T>(_ start: (@escaping (T) -> Void) -> Void) -> T {
+        var result: T?
+        start { result = $0 }
+        loop.run(until: { result != nil })
+        return result!
     }
 
     // MARK: Reading dead letters
 
-    /// `entries` of `app` read as records, joined with their events' replay ledgers.
-    func records(_ app: String, _ entries: [StreamEntry]) throws(DeadFailure) -> [DeadLetterRecord] {
-        guard !entries.isEmpty else { return [] }
-        let keys = keys(app)
-        let digests = entries.map { EventDigest.of($0.values["event"] ?? []) }
-        let ledgers = try wait { store.ledgers(keys, digests: digests, completion: $0) }
-        return zip(entries, digests).map { entry, digest in
-            DeadLetterRecord(entry: entry, app: app, ledger: ledgers[digest])
-        }
-    }
-
-    /// The dead letters of `app` that pass `filter`, newest or oldest first, at most `limit`
-    /// (all when nil). Reads pages of `pageSize` within the filter's time range.
-    func scan(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, limit: Int?) throws(DeadFailure) -> [DeadLetterRecord] {
-        guard !filter.isEmptyRange else { return [] }
-        let keys = keys(app)
-        var found: [DeadLetterRecord] = []
-        var start = filter.rangeStart
-        var end = filter.rangeEnd
-        while true {
-            let (s, e) = (start, end)
-            let page = try wait { store.range(keys, start: s, end: e, count: DeadSession.pageSize, newestFirst: newestFirst, completion: $0) }
-            for record in try records(app, page) where filter.matches(record) {
-                found.append(record)
-                if let limit, found.count >= limit { return found }
-            }
-            guard page.count == DeadSession.pageSize, let last = page.last else { return found }
-            if newestFirst { end = "(" + last.id } else { start = "(" + last.id }
-        }
-    }
-
     /// The matching dead letters of every selected app, newest first, at most `limit`.
     func newest(filter: DeadLetterFilter, limit: Int) throws(DeadFailure) -> [DeadLetterRecord] {
-        var all: [DeadLetterRecord] = []
-        for app in apps {
-            all += try scan(app, filter: filter, newestFirst: true, limit: limit)
-        }
-        return Array(all.sorted(by: DeadSession.newerFirst).prefix(limit))
+        try wait { operations.newest(apps: apps, filter: filter, limit: limit, completion: $0) }
     }
 
-    /// Every matching dead letter of every selected app, oldest first.
     /// Every dead letter matching `filter` with `--all`, else the `references` named.
     func select(all: Bool, filter: DeadLetterFilter, references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
-        all ? try self.all(filter: filter) : try find(references)
+        all ? try wait { operations.all(apps: apps, filter: filter, completion: $0) } : try find(references)
     }
 
-    func all(filter: DeadLetterFilter) throws(DeadFailure) -> [DeadLetterRecord] {
-        var all: [DeadLetterRecord] = []
-        for app in apps {
-            all += try scan(app, filter: filter, newestFirst: false, limit: nil)
-        }
-        return all.sorted { DeadSession.newerFirst($1, $0) }
-    }
-
-    /// Orders by death time, then app, then id: newest first.
-    static func newerFirst(_ a: DeadLetterRecord, _ b: DeadLetterRecord) -> Bool {
-        if a.deadAtMs != b.deadAtMs { return a.deadAtMs > b.deadAtMs }
-        if a.app != b.app { return a.app > b.app }
-        return a.id.compare(b.id, options: .numeric) == .orderedDescending
-    }
-
-    /// Finds each named dead letter among the selected apps (or its `APP/` prefix). Every
-    /// one must exist in exactly one app, or nothing is returned: a typo must not half-run
-    /// a bulk action.
+    /// Finds each named dead letter among the selected apps (or its `APP/` prefix); all or
+    /// nothing (`DeadLetterOperations.find`).
     func find(_ references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
-        var found: [DeadLetterRecord] = []
-        var problems: [String] = []
-        for reference in references {
-            if let app = reference.app, config.apps[app] == nil {
-                throw .usage(UsageError("no app \"\(app)\" in the config (in \(app)/\(reference.id))", verb: "dead \(verb)"))
-            }
-            let candidates = reference.app.map { [$0] } ?? apps
-            var hits: [DeadLetterRecord] = []
-            for app in candidates {
-                let keys = keys(app)
-                if let entry = try wait({ store.entry(keys, id: reference.id, completion: $0) }) {
-                    hits += try records(app, [entry])
-                }
-            }
-            switch hits.count {
-            case 0: problems.append("no dead letter \(reference.id) in \(candidates.count == 1 ? "app \(candidates[0])" : "any app")")
-            case 1: found.append(hits[0])
-            default: problems.append("dead letter \(reference.id) exists in apps \(hits.map(\.app).joined(separator: ", ")); name one with --app or APP/ID")
+        var result: Result<[DeadLetterRecord], DeadLetterOperationError>?
+        operations.find(references, among: apps) { result = $0 }
+        loop.run(until: { result != nil })
+        switch result! {
+        case let .success(records): return records
+        case let .failure(error):
+            switch error {
+            case .unknownApp: throw .usage(UsageError(error.description, verb: "dead \(verb)"))
+            case .notFound: throw .failed("pushgw dead \(verb): \(error); nothing done")
+            case .redis: throw .failed("pushgw dead \(verb): \(error)")
             }
         }
-        if !problems.isEmpty {
-            let more = problems.count > 1 ? " (and \(problems.count - 1) more)" : ""
-            throw .failed("pushgw dead \(verb): \(problems[0])\(more); nothing done")
-        }
-        return found
     }
 
     // MARK: Audit
-
-    /// How many audit records the audit stream keeps (approximately).
-    static let auditMaxLen = 10_000
 
     /// Writes `record` as a JSON line on stderr (the operator's log) and to the audit stream.
     func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
@@ -213,7 +137,7 @@ final class DeadSession {
         let line = JSONValue.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
                                      ("msg", .string("dead letters \(record.verb)"))] + fields)
         context.console.err(line.text)
-        _ = try wait { store.audit(record.streamFields, maxLen: DeadSession.auditMaxLen, completion: $0) }
+        _ = try wait { operations.audit(record, completion: $0) }
     }
 
     /// `$USER` (or `$LOGNAME`) and `$SUDO_USER` of the environment.

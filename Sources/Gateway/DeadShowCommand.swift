@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import VisibleText
 
 /// `pushgw dead show ID`: one dead letter's whole history, for a person or a script.
 enum DeadShowCommand: Command {

@@ -1,6 +1,5 @@
 import DeadLetters
 import EventLoop
-import RedisStreams
 
 /// `pushgw dead stats`: how many dead letters each app has, why, how old the oldest is, and
 /// what retention is about to remove.
@@ -21,20 +20,7 @@ enum DeadStatsCommand: Command {
           --config FILE   the config (default \(GatewayConfig.defaultFile))
         """
 
-    /// One app's figures.
-    struct AppStats {
-        var app: String
-        var count = 0
-        var reasons: [String: Int] = [:]
-        var oldest: (id: String, timeMs: Int64)?
-        var policy: DeadLetterRetentionPolicy
-        var trimNow: Int64 = 0
-
-        init(app: String, policy: DeadLetterRetentionPolicy) {
-            self.app = app
-            self.policy = policy
-        }
-    }
+    typealias AppStats = DeadLetterOperations.AppStats
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
@@ -45,35 +31,7 @@ enum DeadStatsCommand: Command {
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: try a.apps(), context: context)
             defer { session.close() }
             let now = Clock.unixMs()
-            var stats: [AppStats] = []
-            for app in session.apps {
-                var s = AppStats(app: app, policy: session.policy(app))
-                let keys = session.keys(app)
-                var start = "-"
-                while true {
-                    let from = start
-                    let page = try session.wait { session.store.range(keys, start: from, count: DeadSession.pageSize, newestFirst: false, completion: $0) }
-                    for entry in page {
-                        if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
-                        s.count += 1
-                        s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
-                    }
-                    guard page.count == DeadSession.pageSize, let last = page.last else { break }
-                    start = "(" + last.id
-                }
-                stats.append(s)
-            }
-            let retention = session.apps.map { DeadLetterRetention.App(keys: session.keys($0), policy: session.policy($0)) }
-            let pending = try session.wait { (done: @escaping (Result<[String: Result<DeadLetterStore.PendingTrim, RedisError>], RedisError>) -> Void) in
-                DeadLetterRetention.pendingTrims(store: session.store, apps: retention, horizonMs: 0) { done(.success($0)) }
-            }
-            for i in stats.indices {
-                switch pending[stats[i].app] {
-                case let .success(p)?: stats[i].trimNow = p.total
-                case let .failure(error)?: throw .failed("pushgw dead stats: \(error)")
-                case nil: break
-                }
-            }
+            let stats = try session.wait { session.operations.stats(apps: session.apps, completion: $0) }
             let total = stats.reduce(0) { $0 + $1.count }
             if a.flag("--json") {
                 context.console.out(json(stats, total: total, nowMs: now).text)

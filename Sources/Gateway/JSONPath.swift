@@ -1,4 +1,5 @@
 import Routing
+import VisibleText
 /// A location in the config's JSON, printed as `apps.acme.retry.voip`; a key that is not a
 /// plain word is quoted (`apps."my app"`). A value that came from an environment variable
 /// carries its name, printed after the path.

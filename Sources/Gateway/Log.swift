@@ -1,5 +1,6 @@
 import EventLoop
 import Foundation
+import VisibleText
 
 /// The gateway's log: one JSON object per line on stdout (`time`, `level`, `msg`, then any
 /// fields such as `app` and `event`). Loop-owned; writes are unbuffered lines.

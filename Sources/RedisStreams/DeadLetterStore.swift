@@ -215,6 +215,19 @@ public final class DeadLetterStore {
 
     // MARK: Audit
 
+    /// The audit stream's newest `count` records at or before `end` (`+` for the newest, `(id`
+    /// exclusive), newest first.
+    public func auditRange(end: String = "+", count: Int, completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+        precondition(count > 0, "auditRange needs a positive count")
+        connection.send(["XREVRANGE", gatewayKeys.audit, end, "-", "COUNT", String(count)]) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try StreamReplies.range(reply)) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
+            })
+        }
+    }
+
     /// Appends one record to the audit stream (`GatewayKeys.audit`, `MAXLEN ~ maxLen`),
     /// fields in the order given. Returns the entry id.
     public func audit(_ fields: [(String, String)], maxLen: Int, completion: @escaping (Result<String, RedisError>) -> Void) {

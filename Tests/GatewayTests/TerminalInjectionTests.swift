@@ -3,6 +3,7 @@ import DeadLetters
 import Foundation
 @testable import Gateway
 import XCTest
+import VisibleText
 
 /// Text that came from producers, Redis or APNs reaches people's terminals through every
 /// `pushgw dead` verb, the logs and `pushgw push`: no control or bidi character may arrive

@@ -1,21 +1,19 @@
-import DeadLetters
-
-/// Times on the `pushgw dead` command line (`--since T`, `--older-than D`): a duration back
-/// from now, or an ISO 8601 date. Pure functions.
-enum TimeArgument {
+/// Times an operator types to select dead letters (`pushgw dead --since T`, `--older-than D`,
+/// the console's age filter): a duration back from now, or an ISO 8601 date. Pure functions.
+public enum TimeArgument {
     /// What the help texts say a time may be.
-    static let forms = "a duration (90s, 15m, 2h, 3d, 1w, 1h30m) or an ISO date (2026-11-29, 2026-11-29T10:00:00Z)"
+    public static let forms = "a duration (90s, 15m, 2h, 3d, 1w, 1h30m) or an ISO date (2026-11-29, 2026-11-29T10:00:00Z)"
 
     /// The instant `text` names, unix ms: a duration is that long before `nowMs`, a date is
     /// itself. Nil when it is neither.
-    static func instant(_ text: String, nowMs: Int64) -> Int64? {
+    public static func instant(_ text: String, nowMs: Int64) -> Int64? {
         if let d = durationMs(text) { return nowMs - d }
         return isoDateMs(text)
     }
 
     /// One or more NUMBER UNIT pairs, units `s`, `m`, `h`, `d`, `w` (`90s`, `1h30m`), in ms;
     /// nil for anything else, zero included.
-    static func durationMs(_ text: String) -> Int64? {
+    public static func durationMs(_ text: String) -> Int64? {
         var total: Int64 = 0
         var number: Int64?
         var sawPair = false
@@ -48,7 +46,7 @@ enum TimeArgument {
     /// `YYYY-MM-DD`, optionally followed by `T` (or a space) and `HH:MM[:SS[.fff]]`, and a
     /// zone `Z`, `±HH:MM`, `±HHMM` or `±HH`; without a zone the time is UTC. Unix ms, nil
     /// when malformed or out of range.
-    static func isoDateMs(_ text: String) -> Int64? {
+    public static func isoDateMs(_ text: String) -> Int64? {
         let s = Array(text.utf8)
         var i = 0
         func digits(_ count: Int) -> Int? {
@@ -130,26 +128,5 @@ enum TimeArgument {
         let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         return era * 146_097 + doe - 719_468
-    }
-}
-
-/// Dead-letter ids on the command line: `ID` (`1764412345000-0`) or `APP/ID`.
-struct DeadLetterReference: Equatable {
-    let app: String?
-    let id: String
-
-    /// Nil when `text` is neither form.
-    init?(_ text: String) {
-        if let slash = text.firstIndex(of: "/") {
-            let app = String(text[..<slash])
-            let id = String(text[text.index(after: slash)...])
-            guard !app.isEmpty, DeadLetterRecord.isEntryID(id) else { return nil }
-            self.app = app
-            self.id = id
-        } else {
-            guard DeadLetterRecord.isEntryID(text) else { return nil }
-            app = nil
-            id = text
-        }
     }
 }

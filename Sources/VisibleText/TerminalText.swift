@@ -1,3 +1,7 @@
+// VisibleText: how pushgw shows text it did not write (call ids, reasons, events, APNs'
+// answers) to people: the command line, the log and the operators' console all make control
+// and bidi characters visible through this one file. A leaf: no dependencies.
+
 /// Text that came from Redis, producers or APNs, made safe to print: a terminal must never
 /// receive a character that it acts on or that hides or reorders what follows. A call id
 /// holding ESC, OSC 52 or a right-to-left override would otherwise recolour the screen, write
@@ -7,11 +11,12 @@
 /// bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C). Each is
 /// written as `\uXXXX`: visible, and the way JSON escapes it, so a line of JSON stays the same
 /// JSON (such characters can only stand inside its strings). `Console` applies this to every
-/// line the command line prints and `Log` to every log line; the `dead` verbs also apply it to
+/// line the command line prints, `Log` to every log line and the operators' console to every
+/// value it shows from an event; the `dead` verbs also apply it to
 /// each field they print (`field`), so a line break in a call id cannot start a fake row.
-enum TerminalText {
+public enum TerminalText {
     /// True for a character a terminal acts on or that reorders or hides text (see above).
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         let v = scalar.value
         return v < 0x20 || (v >= 0x7F && v <= 0x9F) || (v >= 0x202A && v <= 0x202E) || (v >= 0x2066 && v <= 0x2069)
             || v == 0x200E || v == 0x200F || v == 0x061C
@@ -19,19 +24,19 @@ enum TerminalText {
 
     /// `text` with every control character written as `\uXXXX`, line feeds and tabs kept (a
     /// multi-line message, an indented help text).
-    static func line(_ text: String) -> String {
+    public static func line(_ text: String) -> String {
         escaped(text, keepingLines: true)
     }
 
     /// `text` with every control character written as `\uXXXX`, line feeds and tabs included:
     /// one field of a line (a table cell, a value after a label).
-    static func field(_ text: String) -> String {
+    public static func field(_ text: String) -> String {
         escaped(text, keepingLines: false)
     }
 
     /// Bytes that should be UTF-8 text as one field: each byte that is not part of valid UTF-8
     /// written as `\xNN`, then as `field`.
-    static func field(bytes: [UInt8]) -> String {
+    public static func field(bytes: [UInt8]) -> String {
         var out = ""
         var parser = Unicode.UTF8.ForwardParser()
         var input = bytes.makeIterator()

@@ -1,0 +1,407 @@
+import EventLoop
+import RedisStreams
+
+/// What the operators' tools do to dead letters, in one place for `pushgw dead` and the
+/// operators' console (docs/operations.md, "Console"): reading them with their replay history,
+/// filtered pages, finding named ones, replaying them paced, purging, counting, and the audit
+/// trail of every change. The two front ends only parse, confirm and print; they cannot
+/// disagree about what a filter selects or what a replay writes.
+///
+/// Every operation is asynchronous on the loop: a bounded number of Redis round trips, then one
+/// completion. The command line runs the loop until the completion arrives; the console
+/// answers its HTTP request from it.
+///
+/// Loop-owned: create and call on the loop thread of `store.connection`, which the caller owns
+/// (starts and closes).
+public final class DeadLetterOperations {
+    public let store: DeadLetterStore
+    private let loop: EventLoop
+    /// Each app's retention (the replay ledger's lifetime follows it), by app id.
+    public var policies: [String: DeadLetterRetentionPolicy]
+
+    /// Entries read per XRANGE while scanning.
+    public static let pageSize = 500
+    /// How many audit records the audit stream keeps (approximately).
+    public static let auditMaxLen = 10_000
+
+    public init(loop: EventLoop, store: DeadLetterStore, policies: [String: DeadLetterRetentionPolicy]) {
+        self.loop = loop
+        self.store = store
+        self.policies = policies
+    }
+
+    public func keys(_ app: String) -> AppKeys { AppKeys(prefix: store.gatewayKeys.prefix, app: app) }
+
+    public func policy(_ app: String) -> DeadLetterRetentionPolicy { policies[app] ?? .default }
+
+    // MARK: Reading
+
+    /// `entries` of `app`'s dead stream read as records, joined with their events' replay
+    /// ledgers (one pipelined round trip).
+    public func records(_ app: String, _ entries: [StreamEntry],
+                        completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        guard !entries.isEmpty else { return completion(.success([])) }
+        let digests = entries.map { EventDigest.of($0.values["event"] ?? []) }
+        store.ledgers(keys(app), digests: digests) { result in
+            completion(result.map { ledgers in
+                zip(entries, digests).map { entry, digest in DeadLetterRecord(entry: entry, app: app, ledger: ledgers[digest]) }
+            })
+        }
+    }
+
+    /// One bounded step of a scan: what one XRANGE page of `app` holds that passes `filter`.
+    public struct Page: Sendable {
+        /// The matching records of the page, in the scan's order.
+        public var records: [DeadLetterRecord]
+        /// Where the next page starts (an exclusive bound, `(ID`), nil at the stream's end.
+        public var next: String?
+        /// Entries read (matching or not).
+        public var scanned: Int
+    }
+
+    /// Reads one page of at most `count` entries of `app` within the filter's time range,
+    /// newest or oldest first, starting after `cursor` (a `Page.next`; nil from the start).
+    /// Two round trips: the XRANGE and the ledgers. Never reads the whole stream.
+    public func page(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, cursor: String? = nil,
+                     count: Int = DeadLetterOperations.pageSize, completion: @escaping (Result<Page, RedisError>) -> Void) {
+        guard !filter.isEmptyRange else { return completion(.success(Page(records: [], next: nil, scanned: 0))) }
+        let start = !newestFirst ? cursor ?? filter.rangeStart : filter.rangeStart
+        let end = newestFirst ? cursor ?? filter.rangeEnd : filter.rangeEnd
+        store.range(keys(app), start: start, end: end, count: count, newestFirst: newestFirst) { [weak self] result in
+            guard let self else { return completion(.failure(.closed)) }
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case let .success(entries):
+                self.records(app, entries) { read in
+                    completion(read.map { records in
+                        let next = entries.count == count ? entries.last.map { "(" + $0.id } : nil
+                        return Page(records: records.filter(filter.matches), next: next, scanned: entries.count)
+                    })
+                }
+            }
+        }
+    }
+
+    /// The dead letters of `app` that pass `filter`, newest or oldest first, at most `limit`
+    /// (all when nil): pages of `pageSize` until the limit or the stream's end.
+    public func scan(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, limit: Int?,
+                     completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        var found: [DeadLetterRecord] = []
+        func step(_ cursor: String?) {
+            page(app, filter: filter, newestFirst: newestFirst, cursor: cursor) { result in
+                switch result {
+                case let .failure(error): completion(.failure(error))
+                case let .success(page):
+                    for record in page.records {
+                        found.append(record)
+                        if let limit, found.count >= limit { return completion(.success(found)) }
+                    }
+                    guard let next = page.next else { return completion(.success(found)) }
+                    step(next)
+                }
+            }
+        }
+        step(nil)
+    }
+
+    /// The matching dead letters of `apps`, newest first, at most `limit`.
+    public func newest(apps: [String], filter: DeadLetterFilter, limit: Int,
+                       completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        collect(apps, newestFirst: true, filter: filter, limit: limit) { result in
+            completion(result.map { Array($0.sorted(by: DeadLetterOperations.newerFirst).prefix(limit)) })
+        }
+    }
+
+    /// Every matching dead letter of `apps`, oldest first.
+    public func all(apps: [String], filter: DeadLetterFilter, completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        collect(apps, newestFirst: false, filter: filter, limit: nil) { result in
+            completion(result.map { $0.sorted { DeadLetterOperations.newerFirst($1, $0) } })
+        }
+    }
+
+    /// Scans `apps` one after the other.
+    private func collect(_ apps: [String], newestFirst: Bool, filter: DeadLetterFilter, limit: Int?,
+                         completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        var all: [DeadLetterRecord] = []
+        func next(_ index: Int) {
+            guard index < apps.count else { return completion(.success(all)) }
+            scan(apps[index], filter: filter, newestFirst: newestFirst, limit: limit) { result in
+                switch result {
+                case let .failure(error): completion(.failure(error))
+                case let .success(found):
+                    all += found
+                    next(index + 1)
+                }
+            }
+        }
+        next(0)
+    }
+
+    /// Orders by death time, then app, then id: newest first.
+    public static func newerFirst(_ a: DeadLetterRecord, _ b: DeadLetterRecord) -> Bool {
+        if a.deadAtMs != b.deadAtMs { return a.deadAtMs > b.deadAtMs }
+        if a.app != b.app { return a.app > b.app }
+        return a.id.compare(b.id, options: .numeric) == .orderedDescending
+    }
+
+    /// Finds each named dead letter among `apps` (or in its own `APP/` app). Every one must
+    /// exist in exactly one app, or nothing is returned: a typo must not half-run a bulk action.
+    /// A reference to an app that is not configured is `.unknownApp` (check with `policies`).
+    public func find(_ references: [DeadLetterReference], among apps: [String],
+                     completion: @escaping (Result<[DeadLetterRecord], DeadLetterOperationError>) -> Void) {
+        if let stray = references.first(where: { $0.app.map { policies[$0] == nil } ?? false }) {
+            return completion(.failure(.unknownApp(stray.app ?? "", id: stray.id)))
+        }
+        var found: [DeadLetterRecord] = []
+        var problems: [String] = []
+        func lookUp(_ index: Int) {
+            guard index < references.count else {
+                return completion(problems.isEmpty ? .success(found) : .failure(.notFound(problems)))
+            }
+            let reference = references[index]
+            let candidates = reference.app.map { [$0] } ?? apps
+            var hits: [DeadLetterRecord] = []
+            func inApp(_ a: Int) {
+                guard a < candidates.count else {
+                    switch hits.count {
+                    case 0: problems.append("no dead letter \(reference.id) in \(candidates.count == 1 ? "app \(candidates[0])" : "any app")")
+                    case 1: found.append(hits[0])
+                    default: problems.append("dead letter \(reference.id) exists in apps \(hits.map(\.app).joined(separator: ", ")); name one with --app or APP/ID")
+                    }
+                    return lookUp(index + 1)
+                }
+                let app = candidates[a]
+                store.entry(keys(app), id: reference.id) { [weak self] result in
+                    guard let self else { return completion(.failure(.redis(.closed))) }
+                    switch result {
+                    case let .failure(error): completion(.failure(.redis(error)))
+                    case .success(nil): inApp(a + 1)
+                    case let .success(entry?):
+                        self.records(app, [entry]) { read in
+                            switch read {
+                            case let .failure(error): completion(.failure(.redis(error)))
+                            case let .success(records):
+                                hits += records
+                                inApp(a + 1)
+                            }
+                        }
+                    }
+                }
+            }
+            inApp(0)
+        }
+        lookUp(0)
+    }
+
+    // MARK: Changing
+
+    /// Replays one dead letter (`DeadLetterStore.replay`): the new calls entry's id, or nil when
+    /// the dead letter was gone meanwhile (replayed or purged by someone else).
+    public func replay(_ record: DeadLetterRecord, completion: @escaping (Result<String?, RedisError>) -> Void) {
+        store.replay(keys(record.app), record.replay(ledgerTTLSeconds: policy(record.app).ledgerTTLSeconds), completion: completion)
+    }
+
+    /// What one replay of a paced run did.
+    public enum ReplayStep: Sendable {
+        /// Replayed as the calls entry of that id.
+        case replayed(callsEntry: String)
+        /// Gone meanwhile: nothing was written.
+        case gone
+    }
+
+    /// How a paced run ended.
+    public struct ReplaySummary: Sendable {
+        /// `app/id` of each dead letter replayed, in order.
+        public var replayed: [String] = []
+        /// Dead letters gone meanwhile.
+        public var gone = 0
+        /// The Redis failure that stopped the run early; nil when every target was tried.
+        public var failure: RedisError?
+    }
+
+    /// Replays `targets` in order, the `index`-th no earlier than `ReplayPacer.dueMs(index:)`,
+    /// reporting each step to `onStep` and the end to `completion`. A Redis failure stops the
+    /// run (what was replayed stays replayed). The timer belongs to the run; the caller keeps
+    /// the loop running until `completion`.
+    public func replayPaced(_ targets: [DeadLetterRecord], rate: ReplayRate,
+                            onStep: @escaping (DeadLetterRecord, ReplayStep) -> Void,
+                            completion: @escaping (ReplaySummary) -> Void) {
+        loop.assertInLoop()
+        let pacer = ReplayPacer(rate: rate, startMs: Clock.monotonicMs())
+        var summary = ReplaySummary()
+        var index = 0
+        var timer: LoopTimer?
+        func finish() {
+            timer?.close()
+            timer = nil
+            completion(summary)
+        }
+        func next() {
+            guard index < targets.count else { return finish() }
+            let delay = pacer.dueMs(index: index) - Clock.monotonicMs()
+            guard delay <= 0 else { return timer!.schedule(afterMs: delay) }
+            let record = targets[index]
+            index += 1
+            replay(record) { result in
+                switch result {
+                case let .success(entry?):
+                    summary.replayed.append("\(record.app)/\(record.id)")
+                    onStep(record, .replayed(callsEntry: entry))
+                case .success(nil):
+                    summary.gone += 1
+                    onStep(record, .gone)
+                case let .failure(error):
+                    summary.failure = error
+                    return finish()
+                }
+                next()
+            }
+        }
+        timer = LoopTimer(loop: loop) { next() }
+        next()
+    }
+
+    /// What a purge removed.
+    public struct PurgeSummary: Sendable {
+        /// Entries that existed and are gone.
+        public var purged = 0
+        /// `app/id` of each dead letter in the batches that ran.
+        public var ids: [String] = []
+        /// The Redis failure that stopped the purge early.
+        public var failure: RedisError?
+    }
+
+    /// Deletes `targets` (and the replay ledgers they continued), app by app in batches of 500.
+    public func purge(_ targets: [DeadLetterRecord], completion: @escaping (PurgeSummary) -> Void) {
+        var summary = PurgeSummary()
+        var batches: [(String, ArraySlice<DeadLetterRecord>)] = []
+        for app in Array(Set(targets.map(\.app))).sorted() {
+            let records = targets.filter { $0.app == app }
+            var start = 0
+            while start < records.count {
+                batches.append((app, records[start..<min(start + 500, records.count)]))
+                start += 500
+            }
+        }
+        func next(_ index: Int) {
+            guard index < batches.count else { return completion(summary) }
+            let (app, batch) = batches[index]
+            let ids = batch.map(\.id)
+            store.purge(keys(app), ids: ids, ledgerDigests: batch.filter(\.continuesLedger).map(\.eventDigest)) { result in
+                switch result {
+                case let .success(n):
+                    summary.purged += Int(n)
+                    summary.ids += ids.map { "\(app)/\($0)" }
+                    next(index + 1)
+                case let .failure(error):
+                    summary.failure = error
+                    completion(summary)
+                }
+            }
+        }
+        next(0)
+    }
+
+    // MARK: Counting
+
+    /// One app's figures (`pushgw dead stats`).
+    public struct AppStats: Sendable {
+        public var app: String
+        public var count = 0
+        public var reasons: [String: Int] = [:]
+        public var oldest: (id: String, timeMs: Int64)?
+        public var policy: DeadLetterRetentionPolicy
+        /// What a retention trim run now would remove.
+        public var trimNow: Int64 = 0
+
+        public init(app: String, policy: DeadLetterRetentionPolicy) {
+            self.app = app
+            self.policy = policy
+        }
+    }
+
+    /// Counts every dead letter of `apps` by reason, finds the oldest, and asks what a trim
+    /// now would remove. Reads each whole stream: for the command line, not for a page.
+    public func stats(apps: [String], completion: @escaping (Result<[AppStats], RedisError>) -> Void) {
+        var stats: [AppStats] = []
+        func count(_ index: Int) {
+            guard index < apps.count else { return trims() }
+            var s = AppStats(app: apps[index], policy: policy(apps[index]))
+            let keys = keys(apps[index])
+            func read(_ start: String) {
+                store.range(keys, start: start, count: DeadLetterOperations.pageSize, newestFirst: false) { result in
+                    switch result {
+                    case let .failure(error): completion(.failure(error))
+                    case let .success(page):
+                        for entry in page {
+                            if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
+                            s.count += 1
+                            s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
+                        }
+                        guard page.count == DeadLetterOperations.pageSize, let last = page.last else {
+                            stats.append(s)
+                            return count(index + 1)
+                        }
+                        read("(" + last.id)
+                    }
+                }
+            }
+            read("-")
+        }
+        func trims() {
+            pendingTrims(apps: apps, horizonMs: 0) { pending in
+                for i in stats.indices {
+                    switch pending[stats[i].app] {
+                    case let .success(p)?: stats[i].trimNow = p.total
+                    case let .failure(error)?: return completion(.failure(error))
+                    case nil: break
+                    }
+                }
+                completion(.success(stats))
+            }
+        }
+        count(0)
+    }
+
+    /// Per app: the dead stream's length and what a trim `horizonMs` from now would remove
+    /// (one script per app, pipelined).
+    public func pendingTrims(apps: [String], horizonMs: Int64,
+                             completion: @escaping ([String: Result<DeadLetterStore.PendingTrim, RedisError>]) -> Void) {
+        let retention = apps.map { DeadLetterRetention.App(keys: keys($0), policy: policy($0)) }
+        DeadLetterRetention.pendingTrims(store: store, apps: retention, horizonMs: horizonMs, completion: completion)
+    }
+
+    // MARK: Audit
+
+    /// Appends `record` to the audit stream.
+    public func audit(_ record: AuditRecord, completion: @escaping (Result<String, RedisError>) -> Void) {
+        store.audit(record.streamFields, maxLen: DeadLetterOperations.auditMaxLen, completion: completion)
+    }
+
+    /// The newest `count` audit records, newest first, before `cursor` (an exclusive bound,
+    /// `(ID`; nil from the newest).
+    public func auditTrail(count: Int, before cursor: String? = nil,
+                           completion: @escaping (Result<[AuditEntry], RedisError>) -> Void) {
+        store.auditRange(end: cursor ?? "+", count: count) { result in
+            completion(result.map { $0.map(AuditEntry.init(entry:)) })
+        }
+    }
+}
+
+/// Why an operation on named dead letters did nothing.
+public enum DeadLetterOperationError: Error, Equatable, Sendable, CustomStringConvertible {
+    case redis(RedisError)
+    /// A reference names an app that is not configured.
+    case unknownApp(String, id: String)
+    /// Named dead letters missing (or in several apps): one problem each.
+    case notFound([String])
+
+    public var description: String {
+        switch self {
+        case let .redis(error): return "\(error)"
+        case let .unknownApp(app, id): return "no app \"\(app)\" in the config (in \(app)/\(id))"
+        case let .notFound(problems):
+            return problems[0] + (problems.count > 1 ? " (and \(problems.count - 1) more)" : "")
+        }
+    }
+}
