@@ -3,10 +3,10 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: deps build release test demo bench soak clean
+.PHONY: deps build release test demo bench soak screenshots clean
 
 deps:
-	@scripts/install-deps.sh build test python
+	@scripts/install-deps.sh build test browser python
 
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
@@ -21,6 +21,12 @@ test: deps
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/test-asan.sh
 	scripts/test.sh
+
+# The README's console screenshots (docs/images/console-*.png), taken in headless Chromium by
+# the console's browser test against a live gateway.
+screenshots: deps
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	PUSHGW_SCREENSHOTS=$(CURDIR)/docs/images scripts/test.sh --filter ConsoleBrowserTests
 
 demo: release
 	scripts/demo.sh

@@ -18,8 +18,10 @@ let package = Package(
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
         .target(name: "DeadLetters", dependencies: ["RedisStreams", "EventLoop", "COpenSSL"]),
+        // The operators' console: pages, sessions and escaping, behind plain request/response values.
+        .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "VisibleText"]),
         .target(name: "Gateway", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry", "DeadLetters",
-                                                "VisibleText"]),
+                                                "VisibleText", "OperatorsConsole"]),
         .executableTarget(name: "pushgw", dependencies: ["Gateway"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
         .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "Gateway", "RedisStreams", "Routing"],
@@ -42,6 +44,7 @@ let package = Package(
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
+        .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build test python)
+[ ${#groups[@]} -gt 0 ] || groups=(build test browser python)
 
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)

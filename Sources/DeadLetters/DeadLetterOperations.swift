@@ -112,9 +112,11 @@ public final class DeadLetterOperations {
         }
     }
 
-    /// Every matching dead letter of `apps`, oldest first.
-    public func all(apps: [String], filter: DeadLetterFilter, completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
-        collect(apps, newestFirst: false, filter: filter, limit: nil) { result in
+    /// Every matching dead letter of `apps`, oldest first; with `limit`, at most that many of
+    /// each app (the oldest).
+    public func all(apps: [String], filter: DeadLetterFilter, limit: Int? = nil,
+                    completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
+        collect(apps, newestFirst: false, filter: filter, limit: limit) { result in
             completion(result.map { $0.sorted { DeadLetterOperations.newerFirst($1, $0) } })
         }
     }
@@ -135,6 +137,120 @@ public final class DeadLetterOperations {
             }
         }
         next(0)
+    }
+
+    /// One page of a paginated view (the operators' console): the newest matching dead
+    /// letters older than a cursor, across apps.
+    public struct Listing: Sendable {
+        /// Newest first (`newerFirst`), at most the limit asked for.
+        public var records: [DeadLetterRecord]
+        /// Where the next page starts (pass it as `before`); nil when nothing older is left.
+        public var next: DeadLetterReference?
+        /// Entries read for this page.
+        public var scanned: Int
+    }
+
+    /// The newest dead letters of `apps` that pass `filter` and are older than `before` (a
+    /// `Listing.next`; nil from the newest), at most `limit`. Bounded whatever the stream's
+    /// size: one XREVRANGE of at most `scanLimit` entries per app, all apps pipelined, then one
+    /// ledger read for the records shown. When the filter matches few of the entries read, the
+    /// page holds fewer than `limit` and `next` continues below what was read.
+    public func listing(apps: [String], filter: DeadLetterFilter, before: DeadLetterReference?, limit: Int, scanLimit: Int,
+                        completion: @escaping (Result<Listing, RedisError>) -> Void) {
+        precondition(limit > 0 && scanLimit > 0, "a listing reads something")
+        guard !filter.isEmptyRange, !apps.isEmpty else { return completion(.success(Listing(records: [], next: nil, scanned: 0))) }
+        var pages: [String: [StreamEntry]] = [:]
+        var failure: RedisError?
+        var waiting = apps.count
+        for app in apps {
+            let end = before.map { DeadLetterOperations.rangeEnd(app: app, below: $0) } ?? filter.rangeEnd
+            // The filter's own end still applies below a cursor: the smaller bound wins.
+            let bounded = before != nil && filter.beforeMs != nil ? DeadLetterOperations.lower(end, filter.rangeEnd) : end
+            store.range(keys(app), start: filter.rangeStart, end: bounded, count: scanLimit, newestFirst: true) { [weak self] result in
+                switch result {
+                case let .success(entries): pages[app] = entries
+                case let .failure(error): failure = failure ?? error
+                }
+                waiting -= 1
+                guard waiting == 0, let self else { return }
+                if let failure { return completion(.failure(failure)) }
+                self.finishListing(pages, filter: filter, limit: limit, scanLimit: scanLimit, completion: completion)
+            }
+        }
+    }
+
+    private func finishListing(_ pages: [String: [StreamEntry]], filter: DeadLetterFilter, limit: Int, scanLimit: Int,
+                               completion: @escaping (Result<Listing, RedisError>) -> Void) {
+        // Every app read to its end, or down to its last entry read: below the newest of those
+        // last entries, some app was not read, so nothing there can be shown yet.
+        let floors = pages.compactMap { app, entries -> DeadLetterReference? in
+            guard entries.count == scanLimit, let last = entries.last else { return nil }
+            return DeadLetterReference(app: app, id: last.id)
+        }
+        let floor = floors.max { DeadLetterOperations.isNewer($1, than: $0) }
+        // Filters first, without ledgers: the filters read only the entry itself.
+        var matching = pages.flatMap { app, entries in entries.map { DeadLetterRecord(entry: $0, app: app, ledger: nil) } }
+            .filter(filter.matches)
+            .sorted(by: DeadLetterOperations.newerFirst)
+        if let floor { matching = matching.filter { !DeadLetterOperations.isNewer(floor, than: DeadLetterReference(app: $0.app, id: $0.id)) } }
+        let shown = Array(matching.prefix(limit))
+        var next: DeadLetterReference?
+        if matching.count > limit, let last = shown.last {
+            next = DeadLetterReference(app: last.app, id: last.id)
+        } else {
+            next = floor
+        }
+        let scanned = pages.values.reduce(0) { $0 + $1.count }
+        let entries = Dictionary(grouping: shown, by: \.app)
+        var withLedgers: [DeadLetterRecord] = []
+        var waiting = entries.count
+        guard waiting > 0 else { return completion(.success(Listing(records: [], next: next, scanned: scanned))) }
+        var failure: RedisError?
+        for (app, records) in entries {
+            let byID = Set(records.map(\.id))
+            self.records(app, pages[app]!.filter { byID.contains($0.id) }) { result in
+                switch result {
+                case let .success(read): withLedgers += read
+                case let .failure(error): failure = failure ?? error
+                }
+                waiting -= 1
+                guard waiting == 0 else { return }
+                if let failure { return completion(.failure(failure)) }
+                completion(.success(Listing(records: withLedgers.sorted(by: DeadLetterOperations.newerFirst), next: next, scanned: scanned)))
+            }
+        }
+    }
+
+    /// The XREVRANGE end of `app` for the entries after `cursor` in `newerFirst` order: the
+    /// same app below its id; an app ordered before it up to the cursor's millisecond; one
+    /// ordered after it below that millisecond.
+    static func rangeEnd(app: String, below cursor: DeadLetterReference) -> String {
+        let cursorApp = cursor.app ?? app
+        let ms = DeadLetterRecord.timeMs(ofID: cursor.id) ?? 0
+        if app == cursorApp { return "(" + cursor.id }
+        return app < cursorApp ? String(ms) : "(" + String(ms) + "-0"
+    }
+
+    /// The lower of two XRANGE end bounds of the forms `+`, `ID`, `MS`, `(ID`.
+    static func lower(_ a: String, _ b: String) -> String {
+        func key(_ s: String) -> (Int64, Int64, Int) {
+            if s == "+" { return (Int64.max, Int64.max, 1) }
+            let exclusive = s.hasPrefix("(")
+            let body = exclusive ? String(s.dropFirst()) : s
+            let parts = body.split(separator: "-")
+            let ms = Int64(parts.first ?? "") ?? 0
+            let seq = parts.count > 1 ? Int64(parts[1]) ?? 0 : Int64.max
+            return (ms, seq, exclusive ? 0 : 1)
+        }
+        return key(a) <= key(b) ? a : b
+    }
+
+    /// `newerFirst` on references: by the id's time, then app, then id.
+    static func isNewer(_ a: DeadLetterReference, than b: DeadLetterReference) -> Bool {
+        let am = DeadLetterRecord.timeMs(ofID: a.id) ?? 0, bm = DeadLetterRecord.timeMs(ofID: b.id) ?? 0
+        if am != bm { return am > bm }
+        if (a.app ?? "") != (b.app ?? "") { return (a.app ?? "") > (b.app ?? "") }
+        return a.id.compare(b.id, options: .numeric) == .orderedDescending
     }
 
     /// Orders by death time, then app, then id: newest first.

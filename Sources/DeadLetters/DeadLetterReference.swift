@@ -4,6 +4,14 @@ public struct DeadLetterReference: Equatable, Sendable {
     public let app: String?
     public let id: String
 
+    public init(app: String?, id: String) {
+        self.app = app
+        self.id = id
+    }
+
+    /// `APP/ID`, or `ID` without an app (the form `init?(_:)` reads).
+    public var text: String { app.map { $0 + "/" + id } ?? id }
+
     /// Nil when `text` is neither form.
     public init?(_ text: String) {
         if let slash = text.firstIndex(of: "/") {

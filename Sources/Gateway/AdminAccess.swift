@@ -24,6 +24,12 @@ public struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible,
         return token
     }
 
+    /// Whether `presented` (a token typed into the console's sign-in form) is this token, in
+    /// the same constant time as `matches(authorization:)`.
+    public func matches(presented: String) -> Bool {
+        AdminToken.constantTimeEqual(Array(presented.trimmingCharacters(in: .whitespacesAndNewlines).utf8)[...], bytes)
+    }
+
     /// Whether an `Authorization` header value is `Bearer <this token>` (scheme case-insensitive,
     /// RFC 6750). The comparison takes the same time wherever the first difference is, and
     /// depends on the length of the stored token only, so timing reveals nothing of it.

@@ -1,4 +1,5 @@
 import Foundation
+import OperatorsConsole
 
 /// One request to the admin endpoint, as much of it as the routes need.
 public struct AdminRequest: Equatable, Sendable {
@@ -8,11 +9,27 @@ public struct AdminRequest: Equatable, Sendable {
     public var path: String
     /// The `Authorization` header; nil when absent.
     public var authorization: String?
+    /// The query after `?`, undecoded; empty when absent.
+    public var query: String
+    /// The headers of `consoleHeaderNames` that came, by lower-case name.
+    public var headers: [String: String]
+    /// The body (the console's forms).
+    public var body: [UInt8]
+    /// `address:port` of the client.
+    public var peer: String?
 
-    public init(method: String, path: String, authorization: String? = nil) {
+    /// The headers the server copies for the operators' console.
+    public static let consoleHeaderNames = ConsoleRequest.headerNames
+
+    public init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
+                body: [UInt8] = [], peer: String? = nil) {
         self.method = method
         self.path = path
         self.authorization = authorization
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.peer = peer
     }
 }
 
@@ -42,10 +59,14 @@ public struct AdminResponse: Equatable, Sendable {
     public var reasonPhrase: String {
         switch status {
         case 200: return "OK"
+        case 303: return "See Other"
+        case 400: return "Bad Request"
         case 401: return "Unauthorized"
         case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 409: return "Conflict"
+        case 429: return "Too Many Requests"
         case 503: return "Service Unavailable"
         default: return "Status"
         }

@@ -5,9 +5,11 @@ import Glibc
 /// The admin endpoint's HTTP server: libevent's evhttp on the process's one loop
 /// (docs/architecture.md: `/metrics` answered within milliseconds under full load).
 ///
-/// It only carries bytes: each request becomes an `AdminRequest`, `handler` (normally
-/// `AdminRoutes.handle`) returns the `AdminResponse`, and the reply is sent at once. No
-/// headers are logged (one of them is the token).
+/// It only carries bytes: each request becomes an `AdminRequest`, the handler (normally
+/// `AdminRoutes.handle`, or the operators' console for `/console/…`) gives the `AdminResponse`,
+/// at once or after a few Redis round trips, and the reply is sent then. A request whose
+/// connection closes before its answer is forgotten (the late answer is dropped). No headers
+/// are logged (one of them is the token).
 ///
 /// Its connections are bounded, because an open endpoint must not take the descriptors
 /// APNs and Redis need (docs/operations.md, "Limits"): at most `Limits.maxConnections` at once
@@ -24,6 +26,8 @@ import Glibc
 /// pointer to it) and calls `close()` before dropping it.
 public final class AdminServer {
     public typealias Handler = (AdminRequest) -> AdminResponse
+    /// A handler that answers through its second argument, once, now or later on the loop.
+    public typealias AnsweringHandler = (AdminRequest, @escaping (AdminResponse) -> Void) -> Void
 
     /// The bounds on connections (docs/operations.md, "Limits").
     public struct Limits: Sendable {
@@ -54,7 +58,7 @@ public final class AdminServer {
         public var stopsAtCap = 0
     }
 
-    private let handler: Handler
+    private let handler: AnsweringHandler
     private let loop: EventLoop
     private let log: Log?
     public let limits: Limits
@@ -66,6 +70,9 @@ public final class AdminServer {
     private var starting = 0
     /// Open connections by their evhttp connection.
     private var open: [OpaquePointer: AdminConnection] = [:]
+    /// Requests waiting for their answer, by serial number: the request and its connection.
+    private var waiting: [Int: (request: OpaquePointer, evcon: OpaquePointer?)] = [:]
+    private var requestSerial = 0
     private var sweepTimer: LoopTimer!
     private var resumeTimer: LoopTimer!
     private var listening = true
@@ -83,8 +90,16 @@ public final class AdminServer {
     /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
     /// which cannot wait the real 10 s for every idle-close check. `log` receives the warnings
     /// of refused connections (limited: they can repeat by the thousand).
+    public convenience init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
+                            log: Log? = nil, handler: @escaping Handler) {
+        self.init(loop: loop, timeoutSeconds: timeoutSeconds, limits: limits, log: log, answering: { request, answer in
+            answer(handler(request))
+        })
+    }
+
+    /// As above, with a handler that may answer later (`AnsweringHandler`).
     public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
-                log: Log? = nil, handler: @escaping Handler) {
+                log: Log? = nil, answering handler: @escaping AnsweringHandler) {
         self.handler = handler
         self.loop = loop
         self.log = log
@@ -205,6 +220,9 @@ public final class AdminServer {
 
     private func connectionClosed(_ evcon: OpaquePointer) {
         open[evcon] = nil
+        // evhttp frees (or detaches) the requests of a closing connection: their answers must
+        // not touch them.
+        for (serial, w) in waiting where w.evcon == evcon { waiting[serial] = nil }
         updateListener()
     }
 
@@ -252,12 +270,43 @@ public final class AdminServer {
         if let uri = evhttp_request_get_evhttp_uri(request), let p = evhttp_uri_get_path(uri), p.pointee != 0 {
             path = String(cString: p)
         }
+        var query = ""
+        if let uri = evhttp_request_get_evhttp_uri(request), let q = evhttp_uri_get_query(uri) { query = String(cString: q) }
         var authorization: String?
-        if let headers = evhttp_request_get_input_headers(request),
-           let value = evhttp_find_header(headers, "Authorization") {
-            authorization = String(cString: value)
+        var headers: [String: String] = [:]
+        if let input = evhttp_request_get_input_headers(request) {
+            if let value = evhttp_find_header(input, "Authorization") { authorization = String(cString: value) }
+            for name in AdminRequest.consoleHeaderNames {
+                if let value = evhttp_find_header(input, name) { headers[name] = String(cString: value) }
+            }
         }
-        let response = handler(AdminRequest(method: method, path: path, authorization: authorization))
+        var body: [UInt8] = []
+        if let input = evhttp_request_get_input_buffer(request) {
+            let length = evbuffer_get_length(input)
+            if length > 0 {
+                body = [UInt8](repeating: 0, count: length)
+                _ = body.withUnsafeMutableBytes { evbuffer_copyout(input, $0.baseAddress, length) }
+            }
+        }
+        let evcon = evhttp_request_get_connection(request)
+        var peer: String?
+        if let evcon {
+            var address: UnsafeMutablePointer<CChar>?
+            var port: UInt16 = 0
+            evhttp_connection_get_peer(evcon, &address, &port)
+            if let address { peer = String(cString: address) + ":" + String(port) }
+        }
+        requestSerial += 1
+        let serial = requestSerial
+        waiting[serial] = (request, evcon)
+        handler(AdminRequest(method: method, path: path, authorization: authorization, query: query, headers: headers, body: body,
+                             peer: peer)) { [weak self] response in
+            guard let self, let w = self.waiting.removeValue(forKey: serial) else { return }
+            self.send(response, to: w.request)
+        }
+    }
+
+    private func send(_ response: AdminResponse, to request: OpaquePointer) {
         if let out = evhttp_request_get_output_headers(request) {
             evhttp_add_header(out, "Content-Type", response.contentType)
             evhttp_add_header(out, "Cache-Control", "no-store")
@@ -271,12 +320,11 @@ public final class AdminServer {
         response.body.withUnsafeBytes { raw in
             if let base = raw.baseAddress { _ = evbuffer_add(buffer, base, raw.count) }
         }
+        let evcon = evhttp_request_get_connection(request)
         // evhttp sends no body for HEAD, but still Content-Length.
         evhttp_send_reply(request, Int32(response.status), response.reasonPhrase, buffer)
         // A kept-alive connection has the same time again for its next request.
-        if let evcon = evhttp_request_get_connection(request) {
-            open[evcon]?.deadlineMs = Clock.monotonicMs() + limits.requestDeadlineMs
-        }
+        if let evcon { open[evcon]?.deadlineMs = Clock.monotonicMs() + limits.requestDeadlineMs }
     }
 
     private static func methodName(_ command: evhttp_cmd_type) -> String {

@@ -76,12 +76,16 @@ public struct AdminConfig: Equatable, Sendable {
     /// File holding the bearer token of the admin API; nil leaves the admin API closed
     /// (health and metrics stay open).
     public var tokenFile: String?
+    /// File holding the read-only token of the operators' console: it signs in to see the
+    /// pages, never to replay or purge. Nil: no read-only access.
+    public var readonlyTokenFile: String?
 
     public static let defaultListen = "127.0.0.1:9464"
 
-    public init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil) {
+    public init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
         self.listen = listen
         self.tokenFile = tokenFile
+        self.readonlyTokenFile = readonlyTokenFile
     }
 }
 

@@ -86,7 +86,7 @@ struct ConfigParser {
     private func parseAdmin(_ root: [String: Any]) -> AdminConfig {
         let path = JSONPath.root.appending("admin")
         guard let section = reader.section(root, "admin", in: .root) else { return AdminConfig() }
-        reader.unknownKeys(section, at: path, known: ["listen", "token_file"])
+        reader.unknownKeys(section, at: path, known: ["listen", "token_file", "readonly_token_file"])
         var config = AdminConfig()
         if let (listen, at) = reader.string(section, "listen", in: path, required: false, example: AdminConfig.defaultListen) {
             if Endpoint(parsing: listen) == nil {
@@ -97,6 +97,8 @@ struct ConfigParser {
         }
         config.tokenFile = reader.filePath(section, "token_file", in: path, role: .adminToken, required: false,
                                            example: "secrets/admin-token")
+        config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
+                                                   example: "secrets/console-readonly-token")
         if let endpoint = Endpoint(parsing: config.listen), !GatewayAdmin.isLoopback(endpoint.host) {
             let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
             reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"

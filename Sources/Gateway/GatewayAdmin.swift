@@ -1,6 +1,7 @@
 import APNs
 import EventLoop
 import Foundation
+import OperatorsConsole
 import RedisStreams
 
 /// The admin endpoint of a running gateway (issue 5): `/metrics`, `/healthz`, `/readyz` and
@@ -42,6 +43,11 @@ public final class GatewayAdmin {
     private let runner: RoutingRunner?
     /// The deadletters role, for retention figures; nil when this process runs none.
     public var deadLetters: DeadLettersRole?
+    /// Opens the operators' console with the admin token (`start` calls it when the token file
+    /// is usable); nil: no console (`/console` answers 403).
+    public var openConsole: ((AdminToken) -> GatewayConsole)?
+    /// The console, once open.
+    public private(set) var console: GatewayConsole?
     private let log: Log
     private let settings: Settings
     private let probe: RedisProbe
@@ -90,13 +96,25 @@ public final class GatewayAdmin {
                                  readiness: { [unowned self] in self.readiness() })
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
+        if let token, let openConsole {
+            let console = openConsole(token)
+            console.start()
+            self.console = console
+        }
         server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
-                             log: log) { request in routes.handle(request) }
+                             log: log) { [weak self] request, answer in
+            guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
+            guard let console = self?.console else {
+                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
+            }
+            console.handle(request, answer: answer)
+        }
         if let runner {
             runner.observations = metrics
             let previous = runner.onRecorded
-            runner.onRecorded = { [metrics] app, record in
+            runner.onRecorded = { [metrics, console] app, record in
                 metrics.callRecorded(app: app, record: record)
+                console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
                 previous?(app, record)
             }
         }
@@ -123,6 +141,8 @@ public final class GatewayAdmin {
         rebindTimer = nil
         server?.close()
         server = nil
+        console?.close()
+        console = nil
         probe.close()
     }
 
@@ -199,6 +219,19 @@ public final class GatewayAdmin {
             s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }
         }
         return s
+    }
+
+    /// The console overview's figures of this moment (no I/O).
+    public func consoleFigures() -> ConsoleFigures {
+        let s = snapshot()
+        let apps = self.apps.map { a in
+            ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
+                               refusal: s.unhealthyApps[a.id], backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
+        }
+        let problems = readiness().problems.map { p in
+            [p.check, p.app, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
+        }
+        return ConsoleFigures(apps: apps, redisReachable: s.redisReachable, callsInFlight: s.callsInFlight, readinessProblems: problems)
     }
 
     /// `GET /status` (admin API): what this process is doing, as JSON.

@@ -171,6 +171,10 @@ final class Service {
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
                              runner: runner, log: log)                                                // admin endpoint (issue 5)
         admin.deadLetters = deadLetters
+        admin.openConsole = { [unowned admin = self.admin] token in
+            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, adminToken: token, log: log,
+                           figures: { admin.consoleFigures() })
+        }
         log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
@@ -230,6 +234,7 @@ final class Service {
         store.updateApps(apps.map(\.keys))
         runner?.updateApps(apps)
         admin.updateApps(apps)
+        admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
         log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),

@@ -1,0 +1,93 @@
+import VisibleText
+
+/// Every value the console shows that it did not write itself (ids, tokens, names, reasons,
+/// event JSON: anything a producer, Redis or APNs gave) goes through one of these functions,
+/// one per context of the page, and through nothing else. Pure.
+///
+/// Control and bidi characters are first made visible as `\uXXXX`, as the command line shows
+/// them (`TerminalText`): a right-to-left override in a call id must not reorder a row here
+/// either.
+public enum ConsoleEscaping {
+    /// Text between tags (`<td>…</td>`, `<pre>…</pre>`): `&`, `<`, `>` escaped, controls made
+    /// visible (line feeds kept when `keepingLines`, for a multi-line `<pre>`).
+    public static func html(_ text: String, keepingLines: Bool = false) -> String {
+        escape(keepingLines ? TerminalText.line(text) : TerminalText.field(text), quotes: false)
+    }
+
+    /// A quoted attribute value (`value="…"`, `href="…"`): also both quotes escaped. The
+    /// console's own attributes always quote with `"`.
+    public static func attribute(_ text: String) -> String {
+        escape(TerminalText.field(text), quotes: true)
+    }
+
+    /// A value inside a JSON data block of a page (`<script type="application/json">`, never
+    /// executed): a JSON string literal whose `<`, `>`, `&`, U+2028 and U+2029 are `\uXXXX`,
+    /// so no `</script>` or `<!--` can end or change the block.
+    public static func jsonString(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "<", ">", "&", "'", "\u{2028}", "\u{2029}": out += unicodeEscape(scalar.value)
+            default:
+                if scalar.value < 0x20 || TerminalText.isControl(scalar) {
+                    out += unicodeEscape(scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    /// One component of a query string or path (`app=…`, `/console/dead/APP/ID`): every byte
+    /// but `A–Z a–z 0–9 - . _ ~` percent-encoded, so an id cannot add a parameter, a path
+    /// segment or a scheme (`javascript:` stays `javascript%3A`).
+    public static func queryComponent(_ text: String) -> String {
+        var out = ""
+        for b in text.utf8 {
+            switch b {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + hex(UInt32(b), digits: 2).uppercased()
+            }
+        }
+        return out
+    }
+
+    /// A device token as the command line shows it: its last 8 characters after `…`, so a
+    /// page (or a screenshot of it) never carries a whole token.
+    public static func shortToken(_ token: String?) -> String {
+        guard let token, !token.isEmpty else { return "-" }
+        return token.count <= 8 ? token : "…" + String(token.suffix(8))
+    }
+
+    private static func escape(_ text: String, quotes: Bool) -> String {
+        // Most values (entry ids, app ids, outcome names) need nothing: no copy then.
+        if !text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || (quotes && ($0 == 0x22 || $0 == 0x27)) }) {
+            return text
+        }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 16)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"" where quotes: out += "&quot;"
+            case "'" where quotes: out += "&#39;"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func unicodeEscape(_ v: UInt32) -> String { "\\u" + hex(v, digits: 4) }
+
+    private static func hex(_ v: UInt32, digits: Int) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: max(0, digits - s.count)) + s
+    }
+}

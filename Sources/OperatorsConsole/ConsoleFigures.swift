@@ -1,0 +1,42 @@
+/// What the gateway tells the console's overview at the moment of a page view: read from the
+/// objects it already keeps (the router, the Redis probe, the APNs pools), no I/O. Plain data.
+public struct ConsoleFigures: Equatable, Sendable {
+    public struct App: Equatable, Sendable {
+        public var id: String
+        public var bundleID: String
+        /// `production` or `sandbox`.
+        public var environment: String
+        /// Why APNs refused the app's credentials or topic (it then stops routing it); nil
+        /// when it is healthy.
+        public var refusal: String?
+        /// Entries in the app's calls stream, and those delivered and not yet acknowledged;
+        /// nil until the probe sampled them.
+        public var backlog: Int64?
+        public var pending: Int64?
+
+        public init(id: String, bundleID: String, environment: String, refusal: String? = nil, backlog: Int64? = nil,
+                    pending: Int64? = nil) {
+            self.id = id
+            self.bundleID = bundleID
+            self.environment = environment
+            self.refusal = refusal
+            self.backlog = backlog
+            self.pending = pending
+        }
+    }
+
+    public var apps: [App]
+    /// Redis answered the probe's PING recently.
+    public var redisReachable: Bool
+    /// Calls this process is working on.
+    public var callsInFlight: Int
+    /// `/readyz`'s problems, one line each; empty when ready.
+    public var readinessProblems: [String]
+
+    public init(apps: [App] = [], redisReachable: Bool = false, callsInFlight: Int = 0, readinessProblems: [String] = []) {
+        self.apps = apps
+        self.redisReachable = redisReachable
+        self.callsInFlight = callsInFlight
+        self.readinessProblems = readinessProblems
+    }
+}

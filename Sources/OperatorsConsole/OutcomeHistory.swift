@@ -1,0 +1,119 @@
+import Foundation
+
+/// What the gateway's router recorded over the last hour, per app and per minute: counts by
+/// outcome (the alert fallbacks also by cause) and a histogram of XADD→answer latency. The
+/// console's overview and its chart read it; the router's record hook feeds it.
+///
+/// A ring of `minutes` buckets per app, reused as the clock moves on: memory is fixed (a few
+/// kilobytes per app) and recording is a few array writes, so the hot path does not notice it.
+/// Pure: the caller passes the time (unix ms). Loop-owned like the router.
+public struct OutcomeHistory: Sendable {
+    /// Minutes kept.
+    public static let minutes = 60
+
+    /// Latency histogram buckets: bucket `i` holds latencies up to `upperBoundMs(i)`, which
+    /// grows by a factor 2^(1/4) (19 %) per bucket from 1 ms; the last holds everything beyond
+    /// (about 2 minutes).
+    public static let latencyBuckets = 72
+
+    public static func upperBoundMs(_ bucket: Int) -> Double { pow(2, Double(bucket) / 4) }
+
+    static func bucket(latencyMs: Int64) -> Int {
+        guard latencyMs > 1 else { return 0 }
+        let i = Int((4 * log2(Double(latencyMs))).rounded(.up))
+        return min(i, latencyBuckets - 1)
+    }
+
+    /// One minute of one app.
+    struct Minute: Sendable {
+        /// The minute (unix ms / 60,000) the counts belong to; -1 when unused.
+        var minute: Int64 = -1
+        /// Count per outcome name (`delivered_voip`, …).
+        var outcomes: [String: Int] = [:]
+        /// Count per fallback cause of `delivered_alert`.
+        var causes: [String: Int] = [:]
+        var latency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets)
+        var latencyCount = 0
+    }
+
+    private var rings: [String: [Minute]] = [:]
+
+    public init() {}
+
+    /// Counts one recorded call of `app`: its outcome, the fallback cause of an alert, and its
+    /// XADD→answer latency when APNs answered.
+    public mutating func record(app: String, outcome: String, cause: String?, latencyMs: Int64?, nowMs: Int64) {
+        let minute = nowMs / 60_000
+        let slot = Int(minute % Int64(OutcomeHistory.minutes))
+        if rings[app] == nil { rings[app] = [Minute](repeating: Minute(), count: OutcomeHistory.minutes) }
+        rings[app]!.withUnsafeMutableBufferPointer { ring in
+            if ring[slot].minute != minute { ring[slot] = Minute(minute: minute) }
+            ring[slot].outcomes[outcome, default: 0] += 1
+            if let cause { ring[slot].causes[cause, default: 0] += 1 }
+            if let latencyMs {
+                ring[slot].latency[OutcomeHistory.bucket(latencyMs: latencyMs)] += 1
+                ring[slot].latencyCount += 1
+            }
+        }
+    }
+
+    /// The figures of `app` over the last `minutes` minutes (the current one included).
+    public struct Window: Equatable, Sendable {
+        public var outcomes: [String: Int] = [:]
+        public var causes: [String: Int] = [:]
+        /// Calls with a latency.
+        public var measured = 0
+        /// Upper bounds of the latency quantiles, ms; nil without measurements.
+        public var p50Ms: Double?
+        public var p99Ms: Double?
+        public var total: Int { outcomes.values.reduce(0, +) }
+    }
+
+    public func window(app: String, minutes: Int, nowMs: Int64) -> Window {
+        var w = Window()
+        var latency = [Int](repeating: 0, count: OutcomeHistory.latencyBuckets)
+        let current = nowMs / 60_000
+        for m in ring(app) where m.minute >= 0 && m.minute > current - Int64(minutes) && m.minute <= current {
+            for (k, v) in m.outcomes { w.outcomes[k, default: 0] += v }
+            for (k, v) in m.causes { w.causes[k, default: 0] += v }
+            for i in 0..<OutcomeHistory.latencyBuckets { latency[i] += Int(m.latency[i]) }
+            w.measured += m.latencyCount
+        }
+        w.p50Ms = OutcomeHistory.quantile(0.50, latency, count: w.measured)
+        w.p99Ms = OutcomeHistory.quantile(0.99, latency, count: w.measured)
+        return w
+    }
+
+    /// One point of the chart: a minute's counts and its p99.
+    public struct Point: Equatable, Sendable {
+        /// Minutes before now (0 = the current minute).
+        public var minutesAgo: Int
+        public var outcomes: [String: Int]
+        public var p99Ms: Double?
+    }
+
+    /// The last hour of `app`, oldest minute first, one point per minute (empty minutes too).
+    public func series(app: String, nowMs: Int64) -> [Point] {
+        let current = nowMs / 60_000
+        let byMinute = Dictionary(ring(app).filter { $0.minute >= 0 }.map { ($0.minute, $0) }, uniquingKeysWith: { a, _ in a })
+        return (0..<OutcomeHistory.minutes).reversed().map { ago in
+            guard let m = byMinute[current - Int64(ago)] else { return Point(minutesAgo: ago, outcomes: [:], p99Ms: nil) }
+            return Point(minutesAgo: ago, outcomes: m.outcomes,
+                         p99Ms: OutcomeHistory.quantile(0.99, m.latency.map { Int($0) }, count: m.latencyCount))
+        }
+    }
+
+    private func ring(_ app: String) -> [Minute] { rings[app] ?? [] }
+
+    /// The upper bound of the bucket holding the `q` quantile; nil for an empty histogram.
+    static func quantile(_ q: Double, _ buckets: [Int], count: Int) -> Double? {
+        guard count > 0 else { return nil }
+        let rank = max(1, Int((q * Double(count)).rounded(.up)))
+        var seen = 0
+        for (i, n) in buckets.enumerated() {
+            seen += n
+            if seen >= rank { return upperBoundMs(i) }
+        }
+        return upperBoundMs(buckets.count - 1)
+    }
+}

@@ -1,0 +1,145 @@
+@testable import OperatorsConsole
+import XCTest
+
+/// The console's pure rules: escaping per context, the access gate, sessions, forms, and the
+/// outcome history. No sockets.
+final class ConsoleRulesTests: XCTestCase {
+    // MARK: Escaping
+
+    func testHTMLTextEscapesMarkupAndShowsControlCharacters() {
+        XCTAssertEqual(ConsoleEscaping.html("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;")
+        XCTAssertEqual(ConsoleEscaping.html("a&b"), "a&amp;b")
+        XCTAssertEqual(ConsoleEscaping.html("\u{1B}[31mred\u{202E}"), "\\u001b[31mred\\u202e", "ESC and RLO are made visible as the CLI shows them")
+        XCTAssertEqual(ConsoleEscaping.html("one\ntwo", keepingLines: true), "one\ntwo")
+        XCTAssertEqual(ConsoleEscaping.html("one\ntwo"), "one\\u000atwo", "a field keeps no line break")
+    }
+
+    func testAttributesEscapeBothQuotes() {
+        XCTAssertEqual(ConsoleEscaping.attribute(#""><img src=x onerror=alert(1)>"#), "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;")
+        XCTAssertEqual(ConsoleEscaping.attribute("it's"), "it&#39;s")
+    }
+
+    func testJSONStringsCannotCloseTheirBlock() {
+        let s = ConsoleEscaping.jsonString("</script><!--\u{2028}\"\\")
+        XCTAssertFalse(s.contains("<") || s.contains(">"), s)
+        XCTAssertEqual(s, #""\u003c/script\u003e\u003c!--\u2028\"\\""#)
+    }
+
+    func testQueryComponentsKeepSchemesAndSeparatorsInert() {
+        XCTAssertEqual(ConsoleEscaping.queryComponent("javascript:alert(1)"), "javascript%3Aalert%281%29")
+        XCTAssertEqual(ConsoleEscaping.queryComponent("a/b&c=d e"), "a%2Fb%26c%3Dd%20e")
+        XCTAssertEqual(ConsoleEscaping.queryComponent("1764412345000-0"), "1764412345000-0")
+    }
+
+    func testTokensAreShortenedAsTheCommandLineShowsThem() {
+        XCTAssertEqual(ConsoleEscaping.shortToken("0123456789abcdef0123"), "…cdef0123")
+        XCTAssertEqual(ConsoleEscaping.shortToken(nil), "-")
+    }
+
+    // MARK: Forms and cookies
+
+    func testFormDecodingReadsPlusEscapesAndRepeats() {
+        let items = FormData.decode("ids=acme%2F1-0&ids=acme%2F2-0&name=Ann+Lee&bad=%zz")
+        XCTAssertEqual(items.map(\.0), ["ids", "ids", "name", "bad"])
+        XCTAssertEqual(items.map(\.1), ["acme/1-0", "acme/2-0", "Ann Lee", "%zz"])
+        XCTAssertEqual(FormData.decode(FormData.encode([("a", "x y&z"), ("b", "")])).map(\.1), ["x y&z"])
+    }
+
+    func testCookiesAreFoundByExactName() {
+        let r = ConsoleRequest(method: "GET", path: "/console/", headers: ["cookie": "x_pushgw_console=no; pushgw_console=abc; y=1"])
+        XCTAssertEqual(r.cookie("pushgw_console"), "abc")
+        XCTAssertNil(r.cookie("pushgw"))
+    }
+
+    // MARK: Sessions and the gate
+
+    private func session(_ role: ConsoleRole = .admin, sessions: inout ConsoleSessions, nowMs: Int64 = 1_000) -> ConsoleSession {
+        var n = 0
+        return sessions.open(role: role, name: "ann", nowMs: nowMs) {
+            n += 1
+            return "r\(n)-\(role.rawValue)"
+        }
+    }
+
+    private func post(_ form: String, headers: [String: String] = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464"]) -> ConsoleRequest {
+        ConsoleRequest(method: "POST", path: "/console/dead/purge", headers: headers, body: Array(form.utf8))
+    }
+
+    func testAChangeNeedsTheSessionsCSRFTokenTheAdminRoleAndTheSameOrigin() {
+        var sessions = ConsoleSessions()
+        let admin = session(sessions: &sessions)
+        let readOnly = session(.readOnly, sessions: &sessions)
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)&ids=a%2F1-0"), session: admin, changes: true), .allowed)
+        XCTAssertEqual(ConsoleGate.check(post("ids=a%2F1-0"), session: admin, changes: true), .badCSRF, "no CSRF token")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(readOnly.csrf)"), session: admin, changes: true), .badCSRF, "another session's token")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(readOnly.csrf)"), session: readOnly, changes: true), .readOnly)
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(readOnly.csrf)"), session: readOnly, changes: false), .allowed, "read-only may sign out")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "127.0.0.1:9464", "origin": "http://evil.example"]),
+                                         session: admin, changes: true), .crossOrigin)
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "127.0.0.1:9464", "sec-fetch-site": "cross-site"]),
+                                         session: admin, changes: true), .crossOrigin)
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "same-origin"]),
+                                         session: admin, changes: true), .allowed, "no-referrer forms send Origin: null")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "cross-site"]),
+                                         session: admin, changes: true), .crossOrigin)
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)"), session: nil, changes: true), .signInFirst)
+        XCTAssertEqual(ConsoleGate.check(ConsoleRequest(method: "GET", path: "/console/dead"), session: readOnly, changes: false), .allowed)
+    }
+
+    func testSessionsExpireWhenIdleOrOld() {
+        var sessions = ConsoleSessions()
+        let s = session(sessions: &sessions, nowMs: 0)
+        XCTAssertNotNil(sessions.find(s.id, nowMs: ConsoleSessions.idleMs - 1))
+        XCTAssertNil(sessions.find(s.id, nowMs: 2 * ConsoleSessions.idleMs), "idle past the limit")
+        let t = session(sessions: &sessions, nowMs: 0)
+        var now: Int64 = 0
+        while now < ConsoleSessions.lifetimeMs - ConsoleSessions.idleMs / 2 {
+            now += ConsoleSessions.idleMs / 2
+            XCTAssertNotNil(sessions.find(t.id, nowMs: now))
+        }
+        XCTAssertNil(sessions.find(t.id, nowMs: ConsoleSessions.lifetimeMs), "past its lifetime, however busy")
+        XCTAssertNil(sessions.find("guess", nowMs: 0))
+    }
+
+    func testTheCookieIsHttpOnlyStrictAndSecureOverTLS() {
+        var sessions = ConsoleSessions()
+        let s = session(sessions: &sessions)
+        let plain = ConsoleSessions.cookie(s, secure: false)
+        XCTAssertTrue(plain.contains("HttpOnly") && plain.contains("SameSite=Strict") && plain.contains("Max-Age=28800"), plain)
+        XCTAssertFalse(plain.contains("Secure"), plain)
+        XCTAssertTrue(ConsoleSessions.cookie(s, secure: true).hasSuffix("; Secure"))
+    }
+
+    // MARK: Outcome history
+
+    func testTheHistoryCountsWindowsAndForgetsOldMinutes() {
+        var h = OutcomeHistory()
+        let t0: Int64 = 1_800_000_000_000
+        h.record(app: "acme", outcome: "delivered_voip", cause: nil, latencyMs: 40, nowMs: t0)
+        h.record(app: "acme", outcome: "delivered_alert", cause: "voip_rejected", latencyMs: 900, nowMs: t0 + 10 * 60_000)
+        h.record(app: "acme", outcome: "dead_lettered", cause: nil, latencyMs: nil, nowMs: t0 + 12 * 60_000)
+        let now = t0 + 13 * 60_000
+        let w5 = h.window(app: "acme", minutes: 5, nowMs: now)
+        XCTAssertEqual(w5.outcomes, ["delivered_alert": 1, "dead_lettered": 1])
+        XCTAssertEqual(w5.causes, ["voip_rejected": 1])
+        let w60 = h.window(app: "acme", minutes: 60, nowMs: now)
+        XCTAssertEqual(w60.total, 3)
+        XCTAssertEqual(w60.measured, 2)
+        XCTAssertEqual(w60.p50Ms ?? 0, 45.25, accuracy: 0.5, "p50 is the bucket bound above 40 ms")
+        XCTAssertGreaterThanOrEqual(w60.p99Ms ?? 0, 900)
+        XCTAssertEqual(h.series(app: "acme", nowMs: now).count, 60)
+        XCTAssertEqual(h.series(app: "acme", nowMs: now).last?.minutesAgo, 0)
+        // An hour later the ring slots are reused: nothing of the old hour counts.
+        h.record(app: "acme", outcome: "expired", cause: nil, latencyMs: nil, nowMs: t0 + 75 * 60_000)
+        XCTAssertEqual(h.window(app: "acme", minutes: 60, nowMs: t0 + 75 * 60_000).outcomes, ["expired": 1])
+        XCTAssertEqual(h.window(app: "other", minutes: 60, nowMs: now).total, 0)
+    }
+
+    func testTheChartEscapesTheAppAndDrawsOneBarPerOutcome() {
+        var h = OutcomeHistory()
+        h.record(app: "a\"<b>", outcome: "delivered_voip", cause: nil, latencyMs: 30, nowMs: 60_000 * 100)
+        let svg = OutcomeChart.svg(app: "a\"<b>", points: h.series(app: "a\"<b>", nowMs: 60_000 * 100))
+        XCTAssertFalse(svg.contains("a\"<b>"), "the app id is escaped in the label")
+        XCTAssertEqual(svg.components(separatedBy: "<rect ").count - 1, 1)
+    }
+}
