@@ -18,7 +18,7 @@ public final class GatewayConsole {
 
     /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
     /// An unreadable read-only token file leaves read-only access off (logged).
-    init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
+    public init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
          log: Log, figures: @escaping () -> ConsoleFigures) {
         var settings = redis
         settings.clientName = "pushgw-console"

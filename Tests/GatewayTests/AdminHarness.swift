@@ -69,19 +69,14 @@ enum LoopbackHTTP {
     /// Connects, writes `request`, reads until the server closes, parses. A server that closes
     /// without a byte gives `HTTPReply.closedWithoutAnswer`.
     private static func exchange(_ request: String, port: Int) -> Result<HTTPReply, TestSupportError> {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return .failure(TestSupportError("socket: \(String(cString: strerror(errno)))")) }
+        let fd: Int32
+        switch connected(port: port) {
+        case let .success(socket): fd = socket
+        case let .failure(error): return .failure(error)
+        }
         defer { close(fd) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let connected = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else { return .failure(TestSupportError("connect to port \(port): \(String(cString: strerror(errno)))")) }
         let bytes = Array(request.utf8)
         var sent = 0
         while sent < bytes.count {
@@ -100,6 +95,25 @@ enum LoopbackHTTP {
         }
         if received.isEmpty { return .success(.closedWithoutAnswer) }
         return parse(received)
+    }
+
+    /// A blocking TCP socket connected to 127.0.0.1:`port`; the caller closes it.
+    static func connected(port: Int) -> Result<Int32, TestSupportError> {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return .failure(TestSupportError("socket: \(String(cString: strerror(errno)))")) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let ok = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard ok else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            return .failure(TestSupportError("connect to port \(port): \(why)"))
+        }
+        return .success(fd)
     }
 
     private static func parse(_ bytes: [UInt8]) -> Result<HTTPReply, TestSupportError> {

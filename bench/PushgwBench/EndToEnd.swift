@@ -139,7 +139,37 @@ enum EndToEnd {
             admin.close()
             flood = #","flood_scrapers":\#(scrapers),"flood_scrapes":\#(served),"flood_p99_ms":\#(String(format: "%.2f", pct(flooded, 0.99)))"#
         }
-        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(steady.count),"p50_ms":\#(String(format: "%.2f", pct(steady, 0.5))),"p99_ms":\#(String(format: "%.2f", pct(steady, 0.99)))\#(flood),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
+        // Phase 4: the same while a browser-like client loads console pages `--console-views`
+        // times a second (each page with its stylesheet and script), signed in with the admin
+        // token, over 200 dead letters of app0 (the list pages read them).
+        var console = ""
+        let consoleViews = o.int("console-views", 0)
+        if consoleViews > 0 {
+            var written = 0
+            for i in 0..<200 {
+                producer.send(["XADD", apps[0].keys.dead, "*", "event", event("dead-\(i)"), "reason", "apns_credentials: InvalidProviderToken",
+                               "app", apps[0].id, "attempts", "[]"]) { _ in written += 1 }
+            }
+            loop.run(until: { written == 200 })
+            let tokenFile = NSTemporaryDirectory() + "pushgw-bench-console-token-\(getpid())"
+            let token = "bench-console-token"
+            FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
+            defer { try? FileManager.default.removeItem(atPath: tokenFile) }
+            let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())", tokenFile: tokenFile),
+                                     apps: apps, store: store, pools: pools, runner: runner, log: log)
+            admin.openConsole = { [unowned admin] adminToken in
+                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken, log: log,
+                               figures: { admin.consoleFigures() })
+            }
+            admin.start()
+            guard let port = admin.port else { fatalError("the admin endpoint did not listen") }
+            let viewer = ConsoleViewer(port: port, token: token, pagesPerSecond: consoleViews, apps: appIDs)
+            let viewed = steadyLatencies()
+            let (pages, failures) = viewer.stop(turning: loop)
+            admin.close()
+            console = #","console_views_per_s":\#(consoleViews),"console_pages":\#(pages),"console_failures":\#(failures),"console_p99_ms":\#(String(format: "%.2f", pct(viewed, 0.99)))"#
+        }
+        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(steady.count),"p50_ms":\#(String(format: "%.2f", pct(steady, 0.5))),"p99_ms":\#(String(format: "%.2f", pct(steady, 0.99)))\#(flood)\#(console),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
         loop.run(until: { drained })
@@ -201,26 +231,90 @@ final class ScrapeFlood: @unchecked Sendable {
     }
 
     private static func fetch(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let connected = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else { return false }
-        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return false }
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        var total = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            total += n
-        }
-        return total > 0
+        loopbackExchange(port: port, request: "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") != nil
     }
+}
+
+/// A browser-like client of the operators' console on a thread of its own: signs in with the
+/// token, then loads a page `pagesPerSecond` times a second — the overview, the dead-letter
+/// list (all apps, then one app), a filtered list, the audit trail, in turn — each with the
+/// stylesheet and the script, one connection per request, until `stop()`.
+final class ConsoleViewer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var running = true
+    private var pages = 0
+    private var failures = 0
+    private var finished = false
+
+    init(port: Int, token: String, pagesPerSecond: Int, apps: [String]) {
+        Thread.detachNewThread { [self] in
+            let form = "token=\(token)&name=bench"
+            let signIn = loopbackExchange(port: port, request: "POST /console/signin HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(form.utf8.count)\r\nConnection: close\r\n\r\n\(form)")
+            let cookie = signIn.flatMap { reply in
+                reply.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("set-cookie: pushgw_console=") }
+                    .map { String($0.dropFirst("set-cookie: ".count).prefix { $0 != ";" }) }
+            }
+            let paths = ["/console/overview", "/console/dead", "/console/dead?app=\(apps[0])", "/console/dead?reason=apns_credentials",
+                         "/console/audit"]
+            let start = Date()
+            var n = 0
+            while isRunning {
+                let due = start.addingTimeInterval(Double(n) / Double(pagesPerSecond))
+                let wait = due.timeIntervalSinceNow
+                if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+                var ok = cookie != nil
+                for path in [paths[n % paths.count], "/console/static/console.css", "/console/static/console.js"] where ok {
+                    let reply = loopbackExchange(port: port, request: "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                        + "Cookie: \(cookie ?? "")\r\nConnection: close\r\n\r\n")
+                    ok = reply?.hasPrefix("HTTP/1.1 200") ?? false
+                }
+                lock.lock(); if ok { pages += 1 } else { failures += 1 }; lock.unlock()
+                n += 1
+            }
+            lock.lock(); finished = true; lock.unlock()
+        }
+    }
+
+    private var isRunning: Bool { lock.lock(); defer { lock.unlock() }; return running }
+
+    /// Stops the thread and returns the pages loaded whole (page, stylesheet and script all 200)
+    /// and those that were not. Turns `loop` meanwhile (the console lives there).
+    func stop(turning loop: EventLoop) -> (pages: Int, failures: Int) {
+        lock.lock(); running = false; lock.unlock()
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            lock.lock(); let done = finished; lock.unlock()
+            if !done && !tick.isScheduled { tick.schedule(afterMs: 1) }
+            return done
+        })
+        return (pages, failures)
+    }
+}
+
+/// One request to 127.0.0.1:`port` on a new connection, read until the server closes: the
+/// whole answer as text, nil when none came.
+func loopbackExchange(port: Int, request: String) -> String? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    let connected = withUnsafePointer(to: &addr) { p in
+        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+    guard connected else { return nil }
+    let bytes = Array(request.utf8)
+    guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else { return nil }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { break }
+        received += buffer[0..<n]
+    }
+    return received.isEmpty ? nil : String(decoding: received, as: UTF8.self)
 }
