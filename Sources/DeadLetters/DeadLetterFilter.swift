@@ -1,3 +1,5 @@
+import RedisStreams
+
 /// Which dead letters an operator's command applies to. Bulk actions (`replay --all`,
 /// `purge --all`) take exactly the entries `list` shows with the same filters (the lesson of
 /// sidekiq#3243: a bulk action must honour the filter on screen).
@@ -39,12 +41,28 @@ public struct DeadLetterFilter: Equatable, Sendable {
 
     /// Whether `record` passes every filter.
     public func matches(_ record: DeadLetterRecord) -> Bool {
-        if let apps, !apps.contains(record.app) { return false }
-        if let reason, !(record.reason == reason || record.reason.hasPrefix(reason)) { return false }
-        if let callID, record.callID != callID { return false }
-        if let sinceMs, record.deadAtMs < sinceMs { return false }
-        if let beforeMs, record.deadAtMs >= beforeMs { return false }
+        matches(app: record.app, deadAtMs: record.deadAtMs, reason: record.reason, callID: record.callID)
+    }
+
+    /// Whether a dead letter with these facts passes every filter.
+    public func matches(app: String, deadAtMs: Int64, reason recordReason: String, callID recordCallID: String?) -> Bool {
+        if let apps, !apps.contains(app) { return false }
+        if let reason, !(recordReason == reason || recordReason.hasPrefix(reason)) { return false }
+        if let callID, recordCallID != callID { return false }
+        if let sinceMs, deadAtMs < sinceMs { return false }
+        if let beforeMs, deadAtMs >= beforeMs { return false }
         return true
+    }
+
+    /// Whether dead entry `entry` of `app` passes, reading the event only when it must (a call-id
+    /// filter, or an entry without its own `reason` field): the console filters a page of
+    /// entries without parsing the events it does not show.
+    public func matches(_ entry: StreamEntry, app: String) -> Bool {
+        let fields = entry.fields
+        guard callID == nil, let reason = fields["reason"] else {
+            return matches(DeadLetterRecord(entry: entry, app: app, ledger: nil))
+        }
+        return matches(app: fields["app"] ?? app, deadAtMs: DeadLetterRecord.timeMs(ofID: entry.id) ?? 0, reason: reason, callID: nil)
     }
 
     /// The filters as an ordered JSON object (for audit records), absent ones left out.

@@ -188,27 +188,29 @@ public final class DeadLetterOperations {
             return DeadLetterReference(app: app, id: last.id)
         }
         let floor = floors.max { DeadLetterOperations.isNewer($1, than: $0) }
-        // Filters first, without ledgers: the filters read only the entry itself.
-        var matching = pages.flatMap { app, entries in entries.map { DeadLetterRecord(entry: $0, app: app, ledger: nil) } }
-            .filter(filter.matches)
-            .sorted(by: DeadLetterOperations.newerFirst)
-        if let floor { matching = matching.filter { !DeadLetterOperations.isNewer(floor, than: DeadLetterReference(app: $0.app, id: $0.id)) } }
-        let shown = Array(matching.prefix(limit))
+        // Filters first, on the entries themselves: only the records shown are read whole, with
+        // their ledgers. Each id is read once into its sort key.
+        let floorKey = floor.map(ListingKey.init)
+        let matching = pages.flatMap { app, entries in
+            entries.filter { filter.matches($0, app: app) }.map { (key: ListingKey(app: app, id: $0.id), app: app, entry: $0) }
+        }
+        .filter { floorKey == nil || !(floorKey! > $0.key) }
+        .sorted { $0.key > $1.key }
+        let shown = matching.prefix(limit).map { ($0.app, $0.entry) }
         var next: DeadLetterReference?
         if matching.count > limit, let last = shown.last {
-            next = DeadLetterReference(app: last.app, id: last.id)
+            next = DeadLetterReference(app: last.0, id: last.1.id)
         } else {
             next = floor
         }
         let scanned = pages.values.reduce(0) { $0 + $1.count }
-        let entries = Dictionary(grouping: shown, by: \.app)
+        let entries = Dictionary(grouping: shown, by: \.0)
         var withLedgers: [DeadLetterRecord] = []
         var waiting = entries.count
         guard waiting > 0 else { return completion(.success(Listing(records: [], next: next, scanned: scanned))) }
         var failure: RedisError?
-        for (app, records) in entries {
-            let byID = Set(records.map(\.id))
-            self.records(app, pages[app]!.filter { byID.contains($0.id) }) { result in
+        for (app, appEntries) in entries {
+            self.records(app, appEntries.map(\.1)) { result in
                 switch result {
                 case let .success(read): withLedgers += read
                 case let .failure(error): failure = failure ?? error
@@ -246,11 +248,25 @@ public final class DeadLetterOperations {
     }
 
     /// `newerFirst` on references: by the id's time, then app, then id.
-    static func isNewer(_ a: DeadLetterReference, than b: DeadLetterReference) -> Bool {
-        let am = DeadLetterRecord.timeMs(ofID: a.id) ?? 0, bm = DeadLetterRecord.timeMs(ofID: b.id) ?? 0
-        if am != bm { return am > bm }
-        if (a.app ?? "") != (b.app ?? "") { return (a.app ?? "") > (b.app ?? "") }
-        return a.id.compare(b.id, options: .numeric) == .orderedDescending
+    static func isNewer(_ a: DeadLetterReference, than b: DeadLetterReference) -> Bool { ListingKey(a) > ListingKey(b) }
+
+    /// A dead letter's place in `newerFirst` order, its id read once: the id's time, then the
+    /// app, then the id's sequence number (greater is newer).
+    struct ListingKey: Comparable {
+        let ms: UInt64
+        let app: String
+        let seq: UInt64
+
+        init(app: String, id: String) {
+            let parsed = DeadLetterRecord.streamID(id)
+            ms = parsed?.ms ?? 0
+            self.app = app
+            seq = parsed?.seq ?? 0
+        }
+
+        init(_ reference: DeadLetterReference) { self.init(app: reference.app ?? "", id: reference.id) }
+
+        static func < (a: ListingKey, b: ListingKey) -> Bool { (a.ms, a.app, a.seq) < (b.ms, b.app, b.seq) }
     }
 
     /// Orders by death time, then app, then id: newest first.

@@ -13,8 +13,6 @@ public final class GatewayConsole {
     public let connection: RedisConnection
     let console: OperatorsConsole
     private let operations: DeadLetterOperations
-    private let adminToken: AdminToken
-    private let readonlyToken: AdminToken?
 
     /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
     /// An unreadable read-only token file leaves read-only access off (logged).
@@ -26,7 +24,6 @@ public final class GatewayConsole {
         let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
                                               policies: config.apps.mapValues(\.deadLetters))
         self.operations = operations
-        self.adminToken = adminToken
         var readonly: AdminToken?
         if let file = config.admin.readonlyTokenFile {
             do {
@@ -35,7 +32,6 @@ public final class GatewayConsole {
                 log.error("console read-only access off: the token file is unusable", ["problem": "\(error)"])
             }
         }
-        readonlyToken = readonly
         let admin = adminToken
         console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readonly != nil, role: { presented in
             if admin.matches(presented: presented) { return .admin }

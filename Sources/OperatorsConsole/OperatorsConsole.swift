@@ -20,7 +20,7 @@ public final class OperatorsConsole {
     /// The most dead letters one replay or purge from the console acts on.
     public static let maxTargets = 1_000
     /// Dead letters per page of the list, and entries read per app for one page.
-    static let pageSize = 50
+    static let pageSize = 25
     static let scanLimit = 200
     static let auditPageSize = 50
     /// A wrong token's answer waits this long; at most `maxDelayedRefusals` wait at once (more
@@ -115,32 +115,18 @@ public final class OperatorsConsole {
         let now = Clock.unixMs()
         let session = sessions.find(request.cookie(ConsoleSessions.cookieName), nowMs: now)
         let changes = method == "POST" && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge")
-        switch ConsoleGate.check(request, session: session, changes: changes) {
-        case .allowed: break
-        case .signInFirst:
-            if method == "GET" { return answer(.redirect("/console/signin")) }
-            return answer(refused(request, 403, "Sign in first: this form has no live session; nothing changed.", viewer: nil, why: "no session"))
-        case .readOnly:
-            return answer(refused(request, 403, "Signed in read-only: replays and purges need the admin token; nothing changed.",
-                                  viewer: session.map(OperatorsConsole.viewer), why: "read-only session"))
-        case .badCSRF:
-            return answer(refused(request, 403, "The form's CSRF token is missing or stale: reload the page and try again; nothing changed.",
-                                  viewer: session.map(OperatorsConsole.viewer), why: "bad CSRF token"))
-        case .crossOrigin:
-            return answer(refused(request, 403, "This request came from a page of another origin; nothing changed.",
-                                  viewer: session.map(OperatorsConsole.viewer), why: "cross-origin request"))
-        }
-        let session_ = session!
-        let viewer = OperatorsConsole.viewer(session_)
+        let verdict = ConsoleGate.check(request, session: session, changes: changes)
+        guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
+        let viewer = OperatorsConsole.viewer(session)
         let path = request.path
         switch method {
         case "POST":
             switch path {
             case "/console/signout":
-                sessions.close(session_.id)
+                sessions.close(session.id)
                 return answer(.redirect("/console/signin", headers: [("Set-Cookie", ConsoleSessions.expiredCookie(secure: request.isTLS))]))
-            case "/console/dead/replay": return change(.replay, request, session_, answer)
-            case "/console/dead/purge": return change(.purge, request, session_, answer)
+            case "/console/dead/replay": return change(.replay, request, session, answer)
+            case "/console/dead/purge": return change(.purge, request, session, answer)
             default: return answer(notFound(viewer))
             }
         default:
@@ -176,6 +162,28 @@ public final class OperatorsConsole {
 
     private func notFound(_ viewer: ConsolePages.Viewer?) -> ConsoleResponse {
         .html(404, ConsolePages.message(title: "Not found", viewer: viewer, text: "No such page.", back: ("/console/overview", "Overview")))
+    }
+
+    /// The answer to a request `ConsoleGate` did not allow: a GET without a session goes to
+    /// the sign-in page; everything else is a 403 that says why and changes nothing.
+    private func refusal(_ verdict: ConsoleGate.Verdict, _ request: ConsoleRequest, _ session: ConsoleSession?) -> ConsoleResponse {
+        let viewer = session.map(OperatorsConsole.viewer)
+        switch verdict {
+        case .allowed:
+            preconditionFailure("an allowed request is answered, not refused")
+        case .signInFirst:
+            if request.method != "POST" { return .redirect("/console/signin") }
+            return refused(request, 403, "Sign in first: this form has no live session; nothing changed.", viewer: nil, why: "no session")
+        case .readOnly:
+            return refused(request, 403, "Signed in read-only: replays and purges need the admin token; nothing changed.",
+                           viewer: viewer, why: "read-only session")
+        case .badCSRF:
+            return refused(request, 403, "The form's CSRF token is missing or stale: reload the page and try again; nothing changed.",
+                           viewer: viewer, why: "bad CSRF token")
+        case .crossOrigin:
+            return refused(request, 403, "This request came from a page of another origin; nothing changed.", viewer: viewer,
+                           why: "cross-origin request")
+        }
     }
 
     private func refused(_ request: ConsoleRequest, _ status: Int, _ text: String, viewer: ConsolePages.Viewer?, why: String) -> ConsoleResponse {
