@@ -1,12 +1,18 @@
 # pushgw: the two commands are `make demo` and `make test`; `make bench` measures.
-# Each target installs the Debian (and Python) packages it needs first.
+# Each target installs the Debian packages it needs first (scripts/install-deps.sh, groups of
+# scripts/debian-packages.txt; Python packages come from Debian too), as root or through sudo.
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
+DEMO_DEPS = build test python
+TEST_DEPS = $(DEMO_DEPS) producers deploy deploy-tools
 
-.PHONY: deps build release test demo bench clean
+.PHONY: deps deps-test build release test demo bench clean
 
 deps:
-	@scripts/install-deps.sh build test python
+	@scripts/install-deps.sh $(DEMO_DEPS)
+
+deps-test:
+	@scripts/install-deps.sh $(TEST_DEPS)
 
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
@@ -15,9 +21,11 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
-# on free loopback ports; see Tests/TestSupport.
-test: deps
+# on free loopback ports; see Tests/TestSupport. The container image's build step links the
+# debug build into .build/image/pushgw for the deployment checks (DeploymentTests).
+test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	docker/build-pushgw.sh .build/image/pushgw debug >/dev/null
 	scripts/test.sh
 
 demo: release
