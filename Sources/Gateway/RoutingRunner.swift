@@ -112,6 +112,8 @@ public final class RoutingRunner {
         public var invalidEvents = 0
         /// Entries dead-lettered for too many deliveries.
         public var poison = 0
+        /// Entries whose event id already had an outcome, answered with a `duplicate` result.
+        public var duplicates = 0
         /// Error retries put in the durable schedule, in all and per channel (`voip`, `alert`).
         public var retriesScheduled = 0
         public var retriesScheduledByChannel: [String: Int] = [:]
@@ -289,10 +291,11 @@ public final class RoutingRunner {
             if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
         }
         guard !admitted.isEmpty else { return }
+        let cancelledHere = CallRouter.cancelledInRead(admitted.map(\.event))
         store.lookup(app.keys, admitted.map(\.query)) { [unowned self] result in
             switch result {
             case let .success(found):
-                for (a, f) in zip(admitted, found) { self.start(a, found: f) }
+                for (i, (a, f)) in zip(admitted, found).enumerated() { self.start(a, found: f, cancelledInRead: cancelledHere[i]) }
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call: leave the entries
                 // pending; they are read again when this process or another claims them.
@@ -312,12 +315,14 @@ public final class RoutingRunner {
         let entryTimeMs = entry.timeMs ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
             stats.poison += 1
-            let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
+            let identity = CallEvent.identity(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+            deadLetterEntry(app, entry: entry, raw: raw,
+                            DeadLetter.redeliveryLimit(deliveries, callID: identity.id, type: identity.kind, app: app.id,
+                                                       entry: entry.id))
             return nil
         }
         if let state = entry.fields["retry"] { return admitRetry(entry, state: state, app: app) }
-        let event: CallEvent
+        var event: CallEvent
         do throws(InvalidEvent) {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
@@ -326,9 +331,10 @@ public final class RoutingRunner {
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
         }
+        event.entryID = entry.id
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         register(call)
@@ -340,7 +346,7 @@ public final class RoutingRunner {
     private func admitRetry(_ entry: StreamEntry, state: String, app: AppRuntime) -> Admitted? {
         let raw = entry.fields["event"] ?? ""
         let snapshot: WaitingCall
-        let event: CallEvent
+        var event: CallEvent
         do throws(InvalidWaitingCall) {
             snapshot = try WaitingCall.decode(state)
             do {
@@ -353,11 +359,13 @@ public final class RoutingRunner {
             stats.invalidEvents += 1
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
-            let callID = try? CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy).id
-            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
+            let identity = CallEvent.identity(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: identity.id, kind: identity.kind)
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id, entry: entry.id))
             return nil
         }
+        // Snapshots written before the producer's entry was kept in them: this entry stands in.
+        if event.entryID == nil { event.entryID = entry.id }
         stats.retriesFired += 1
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
@@ -367,11 +375,12 @@ public final class RoutingRunner {
     }
 
     /// The lookup answered: the call's router starts (or resumes) and its first action runs.
-    private func start(_ a: Admitted, found: EventLookup) {
+    /// `cancelledInRead`: its cancel came in the same read (`CallRouter.cancelledInRead`).
+    private func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool) {
         let call = a.call
         call.started = true
         let done = found.outcome.flatMap(CallOutcome.init(rawValue:))
-        let cancelled = found.cancelled || call.cancelRequested
+        let cancelled = found.cancelled || call.cancelRequested || cancelledInRead
         let action: CallAction
         if let snapshot = a.snapshot {
             action = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
@@ -418,12 +427,8 @@ public final class RoutingRunner {
             writeDeadLetter(deadLetter, for: call)
         case let .cancelCall(record):
             cancel(callID: call.callID, app: call.app, cancelRecord: record, cancelEntry: call)
-        case .acknowledgeDuplicate:
-            call.recording = true
-            store.acknowledge(call.app.keys, entryIDs: [call.entryID]) { [unowned self] result in
-                if case .failure = result { self.stats.redisErrors += 1 }
-                self.forget(call)
-            }
+        case let .acknowledgeDuplicate(record):
+            recordOutcome(record, for: call, keying: .duplicate)
         }
     }
 
@@ -532,8 +537,7 @@ public final class RoutingRunner {
                 }
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
-            let entry = ResultEntry(eventId: "cancel:" + callID, outcome: cancelRecord.outcome.rawValue,
-                                    resultJSON: cancelRecord.jsonString)
+            let entry = ResultEntry(eventId: "cancel:" + callID, resultJSON: cancelRecord.jsonString)
             self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, record: entry,
                                       removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
                 switch result {
@@ -557,7 +561,9 @@ public final class RoutingRunner {
                         guard target.started else { target.cancelRequested = true; continue }
                         self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
                     }
-                    self.recorded(cancelRecord, call: cancelEntry)
+                    // A cancel of this call recorded meanwhile (two cancels at once): the script
+                    // answered this one as a duplicate.
+                    self.recorded(report.cancelRecorded ? cancelRecord : cancelRecord.duplicate(of: .cancelled), call: cancelEntry)
                 }
             }
         }
@@ -582,11 +588,11 @@ public final class RoutingRunner {
     /// in one script per app (`CallStore.finish`), in chunks of at most this many.
     private static let recordChunk = 256
 
-    private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, idempotencyKey: String? = nil) {
+    private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
         guard !call.recording else { return }
         call.recording = true
-        let entry = ResultEntry(eventId: idempotencyKey ?? call.callID, outcome: record.outcome.rawValue,
-                                resultJSON: record.jsonString)
+        let eventId = record.type == .callCancelled ? "cancel:" + call.callID : call.callID
+        let entry = ResultEntry(eventId: eventId, keying: keying, resultJSON: record.jsonString)
         records.add(PendingRecord(call: call, record: record,
                                   finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback)))
     }
@@ -606,10 +612,11 @@ public final class RoutingRunner {
                 store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
                     switch result {
                     case let .success(report):
-                        // A record skipped as already recorded (a duplicate routed at the same
-                        // time) was acknowledged without a result: not an outcome of its own.
-                        for (p, wasRecorded) in zip(chunk, report.recorded) {
-                            if wasRecorded { self.recorded(p.record, call: p.call) } else { self.forget(p.call) }
+                        // A record whose id was taken meanwhile (a copy routed at the same time)
+                        // was answered by the script with its `duplicate` result instead.
+                        for (i, p) in chunk.enumerated() {
+                            let first = report.firstOutcomes[i].flatMap(CallOutcome.init(rawValue:))
+                            self.recorded(report.recorded[i] ? p.record : p.record.duplicate(of: first ?? p.record.outcome), call: p.call)
                         }
                     case let .failure(error):
                         // Never drop an outcome: leave the entries pending; claimed and routed again.
@@ -631,11 +638,14 @@ public final class RoutingRunner {
         let attempts = String(decoding: record.json(), as: UTF8.self)
         let entry = DeadLetterEntry(event: call.rawEvent, reason: deadLetter.reason.text, attemptsJSON: attempts,
                                     firstFailureMs: call.firstFailureMs ?? now, lastFailureMs: now)
+        // An invalid event's result does not claim its id: a corrected event may follow.
         store.deadLetter(call.app.keys, entryID: call.entryID, deadLetter: entry,
-                         record: ResultEntry(eventId: record.id, outcome: record.outcome.rawValue,
+                         record: ResultEntry(eventId: record.id, keying: deadLetter.isInvalidEvent ? .provisional : .once,
                                              resultJSON: record.jsonString)) { [unowned self] result in
             switch result {
-            case .success: self.recorded(record, call: call)
+            case let .success(report):
+                let first = report.firstOutcome.flatMap(CallOutcome.init(rawValue:))
+                self.recorded(report.recorded ? record : record.duplicate(of: first ?? record.outcome), call: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
                 self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"])
@@ -653,9 +663,15 @@ public final class RoutingRunner {
     }
 
     private func recorded(_ record: OutcomeRecord, call: LiveCall) {
-        stats.finished[record.outcome.rawValue, default: 0] += 1
-        log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
-                                   "entry": call.entryID])
+        if record.outcome == .duplicate {
+            stats.duplicates += 1
+            log.debug("duplicate event answered", ["app": call.app.id, "event": call.callID, "entry": call.entryID,
+                                                   "first_outcome": record.firstOutcome?.rawValue ?? ""])
+        } else {
+            stats.finished[record.outcome.rawValue, default: 0] += 1
+            log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
+                                       "entry": call.entryID])
+        }
         onRecorded?(call.app.id, record)
         forget(call)
     }

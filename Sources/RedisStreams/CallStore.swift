@@ -195,14 +195,16 @@ public final class CallStore {
 
     // MARK: Recording outcomes
 
-    /// Records an event's outcome in one step: XADD results (`result` = `record.resultJSON`,
-    /// MAXLEN ~), SET done key = outcome EX `doneTTLSeconds` (only if none is recorded yet:
-    /// otherwise nothing is written), one feedback entry and one known-invalid key (EX
-    /// `invalidTokenTTLSeconds`) per `invalidTokens`, then XACK + XDEL of `entryID` if given.
+    /// Records an event's outcome in one step: SET result key = `record.resultJSON` EX
+    /// `doneTTLSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
+    /// entry and one known-invalid key (EX `invalidTokenTTLSeconds`) per `invalidTokens`, then
+    /// XACK + XDEL of `entryID` if given. If a result already claims the event id, only the
+    /// record's `duplicate` result is written (`ResultEntry.Keying`).
     public func finish(_ app: AppKeys, entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [],
                        completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         finish(app, [FinishRecord(entryID: entryID, record: record, invalidTokens: invalidTokens)]) { result in
-            completion(result.map { RecordReport(recorded: $0.recorded[0], acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
+            completion(result.map { RecordReport(recorded: $0.recorded[0], firstOutcome: $0.firstOutcomes[0],
+                                                 acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
         }
     }
 
@@ -223,7 +225,7 @@ public final class CallStore {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
             keyCount += 1 + r.invalidTokens.count
-            size += app.donePrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+            size += app.resultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
         }
         var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
@@ -231,7 +233,7 @@ public final class CallStore {
         body.append(app.results)
         body.append(app.feedback)
         for r in records {
-            body.append(app.donePrefix, r.record.eventId!)
+            body.append(app.resultPrefix, r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
@@ -239,9 +241,10 @@ public final class CallStore {
             body.append(arg)
         }
         for r in records {
+            precondition(r.record.keying != .provisional, "finish records outcomes; provisional results are dead letters")
             body.append(r.entryID ?? "")
             body.append(r.record.resultJSON)
-            body.append(r.record.outcome)
+            body.append(r.record.keying.rawValue)
             body.append(String(r.invalidTokens.count))
             for t in r.invalidTokens {
                 body.append(t.token)
@@ -257,34 +260,47 @@ public final class CallStore {
                     return .failure(.unexpectedReply("finish script \(reply)"))
                 }
                 var recorded: [Bool] = []
+                var firstOutcomes: [String?] = []
                 recorded.reserveCapacity(count)
+                firstOutcomes.reserveCapacity(count)
                 for part in parts.prefix(count) {
-                    guard let flag = part.integer else { return .failure(.unexpectedReply("finish script \(reply)")) }
-                    recorded.append(flag == 1)
+                    if part.integer == 1 {
+                        recorded.append(true)
+                        firstOutcomes.append(nil)
+                    } else if let first = part.string {
+                        recorded.append(false)
+                        firstOutcomes.append(first)
+                    } else {
+                        return .failure(.unexpectedReply("finish script \(reply)"))
+                    }
                 }
-                return .success(FinishReport(recorded: recorded, acknowledged: acked))
+                return .success(FinishReport(recorded: recorded, firstOutcomes: firstOutcomes, acknowledged: acked))
             })
         }
     }
 
     /// Writes a dead letter in one step: XADD dead (fields of `DeadLetterEntry` + `app`), XADD
-    /// results, SET done key (when `record.eventId` is given; if an outcome is already
-    /// recorded nothing is written), XACK + XDEL of `entryID` if given (dead letters that did
-    /// not come from the stream have none).
+    /// results, SET result key (when `record.eventId` is given, as `record.keying` says: `once`
+    /// writes only a `duplicate` result when the id already has an outcome; `provisional`, for
+    /// invalid events, writes everything and keys the result only if the key is free), XACK +
+    /// XDEL of `entryID` if given (dead letters that did not come from the stream have none).
     public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
+        precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys.append(app.done(eventId)) }
-        let args = [config.group, entryID ?? "", record.resultJSON, record.outcome, String(config.doneTTLSeconds),
+        if let eventId = record.eventId { keys.append(app.result(eventId)) }
+        let args = [config.group, entryID ?? "", record.resultJSON, record.keying.rawValue, String(config.doneTTLSeconds),
                     String(config.resultsMaxLen), config.deadMaxLen.map { String($0) } ?? "",
                     deadLetter.event, deadLetter.reason, deadLetter.attemptsJSON, String(deadLetter.firstFailureMs),
                     String(deadLetter.lastFailureMs), String(deadLetter.replays), app.app]
         deadLetterScript.run(on: commands, keys: keys, args: args) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 3, let recorded = parts[0].integer, let acked = parts[1].integer else {
+                guard let parts = reply.array, parts.count == 3, parts[0].integer == 1 || parts[0].string != nil,
+                      let acked = parts[1].integer else {
                     return .failure(.unexpectedReply("dead-letter script \(reply)"))
                 }
-                return .success(RecordReport(recorded: recorded == 1, acknowledged: acked == 1, deadEntryID: parts[2].string))
+                return .success(RecordReport(recorded: parts[0].integer == 1, firstOutcome: parts[0].string,
+                                             acknowledged: acked == 1, deadEntryID: parts[2].string))
             })
         }
     }
@@ -295,7 +311,7 @@ public final class CallStore {
     public func replay(_ app: AppKeys, event: String, eventId: String?, deadEntryID: String?,
                        completion: @escaping (Result<String, RedisError>) -> Void) {
         var keys = [app.calls, app.dead]
-        if let eventId { keys.append(app.done(eventId)) }
+        if let eventId { keys.append(app.result(eventId)) }
         replayScript.run(on: commands, keys: keys, args: [event, deadEntryID ?? ""]) { result in
             completion(result.flatMap { reply in
                 reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
@@ -316,8 +332,8 @@ public final class CallStore {
 
     // MARK: Looking up
 
-    /// One MGET: the outcome already recorded for `eventId`, whether it is cancelled, and
-    /// since when its tokens are known invalid.
+    /// One MGET: the outcome already recorded for `eventId` (read from its result key),
+    /// whether it is cancelled, and since when its tokens are known invalid.
     public func lookup(_ app: AppKeys, eventId: String, voipToken: String?, alertToken: String?,
                        completion: @escaping (Result<EventLookup, RedisError>) -> Void) {
         lookup(app, [LookupQuery(eventId: eventId, voipToken: voipToken, alertToken: alertToken)]) { result in
@@ -334,7 +350,7 @@ public final class CallStore {
                                    arguments: 1 + 4 * queries.count)
         command.append("MGET")
         for q in queries {
-            command.append(app.donePrefix, q.eventId)
+            command.append(app.resultPrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
@@ -349,7 +365,7 @@ public final class CallStore {
                 out.reserveCapacity(queries.count)
                 var i = 0
                 for q in queries {
-                    var found = EventLookup(outcome: values[i].string, cancelled: !values[i + 1].isNull)
+                    var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }

@@ -4,23 +4,57 @@
 // passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
 
 enum CallStoreLua {
+    /// The rules of the per-event result key (`AppKeys.result`), shared by the scripts that
+    /// record results (`ResultEntry.Keying`; `ResultEntry.claimedOutcome` reads keys the same
+    /// way in Swift). A result JSON starts with `{"outcome":"…",`.
+    ///
+    /// `recordOnce(key, json, ttl)` stores `json` unless a result claims the id already, and
+    /// returns false when it stored it, else the first outcome. An invalid event's result
+    /// (`dead_lettered` with reason `invalid_event: …`) claims nothing: it is replaced. One
+    /// `SET … NX GET` (Redis 7.0) does the common case, a new id.
+    /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
+    /// outcome `duplicate`, `first_outcome`, then the record's own fields.
+    static let resultRules = """
+        local function recordOnce(key, json, ttl)
+          local prev = redis.call('SET', key, json, 'NX', 'GET', 'EX', ttl)
+          if not prev then return false end
+          if string.sub(prev, 1, 27) == '{"outcome":"dead_lettered",'
+              and string.find(prev, ',"reason":"invalid_event: ', 1, true) then
+            redis.call('SET', key, json, 'EX', ttl)
+            return false
+          end
+          return string.match(prev, '^{"outcome":"([%a_]+)"') or 'unknown'
+        end
+        local function duplicateOf(json, first)
+          local head = '{"outcome":"duplicate","first_outcome":"' .. first .. '"'
+          local comma = string.find(json, ',', 1, true)
+          if string.sub(json, 1, 12) ~= '{"outcome":"' or not comma then return head .. '}' end
+          return head .. string.sub(json, comma)
+        end
+
+        """
+
     /// Records outcomes once per event id and acknowledges their stream entries, for one
     /// or more events of one app.
-    /// KEYS: calls, results, feedback, then per record its done key followed by its
+    /// KEYS: calls, results, feedback, then per record its result key followed by its
     ///       invalid-token keys.
-    /// ARGV: group, done TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
-    ///       per record: entry id ('' = none), result JSON, outcome, m, then
-    ///       m × (token, channel, reason, timestamp).
-    /// Returns {recorded₁ … recordedₙ (0 when an outcome was already recorded: nothing
-    /// written for it), acked count}.
-    static let finish = """
+    /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
+    ///       per record: entry id ('' = none), result JSON, keying (`once` or `duplicate`), m,
+    ///       then m × (token, channel, reason, timestamp).
+    /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, else the outcome
+    /// recorded first for its id (only its `duplicate` result was written).
+    static let finish = resultRules + """
         local out, ids = {}, {}
         local a, k = 7, 4
         for r = 1, tonumber(ARGV[6]) do
           local entry, m = ARGV[a], tonumber(ARGV[a + 3])
-          local recorded = 0
-          if redis.call('SET', KEYS[k], ARGV[a + 2], 'NX', 'EX', ARGV[2]) then
-            recorded = 1
+          local first = false
+          if ARGV[a + 2] == 'once' then first = recordOnce(KEYS[k], ARGV[a + 1], ARGV[2]) end
+          local recorded = 1
+          if first then
+            recorded = first
+            redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', duplicateOf(ARGV[a + 1], first))
+          else
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
             for i = 0, m - 1 do
               local b = a + 4 + 4 * i
@@ -44,15 +78,24 @@ enum CallStoreLua {
         """
 
     /// Writes a dead letter and its result once per event id, and acknowledges the entry.
-    /// KEYS: calls, results, dead[, done]
-    /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
-    ///       dead maxlen ('' = uncapped), event, reason, attempts, first_failure_ms,
-    ///       last_failure_ms, replays, app.
-    /// Returns {recorded, acked, dead entry id or false}.
-    static let deadLetter = """
+    /// KEYS: calls, results, dead[, result key]
+    /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
+    ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
+    ///       first_failure_ms, last_failure_ms, replays, app.
+    /// Returns {1 or the outcome recorded first (then only a `duplicate` result was written),
+    ///          acked, dead entry id or false}.
+    static let deadLetter = resultRules + """
         local recorded = 1
-        if KEYS[4] and not redis.call('SET', KEYS[4], ARGV[4], 'NX', 'EX', ARGV[5]) then
-          recorded = 0
+        if KEYS[4] then
+          if ARGV[4] == 'provisional' then
+            redis.call('SET', KEYS[4], ARGV[3], 'NX', 'EX', ARGV[5])
+          else
+            local first = recordOnce(KEYS[4], ARGV[3], ARGV[5])
+            if first then
+              recorded = first
+              redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+            end
+          end
         end
         local deadID = false
         if recorded == 1 then

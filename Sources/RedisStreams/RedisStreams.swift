@@ -23,7 +23,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         results = base + "results"
         feedback = base + "feedback"
         dead = base + "dead"
-        donePrefix = base + "done:"
+        resultPrefix = base + "result:"
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
@@ -49,11 +49,14 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public let feedback: String
     /// Dead letters.
     public let dead: String
+    /// String: the result recorded for event id `eventId` (the `result` JSON the results stream
+    /// got), with a TTL (the idempotency window). Producers GET it to find one result without
+    /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
+    /// A `call_cancelled` event's own result is under `result("cancel:" + id)`.
+    public func result(_ eventId: String) -> String { resultPrefix + eventId }
 
     // MARK: Internal keys (not part of the contract)
 
-    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window).
-    public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
     /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
@@ -63,7 +66,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
 
     // The per-event keys above are prefix + id. The prefixes are built once, so the router
     // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
-    let donePrefix: String
+    let resultPrefix: String
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String

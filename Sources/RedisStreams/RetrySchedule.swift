@@ -115,8 +115,8 @@ public final class RetrySchedule {
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
         guard let cancelKey = record.eventId else { preconditionFailure("the cancel record needs its idempotency key") }
-        let keys = [app.calls, app.results, app.done(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
-                    app.retryByCall, app.done(callID)]
+        let keys = [app.calls, app.results, app.result(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
+                    app.retryByCall, app.result(callID)]
         var args = [config.group, cancelEntryID ?? "", record.resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }

@@ -80,17 +80,18 @@ enum RetryLua {
 
     /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
-    /// each (once per call id: the done key), records the cancel event's own result (once: its
-    /// own done key) and acknowledges the cancel entry.
+    /// each (once per call id: its result key), records the cancel event's own result (once:
+    /// its own result key; a `duplicate` result if a cancel of the call was recorded already)
+    /// and acknowledges the cancel entry. Result keys follow `CallStoreLua.resultRules`.
     ///
     /// The due index is left alone (it is outside the app's slot): a score that pointed at a
     /// removed retry costs the mover one empty move, which refreshes it.
-    /// KEYS: calls, results, done key of the cancel event, cancelled marker, retry, data,
-    ///       byCall, done key of the call.
-    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, done TTL s,
+    /// KEYS: calls, results, result key of the cancel event, cancelled marker, retry, data,
+    ///       byCall, result key of the call.
+    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
     /// Returns {cancel recorded, acked, removed retry ids, retry ids whose outcome was recorded}.
-    static let cancel = """
+    static let cancel = CallStoreLua.resultRules + """
         redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
@@ -100,14 +101,17 @@ enum RetryLua {
             removed[#removed + 1] = id
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
-            if redis.call('SET', KEYS[8], 'cancelled', 'NX', 'EX', ARGV[5]) then
+            if not recordOnce(KEYS[8], json, ARGV[5]) then
               redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
               recorded[#recorded + 1] = id
             end
           end
         end
         local cancelRecorded = 0
-        if redis.call('SET', KEYS[3], 'cancelled', 'NX', 'EX', ARGV[5]) then
+        local first = recordOnce(KEYS[3], ARGV[3], ARGV[5])
+        if first then
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+        else
           cancelRecorded = 1
           redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
         end

@@ -11,7 +11,7 @@ import Foundation
 /// JSON (`json()`), keys sorted, absent optionals omitted:
 ///
 ///     {"alert_usable":true,"attempts":[{"channel":"voip","reason":"ServiceUnavailable","status":503,"t":…}],
-///      "channel":"voip","deadline":…,"due":…,"entry_time":…,"first_failure":…,"id":"call-1",
+///      "channel":"voip","deadline":…,"due":…,"entry":"…-0","entry_time":…,"first_failure":…,"id":"call-1",
 ///      "last_answer":…,"made":1,"v":1}
 ///
 /// plus `cause` and `window_end` for an alert wait.
@@ -35,6 +35,9 @@ public struct WaitingCall: Equatable, Sendable {
     /// The time of the producer's original stream entry; latency and the default deadline
     /// count from it, and the event is decoded again with it.
     public var entryTimeMs: Int64
+    /// The producer's original stream entry id (results carry it as `entry`); nil in
+    /// snapshots written before it was kept.
+    public var entryID: String?
     /// Whether the alert token was usable (present, not known invalid) when the call started.
     public var alertUsable: Bool
     /// Every attempt so far, in order.
@@ -47,13 +50,14 @@ public struct WaitingCall: Equatable, Sendable {
     /// The only snapshot version this gateway writes and reads.
     public static let version = 1
 
-    public init(callID: String, stage: Stage, dueAtMs: Int64, deadlineMs: Int64, entryTimeMs: Int64,
+    public init(callID: String, stage: Stage, dueAtMs: Int64, deadlineMs: Int64, entryTimeMs: Int64, entryID: String? = nil,
                 alertUsable: Bool, attempts: [AttemptRecord], lastAnswerAtMs: Int64?, firstFailureAtMs: Int64?) {
         self.callID = callID
         self.stage = stage
         self.dueAtMs = dueAtMs
         self.deadlineMs = deadlineMs
         self.entryTimeMs = entryTimeMs
+        self.entryID = entryID
         self.alertUsable = alertUsable
         self.attempts = attempts
         self.lastAnswerAtMs = lastAnswerAtMs
@@ -61,12 +65,14 @@ public struct WaitingCall: Equatable, Sendable {
     }
 
     /// Decodes the call's raw event as it was first read: with the original entry time and
-    /// with the ring timeout that gave `deadlineMs` (the app's may have changed since), so the
-    /// event's deadline, its VoIP payload's `deadline` and the snapshot agree.
+    /// entry id, and with the ring timeout that gave `deadlineMs` (the app's may have changed
+    /// since), so the event's deadline, its VoIP payload's `deadline` and the snapshot agree.
     public func event(from raw: [UInt8], policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
         var original = policy
         original.ringTimeoutMs = deadlineMs - entryTimeMs
-        return try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: original)
+        var event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: original)
+        event.entryID = entryID
+        return event
     }
 
     /// The snapshot as compact JSON with sorted keys (the same text for the same value).
@@ -110,13 +116,14 @@ private struct Wire: Codable {
     var due: Int64
     var deadline: Int64
     var entryTime: Int64
+    var entry: String?
     var alertUsable: Bool
     var lastAnswer: Int64?
     var firstFailure: Int64?
     var attempts: [Attempt]
 
     enum CodingKeys: String, CodingKey {
-        case v, id, channel, made, cause, due, deadline, attempts
+        case v, id, channel, made, cause, due, deadline, attempts, entry
         case windowEnd = "window_end", entryTime = "entry_time", alertUsable = "alert_usable"
         case lastAnswer = "last_answer", firstFailure = "first_failure"
     }
@@ -151,6 +158,7 @@ private struct Wire: Codable {
         due = w.dueAtMs
         deadline = w.deadlineMs
         entryTime = w.entryTimeMs
+        entry = w.entryID
         alertUsable = w.alertUsable
         lastAnswer = w.lastAnswerAtMs
         firstFailure = w.firstFailureAtMs
@@ -187,7 +195,7 @@ private struct Wire: Codable {
                                          apnsID: a.apnsID))
         }
         return WaitingCall(callID: id, stage: stage, dueAtMs: due, deadlineMs: deadline, entryTimeMs: entryTime,
-                           alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,
+                           entryID: entry, alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,
                            firstFailureAtMs: firstFailure)
     }
 }

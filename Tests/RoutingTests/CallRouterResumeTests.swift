@@ -83,7 +83,11 @@ final class CallRouterResumeTests: XCTestCase {
         var h = Harness(try Fixture.event())
         try h.start()
         try h.answer(503, .serviceUnavailable)
-        XCTAssertEqual(try h.resumeRetry(alreadyDone: .deliveredVoip).step, .acknowledgeDuplicate(.deliveredVoip))
+        guard case let .acknowledgeDuplicate(record) = try h.resumeRetry(alreadyDone: .deliveredVoip).step else {
+            return XCTFail("a resumed call already finished elsewhere is answered as a duplicate")
+        }
+        XCTAssertEqual(record.outcome, .duplicate)
+        XCTAssertEqual(record.firstOutcome, .deliveredVoip)
         XCTAssertEqual(h.model.sent.count, 1)
     }
 
@@ -131,7 +135,7 @@ final class CallRouterResumeTests: XCTestCase {
                         deadlineMs: 1_764_412_399_999, entryTimeMs: 1_764_412_300_000, alertUsable: false,
                         attempts: Array(attempts.prefix(2)), lastAnswerAtMs: nil, firstFailureAtMs: nil),
             WaitingCall(callID: "c-2", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: 9_000_000_000_000),
-                        dueAtMs: 5, deadlineMs: 6, entryTimeMs: 4, alertUsable: true, attempts: attempts,
+                        dueAtMs: 5, deadlineMs: 6, entryTimeMs: 4, entryID: "4-1", alertUsable: true, attempts: attempts,
                         lastAnswerAtMs: 7, firstFailureAtMs: 2),
         ]
         for s in snapshots {
@@ -161,7 +165,8 @@ final class CallRouterResumeTests: XCTestCase {
     func testTheEventIsDecodedAgainWithItsOriginalDeadlineEvenIfTheRingTimeoutChanged() throws {
         let policy = Fixture.policy()
         let raw = Array(Fixture.eventJSON(["deadline": nil]).utf8)
-        let event = try CallEvent.decode(raw, entryTimeMs: Fixture.entry, policy: policy)
+        var event = try CallEvent.decode(raw, entryTimeMs: Fixture.entry, policy: policy)
+        event.entryID = "1764412300000-3"
         var h = Harness(event, policy: policy)
         try h.start()
         try h.answer(503, .serviceUnavailable)
@@ -169,7 +174,8 @@ final class CallRouterResumeTests: XCTestCase {
         var changed = policy
         changed.ringTimeoutMs = 5_000
         let again = try snapshot.event(from: raw, policy: changed)
-        XCTAssertEqual(again, event, "same entry time, same deadline, same payloads")
+        XCTAssertEqual(again, event, "same entry time and entry id, same deadline, same payloads")
+        XCTAssertEqual(snapshot.entryID, "1764412300000-3", "the producer's entry travels with the waiting call")
         let push = try XCTUnwrap(try h.resumeRetry(event: again).voipPlan)
         XCTAssertEqual(push.notification.expiration, event.deadlineMs / 1000)
     }

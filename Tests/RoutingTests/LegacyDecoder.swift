@@ -5,6 +5,9 @@ import Foundation
 // The decoding and JSON writing of Routing as they were before the JSONSerialization-free
 // rewrite (commit ba913d6), kept verbatim (names prefixed Legacy) as the oracle of the
 // differential tests in JSONEquivalenceTests: same events, same CallEvent or same error.
+// Validation rules added to the contract since are applied here the same way (marked
+// "contract rule"), so the comparison stays one of reading JSON: the id and type of a refused
+// event read best-effort, hex tokens lower-cased, unix-ms times at most a day ahead.
 
 enum LegacyDecoder {
     static func decode(_ bytes: [UInt8], entryTimeMs: Int64,
@@ -24,7 +27,17 @@ enum LegacyDecoder {
             throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(LegacyJSONKind.of(parsed))")
         }
         var fields = LegacyFields(root: root)
-        return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+        do {
+            return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+        } catch {
+            // Contract rule: the id and type of a refused event, read best-effort.
+            var error = error
+            if error.callID == nil, let id = root["id"] as? String, !id.isEmpty, id.count <= CallEvent.maxIDCharacters {
+                error.callID = id
+            }
+            if error.kind == nil, let type = root["type"] as? String { error.kind = CallEvent.Kind(rawValue: type) }
+            throw error
+        }
     }
 
     /// The record as compact JSON, the same bytes for the same record.
@@ -157,10 +170,17 @@ private struct LegacyFields {
         }
     }
 
-    func unixMs(_ key: String) throws(InvalidEvent) -> Int64? {
+    func unixMs(_ key: String, entryTimeMs: Int64) throws(InvalidEvent) -> Int64? {
         guard let ms = try integer(key, what: " (unix ms)") else { return nil }
         guard ms >= CallEvent.smallestUnixMs else {
             throw invalid(key, "\(ms) is not a unix time in milliseconds (seconds?)")
+        }
+        // Contract rule: at most a day after the entry's time.
+        guard ms - entryTimeMs <= CallEvent.largestAheadMs else {
+            let ratio = ms / max(entryTimeMs, CallEvent.smallestUnixMs)
+            let unit = ratio >= 500_000 ? "nanoseconds?" : ratio >= 500 ? "microseconds?" : "a date, not a ringing call's time?"
+            throw invalid(key, "\(ms) is more than a day after the event was written (\(entryTimeMs)): "
+                               + "not unix milliseconds of a ringing call (\(unit))")
         }
         return ms
     }
@@ -176,7 +196,7 @@ private struct LegacyFields {
             }
             throw invalid(key, "not a hex string")
         }
-        return t
+        return t.lowercased()  // contract rule: one spelling per token
     }
 
     mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
@@ -198,9 +218,9 @@ private struct LegacyFields {
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
         let sandbox = try bool("sandbox")
-        let deadline = try unixMs("deadline")
-        let voipRegistered = try unixMs("voip_token_registered_at")
-        let alertRegistered = try unixMs("alert_token_registered_at")
+        let deadline = try unixMs("deadline", entryTimeMs: entryTimeMs)
+        let voipRegistered = try unixMs("voip_token_registered_at", entryTimeMs: entryTimeMs)
+        let alertRegistered = try unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs)
         let voip: [String: Any]
         if let v = value("voip") {
             guard let d = v as? [String: Any] else { throw invalid("voip", "expected an object, got \(LegacyJSONKind.of(v))") }
