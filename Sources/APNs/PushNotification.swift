@@ -38,7 +38,7 @@ public struct PushNotification: Sendable, Equatable {
     public init(deviceToken: String, topic: String, pushType: PushType, payload: [UInt8],
                 priority: Priority? = nil, expiration: Int64? = nil, apnsID: String? = nil,
                 collapseID: String? = nil) throws(PushNotificationError) {
-        guard PushNotification.isHexToken(deviceToken) else { throw .invalidDeviceToken }
+        guard let token = PushNotification.lowerCaseHexToken(deviceToken) else { throw .invalidDeviceToken }
         guard !payload.isEmpty else { throw .emptyPayload }
         guard payload.count <= pushType.maxPayloadBytes else {
             throw .payloadTooLarge(size: payload.count, limit: pushType.maxPayloadBytes)
@@ -48,7 +48,7 @@ public struct PushNotification: Sendable, Equatable {
         if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
         if let apnsID, !PushNotification.isCanonicalUUID(apnsID) { throw .invalidApnsID(apnsID) }
         if let expiration, expiration < 0 { throw .invalidExpiration(expiration) }
-        self.deviceToken = deviceToken.lowercased()
+        self.deviceToken = token
         self.topic = topic
         self.pushType = pushType
         self.payload = payload
@@ -60,11 +60,30 @@ public struct PushNotification: Sendable, Equatable {
 
     /// True for a non-empty, even-length string of hex digits.
     public static func isHexToken(_ token: String) -> Bool {
+        hexShape(token).valid
+    }
+
+    /// The lower-case spelling of a hex token (hex is case-insensitive: one token has one
+    /// spelling), or nil when `token` is not a non-empty, even-length string of hex digits. A
+    /// token in lower case already is returned as it is, without a copy.
+    public static func lowerCaseHexToken(_ token: String) -> String? {
+        let shape = hexShape(token)
+        guard shape.valid else { return nil }
+        return shape.upperCase ? token.lowercased() : token
+    }
+
+    /// One pass over the bytes: whether `token` is a valid hex token, and whether it has
+    /// upper-case digits.
+    private static func hexShape(_ token: String) -> (valid: Bool, upperCase: Bool) {
         var token = token
         return token.withUTF8 { utf8 in
-            guard !utf8.isEmpty && utf8.count % 2 == 0 else { return false }
-            for c in utf8 where !isHexDigit(c) { return false }
-            return true
+            guard !utf8.isEmpty && utf8.count % 2 == 0 else { return (false, false) }
+            var upperCase = false
+            for c in utf8 {
+                guard isHexDigit(c) else { return (false, false) }
+                if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F") { upperCase = true }
+            }
+            return (true, upperCase)
         }
     }
 

@@ -76,6 +76,9 @@ public final class RoutingRunner {
         let app: AppRuntime
         /// The stream entry, acknowledged with the outcome.
         let entryID: String
+        /// The entry the producer's XADD made (`entryID`, or for a resumed retry the call's
+        /// first entry): the `entry` of the call's result.
+        let producerEntryID: String
         let rawEvent: String
         var router: CallRouter
         let callID: String
@@ -93,9 +96,11 @@ public final class RoutingRunner {
         /// one, two while a cancel or a producer's duplicate is in flight with its call).
         var nextOfCall: LiveCall?
 
-        init(app: AppRuntime, entryID: String, rawEvent: String, router: CallRouter, callID: String) {
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: String, router: CallRouter,
+             callID: String) {
             self.app = app
             self.entryID = entryID
+            self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
             self.router = router
             self.callID = callID
@@ -291,7 +296,7 @@ public final class RoutingRunner {
             if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
         }
         guard !admitted.isEmpty else { return }
-        let cancelledHere = CallRouter.cancelledInRead(admitted.map(\.event))
+        let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
         store.lookup(app.keys, admitted.map(\.query)) { [unowned self] result in
             switch result {
             case let .success(found):
@@ -322,7 +327,7 @@ public final class RoutingRunner {
             return nil
         }
         if let state = entry.fields["retry"] { return admitRetry(entry, state: state, app: app) }
-        var event: CallEvent
+        let event: CallEvent
         do throws(InvalidEvent) {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
@@ -334,7 +339,6 @@ public final class RoutingRunner {
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
         }
-        event.entryID = entry.id
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         register(call)
@@ -346,7 +350,7 @@ public final class RoutingRunner {
     private func admitRetry(_ entry: StreamEntry, state: String, app: AppRuntime) -> Admitted? {
         let raw = entry.fields["event"] ?? ""
         let snapshot: WaitingCall
-        var event: CallEvent
+        let event: CallEvent
         do throws(InvalidWaitingCall) {
             snapshot = try WaitingCall.decode(state)
             do {
@@ -364,10 +368,9 @@ public final class RoutingRunner {
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id, entry: entry.id))
             return nil
         }
-        // Snapshots written before the producer's entry was kept in them: this entry stands in.
-        if event.entryID == nil { event.entryID = entry.id }
         stats.retriesFired += 1
-        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+        // Snapshots written before the producer's entry was kept in them: this entry stands in.
+        let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
@@ -426,7 +429,7 @@ public final class RoutingRunner {
             }
             writeDeadLetter(deadLetter, for: call)
         case let .cancelCall(record):
-            cancel(callID: call.callID, app: call.app, cancelRecord: record, cancelEntry: call)
+            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
         case let .acknowledgeDuplicate(record):
             recordOutcome(record, for: call, keying: .duplicate)
         }
@@ -465,9 +468,10 @@ public final class RoutingRunner {
     /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
     /// only, and this process forgets it.
     private func schedule(_ call: LiveCall, channel: PushChannel) {
-        guard let snapshot = call.router.waiting else {
+        guard var snapshot = call.router.waiting else {
             preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
         }
+        snapshot.entryID = call.producerEntryID
         call.scheduling = true
         let retry = ScheduledRetry(retryID: call.entryID, callID: call.callID, dueAtMs: snapshot.dueAtMs,
                                    event: call.rawEvent, state: snapshot.json())
@@ -531,7 +535,8 @@ public final class RoutingRunner {
             if let found, let snapshot = try? WaitingCall.decode(found.state),
                let event = try? snapshot.event(from: Array(found.event.utf8), policy: app.policy) {
                 var router = CallRouter(policy: app.policy, jitter: .constant(0))
-                if case let .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                if case var .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                    record.entry = snapshot.entryID ?? found.retryID
                     removing.append((found.retryID, record.jsonString))
                     records[found.retryID] = record
                 }
@@ -588,9 +593,16 @@ public final class RoutingRunner {
     /// in one script per app (`CallStore.finish`), in chunks of at most this many.
     private static let recordChunk = 256
 
-    private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
+    /// The router's record with the calls entry it answers (the router knows no stream ids).
+    private func stamped(_ record: consuming OutcomeRecord, _ call: LiveCall) -> OutcomeRecord {
+        if record.entry == nil { record.entry = call.producerEntryID }
+        return record
+    }
+
+    private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
         guard !call.recording else { return }
         call.recording = true
+        let record = stamped(record, call)
         let eventId = record.type == .callCancelled ? "cancel:" + call.callID : call.callID
         let entry = ResultEntry(eventId: eventId, keying: keying, resultJSON: record.jsonString)
         records.add(PendingRecord(call: call, record: record,
@@ -634,7 +646,7 @@ public final class RoutingRunner {
         guard !call.recording else { return }
         call.recording = true
         let now = Clock.unixMs()
-        let record = deadLetter.record
+        let record = stamped(deadLetter.record, call)
         let attempts = String(decoding: record.json(), as: UTF8.self)
         let entry = DeadLetterEntry(event: call.rawEvent, reason: deadLetter.reason.text, attemptsJSON: attempts,
                                     firstFailureMs: call.firstFailureMs ?? now, lastFailureMs: now)

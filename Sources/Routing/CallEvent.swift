@@ -42,10 +42,6 @@ public struct CallEvent: Equatable, Sendable {
     public let voipTokenRegisteredAtMs: Int64?
     /// The same for the alert token.
     public let alertTokenRegisteredAtMs: Int64?
-    /// The stream id of the calls entry the event came in (the producer's XADD reply; for a
-    /// call resumed from the retry schedule, its first entry), set by the reader; results
-    /// carry it as `entry`. Nil when unknown (events built in tests).
-    public var entryID: String? = nil
 
     /// Events larger than this are refused before parsing: the VoIP and alert payloads are
     /// bounded by 5120 and 4096 bytes, and parsing runs on the loop thread.
@@ -220,17 +216,17 @@ private struct Fields {
     func token(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let t = try string(key) else { return nil }
         guard !t.isEmpty else { throw invalid(key, "empty") }
-        // Even-length hex is what PushNotification accepts; appending a digit tells an
-        // odd-length hex string from one with a non-hex character.
-        guard PushNotification.isHexToken(t) else {
+        // Even-length hex is what PushNotification accepts, in lower case: hex is
+        // case-insensitive, and one spelling per token lets an upper-case copy of a token APNs
+        // declared invalid be recognised (known-invalid keys, feedback). Appending a digit
+        // tells an odd-length hex string from one with a non-hex character.
+        guard let token = PushNotification.lowerCaseHexToken(t) else {
             if t.utf8.count % 2 == 1 && PushNotification.isHexToken(t + "0") {
                 throw invalid(key, "odd length (\(t.utf8.count) hex digits)")
             }
             throw invalid(key, "not a hex string")
         }
-        // Hex is case-insensitive: one spelling per token, so an upper-case copy of a token
-        // APNs declared invalid is recognised (known-invalid keys, feedback).
-        return t.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") } ? t.lowercased() : t
+        return token
     }
 
     mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {

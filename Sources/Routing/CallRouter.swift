@@ -209,8 +209,8 @@ public struct CallRouter: Sendable {
 
     private func snapshot(_ call: Call, _ stage: WaitingCall.Stage, dueAtMs: Int64) -> WaitingCall {
         WaitingCall(callID: call.event.id, stage: stage, dueAtMs: dueAtMs, deadlineMs: call.deadlineMs,
-                    entryTimeMs: call.event.entryTimeMs, entryID: call.event.entryID, alertUsable: call.alertUsable,
-                    attempts: call.attempts, lastAnswerAtMs: call.lastAnswerAtMs, firstFailureAtMs: call.firstFailureAtMs)
+                    entryTimeMs: call.event.entryTimeMs, alertUsable: call.alertUsable, attempts: call.attempts,
+                    lastAnswerAtMs: call.lastAnswerAtMs, firstFailureAtMs: call.firstFailureAtMs)
     }
 
     // MARK: Events
@@ -528,7 +528,7 @@ public struct CallRouter: Sendable {
     private func record(_ call: Call, _ outcome: CallOutcome, firstOutcome: CallOutcome? = nil, channel: PushChannel? = nil,
                         apnsID: String? = nil, cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
         OutcomeRecord(outcome: outcome, firstOutcome: firstOutcome, id: call.event.id, type: call.event.kind, app: policy.appID,
-                      entry: call.event.entryID, channel: channel, apnsID: apnsID, cause: cause, reason: reason,
+                      channel: channel, apnsID: apnsID, cause: cause, reason: reason,
                       latencyMs: call.lastAnswerAtMs.map { $0 - call.event.entryTimeMs }, attempts: call.attempts)
     }
 
@@ -546,8 +546,10 @@ public struct CallRouter: Sendable {
     /// `incoming_call` whose `call_cancelled` came in the same read, before or after it. The
     /// caller hung up before pushgw got to the call, so the cancel wins and no VoIP push goes
     /// (otherwise both would start at once, before the cancel's marker is written, and the
-    /// push would leave). Answers in the order of `events`.
-    public static func cancelledInRead(_ events: [CallEvent]) -> [Bool] {
+    /// push would leave). Takes each event's kind and id (no copies of the events on the hot
+    /// path: a read without a cancel costs one pass over the kinds). Answers in order.
+    @inlinable  // specialized where it is called: a generic call across modules costs metadata lookups per event
+    public static func cancelledInRead(_ events: some Collection<(kind: CallEvent.Kind, id: String)>) -> [Bool] {
         var cancels: Set<String> = []
         for e in events where e.kind == .callCancelled { cancels.insert(e.id) }
         guard !cancels.isEmpty else { return Array(repeating: false, count: events.count) }

@@ -42,8 +42,8 @@ public struct OutcomeRecord: Equatable, Sendable {
     /// The app id.
     public var app: String
     /// The stream id of the calls entry this record answers (the producer's XADD reply; for a
-    /// call that waited for retries, its first entry). Nil only in records built without an
-    /// entry (tests).
+    /// call that waited for retries, its first entry). The router knows no stream ids: the
+    /// runner that read the entry sets it before the record is written.
     public var entry: String?
     /// The channel that delivered (delivered_voip / delivered_alert only).
     public var channel: PushChannel?

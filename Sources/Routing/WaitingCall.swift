@@ -35,8 +35,9 @@ public struct WaitingCall: Equatable, Sendable {
     /// The time of the producer's original stream entry; latency and the default deadline
     /// count from it, and the event is decoded again with it.
     public var entryTimeMs: Int64
-    /// The producer's original stream entry id (results carry it as `entry`); nil in
-    /// snapshots written before it was kept.
+    /// The producer's original stream entry id (results carry it as `entry`), set by whoever
+    /// keeps the snapshot (the router knows no stream ids); nil in snapshots written before it
+    /// was kept.
     public var entryID: String?
     /// Whether the alert token was usable (present, not known invalid) when the call started.
     public var alertUsable: Bool
@@ -65,14 +66,12 @@ public struct WaitingCall: Equatable, Sendable {
     }
 
     /// Decodes the call's raw event as it was first read: with the original entry time and
-    /// entry id, and with the ring timeout that gave `deadlineMs` (the app's may have changed
-    /// since), so the event's deadline, its VoIP payload's `deadline` and the snapshot agree.
+    /// with the ring timeout that gave `deadlineMs` (the app's may have changed since), so the
+    /// event's deadline, its VoIP payload's `deadline` and the snapshot agree.
     public func event(from raw: [UInt8], policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
         var original = policy
         original.ringTimeoutMs = deadlineMs - entryTimeMs
-        var event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: original)
-        event.entryID = entryID
-        return event
+        return try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: original)
     }
 
     /// The snapshot as compact JSON with sorted keys (the same text for the same value).

@@ -116,6 +116,18 @@ final class ApnsClientTests: XCTestCase {
                                                   payload: [0x7B, 0x7D], priority: .immediate), "background pushes refuse priority 10")
     }
 
+    func testDeviceTokensAreHexOfEvenLengthAndTakeOneSpelling() throws {
+        XCTAssertEqual(try PushNotification(deviceToken: "AbCd01", bundleID: "a.b", pushType: .alert, payload: [0x7B, 0x7D]).deviceToken,
+                       "abcd01", "hex is case-insensitive: the push carries the lower-case spelling")
+        XCTAssertEqual(PushNotification.lowerCaseHexToken("ABCDEF"), "abcdef")
+        XCTAssertEqual(PushNotification.lowerCaseHexToken("abcdef"), "abcdef")
+        for bad in ["", "abc", "abcg", "ab cd", "ABCDEFG"] {
+            XCTAssertNil(PushNotification.lowerCaseHexToken(bad), "\(bad) is no hex token")
+            XCTAssertFalse(PushNotification.isHexToken(bad), bad)
+        }
+        XCTAssertTrue(PushNotification.isHexToken("AB01"))
+    }
+
     // MARK: Answers
 
     func testUnregisteredAnswerCarriesItsMillisecondTimestamp() throws {
