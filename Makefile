@@ -3,6 +3,9 @@
 # scripts/debian-packages.txt; Python packages come from Debian too), as root or through sudo.
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
+# Debian installs some of the servers the tests and the benchmarks start in /usr/sbin
+# (nghttpd), which a non-root user's PATH leaves out.
+export PATH := $(PATH):/usr/sbin:/sbin
 DEMO_DEPS = build test python
 TEST_DEPS = $(DEMO_DEPS) producers deploy deploy-tools
 
