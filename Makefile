@@ -25,10 +25,13 @@ release: deps
 
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
 # on free loopback ports; see Tests/TestSupport. The container image's build step links the
-# debug build into .build/image/pushgw for the deployment checks (DeploymentTests).
+# debug build into .build/image/pushgw for the deployment checks (DeploymentTests). The tests
+# that read hostile input run first under AddressSanitizer (scripts/test-asan.sh, its own
+# build in .build/asan).
 test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	docker/build-pushgw.sh .build/image/pushgw debug >/dev/null
+	scripts/test-asan.sh
 	scripts/test.sh
 
 demo: release

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PUSHGW_BIN_DIR:-$(swift build -c release --show-bin-path)}
 secrets=config/demo-secrets
-work=$(mktemp -d /tmp/pushgw-demo.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/pushgw-demo.XXXXXX")
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -14,6 +14,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Servers start through `setpriv --pdeathsig TERM`: the kernel stops them if this script dies
+# without its cleanup (SIGKILL).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on port $1" >&2; exit 1; }
 
@@ -21,7 +23,7 @@ wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev
 scripts/make-pki.sh "$secrets" com.beta.talk >/dev/null
 
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --logfile "$work/redis.log" &
+setpriv --pdeathsig TERM -- redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --logfile "$work/redis.log" &
 pids+=($!)
 wait_port "$redis_port"
 
@@ -34,7 +36,7 @@ cat > "$work/simulator.json" <<JSON
   "scenarios": { "dead0000dead0000": "unregistered", "f1a7f1a7f1a7f1a7": "flaky:2" },
   "log_file": "$work/apns-requests.jsonl" }
 JSON
-"$bin/pushgw" simulator --config "$work/simulator.json" --port "$apns_port" > "$work/simulator.out" &
+setpriv --pdeathsig TERM -- "$bin/pushgw" simulator --config "$work/simulator.json" --port "$apns_port" > "$work/simulator.out" &
 pids+=($!)
 wait_port "$apns_port"
 
@@ -42,7 +44,7 @@ export PUSHGW_REDIS_URL=redis://127.0.0.1:$redis_port/0
 export PUSHGW_APNS_PRODUCTION_ENDPOINT=127.0.0.1:$apns_port PUSHGW_APNS_SANDBOX_ENDPOINT=127.0.0.1:$apns_port
 echo "redis-server on 127.0.0.1:$redis_port, APNs simulator on 127.0.0.1:$apns_port"
 "$bin/pushgw" config check --config config/demo.json
-"$bin/pushgw" run --config config/demo.json --log-level warn > "$work/gateway.log" &
+setpriv --pdeathsig TERM -- "$bin/pushgw" run --config config/demo.json --log-level warn > "$work/gateway.log" &
 gateway=$!
 pids+=($gateway)
 sleep 0.5

@@ -188,7 +188,14 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 while quota > 0, let push = queue.popFirst() {
                     if push.isCompleted { continue }
                     guard let token = bearerToken(for: push) else { continue }
-                    guard c.submit(push, bearerToken: token.isEmpty ? nil : token) else {
+                    let opened: Bool
+                    do {
+                        opened = try c.submit(push, bearerToken: token.isEmpty ? nil : token)
+                    } catch {
+                        push.complete(.failure(.unsendable(error.description)))
+                        continue
+                    }
+                    guard opened else {
                         queue.prepend(push)
                         break
                     }

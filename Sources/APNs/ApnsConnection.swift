@@ -109,13 +109,15 @@ final class ApnsConnection: TLSStreamDelegate {
 
     /// Opens a stream for `push`. Returns false (and keeps nothing) when nghttp2 refuses.
     /// Call `flush()` after a batch of submits.
-    func submit(_ push: PendingPush, bearerToken: String?) -> Bool {
+    /// - Throws: `RequestHeadersTooLarge` when the push's headers cannot be laid out; nothing
+    ///   was sent and the push can never be (the caller fails it).
+    func submit(_ push: PendingPush, bearerToken: String?) throws(RequestHeadersTooLarge) -> Bool {
         guard state.acceptsStreams, let session else { return false }
         var provider = nghttp2_data_provider()
         provider.read_callback = { session, streamID, buf, length, flags, _, user in
             ApnsConnection.with(user) { $0.readPayload(streamID: streamID, into: buf!, length: length, flags: flags!) }
         }
-        let (nva, count) = headerBlock.build(push.notification, bearerToken: bearerToken)
+        let (nva, count) = try headerBlock.build(push.notification, bearerToken: bearerToken)
         // The table holds the strong reference; nghttp2 holds an unretained one as stream user
         // data, cleared whenever the push leaves the table before its stream closes.
         let streamID = nghttp2_submit_request(session, nil, nva, count, &provider,

@@ -6,9 +6,10 @@ import Foundation
 /// A value type: build it, hand it to `ApnsClient.send`, and read the answer from the
 /// `PushNotificationResponse`.
 public struct PushNotification: Sendable, Equatable {
-    /// The device token in hex, lower-cased. Apple fixes no length.
+    /// The device token in hex, lower-cased, at most `maxTokenHexDigits` digits.
     public let deviceToken: String
-    /// `apns-topic`: the bundle id plus the push type's suffix.
+    /// `apns-topic`: the bundle id plus the push type's suffix; visible ASCII, at most
+    /// `maxTopicBytes` bytes.
     public let topic: String
     /// `apns-push-type`.
     public let pushType: PushType
@@ -22,6 +23,16 @@ public struct PushNotification: Sendable, Equatable {
     public let apnsID: String?
     /// `apns-collapse-id`, at most 64 bytes of UTF-8.
     public let collapseID: String?
+
+    /// The longest device token accepted, in hex digits (200 bytes). Apple fixes no length
+    /// ("don't make assumptions about device token size"): today's tokens are 32 bytes (64
+    /// digits) and Live Activity tokens have been seen at 80 bytes (160 digits). 400 leaves
+    /// 2.5 times the longest seen, and keeps a hostile token from growing the request headers
+    /// (the token is part of `:path`) without bound.
+    public static let maxTokenHexDigits = 400
+    /// The longest `apns-topic` accepted, in bytes: a bundle id (at most 255 characters, the
+    /// config's limit) plus the longest push-type suffix, with room to spare.
+    public static let maxTopicBytes = 320
 
     /// Builds a push for `bundleID`, deriving the topic from the push type. Throws
     /// `PushNotificationError` for anything APNs would refuse for its form (token not hex,
@@ -38,7 +49,12 @@ public struct PushNotification: Sendable, Equatable {
     public init(deviceToken: String, topic: String, pushType: PushType, payload: [UInt8],
                 priority: Priority? = nil, expiration: Int64? = nil, apnsID: String? = nil,
                 collapseID: String? = nil) throws(PushNotificationError) {
+        let digits = deviceToken.utf8.count
+        guard digits <= PushNotification.maxTokenHexDigits else {
+            throw .deviceTokenTooLong(digits: digits, limit: PushNotification.maxTokenHexDigits)
+        }
         guard let token = PushNotification.lowerCaseHexToken(deviceToken) else { throw .invalidDeviceToken }
+        guard PushNotification.isTopic(topic) else { throw .invalidTopic(bytes: topic.utf8.count) }
         guard !payload.isEmpty else { throw .emptyPayload }
         guard payload.count <= pushType.maxPayloadBytes else {
             throw .payloadTooLarge(size: payload.count, limit: pushType.maxPayloadBytes)
@@ -87,6 +103,13 @@ public struct PushNotification: Sendable, Equatable {
         }
     }
 
+    /// True for a non-empty topic of visible ASCII (no space, no control character) of at most
+    /// `maxTopicBytes` bytes: what a header value may carry and a bundle id can be.
+    public static func isTopic(_ topic: String) -> Bool {
+        let utf8 = topic.utf8
+        return !utf8.isEmpty && utf8.count <= maxTopicBytes && utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+
     /// True for a lower-case 8-4-4-4-12 hex UUID, the only form `apns-id` accepts.
     public static func isCanonicalUUID(_ s: String) -> Bool {
         let u = Array(s.utf8)
@@ -110,6 +133,8 @@ public struct PushNotification: Sendable, Equatable {
 /// Why a push could not be built: each case is something APNs would refuse, caught before sending.
 public enum PushNotificationError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidDeviceToken
+    case deviceTokenTooLong(digits: Int, limit: Int)
+    case invalidTopic(bytes: Int)
     case emptyPayload
     case payloadTooLarge(size: Int, limit: Int)
     case priorityNotAllowed(Priority, PushType)
@@ -120,6 +145,9 @@ public enum PushNotificationError: Error, Equatable, Sendable, CustomStringConve
     public var description: String {
         switch self {
         case .invalidDeviceToken: return "device token is not an even-length hex string"
+        case let .deviceTokenTooLong(digits, limit): return "device token is \(digits) hex digits, over the \(limit)-digit limit"
+        case let .invalidTopic(bytes):
+            return "apns-topic (\(bytes) bytes) is not 1-\(PushNotification.maxTopicBytes) bytes of visible ASCII"
         case .emptyPayload: return "payload is empty"
         case let .payloadTooLarge(size, limit): return "payload is \(size) bytes, over the \(limit)-byte limit"
         case let .priorityNotAllowed(p, t): return "priority \(p.rawValue) is not allowed for \(t.rawValue) pushes"

@@ -46,6 +46,9 @@ public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible
     case clientClosed
     /// The provider token could not be signed (key unusable).
     case credentialUnusable(String)
+    /// The push cannot be written as a request (its headers do not fit); nothing was sent,
+    /// and sending it again cannot help.
+    case unsendable(String)
 
     public var description: String {
         switch self {
@@ -55,6 +58,7 @@ public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible
         case .queueFull: return "send queue full"
         case .clientClosed: return "client closed"
         case let .credentialUnusable(why): return "credential unusable: \(why)"
+        case let .unsendable(why): return "push not sendable: \(why)"
         }
     }
 }

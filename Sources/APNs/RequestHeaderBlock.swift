@@ -5,15 +5,22 @@ import CNGHTTP2
 ///
 /// Why not `HeaderList`: building Swift arrays and strings per request cost more than the
 /// rest of our per-request code together; this writes bytes straight into fixed buffers.
+///
+/// Every write is bounded: a field is laid out only after checking that its bytes and its
+/// slot fit, and a push whose headers would not fit is refused with `RequestHeadersTooLarge`
+/// (nothing is truncated, nothing written past the buffers). `PushNotification` bounds the
+/// token and the topic, so only a bug or an absurd bearer token can get there.
 final class RequestHeaderBlock {
-    private static let byteCapacity = 16 * 1024
-    private static let fieldCapacity = 12
+    static let byteCapacity = 16 * 1024
+    static let fieldCapacity = 12
     private let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: byteCapacity)
     private let fields = UnsafeMutablePointer<nghttp2_nv>.allocate(capacity: fieldCapacity)
     private var used = 0
     private var count = 0
+    private let authority: String
     /// End of the bytes that stay from one request to the next: `:method`, `:scheme` and
-    /// `:authority` (written once), then `authorization` while the token is the same.
+    /// `:authority` (written by the first build), then `authorization` while the token is the
+    /// same. `pseudoEnd` 0: the pseudo-headers are not laid out yet.
     private var pseudoEnd = 0
     private var fixedEnd = 0
     /// The token `authorization` currently holds (nil: none written).
@@ -21,11 +28,7 @@ final class RequestHeaderBlock {
     private var bearerField = nghttp2_nv()
 
     init(authority: String) {
-        add(":method", "POST")
-        add(":scheme", "https")
-        add(":authority", authority)
-        pseudoEnd = used
-        fixedEnd = used
+        self.authority = authority
     }
 
     deinit {
@@ -37,12 +40,26 @@ final class RequestHeaderBlock {
     ///
     /// The three constant pseudo-headers and the JWT (the same for up to an hour) are kept from
     /// the previous request; only the push's own fields are laid out again.
-    func build(_ n: PushNotification, bearerToken: String?) -> (UnsafePointer<nghttp2_nv>, Int) {
+    /// - Throws: `RequestHeadersTooLarge` when the fields would not fit; the block stays usable.
+    func build(_ n: PushNotification, bearerToken: String?) throws(RequestHeadersTooLarge) -> (UnsafePointer<nghttp2_nv>, Int) {
+        if pseudoEnd == 0 {
+            used = 0
+            count = 0
+            try add(":method", "POST")
+            try add(":scheme", "https")
+            try add(":authority", authority)
+            pseudoEnd = used
+            fixedEnd = used
+            cachedBearer = nil
+        }
         if bearerToken != cachedBearer {
+            // Forget the old token first: if the new one does not fit, none is cached.
             used = pseudoEnd
             count = 3
+            cachedBearer = nil
+            fixedEnd = used
             if let bearerToken {
-                add("authorization", prefix: "bearer ", bearerToken)
+                try add("authorization", prefix: "bearer ", bearerToken)
                 bearerField = fields[3]
             }
             cachedBearer = bearerToken
@@ -50,21 +67,31 @@ final class RequestHeaderBlock {
         }
         used = fixedEnd
         count = 3
-        add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
+        try add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
         if cachedBearer != nil {
+            try reserve(bytes: 0, for: "authorization")
             fields[count] = bearerField
             count += 1
         }
-        add("apns-push-type", n.pushType.rawValue)
-        add("apns-topic", n.topic)
-        add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
-        if let e = n.expiration { add("apns-expiration", decimal: e, neverIndex: e != 0) }
-        if let id = n.apnsID { add("apns-id", id, neverIndex: true) }
-        if let c = n.collapseID { add("apns-collapse-id", c, neverIndex: true) }
+        try add("apns-push-type", n.pushType.rawValue)
+        try add("apns-topic", n.topic)
+        try add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
+        if let e = n.expiration { try add("apns-expiration", decimal: e, neverIndex: e != 0) }
+        if let id = n.apnsID { try add("apns-id", id, neverIndex: true) }
+        if let c = n.collapseID { try add("apns-collapse-id", c, neverIndex: true) }
         return (UnsafePointer(fields), count)
     }
 
-    private func add(_ name: StaticString, prefix: StaticString = "", _ value: String, neverIndex: Bool = false) {
+    /// Checks that a field of `bytes` bytes (name and value) and its slot fit.
+    private func reserve(bytes needed: Int, for name: StaticString) throws(RequestHeadersTooLarge) {
+        guard count < RequestHeaderBlock.fieldCapacity, needed <= RequestHeaderBlock.byteCapacity - used else {
+            throw RequestHeadersTooLarge(field: "\(name)", bytes: used + needed, fields: count + 1)
+        }
+    }
+
+    private func add(_ name: StaticString, prefix: StaticString = "", _ value: String,
+                     neverIndex: Bool = false) throws(RequestHeadersTooLarge) {
+        try reserve(bytes: name.utf8CodeUnitCount + prefix.utf8CodeUnitCount + value.utf8.count, for: name)
         let nameAt = bytes + used
         copy(name)
         let valueAt = bytes + used
@@ -82,15 +109,15 @@ final class RequestHeaderBlock {
     /// `neverIndex` for values that change per push (a timestamp would only churn the HPACK
     /// table). `apns-expiration: 0`, the usual VoIP value, is left to nghttp2 to index: it
     /// then costs one byte instead of a Huffman-coded literal in every request, on both ends.
-    private func add(_ name: StaticString, decimal value: Int64, neverIndex: Bool) {
-        let nameAt = bytes + used
-        copy(name)
-        let valueAt = bytes + used
+    private func add(_ name: StaticString, decimal value: Int64, neverIndex: Bool) throws(RequestHeadersTooLarge) {
         var v = UInt64(max(0, value))  // PushNotification rejects a negative expiration
         var n = 1
         var rest = v / 10
         while rest > 0 { n += 1; rest /= 10 }
-        n = min(n, RequestHeaderBlock.byteCapacity - used)
+        try reserve(bytes: name.utf8CodeUnitCount + n, for: name)
+        let nameAt = bytes + used
+        copy(name)
+        let valueAt = bytes + used
         for i in stride(from: n - 1, through: 0, by: -1) {
             valueAt[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
             v /= 10
@@ -102,6 +129,7 @@ final class RequestHeaderBlock {
         count += 1
     }
 
+    /// Copies `s`; the caller reserved room for it.
     private func copy(_ s: StaticString) {
         let n = s.utf8CodeUnitCount
         guard n > 0 else { return }
@@ -109,6 +137,8 @@ final class RequestHeaderBlock {
         used += n
     }
 
+    /// Copies `s`; the caller reserved room for `s.utf8.count` bytes. Bounded again here, so
+    /// a string whose count changed under us (it cannot) would be cut, never overflow.
     private func copy(_ s: String) {
         // Native strings are contiguous UTF-8: copy without the `var` copy that `withUTF8` needs.
         let done: Void? = s.utf8.withContiguousStorageIfAvailable { utf8 in
@@ -122,6 +152,21 @@ final class RequestHeaderBlock {
                 used += 1
             }
         }
+    }
+}
+
+/// A push whose request headers do not fit the connection's header block (16 KiB in 12
+/// fields): it is refused before anything is written.
+struct RequestHeadersTooLarge: Error, Equatable, CustomStringConvertible {
+    /// The field that did not fit.
+    let field: String
+    /// The bytes the headers would need up to and including it, and the fields.
+    let bytes: Int
+    let fields: Int
+
+    var description: String {
+        "request headers too large at \(field) (\(bytes) bytes in \(fields) fields; at most "
+            + "\(RequestHeaderBlock.byteCapacity) bytes in \(RequestHeaderBlock.fieldCapacity) fields)"
     }
 }
 

@@ -147,6 +147,7 @@ public final class APNsSimulator {
         case let .answer(r): status = r?.status ?? 200; reason = r
         case let .answerLater(ms): status = 200; reason = nil; delayMs = ms
         case .never: status = nil; reason = nil
+        case .refuseStream, .dropConnection: preconditionFailure("unprocessed requests are not recorded")
         }
         stats.requests += 1
         if let status { stats.statusCounts[status, default: 0] += 1 } else { stats.unanswered += 1 }
@@ -190,6 +191,10 @@ public final class APNsSimulator {
     }
 
     func noteGoaway() { stats.goawaysSent += 1 }
+
+    func noteRefusedStream() { stats.refusedStreams += 1 }
+
+    func noteDroppedConnection() { stats.droppedConnections += 1 }
 
     func noteSettingsRaised() { stats.settingsRaised += 1 }
 

@@ -117,6 +117,10 @@ struct RequestJudge {
         case let .passed(t): token = t
         }
         var verdict = Verdict(token: token, pushType: nil, outcome: .answer(nil))
+        if let fault = scenarios.transportFault(for: token) {
+            verdict.outcome = fault
+            return verdict
+        }
         func reject(_ reason: APNsReason) -> Verdict {
             verdict.outcome = .answer(reason)
             return verdict

@@ -35,10 +35,17 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
     case payloadTooLarge
     /// The first N requests for the token get 403 ExpiredProviderToken whatever their JWT.
     case expiredProviderToken(Int)
+    /// The first N requests for the token are refused unprocessed (RST_STREAM REFUSED_STREAM),
+    /// later ones get 200.
+    case refusedStream(Int)
+    /// A request for the token ends its connection at once, without GOAWAY: every push in
+    /// flight on that connection is lost unanswered.
+    case dropConnection
 
     /// Parses a scenario's spelling: `ok`, `unregistered`, `expired_token`, `bad_token`,
     /// `not_for_topic`, `too_many`, `error500`, `unavailable`, `flaky:N`, `slow:MS`,
-    /// `blackhole`, `expired_provider_token:N` (N, MS non-negative integers).
+    /// `blackhole`, `payload_too_large`, `expired_provider_token:N`, `refused_stream:N`,
+    /// `drop_connection` (N, MS non-negative integers).
     public init(parsing text: String) throws(ScenarioParseError) {
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let name = String(parts[0])
@@ -60,13 +67,16 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case ("unavailable", nil): self = .unavailable
         case ("blackhole", nil): self = .blackhole
         case ("payload_too_large", nil): self = .payloadTooLarge
+        case ("drop_connection", nil): self = .dropConnection
         case let ("flaky", n?): self = .flaky(n)
         case let ("slow", n?): self = .slow(n)
         case let ("expired_provider_token", n?): self = .expiredProviderToken(n)
-        case ("flaky", nil), ("slow", nil), ("expired_provider_token", nil):
+        case let ("refused_stream", n?): self = .refusedStream(n)
+        case ("flaky", nil), ("slow", nil), ("expired_provider_token", nil), ("refused_stream", nil):
             throw ScenarioParseError(text: text, problem: "\(name) needs an argument, as in \(name):3")
         case (_, .some) where ["ok", "unregistered", "expired_token", "bad_token", "not_for_topic",
-                               "too_many", "error500", "unavailable", "blackhole", "payload_too_large"].contains(name):
+                               "too_many", "error500", "unavailable", "blackhole", "payload_too_large",
+                               "drop_connection"].contains(name):
             throw ScenarioParseError(text: text, problem: "\(name) takes no argument")
         default:
             throw ScenarioParseError(text: text, problem: "unknown scenario")
@@ -89,6 +99,8 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case .blackhole: return "blackhole"
         case .payloadTooLarge: return "payload_too_large"
         case let .expiredProviderToken(n): return "expired_provider_token:\(n)"
+        case let .refusedStream(n): return "refused_stream:\(n)"
+        case .dropConnection: return "drop_connection"
         }
     }
 }
@@ -110,6 +122,10 @@ enum Outcome: Equatable {
     case answerLater(ms: Int)
     /// Keep the stream open and never answer.
     case never
+    /// Refuse the stream unprocessed (RST_STREAM REFUSED_STREAM): the client resends it.
+    case refuseStream
+    /// Close the connection at once: everything in flight on it is lost.
+    case dropConnection
 }
 
 /// The scenarios in force and the per-token counters that `flaky` and
@@ -140,10 +156,21 @@ struct ScenarioBook {
         return take(n, for: token)
     }
 
+    /// What the connection does with a request for `token` before reading it at all:
+    /// `refused_stream:N` refuses the stream (consuming one of N), `drop_connection` ends the
+    /// connection; nil for every other scenario.
+    mutating func transportFault(for token: String) -> Outcome? {
+        switch scenario(for: token) {
+        case let .refusedStream(n): return take(n, for: token) ? .refuseStream : nil
+        case .dropConnection: return .dropConnection
+        default: return nil
+        }
+    }
+
     /// The answer to a valid, authenticated request for `token`.
     mutating func outcome(for token: String) -> Outcome {
         switch scenario(for: token) {
-        case .ok, .expiredProviderToken: return .answer(nil)
+        case .ok, .expiredProviderToken, .refusedStream, .dropConnection: return .answer(nil)
         case .unregistered: return .answer(.unregistered)
         case .expiredToken: return .answer(.expiredToken)
         case .badToken: return .answer(.badDeviceToken)

@@ -46,6 +46,9 @@ final class SimulatorConnection: TLSStreamDelegate {
     private var maxOpenStreams = 0
     /// True once everything is said and the connection only waits for the client to close.
     private var lingering = false
+    /// Set by a `drop_connection` request inside nghttp2's callbacks; the connection ends
+    /// once nghttp2 has returned.
+    private var dropRequested = false
     /// How long a finished connection waits for the client's close before closing itself.
     static let lingerMs = 1000
 
@@ -85,6 +88,10 @@ final class SimulatorConnection: TLSStreamDelegate {
             // A protocol error: nghttp2 has queued a GOAWAY; send it, then let the client go.
             _ = HTTP2Wire.flush(session, to: stream)
             startLinger()
+            return
+        }
+        if dropRequested {
+            teardown()
             return
         }
         pump()
@@ -177,19 +184,34 @@ final class SimulatorConnection: TLSStreamDelegate {
     private func requestComplete(streamID: Int32) {
         // Above our GOAWAY's last stream id the client will resend elsewhere: not processed.
         if let last = goawayLastStreamID, streamID > last { return }
-        guard let state = streams[streamID] else { return }
+        guard let state = streams[streamID], let session else { return }
+        let verdict = server.judge(state.request, certificateBundle: certificateBundle)
+        switch verdict.outcome {
+        case .refuseStream:
+            // Not processed: neither judged nor recorded, and the client may resend it.
+            _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+            server.noteRefusedStream()
+            return
+        case .dropConnection:
+            // nghttp2 is on the call stack: the session goes once it has returned (didRead).
+            dropRequested = true
+            server.noteDroppedConnection()
+            return
+        case .answer, .answerLater, .never:
+            break
+        }
         judgedCount += 1
         highestJudged = max(highestJudged, streamID)
         let apnsID = state.request.header("apns-id").flatMap { PushNotification.isCanonicalUUID($0) ? $0 : nil } ?? server.makeUUID()
-        let verdict = server.judge(state.request, certificateBundle: certificateBundle)
         server.record(verdict, request: state.request, body: state.body, apnsID: apnsID, connectionID: id, streamID: streamID)
         streams[streamID]!.apnsID = apnsID
         switch verdict.outcome {
         case let .answer(reason): submitAnswer(streamID: streamID, reason: reason, apnsID: apnsID)
         case let .answerLater(ms): server.schedule(.answer(streamID: streamID), connectionID: id, afterMs: ms)
         case .never: streams[streamID]!.blackholed = true
+        case .refuseStream, .dropConnection: break
         }
-        if let every = server.config.goawayEvery, judgedCount >= every, goawayLastStreamID == nil, let session {
+        if let every = server.config.goawayEvery, judgedCount >= every, goawayLastStreamID == nil {
             // Streams above `highestJudged` were not processed; nghttp2 closes them once the
             // GOAWAY is out, and the client must resend them on a new connection.
             goawayLastStreamID = highestJudged

@@ -13,6 +13,11 @@ public struct SimulatorStats: Sendable, Equatable {
     public var connectionsAccepted = 0
     /// GOAWAY frames submitted by the `goawayEvery` rule.
     public var goawaysSent = 0
+    /// Streams refused unprocessed (`refused_stream:N`); not counted in `requests`.
+    public var refusedStreams = 0
+    /// Connections ended at once by a request (`drop_connection`); the request is not
+    /// counted in `requests`.
+    public var droppedConnections = 0
     /// Connections whose stream limit was raised after their first 200.
     public var settingsRaised = 0
     /// The most streams a connection had open at once, by connection id (1, 2, … in accept order).

@@ -69,8 +69,10 @@ public struct DeadLetterRecord: Equatable, Sendable {
     public let app: String
     /// When the entry was written (its id's time), unix ms.
     public let deadAtMs: Int64
-    /// The original event, raw text as the producer wrote it.
-    public let event: String
+    /// The original event, the bytes the producer wrote (which need not be UTF-8).
+    public let event: [UInt8]
+    /// The event as text; nil when its bytes are not UTF-8.
+    public var eventText: String? { String(validating: event, as: UTF8.self) }
     /// `EventDigest.of(event)`: names the event's replay ledger.
     public let eventDigest: String
     /// The event's `id` (the call id), nil when unreadable.
@@ -106,9 +108,9 @@ public struct DeadLetterRecord: Equatable, Sendable {
         id = entry.id
         self.app = f["app"] ?? app
         deadAtMs = DeadLetterRecord.timeMs(ofID: entry.id) ?? 0
-        event = f["event"] ?? ""
+        event = entry.values["event"] ?? []
         eventDigest = EventDigest.of(event)
-        let object = PrettyJSON.object(event)
+        let object = PrettyJSON.object(String(decoding: event, as: UTF8.self))
         let record = f["attempts"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) }
         callID = JSONRead.string(object?["id"]) ?? JSONRead.string((record as? [String: Any])?["id"])
         eventType = JSONRead.string(object?["type"])
@@ -116,8 +118,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
         alertToken = JSONRead.string(object?["alert_token"])
         deadlineMs = JSONRead.int(object?["deadline"])
         reason = f["reason"] ?? JSONRead.string((record as? [String: Any])?["reason"]) ?? "unknown"
-        let ownFirst = f["first_failure_ms"].flatMap { Int64($0) }
-        let ownLast = f["last_failure_ms"].flatMap { Int64($0) }
+        let ownFirst = f["first_failure_ms"].flatMap(DeadLetterRecord.unixMs)
+        let ownLast = f["last_failure_ms"].flatMap(DeadLetterRecord.unixMs)
 
         var earlier: [DeadLetterRound] = []
         var ledgerReplays = 0
@@ -125,7 +127,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
            let callsEntry = ledger["calls_entry"].flatMap(DeadLetterRecord.timeMs(ofID:)), callsEntry <= deadAtMs,
            let history = ledger["history"].flatMap(ReplayHistory.init(json:)) {
             earlier = history.rounds
-            ledgerReplays = ledger["replays"].flatMap { Int($0) } ?? history.rounds.count
+            ledgerReplays = ledger["replays"].flatMap(DeadLetterRecord.count) ?? history.rounds.count
         }
         continuesLedger = !earlier.isEmpty
         let number = earlier.count + 1
@@ -141,15 +143,28 @@ public struct DeadLetterRecord: Equatable, Sendable {
         }
         rounds = earlier + [DeadLetterRound(round: number, deadEntryID: entry.id, reason: reason, firstFailureMs: ownFirst,
                                             lastFailureMs: ownLast, attempts: own)]
-        replays = max(f["replays"].flatMap { Int($0) } ?? 0, ledgerReplays)
+        replays = max(f["replays"].flatMap(DeadLetterRecord.count) ?? 0, ledgerReplays)
         firstFailureMs = earlier.first?.firstFailureMs ?? ownFirst
         lastFailureMs = ownLast
+    }
+
+    /// A unix-ms field of the entry; nil unless it is a whole number in 0 ... 9e15 (year 287,000):
+    /// the dead stream is read as untrusted input, and times meet arithmetic (ages).
+    static func unixMs(_ text: String) -> Int64? {
+        guard let ms = Int64(text), ms >= 0, ms <= 9_000_000_000_000_000 else { return nil }
+        return ms
+    }
+
+    /// A replay count; nil unless it is a whole number in 0 ... 1,000,000 (a replay adds one).
+    static func count(_ text: String) -> Int? {
+        guard let n = Int(text), n >= 0, n <= 1_000_000 else { return nil }
+        return n
     }
 
     /// The time part of a stream id (`ms-seq` or `ms`), nil when it is not one.
     public static func timeMs(ofID id: String) -> Int64? {
         let parts = id.split(separator: "-", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let ms = Int64(parts[0]), ms >= 0 else { return nil }
+        guard (1...2).contains(parts.count), let ms = Int64(parts[0]), ms >= 0, ms <= 9_000_000_000_000_000 else { return nil }
         if parts.count == 2, UInt64(parts[1]) == nil { return nil }
         return ms
     }
@@ -182,7 +197,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
 
     /// The whole history, for `pushgw dead show --json`: the summary's keys, then `rounds`,
     /// `attempts` (each with its round) and `event` (the event as JSON when it is valid JSON,
-    /// else its text as a string).
+    /// else its text as a string; when its bytes are not UTF-8, that text has U+FFFD for each
+    /// bad sequence and `event_base64` follows with the exact bytes).
     public func detailJSON(nowMs: Int64) -> JSONValue {
         guard case var .object(fields) = summaryJSON(nowMs: nowMs) else { preconditionFailure("summary is an object") }
         fields.append(("rounds", .array(rounds.map { r in
@@ -191,7 +207,12 @@ public struct DeadLetterRecord: Equatable, Sendable {
                      ("attempts", .int(r.attempts.count))])
         })))
         fields.append(("attempts", .array(attempts.map { $0.json(withRound: true) })))
-        fields.append(("event", PrettyJSON.isValid(event) ? .raw(event) : .string(event)))
+        if let text = eventText {
+            fields.append(("event", PrettyJSON.isValid(text) ? .raw(text) : .string(text)))
+        } else {
+            fields.append(("event", .string(String(decoding: event, as: UTF8.self))))
+            fields.append(("event_base64", .string(Data(event).base64EncodedString())))
+        }
         return .object(fields)
     }
 }

@@ -1,11 +1,15 @@
 import COpenSSL
 
-/// The digest that names an event's replay ledger: SHA-256 of the event's raw text, in
-/// lower-case hex. The router stores an event's text unchanged in its dead letter, so a
+/// The digest that names an event's replay ledger: SHA-256 of the event's bytes, in
+/// lower-case hex. The router stores an event's bytes unchanged in its dead letter, so a
 /// replayed event that dies again has the same digest, whether or not it has a readable id.
 public enum EventDigest {
     public static func of(_ event: String) -> String {
-        var bytes = Array(event.utf8)
+        of(Array(event.utf8))
+    }
+
+    public static func of(_ event: [UInt8]) -> String {
+        var bytes = event
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var size: UInt32 = 0
         let ok = bytes.withUnsafeMutableBytes { input in

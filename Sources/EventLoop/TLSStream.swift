@@ -243,7 +243,13 @@ public final class TLSStream {
         switch code {
         case SSL_ERROR_WANT_READ: break
         case SSL_ERROR_WANT_WRITE: event_add(writeEvent, nil)
-        default: fail(Self.reason(code, errno: err) ?? "closed during the TLS handshake")
+        default:
+            var why = Self.reason(code, errno: err) ?? "closed during the TLS handshake"
+            // OpenSSL's error queue says only "certificate verify failed"; the verify result
+            // says why (untrusted issuer, expired, hostname or IP address mismatch…).
+            let verify = SSL_get_verify_result(ssl)
+            if verify != X509_V_OK { why += " (\(String(cString: X509_verify_cert_error_string(verify))))" }
+            fail(why)
         }
     }
 

@@ -22,17 +22,18 @@ public final class AdminServer {
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
     public static let maxHeadersBytes = 8 * 1024
     public static let maxBodyBytes = 64 * 1024
-    /// Idle connections and slow requests are dropped after this many seconds.
+    /// Idle connections and slow requests are dropped after this many seconds (by default).
     public static let timeoutSeconds: Int32 = 10
 
-    /// Creates the server on `loop`; it listens after `bind`.
-    public init(loop: EventLoop, handler: @escaping Handler) {
+    /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
+    /// which cannot wait the real 10 s for every idle-close check.
+    public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, handler: @escaping Handler) {
         self.handler = handler
         guard let http = evhttp_new(loop.base) else { fatalError("evhttp_new failed: out of memory") }
         self.http = http
         evhttp_set_max_headers_size(http, AdminServer.maxHeadersBytes)
         evhttp_set_max_body_size(http, AdminServer.maxBodyBytes)
-        evhttp_set_timeout(http, AdminServer.timeoutSeconds)
+        evhttp_set_timeout(http, timeoutSeconds)
         let context = Unmanaged.passUnretained(self).toOpaque()
         evhttp_set_gencb(http, { request, context in
             guard let request, let context else { return }

@@ -85,9 +85,23 @@ struct CommandContext {
 }
 
 /// Where a command writes: one call per line, without the newline.
+///
+/// Every line goes through `TerminalText.line` first: whatever text from Redis, a producer or
+/// APNs a command prints, no control or bidi character reaches the terminal.
 struct Console {
-    var out: (String) -> Void
-    var err: (String) -> Void
+    private let write: (String) -> Void
+    private let writeError: (String) -> Void
+
+    init(out: @escaping (String) -> Void, err: @escaping (String) -> Void) {
+        write = out
+        writeError = err
+    }
+
+    /// One line (or several joined by line feeds) on stdout.
+    func out(_ line: String) { write(TerminalText.line(line)) }
+
+    /// One line on stderr.
+    func err(_ line: String) { writeError(TerminalText.line(line)) }
 
     static var standard: Console {
         Console(out: { print($0) },

@@ -94,7 +94,10 @@ public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
             portPart = text[text.index(after: colon)...]
             if hostPart.contains(":") { return nil } // unbracketed IPv6
         }
-        guard !hostPart.isEmpty, !hostPart.contains(where: { $0 == " " || $0 == "/" || $0 == "\t" }),
+        // A host name is at most 253 characters (DNS), of visible ASCII: it becomes the
+        // `:authority` of every request and the TLS server name.
+        guard !hostPart.isEmpty, hostPart.utf8.count <= 253, hostPart.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
+              !hostPart.contains("/"),
               portPart.allSatisfy(\.isASCII), let port = Int(portPart), (1...65535).contains(port) else { return nil }
         self.host = String(hostPart)
         self.port = port

@@ -8,14 +8,11 @@ extension ConfigParser {
         guard let section = reader.section(entry, "dead_letters", in: parent) else { return nil }
         reader.unknownKeys(section, at: path, known: ["max_entries", "max_age_days"])
         let fallback = DeadLetterRetentionPolicy.default
-        let entries = reader.positiveInteger(section, "max_entries", in: path, fallback: fallback.maxEntries)
-        let days = reader.positiveInteger(section, "max_age_days", in: path, fallback: fallback.maxAgeSeconds / 86_400)
+        let entries = reader.positiveInteger(section, "max_entries", in: path, fallback: fallback.maxEntries,
+                                             most: 10_000_000)
+        let days = reader.positiveInteger(section, "max_age_days", in: path, fallback: fallback.maxAgeSeconds / 86_400,
+                                          most: 3650)
         guard let entries, let days else { return nil }
-        guard days <= 3650 else {
-            reader.error(path.appending("max_age_days"), "\(days) days is more than ten years",
-                         fix: "write a number of days up to 3650, such as 14")
-            return nil
-        }
         return DeadLetterRetentionPolicy(maxEntries: entries, maxAgeSeconds: days * 86_400)
     }
 }

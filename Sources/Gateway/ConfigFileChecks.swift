@@ -28,6 +28,13 @@ extension ConfigReader {
                   fix: "write the path in quotes, such as \"\(example)\"")
             return nil
         }
+        // Messages about the file name its path in full (a fix is a command to copy): a path
+        // longer than any real one is refused first, quoted short.
+        guard written.utf8.count <= ConfigReader.maxPathBytes else {
+            error(found.path, "the path \(quoted(written)) is \(written.utf8.count) bytes, over the \(ConfigReader.maxPathBytes)-byte limit",
+                  fix: "write the file's real path, such as \"\(example)\"")
+            return nil
+        }
         let path = resolve(written, fromEnvironment: found.fromEnvironment)
         check(path, role: role, at: found.path)
         return path

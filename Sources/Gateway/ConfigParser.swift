@@ -15,10 +15,15 @@ extension GatewayConfig {
                             workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
         let absolute = file.hasPrefix("/") ? file : workingDirectory + "/" + file
         let directory = URL(fileURLWithPath: absolute).deletingLastPathComponent().standardizedFileURL.path
-        guard let data = FileManager.default.contents(atPath: absolute) else {
-            let reason = KeyFileInspection.unreadableReason(absolute) ?? "unreadable"
-            let problem = ConfigError(.error, file: file, path: "", problem: "cannot read the config file: \(reason)",
-                                      fix: "check the path, or name another file with --config FILE")
+        // Only a regular file, opened without blocking (a FIFO would hang the check), and at
+        // most a few MiB (a config is a few KiB).
+        let data: Data
+        switch KeyFileInspection.readRegular(absolute, limit: GatewayConfig.maxFileBytes) {
+        case let .success(bytes):
+            data = Data(bytes)
+        case let .failure(reason):
+            let problem = ConfigError(.error, file: file, path: "", problem: "cannot read the config file: \(reason.text)",
+                                      fix: "check the path, or name another file with --config FILE (a regular file)")
             return ConfigReport(config: nil, problems: [problem])
         }
         return parse(data, file: file, baseDirectory: directory, environment: environment,
@@ -45,6 +50,12 @@ extension GatewayConfig {
             reader.error(.root, "the top level is \(JSONKind(json).name), not an object",
                          fix: "write one object with redis, admin, apns, credentials and apps")
             return ConfigReport(config: nil, problems: reader.problems)
+        }
+        // JSONSerialization keeps the last of keys written twice, silently: an app or a
+        // credential defined twice would lose its first definition without a word.
+        for keys in JSONDuplicateKeys.paths(in: [UInt8](data)) ?? [] {
+            reader.warning(JSONPath(components: keys), "defined more than once in the same object; only the last one is used",
+                           fix: "remove or rename the other definitions")
         }
         let config = ConfigParser(reader).parse(root)
         return ConfigReport(config: reader.hasErrors ? nil : config, problems: reader.problems)
@@ -91,11 +102,11 @@ struct ConfigParser {
             }
         }
         if let (prefix, at) = reader.string(section, "prefix", in: path, required: false, example: "pushgw") {
-            if prefix.isEmpty || prefix.contains(where: { "{}: \t\n".contains($0) }) {
-                reader.error(at, "\"\(prefix)\" cannot start Redis keys: it must be non-empty, without braces, colons or spaces",
-                             fix: "use a plain word such as \"pushgw\"")
-            } else {
+            if GatewayConfig.isName(prefix) {
                 config.prefix = prefix
+            } else {
+                reader.error(at, "\(reader.quoted(prefix)) cannot start Redis keys: it must be \(GatewayConfig.nameRule)",
+                             fix: "use a plain word such as \"pushgw\"")
             }
         }
         return config
@@ -110,13 +121,20 @@ struct ConfigParser {
         var config = AdminConfig()
         if let (listen, at) = reader.string(section, "listen", in: path, required: false, example: AdminConfig.defaultListen) {
             if Endpoint(parsing: listen) == nil {
-                reader.error(at, "\"\(listen)\" is not host:port", fix: "write an address such as \"\(AdminConfig.defaultListen)\"")
+                reader.error(at, "\(reader.quoted(listen)) is not host:port", fix: "write an address such as \"\(AdminConfig.defaultListen)\"")
             } else {
                 config.listen = listen
             }
         }
         config.tokenFile = reader.filePath(section, "token_file", in: path, role: .adminToken, required: false,
                                            example: "secrets/admin-token")
+        if let endpoint = Endpoint(parsing: config.listen), !GatewayAdmin.isLoopback(endpoint.host) {
+            let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
+            reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
+                           + (config.tokenFile == nil ? ", and without admin.token_file nothing asks who it is" : ""),
+                           fix: "listen on 127.0.0.1, or let only the scrapers reach the port (firewall)"
+                               + (config.tokenFile == nil ? "; set admin.token_file to open the admin API with a token" : ""))
+        }
         return config
     }
 
@@ -133,12 +151,13 @@ struct ConfigParser {
         config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: APNsConfig.defaultSandboxEndpoint)
         config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
                                         example: "/etc/ssl/certs/ca-certificates.crt")
-        config.connections = reader.positiveInteger(section, "connections", in: path,
-                                                    fallback: APNsConfig.defaultConnections) ?? config.connections
+        config.connections = reader.positiveInteger(section, "connections", in: path, fallback: APNsConfig.defaultConnections,
+                                                    most: 64) ?? config.connections
         config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
-                                                         fallback: APNsConfig.defaultRequestTimeoutMs) ?? config.requestTimeoutMs
-        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path,
-                                                  fallback: APNsConfig.defaultMaxQueued) ?? config.maxQueued
+                                                         fallback: APNsConfig.defaultRequestTimeoutMs,
+                                                         most: 600_000) ?? config.requestTimeoutMs
+        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path, fallback: APNsConfig.defaultMaxQueued,
+                                                  most: 1_000_000) ?? config.maxQueued
         return config
     }
 
@@ -149,7 +168,7 @@ struct ConfigParser {
         guard let (text, at) = reader.string(section, "endpoint", in: path, required: false,
                                              example: fallback.description) else { return fallback }
         guard let endpoint = Endpoint(parsing: text) else {
-            reader.error(at, "\"\(text)\" is not host:port with a port in 1-65535",
+            reader.error(at, "\(reader.quoted(text)) is not host:port with a port in 1-65535 (a host of at most 253 visible ASCII characters)",
                          fix: "write host:port, such as \"\(fallback)\" (no scheme, no path)")
             return fallback
         }
@@ -170,6 +189,10 @@ struct ConfigParser {
         var credentials: [String: Credential] = [:]
         for name in section.keys.sorted() {
             let at = path.appending(name)
+            if !GatewayConfig.isName(name) {
+                reader.error(at, "credential name \(reader.quoted(name)) must be \(GatewayConfig.nameRule)",
+                             fix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics")
+            }
             guard let entry = section[name] as? [String: Any] else {
                 reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)",
                              fix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }")
@@ -225,7 +248,7 @@ struct ConfigParser {
     private func appleID(_ entry: [String: Any], _ key: String, in path: JSONPath, what: String, fix: String) -> String? {
         guard let (id, at) = reader.string(entry, key, in: path, required: true, example: "ABCDE12345") else { return nil }
         guard id.count == 10, id.unicodeScalars.allSatisfy({ ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") }) else {
-            reader.error(at, "\"\(id)\" is not an Apple \(what) (10 upper-case letters or digits)", fix: fix)
+            reader.error(at, "\(reader.quoted(id)) is not an Apple \(what) (10 upper-case letters or digits)", fix: fix)
             return nil
         }
         return id
@@ -244,9 +267,8 @@ struct ConfigParser {
         var used = Set<String>()
         for id in section.keys.sorted() {
             let at = path.appending(id)
-            if id.isEmpty || id.count > 64
-                || !id.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) && $0.isASCII || "._-".unicodeScalars.contains($0) }) {
-                reader.error(at, "app id \"\(id)\" must be 1-64 letters, digits, \".\", \"_\" or \"-\"",
+            if !GatewayConfig.isName(id) {
+                reader.error(at, "app id \(reader.quoted(id)) must be \(GatewayConfig.nameRule)",
                              fix: "rename the app; its id becomes the {APP} part of every Redis key")
             }
             guard let entry = section[id] as? [String: Any] else {
@@ -279,7 +301,7 @@ struct ConfigParser {
                 credential = name
             } else {
                 let declared = declaredCredentials.isEmpty ? "none" : declaredCredentials.joined(separator: ", ")
-                reader.error(at, "no credential named \"\(name)\" (declared: \(declared))",
+                reader.error(at, "no credential named \(reader.quoted(name)) (declared: \(declared))",
                              fix: "fix the name or declare it under credentials")
             }
         }
@@ -287,11 +309,12 @@ struct ConfigParser {
         if let (text, at) = reader.string(entry, "environment", in: path, required: true, example: "production") {
             environment = APNsEnvironment(rawValue: text)
             if environment == nil {
-                reader.error(at, "\"\(text)\" is not an APNs environment",
+                reader.error(at, "\(reader.quoted(text)) is not an APNs environment",
                              fix: "write \"production\" (App Store, TestFlight) or \"sandbox\" (builds run from Xcode)")
             }
         }
-        let ring = reader.positiveInteger(entry, "ring_timeout_s", in: path, fallback: AppConfig.defaultRingTimeoutSeconds)
+        let ring = reader.positiveInteger(entry, "ring_timeout_s", in: path, fallback: AppConfig.defaultRingTimeoutSeconds,
+                                          most: 86_400)
         let retry = parseRetry(entry, in: path)
         let fallback = parseFallbackAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)
@@ -306,13 +329,18 @@ struct ConfigParser {
         guard let (id, at) = reader.string(entry, "bundle_id", in: path, required: true, example: "com.acme.phone") else {
             return nil
         }
+        guard id.utf8.count <= GatewayConfig.maxBundleIDCharacters else {
+            reader.error(at, "\(reader.quoted(id)) is \(id.count) characters, over the \(GatewayConfig.maxBundleIDCharacters)-character limit",
+                         fix: "write the app's bundle id, such as \"com.acme.phone\"")
+            return nil
+        }
         guard GatewayConfig.isBundleID(id) else {
-            reader.error(at, "\"\(id)\" is not a bundle id",
+            reader.error(at, "\(reader.quoted(id)) is not a bundle id",
                          fix: "write the app's reverse-DNS bundle id, such as \"com.acme.phone\" (letters, digits and hyphens in at least two dot-separated parts)")
             return nil
         }
         if id.lowercased().hasSuffix(".voip") {
-            reader.warning(at, "\"\(id)\" ends with .voip, the suffix of the VoIP topic",
+            reader.warning(at, "\(reader.quoted(id)) ends with .voip, the suffix of the VoIP topic",
                            fix: "write the bare bundle id \"\(id.dropLast(5))\"; pushgw adds .voip to VoIP pushes itself")
         }
         return id
@@ -327,7 +355,7 @@ struct ConfigParser {
         var ttl: Int? = RetryPolicies.defaultAlertTTLSeconds
         if let alertSection = section["alert"] as? [String: Any] {
             ttl = reader.positiveInteger(alertSection, "ttl_s", in: path.appending("alert"),
-                                         fallback: RetryPolicies.defaultAlertTTLSeconds)
+                                         fallback: RetryPolicies.defaultAlertTTLSeconds, most: 30 * 86_400)
         }
         guard let voip, let alert, let ttl else { return nil }
         return RetryPolicies(voip: voip, alert: alert, alertTTLSeconds: ttl)
@@ -338,9 +366,10 @@ struct ConfigParser {
         let path = parent.appending(key)
         guard let section = reader.section(retry, key, in: parent) else { return nil }
         reader.unknownKeys(section, at: path, known: ["max_attempts", "base_ms", "cap_ms"] + extraKeys)
-        let attempts = reader.positiveInteger(section, "max_attempts", in: path, fallback: fallback.maxAttempts)
-        let base = reader.positiveInteger(section, "base_ms", in: path, fallback: fallback.baseMs)
-        let cap = reader.positiveInteger(section, "cap_ms", in: path, fallback: fallback.capMs)
+        let attempts = reader.positiveInteger(section, "max_attempts", in: path, fallback: fallback.maxAttempts,
+                                              most: RetryPolicy.attemptsLimit)
+        let base = reader.positiveInteger(section, "base_ms", in: path, fallback: fallback.baseMs, most: RetryPolicy.delayLimitMs)
+        let cap = reader.positiveInteger(section, "cap_ms", in: path, fallback: fallback.capMs, most: RetryPolicy.delayLimitMs)
         guard let attempts, let base, let cap else { return nil }
         guard cap >= base else {
             reader.error(path.appending("cap_ms"), "cap_ms \(cap) is below base_ms \(base)",
@@ -356,9 +385,18 @@ struct ConfigParser {
         reader.unknownKeys(section, at: path, known: ["title", "body", "sound"])
         var alert = FallbackTemplate()
         var ok = true
+        // An alert is at most 4096 bytes: the template's texts and the sound leave room for the
+        // caller's name and the call id (pushgw shortens a name that does not fit).
+        func bounded(_ text: String, _ at: JSONPath, most: Int) -> Bool {
+            guard text.utf8.count > most else { return true }
+            reader.error(at, "\(reader.quoted(text)) is \(text.utf8.count) bytes, over the \(most)-byte limit",
+                         fix: "shorten it: the whole alert must fit in 4096 bytes")
+            return false
+        }
         for key in ["title", "body"] {
             guard section[key] != nil else { continue }
-            if let (text, _) = reader.string(section, key, in: path, required: false, example: "Missed call") {
+            if let (text, at) = reader.string(section, key, in: path, required: false, example: "Missed call"),
+               bounded(text, at, most: FallbackTemplate.maxTextBytes) {
                 if key == "title" { alert.title = text } else { alert.body = text }
             } else {
                 ok = false
@@ -367,7 +405,8 @@ struct ConfigParser {
         if section["sound"] != nil {
             if section["sound"] is NSNull {
                 alert.sound = nil
-            } else if let (sound, _) = reader.string(section, "sound", in: path, required: false, example: "default") {
+            } else if let (sound, at) = reader.string(section, "sound", in: path, required: false, example: "default"),
+                      bounded(sound, at, most: FallbackTemplate.maxSoundBytes) {
                 alert.sound = sound
             } else {
                 ok = false
@@ -395,9 +434,32 @@ struct ConfigParser {
 }
 
 extension GatewayConfig {
+    /// The largest config file read, in bytes.
+    public static let maxFileBytes = 4 * 1024 * 1024
+
+    /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
+    /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
+    public static let maxBundleIDCharacters = 255
+
+    /// What `isName` accepts, for messages.
+    public static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+
+    /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
+    /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
+    /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
+    /// control characters.
+    public static func isName(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
+            (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)
+                || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
+        }
+    }
+
     /// True for a reverse-DNS bundle id: at least two dot-separated parts of ASCII letters,
-    /// digits and hyphens.
+    /// digits and hyphens, at most `maxBundleIDCharacters` long.
     public static func isBundleID(_ id: String) -> Bool {
+        guard id.utf8.count <= maxBundleIDCharacters else { return false }
         let parts = id.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count >= 2 && parts.allSatisfy { part in
             !part.isEmpty && part.unicodeScalars.allSatisfy {

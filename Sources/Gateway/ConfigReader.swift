@@ -1,4 +1,5 @@
 import Foundation
+import Routing
 
 /// The typed reading of JSON values for the config parser: each accessor either returns a
 /// value or records why it could not, so that one pass reports every problem of a file.
@@ -77,12 +78,16 @@ final class ConfigReader {
         return (text, found.path)
     }
 
-    /// A whole number of at least 1; `fallback` when absent.
-    func positiveInteger(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Int) -> Int? {
+    /// A whole number from 1 to `most`; `fallback` when absent. Every number has an upper
+    /// bound: times and counts from the config meet arithmetic (a ring timeout in
+    /// milliseconds is added to times), and an absurd value must be an error, not a trap.
+    func positiveInteger(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Int, most: Int) -> Int? {
         guard let found = lookup(object, key, in: parent) else { return fallback }
         switch JSONKind(found.value) {
-        case let .integer(n) where n >= 1:
+        case let .integer(n) where n >= 1 && n <= most:
             return n
+        case let .integer(n) where n > most:
+            error(found.path, "\(n) is over the limit of \(most)", fix: "write a number from 1 to \(most), such as \(fallback)")
         case let .integer(n):
             error(found.path, "\(n) is not a positive whole number", fix: "write a number of at least 1, such as \(fallback)")
         case let .string(s) where Int(s) != nil:
@@ -92,6 +97,16 @@ final class ConfigReader {
                   fix: "write a number without quotes, such as \(fallback)")
         }
         return nil
+    }
+
+    /// The longest file path the config accepts, in bytes.
+    static let maxPathBytes = 1024
+
+    /// `text` in double quotes for a message, at most a short prefix of it
+    /// (`InvalidEvent.quote`: a 10,000-character value must not make a 10 KB message), control
+    /// characters and line breaks written visibly (`TerminalText.field`).
+    func quoted(_ text: String) -> String {
+        "\"" + TerminalText.field(InvalidEvent.quote(text)) + "\""
     }
 
     func missing(_ path: JSONPath, example: String) {
@@ -113,7 +128,7 @@ final class ConfigReader {
             } else {
                 fix = "remove it; keys known here: \(known.joined(separator: ", "))"
             }
-            warning(path.appending(key), "unknown key \"\(key)\" (ignored)", fix: fix)
+            warning(path.appending(key), "unknown key \(quoted(key)) (ignored)", fix: fix)
         }
     }
 

@@ -61,7 +61,8 @@ enum DeadPurgeCommand: Command {
             let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
             if dryRun {
                 for r in targets {
-                    context.console.out("would purge \(r.app)/\(r.id)  \(DeadFormat.age(now - r.deadAtMs)) old  call \(r.callID ?? "-")  \(r.reason)")
+                    context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(now - r.deadAtMs)) old  "
+                                        + "call \(TerminalText.field(r.callID ?? "-"))  \(TerminalText.field(r.reason))")
                 }
                 context.console.out("dry run: \(what) would be purged; nothing changed")
                 return 0

@@ -75,7 +75,8 @@ enum DeadReplayCommand: Command {
             let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
             if dryRun {
                 for r in targets {
-                    context.console.out("would replay \(r.app)/\(r.id)  call \(r.callID ?? "-")  \(r.reason)  (replay #\(r.replays + 1))"
+                    context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
+                                        + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1))"
                         + DeadFormat.deadlineNote(r, nowMs: now))
                 }
                 context.console.out("dry run: \(what) would be replayed at \(rate); nothing changed")
@@ -96,11 +97,11 @@ enum DeadReplayCommand: Command {
                 do throws(DeadFailure) {
                     if let entry = try session.wait({ session.store.replay(keys, replay, completion: $0) }) {
                         replayed.append("\(r.app)/\(r.id)")
-                        context.console.out("replayed \(r.app)/\(r.id) -> calls entry \(entry)  call \(r.callID ?? "-")  (replay #\(replay.replays))"
+                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  (replay #\(replay.replays))"
                             + DeadFormat.deadlineNote(r, nowMs: Clock.unixMs()))
                     } else {
                         gone += 1
-                        context.console.out("skipped \(r.app)/\(r.id): gone meanwhile (replayed or purged by someone else)")
+                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): gone meanwhile (replayed or purged by someone else)")
                     }
                 } catch {
                     failure = error

@@ -114,7 +114,7 @@ final class DeadSession {
     func records(_ app: String, _ entries: [StreamEntry]) throws(DeadFailure) -> [DeadLetterRecord] {
         guard !entries.isEmpty else { return [] }
         let keys = keys(app)
-        let digests = entries.map { EventDigest.of($0.fields["event"] ?? "") }
+        let digests = entries.map { EventDigest.of($0.values["event"] ?? []) }
         let ledgers = try wait { store.ledgers(keys, digests: digests, completion: $0) }
         return zip(entries, digests).map { entry, digest in
             DeadLetterRecord(entry: entry, app: app, ledger: ledgers[digest])

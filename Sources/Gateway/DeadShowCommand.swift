@@ -17,7 +17,8 @@ enum DeadShowCommand: Command {
           --app A         look in app A only (needed when two apps have the same id)
           --json          one JSON object: the keys of list --json, then "rounds", "attempts"
                           (each with "round") and "event" (the event's JSON, or its text when
-                          it is not JSON)
+                          it is not JSON; for bytes that are not UTF-8, the text with U+FFFD
+                          and "event_base64", the exact bytes)
           --config FILE   the config (default \(GatewayConfig.defaultFile))
 
         Example: pushgw dead show 1764412345000-0
@@ -50,10 +51,11 @@ enum DeadShowCommand: Command {
     /// attempt, then the event.
     static func render(_ r: DeadLetterRecord, nowMs: Int64) -> [String] {
         func at(_ ms: Int64?) -> String { ms.map { "\(DeadFormat.time($0)) (\(DeadFormat.age(nowMs - $0)) ago)" } ?? "-" }
-        var lines = ["dead letter \(r.id) of app \(r.app)"]
-        let call = r.callID.map { id in r.eventType.map { "\(id) (\($0))" } ?? id } ?? "- (the event has no readable id)"
+        var lines = ["dead letter \(r.id) of app \(TerminalText.field(r.app))"]
+        let call = r.callID.map { id in r.eventType.map { "\(TerminalText.field(id)) (\(TerminalText.field($0)))" } ?? TerminalText.field(id) }
+            ?? "- (the event has no readable id)"
         var header: [(String, String)] = [
-            ("reason", r.reason),
+            ("reason", TerminalText.field(r.reason)),
             ("call", call),
             ("dead since", at(r.deadAtMs)),
             ("first failure", at(r.firstFailureMs)),
@@ -86,11 +88,12 @@ enum DeadShowCommand: Command {
             lines += DeadFormat.table(["    TIME", "ROUND", "CHANNEL", "TOKEN", "STATUS", "REASON", "APNS-ID"], rows)
         }
         lines.append("  event:")
-        if let pretty = PrettyJSON.pretty(r.event, margin: "    ") {
-            lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // Each line of the event as a field: its strings may hold control and bidi characters.
+        if let text = r.eventText, let pretty = PrettyJSON.pretty(text, margin: "    ") {
+            lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.field(String($0)) }
         } else {
-            lines.append("    (not JSON, shown as stored)")
-            lines += r.event.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }
+            lines.append(r.eventText == nil ? "    (not UTF-8; each invalid byte is shown as \\xNN)" : "    (not JSON, shown as stored)")
+            lines += r.event.split(separator: 0x0A, omittingEmptySubsequences: false).map { "    " + TerminalText.field(bytes: Array($0)) }
         }
         return lines
     }

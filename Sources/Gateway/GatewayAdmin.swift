@@ -19,6 +19,8 @@ public final class GatewayAdmin {
         public var probe = RedisProbe.Settings()
         /// Retry period of a failed bind.
         public var rebindEveryMs: Int64 = 5_000
+        /// Idle connections and slow requests are closed after this many seconds.
+        public var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
         public init() {}
     }
 
@@ -81,7 +83,7 @@ public final class GatewayAdmin {
                                  readiness: { [unowned self] in self.readiness() })
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
-        server = AdminServer(loop: loop) { request in routes.handle(request) }
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds) { request in routes.handle(request) }
         if let runner {
             runner.observations = metrics
             let previous = runner.onRecorded

@@ -1,3 +1,4 @@
+import Routing
 /// A location in the config's JSON, printed as `apps.acme.retry.voip`; a key that is not a
 /// plain word is quoted (`apps."my app"`). A value that came from an environment variable
 /// carries its name, printed after the path.
@@ -19,8 +20,11 @@ struct JSONPath: Equatable, CustomStringConvertible {
     var key: String { components.last ?? "" }
 
     /// The path without the environment variable: the key of `ConfigEnvironment.overrides`.
+    /// A key that is not a plain word of at most 64 characters is quoted, at most a short
+    /// prefix of it.
     var plain: String {
-        components.map { JSONPath.isPlain($0) ? $0 : "\"\($0)\"" }.joined(separator: ".")
+        components.map { JSONPath.isPlain($0) && $0.utf8.count <= InvalidEvent.quoteLimit ? $0
+                                                  : "\"\(TerminalText.field(InvalidEvent.quote($0)))\"" }.joined(separator: ".")
     }
 
     var description: String {

@@ -4,15 +4,83 @@ import Foundation
 /// can be read, whether a secret is open to group or others, and what kind of private key a
 /// PEM file holds.
 enum KeyFileInspection {
-    /// Why a file cannot be read, as `strerror` says it (or "is a directory"); nil if it can.
+    /// Why a file cannot be read, as `strerror` says it, or what it is when it is not a
+    /// regular file ("is a directory", "is a FIFO, not a regular file", …); nil if it can be.
+    /// Opened without blocking: a FIFO with no writer must not hang `config check`.
     static func unreadableReason(_ path: String) -> String? {
+        switch openRegular(path) {
+        case let .success(fd):
+            close(fd)
+            return nil
+        case let .failure(reason):
+            return reason.text
+        }
+    }
+
+    /// Why a path is not a readable regular file.
+    enum NotARegularFile: Error, Equatable {
+        case error(String)
+        case directory
+        case other(String)
+
+        var text: String {
+            switch self {
+            case let .error(message): return message
+            case .directory: return "is a directory"
+            case let .other(kind): return "is \(kind), not a regular file"
+            }
+        }
+    }
+
+    /// Opens `path` for reading, without blocking and only if it is a regular file (checked
+    /// on the open descriptor, so a file swapped in between cannot slip through). The caller
+    /// closes the descriptor.
+    static func openRegular(_ path: String) -> Result<Int32, NotARegularFile> {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        if fd < 0 { return .failure(.error(String(cString: strerror(errno)))) }
         var info = stat()
-        if stat(path, &info) != 0 { return String(cString: strerror(errno)) }
-        if (info.st_mode & S_IFMT) == S_IFDIR { return "is a directory" }
-        let fd = open(path, O_RDONLY)
-        if fd < 0 { return String(cString: strerror(errno)) }
-        close(fd)
-        return nil
+        guard fstat(fd, &info) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            return .failure(.error(message))
+        }
+        let kind = info.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            close(fd)
+            switch kind {
+            case S_IFDIR: return .failure(.directory)
+            case S_IFIFO: return .failure(.other("a FIFO"))
+            case S_IFSOCK: return .failure(.other("a socket"))
+            case S_IFCHR: return .failure(.other("a character device"))
+            case S_IFBLK: return .failure(.other("a block device"))
+            default: return .failure(.other("not a file"))
+            }
+        }
+        // Reads of a regular file do not block; clear the flag for whoever reads on.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return .success(fd)
+    }
+
+    /// The contents of the regular file `path`, at most `limit` bytes.
+    static func readRegular(_ path: String, limit: Int) -> Result<[UInt8], NotARegularFile> {
+        let fd: Int32
+        switch openRegular(path) {
+        case let .success(opened): fd = opened
+        case let .failure(reason): return .failure(reason)
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(.error(String(cString: strerror(errno))))
+            }
+            if n == 0 { return .success(bytes) }
+            bytes.append(contentsOf: chunk[..<n])
+            if bytes.count > limit { return .failure(.other("over \(limit) bytes")) }
+        }
     }
 
     /// The permission bits when group or others have any access (`mode & 0o077 != 0`), else nil.
@@ -62,8 +130,7 @@ enum KeyFileInspection {
     /// `AlgorithmIdentifier`, which come before any key material. The buffer is wiped before
     /// returning, and nothing read leaves this function except the classification.
     static func privateKeyShape(_ path: String) -> PrivateKeyShape {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return .unreadable }
+        guard case let .success(fd) = openRegular(path) else { return .unreadable }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 128)
         defer { for i in buffer.indices { buffer[i] = 0 } }

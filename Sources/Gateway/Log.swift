@@ -4,7 +4,8 @@ import Foundation
 /// fields such as `app` and `event`). Loop-owned; writes are unbuffered lines.
 ///
 /// Secrets never reach it: callers pass tokens through `Log.token(_:)` (last 8 characters)
-/// and URLs through `RedisConfig.redactedURL`.
+/// and URLs through `RedisConfig.redactedURL`. Control and bidi characters are written as
+/// `\uXXXX` (`TerminalText`).
 public final class Log {
     /// Severity, lowest first; lines below the configured level are dropped.
     public enum Level: String, Comparable, CaseIterable, Sendable {
@@ -38,7 +39,9 @@ public final class Log {
         object["level"] = level.rawValue
         object["msg"] = message
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        write(String(decoding: data, as: UTF8.self))
+        // JSONSerialization escapes C0 controls only; DEL, C1 and bidi controls from an event
+        // (a call id, a reason) are escaped too, so a terminal showing the log is safe.
+        write(TerminalText.line(String(decoding: data, as: UTF8.self)))
     }
 
     public func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.info, message, fields()) }

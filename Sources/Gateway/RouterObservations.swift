@@ -34,6 +34,7 @@ extension ApnsClientError {
         case .queueFull: return "queue_full"
         case .clientClosed: return "client_closed"
         case .credentialUnusable: return "credential_unusable"
+        case .unsendable: return "unsendable"
         }
     }
 }

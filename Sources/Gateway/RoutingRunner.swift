@@ -79,7 +79,8 @@ public final class RoutingRunner {
         /// The entry the producer's XADD made (`entryID`, or for a resumed retry the call's
         /// first entry): the `entry` of the call's result.
         let producerEntryID: String
-        let rawEvent: String
+        /// The entry's `event` field, its bytes as Redis holds them (kept exactly in a dead letter).
+        let rawEvent: [UInt8]
         var router: CallRouter
         let callID: String
         var feedback: [InvalidToken] = []
@@ -96,7 +97,7 @@ public final class RoutingRunner {
         /// one, two while a cancel or a producer's duplicate is in flight with its call).
         var nextOfCall: LiveCall?
 
-        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: String, router: CallRouter,
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
              callID: String) {
             self.app = app
             self.entryID = entryID
@@ -315,24 +316,26 @@ public final class RoutingRunner {
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
     private func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) -> Admitted? {
         guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
-        let eventField = entry.fields["event"]
-        let raw = eventField ?? ""
+        // The event's bytes as read (hiredis's reply copied once, no text decoding): what the
+        // decoder checks, and what a dead letter keeps.
+        let eventField = entry.values["event"]
+        let raw = eventField ?? []
         let entryTimeMs = entry.timeMs ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
             stats.poison += 1
-            let identity = CallEvent.identity(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
             deadLetterEntry(app, entry: entry, raw: raw,
                             DeadLetter.redeliveryLimit(deliveries, callID: identity.id, type: identity.kind, app: app.id,
                                                        entry: entry.id))
             return nil
         }
-        if let state = entry.fields["retry"] { return admitRetry(entry, state: state, app: app) }
+        if let state = entry.values["retry"] { return admitRetry(entry, state: state, app: app) }
         let event: CallEvent
         do throws(InvalidEvent) {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
             }
-            event = try CallEvent.decode(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy)
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
@@ -347,14 +350,14 @@ public final class RoutingRunner {
 
     /// A due retry came back from the schedule (an entry with field `retry`): the call continues
     /// from its snapshot once the lookup says whether it was finished or cancelled meanwhile.
-    private func admitRetry(_ entry: StreamEntry, state: String, app: AppRuntime) -> Admitted? {
-        let raw = entry.fields["event"] ?? ""
+    private func admitRetry(_ entry: StreamEntry, state: [UInt8], app: AppRuntime) -> Admitted? {
+        let raw = entry.values["event"] ?? []
         let snapshot: WaitingCall
         let event: CallEvent
         do throws(InvalidWaitingCall) {
             snapshot = try WaitingCall.decode(state)
             do {
-                event = try snapshot.event(from: Array(raw.utf8), policy: app.policy)
+                event = try snapshot.event(from: raw, policy: app.policy)
             } catch {
                 throw InvalidWaitingCall(problem: "its event: \(error)")
             }
@@ -363,7 +366,7 @@ public final class RoutingRunner {
             stats.invalidEvents += 1
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
-            let identity = CallEvent.identity(Array(raw.utf8), entryTimeMs: entryTimeMs, policy: app.policy)
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
             let invalid = InvalidEvent(field: "retry", problem: error.description, callID: identity.id, kind: identity.kind)
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id, entry: entry.id))
             return nil
@@ -533,7 +536,7 @@ public final class RoutingRunner {
             var removing: [(retryID: String, resultJSON: String)] = []
             var records: [String: OutcomeRecord] = [:]
             if let found, let snapshot = try? WaitingCall.decode(found.state),
-               let event = try? snapshot.event(from: Array(found.event.utf8), policy: app.policy) {
+               let event = try? snapshot.event(from: found.event, policy: app.policy) {
                 var router = CallRouter(policy: app.policy, jitter: .constant(0))
                 if case var .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
                     record.entry = snapshot.entryID ?? found.retryID
@@ -667,7 +670,7 @@ public final class RoutingRunner {
     }
 
     /// Dead-letters an entry that never became a live call (invalid, poison).
-    private func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: String, _ deadLetter: DeadLetter) {
+    private func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: [UInt8], _ deadLetter: DeadLetter) {
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "")
         register(call)

@@ -113,8 +113,8 @@ public struct InvalidToken: Equatable, Sendable {
 /// A dead letter's fields (stream `dead`: `event`, `reason`, `attempts`, `first_failure_ms`,
 /// `last_failure_ms`, `replays`, `app`; the app comes from the `AppKeys`).
 public struct DeadLetterEntry: Equatable, Sendable {
-    /// The original event, raw text as the producer wrote it.
-    public var event: String
+    /// The original event, the bytes the producer wrote.
+    public var event: [UInt8]
     /// Why it needs a human.
     public var reason: String
     /// JSON array of every attempt, as the caller renders it.
@@ -125,13 +125,19 @@ public struct DeadLetterEntry: Equatable, Sendable {
     /// How many times this event was already replayed from the dead letters.
     public var replays: Int
 
-    public init(event: String, reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0) {
+    public init(event: [UInt8], reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0) {
         self.event = event
         self.reason = reason
         self.attemptsJSON = attemptsJSON
         self.firstFailureMs = firstFailureMs
         self.lastFailureMs = lastFailureMs
         self.replays = replays
+    }
+
+    /// A dead letter whose event is given as text.
+    public init(event: String, reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0) {
+        self.init(event: Array(event.utf8), reason: reason, attemptsJSON: attemptsJSON, firstFailureMs: firstFailureMs,
+                  lastFailureMs: lastFailureMs, replays: replays)
     }
 }
 

@@ -216,7 +216,7 @@ public final class CallStore {
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
-        // Keys first (calls, results, feedback, then per record its done key and invalid-token
+        // Keys first (calls, results, feedback, then per record its result key and invalid-token
         // keys), then ARGV, written straight into one command buffer: no string per key.
         var keyCount = 3
         var size = 0
@@ -289,11 +289,13 @@ public final class CallStore {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
         if let eventId = record.eventId { keys.append(app.result(eventId)) }
-        let args = [config.group, entryID ?? "", record.resultJSON, record.keying.rawValue, String(config.doneTTLSeconds),
-                    String(config.resultsMaxLen), config.deadMaxLen.map { String($0) } ?? "",
-                    deadLetter.event, deadLetter.reason, deadLetter.attemptsJSON, String(deadLetter.firstFailureMs),
-                    String(deadLetter.lastFailureMs), String(deadLetter.replays), app.app]
-        deadLetterScript.run(on: commands, keys: keys, args: args) { result in
+        let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
+                                     .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
+                                     .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
+                                     .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
+                                     .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
+                                     .text(String(deadLetter.replays)), .text(app.app)]
+        deadLetterScript.run(on: commands, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer == 1 || parts[0].string != nil,
                       let acked = parts[1].integer else {

@@ -102,8 +102,8 @@ public final class DeadLetterStore {
     public struct Replay: Equatable, Sendable {
         /// The dead letter to replay (deleted in the same step).
         public var deadEntryID: String
-        /// The event, raw text as the dead letter holds it.
-        public var event: String
+        /// The event, the bytes the dead letter holds.
+        public var event: [UInt8]
         /// The event's `id`, whose recorded outcome is forgotten so the replay is routed;
         /// nil for an event without a readable id.
         public var eventId: String?
@@ -116,7 +116,7 @@ public final class DeadLetterStore {
         /// How long the ledger is kept, seconds (> 0).
         public var ledgerTTLSeconds: Int
 
-        public init(deadEntryID: String, event: String, eventId: String?, eventDigest: String, replays: Int,
+        public init(deadEntryID: String, event: [UInt8], eventId: String?, eventDigest: String, replays: Int,
                     historyJSON: String, ledgerTTLSeconds: Int) {
             self.deadEntryID = deadEntryID
             self.event = event
@@ -134,8 +134,9 @@ public final class DeadLetterStore {
         precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0, "a replay counts from 1 and its ledger needs a TTL")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
         if let eventId = replay.eventId { keys.append(app.result(eventId)) }
-        let args = [replay.deadEntryID, replay.event, String(replay.replays), replay.historyJSON, String(replay.ledgerTTLSeconds)]
-        replayScript.run(on: connection, keys: keys, args: args) { result in
+        let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
+                                     .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds))]
+        replayScript.run(on: connection, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(nil) }
                 return reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))

@@ -36,6 +36,14 @@ struct RedisCommand {
         lengths.append(arg.utf8.count)
     }
 
+    /// Appends one argument of any bytes.
+    mutating func append(bytes arg: [UInt8]) {
+        bytes.removeLast()
+        bytes.append(contentsOf: arg)
+        bytes.append(0)
+        lengths.append(arg.count)
+    }
+
     /// Appends one argument made of `head` followed by `tail` (a key: prefix + id), without
     /// building the joined string.
     mutating func append(_ head: String, _ tail: String) {

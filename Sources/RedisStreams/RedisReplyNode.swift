@@ -13,6 +13,8 @@ public protocol RedisReplyNode: CustomStringConvertible {
     func element(at index: Int) -> Self
     /// A bulk or status reply as text; nil for other kinds.
     var string: String? { get }
+    /// A bulk or status reply's bytes, exactly as Redis sent them; nil for other kinds.
+    var bytes: [UInt8]? { get }
 }
 
 extension RedisReply: RedisReplyNode {
@@ -24,6 +26,14 @@ extension RedisReply: RedisReplyNode {
     public func element(at index: Int) -> RedisReply {
         guard case .array(let items) = self else { preconditionFailure("element(at:) of a reply that is not an array") }
         return items[index]
+    }
+
+    public var bytes: [UInt8]? {
+        switch self {
+        case .bulk(let bytes): return bytes
+        case .status(let text): return Array(text.utf8)
+        default: return nil
+        }
     }
 }
 
@@ -57,6 +67,13 @@ public struct HiredisReply: RedisReplyNode {
         guard r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_STATUS else { return nil }
         guard let str = r.str else { return "" }
         return String(decoding: UnsafeRawBufferPointer(start: str, count: r.len), as: UTF8.self)
+    }
+
+    public var bytes: [UInt8]? {
+        let r = reply.pointee
+        guard r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_STATUS else { return nil }
+        guard let str = r.str else { return [] }
+        return [UInt8](UnsafeRawBufferPointer(start: str, count: r.len))
     }
 
     /// The reply copied, for messages.

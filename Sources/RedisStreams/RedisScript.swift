@@ -30,6 +30,21 @@ public final class RedisScript {
         run(on: connection, keyCount: keys.count, body: body, completion: completion)
     }
 
+    /// Runs the script with `keys` and arguments that may hold any bytes (a producer's event).
+    public func run(on connection: RedisConnection, keys: [String], arguments: [RedisArgument],
+                    completion: @escaping RedisConnection.Completion) {
+        var body = RedisCommand(reservingBytes: keys.reduce(0) { $0 + $1.utf8.count } + arguments.reduce(0) { $0 + $1.count },
+                                arguments: keys.count + arguments.count)
+        for key in keys { body.append(key) }
+        for argument in arguments {
+            switch argument {
+            case let .text(text): body.append(text)
+            case let .bytes(bytes): body.append(bytes: bytes)
+            }
+        }
+        run(on: connection, keyCount: keys.count, body: body, completion: completion)
+    }
+
     /// Runs the script with arguments already written into `body`: its first `keyCount`
     /// arguments are the keys, the rest ARGV (callers on the hot path write keys and values
     /// straight into one buffer).
@@ -60,6 +75,21 @@ public final class RedisScript {
             } else {
                 completion(result)
             }
+        }
+    }
+}
+
+/// One argument of a script: text, or bytes passed on exactly (a producer's event, which need
+/// not be UTF-8).
+public enum RedisArgument: Sendable {
+    case text(String)
+    case bytes([UInt8])
+
+    /// Its length in bytes.
+    var count: Int {
+        switch self {
+        case let .text(text): return text.utf8.count
+        case let .bytes(bytes): return bytes.count
         }
     }
 }

@@ -77,9 +77,9 @@ public final class RetrySchedule {
                          completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
                     gatewayKeys.retryDue]
-        let args = [config.group, consumer, retry.retryID, String(retry.dueAtMs), retry.callID, retry.event, retry.state,
-                    app.app]
-        scheduleScript.run(on: connection, keys: keys, args: args) { result in
+        let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
+                                     .text(retry.callID), .bytes(retry.event), .text(retry.state), .text(app.app)]
+        scheduleScript.run(on: connection, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 switch reply.string {
                 case "scheduled": return .success(.scheduled)
@@ -98,7 +98,7 @@ public final class RetrySchedule {
                 guard let parts = reply.array else { return .failure(.unexpectedReply("pending retry \(reply)")) }
                 if parts.isEmpty { return .success(nil) }
                 guard parts.count == 4, let id = parts[0].string, let due = parts[1].string.flatMap(RetrySchedule.ms),
-                      let state = parts[2].string, let event = parts[3].string else {
+                      let state = parts[2].string, let event = parts[3].bytes else {
                     return .failure(.unexpectedReply("pending retry \(reply)"))
                 }
                 return .success(ScheduledRetry(retryID: id, callID: callID, dueAtMs: due, event: event, state: state))
@@ -197,17 +197,22 @@ public struct ScheduledRetry: Equatable, Sendable {
     public var callID: String
     /// When it is due, unix ms.
     public var dueAtMs: Int64
-    /// The producer's raw event, put back on the calls stream as field `event`.
-    public var event: String
+    /// The producer's raw event, its bytes, put back on the calls stream as field `event`.
+    public var event: [UInt8]
     /// The router's snapshot JSON, put back as field `retry`.
     public var state: String
 
-    public init(retryID: String, callID: String, dueAtMs: Int64, event: String, state: String) {
+    public init(retryID: String, callID: String, dueAtMs: Int64, event: [UInt8], state: String) {
         self.retryID = retryID
         self.callID = callID
         self.dueAtMs = dueAtMs
         self.event = event
         self.state = state
+    }
+
+    /// A retry whose event is given as text.
+    public init(retryID: String, callID: String, dueAtMs: Int64, event: String, state: String) {
+        self.init(retryID: retryID, callID: callID, dueAtMs: dueAtMs, event: Array(event.utf8), state: state)
     }
 }
 

@@ -4,18 +4,30 @@
 
 /// One stream entry: its id and its fields.
 ///
-/// Invariant: `id` is a stream id (`ms-seq`). Field names and values are decoded as UTF-8;
-/// a repeated field name keeps its last value (Redis allows repeats, pushgw writes none).
+/// Invariant: `id` is a stream id (`ms-seq`). Field names are decoded as UTF-8; values are kept
+/// as the bytes Redis holds (a producer's event may be anything, and a dead letter must keep
+/// it exactly). A repeated field name keeps its last value (Redis allows repeats, pushgw
+/// writes none).
 public struct StreamEntry: Equatable, Sendable {
     /// The entry id, as Redis returned it.
     public let id: String
-    /// The entry's field/value pairs.
-    public let fields: [String: String]
+    /// The entry's field values by name, byte for byte.
+    public let values: [String: [UInt8]]
 
-    public init(id: String, fields: [String: String]) {
+    public init(id: String, values: [String: [UInt8]]) {
         self.id = id
-        self.fields = fields
+        self.values = values
     }
+
+    /// An entry whose values are texts.
+    public init(id: String, fields: [String: String]) {
+        self.init(id: id, values: fields.mapValues { Array($0.utf8) })
+    }
+
+    /// The values as text, bytes that are not UTF-8 replaced by U+FFFD: for fields pushgw
+    /// writes itself (reasons, results, counts), which are always text. Read a producer's
+    /// `event` through `values`.
+    public var fields: [String: String] { values.mapValues { String(decoding: $0, as: UTF8.self) } }
 
     /// The milliseconds part of `id`: when Redis added the entry (unix ms, Redis' clock);
     /// nil when `id` does not start with digits.
@@ -80,17 +92,17 @@ public enum StreamReplies {
         guard let count = flat.elementCount, count % 2 == 0 else {
             throw RedisError.unexpectedReply("fields of stream entry \(id)")
         }
-        var fields: [String: String] = [:]
-        fields.reserveCapacity(count / 2)
+        var values: [String: [UInt8]] = [:]
+        values.reserveCapacity(count / 2)
         var i = 0
         while i < count {
-            guard let name = flat.element(at: i).string, let value = flat.element(at: i + 1).string else {
+            guard let name = flat.element(at: i).string, let value = flat.element(at: i + 1).bytes else {
                 throw RedisError.unexpectedReply("field of stream entry \(id)")
             }
-            fields[name] = value
+            values[name] = value
             i += 2
         }
-        return StreamEntry(id: id, fields: fields)
+        return StreamEntry(id: id, values: values)
     }
 
     /// A list of entries (XRANGE, XREVRANGE, XCLAIM, one stream of XREADGROUP).

@@ -9,7 +9,7 @@
 /// A per-app retry policy for one channel (VoIP or alert): how many attempts, and the bounds
 /// of the exponential backoff between them (`delayMs(forRetry:random:throttled:)`).
 public struct RetryPolicy: Equatable, Sendable {
-    /// Attempts in all, the first included.
+    /// Attempts in all, the first included; at most `attemptsLimit` in a config.
     public var maxAttempts: Int
     /// Base delay of the exponential backoff, in milliseconds.
     public var baseMs: Int
@@ -21,4 +21,10 @@ public struct RetryPolicy: Equatable, Sendable {
         self.baseMs = baseMs
         self.capMs = capMs
     }
+
+    /// The most attempts a policy may allow (the config refuses more). A saved retry that
+    /// claims more attempts made than this was not written by pushgw.
+    public static let attemptsLimit = 100
+    /// The longest base or cap delay a policy may have, in milliseconds (one hour).
+    public static let delayLimitMs = 3_600_000
 }

@@ -19,7 +19,8 @@ enum APNsVerdict: Equatable {
             self = .accepted(apnsID: response.apnsID)
             return
         }
-        let text = response.reason?.text ?? "HTTP \(response.status)"
+        // APNs' reason is quoted in the dead letter: a short prefix at most, whatever came back.
+        let text = InvalidEvent.quote(response.reason?.text ?? "HTTP \(response.status)")
         switch kind {
         case .tokenInvalid:
             self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs)
@@ -40,7 +41,8 @@ enum APNsVerdict: Equatable {
     }
 
     /// Transport failures may all be retried (the push may or may not have arrived), except an
-    /// unusable signing key, which is the app's credential and needs a human.
+    /// unusable signing key, which is the app's credential and needs a human, and a push that
+    /// cannot be written at all (refused before sending: a dead letter).
     init(_ error: ApnsClientError) {
         switch error {
         case .timeout, .connectionLost, .connectionFailed, .clientClosed:
@@ -49,6 +51,8 @@ enum APNsVerdict: Equatable {
             self = .transient(throttled: true)
         case .credentialUnusable:
             self = .deadLetter(.apnsCredentials(error.description), appUnhealthy: true)
+        case let .unsendable(why):
+            self = .deadLetter(.invalidPush(why), appUnhealthy: false)
         }
     }
 }

@@ -46,8 +46,9 @@ public struct AppRoutingPolicy: Equatable, Sendable {
 /// The app's "missed call" alert. `{callerName}` and `{caller}` in title and body are filled
 /// from the event's `voip` dictionary (string values, or a number's JSON text). A missing
 /// `callerName` falls back to `caller` and the other way round; with neither, `unknownCaller`
-/// is used. Each filled value is cut to `maxFilledCharacters` so a long name cannot push the
-/// alert over APNs' 4096-byte limit.
+/// is used. Each filled value is cut to `maxFilledCharacters`; an alert still over APNs'
+/// 4096-byte limit (256 emoji of 25 bytes each) is fitted by `CallEvent.decode`, which renders
+/// it again with the name shortened further (`render(callerName:caller:keeping:)`).
 public struct FallbackTemplate: Equatable, Sendable {
     public var title: String
     public var body: String
@@ -57,6 +58,10 @@ public struct FallbackTemplate: Equatable, Sendable {
     public var unknownCaller: String
 
     public static let maxFilledCharacters = 256
+    /// The longest title or body a config may give the template, and the longest sound name,
+    /// in bytes: with the call id they leave room in a 4096-byte alert.
+    public static let maxTextBytes = 1024
+    public static let maxSoundBytes = 256
 
     public init(title: String = "Missed call", body: String = "{callerName} tried to call you",
                 sound: String? = "default", unknownCaller: String = "Someone") {
@@ -67,17 +72,28 @@ public struct FallbackTemplate: Equatable, Sendable {
     }
 
     /// Title and body with the placeholders filled from `callerName` and `caller`.
-    public func render(callerName: String?, caller: String?) -> (title: String, body: String) {
+    ///
+    /// `keeping` below `maxFilledCharacters` shortens each filled value to that many characters
+    /// followed by `…` (to fit the alert in its byte limit).
+    public func render(callerName: String?, caller: String?,
+                       keeping: Int = FallbackTemplate.maxFilledCharacters) -> (title: String, body: String) {
         func usable(_ s: String?) -> String? {
             guard let s, !s.isEmpty else { return nil }
             // No more bytes than the limit: no more characters either, nothing to cut.
-            if s.utf8.count <= FallbackTemplate.maxFilledCharacters { return s }
-            return String(s.prefix(FallbackTemplate.maxFilledCharacters))
+            if s.utf8.count <= keeping { return s }
+            if keeping >= FallbackTemplate.maxFilledCharacters { return String(s.prefix(FallbackTemplate.maxFilledCharacters)) }
+            return FallbackTemplate.shortened(s, to: keeping)
         }
         let name = usable(callerName) ?? usable(caller) ?? unknownCaller
         let number = usable(caller) ?? usable(callerName) ?? unknownCaller
         return (FallbackTemplate.fill(title, name: name, number: number),
                 FallbackTemplate.fill(body, name: name, number: number))
+    }
+
+    /// `s` cut to its first `characters` characters followed by `…`, or `s` when it is no longer.
+    public static func shortened(_ s: String, to characters: Int) -> String {
+        guard let end = s.index(s.startIndex, offsetBy: characters, limitedBy: s.endIndex), end != s.endIndex else { return s }
+        return s[..<end] + "…"
     }
 
     /// One pass over `s`, so a caller name that itself contains `{caller}` is left as it is.

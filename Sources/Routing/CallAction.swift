@@ -110,7 +110,8 @@ public enum DeadLetterReason: Equatable, Sendable {
     case retriesExhausted(PushChannel)
     /// APNs refused the payload as too large, with nothing left to fall back to.
     case payloadTooLarge(PushChannel)
-    /// The push could not be built (should not happen: events are validated); the build error.
+    /// The push could not be built or its request headers could not be laid out (should not
+    /// happen: events are validated); the error.
     case invalidPush(String)
     /// The entry was delivered this many times without reaching an outcome (a poison message
     /// that keeps killing or stalling gateways); detail = the delivery count.

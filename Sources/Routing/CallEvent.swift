@@ -32,8 +32,9 @@ public struct CallEvent: Equatable, Sendable {
     /// The VoIP payload as sent: the producer's `voip` dictionary, keys sorted, plus `id` and
     /// `deadline` when the producer did not set them. Empty for `call_cancelled`.
     public let voipPayload: [UInt8]
-    /// The fallback alert's payload as sent. Empty for `call_cancelled` and for an event
-    /// without `alert_token` (no alert can be sent; the router never builds it then).
+    /// The fallback alert's payload as sent, at most 4096 bytes (shortened to fit). Empty for
+    /// `call_cancelled` and for an event without `alert_token` (no alert can be sent; the
+    /// router never builds it then).
     public let alertPayload: [UInt8]
     /// True when the alert text came from the app's template rather than the event's `alert`.
     public let alertFromTemplate: Bool
@@ -48,6 +49,12 @@ public struct CallEvent: Equatable, Sendable {
     public static let maxEventBytes = 65_536
     /// Longest call id, in characters.
     public static let maxIDCharacters = 128
+
+    /// True for a usable call id: 1 ... `maxIDCharacters` characters.
+    public static func isCallID(_ id: String) -> Bool {
+        // A character has one UTF-8 byte or more: only a long id needs its characters counted.
+        !id.isEmpty && (id.utf8.count <= maxIDCharacters || id.count <= maxIDCharacters)
+    }
     /// The only contract version this gateway reads.
     public static let version: Int64 = 1
     /// Unix-ms values below this (1973-03-03) are taken for a unit mistake (seconds) and refused.
@@ -67,13 +74,15 @@ public struct CallEvent: Equatable, Sendable {
     ///   - policy: the app's policy (ring timeout, fallback template, alert sound).
     /// - Throws: `InvalidEvent`, whose message names the offending field.
     ///
-    /// Rules beyond DESIGN.md §2, each a decision: `null` for an optional field means absent;
+    /// Rules beyond DESIGN.md §2, each a decision: bytes that are not UTF-8 make the event
+    /// invalid (`event: not valid UTF-8 at byte N`); `null` for an optional field means absent;
     /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
     /// below `smallestUnixMs` are refused as probable seconds, and more than `largestAheadMs`
     /// after the entry's time as probable microseconds or nanoseconds (the reason names the
-    /// field and the likely unit); hex tokens are lower-cased; payload sizes are checked for
-    /// `incoming_call` only (a cancel sends nothing) and per channel only when that channel has
-    /// a token, the VoIP size after `id` and `deadline` were added; an `alert` object may
+    /// field and the likely unit); hex tokens are lower-cased; the VoIP payload's size is
+    /// checked for `incoming_call` only (a cancel sends nothing), only with a VoIP token, after
+    /// `id` and `deadline` were added; an alert too large for APNs is shortened to fit
+    /// (`fittedAlertPayload`), never a reason to refuse the event; an `alert` object may
     /// omit `title` or `body`, which then come from the template; JSON nested deeper than
     /// `JSONParser.maxDepth` (64) levels is not read. Otherwise the JSON is read as
     /// `JSONSerialization` read it (see `JSONParser`).
@@ -82,23 +91,30 @@ public struct CallEvent: Equatable, Sendable {
         guard bytes.count <= maxEventBytes else {
             throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
         }
+        // JSON is UTF-8 (or UTF-16/32, told by a byte order mark or zero bytes): a byte that is
+        // not UTF-8 makes the event invalid, rather than being read as U+FFFD (which could join
+        // two ids, or hide a key such as `voip_token`).
+        if JSONParser.otherEncoding(bytes) == nil, let offset = JSONParser.firstInvalidUTF8Byte(bytes) {
+            throw InvalidEvent(field: "event", problem: "not valid UTF-8 at byte \(offset)")
+        }
         let parsed: JSONValue
         do {
             parsed = try JSONParser.parse(bytes)
         } catch {
-            throw InvalidEvent(field: nil, problem: "not JSON: \(bytes.isEmpty ? "empty" : error.description)")
+            // A problem inside a member (a number out of range) names the member.
+            throw InvalidEvent(field: error.field, problem: "not JSON: \(bytes.isEmpty ? "empty" : error.description)")
         }
         guard case let .object(root) = parsed else {
             throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(parsed.kind)")
         }
-        var fields = Fields(root: root)
+        var fields = JSONFields(root: root)
         do {
             return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
         } catch {
             // Whatever else is wrong, the producer matches results on id and type: read them
             // if they are readable at all, even when the problem was found before them.
             var error = error
-            if error.callID == nil { error.callID = Fields.readableID(root) }
+            if error.callID == nil { error.callID = JSONFields.readableID(root) }
             if error.kind == nil, case let .string(type)? = root.last("type") { error.kind = Kind(rawValue: type) }
             throw error
         }
@@ -141,10 +157,24 @@ public struct InvalidEvent: Error, Equatable, Sendable, CustomStringConvertible 
         guard let field else { return problem }
         return "\(field): \(problem)"
     }
+
+    /// The most characters of input a reason quotes.
+    public static let quoteLimit = 64
+
+    /// `text` as a reason may quote it: its first `quoteLimit` characters, then `…` when it is
+    /// longer (a 60,000-digit number must not make a 60 KB reason). Escaping for terminals is
+    /// the output's job.
+    public static func quote(_ text: String) -> String {
+        // A character has one UTF-8 byte or more: a short text needs no counting.
+        guard text.utf8.count > quoteLimit else { return text }
+        let end = text.index(text.startIndex, offsetBy: quoteLimit, limitedBy: text.endIndex) ?? text.endIndex
+        return end == text.endIndex ? text : text[..<end] + "…"
+    }
 }
 
-/// The field-by-field reading of one event object; the first problem found is thrown.
-private struct Fields {
+/// The field-by-field reading of one JSON object (an event, or a saved retry): the first
+/// problem found is thrown, naming the field.
+struct JSONFields {
     let root: JSONObject
     var callID: String?
 
@@ -165,6 +195,12 @@ private struct Fields {
         guard let v = value(key) else { return nil }
         guard case let .string(s) = v else { throw invalid(key, "expected a string, got \(v.kind)") }
         return s
+    }
+
+    /// `read`'s value, or a "required" problem naming `key` when absent.
+    func required<T>(_ key: StaticString, _ read: @autoclosure () throws(InvalidEvent) -> T?) throws(InvalidEvent) -> T {
+        guard let v = try read() else { throw invalid(key, "required") }
+        return v
     }
 
     func bool(_ key: StaticString) throws(InvalidEvent) -> Bool? {
@@ -196,7 +232,7 @@ private struct Fields {
         guard ms >= CallEvent.smallestUnixMs else {
             throw invalid(key, "\(ms) is not a unix time in milliseconds (seconds?)")
         }
-        guard ms - entryTimeMs <= CallEvent.largestAheadMs else {
+        guard ms.clampedDifference(entryTimeMs) <= CallEvent.largestAheadMs else {
             // A thousand times the present is microseconds; a million times, nanoseconds.
             let ratio = ms / max(entryTimeMs, CallEvent.smallestUnixMs)
             let unit = ratio >= 500_000 ? "nanoseconds?" : ratio >= 500 ? "microseconds?" : "a date, not a ringing call's time?"
@@ -208,11 +244,13 @@ private struct Fields {
 
     /// The id if it is usable as one (what `event` requires of it), else nil.
     static func readableID(_ root: JSONObject) -> String? {
-        guard case let .string(id)? = root.last("id"), !id.isEmpty,
-              id.utf8.count <= CallEvent.maxIDCharacters || id.count <= CallEvent.maxIDCharacters else { return nil }
+        guard case let .string(id)? = root.last("id"), CallEvent.isCallID(id) else { return nil }
         return id
     }
 
+    /// A device token: even-length hex of at most `PushNotification.maxTokenHexDigits`
+    /// digits, in lower case: what `PushNotification` accepts (docs/protocol.md gives the
+    /// limit's reason).
     func token(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let t = try string(key) else { return nil }
         guard !t.isEmpty else { throw invalid(key, "empty") }
@@ -226,6 +264,9 @@ private struct Fields {
             }
             throw invalid(key, "not a hex string")
         }
+        guard t.utf8.count <= PushNotification.maxTokenHexDigits else {
+            throw invalid(key, "\(t.utf8.count) hex digits, over the \(PushNotification.maxTokenHexDigits)-digit limit")
+        }
         return token
     }
 
@@ -237,14 +278,11 @@ private struct Fields {
         }
         guard let id = try string("id") else { throw invalid("id", "required") }
         guard !id.isEmpty else { throw invalid("id", "empty") }
-        // A character has one UTF-8 byte or more: only a long id needs its characters counted.
-        guard id.utf8.count <= CallEvent.maxIDCharacters || id.count <= CallEvent.maxIDCharacters else {
-            throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)")
-        }
+        guard CallEvent.isCallID(id) else { throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)") }
         callID = id
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
-            throw invalid("type", "unknown event type \"\(typeText)\" (expected incoming_call or call_cancelled)")
+            throw invalid("type", "unknown event type \"\(InvalidEvent.quote(typeText))\" (expected incoming_call or call_cancelled)")
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
@@ -263,7 +301,7 @@ private struct Fields {
         var alertBody: String?
         if let a = value("alert") {
             guard case let .object(o) = a else { throw invalid("alert", "expected an object, got \(a.kind)") }
-            let alert = Fields(root: o, callID: id)
+            let alert = JSONFields(root: o, callID: id)
             do {
                 alertTitle = try alert.string("title")
                 alertBody = try alert.string("body")
@@ -274,31 +312,19 @@ private struct Fields {
         if kind == .incomingCall && voipToken == nil && alertToken == nil {
             throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
         }
-        let deadlineMs = deadline ?? entryTimeMs + policy.ringTimeoutMs
+        let deadlineMs = deadline ?? entryTimeMs.clampedSum(policy.ringTimeoutMs)
 
         var voipPayload: [UInt8] = []
         var alertPayload: [UInt8] = []
         let fromTemplate = alertTitle == nil || alertBody == nil
         if kind == .incomingCall {
-            voipPayload = Fields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
+            voipPayload = JSONFields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
             if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
         }
         if kind == .incomingCall, alertToken != nil {
-            let title: String, body: String
-            if let alertTitle, let alertBody {
-                (title, body) = (alertTitle, alertBody)
-            } else {
-                let template = policy.fallbackAlert.render(callerName: Fields.text(voip.last("callerName")),
-                                                           caller: Fields.text(voip.last("caller")))
-                (title, body) = (alertTitle ?? template.title, alertBody ?? template.body)
-            }
-            alertPayload = Fields.alertPayload(title: title, body: body, sound: policy.fallbackAlert.sound, id: id)
-            if alertPayload.count > PushType.alert.maxPayloadBytes {
-                throw invalid("alert", "payload is \(alertPayload.count) bytes, over the \(PushType.alert.maxPayloadBytes)-byte alert limit"
-                              + (fromTemplate ? " (with the app's template)" : ""))
-            }
+            alertPayload = JSONFields.fittedAlertPayload(title: alertTitle, body: alertBody, voip: voip, policy: policy, id: id)
         }
         return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
                          deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
@@ -335,6 +361,52 @@ private struct Fields {
         var w = JSONWriter()
         w.sortedObject(members)
         return w.finish()
+    }
+
+    /// The fallback alert's payload, made to fit APNs' 4096-byte limit: an alert never makes
+    /// an event invalid (its VoIP push must not be refused because of its fallback). As is when
+    /// it fits; else with the caller's name in the template shortened (at a character
+    /// boundary, ending with `…`) to the longest that fits; else with the event's own title and
+    /// body shortened the same way. Sizes are counted in bytes of the serialized payload, so
+    /// multi-byte characters and JSON escapes count as what they cost.
+    static func fittedAlertPayload(title: String?, body: String?, voip: JSONObject, policy: AppRoutingPolicy,
+                                   id: String) -> [UInt8] {
+        let limit = PushType.alert.maxPayloadBytes
+        let callerName = text(voip.last("callerName")), caller = text(voip.last("caller"))
+        func payload(nameCharacters: Int, textCharacters: Int?) -> [UInt8] {
+            var (t, b) = (title, body)
+            if t == nil || b == nil {
+                let template = policy.fallbackAlert.render(callerName: callerName, caller: caller, keeping: nameCharacters)
+                (t, b) = (t ?? template.title, b ?? template.body)
+            }
+            if let textCharacters {
+                (t, b) = (FallbackTemplate.shortened(t!, to: textCharacters), FallbackTemplate.shortened(b!, to: textCharacters))
+            }
+            return alertPayload(title: t!, body: b!, sound: policy.fallbackAlert.sound, id: id)
+        }
+        let whole = payload(nameCharacters: FallbackTemplate.maxFilledCharacters, textCharacters: nil)
+        if whole.count <= limit { return whole }
+        if title == nil || body == nil,
+           let k = largest(upTo: FallbackTemplate.maxFilledCharacters - 1, where: { payload(nameCharacters: $0, textCharacters: nil).count <= limit }) {
+            return payload(nameCharacters: k, textCharacters: nil)
+        }
+        let longest = max(title?.count ?? 0, body?.count ?? 0)
+        let k = largest(upTo: longest, where: { payload(nameCharacters: 0, textCharacters: $0).count <= limit }) ?? 0
+        // The id (128 characters) and the sound (256 bytes) always leave room: this fits. Were
+        // it ever over, the alert's push would refuse it and the call end without a fallback.
+        return payload(nameCharacters: 0, textCharacters: k)
+    }
+
+    /// The largest `k` in `0 ... upper` for which `fits(k)` holds, by bisection (`fits` holds up
+    /// to some `k` and not beyond); nil when not even `fits(0)` holds.
+    private static func largest(upTo upper: Int, where fits: (Int) -> Bool) -> Int? {
+        guard fits(0) else { return nil }
+        var (low, high) = (0, upper)
+        while low < high {
+            let middle = low + (high - low + 1) / 2
+            if fits(middle) { low = middle } else { high = middle - 1 }
+        }
+        return low
     }
 
     /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.

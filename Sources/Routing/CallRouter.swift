@@ -279,7 +279,8 @@ public struct CallRouter: Sendable {
         }
         let call = Call(event: event, snapshot: snapshot)
         guard event.kind == .incomingCall, event.id == snapshot.callID else {
-            let problem = "the saved state of call \(snapshot.callID) came with a \(event.kind.rawValue) event of call \(event.id)"
+            let problem = "the saved state of call \(InvalidEvent.quote(snapshot.callID)) came with a \(event.kind.rawValue) "
+                + "event of call \(InvalidEvent.quote(event.id))"
             return deadLetter(call, .invalidEvent("retry: " + problem), appUnhealthy: false)
         }
         if let alreadyDone {
@@ -529,7 +530,7 @@ public struct CallRouter: Sendable {
                         apnsID: String? = nil, cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
         OutcomeRecord(outcome: outcome, firstOutcome: firstOutcome, id: call.event.id, type: call.event.kind, app: policy.appID,
                       channel: channel, apnsID: apnsID, cause: cause, reason: reason,
-                      latencyMs: call.lastAnswerAtMs.map { $0 - call.event.entryTimeMs }, attempts: call.attempts)
+                      latencyMs: call.lastAnswerAtMs.map { $0.clampedDifference(call.event.entryTimeMs) }, attempts: call.attempts)
     }
 
     private func environment(_ event: CallEvent) -> APNsEnvironment {

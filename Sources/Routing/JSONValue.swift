@@ -96,11 +96,16 @@ struct JSONObject: Equatable, Sendable {
     }
 }
 
-/// Why bytes are not JSON: a short problem and the byte offset where it was found.
+/// Why bytes are not JSON: a short problem, the byte offset where it was found, and the keys
+/// of the object members it was found in (outermost first; empty at the top level).
 struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
     let problem: String
     let offset: Int
+    var keys: [String] = []
     var description: String { "\(problem) at byte \(offset)" }
+    /// The member keys joined with dots (`voip.callerName`), quoted at most in part
+    /// (`InvalidEvent.quote`: a path 64 levels deep is cut); nil at the top level.
+    var field: String? { keys.isEmpty ? nil : InvalidEvent.quote(keys.joined(separator: ".")) }
 }
 
 /// A single-pass recursive-descent parser of RFC 8259 JSON over UTF-8 bytes, built to accept
@@ -192,7 +197,15 @@ struct JSONParser {
             guard p[i] == UInt8(ascii: ":") else { throw unexpected("after a member name (expected ':')") }
             i += 1
             skipWhitespace()
-            members.append(JSONMember(key: key, value: try value()))
+            let v: JSONValue
+            do {
+                v = try value()
+            } catch {
+                var inside = error
+                inside.keys.insert(key, at: 0)
+                throw inside
+            }
+            members.append(JSONMember(key: key, value: v))
             if try endOfMember(closing: UInt8(ascii: "}")) { break }
         }
         depth -= 1
@@ -442,7 +455,7 @@ struct JSONParser {
             }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: p[start..<i]), as: UTF8.self)
-        guard let d = JSONParser.double(text) else { throw fail("number \(text) is out of range", at: start) }
+        guard let d = JSONParser.double(text) else { throw fail("number \(InvalidEvent.quote(text)) is out of range", at: start) }
         return .double(d)
     }
 
@@ -494,6 +507,46 @@ struct JSONParser {
     /// The input converted to UTF-8 when a byte order mark or the zero bytes among the first
     /// four say UTF-16 or UTF-32 (`JSONSerialization`'s rule); nil for UTF-8 input.
     static func convertedToUTF8(_ b: [UInt8]) throws(JSONSyntaxError) -> [UInt8]? {
+        guard let (encoding, skip) = otherEncoding(b) else { return nil }
+        guard let s = String(bytes: b[skip...], encoding: encoding) else {
+            throw JSONSyntaxError(problem: "not valid \(encoding)", offset: 0)
+        }
+        return Array(s.utf8)
+    }
+
+    /// The offset of the first byte of `bytes` that is not part of valid UTF-8 (RFC 3629: no
+    /// overlong forms, no surrogates, nothing above U+10FFFF), or nil when all of it is.
+    /// Runs of ASCII are skipped 8 bytes at a time; other characters go through the standard
+    /// library's UTF-8 parser.
+    static func firstInvalidUTF8Byte(_ bytes: [UInt8]) -> Int? {
+        bytes.withUnsafeBufferPointer { p -> Int? in
+            guard let base = p.baseAddress else { return nil }
+            let n = p.count
+            var i = 0
+            while i < n {
+                if n - i >= 8 && UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                    i += 8
+                    continue
+                }
+                if base[i] < 0x80 {
+                    i += 1
+                    continue
+                }
+                var parser = Unicode.UTF8.ForwardParser()
+                var input = UnsafeBufferPointer(rebasing: p[i...]).makeIterator()
+                switch parser.parseScalar(from: &input) {
+                case let .valid(encoded): i += encoded.count
+                case .error: return i
+                case .emptyInput: return nil
+                }
+            }
+            return nil
+        }
+    }
+
+    /// UTF-16 or UTF-32, and the byte order mark's length, when a mark or the zero bytes among
+    /// the first four say so (`JSONSerialization`'s rule); nil for UTF-8.
+    static func otherEncoding(_ b: [UInt8]) -> (String.Encoding, skip: Int)? {
         let encoding: String.Encoding
         var skip = 0
         let n = b.count
@@ -524,9 +577,40 @@ struct JSONParser {
         } else {
             return nil
         }
-        guard let s = String(bytes: b[skip...], encoding: encoding) else {
-            throw JSONSyntaxError(problem: "not valid \(encoding)", offset: 0)
+        return (encoding, skip)
+    }
+}
+
+/// Keys written more than once in the same object of a JSON document, which most readers
+/// (`JSONSerialization` among them) resolve silently by keeping the last: the config reader
+/// warns about them.
+public enum JSONDuplicateKeys {
+    /// The key path of each duplicated key (outermost first, the key itself last), in document
+    /// order; nil when `bytes` is not JSON that `JSONParser` reads.
+    public static func paths(in bytes: [UInt8]) -> [[String]]? {
+        guard let root = try? JSONParser.parse(bytes) else { return nil }
+        var found: [[String]] = []
+        var path: [String] = []
+        func walk(_ value: JSONValue) {
+            switch value {
+            case let .object(o):
+                var seen = Set<String>()
+                var reported = Set<String>()
+                for m in o.members {
+                    if !seen.insert(m.key).inserted, reported.insert(m.key).inserted { found.append(path + [m.key]) }
+                }
+                for m in o.unique {
+                    path.append(m.key)
+                    walk(m.value)
+                    path.removeLast()
+                }
+            case let .array(items):
+                for item in items { walk(item) }
+            case .null, .bool, .int, .uint, .double, .string:
+                break
+            }
         }
-        return Array(s.utf8)
+        walk(root)
+        return found
     }
 }

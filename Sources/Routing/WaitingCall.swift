@@ -1,4 +1,5 @@
 import Foundation
+import Retry
 
 /// A call waiting for its next attempt, as the durable retry schedule keeps it in Redis
 /// (issue 4): everything `CallRouter` needs to continue the call in any process, with the
@@ -50,6 +51,10 @@ public struct WaitingCall: Equatable, Sendable {
 
     /// The only snapshot version this gateway writes and reads.
     public static let version = 1
+    /// Times in a snapshot must lie in `CallEvent.smallestUnixMs ... latestUnixMs` (1973 to
+    /// the year 3000): a snapshot travels through the calls stream, where anyone who can
+    /// `XADD` can forge one, so its times are checked before any arithmetic uses them.
+    public static let latestUnixMs: Int64 = 32_503_680_000_000
 
     public init(callID: String, stage: Stage, dueAtMs: Int64, deadlineMs: Int64, entryTimeMs: Int64, entryID: String? = nil,
                 alertUsable: Bool, attempts: [AttemptRecord], lastAnswerAtMs: Int64?, firstFailureAtMs: Int64?) {
@@ -70,7 +75,7 @@ public struct WaitingCall: Equatable, Sendable {
     /// event's deadline, its VoIP payload's `deadline` and the snapshot agree.
     public func event(from raw: [UInt8], policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
         var original = policy
-        original.ringTimeoutMs = deadlineMs - entryTimeMs
+        original.ringTimeoutMs = deadlineMs.clampedDifference(entryTimeMs)
         return try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: original)
     }
 
@@ -83,15 +88,33 @@ public struct WaitingCall: Equatable, Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Reads `json()`'s text back.
-    /// - Throws: `InvalidWaitingCall` naming the problem (not JSON, another version, a value
-    ///   out of range); the schedule's data is then unusable and the call needs a human.
+    /// Reads `json()`'s text back, checking every value as untrusted input: the call id's
+    /// length, `made` in 1 ... `RetryPolicy.attemptsLimit` and not above the attempts listed,
+    /// at most twice that many attempts, every time in the window above, and the due time
+    /// before the deadline (VoIP) or the alert window's end, as the router schedules them.
+    /// - Throws: `InvalidWaitingCall` naming the field and the problem (not JSON, another
+    ///   version, a value out of range); the schedule's data is then unusable and the call
+    ///   needs a human.
     public static func decode(_ text: String) throws(InvalidWaitingCall) -> WaitingCall {
+        try decode(Array(text.utf8))
+    }
+
+    /// Reads the snapshot from the bytes of a stream entry's `retry` field.
+    public static func decode(_ bytes: [UInt8]) throws(InvalidWaitingCall) -> WaitingCall {
+        let parsed: JSONValue
+        do {
+            parsed = try JSONParser.parse(bytes)
+        } catch {
+            throw InvalidWaitingCall(problem: (error.field.map { "\($0): " } ?? "") + "unreadable: not JSON: \(error)")
+        }
+        guard case let .object(root) = parsed else {
+            throw InvalidWaitingCall(problem: "unreadable: expected a JSON object, got \(parsed.kind)")
+        }
         let wire: Wire
         do {
-            wire = try JSONDecoder().decode(Wire.self, from: Data(text.utf8))
+            wire = try Wire(reading: JSONFields(root: root))
         } catch {
-            throw InvalidWaitingCall(problem: "unreadable: \(error)")
+            throw InvalidWaitingCall(problem: error.description)
         }
         return try wire.value()
     }
@@ -104,8 +127,9 @@ public struct InvalidWaitingCall: Error, Equatable, Sendable, CustomStringConver
     public var description: String { problem }
 }
 
-/// The JSON form of `WaitingCall`; field names are short and stable.
-private struct Wire: Codable {
+/// The JSON form of `WaitingCall`; field names are short and stable. Written with
+/// `JSONEncoder`, read back with `JSONParser` (field by field, each problem naming its field).
+private struct Wire: Encodable {
     var v: Int
     var id: String
     var channel: String
@@ -127,7 +151,7 @@ private struct Wire: Codable {
         case lastAnswer = "last_answer", firstFailure = "first_failure"
     }
 
-    struct Attempt: Codable {
+    struct Attempt: Encodable {
         var t: Int64
         var channel: String
         var status: Int?
@@ -138,6 +162,42 @@ private struct Wire: Codable {
         enum CodingKeys: String, CodingKey {
             case t, channel, status, reason, error
             case apnsID = "apns_id"
+        }
+    }
+
+    /// Reads the fields of a snapshot; unknown fields are ignored.
+    init(reading f: JSONFields) throws(InvalidEvent) {
+        v = Int(try f.required("v", f.integer("v", what: "")))
+        id = try f.required("id", f.string("id"))
+        channel = try f.required("channel", f.string("channel"))
+        made = Int(try f.required("made", f.integer("made", what: "")))
+        cause = try f.string("cause")
+        windowEnd = try f.integer("window_end", what: " (unix ms)")
+        due = try f.required("due", f.integer("due", what: " (unix ms)"))
+        deadline = try f.required("deadline", f.integer("deadline", what: " (unix ms)"))
+        entryTime = try f.required("entry_time", f.integer("entry_time", what: " (unix ms)"))
+        entry = try f.string("entry")
+        alertUsable = try f.required("alert_usable", f.bool("alert_usable"))
+        lastAnswer = try f.integer("last_answer", what: " (unix ms)")
+        firstFailure = try f.integer("first_failure", what: " (unix ms)")
+        guard let list = f.value("attempts") else { throw f.invalid("attempts", "required") }
+        guard case let .array(items) = list else { throw f.invalid("attempts", "expected an array, got \(list.kind)") }
+        guard items.count <= 2 * RetryPolicy.attemptsLimit else {
+            throw f.invalid("attempts", "\(items.count) listed, over the \(2 * RetryPolicy.attemptsLimit) two policies allow")
+        }
+        attempts = []
+        for item in items {
+            guard case let .object(o) = item else { throw f.invalid("attempts", "expected objects, got \(item.kind)") }
+            let a = JSONFields(root: o)
+            do {
+                attempts.append(Attempt(t: try a.required("t", a.integer("t", what: " (unix ms)")),
+                                        channel: try a.required("channel", a.string("channel")),
+                                        status: try a.integer("status", what: "").map { Int($0) },
+                                        reason: try a.string("reason"), error: try a.string("error"),
+                                        apnsID: try a.string("apns_id")))
+            } catch {
+                throw InvalidEvent(field: "attempts." + (error.field ?? ""), problem: error.problem)
+            }
         }
     }
 
@@ -171,24 +231,49 @@ private struct Wire: Codable {
         guard v == WaitingCall.version else {
             throw InvalidWaitingCall(problem: "version \(v); this gateway reads version \(WaitingCall.version)")
         }
+        guard CallEvent.isCallID(id) else {
+            throw InvalidWaitingCall(problem: "id: \(id.count) characters, not 1-\(CallEvent.maxIDCharacters)")
+        }
         guard made >= 1 else { throw InvalidWaitingCall(problem: "made: \(made) attempts; a waiting call made at least 1") }
+        guard made <= RetryPolicy.attemptsLimit else {
+            throw InvalidWaitingCall(problem: "made: \(made) attempts, over the \(RetryPolicy.attemptsLimit) a policy allows")
+        }
+        guard made <= attempts.count else {
+            throw InvalidWaitingCall(problem: "made: \(made) attempts, but \(attempts.count) listed")
+        }
+        try Wire.checkTime(due, "due")
+        try Wire.checkTime(deadline, "deadline")
+        try Wire.checkTime(entryTime, "entry_time")
+        if let entry, !Wire.isStreamID(entry) {
+            throw InvalidWaitingCall(problem: "entry: \(InvalidEvent.quote(entry)) is not a stream id (digits-digits)")
+        }
+        if let lastAnswer { try Wire.checkTime(lastAnswer, "last_answer") }
+        if let firstFailure { try Wire.checkTime(firstFailure, "first_failure") }
+        if let windowEnd { try Wire.checkTime(windowEnd, "window_end") }
+        for a in attempts { try Wire.checkTime(a.t, "attempts.t") }
         let stage: WaitingCall.Stage
         switch PushChannel(rawValue: channel) {
         case .voip:
+            guard due < deadline else {
+                throw InvalidWaitingCall(problem: "due: \(due) is not before the deadline \(deadline) (a VoIP retry leaves before it)")
+            }
             stage = .voip(attemptsMade: made)
         case .alert:
             guard let cause, let reason = FallbackCause(rawValue: cause) else {
-                throw InvalidWaitingCall(problem: "cause: an alert wait needs a fallback cause, got \(cause ?? "none")")
+                throw InvalidWaitingCall(problem: "cause: an alert wait needs a fallback cause, got \(InvalidEvent.quote(cause ?? "none"))")
             }
             guard let windowEnd else { throw InvalidWaitingCall(problem: "window_end: missing for an alert wait") }
+            guard due < windowEnd else {
+                throw InvalidWaitingCall(problem: "window_end: \(windowEnd) is not after the due time \(due) (an alert retry leaves before it)")
+            }
             stage = .alert(cause: reason, attemptsMade: made, windowEndMs: windowEnd)
         case nil:
-            throw InvalidWaitingCall(problem: "channel: \(channel) is neither voip nor alert")
+            throw InvalidWaitingCall(problem: "channel: \(InvalidEvent.quote(channel)) is neither voip nor alert")
         }
         var records: [AttemptRecord] = []
         for a in attempts {
             guard let ch = PushChannel(rawValue: a.channel) else {
-                throw InvalidWaitingCall(problem: "attempts: channel \(a.channel) is neither voip nor alert")
+                throw InvalidWaitingCall(problem: "attempts: channel \(InvalidEvent.quote(a.channel)) is neither voip nor alert")
             }
             records.append(AttemptRecord(sentAtMs: a.t, channel: ch, status: a.status, reason: a.reason, error: a.error,
                                          apnsID: a.apnsID))
@@ -196,5 +281,21 @@ private struct Wire: Codable {
         return WaitingCall(callID: id, stage: stage, dueAtMs: due, deadlineMs: deadline, entryTimeMs: entryTime,
                            entryID: entry, alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,
                            firstFailureAtMs: firstFailure)
+    }
+
+    /// True for a Redis stream id as XADD returns it: 1-20 digits, `-`, 1-20 digits (results
+    /// carry it as `entry`, so a hand-edited schedule cannot put other text there).
+    static func isStreamID(_ text: String) -> Bool {
+        let parts = text.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        return parts.count == 2 && parts.allSatisfy { part in
+            (1...20).contains(part.count) && part.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
+    }
+
+    /// Refuses a time outside `CallEvent.smallestUnixMs ... WaitingCall.latestUnixMs`.
+    static func checkTime(_ ms: Int64, _ field: String) throws(InvalidWaitingCall) {
+        guard ms >= CallEvent.smallestUnixMs && ms <= WaitingCall.latestUnixMs else {
+            throw InvalidWaitingCall(problem: "\(field): \(ms) is not a unix time in milliseconds between 1973 and 3000")
+        }
     }
 }

@@ -62,11 +62,12 @@ final class SimulatorConfigTests: XCTestCase {
 
     func testScenarioSpellingsRoundTrip() throws {
         let all: [Scenario] = [.ok, .unregistered, .expiredToken, .badToken, .notForTopic, .tooMany, .error500,
-                               .unavailable, .flaky(3), .slow(250), .blackhole, .expiredProviderToken(2)]
+                               .unavailable, .flaky(3), .slow(250), .blackhole, .payloadTooLarge, .expiredProviderToken(2),
+                               .refusedStream(1), .dropConnection]
         for scenario in all {
             XCTAssertEqual(try Scenario(parsing: scenario.description), scenario)
         }
-        for bad in ["", "OK", "flaky", "flaky:-1", "flaky:x", "ok:1", "slow:", "teapot"] {
+        for bad in ["", "OK", "flaky", "flaky:-1", "flaky:x", "ok:1", "slow:", "teapot", "refused_stream", "drop_connection:1"] {
             XCTAssertThrowsError(try Scenario(parsing: bad), "\"\(bad)\" is not a scenario")
         }
     }

@@ -10,6 +10,7 @@ import XCTest
 final class SimulatorWireTests: XCTestCase {
     private var server: SimTestServer!
     private var voipBody: String!
+    private var bodyFiles: [String] = []
     private let token = "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"
 
     override func setUpWithError() throws {
@@ -20,12 +21,15 @@ final class SimulatorWireTests: XCTestCase {
     override func tearDown() {
         server?.close()
         server = nil
+        for file in bodyFiles { try? FileManager.default.removeItem(atPath: file) }
+        bodyFiles = []
     }
 
     // MARK: Helpers
 
     private func bodyFile(_ text: String) throws -> String {
-        let path = try SimTestServer.sharedPKI().directory + "/body-\(UUID().uuidString.prefix(8)).json"
+        let path = TestScratch.file("body") + ".json"
+        bodyFiles.append(path)
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
@@ -34,8 +38,9 @@ final class SimulatorWireTests: XCTestCase {
 
     /// A VoIP push to `token` unless `headers`/`path` say otherwise: a header given replaces
     /// the default of the same name; `omit` drops a default header.
-    private func push(to token: String? = nil, path: String? = nil, headers: [String] = [], omit: [String] = [],
-                      auth: Auth = .jwt(nil), body: String? = nil, timeoutSeconds: Int = 10) throws -> NghttpResult {
+    private func push(to token: String? = nil, path: String? = nil, morePaths: [String] = [], headers: [String] = [],
+                      omit: [String] = [], auth: Auth = .jwt(nil), body: String? = nil,
+                      timeoutSeconds: Int = 10) throws -> NghttpResult {
         func name(_ line: String) -> Substring { line.prefix(1) + line.dropFirst().prefix { $0 != ":" } }
         let replaced = Set(headers.map(name)).union(omit.map { Substring($0) })
         var lines = ["apns-push-type: voip", "apns-topic: com.example.app.voip"].filter { !replaced.contains(name($0)) }
@@ -46,7 +51,8 @@ final class SimulatorWireTests: XCTestCase {
         case .certificate: cert = (server.pki.clientCert, server.pki.clientKey)
         case .none: break
         }
-        return try SimTools.nghttp(port: server.port, path: path ?? "/3/device/\(token ?? self.token)", headers: lines,
+        return try SimTools.nghttp(port: server.port, path: path ?? "/3/device/\(token ?? self.token)", morePaths: morePaths,
+                                   headers: lines,
                                    bodyFile: body ?? voipBody, clientCert: cert, timeoutSeconds: timeoutSeconds,
                                    on: server.loop)
     }
@@ -202,11 +208,19 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(try push(auth: .jwt(jwt)).statuses, [200], "the second request with the same token passes")
     }
 
-    func testSlowTokenIsAnsweredLater() throws {
-        server.simulator.setScenario(.slow(150), for: token)
-        let result = try push()
-        XCTAssertEqual(result.statuses, [200], result.run.output)
-        XCTAssertEqual(server.simulator.recorded.last?.status, 200)
+    func testSlowTokenIsAnsweredAfterARequestSentAfterIt() throws {
+        server.close()
+        server = try SimTestServer { $0.initialMaxStreams = 10 }
+        let quick = String(format: "%064x", 7)
+        server.simulator.setScenario(.slow(300), for: token)
+        // Two requests at once on one connection, the slow token's first (stream 1).
+        let result = try push(to: token, morePaths: ["/3/device/\(quick)"])
+        XCTAssertEqual(result.statuses, [200, 200], result.run.output)
+        XCTAssertEqual(result.statusStreams, [3, 1], "the later request is answered first: the slow one waits\n" + result.run.output)
+        XCTAssertEqual(server.simulator.recorded.map(\.status), [200, 200])
+        server.loop.run(waitingFor: "the slow request's line in the log") {
+            textSoFar(server.logFile).contains("\"delay_ms\":300")
+        }
     }
 
     func testBlackholedTokenIsNeverAnswered() throws {
@@ -283,16 +297,11 @@ final class SimulatorWireTests: XCTestCase {
     func testLogReachesTheFileWhileTheSimulatorRuns() throws {
         _ = try push()
         // The log is flushed at least once a second; turn the loop until the line shows up.
-        let deadline = Clock.monotonicMs() + 10_000
-        let poll = LoopTimer(loop: server.loop) {}
-        defer { poll.close() }
         var lines = 0
-        server.loop.run(until: {
-            lines = ((try? String(contentsOfFile: server.logFile, encoding: .utf8)) ?? "").split(separator: "\n").count
-            if lines > 0 || Clock.monotonicMs() > deadline { return true }
-            if !poll.isScheduled { poll.schedule(afterMs: 50) }
-            return false
-        })
+        server.loop.run(waitingFor: "the request's line in \(server.logFile)") {
+            lines = textSoFar(server.logFile).split(separator: "\n").count
+            return lines > 0
+        }
         XCTAssertEqual(lines, 1, "a logged request reaches the file without waiting for close")
     }
 }

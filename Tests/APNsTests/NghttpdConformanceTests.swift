@@ -14,8 +14,8 @@ final class NghttpdConformanceTests: XCTestCase {
     let tokens = (0..<4).map { i in String(repeating: String(format: "%02x", i + 10), count: 32) }
 
     override func setUpWithError() throws {
-        pki = try TestPKI.make()
-        htdocs = makeTemporaryDirectory("nghttpd-htdocs")
+        pki = try TestPKI.shared()
+        htdocs = makeTemporaryDirectory("pushgw-nghttpd-htdocs")
         try FileManager.default.createDirectory(atPath: htdocs + "/3/device", withIntermediateDirectories: true)
         for t in tokens { try Data("{}".utf8).write(to: URL(fileURLWithPath: htdocs + "/3/device/" + t)) }
         port = freeLoopbackPort()
@@ -23,7 +23,10 @@ final class NghttpdConformanceTests: XCTestCase {
         try waitForPort(port)
     }
 
-    override func tearDown() { server?.stop() }
+    override func tearDown() {
+        server?.stop()
+        try? FileManager.default.removeItem(atPath: htdocs)
+    }
 
     private func makeClient(_ loop: EventLoop, connections: Int = 2) throws -> ApnsClient {
         let key = try ES256SigningKey.load(p8File: pki.jwtKey)
@@ -50,7 +53,9 @@ final class NghttpdConformanceTests: XCTestCase {
                 }
             }
         }
-        loop.run(until: { statuses.values.reduce(0, +) + errors.count == total })
+        loop.run(waitingFor: "an answer or an error for each of the \(total) pushes", timeoutMs: 60_000) {
+            statuses.values.reduce(0, +) + errors.count == total
+        }
         XCTAssertEqual(errors, [], "no transport error against a healthy server")
         XCTAssertEqual(statuses[200], total, "every push is answered 200 by nghttpd")
         XCTAssertEqual(client.stats.peakAnnouncedStreams, 50, "the client reads the server's MAX_CONCURRENT_STREAMS")
@@ -66,7 +71,7 @@ final class NghttpdConformanceTests: XCTestCase {
         let push = try PushNotification(deviceToken: "ab" + tokens[0], bundleID: "com.example.app", pushType: .alert,
                                         payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
         client.send(push) { result = $0 }
-        loop.run(until: { result != nil })
+        loop.run(waitingFor: "the push's completion") { result != nil }
         let response = try result!.get()
         XCTAssertEqual(response.status, 404)
         XCTAssertFalse(response.isAccepted)
@@ -81,7 +86,7 @@ final class NghttpdConformanceTests: XCTestCase {
         let fast = try makeFastClient(loop)
         var first: Result<PushNotificationResponse, ApnsClientError>?
         fast.send(push) { first = $0 }
-        loop.run(until: { first != nil })
+        loop.run(waitingFor: "the first push's completion") { first != nil }
         XCTAssertEqual(try first!.get().status, 200, "connected before the freeze")
 
         // Freeze the server: TCP stays up, but nothing answers, not even PING.
@@ -89,18 +94,14 @@ final class NghttpdConformanceTests: XCTestCase {
         defer { kill(server.pid, SIGCONT) }
         var frozen: [Result<PushNotificationResponse, ApnsClientError>] = []
         fast.send(push) { frozen.append($0) }
-        loop.run(until: { frozen.count == 1 })
+        loop.run(waitingFor: "the frozen server's push to complete") { frozen.count == 1 }
         XCTAssertEqual(frozen.first, .failure(.timeout), "a frozen server's push times out")
-        var waited = false
-        let wait = LoopTimer(loop: loop) { waited = true }
-        wait.schedule(afterMs: 600)
-        loop.run(until: { waited })
-        wait.close()
-        XCTAssertGreaterThanOrEqual(fast.stats.deadConnections, 1, "the unanswered PING marks the connection dead")
+        loop.run(waitingFor: "the unanswered PING to mark the connection dead") { fast.stats.deadConnections >= 1 }
+        XCTAssertEqual(fast.stats.deadConnections, 1, "the unanswered PING marks the connection dead")
         kill(server.pid, SIGCONT)
         var after: Result<PushNotificationResponse, ApnsClientError>?
         fast.send(push) { after = $0 }
-        loop.run(until: { after != nil })
+        loop.run(waitingFor: "the push after the thaw to complete") { after != nil }
         XCTAssertEqual(try after!.get().status, 200, "a new connection serves once the server is back")
         fast.close(); loop.close()
     }
@@ -119,22 +120,34 @@ final class NghttpdConformanceTests: XCTestCase {
         let push = try PushNotification(deviceToken: tokens[0], bundleID: "com.example.app", pushType: .voip,
                                         payload: Array("{}".utf8))
         var down: Result<PushNotificationResponse, ApnsClientError>?
+        let sentMs = Clock.monotonicMs()
         client.send(push) { down = $0 }
-        loop.run(until: { down != nil })
+        loop.run(waitingFor: "the push to a closed port to fail") { down != nil }
+        let elapsedMs = Clock.monotonicMs() - sentMs
         guard case .failure(.connectionFailed) = down! else { return XCTFail("nothing listens: \(down!)") }
-        XCTAssertGreaterThanOrEqual(client.stats.connectFailures, 2, "it kept trying, with backoff")
-        XCTAssertLessThan(client.stats.connectFailures, 40, "but not in a hot loop")
+        XCTAssertGreaterThanOrEqual(client.stats.connectFailures, 2, "it kept trying while the push waited")
+        // Each retry waits at least half its backoff ceiling (ceilings 20, 40, 80, then 100 ms),
+        // and a timer never fires early: within the time the push waited, no more connects fit.
+        var fitting = 1, waitedMs: Int64 = 0
+        while true {
+            let least = min(config.reconnectCapMs, config.reconnectBaseMs << Int64(min(fitting - 1, 20))) / 2
+            guard waitedMs + least <= elapsedMs else { break }
+            waitedMs += least
+            fitting += 1
+        }
+        XCTAssertLessThanOrEqual(client.stats.connectFailures, fitting,
+                                 "no connect before its backoff ran out (\(elapsedMs) ms allow \(fitting))")
         server = try ChildProcess("nghttpd", ["-a", "127.0.0.1", "-d", htdocs, "-m", "50", String(port), pki.serverKey, pki.serverCert])
         try waitForPort(port)
+        // The client may still be waiting out a backoff: a push can fail until it reconnects.
         var up: Result<PushNotificationResponse, ApnsClientError>?
-        var tries = 0
-        while up.map({ (try? $0.get().status) != 200 }) ?? true, tries < 20 {
-            tries += 1
+        let end = Clock.monotonicMs() + Deadline.defaultMs
+        while up.map({ (try? $0.get().status) != 200 }) ?? true, Clock.monotonicMs() < end {
             up = nil
             client.send(push) { up = $0 }
-            loop.run(until: { up != nil })
+            loop.run(waitingFor: "a push to the restarted server to complete") { up != nil }
         }
-        XCTAssertEqual(try up!.get().status, 200, "the client reconnected once the server listened")
+        XCTAssertEqual(try up?.get().status, 200, "the client reconnected once the server listened")
         client.close(); loop.close()
     }
 

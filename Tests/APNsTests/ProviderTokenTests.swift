@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import TestSupport
 import XCTest
 
 /// Provider tokens are checked by verifiers that share no code with ours: Python's
@@ -8,9 +9,7 @@ final class ProviderTokenTests: XCTestCase {
     private var directory: URL!
 
     override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("pushgw-jwt-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        directory = URL(fileURLWithPath: makeTemporaryDirectory("pushgw-jwt"), isDirectory: true)
     }
 
     override func tearDownWithError() throws {
@@ -341,21 +340,8 @@ final class ProviderTokenTests: XCTestCase {
     /// Runs a command found on PATH; with `check`, a non-zero exit fails the test.
     @discardableResult
     private func run(_ arguments: [String], check: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let error = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let result = ProcessResult(status: process.terminationStatus,
-                                   output: String(decoding: output, as: UTF8.self),
-                                   error: String(decoding: error, as: UTF8.self))
+        let (status, output, error) = try runCommand(arguments[0], Array(arguments.dropFirst()))
+        let result = ProcessResult(status: status, output: output, error: error)
         if check && result.status != 0 {
             XCTFail("\(arguments.prefix(2).joined(separator: " ")) failed: \(result.errorTail)", file: file, line: line)
             throw CocoaError(.executableLoad)

@@ -43,6 +43,18 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertNil(r.attempts[0].status, "no answer, no status")
     }
 
+    func testHandEditedNumbersInADeadLetterAreIgnoredRatherThanOverflowing() {
+        var fields = Self.entry("1764412345200-0", replays: String(Int.max)).fields
+        fields["first_failure_ms"] = String(Int64.min)
+        fields["last_failure_ms"] = "-5"
+        let r = DeadLetterRecord(entry: StreamEntry(id: "1764412345200-0", fields: fields), app: "acme", ledger: nil)
+        XCTAssertEqual(r.replays, 0, "a replay count out of range is not believed")
+        XCTAssertEqual(r.replay(ledgerTTLSeconds: 60).replays, 1, "and replaying adds one without overflow")
+        XCTAssertNil(r.firstFailureMs)
+        XCTAssertNil(r.lastFailureMs)
+        XCTAssertNil(DeadLetterRecord.timeMs(ofID: "\(Int64.max)-0"), "an id time past year 287,000 is not a time")
+    }
+
     func testAnInvalidEventIsStillReadable() {
         let entry = StreamEntry(id: "7-1", fields: ["event": "not json {", "reason": "invalid_event: event: not JSON",
                                                     "attempts": #"{"outcome":"dead_lettered","app":"acme"}"#])
@@ -59,7 +71,7 @@ final class DeadLetterRecordTests: XCTestCase {
         let replay = first.replay(ledgerTTLSeconds: 60)
         XCTAssertEqual(replay.replays, 1, "the first replay counts 1")
         XCTAssertEqual(replay.eventId, "c-9", "its recorded outcome is forgotten so it is routed again")
-        XCTAssertEqual(replay.event, Self.event, "the event goes back unchanged")
+        XCTAssertEqual(replay.event, Array(Self.event.utf8), "the event goes back unchanged")
         // What the replay script stores, and the router's new dead letter for the same event.
         let ledger = ["replays": "1", "history": replay.historyJSON, "calls_entry": "2000-0", "dead_entry": "1000-0"]
         let second = DeadLetterRecord(entry: Self.entry("3000-0"), app: "acme", ledger: ledger)

@@ -76,7 +76,7 @@ final class DeadLetterToolsTests: XCTestCase {
         XCTAssertNil(PrettyJSON.pretty("{not json"))
     }
 
-    func testAuditRecordsNameWhoWhatAndHowMany() {
+    func testAuditRecordsNameWhoWhatAndHowMany() throws {
         let ids = (0..<150).map { "acme/\($0)-0" }
         let record = AuditRecord(timeMs: 5, verb: "purge", user: "ops", sudoUser: "root", ids: ids, requested: 150, done: 149,
                                  filter: DeadLetterFilter(apps: ["acme"], reason: "invalid_event"))
@@ -87,9 +87,9 @@ final class DeadLetterToolsTests: XCTestCase {
         XCTAssertEqual(fields["requested"], "150")
         XCTAssertEqual(fields["done"], "149")
         XCTAssertEqual(fields["filters"], #"{"app":["acme"],"reason":"invalid_event"}"#)
-        let shown = try? JSONSerialization.jsonObject(with: Data(fields["ids"]!.utf8)) as? [String]
-        XCTAssertEqual(shown?.count, AuditRecord.maxIDs + 1, "at most 100 ids, then how many more")
-        XCTAssertEqual(shown?.last, "… 50 more")
+        let shown = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(fields["ids"]).utf8)) as? [String])
+        XCTAssertEqual(shown.count, AuditRecord.maxIDs + 1, "at most 100 ids, then how many more")
+        XCTAssertEqual(shown.last, "… 50 more")
         XCTAssertEqual(record.streamFields.first?.0, "time_ms")
     }
 }

@@ -38,12 +38,14 @@ final class TLSStreamTests: XCTestCase {
     private var pki: TestPKI!
 
     override func setUpWithError() throws {
-        pki = try TestPKI.make()
+        pki = try TestPKI.shared()
     }
 
-    /// A listener whose accepted sockets become server streams reporting to `server`.
-    private func listen(_ loop: EventLoop, _ server: Recorder, keep: @escaping (TLSStream) -> Void) throws -> TCPListener {
-        let context = try TLSContext.server(certFile: pki.serverCert, keyFile: pki.serverKey)
+    /// A listener whose accepted sockets become server streams reporting to `server`; its
+    /// certificate is the PKI's server certificate unless told otherwise.
+    private func listen(_ loop: EventLoop, _ server: Recorder, certificate: (cert: String, key: String)? = nil,
+                        keep: @escaping (TLSStream) -> Void) throws -> TCPListener {
+        let context = try TLSContext.server(certFile: certificate?.cert ?? pki.serverCert, keyFile: certificate?.key ?? pki.serverKey)
         return try TCPListener(loop: loop, host: "127.0.0.1", port: 0) { fd in
             if let stream = try? TLSStream.accept(loop: loop, context: context, fd: fd, delegate: server) { keep(stream) }
         }
@@ -70,7 +72,9 @@ final class TLSStreamTests: XCTestCase {
         }
         let stream = try TLSStream.connect(loop: loop, context: context, host: "127.0.0.1", port: listener.port,
                                            delegate: client)
-        loop.run(until: { server.received == pieces * piece.count || server.closed || client.closed })
+        loop.run(waitingFor: "24 MiB at the server, or a close", timeoutMs: 60_000) {
+            server.received == pieces * piece.count || server.closed || client.closed
+        }
         XCTAssertTrue(client.connected)
         XCTAssertEqual(stream.negotiatedALPN, "h2")
         XCTAssertEqual(server.received, pieces * piece.count, "every byte arrives")
@@ -81,7 +85,7 @@ final class TLSStreamTests: XCTestCase {
         // The client closes: the server hears an orderly close (close_notify), reason nil.
         stream.close()
         XCTAssertFalse(stream.isOpen)
-        loop.run(until: { server.closed })
+        loop.run(waitingFor: "the server to hear the client's close") { server.closed }
         XCTAssertNil(server.closeReason)
         XCTAssertFalse(client.closed, "closing a stream oneself brings no callback")
 
@@ -106,7 +110,7 @@ final class TLSStreamTests: XCTestCase {
         }
         stream = try TLSStream.connect(loop: loop, context: context, host: "127.0.0.1", port: listener.port,
                                        delegate: client)
-        loop.run(until: { server.closed })
+        loop.run(waitingFor: "the server to hear the close after the last word") { server.closed }
         XCTAssertEqual(server.received, message.count)
         XCTAssertNil(server.closeReason, "close_notify after the data")
         XCTAssertFalse(stream.isOpen)
@@ -126,10 +130,31 @@ final class TLSStreamTests: XCTestCase {
         // certificate's DNS name.
         let stream = try TLSStream.connect(loop: loop, context: context, host: "localhost", port: listener.port,
                                            delegate: client)
-        loop.run(until: { client.connected || client.closed })
+        loop.run(waitingFor: "the handshake with localhost to end") { client.connected || client.closed }
         XCTAssertTrue(client.connected, "localhost resolved and verified: \(client.closeReason ?? "")")
         stream.close()
         serverStream?.close()
+        listener.close()
+        loop.close()
+    }
+
+    func testACertificateForAnotherNameIsRefusedAndTheReasonSaysSo() throws {
+        let loop = EventLoop()
+        let server = Recorder()
+        var serverStreams: [TLSStream] = []
+        // Signed by the CA the client trusts, for elsewhere.example only: only the name is wrong.
+        let listener = try listen(loop, server, certificate: (pki.otherHostCert, pki.otherHostKey)) { serverStreams.append($0) }
+        let context = try TLSContext.client(caFile: pki.caCert)
+        for (host, why) in [("127.0.0.1", "IP address mismatch"), ("localhost", "hostname mismatch")] {
+            let client = Recorder()
+            let stream = try TLSStream.connect(loop: loop, context: context, host: host, port: listener.port, delegate: client)
+            loop.run(waitingFor: "the handshake with \(host) to end") { client.connected || client.closed }
+            XCTAssertFalse(client.connected, "a certificate for elsewhere.example is refused when connecting to \(host)")
+            XCTAssertFalse(stream.isOpen)
+            XCTAssertTrue(client.closeReason?.contains(why) ?? false, "the reason names the mismatch: \(client.closeReason ?? "nil")")
+            stream.close()
+        }
+        serverStreams.forEach { $0.close() }
         listener.close()
         loop.close()
     }
@@ -145,7 +170,7 @@ final class TLSStreamTests: XCTestCase {
         probe.close()
         let a = try TLSStream.connect(loop: loop, context: context, host: "127.0.0.1", port: deadPort, delegate: refused)
         XCTAssertFalse(refused.closed, "no callback from inside connect")
-        loop.run(until: { refused.closed })
+        loop.run(waitingFor: "the refused connect to be reported") { refused.closed }
         XCTAssertFalse(refused.connected)
         XCTAssertTrue(refused.closeReason?.contains("refused") ?? false, refused.closeReason ?? "nil")
         XCTAssertFalse(a.isOpen)
@@ -159,7 +184,7 @@ final class TLSStreamTests: XCTestCase {
         // Kept: libevent holds only an unretained pointer to a stream (its owner must keep it).
         let b = try TLSStream.connect(loop: loop, context: untrusting, host: "127.0.0.1", port: listener.port,
                                       delegate: rejected)
-        loop.run(until: { rejected.closed })
+        loop.run(waitingFor: "the untrusted handshake to fail") { rejected.closed }
         XCTAssertFalse(b.isOpen)
         XCTAssertFalse(rejected.connected)
         XCTAssertTrue(rejected.closeReason?.contains("certificate verify failed") ?? false, rejected.closeReason ?? "nil")

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 @testable import EventLoop
 
 final class TimerTests: XCTestCase {
@@ -7,10 +8,10 @@ final class TimerTests: XCTestCase {
         var fired = 0
         let timer = LoopTimer(loop: loop) { fired += 1 }
         timer.schedule(afterMs: 1)
-        loop.run(until: { fired == 1 })
+        loop.run(waitingFor: "the timer to fire") { fired == 1 }
         XCTAssertFalse(timer.isScheduled, "a one-shot timer is disarmed after it fires")
         timer.schedule(afterMs: 1)
-        loop.run(until: { fired == 2 })
+        loop.run(waitingFor: "the re-armed timer to fire") { fired == 2 }
         XCTAssertEqual(fired, 2)
         timer.close()
         loop.close()
@@ -25,7 +26,7 @@ final class TimerTests: XCTestCase {
         timer.schedule(afterMs: 5)
         end.schedule(afterMs: 30)
         timer.cancel()
-        loop.run(until: { done })
+        loop.run(waitingFor: "the later timer to fire") { done }
         XCTAssertFalse(fired, "a cancelled timer must not run its action")
         timer.close(); end.close(); loop.close()
     }

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 @testable import EventLoop
 
 final class TurnBatchTests: XCTestCase {
@@ -13,13 +14,13 @@ final class TurnBatchTests: XCTestCase {
             XCTAssertEqual(batch.count, 3)
         }
         producer.schedule(afterMs: 1)
-        loop.run(until: { batches.count == 1 })
+        loop.run(waitingFor: "the first batch") { batches.count == 1 }
         XCTAssertEqual(batches, [[1, 2, 3]])
         XCTAssertEqual(batch.count, 0)
 
         // A later turn makes a batch of its own.
         producer.schedule(afterMs: 1)
-        loop.run(until: { batches.count == 2 })
+        loop.run(waitingFor: "the second batch") { batches.count == 2 }
         XCTAssertEqual(batches, [[1, 2, 3], [1, 2, 3]])
         producer.close(); batch.close(); loop.close()
     }
@@ -36,7 +37,7 @@ final class TurnBatchTests: XCTestCase {
         var done = false
         let end = LoopTimer(loop: loop) { done = true }
         end.schedule(afterMs: 20)
-        loop.run(until: { done })
+        loop.run(waitingFor: "the 20 ms timer") { done }
         XCTAssertEqual(batches, [["a"]], "the cancelled end-of-turn timer does not hand the items over twice")
         end.close(); batch.close(); loop.close()
     }

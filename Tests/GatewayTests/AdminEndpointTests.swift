@@ -41,13 +41,13 @@ final class AdminEndpointTests: XCTestCase {
 
     func testReadyzFollowsRedis() throws {
         h = try AdminHarness()
-        XCTAssertTrue(h.wait { h.admin.readiness().isReady }, "ready once Redis answered a PING")
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
         let ready = try h.get("/readyz")
         XCTAssertEqual(ready.status, 200, ready.body)
         XCTAssertEqual(ready.body, #"{"ready":true}"#)
 
         h.router.redis.stop()
-        XCTAssertTrue(h.wait { !h.admin.readiness().isReady }, "not ready once PINGs stop succeeding")
+        XCTAssertTrue(h.wait("unreadiness once PINGs stop succeeding") { !h.admin.readiness().isReady })
         let down = try h.get("/readyz")
         XCTAssertEqual(down.status, 503)
         XCTAssertEqual(down.headers["content-type"], "application/json")
@@ -59,13 +59,13 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(try h.get("/healthz").status, 200, "alive even when not ready")
 
         try h.router.redis.restart()
-        XCTAssertTrue(h.wait(timeoutMs: 20_000) { h.admin.readiness().isReady }, "ready again after Redis came back")
+        XCTAssertTrue(h.wait("readiness again after Redis came back") { h.admin.readiness().isReady })
         XCTAssertEqual(try h.get("/readyz").status, 200)
     }
 
     func testAnAppRefusedByAPNsMakesTheProcessNotReady() throws {
         h = try AdminHarness()
-        XCTAssertTrue(h.wait { h.admin.readiness().isReady })
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
         h.router.call("b1", voip: "a0a0", alert: "b0b0", app: "broken")
         XCTAssertTrue(h.router.waitForRecords(1))
         let reply = try h.get("/readyz")
@@ -179,13 +179,112 @@ final class AdminEndpointTests: XCTestCase {
 
     func testAPortInUseIsRetriedWithoutStoppingTheGateway() throws {
         h = try AdminHarness()
+        var lines: [String] = []
+        var settings = GatewayAdmin.Settings()
+        settings.rebindEveryMs = 100
         let second = GatewayAdmin(loop: h.loop, config: AdminConfig(listen: "127.0.0.1:\(h.port)"), apps: h.router.apps,
                                   store: h.router.store, pools: h.router.pools, runner: nil,
-                                  log: Log(minimum: .error) { _ in })
+                                  log: Log(minimum: .info) { lines.append($0) }, settings: settings)
         second.start()
         defer { second.close() }
         XCTAssertNil(second.port, "the port is taken")
+        let refused = lines.filter { $0.contains(#""msg":"admin endpoint cannot listen; retrying""#) }
+        XCTAssertEqual(refused.count, 1, "the error is logged once, with its fix: \(lines)")
+        XCTAssertTrue(refused.first?.contains("PUSHGW_ADMIN_LISTEN") == true && refused.first?.contains(#""retry_ms":100"#) == true,
+                      refused.first ?? "")
         h.router.call("still-routing", voip: "a0a0")
         XCTAssertTrue(h.router.waitForRecords(1), "the router works without its admin endpoint")
+
+        // The port is freed: the next try binds it.
+        h.admin.close()
+        XCTAssertTrue(h.wait("the second endpoint to bind the freed port") { second.port != nil })
+        XCTAssertEqual(second.port, h.port)
+        XCTAssertTrue(lines.contains { $0.contains(#""msg":"admin endpoint listening after all""#) }, "\(lines)")
+        XCTAssertEqual(lines.filter { $0.contains("cannot listen") }.count, 1, "retries are not logged one by one")
+        XCTAssertEqual(try LoopbackHTTP.request("GET", "/healthz", port: h.port, loop: h.loop).status, 200)
+        XCTAssertEqual(GatewayAdmin.Settings().rebindEveryMs, 5_000, "the documented retry period")
+    }
+
+    // MARK: Limits (docs/operations.md)
+
+    func testRequestHeadersOver8KiBAreRefused() throws {
+        h = try AdminHarness()
+        let within = try h.get("/healthz", headers: ["X-Pad": String(repeating: "a", count: 7 * 1024)])
+        XCTAssertEqual(within.status, 200, "7 KiB of headers are served")
+        let over = try h.get("/healthz", headers: ["X-Pad": String(repeating: "a", count: 9 * 1024)])
+        XCTAssertTrue([400, 413, 431].contains(over.status), "9 KiB of headers are refused, got \(over.status): \(over.raw.prefix(200))")
+        XCTAssertNotEqual(over.body, "ok\n", "the refused request was not served")
+        XCTAssertEqual(try h.get("/healthz").status, 200, "the endpoint still serves")
+    }
+
+    func testBodiesOver64KiBAreRefused() throws {
+        h = try AdminHarness()
+        // The open paths answer GET and HEAD only: a POST within the limit reaches the routes (405).
+        let within = try h.get("/healthz", method: "POST", body: String(repeating: "b", count: 60 * 1024))
+        XCTAssertEqual(within.status, 405, "a 60 KiB body reaches the routes")
+        let over = try h.get("/healthz", method: "POST", body: String(repeating: "b", count: 65 * 1024))
+        XCTAssertEqual(over.status, 413, "a 65 KiB body is refused before the routes: \(over.raw.prefix(200))")
+    }
+
+    func testAConnectionIdlePastTheLimitIsClosed() throws {
+        h = try AdminHarness(settings: { $0.idleTimeoutSeconds = 1 })
+        // Nothing sent: the server closes the connection (the client would give up after 10 s).
+        let silent = try LoopbackHTTP.exchange("", port: h.port, on: h.loop)
+        XCTAssertEqual(silent.status, 0, "closed without an answer: \(silent.raw)")
+        // Half a request, then silence: closed too (or answered with an error, never held open).
+        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n", port: h.port, on: h.loop)
+        XCTAssertNotEqual(half.status, 200, "a request that never ends is not served: \(half.raw)")
+        XCTAssertEqual(try h.get("/healthz").status, 200, "a prompt request is served")
+        XCTAssertEqual(GatewayAdmin.Settings().idleTimeoutSeconds, 10, "the documented limit")
+    }
+
+    func testAnAddressBeyondLoopbackIsWarnedAbout() throws {
+        h = try AdminHarness()
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("beyond loopback") }, "127.0.0.1 is loopback: no warning")
+        // 192.0.2.1 (TEST-NET-1) is on no interface here: the bind fails, so no socket ever
+        // listens beyond loopback, but the start-up check sees the address.
+        var lines: [String] = []
+        let outside = GatewayAdmin(loop: h.loop, config: AdminConfig(listen: "192.0.2.1:9464"), apps: h.router.apps,
+                                   store: h.router.store, pools: h.router.pools, runner: nil,
+                                   log: Log(minimum: .info) { lines.append($0) })
+        outside.start()
+        defer { outside.close() }
+        let warning = lines.filter { $0.contains(#""msg":"admin endpoint listens beyond loopback"#) }
+        XCTAssertEqual(warning.count, 1, "\(lines)")
+        XCTAssertTrue(warning.first?.contains(#""level":"warn""#) == true && warning.first?.contains("192.0.2.1:9464") == true,
+                      warning.first ?? "")
+    }
+
+    func testStatusReportsEveryDocumentedField() throws {
+        let (file, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: file)
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        h.router.call("s1", voip: "a0a0", app: "acme")
+        h.router.call("s2", voip: "a0a0", app: "broken")
+        XCTAssertTrue(h.router.waitForRecords(2))
+        XCTAssertTrue(h.wait("the backlog probe to see acme's empty stream") { h.admin.snapshot().backlog["acme"]?.length == 0 })
+        let reply = try h.get("/status", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(reply.status, 200, reply.body)
+        XCTAssertEqual(reply.headers["content-type"], "application/json")
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
+        XCTAssertEqual(Set(status.keys), ["apps", "ready", "draining", "redis_reachable", "calls_in_flight", "unhealthy_apps",
+                                          "pools", "backlog"], reply.body)
+        XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])
+        XCTAssertEqual(status["ready"] as? Bool, false, "the broken app makes the process not ready")
+        XCTAssertEqual(status["draining"] as? Bool, false)
+        XCTAssertEqual(status["redis_reachable"] as? Bool, true)
+        XCTAssertEqual(status["calls_in_flight"] as? Int, 0)
+        XCTAssertEqual(status["unhealthy_apps"] as? [String: String], ["broken": "apns_credentials: InvalidProviderToken"])
+        let pools = try XCTUnwrap(status["pools"] as? [[String: Any]], reply.body)
+        XCTAssertEqual(pools.map { "\($0["credential"] ?? "")/\($0["environment"] ?? "")" }, ["good/production", "wrong/production"])
+        let good = try XCTUnwrap(pools.first)
+        XCTAssertEqual(Set(good.keys), ["credential", "environment", "in_flight", "queued", "connections", "sent", "answered"])
+        XCTAssertEqual(good["sent"] as? Int, 1)
+        XCTAssertEqual(good["answered"] as? Int, 1)
+        XCTAssertEqual(good["in_flight"] as? Int, 0)
+        XCTAssertEqual(good["queued"] as? Int, 0)
+        XCTAssertEqual((good["connections"] as? [String: Int])?["active"], 1)
+        let backlog = try XCTUnwrap(status["backlog"] as? [String: [String: Int]], reply.body)
+        XCTAssertEqual(backlog["acme"], ["length": 0, "pending": 0])
     }
 }

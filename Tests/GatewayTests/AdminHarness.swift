@@ -14,6 +14,9 @@ struct HTTPReply {
     let body: String
     /// Everything received, status line and headers included.
     let raw: String
+
+    /// The server closed the connection without a byte (status 0).
+    static let closedWithoutAnswer = HTTPReply(status: 0, headers: [:], body: "", raw: "")
 }
 
 /// A plain HTTP/1.1 client over a loopback TCP socket: the real bytes an operator's curl or a
@@ -28,39 +31,43 @@ enum LoopbackHTTP {
         func set(_ r: Result<HTTPReply, TestSupportError>) { lock.lock(); reply = r; lock.unlock() }
     }
 
-    /// Sends one request to 127.0.0.1:`port` and runs `loop` until the answer came (≤ 10 s).
+    /// Sends one request to 127.0.0.1:`port` and runs `loop` until the answer came (the
+    /// client gives up after 10 s without a byte).
     static func request(_ method: String = "GET", _ path: String, port: Int, headers: [String: String] = [:],
-                        loop: EventLoop) throws -> HTTPReply {
-        let request = text(method, path, port: port, headers: headers)
+                        body: String = "", loop: EventLoop, file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers, body: body), port: port, on: loop, file: file, line: line)
+    }
+
+    /// Writes `bytes` as they are (a request of any shape) and runs `loop` until the server
+    /// answered and closed, or closed without an answer.
+    static func exchange(_ bytes: String, port: Int, on loop: EventLoop,
+                         file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
         let outcome = Outcome()
-        Thread.detachNewThread { outcome.set(exchange(request, port: port)) }
-        let end = Clock.monotonicMs() + 10_000
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if outcome.isDone || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 5) }
-            return false
-        })
-        // The client thread may still be reading; wait for it without the loop (bounded).
-        while !outcome.isDone && Clock.monotonicMs() < end + 1_000 { usleep(1_000) }
-        guard let reply = outcome.reply else { throw TestSupportError("no HTTP answer for \(method) \(path) within 10 s") }
+        Thread.detachNewThread { outcome.set(exchange(bytes, port: port)) }
+        guard loop.run(waitingFor: "the HTTP exchange with port \(port)", file: file, line: line, until: { outcome.isDone }),
+              let reply = outcome.reply else {
+            throw TestSupportError("no HTTP answer from port \(port)")
+        }
         return try reply.get()
     }
 
-    /// Sends one request to a server in another process, blocking this thread (≤ 10 s).
+    /// Sends one request to a server in another process, blocking this thread (the client gives
+    /// up after 10 s without a byte).
     static func blockingRequest(_ path: String, method: String = "GET", port: Int,
                                 headers: [String: String] = [:]) throws -> HTTPReply {
         try exchange(text(method, path, port: port, headers: headers), port: port).get()
     }
 
-    private static func text(_ method: String, _ path: String, port: Int, headers: [String: String]) -> String {
+    /// A request with `Connection: close` and, when `body` is not empty, its `Content-Length`.
+    static func text(_ method: String, _ path: String, port: Int, headers: [String: String], body: String = "") -> String {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
-        return text + "\r\n"
+        if !body.isEmpty { text += "Content-Length: \(body.utf8.count)\r\n" }
+        return text + "\r\n" + body
     }
 
-    /// Connects, writes `request`, reads until the server closes, parses.
+    /// Connects, writes `request`, reads until the server closes, parses. A server that closes
+    /// without a byte gives `HTTPReply.closedWithoutAnswer`.
     private static func exchange(_ request: String, port: Int) -> Result<HTTPReply, TestSupportError> {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return .failure(TestSupportError("socket: \(String(cString: strerror(errno)))")) }
@@ -79,16 +86,19 @@ enum LoopbackHTTP {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return .failure(TestSupportError("send failed")) }
+            // A server refusing a request may answer and close before reading it all.
+            guard n > 0 else { break }
             sent += n
         }
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EAGAIN { return .failure(TestSupportError("no byte from port \(port) for 10 s")) }
             if n <= 0 { break }
             received += chunk[0..<n]
         }
+        if received.isEmpty { return .success(.closedWithoutAnswer) }
         return parse(received)
     }
 
@@ -125,13 +135,16 @@ final class AdminHarness {
     /// - Parameters:
     ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
     ///   - simulator: the simulator's configuration, as for `RouterHarness`.
-    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in }) throws {
+    ///   - settings: changes to the endpoint's settings (probes every 100 ms here).
+    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+         settings change: (inout GatewayAdmin.Settings) -> Void = { _ in }) throws {
         router = try RouterHarness(simulator: configure)
         let listenPort = freeLoopbackPort()
         var settings = GatewayAdmin.Settings()
         settings.maxPingAgeMs = 1_000
         settings.probe.pingEveryMs = 100
         settings.probe.backlogEveryMs = 100
+        change(&settings)
         let lines = logLines
         let log = Log(minimum: .debug) { line in lines.all.append(line) }
         admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile),
@@ -148,18 +161,15 @@ final class AdminHarness {
     }
 
     /// One request to the admin endpoint.
-    func get(_ path: String, method: String = "GET", headers: [String: String] = [:]) throws -> HTTPReply {
-        try LoopbackHTTP.request(method, path, port: port, headers: headers, loop: loop)
+    func get(_ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "",
+             file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
+        try LoopbackHTTP.request(method, path, port: port, headers: headers, body: body, loop: loop, file: file, line: line)
     }
 
-    /// Runs the loop until `condition` holds or `timeoutMs` passed; returns whether it held.
+    /// Runs the loop until `condition` holds; after `timeoutMs` fails the test, naming `what`.
     @discardableResult
-    func wait(timeoutMs: Int64 = 10_000, until condition: () -> Bool) -> Bool {
-        let end = Clock.monotonicMs() + timeoutMs
-        while Clock.monotonicMs() < end {
-            if condition() { return true }
-            router.runFor(50)
-        }
-        return condition()
+    func wait(_ what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+              file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) -> Bool {
+        router.runUntil(what(), timeoutMs: timeoutMs, file: file, line: line, condition)
     }
 }

@@ -114,6 +114,16 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(none.out[0].hasPrefix("config/pushgw.json: cannot read the config file"), "\(none.out)")
     }
 
+    func testConfigCheckRefusesAHugeBundleIdWithItsPathAndAShortQuote() throws {
+        try fixture.makeSecrets()
+        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.bundle_id", "com." + String(repeating: "a", count: 20_000)))
+        let (status, console) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(console.out) \(console.err)")
+        let line = (console.out + console.err).first { $0.contains("apps.acme.bundle_id") } ?? ""
+        XCTAssertTrue(line.contains("is 20004 characters, over the 255-character limit"), line)
+        XCTAssertLessThan(line.utf8.count, 400, "the message quotes a short prefix of the value")
+    }
+
     func testConfigCheckJSONIsOneParsableLine() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.bundle_id", "nope"))
@@ -179,6 +189,11 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(badToken, 2)
         XCTAssertTrue(token.err[0].contains("device token is not an even-length hex string"), token.err[0])
 
+        let (longToken, long) = run(["push", "--config", "pushgw.json", "--app", "acme", "--token",
+                                     String(repeating: "ab", count: 30_000)])
+        XCTAssertEqual(longToken, 2, "a 60,000-digit token is bad usage, refused before anything is sent")
+        XCTAssertEqual(long.err, ["pushgw: device token is 60000 hex digits, over the 400-digit limit (see pushgw push --help)"])
+
         let (certOnly, cert) = run(["push", "--config", "pushgw.json", "--app", "beta", "--token", "abcd",
                                     "--type", "liveactivity", "--payload", "{}"])
         XCTAssertEqual(certOnly, 2)
@@ -226,19 +241,9 @@ final class CommandLineTests: XCTestCase {
     // MARK: The executable
 
     func testTheBuiltBinaryRejectsBadUsageWithStatusTwo() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let binary = root.appendingPathComponent(".build/debug/pushgw")
-        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: binary.path), "pushgw not built at \(binary.path)")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["push", "--bogus"]
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertEqual(process.terminationStatus, 2)
-        XCTAssertEqual(text, "pushgw: unknown option --bogus (see pushgw push --help)\n")
+        let (status, out, err) = try runCommand(try builtPushgw(), ["push", "--bogus"])
+        XCTAssertEqual(status, 2)
+        XCTAssertEqual(out, "")
+        XCTAssertEqual(err, "pushgw: unknown option --bogus (see pushgw push --help)\n")
     }
 }

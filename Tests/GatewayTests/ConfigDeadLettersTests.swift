@@ -37,7 +37,7 @@ final class ConfigDeadLettersTests: XCTestCase {
         let cases: [(Any, String, String)] = [
             (["max_entries": 0], "apps.acme.dead_letters.max_entries", "is not a positive whole number"),
             (["max_age_days": "14"], "apps.acme.dead_letters.max_age_days", "expected a number, found a string"),
-            (["max_age_days": 5000], "apps.acme.dead_letters.max_age_days", "more than ten years"),
+            (["max_age_days": 5000], "apps.acme.dead_letters.max_age_days", "over the limit of 3650"),
             (true, "apps.acme.dead_letters", "expected an object"),
         ]
         for (value, path, text) in cases {

@@ -2,6 +2,7 @@ import Routing
 import Retry
 import APNs
 import Foundation
+import TestSupport
 import XCTest
 @testable import Gateway
 
@@ -88,12 +89,28 @@ final class ConfigTests: XCTestCase {
     }
 
     func testUnreadableKeyFileIsAnError() throws {
-        try XCTSkipIf(getuid() == 0, "root reads any file; testKeyFileThatIsADirectoryIsAnError covers the path")
         try fixture.chmod("secrets/AuthKey_KEY1234567.p8", 0o000)
-        let report = try fixture.check(ConfigFixture.example)
-        let p = try XCTUnwrap(problem(at: "credentials.acme-key.key_file", in: report))
-        XCTAssertTrue(p.problem.contains("Permission denied"), p.description)
-        XCTAssertTrue(p.fix.contains("chmod 600"), p.description)
+        let config = try fixture.writeConfig(ConfigFixture.example)
+        // Root reads a file whatever its mode, so as root the check runs as the unprivileged
+        // user nobody (65534), to whom the fixture is handed: only the mode stands in its way.
+        let pushgw = try builtPushgw()
+        let check = ["config", "check", "--json", config]
+        var (executable, arguments) = (pushgw, check)
+        if getuid() == 0 {
+            let (status, _, err) = try runCommand("chown", ["-R", "65534:65534", fixture.directory])
+            XCTAssertEqual(status, 0, err)
+            (executable, arguments) = ("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", pushgw] + check)
+        }
+        let (status, out, err) = try runCommand(executable, arguments)
+        XCTAssertEqual(status, 1, "a config with an unreadable key is unusable: \(out) \(err)")
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], out)
+        let problems = (report["problems"] as? [[String: String]] ?? []).filter { $0["path"] == "credentials.acme-key.key_file" }
+        XCTAssertEqual(problems.count, 1, out)
+        XCTAssertEqual(problems.first?["severity"], "error")
+        XCTAssertTrue(problems.first?["problem"]?.contains("Permission denied") == true, out)
+        XCTAssertTrue(problems.first?["fix"]?.contains("chmod 600") == true, out)
+        XCTAssertEqual((report["problems"] as? [[String: String]])?.filter { $0["severity"] == "error" }.count, 1,
+                       "the key file is the only problem: \(out)")
     }
 
     func testSEC1ECKeyIsRejectedWithTheConversionCommand() throws {
@@ -148,6 +165,119 @@ final class ConfigTests: XCTestCase {
         for good in ["com.acme.phone", "io.a-b.C9", "x.y"] {
             XCTAssertTrue(GatewayConfig.isBundleID(good), good)
         }
+    }
+
+    func testValuesThatReachKeysHeadersAndArithmeticAreBounded() throws {
+        let rows: [(String, Any, String)] = [
+            ("apps.acme.bundle_id", "com." + String(repeating: "a", count: 252), "over the 255-character limit"),
+            ("apps.acme.ring_timeout_s", 86_401, "over the limit of 86400"),
+            ("apps.acme.retry.voip.max_attempts", 101, "over the limit of 100"),
+            ("apps.acme.retry.alert.cap_ms", 3_600_001, "over the limit of 3600000"),
+            ("apps.acme.retry.alert.ttl_s", 2_592_001, "over the limit of 2592000"),
+            ("apns.connections", 65, "over the limit of 64"),
+            ("apns.request_timeout_ms", 600_001, "over the limit of 600000"),
+            ("apns.max_queued", 1_000_001, "over the limit of 1000000"),
+            ("apns.production.endpoint", String(repeating: "h", count: 254) + ":443", "is not host:port"),
+            ("apns.sandbox.endpoint", "host\u{1B}]52;c;x\u{07}:443", "is not host:port"),
+        ]
+        for (path, value, fragment) in rows {
+            let report = try fixture.check(setting(ConfigFixture.example, path, value))
+            XCTAssertNil(report.config, path)
+            let p = try XCTUnwrap(problem(at: path, in: report), path)
+            XCTAssertTrue(p.problem.contains(fragment), "\(path): \(p.problem)")
+            XCTAssertLessThan(p.description.utf8.count, fixture.directory.utf8.count + 400, "\(path): a short quote at most")
+        }
+        XCTAssertNotNil(try fixture.check(setting(ConfigFixture.example, "apps.acme.bundle_id",
+                                                  "com." + String(repeating: "a", count: 251))).config, "255 characters is a bundle id")
+    }
+
+    func testFilesThatAreNotRegularFilesAreRefusedWithoutBlocking() throws {
+        for name in ["fifo-config", "secrets/fifo-key", "secrets/fifo-token", "fifo-ca"] {
+            XCTAssertEqual(mkfifo(fixture.directory + "/" + name, 0o600), 0, "mkfifo \(name)")
+        }
+        // Each of these would block forever in open(2) or a read: no writer ever comes.
+        let config = GatewayConfig.load(file: "fifo-config", environment: [:], workingDirectory: fixture.directory)
+        XCTAssertEqual(config.problems.map(\.problem), ["cannot read the config file: is a FIFO, not a regular file"])
+        var json = setting(ConfigFixture.example, "credentials.acme-key.key_file", "secrets/fifo-key")
+        json = setting(json, "admin.token_file", "secrets/fifo-token")
+        json = setting(json, "apns.ca_file", "fifo-ca")
+        let report = try fixture.check(json)
+        for path in ["credentials.acme-key.key_file", "admin.token_file", "apns.ca_file"] {
+            let p = try XCTUnwrap(problem(at: path, in: report, severity: .error), path)
+            XCTAssertTrue(p.problem.hasSuffix(": is a FIFO, not a regular file"), p.description)
+        }
+        XCTAssertEqual(try XCTUnwrap(problem(at: "apns.ca_file", in: report)).problem,
+                       "cannot read \(fixture.directory)/fifo-ca: is a FIFO, not a regular file")
+    }
+
+    func testAKeyDefinedTwiceIsAWarningAtItsPath() throws {
+        let text = """
+            { "redis": { "url": "redis://127.0.0.1:6379/0", "url": "redis://127.0.0.1:6380/0" },
+              "credentials": { "acme-key": { "team_id": "ABCDE12345", "key_id": "KEY1234567", "key_file": "secrets/AuthKey_KEY1234567.p8" } },
+              "apps": {
+                "acme": { "bundle_id": "com.acme.phone", "credential": "acme-key", "environment": "production" },
+                "acme": { "bundle_id": "com.acme.other", "credential": "acme-key", "environment": "sandbox" } } }
+            """
+        try fixture.write("twice.json", text)
+        let report = GatewayConfig.load(file: "twice.json", environment: [:], workingDirectory: fixture.directory)
+        XCTAssertNotNil(report.config, "a warning, not an error: \(report.problems.map(\.description))")
+        let app = try XCTUnwrap(problem(at: "apps.acme", in: report, severity: .warning))
+        XCTAssertTrue(app.problem.contains("defined more than once") && app.problem.contains("only the last one is used"), app.problem)
+        XCTAssertNotNil(problem(at: "redis.url", in: report, severity: .warning))
+        XCTAssertEqual(report.config?.apps["acme"]?.bundleId, "com.acme.other", "the last definition, as the warning says")
+    }
+
+    func testAnAdminEndpointBeyondLoopbackIsAWarningInConfigCheck() throws {
+        let open = try fixture.check(setting(setting(ConfigFixture.example, "admin.listen", "0.0.0.0:9464"), "admin.token_file", nil))
+        let p = try XCTUnwrap(problem(at: "admin.listen", in: open, severity: .warning))
+        XCTAssertTrue(p.problem.contains("listens beyond loopback") && p.problem.contains("without admin.token_file"), p.problem)
+        XCTAssertTrue(p.fix.contains("127.0.0.1") && p.fix.contains("admin.token_file"), p.fix)
+        let withToken = try fixture.check(setting(ConfigFixture.example, "admin.listen", "10.0.0.5:9464"))
+        XCTAssertFalse(try XCTUnwrap(problem(at: "admin.listen", in: withToken, severity: .warning)).problem.contains("token_file"))
+        XCTAssertTrue(try fixture.check(ConfigFixture.example).problems.filter { $0.path == "admin.listen" }.isEmpty,
+                      "loopback needs no warning")
+    }
+
+    func testRedisPrefixIsAPlainName() throws {
+        for bad in ["pushgw\r", "push\u{0}gw", "push*", "push\u{1B}[2J", "push{gw}", "{", "}", "push gw", "push\tgw", "a:b",
+                    String(repeating: "p", count: 10_000), ""] {
+            let report = try fixture.check(setting(ConfigFixture.example, "redis.prefix", bad))
+            let p = try XCTUnwrap(problem(at: "redis.prefix", in: report), bad.debugDescription)
+            XCTAssertEqual(p.severity, .error)
+            XCTAssertTrue(p.problem.contains(#"must be 1-64 letters, digits, ".", "_" or "-""#), p.problem)
+            XCTAssertLessThan(p.description.utf8.count, fixture.directory.utf8.count + 300, "a short quote: \(p.description.prefix(200))")
+            XCTAssertFalse(p.description.unicodeScalars.contains { $0.value < 0x20 }, "no raw control character: \(p.description.debugDescription)")
+        }
+        for good in ["pushgw", "pgw.prod-2", "A_b", String(repeating: "p", count: 64)] {
+            XCTAssertEqual(try fixture.check(setting(ConfigFixture.example, "redis.prefix", good)).config?.redis.prefix, good)
+        }
+    }
+
+    func testLongValuesAreQuotedShortInEveryMessage() throws {
+        let long = String(repeating: "k", count: 10_000)
+        var json = setting(ConfigFixture.example, "apps.acme." + long, 1)
+        json = setting(json, "credentials.acme-key.key_file", "secrets/" + long)
+        json = setting(json, "apps.acme.fallback_alert.body", String(repeating: "b", count: 1_025))
+        json = setting(json, "apps.acme.fallback_alert.sound", String(repeating: "s", count: 257))
+        let report = try fixture.check(json)
+        for p in report.problems {
+            XCTAssertLessThan(p.description.utf8.count, fixture.directory.utf8.count + 400, String(p.description.prefix(300)))
+        }
+        XCTAssertTrue(try XCTUnwrap(problem(at: "credentials.acme-key.key_file", in: report)).problem.contains("over the 1024-byte limit"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "apps.acme.fallback_alert.body", in: report)).problem.contains("over the 1024-byte limit"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "apps.acme.fallback_alert.sound", in: report)).problem.contains("over the 256-byte limit"))
+        XCTAssertEqual(report.problems.filter { $0.problem.hasPrefix("unknown key") }.count, 1)
+    }
+
+    func testCredentialNamesAreNamesForKeysLogsAndMetrics() throws {
+        var json = ConfigFixture.example
+        var credentials = json["credentials"] as! [String: Any]
+        credentials["acme key\u{1B}[2J"] = credentials.removeValue(forKey: "acme-key")
+        json["credentials"] = credentials
+        json = setting(json, "apps.acme.credential", "acme key\u{1B}[2J")
+        let report = try fixture.check(json)
+        let p = try XCTUnwrap(problem(at: "credentials.\"acme key\\u001b[2J\"", in: report))
+        XCTAssertTrue(p.problem.contains("must be 1-64 letters, digits"), p.problem)
     }
 
     func testBundleIDWithTheVoipSuffixIsAWarning() throws {

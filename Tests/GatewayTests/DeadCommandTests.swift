@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import Gateway
 
@@ -8,7 +9,7 @@ final class DeadCommandTests: XCTestCase {
     private func run(_ args: [String], terminal: Terminal = .none) -> (Int32, [String], [String]) {
         var out: [String] = [], err: [String] = []
         let context = CommandContext(console: Console(out: { out.append($0) }, err: { err.append($0) }),
-                                     environment: [:], workingDirectory: NSTemporaryDirectory(), terminal: terminal)
+                                     environment: [:], workingDirectory: TestScratch.root, terminal: terminal)
         return (pushgwMain(args, context: context), out, err)
     }
 

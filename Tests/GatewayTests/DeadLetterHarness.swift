@@ -83,7 +83,7 @@ final class DeadLetterHarness {
         guard let (store, pools, runner) = router else { return }
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
-        loop.run(until: { drained })
+        loop.run(waitingFor: "the router to drain") { drained }
         pools.close()
         store.close()
         router = nil
@@ -110,19 +110,13 @@ final class DeadLetterHarness {
         xaddRaw(app, event(id, voip: voip, alert: alert))
     }
 
-    /// Runs the loop until `count` outcomes were recorded in all, or 10 s passed.
+    /// Runs the loop until `count` outcomes were recorded in all; after the deadline fails the
+    /// test and returns false.
     @discardableResult
     func waitForRecords(_ count: Int, file: StaticString = #filePath, line: UInt = #line) -> Bool {
-        let end = Clock.monotonicMs() + 10_000
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if recorded.count >= count || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 20) }
-            return false
-        })
-        XCTAssertGreaterThanOrEqual(recorded.count, count, "outcomes recorded", file: file, line: line)
-        return recorded.count >= count
+        loop.run(waitingFor: "\(count) recorded outcomes (\(recorded.count) so far)", file: file, line: line) {
+            recorded.count >= count
+        }
     }
 
     /// The outcomes recorded for call `id`, in order.
@@ -135,7 +129,8 @@ final class DeadLetterHarness {
     func send(_ args: [String], file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         var result: Result<RedisReply, RedisError>?
         producer.send(args) { result = $0 }
-        loop.run(until: { result != nil })
+        guard loop.run(waitingFor: "the reply to \(args.first ?? "")", file: file, line: line, until: { result != nil })
+        else { return nil }
         switch result! {
         case let .success(reply): return reply
         case let .failure(error):
@@ -144,9 +139,15 @@ final class DeadLetterHarness {
         }
     }
 
-    /// The entries of a stream, oldest first.
-    func entries(_ stream: String) -> [StreamEntry] {
-        (send(["XRANGE", stream, "-", "+"])?.array ?? []).compactMap { try? StreamReplies.entry($0) }
+    /// The entries of a stream, oldest first. An error or an unreadable entry fails the test.
+    func entries(_ stream: String, file: StaticString = #filePath, line: UInt = #line) -> [StreamEntry] {
+        guard let reply = send(["XRANGE", stream, "-", "+"], file: file, line: line) else { return [] }
+        do {
+            return try StreamReplies.entryList(reply).entries
+        } catch {
+            XCTFail("XRANGE \(stream): \(error)", file: file, line: line)
+            return []
+        }
     }
 
     /// The ids of the app's dead letters, oldest first.

@@ -38,9 +38,13 @@ final class DeadLettersCLITests: XCTestCase {
     }
 
     private func json(_ line: String, file: StaticString = #filePath, line l: UInt = #line) -> [String: Any] {
-        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-        XCTAssertNotNil(object, "a JSON object: \(line)", file: file, line: l)
-        return object ?? [:]
+        do {
+            if let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] { return object }
+            XCTFail("not a JSON object: \(line)", file: file, line: l)
+        } catch {
+            XCTFail("not JSON (\(error)): \(line)", file: file, line: l)
+        }
+        return [:]
     }
 
     private func auditEntries() -> [[String: String]] {
@@ -318,8 +322,8 @@ final class DeadLettersCLITests: XCTestCase {
     func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws {
         try makeDeadLetters()
         h.stopRouter()
-        let pushgw = packageRoot + "/.build/debug/pushgw"
-        let (status, out, err) = try runCommand(pushgw, ["dead", "purge", "--all", "--config", h.directory + "/pushgw.json"], stdin: "yes\n")
+        let (status, out, err) = try runCommand(try builtPushgw(), ["dead", "purge", "--all", "--config", h.directory + "/pushgw.json"],
+                                                stdin: "yes\n")
         XCTAssertEqual(status, 2, "stdin is a pipe, not a terminal: \(err)")
         XCTAssertEqual(out, "")
         XCTAssertTrue(err.contains("add --yes"), err)
@@ -342,14 +346,9 @@ final class DeadLettersCLITests: XCTestCase {
                                    log: Log(minimum: .info) { logged.append($0) }, intervalMs: 50)
         role.start()
         let newest = try XCTUnwrap(h.deadIDs("broken").last)
-        let end = Clock.monotonicMs() + 5_000
-        let tick = LoopTimer(loop: h.loop) {}
-        h.loop.run(until: {
-            if role.retention.stats["broken"]?.trimmedByCount == 1 || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 20) }
-            return false
-        })
-        tick.close()
+        h.loop.run(waitingFor: "the retention run to trim broken's oldest dead letter") {
+            role.retention.stats["broken"]?.trimmedByCount == 1
+        }
         role.close()
         XCTAssertEqual(h.deadIDs("broken"), [newest], "the oldest beyond max_entries went")
         XCTAssertEqual(h.deadIDs("acme").count, 1, "acme keeps the defaults")

@@ -6,7 +6,9 @@ import XCTest
 /// prints must be the ones the README shows (so the README never drifts from the demo).
 final class DemoTests: XCTestCase {
     func testDemoPrintsTheOutcomesTheReadmeShows() throws {
-        let (status, out, err) = try runCommand(packageRoot + "/.build/debug/pushgw", ["demo"])
+        // The demo's work directory goes in the tests' scratch space (removed even if this
+        // process is killed halfway).
+        let (status, out, err) = try runCommand(try builtPushgw(), ["demo"], environment: ["TMPDIR": TestScratch.root])
         XCTAssertEqual(status, 0, "the demo ran: \(err.suffix(2000))")
         func outcomes(_ text: String) -> [String] {
             text.split(separator: "\n").filter { $0.hasPrefix("  call-") }.map { line in

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import Gateway
 
@@ -7,7 +8,7 @@ final class ConfigFixture {
     let directory: String
 
     init() throws {
-        directory = NSTemporaryDirectory() + "pushgw-gateway-tests-" + UUID().uuidString
+        directory = makeTemporaryDirectory("pushgw-gateway-tests")
         try FileManager.default.createDirectory(atPath: directory + "/secrets", withIntermediateDirectories: true)
     }
 
@@ -26,15 +27,8 @@ final class ConfigFixture {
 
     /// Runs `openssl` with `arguments` in the directory, failing the test on a non-zero exit.
     func openssl(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " ")) failed", file: file, line: line)
+        let (status, _, err) = try runCommand("openssl", arguments, currentDirectory: directory)
+        XCTAssertEqual(status, 0, "openssl \(arguments.joined(separator: " ")) failed: \(err)", file: file, line: line)
     }
 
     func chmod(_ name: String, _ mode: Int) throws {
@@ -117,7 +111,7 @@ final class CapturedConsole {
     var out: [String] = []
     var err: [String] = []
 
-    func context(environment: [String: String] = [:], workingDirectory: String = NSTemporaryDirectory()) -> CommandContext {
+    func context(environment: [String: String] = [:], workingDirectory: String = TestScratch.root) -> CommandContext {
         CommandContext(console: Console(out: { self.out.append($0) }, err: { self.err.append($0) }),
                        environment: environment, workingDirectory: workingDirectory)
     }

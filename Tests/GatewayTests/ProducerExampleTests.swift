@@ -45,12 +45,13 @@ final class ProducerExampleTests: XCTestCase {
         let env = environment.merging(["REDIS_URL": h.redis.url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
                                        "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"]) { $1 }
         let producer = try ChildProcess(command[0], Array(command.dropFirst()), environment: env)
-        let finished = h.runUntil(timeoutMs: 120_000) { !producer.isRunning }
-        if !finished { producer.stop(signal: SIGKILL) }
-        let out = String(decoding: producer.stdoutPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: producer.stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let finished = h.runUntil("the \(language) producer to end", timeoutMs: 120_000, file: file, line: line) {
+            !producer.isRunning
+        }
+        if !finished { producer.stop(signal: SIGKILL, file: file, line: line) }
+        let out = producer.output, err = producer.errorOutput
         XCTAssertTrue(finished, "the \(language) producer ended within 120 s: \(out)\(err)", file: file, line: line)
-        XCTAssertEqual(producer.process.terminationStatus, 0, "the \(language) producer got every result:\n\(out)\(err)",
+        XCTAssertEqual(producer.exitStatus, 0, "the \(language) producer got every result:\n\(out)\(err)",
                        file: file, line: line)
         print("\(language) producer:\n\(out)")
         let lines = out.split(separator: "\n").map(String.init)

@@ -6,87 +6,67 @@ import XCTest
 /// that did not change, and refuses a bad one while the running config stays.
 final class ReloadTests: XCTestCase {
     func testSighupReloadsGoodConfigsAndRefusesBadOnes() throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let pki = try SimTestServer.sharedPKI()
-        let dir = makeTemporaryDirectory("pushgw-reload")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let pushgw = packageRoot + "/.build/debug/pushgw"
-        let simPort = freeLoopbackPort()
-        try """
-            { "cert_file": "\(pki.serverCert)", "key_file": "\(pki.serverKey)", "token_keys": { "KEY1234567": "\(pki.jwtPublicKey)" },
-              "team_id": "TEAM123456" }
-            """.write(toFile: dir + "/sim.json", atomically: true, encoding: .utf8)
-        let sim = try ChildProcess(pushgw, ["simulator", "--config", dir + "/sim.json", "--port", String(simPort)], captureOutput: false)
-        defer { sim.stop() }
-        try waitForPort(simPort)
+        let world = try ProcessWorld()
+        defer { world.stop() }
         let admin = freeLoopbackPort()
-        func config(apps: String) -> String {
-            """
-            { "redis": { "url": "\(redis.url)" }, "admin": { "listen": "127.0.0.1:\(admin)" },
-              "apns": { "production": { "endpoint": "127.0.0.1:\(simPort)" }, "sandbox": { "endpoint": "127.0.0.1:\(simPort)" },
-                        "ca_file": "\(pki.caCert)", "connections": 1 },
-              "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.jwtKey)" } },
-              "apps": { \(apps) } }
-            """
+        let acme = ProcessWorld.app(), beta = ProcessWorld.app()
+        func config(_ apps: [String: String]) throws -> String {
+            try world.writeConfig(apps: apps, admin: #""listen": "127.0.0.1:\#(admin)""#, apns: #""connections": 1"#)
         }
-        let acme = #""acme": { "bundle_id": "com.example.app", "credential": "k", "environment": "production" }"#
-        let beta = #""beta": { "bundle_id": "com.example.app", "credential": "k", "environment": "production" }"#
-        let file = dir + "/gw.json"
-        try config(apps: acme).write(toFile: file, atomically: true, encoding: .utf8)
-        let log = dir + "/gw.log"
-        let gw = try ChildProcess("/bin/sh", ["-c", "exec '\(pushgw)' run --config '\(file)' > '\(log)' 2>&1"], captureOutput: false)
-        defer { gw.stop(signal: SIGKILL) }
+        let file = try config(["acme": acme])
+        let log = world.directory + "/gateway.log"
+        let gw = try world.gateway(config: file, consumer: "reload", log: log)
         try waitForPort(admin)
 
-        func call(_ app: String, _ id: String) throws -> String {
-            _ = try redis.cli(["XADD", "pushgw:{\(app)}:calls", "*", "event",
-                               #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"a0a0"}"#])
-            let end = Date().addingTimeInterval(10)
-            while Date() < end {
-                let results = try redis.cli(["XRANGE", "pushgw:{\(app)}:results", "-", "+"])
-                if let line = results.split(separator: "\n").first(where: { $0.contains("\"id\":\"\(id)\"") }) {
-                    return String(line)
-                }
-                usleep(20_000)
+        /// Sends a call with its own VoIP token and returns its result line ("" if none came).
+        func call(_ app: String, _ id: String, token: String) throws -> String {
+            _ = try world.redis.cli(["XADD", "pushgw:{\(app)}:calls", "*", "event",
+                                     #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"\#(token)"}"#])
+            var line = ""
+            try waitUntil("the result of \(id)") {
+                let results = try world.redis.cli(["XRANGE", "pushgw:{\(app)}:results", "-", "+"])
+                line = results.split(separator: "\n").first { $0.contains("\"id\":\"\(id)\"") }.map(String.init) ?? ""
+                return !line.isEmpty
             }
-            return ""
+            return line
         }
-        func connectionsOpened() throws -> String {
+        func connectionsOpened() throws -> String? {
             let body = try LoopbackHTTP.blockingRequest("/metrics", port: admin).body
             return body.split(separator: "\n").first { $0.hasPrefix("pushgw_apns_connections_opened_total{credential=\"k\"") }
-                .map(String.init) ?? "missing"
+                .map(String.init)
         }
-        func logLines(_ msg: String) -> [String] {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-                .filter { $0.contains("\"msg\":\"\(msg)\"") }
-        }
+        func logLines(_ message: String) -> [[String: Any]] { ProcessWorld.logLines(log, message: message) }
 
-        XCTAssertTrue(try call("acme", "before").contains("delivered_voip"))
-        let opened = try connectionsOpened()
+        XCTAssertTrue(try call("acme", "before", token: "a0a00001").contains("delivered_voip"))
+        let opened = try XCTUnwrap(try connectionsOpened(), "the pool's metric is there")
 
         // A good new config: beta is added, acme and the credential unchanged.
-        try config(apps: acme + ", " + beta).write(toFile: file, atomically: true, encoding: .utf8)
+        try _ = config(["acme": acme, "beta": beta])
         kill(gw.pid, SIGHUP)
-        let end = Date().addingTimeInterval(5)
-        while logLines("config reloaded").isEmpty && Date() < end { usleep(20_000) }
-        XCTAssertTrue(logLines("config reloaded").first?.contains("\"apps_added\":[\"beta\"]") == true, "\(logLines("config reloaded"))")
-        XCTAssertTrue(try call("beta", "added").contains("delivered_voip"), "the new app is routed without a restart")
-        XCTAssertTrue(try call("acme", "kept").contains("delivered_voip"))
-        XCTAssertEqual(try connectionsOpened(), opened, "the unchanged credential kept its connections")
+        waitUntil("the log line of the reload") { !logLines("config reloaded").isEmpty }
+        let reloaded = logLines("config reloaded")
+        XCTAssertEqual(reloaded.first?["apps_added"] as? [String], ["beta"], "\(reloaded)")
+        XCTAssertTrue(try call("beta", "added", token: "a0a00002").contains("delivered_voip"), "the new app is routed without a restart")
+        XCTAssertTrue(try call("acme", "kept", token: "a0a00003").contains("delivered_voip"))
+        XCTAssertEqual(try connectionsOpened(), opened, "the pool reports no new connection")
 
         // A bad new config: refused with its reason, the running one stays.
-        try config(apps: #""gamma": { "bundle_id": "not a bundle", "credential": "nope", "environment": "production" }"#)
-            .write(toFile: file, atomically: true, encoding: .utf8)
+        try _ = config(["gamma": #"{ "bundle_id": "not a bundle", "credential": "nope", "environment": "production" }"#])
         kill(gw.pid, SIGHUP)
-        let end2 = Date().addingTimeInterval(5)
-        while logLines("config reload refused; the running config stays").isEmpty && Date() < end2 { usleep(20_000) }
+        waitUntil("the log line of the refusal") { !logLines("config reload refused; the running config stays").isEmpty }
         let refused = logLines("config reload refused; the running config stays")
         XCTAssertEqual(refused.count, 1)
-        XCTAssertTrue(refused.first?.contains("apps.gamma.credential") == true, "the reason names the key: \(refused)")
-        XCTAssertTrue(try call("beta", "still").contains("delivered_voip"), "the running config still routes")
+        XCTAssertTrue("\(refused)".contains("apps.gamma.credential"), "the reason names the key: \(refused)")
+        XCTAssertTrue(try call("beta", "still", token: "a0a00004").contains("delivered_voip"), "the running config still routes")
 
-        gw.stop(signal: SIGTERM)
-        XCTAssertEqual(gw.process.terminationStatus, 0)
+        XCTAssertEqual(gw.stop(), 0)
+        // The simulator numbers its connections: a pool reopened by a reload (a new client
+        // object, whose own counters start again at 1) would show up as a second connection.
+        let requests = try world.stopSimulator()
+        var connection: [String: Int] = [:]
+        for r in requests { if let token = r["token"] as? String, let conn = r["conn"] as? Int { connection[token] = conn } }
+        XCTAssertEqual(connection.count, 4, "every push was logged: \(requests)")
+        XCTAssertEqual(Set(connection.values).count, 1,
+                       "before and after both reloads, every push went over the one connection opened first: \(connection)")
     }
 }

@@ -11,69 +11,27 @@ import XCTest
 /// client sent (`[0 127.0.0.1:PORT]`) and every command a Lua script ran (`[0 lua]`), which is
 /// how a schedule or a move step is seen without trusting the gateway's own counters.
 final class RetryProcessTests: XCTestCase {
-    /// A redis-server, the APNs simulator as a child process and a gateway config for app `acme`.
-    private struct World {
-        let redis: RedisServer
-        let simulator: ChildProcess
-        let simLog: String
-        let dir: String
-        let gatewayConfig: String
-        let pushgw = packageRoot + "/.build/debug/pushgw"
+    /// Redis, the simulator answering every push as `scenario`, and a gateway config with app
+    /// `acme` (plus `extraApps` apps `app-0`… with the same settings) whose VoIP retry policy
+    /// is `voipRetry`.
+    private func makeWorld(scenario: String, voipRetry: String, extraApps: Int = 0) throws -> (ProcessWorld, String) {
+        let world = try ProcessWorld(simulator: #""default_scenario": "\#(scenario)""#)
+        let app = ProcessWorld.app(#""ring_timeout_s": 120, "retry": { "voip": \#(voipRetry) }"#)
+        var apps = ["acme": app]
+        for i in 0..<extraApps { apps["app-\(i)"] = app }
+        return (world, try world.writeConfig(apps: apps, apns: #""connections": 2"#))
+    }
 
-        /// `extraApps` more apps (`app-0`…) with the same settings beside `acme`.
-        init(scenario: String, voipRetry: String, extraApps: Int = 0) throws {
-            redis = try RedisServer.start()
-            let pki = try TestPKI.make()
-            dir = pki.directory
-            let simPort = freeLoopbackPort()
-            simLog = dir + "/retry-apns.jsonl"
-            try """
-                { "cert_file": "server.pem", "key_file": "server.key", "token_keys": { "KEY1234567": "AuthKey.pub.pem" },
-                  "team_id": "TEAM123456", "default_scenario": "\(scenario)", "log_file": "\(simLog)" }
-                """.write(toFile: dir + "/retry-sim.json", atomically: true, encoding: .utf8)
-            gatewayConfig = dir + "/retry-gw.json"
-            let app = #"{ "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 120, "retry": { "voip": \#(voipRetry) } }"#
-            let apps = (["\"acme\": \(app)"] + (0..<extraApps).map { "\"app-\($0)\": \(app)" }).joined(separator: ", ")
-            try """
-                { "redis": { "url": "\(redis.url)" },
-                  "apns": { "production": { "endpoint": "127.0.0.1:\(simPort)" }, "sandbox": { "endpoint": "127.0.0.1:\(simPort)" },
-                            "ca_file": "ca.pem", "connections": 2 },
-                  "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "AuthKey.p8" } },
-                  "apps": { \(apps) } }
-                """.write(toFile: gatewayConfig, atomically: true, encoding: .utf8)
-            simulator = try ChildProcess(pushgw, ["simulator", "--config", dir + "/retry-sim.json", "--port", String(simPort)],
-                                         captureOutput: false)
-            try waitForPort(simPort)
+    /// `redis-cli MONITOR` into `file`, line-buffered so nothing is lost when it is stopped;
+    /// returns once it sees commands.
+    private func startMonitor(_ world: ProcessWorld, into file: String) throws -> ChildProcess {
+        let monitor = try ChildProcess("/bin/sh", ["-c", "exec stdbuf -oL redis-cli -p \(world.redis.port) monitor > '\(file)'"],
+                                       captureOutput: false)
+        try waitUntil("MONITOR to show a command") {
+            _ = try world.redis.cli(["ECHO", "monitor-ready"])
+            return textSoFar(file).contains("monitor-ready")
         }
-
-        func gateway(_ consumer: String, roles: String? = nil) throws -> ChildProcess {
-            try ChildProcess(pushgw, ["run", "--config", gatewayConfig, "--consumer", consumer, "--log-level", "error"]
-                                 + (roles.map { ["--role", $0] } ?? []), captureOutput: false)
-        }
-
-        /// `redis-cli MONITOR` into `file`, line-buffered so nothing is lost when it is stopped.
-        func monitor(into file: String) throws -> ChildProcess {
-            try ChildProcess("/bin/sh", ["-c", "exec stdbuf -oL redis-cli -p \(redis.port) monitor > '\(file)'"], captureOutput: false)
-        }
-
-        func integer(_ args: String...) -> Int {
-            Int((try? redis.cli(args))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? -1
-        }
-
-        /// VoIP pushes the simulator answered, per token (after it stopped and flushed its log).
-        func pushesPerToken() throws -> [String: Int] {
-            var perToken: [String: Int] = [:]
-            for line in try String(contentsOfFile: simLog, encoding: .utf8).split(separator: "\n") {
-                if let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                   let token = obj["token"] as? String { perToken[token, default: 0] += 1 }
-            }
-            return perToken
-        }
-
-        func stop() {
-            simulator.stop()
-            redis.stop()
-        }
+        return monitor
     }
 
     // MARK: Crash safety
@@ -82,20 +40,18 @@ final class RetryProcessTests: XCTestCase {
         let total = 800
         // Every VoIP push gets 503: each call makes exactly 3 attempts (2 retries, backoff up to
         // 200 and 400 ms), then, with no alert token, is dead-lettered `retries_exhausted: voip`.
-        let world = try World(scenario: "unavailable", voipRetry: #"{ "max_attempts": 3, "base_ms": 200, "cap_ms": 1000 }"#)
+        let (world, config) = try makeWorld(scenario: "unavailable", voipRetry: #"{ "max_attempts": 3, "base_ms": 200, "cap_ms": 1000 }"#)
         defer { world.stop() }
-        let monitorFile = world.dir + "/retry-monitor.txt"
-        let monitor = try world.monitor(into: monitorFile)
+        let monitorFile = world.directory + "/retry-monitor.txt"
+        let monitor = try startMonitor(world, into: monitorFile)
         defer { monitor.stop() }
-        usleep(200_000)
 
         var generation = [0, 0]
         func start(_ slot: Int) throws -> ChildProcess {
             generation[slot] += 1
-            return try world.gateway("gw-\(slot)-\(generation[slot])")
+            return try world.gateway(config: config, consumer: "gw-\(slot)-\(generation[slot])", arguments: ["--log-level", "error"])
         }
         var gateways = [try start(0), try start(1)]
-        defer { for g in gateways { g.stop() } }
         // A steady producer: 100 calls a second for 8 s, one VoIP token per call.
         let producer = try ChildProcess("python3", ["-c", """
             import json, time, redis
@@ -108,24 +64,29 @@ final class RetryProcessTests: XCTestCase {
             """], captureOutput: false)
         defer { producer.stop(signal: SIGKILL) }
 
-        // Kill one gateway every 2 s, alternately, and start a fresh one in its place.
-        let began = Date()
+        // Kill one gateway at each fifth of the results, alternately, at a moment when retries
+        // are scheduled, and start a fresh one in its place.
         var scheduledAtKill: [Int] = []
-        for (i, at) in [1.5, 3.5, 5.5, 7.5].enumerated() {
-            while Date().timeIntervalSince(began) < at { usleep(10_000) }
-            scheduledAtKill.append(world.integer("ZCARD", "pushgw:{acme}:retry"))
+        for (i, fifth) in (1...4).enumerated() {
+            var scheduled = 0
+            waitUntil("\(fifth * total / 5) results with retries scheduled", timeoutMs: 60_000) {
+                scheduled = world.integer("ZCARD", "pushgw:{acme}:retry")
+                return world.results() >= fifth * total / 5 && scheduled > 0
+            }
+            scheduledAtKill.append(scheduled)
             let slot = i % 2
             gateways[slot].stop(signal: SIGKILL)
             gateways[slot] = try start(slot)
         }
-        func results() -> Int { world.integer("XLEN", "pushgw:{acme}:results") }
-        while results() < total && Date().timeIntervalSince(began) < 60 { usleep(100_000) }
-        XCTAssertEqual(results(), total, "every call has a result after 4 kills")
-        for g in gateways { g.stop() }
-        usleep(200_000)
+        waitUntil("a result for every call after 4 kills", timeoutMs: 120_000) { world.results() >= total }
+        XCTAssertEqual(world.results(), total, "every call has a result after 4 kills")
+        for g in gateways { XCTAssertEqual(g.stop(), 0) }
+        producer.waitForExit()
+        // MONITOR has seen every command once its ECHO comes back through it.
+        _ = try world.redis.cli(["ECHO", "monitor-done"])
+        waitUntil("MONITOR to catch up") { textSoFar(monitorFile).contains("monitor-done") }
         monitor.stop()
-        XCTAssertGreaterThanOrEqual(scheduledAtKill.filter { $0 > 0 }.count, 3,
-                                    "the kills landed while retries were scheduled: \(scheduledAtKill)")
+        XCTAssertEqual(scheduledAtKill.filter { $0 > 0 }.count, 4, "each kill landed while retries were scheduled: \(scheduledAtKill)")
 
         // Nothing left behind anywhere.
         XCTAssertEqual(world.integer("XLEN", "pushgw:{acme}:calls"), 0, "the calls stream is empty")
@@ -183,8 +144,10 @@ final class RetryProcessTests: XCTestCase {
                        "every call made its 3 attempts and no more")
         XCTAssertEqual(figures["attempts"] as? [String: Int], ["3": total], "each record lists the policy's 3 attempts")
 
-        world.simulator.stop()  // flushes its request log
-        let perToken = try world.pushesPerToken()
+        var perToken: [String: Int] = [:]
+        for request in try world.stopSimulator() {
+            if let token = request["token"] as? String { perToken[token, default: 0] += 1 }
+        }
         XCTAssertEqual(perToken.count, total, "every call reached APNs")
         XCTAssertTrue(perToken.values.allSatisfy { $0 >= 3 }, "every token got its 3 attempts")
         let resent = perToken.values.reduce(0) { $0 + $1 - 3 }
@@ -194,25 +157,35 @@ final class RetryProcessTests: XCTestCase {
     // MARK: Idle polling
 
     /// Counts what an idle `pushgw run` (roles router and retry, 100 apps, nothing to do) sends
-    /// over 4 s, by connection: the mover's looks at the due index (about 20/s), the router's
-    /// blocking read (1/s: one XREADGROUP over every app), its heartbeat (1/s) and its read of
-    /// the consumer registry (1/s); the per-app take-over sweep runs only when a consumer died,
-    /// or every 30 s (outside the window here). Commands run inside Lua scripts are not counted:
-    /// they are not sent.
+    /// between two of its heartbeats (one a second, on its own clock), by connection: the
+    /// mover's looks at the due index (about 20 per interval), the router's blocking read (one
+    /// XREADGROUP over every app), its heartbeat and its read of the consumer registry; the
+    /// per-app take-over sweep runs only when a consumer died, or every 30 s (outside the
+    /// window here). Commands run inside Lua scripts are not counted: they are not sent.
+    /// Counting per heartbeat interval rather than per second of the test's clock keeps the
+    /// figures true on a loaded machine: a slow gateway sends fewer commands, never more.
     func testAnIdleGatewayPollsRedisAboutTwentyTimesASecond() throws {
-        let world = try World(scenario: "ok", voipRetry: #"{ "max_attempts": 3, "base_ms": 100, "cap_ms": 1000 }"#, extraApps: 99)
+        let (world, config) = try makeWorld(scenario: "ok", voipRetry: #"{ "max_attempts": 3, "base_ms": 100, "cap_ms": 1000 }"#,
+                                            extraApps: 99)
         defer { world.stop() }
-        let gateway = try world.gateway("idle-1")
-        defer { gateway.stop() }
-        // Let it connect and settle (script loads, group creation) before counting.
-        var waited = 0
-        while world.integer("ZCARD", "pushgw:consumers") < 1 && waited < 500 { usleep(10_000); waited += 1 }
-        usleep(1_500_000)
-        let file = world.dir + "/idle-monitor.txt"
-        let monitor = try world.monitor(into: file)
-        usleep(4_000_000)
+        let gateway = try world.gateway(config: config, consumer: "idle-1", arguments: ["--log-level", "error"])
+        waitUntil("the gateway's first heartbeat") { world.integer("ZCARD", "pushgw:consumers") >= 1 }
+        let file = world.directory + "/idle-monitor.txt"
+        let monitor = try startMonitor(world, into: file)
+        // A heartbeat is the registry script's ZADD, run inside Lua.
+        func isHeartbeat(_ line: Substring) -> Bool { line.contains("[0 lua]") && line.contains(#""ZADD" "pushgw:consumers""#) }
+        let intervals = 4
+        waitUntil("\(intervals + 2) heartbeats in MONITOR's output", timeoutMs: 60_000) {
+            let text = textSoFar(file)
+            return text.split(separator: "\n").filter(isHeartbeat).count >= intervals + 2
+        }
         monitor.stop()
         let clients = try world.redis.cli(["CLIENT", "LIST"])
+        XCTAssertEqual(gateway.stop(), 0)
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        // The first interval may still hold start-up work (script loads, group creation).
+        let beats = lines.indices.filter { isHeartbeat(lines[$0]) }
+        let window = lines[beats[1]..<beats[1 + intervals]]
         var names: [String: String] = [:]  // addr → name
         for line in clients.split(separator: "\n") {
             let fields = Dictionary(line.split(separator: " ").compactMap { part -> (String, String)? in
@@ -222,8 +195,7 @@ final class RetryProcessTests: XCTestCase {
             if let addr = fields["addr"] { names[addr] = fields["name"].flatMap { $0.isEmpty ? nil : $0 } ?? "unnamed" }
         }
         var perClient: [String: Int] = [:], perCommand: [String: Int] = [:]
-        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
-        for line in lines where !line.contains("[0 lua]") {
+        for line in window where !line.contains("[0 lua]") {
             guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]") else { continue }
             let addr = String(line[line.index(after: open)..<close].split(separator: " ").last ?? "")
             let command = line[line.index(after: close)...].split(separator: " ").first.map {
@@ -232,11 +204,14 @@ final class RetryProcessTests: XCTestCase {
             perCommand[command, default: 0] += 1
         }
         let total = perClient.values.reduce(0, +)
-        let perSecond = Double(total) / 4
-        let moverPerSecond = Double(perClient["pushgw-retry"] ?? 0) / 4
-        print("idle gateway (100 apps, roles router,retry) over 4 s: \(String(format: "%.1f", perSecond)) commands/s sent to Redis; by connection \(perClient); by command \(perCommand)")
-        XCTAssertGreaterThan(moverPerSecond, 10, "the mover does look (the count is real): \(perClient)")
-        XCTAssertLessThanOrEqual(moverPerSecond, 22, "the idle mover looks about 20 times a second: \(perClient)")
-        XCTAssertLessThanOrEqual(perSecond, 25, "an idle gateway sends about 20 commands/s in total (mover ~20, router ~3, whatever the number of apps): \(perClient)")
+        let mover = perClient["pushgw-retry"] ?? 0
+        print("idle gateway (100 apps, roles router,retry) over \(intervals) heartbeat intervals: \(total) commands sent to Redis; by connection \(perClient); by command \(perCommand)")
+        XCTAssertGreaterThanOrEqual(mover, intervals, "the mover does look (the count is real): \(perClient)")
+        // The bounds leave room for an interval stretched by a late timer; polling per app would
+        // send at least 100 commands per interval.
+        XCTAssertLessThanOrEqual(mover, 25 * intervals, "the idle mover looks about 20 times a second: \(perClient)")
+        XCTAssertLessThanOrEqual(total, 30 * intervals,
+                                 "an idle gateway sends about 22 commands a second in total (mover ~20, router ~3, whatever the number of apps): \(perClient)")
+        XCTAssertLessThanOrEqual(perCommand["XREADGROUP", default: 0], 2 * intervals, "one blocking read a second over every app: \(perCommand)")
     }
 }

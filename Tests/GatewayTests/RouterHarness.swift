@@ -15,7 +15,11 @@ import XCTest
 /// Producers write with a plain Redis connection, as any language would.
 final class RouterHarness {
     let redis: RedisServer
+    /// The APNs simulator; both environments' endpoint unless `sandboxSim` exists.
     let sim: SimTestServer
+    /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
+    /// sandbox endpoint.
+    let sandboxSim: APNsSimulator?
     var loop: EventLoop { sim.loop }
     let config: GatewayConfig
     let apps: [AppRuntime]
@@ -31,31 +35,51 @@ final class RouterHarness {
     private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
 
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
-    /// app `other` the same good key with another bundle id the simulator refuses (BadTopic).
-    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+    /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
+    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
+    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in }, separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          settings: (inout RoutingRunnerSettings) -> Void = { _ in },
+         store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         redis = try RedisServer.start()
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
+        var sandboxEndpoint = endpoint
+        if separateSandbox {
+            var sandboxConfig = sim.simulator.config
+            sandboxConfig.sandbox = true
+            sandboxConfig.logFile = nil
+            let second = try APNsSimulator(loop: sim.loop, config: sandboxConfig)
+            try second.start()
+            sandboxSim = second
+            sandboxEndpoint = Endpoint(host: "127.0.0.1", port: second.port)
+        } else {
+            sandboxSim = nil
+        }
         let policies = RetryPolicies(voip: voipRetry, alert: alertRetry, alertTTLSeconds: 60)
+        var appConfigs = ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                    "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                    "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
+                    "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
+                                       retry: policies)]
+        if separateSandbox {
+            appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
+        }
         config = GatewayConfig(
             redis: RedisConfig(url: redis.url),
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: pki.caCert,
+            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
-            apps: ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
-                   "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
-                   "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
-                   "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
-                                      retry: policies)])
+            apps: appConfigs)
         apps = AppRuntime.all(config)
         let url = try RedisURL(parsing: redis.url)
-        store = CallStore(loop: sim.loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
+        var storeConfig = CallStore.Config(url: url)
+        storeSettings(&storeConfig)
+        store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
         consumer = "test-\(getpid())"
         var s = RoutingRunnerSettings(consumer: consumer)
@@ -78,30 +102,41 @@ final class RouterHarness {
     func close() {
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
-        loop.run(until: { drained })
+        loop.run(waitingFor: "the router to drain") { drained }
         mover.close()
         moverConnection.close()
         pools.close()
         store.close()
         producer.close()
+        sandboxSim?.close()
         sim.close()
         redis.stop()
     }
 
     func keys(_ app: String) -> AppKeys { AppKeys(app: app) }
 
-    /// XADDs the raw text as field `event` of the app's calls stream; the entry id XADD returned.
+    /// XADDs the raw text as field `event` of the app's calls stream; the entry id XADD
+    /// returned ("" when it failed, which fails the test).
     @discardableResult
-    func xaddRaw(_ app: String, _ text: String, field: String = "event") -> String {
+    func xaddRaw(_ app: String, _ text: String, field: String = "event", file: StaticString = #filePath,
+                 line: UInt = #line) -> String {
+        xaddRaw(app, bytes: Array(text.utf8), field: field, file: file, line: line)
+    }
+
+    /// XADDs `bytes` (which need not be UTF-8) as field `event` of the app's calls stream; the
+    /// entry id XADD returned ("" when it failed, which fails the test).
+    @discardableResult
+    func xaddRaw(_ app: String, bytes: [UInt8], field: String = "event", file: StaticString = #filePath,
+                 line: UInt = #line) -> String {
         var id: String?
-        producer.send(["XADD", keys(app).calls, "*", field, text]) { result in
+        producer.send(bytes: [Array("XADD".utf8), Array(keys(app).calls.utf8), Array("*".utf8), Array(field.utf8), bytes]) { result in
             switch result {
             case let .success(reply): id = reply.string ?? ""
-            case let .failure(e): XCTFail("XADD failed: \(e)"); id = ""
+            case let .failure(e): XCTFail("XADD failed: \(e)", file: file, line: line); id = ""
             }
         }
-        loop.run(until: { id != nil })
-        return id!
+        loop.run(waitingFor: "the XADD's reply", file: file, line: line) { id != nil }
+        return id ?? ""
     }
 
     /// XADDs an event built from `fields` (JSON-serialized); the entry id.
@@ -124,40 +159,36 @@ final class RouterHarness {
         return xadd(app, f)
     }
 
-    /// Runs the loop until `count` outcomes were recorded in all, or `timeoutMs` passed.
+    /// Runs the loop until `count` outcomes were recorded in all; after `timeoutMs` fails the
+    /// test and returns false.
     @discardableResult
-    func waitForRecords(_ count: Int, timeoutMs: Int64 = 10_000) -> Bool {
-        let end = Clock.monotonicMs() + timeoutMs
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if recorded.count >= count || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 20) }
-            return false
-        })
-        return recorded.count >= count
+    func waitForRecords(_ count: Int, timeoutMs: Int64 = Deadline.defaultMs,
+                        file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        loop.run(waitingFor: "\(count) recorded outcomes (\(recorded.count) so far)", timeoutMs: timeoutMs,
+                 file: file, line: line) { recorded.count >= count }
     }
 
-    /// Runs the loop until `condition` holds or `timeoutMs` passed; whether it holds.
+    /// Runs the loop until `condition` holds; after `timeoutMs` fails the test, naming `what`,
+    /// and returns false.
     @discardableResult
-    func runUntil(timeoutMs: Int64 = 10_000, _ condition: () -> Bool) -> Bool {
-        let end = Clock.monotonicMs() + timeoutMs
-        let tick = LoopTimer(loop: loop) {}
-        defer { tick.close() }
-        loop.run(until: {
-            if condition() || Clock.monotonicMs() > end { return true }
-            if !tick.isScheduled { tick.schedule(afterMs: 5) }
-            return false
-        })
-        return condition()
+    func runUntil(_ what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+                  file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool) -> Bool {
+        loop.run(waitingFor: what(), timeoutMs: timeoutMs, file: file, line: line, until: condition)
     }
 
     /// One command on the producer's connection; its reply (nil on an error, which fails the test).
     @discardableResult
     func command(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+        command(args, file: file, line: line)
+    }
+
+    /// One command on the producer's connection, its arguments as an array.
+    @discardableResult
+    func command(_ args: [String], file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         var result: Result<RedisReply, RedisError>?
         producer.send(args) { result = $0 }
-        loop.run(until: { result != nil })
+        guard loop.run(waitingFor: "the reply to \(args.joined(separator: " "))", file: file, line: line, until: { result != nil })
+        else { return nil }
         switch result! {
         case let .success(reply): return reply
         case let .failure(error):
@@ -166,13 +197,9 @@ final class RouterHarness {
         }
     }
 
-    /// Runs the loop for `ms` milliseconds.
+    /// Runs the loop for `ms` milliseconds (to see that something does not happen).
     func runFor(_ ms: Int64) {
-        var done = false
-        let t = LoopTimer(loop: loop) { done = true }
-        t.schedule(afterMs: ms)
-        loop.run(until: { done })
-        t.close()
+        loop.run(forMs: ms)
     }
 
     /// The outcome recorded for call `id` (not a cancel event's, nor a duplicate's answer).
@@ -183,18 +210,24 @@ final class RouterHarness {
     }
 
     /// The results stream's `result` JSONs, decoded, in order.
-    func results(_ app: String = "acme") -> [[String: Any]] {
-        entries(keys(app).results).compactMap { entry in
-            entry.fields["result"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    func results(_ app: String = "acme", file: StaticString = #filePath, line: UInt = #line) -> [[String: Any]] {
+        entries(keys(app).results, file: file, line: line).compactMap { entry in
+            entry.values["result"].flatMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any] }
         }
     }
 
-    /// Entries of a stream, read back from Redis.
-    func entries(_ stream: String) -> [StreamEntry] {
-        var out: [StreamEntry]?
-        store.range(stream, count: 10_000) { result in out = (try? result.get()) ?? [] }
-        loop.run(until: { out != nil })
-        return out!
+    /// Entries of a stream, read back from Redis. A Redis error fails the test (and reads
+    /// as no entries, which the caller's assertion must not be the only one to notice).
+    func entries(_ stream: String, file: StaticString = #filePath, line: UInt = #line) -> [StreamEntry] {
+        var result: Result<[StreamEntry], RedisError>?
+        store.range(stream, count: 10_000) { result = $0 }
+        guard loop.run(waitingFor: "XRANGE \(stream)", file: file, line: line, until: { result != nil }) else { return [] }
+        switch result! {
+        case let .success(entries): return entries
+        case let .failure(error):
+            XCTFail("XRANGE \(stream) failed: \(error)", file: file, line: line)
+            return []
+        }
     }
 
     /// Requests the simulator answered for `token`.

@@ -45,7 +45,7 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertTrue(h.requests("b0b0").isEmpty, "no alert when VoIP is delivered")
         let results = h.entries(h.keys("acme").results)
         XCTAssertEqual(results.count, 1)
-        XCTAssertTrue(results[0].fields["result"]?.contains("\"outcome\":\"delivered_voip\"") == true)
+        XCTAssertTrue(results.first?.fields["result"]?.contains("\"outcome\":\"delivered_voip\"") == true)
         XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "the entry is acknowledged and deleted with its outcome")
     }
 
@@ -97,13 +97,26 @@ final class RouterIntegrationTests: XCTestCase {
 
     func testTransientFailuresAreRetriedThenDelivered() throws {
         try start(["f1a70001": .flaky(2), "0a290002": .tooMany, "05000003": .error500])
-        let entry = h.call("flaky", voip: "f1a70001", alert: "a1e7")
+        // 503 twice (flaky:2), then 200.
+        let flakyEntry = h.call("flaky", voip: "f1a70001", alert: "a1e7")
         XCTAssertTrue(h.waitForRecords(1))
-        let r = try XCTUnwrap(h.record("flaky"))
-        XCTAssertEqual(r.outcome, .deliveredVoip)
-        XCTAssertEqual(r.attempts.map(\.status), [503, 503, 200], "503 twice, retried, then delivered")
-        XCTAssertEqual(r.entry, entry, "the result names the producer's entry, not the retries' entries")
-        XCTAssertEqual(h.runner.stats.retriesFired, 2)
+        // 429 and 500 until the token's second request has its answer; then APNs recovers. The
+        // check runs between two attempts (a retry waits at least 10 ms on a timer).
+        for (id, token) in [("throttled", "0a290002"), ("server-error", "05000003")] {
+            h.call(id, voip: token, alert: "a1e7")
+            XCTAssertTrue(h.runUntil("two answers to \(token)") { self.h.requests(token).filter { $0.status != nil }.count >= 2 })
+            h.sim.simulator.setScenario(.ok, for: token)
+        }
+        XCTAssertTrue(h.waitForRecords(3))
+        for (id, status) in [("flaky", 503), ("throttled", 429), ("server-error", 500)] {
+            let r = try XCTUnwrap(h.record(id))
+            XCTAssertEqual(r.outcome, .deliveredVoip, id)
+            XCTAssertEqual(r.attempts.map(\.status), [status, status, 200], "\(status) twice, retried, then delivered")
+            XCTAssertEqual(r.attempts.map(\.channel), [.voip, .voip, .voip], "no fallback to the alert for a transient failure")
+        }
+        XCTAssertEqual(h.record("flaky")?.entry, flakyEntry, "the result names the producer's entry, not the retries' entries")
+        XCTAssertTrue(h.requests("a1e7").isEmpty, "no alert was sent")
+        XCTAssertEqual(h.runner.stats.retriesFired, 6)
     }
 
     func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws {
@@ -135,18 +148,27 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertEqual(r.reason, "retries_exhausted: alert")
         let dead = h.entries(h.keys("acme").dead)
         XCTAssertEqual(dead.count, 1)
-        XCTAssertTrue(dead[0].fields["event"]?.contains("no-luck") == true, "the original event is kept")
-        XCTAssertTrue(dead[0].fields["attempts"]?.contains("\"status\":503") == true, "with every attempt")
+        XCTAssertTrue(dead.first?.fields["event"]?.contains("no-luck") == true, "the original event is kept")
+        XCTAssertTrue(dead.first?.fields["attempts"]?.contains("\"status\":503") == true, "with every attempt")
     }
 
     // MARK: Auth and config
 
-    func testExpiredProviderTokenIsRenewedWithoutAnAttempt() throws {
+    func testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() throws {
         try start(["e0e00001": .expiredProviderToken(1)])
         h.call("renew", voip: "e0e00001")
         XCTAssertTrue(h.waitForRecords(1))
+        let sent = h.requests("e0e00001")
+        XCTAssertEqual(sent.map(\.status), [403, 200], "APNs said ExpiredProviderToken, then took the resend")
+        XCTAssertEqual(sent.first?.reason, .expiredProviderToken)
         XCTAssertEqual(h.record("renew")?.outcome, .deliveredVoip)
-        XCTAssertEqual(h.record("renew")?.attempts.count, 1, "the resend with a new JWT is not an attempt")
+        XCTAssertEqual(h.record("renew")?.attempts.map(\.status), [200], "the resend is not an attempt, and the 403 is not one")
+        let client = try h.pools.client(credential: "good", environment: .production)
+        XCTAssertEqual(client.stats.resentAfterTokenRenewal, 1)
+        XCTAssertEqual(h.runner.stats.retriesScheduled, 0, "nor a retry")
+        // The token is minutes old: a new one would earn TooManyProviderTokenUpdates, so the
+        // resend carries the same token (renewal after 20 minutes is ApnsClientTests' case).
+        XCTAssertEqual(Set(sent.compactMap { $0.header("authorization") }).count, 1)
     }
 
     func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws {
@@ -195,7 +217,7 @@ final class RouterIntegrationTests: XCTestCase {
     func testCancelStopsPendingRetries() throws {
         try start(["05000003": .unavailable], voipRetry: RetryPolicy(maxAttempts: 100, baseMs: 100, capMs: 200))
         h.call("ring", voip: "05000003", alert: "a1e7", deadlineInMs: 20_000)
-        h.runFor(300)
+        XCTAssertTrue(h.runUntil("the call's second VoIP attempt") { self.h.requests("05000003").count >= 2 })
         XCTAssertNil(h.record("ring"), "still retrying")
         h.xadd("acme", ["v": 1, "id": "ring", "type": "call_cancelled"])
         XCTAssertTrue(h.waitForRecords(2))
@@ -244,7 +266,7 @@ final class RouterIntegrationTests: XCTestCase {
         h.call("twin", voip: "a0a0")
         _ = h.command("PING")
         h.runner.start()
-        XCTAssertTrue(h.runUntil { self.h.entries(self.h.keys("acme").calls).isEmpty }, "both copies acknowledged")
+        XCTAssertTrue(h.runUntil("both copies to be acknowledged") { self.h.entries(self.h.keys("acme").calls).isEmpty })
         XCTAssertTrue(h.waitForRecords(2), "both copies answered")
         let results = h.results()
         XCTAssertEqual(results.map { $0["outcome"] as? String }, ["delivered_voip", "duplicate"],
@@ -300,9 +322,10 @@ final class RouterIntegrationTests: XCTestCase {
         let array = h.xaddRaw("acme", "[1,2]")
         let noField = h.xaddRaw("acme", "{}", field: "wrong_field")
         let badVersion = h.xaddRaw("acme", #"{"v":2,"id":"v2-call","type":"incoming_call","voip_token":"ab"}"#)
-        XCTAssertTrue(h.waitForRecords(4))
+        let notUTF8 = h.xaddRaw("acme", bytes: Array(#"{"v":1,"id":"utf-"#.utf8) + [0xFF] + Array(#"","type":"call_cancelled"}"#.utf8))
+        XCTAssertTrue(h.waitForRecords(5))
         let byEntry = Dictionary(h.results().map { ($0["entry"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
-        for entry in [notJSON, array, noField, badVersion] {
+        for entry in [notJSON, array, noField, badVersion, notUTF8] {
             let r = try XCTUnwrap(byEntry[entry], "a result names entry \(entry), what the producer's XADD returned")
             XCTAssertEqual(r["outcome"] as? String, "dead_lettered")
             XCTAssertEqual(r["app"] as? String, "acme")
@@ -311,7 +334,9 @@ final class RouterIntegrationTests: XCTestCase {
         XCTAssertNil(byEntry[notJSON]?["id"], "no id could be read")
         XCTAssertEqual(byEntry[badVersion]?["id"] as? String, "v2-call", "the id, read although v was refused first")
         XCTAssertEqual(byEntry[badVersion]?["type"] as? String, "incoming_call")
-        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 4)
+        XCTAssertEqual(byEntry[notUTF8]?["reason"] as? String, "invalid_event: event: not valid UTF-8 at byte 17")
+        XCTAssertNil(byEntry[notUTF8]?["id"], "bytes that are not UTF-8 are not read for an id")
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 5)
     }
 
     func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws {
@@ -412,7 +437,7 @@ final class RouterIntegrationTests: XCTestCase {
         // Ids are the idempotency key, so each malformed event above has its own.
         let dead = h.entries(h.keys("acme").dead)
         XCTAssertEqual(dead.count, corpus.count + 1, "every malformed entry is dead-lettered, none dropped")
-        for (i, (text, field)) in corpus.enumerated() {
+        for (i, (text, field)) in corpus.enumerated() where i < dead.count {
             let entry = dead[i]
             XCTAssertEqual(entry.fields["event"], text, "the original text is kept")
             XCTAssertTrue(entry.fields["reason"]?.hasPrefix("invalid_event: \(field)") == true,
@@ -427,17 +452,19 @@ final class RouterIntegrationTests: XCTestCase {
     // MARK: Isolation
 
     func testOneAppsFloodDoesNotDelayAnother() throws {
-        h = try RouterHarness(simulator: { $0.defaultScenario = .slow(300) }, settings: { $0.perAppInFlight = 20 })
+        // acme's pushes are never answered, so its 20 in-flight slots stay taken while its flood
+        // waits in the stream; beta's call must not wait behind it.
+        h = try RouterHarness(simulator: { $0.defaultScenario = .blackhole }, settings: { $0.perAppInFlight = 20 })
         h.sim.simulator.setScenario(.ok, for: "fa57")
         h.call("warm-up", voip: "fa57", app: "beta")
         XCTAssertTrue(h.waitForRecords(1))
         for i in 0..<200 { h.call("flood-\(i)", voip: String(format: "%04x", 0x1000 + i), app: "acme") }
-        h.runFor(50)
+        XCTAssertTrue(h.runUntil("acme's 20 pushes to be out") { self.h.sim.simulator.stats.unanswered >= 20 })
         h.call("quick", voip: "fa57", app: "beta")
-        XCTAssertTrue(h.waitForRecords(2, timeoutMs: 5_000))
-        h.loop.run(until: { self.h.recorded.contains { $0.record.id == "quick" } })
-        let before = h.recorded.prefix { $0.record.id != "quick" }.filter { $0.app == "acme" }.count
-        XCTAssertLessThanOrEqual(before, 40, "beta's call waits for at most a round of acme's slow calls, not all 200")
+        XCTAssertTrue(h.runUntil("beta's call to be recorded") { self.h.recorded.contains { $0.record.id == "quick" } })
+        XCTAssertEqual(h.recorded.filter { $0.app == "acme" }.count, 0, "beta's call did not wait for any of acme's")
+        XCTAssertEqual(h.runner.stats.retriesScheduled, 0, "nor for a slot of acme's to free up (by a timeout and a retry)")
+        XCTAssertGreaterThanOrEqual(h.command("XLEN", h.keys("acme").calls)?.integer ?? 0, 180, "acme's flood was still waiting")
     }
 }
 
@@ -456,7 +483,7 @@ final class TakeOverTests: XCTestCase {
         let read = try h.redis.cli(["XREADGROUP", "GROUP", "pushgw", h.consumer, "COUNT", "1", "STREAMS", stream, ">"])
         XCTAssertTrue(read.contains("forgotten"), read)
         h.runner.start()
-        XCTAssertTrue(h.waitForRecords(1, timeoutMs: 10_000), "the sweep finds its own idle entry")
+        XCTAssertTrue(h.waitForRecords(1), "the sweep finds its own idle entry")
         XCTAssertEqual(h.record("forgotten")?.outcome, .deliveredVoip)
         XCTAssertEqual(h.requests("a0a0").count, 1, "pushed once")
         XCTAssertEqual(h.entries(stream).count, 0, "acknowledged with its outcome")
@@ -481,7 +508,7 @@ final class TakeOverTests: XCTestCase {
             _ = try h.redis.cli(["XCLAIM", stream, "pushgw", ghost, "0", poisonID])
         }
         h.runner.start()
-        XCTAssertTrue(h.waitForRecords(2, timeoutMs: 5_000), "both entries get an outcome after the take-over")
+        XCTAssertTrue(h.waitForRecords(2), "both entries get an outcome after the take-over")
         XCTAssertEqual(h.record("orphan")?.outcome, .deliveredVoip, "a dead consumer's entry is routed by a live one")
         let poison = try XCTUnwrap(h.record("poison"))
         XCTAssertEqual(poison.outcome, .deadLettered)

@@ -6,38 +6,25 @@ import XCTest
 /// redis-server, and its admin endpoint reached over HTTP from outside the process.
 final class RunAdminTests: XCTestCase {
     func testPushgwRunServesTheAdminEndpointAndStopsCleanly() throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let pki = try SimTestServer.sharedPKI()
-        let dir = makeTemporaryDirectory("pushgw-run-admin")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let world = try ProcessWorld()
+        defer { world.stop() }
         let token = "run-admin-SECRET-\(UUID().uuidString)"
-        try (token + "\n").write(toFile: dir + "/admin-token", atomically: true, encoding: .utf8)
-        chmod(dir + "/admin-token", 0o600)
+        let tokenFile = world.directory + "/admin-token"
+        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        chmod(tokenFile, 0o600)
         let port = freeLoopbackPort()
-        try """
-            { "redis": { "url": "\(redis.url)" },
-              "admin": { "listen": "127.0.0.1:\(port)", "token_file": "admin-token" },
-              "apns": { "production": { "endpoint": "127.0.0.1:1" }, "sandbox": { "endpoint": "127.0.0.1:1" },
-                        "ca_file": "\(pki.caCert)" },
-              "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.jwtKey)" } },
-              "apps": { "acme": { "bundle_id": "com.example.app", "credential": "k", "environment": "production" } } }
-            """.write(toFile: dir + "/gw.json", atomically: true, encoding: .utf8)
-        let log = dir + "/gw.log"
-        let pushgw = packageRoot + "/.build/debug/pushgw"
-        let gw = try ChildProcess("/bin/sh", ["-c", "exec '\(pushgw)' run --config '\(dir)/gw.json' --consumer admin-test > '\(log)' 2>&1"],
-                                  captureOutput: false)
-        defer { gw.stop(signal: SIGKILL) }
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()],
+                                           admin: #""listen": "127.0.0.1:\#(port)", "token_file": "admin-token""#)
+        let log = world.directory + "/gateway.log"
+        let gw = try world.gateway(config: config, consumer: "admin-test", log: log)
         try waitForPort(port)
 
         XCTAssertEqual(try LoopbackHTTP.blockingRequest("/healthz", port: port).status, 200)
         var ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
-        let end = Date().addingTimeInterval(10)
-        while ready.status != 200 && Date() < end {
-            usleep(100_000)
+        try waitUntil("/readyz to answer 200 once Redis answers") {
             ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
+            return ready.status == 200
         }
-        XCTAssertEqual(ready.status, 200, "ready once Redis answers: \(ready.body)")
         let metrics = try LoopbackHTTP.blockingRequest("/metrics", port: port)
         XCTAssertEqual(metrics.status, 200)
         let lines = metrics.body.split(separator: "\n")
@@ -48,11 +35,41 @@ final class RunAdminTests: XCTestCase {
         let status = try LoopbackHTTP.blockingRequest("/status", port: port, headers: ["Authorization": "Bearer " + token])
         XCTAssertEqual(status.status, 200, status.body)
 
-        gw.stop(signal: SIGTERM)
-        XCTAssertEqual(gw.process.terminationStatus, 0, "SIGTERM drains and exits 0 with the endpoint open")
+        XCTAssertEqual(gw.stop(signal: SIGTERM), 0, "SIGTERM drains and exits 0 with the endpoint open")
         let logText = try String(contentsOfFile: log, encoding: .utf8)
         XCTAssertTrue(logText.contains("\"msg\":\"admin endpoint\""), logText)
         XCTAssertFalse(logText.contains(token), "the token never reaches the log")
         XCTAssertFalse(status.raw.contains(token) || metrics.raw.contains(token), "nor an answer")
+    }
+
+    func testReadyzAnswers503WhileASigtermDrains() throws {
+        // The push is never answered, so the drain waits its full --drain-ms for it.
+        let world = try ProcessWorld(simulator: #""default_scenario": "blackhole""#)
+        defer { world.stop() }
+        let port = freeLoopbackPort()
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()], admin: #""listen": "127.0.0.1:\#(port)""#)
+        let gw = try world.gateway(config: config, consumer: "drain-ready", arguments: ["--drain-ms", "3000"])
+        try waitForPort(port)
+        try waitUntil("/readyz to answer 200 once Redis answers") {
+            try LoopbackHTTP.blockingRequest("/readyz", port: port).status == 200
+        }
+        _ = try world.redis.cli(["XADD", "pushgw:{acme}:calls", "*", "event",
+                                 #"{"v":1,"id":"held","type":"incoming_call","voip_token":"a0a0"}"#])
+        try waitUntil("the call to be in flight") {
+            try LoopbackHTTP.blockingRequest("/metrics", port: port).body.split(separator: "\n").contains("pushgw_calls_in_flight 1")
+        }
+
+        kill(gw.pid, SIGTERM)
+        var draining = HTTPReply.closedWithoutAnswer
+        try waitUntil("/readyz to answer 503 during the drain") {
+            draining = try LoopbackHTTP.blockingRequest("/readyz", port: port)
+            return draining.status == 503
+        }
+        let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(draining.body.utf8)) as? [String: Any], draining.body)
+        let problems = try XCTUnwrap(body["problems"] as? [[String: Any]], draining.body)
+        XCTAssertEqual(problems.map { $0["check"] as? String }, ["draining"], draining.body)
+        XCTAssertEqual(problems.first?["detail"] as? String, "the process is draining for shutdown")
+        XCTAssertEqual(try LoopbackHTTP.blockingRequest("/healthz", port: port).status, 200, "alive while draining")
+        XCTAssertEqual(gw.waitForExit(), 0, "the drain ends and the process exits 0")
     }
 }

@@ -237,10 +237,13 @@ final class CallStoreTests: XCTestCase {
     func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() {
         let invalid = result("dead_lettered", "c-5", #""reason":"invalid_event: deadline: expected an integer (unix ms), got string""#)
         let letter = DeadLetterEntry(event: "{}", reason: "invalid_event: …", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
-        let first = complete(loop) {
-            store.deadLetter(acme, entryID: nil, deadLetter: letter, record: .init(eventId: "c-5", keying: .provisional, resultJSON: invalid),
-                             completion: $0)
-        }.value()
+        func deadLetterTheInvalidEvent() -> RecordReport? {
+            complete(loop) {
+                store.deadLetter(acme, entryID: nil, deadLetter: letter,
+                                 record: .init(eventId: "c-5", keying: .provisional, resultJSON: invalid), completion: $0)
+            }.value()
+        }
+        let first = deadLetterTheInvalidEvent()
         XCTAssertEqual(first?.recorded, true)
         XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, invalid, "found by id while nothing better is there")
         let lookup = complete(loop) { store.lookup(acme, eventId: "c-5", voipToken: nil, alertToken: nil, completion: $0) }
@@ -251,10 +254,7 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(report.value()?.recorded, true, "the corrected event is recorded, not a duplicate")
         XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, corrected)
         // A later invalid copy is dead-lettered with its result, but the outcome stands.
-        let later = complete(loop) {
-            store.deadLetter(acme, entryID: nil, deadLetter: letter, record: .init(eventId: "c-5", keying: .provisional, resultJSON: invalid),
-                             completion: $0)
-        }.value()
+        let later = deadLetterTheInvalidEvent()
         XCTAssertEqual(later?.recorded, true)
         XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, corrected, "an invalid event never replaces an outcome")
         XCTAssertEqual(fields(acme.dead).count, 2, "every invalid event is dead-lettered")
@@ -310,7 +310,7 @@ final class CallStoreTests: XCTestCase {
 
     // MARK: Take-over
 
-    func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() {
+    func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() throws {
         for i in 0..<4 { produce(acme, "call-\(i)") }
         let deadOnes = read([acme], consumer: "dead-1", count: 2)[acme]?.map(\.id) ?? []
         let liveOnes = read([acme], consumer: "live-1", count: 2)[acme]?.map(\.id) ?? []
@@ -336,7 +336,7 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(claimed?.entries.first?.entry.fields["event"], event("call-0"))
         XCTAssertEqual(claimed?.lostIDs, [])
 
-        let owners = (try? StreamReplies.pendingEntries(redis("XPENDING", acme.calls, "pushgw", "-", "+", "10") ?? .null)) ?? []
+        let owners = try StreamReplies.pendingEntries(try XCTUnwrap(redis("XPENDING", acme.calls, "pushgw", "-", "+", "10")))
         XCTAssertEqual(Dictionary(grouping: owners, by: \.consumer).mapValues(\.count), ["rescuer": 2, "live-1": 2])
         let again = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: live, completion: $0) }
         XCTAssertEqual(again.value()?.entries.count, 0, "nothing of live consumers is taken")

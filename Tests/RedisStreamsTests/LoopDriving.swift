@@ -1,26 +1,18 @@
 import XCTest
 import EventLoop
 import RedisStreams
+import TestSupport
 
-/// Runs `loop` until `condition` holds; fails the test (rather than hang) after `timeoutMs`.
-/// The timeout is a safety net, never an assertion about speed.
-func drive(_ loop: EventLoop, timeoutMs: Int64 = 20_000, file: StaticString = #filePath, line: UInt = #line,
-           until condition: () -> Bool) {
-    var timedOut = false
-    let timer = LoopTimer(loop: loop) { timedOut = true }
-    timer.schedule(afterMs: timeoutMs)
-    loop.run(until: { timedOut || condition() })
-    timer.close()
-    if timedOut && !condition() { XCTFail("gave up waiting after \(timeoutMs) ms", file: file, line: line) }
+/// Runs `loop` until `condition` holds; fails the test (rather than hang) after `timeoutMs`,
+/// naming `what` it waited for. The timeout is a safety net, never an assertion about speed.
+func drive(_ loop: EventLoop, waitingFor what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+           file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) {
+    loop.run(waitingFor: what(), timeoutMs: timeoutMs, file: file, line: line, until: condition)
 }
 
 /// Lets the loop run for `ms` (to give a server time to come back, never as an assertion).
 func pause(_ loop: EventLoop, ms: Int64) {
-    var done = false
-    let timer = LoopTimer(loop: loop) { done = true }
-    timer.schedule(afterMs: ms)
-    loop.run(until: { done })
-    timer.close()
+    loop.run(forMs: ms)
 }
 
 /// Sends one command and drives the loop until its completion.
@@ -29,7 +21,7 @@ func call(_ connection: RedisConnection, _ args: [String], blockMs: Int64 = 0,
           file: StaticString = #filePath, line: UInt = #line) -> Result<RedisReply, RedisError> {
     var result: Result<RedisReply, RedisError>?
     connection.send(args, blockMs: blockMs) { result = $0 }
-    drive(connection.loop, file: file, line: line, until: { result != nil })
+    drive(connection.loop, waitingFor: "the reply to \(args.first ?? "")", file: file, line: line, until: { result != nil })
     return result ?? .failure(.disconnected)
 }
 
@@ -50,7 +42,7 @@ func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt =
              _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> Result<T, RedisError> {
     var result: Result<T, RedisError>?
     start { result = $0 }
-    drive(loop, file: file, line: line, until: { result != nil })
+    drive(loop, waitingFor: "the operation's completion", file: file, line: line, until: { result != nil })
     return result ?? .failure(.disconnected)
 }
 

@@ -39,7 +39,7 @@ final class RedisConnectionTests: XCTestCase {
         let bytes: [UInt8] = [0, 1, 0xff, 0, 0x80, 10]
         var stored: Result<RedisReply, RedisError>?
         redis.send(bytes: [Array("SET".utf8), Array("bin".utf8), bytes]) { stored = $0 }
-        drive(loop, until: { stored != nil })
+        drive(loop, waitingFor: "the SET's reply", until: { stored != nil })
         XCTAssertEqual(call(redis, ["GET", "bin"]).value(), .bulk(bytes))
     }
 
@@ -52,7 +52,7 @@ final class RedisConnectionTests: XCTestCase {
         func inPlace<T>(_ args: [String], _ decode: @escaping (HiredisReply) throws -> T) -> Result<T, RedisError>? {
             var result: Result<T, RedisError>?
             redis.send(command: RedisCommand(args), blockMs: 0, decodingInPlace: decode) { result = $0 }
-            drive(loop, until: { result != nil })
+            drive(loop, waitingFor: "the command's completion", until: { result != nil })
             return result
         }
         XCTAssertEqual(try inPlace(["XRANGE", "s", "-", "+"]) { try StreamReplies.range($0) }?.get(), copied)
@@ -84,7 +84,7 @@ final class RedisConnectionTests: XCTestCase {
                 }
             }
         }
-        drive(loop, until: { answers.count + failures == n })
+        drive(loop, waitingFor: "\(n) completions", until: { answers.count + failures == n })
         XCTAssertEqual(failures, 0)
         XCTAssertEqual(answers, (1...Int64(n)).map { $0 }, "completions run once each, in command order")
     }
@@ -103,7 +103,7 @@ final class RedisConnectionTests: XCTestCase {
             redis.send(["PING"]) { completions[i] += 1; results[i] = $0 }
         }
         XCTAssertEqual(call(control, ["CLIENT", "KILL", "ID", String(id)]).value(), .integer(1))
-        drive(loop, until: { !completions.contains(0) })
+        drive(loop, waitingFor: "a completion for every command", until: { !completions.contains(0) })
         pause(loop, ms: 50)   // would reveal a second completion
         XCTAssertEqual(completions, [Int](repeating: 1, count: 101), "exactly one completion per command")
         for (i, r) in results.enumerated() {
@@ -223,7 +223,7 @@ final class RedisConnectionTests: XCTestCase {
         func run() -> Result<RedisReply, RedisError> {
             var result: Result<RedisReply, RedisError>?
             script.run(on: redis, keys: ["n"], args: ["5"]) { result = $0 }
-            drive(loop, until: { result != nil })
+            drive(loop, waitingFor: "the command's completion", until: { result != nil })
             return result ?? .failure(.disconnected)
         }
         XCTAssertEqual(run().value(), .integer(5), "the first run is an EVAL")
@@ -245,7 +245,7 @@ final class RedisConnectionTests: XCTestCase {
                 if i == 0 { redis.close() }
             }
         }
-        drive(loop, until: { !counts.contains(0) })
+        drive(loop, waitingFor: "a completion for every command", until: { !counts.contains(0) })
         pause(loop, ms: 20)
         XCTAssertEqual(counts, [Int](repeating: 1, count: 50), "exactly one completion per command")
         XCTAssertEqual(results[0]?.value(), .status("PONG"))

@@ -85,7 +85,7 @@ final class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(strings("ZRANGE", acme.retrySchedule, "0", "-1", "WITHSCORES"), [entry, "1764412345678"],
                        "member = the entry id, score = the due time in ms")
         XCTAssertEqual(redis("HGET", acme.retryData, entry + ":state")?.string, r.state)
-        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":event")?.string, r.event)
+        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":event")?.bytes, r.event)
         XCTAssertEqual(redis("HGET", acme.retryData, entry + ":call")?.string, "call-1")
         XCTAssertEqual(redis("HGET", acme.retryByCall, "call-1")?.string, entry)
         XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "1764412345678"], "the due index")

@@ -139,12 +139,23 @@ final class CallEventTests: XCTestCase {
         let e = Fixture.eventJSON
         let long = String(repeating: "i", count: 129)
         let bigName = String(repeating: "A", count: 5_200)
-        let bigBody = String(repeating: "B", count: 4_100)
         return [
-            Bad("truncated JSON", #"{"id":"#, nil, "not JSON: "),
+            Bad("truncated JSON", #"{"id":"#, "id", "not JSON: unexpected end of input"),
             Bad("empty bytes", "", nil, "not JSON: empty"),
-            Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], nil, "not JSON: "),
-            Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), nil, "not JSON: "),
+            Bad("invalid UTF-8", [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], "event", "not valid UTF-8 at byte 2"),
+            Bad("a bad byte inside the key voip_token", Array(#"{"v":1,"id":"a","type":"incoming_call","voip_"#.utf8) + [0xFF]
+                + Array(#"token":"ab","alert_token":"cd"}"#.utf8), "event", "not valid UTF-8 at byte 45"),
+            Bad("a bad byte in the id", Array(#"{"v":1,"id":"call-"#.utf8) + [0xC3, 0x28] + Array(#"","type":"call_cancelled"}"#.utf8),
+                "event", "not valid UTF-8 at byte 18"),
+            Bad("an overlong slash", Array(#"{"id":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8), "event", "not valid UTF-8 at byte 7"),
+            Bad("an encoded surrogate", Array(#"{"id":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}"#.utf8), "event",
+                "not valid UTF-8 at byte 7"),
+            Bad("above U+10FFFF", Array(#"{"id":""#.utf8) + [0xF4, 0x90, 0x80, 0x80] + Array(#""}"#.utf8), "event",
+                "not valid UTF-8 at byte 7"),
+            Bad("a sequence cut at the end", Array(#"{"id":"x"}"#.utf8) + [0xE2, 0x82], "event", "not valid UTF-8 at byte 10"),
+            Bad("number too large for JSONSerialization", e(["deadline": "1e400"]), "deadline", "not JSON: number 1e400 is out of range"),
+            Bad("a 60,000-digit number in the voip dictionary", e(["voip": "{\"n\":\(String(repeating: "9", count: 60_000))}"]),
+                "voip.n", "not JSON: number \(String(repeating: "9", count: 64))… is out of range"),
             Bad("array at the root", "[1,2]", "event", "expected a JSON object, got array"),
             Bad("string at the root", #""call""#, "event", "expected a JSON object, got string"),
             Bad("over 64 KiB", e(["pad": "\"" + String(repeating: "p", count: 70_000) + "\""]), "event",
@@ -159,6 +170,8 @@ final class CallEventTests: XCTestCase {
             Bad("type missing", e(["type": nil]), "type", "required"),
             Bad("type unknown", e(["type": #""ring""#]), "type", #"unknown event type "ring""#),
             Bad("type a boolean", e(["type": "true"]), "type", "expected a string, got boolean"),
+            Bad("type of 60,000 characters", e(["type": "\"call\(String(repeating: "9", count: 60_000))\""]), "type",
+                #"unknown event type "call\#(String(repeating: "9", count: 60))…" (expected"#),
             Bad("voip_token not hex", e(["voip_token": #""xyz1""#]), "voip_token", "not a hex string"),
             Bad("voip_token odd length", e(["voip_token": #""abc""#]), "voip_token", "odd length (3 hex digits)"),
             Bad("voip_token odd and not hex", e(["voip_token": #""abz""#]), "voip_token", "not a hex string"),
@@ -167,6 +180,15 @@ final class CallEventTests: XCTestCase {
             Bad("alert_token not hex", e(["alert_token": #""zz""#]), "alert_token", "not a hex string"),
             Bad("alert_token odd length", e(["alert_token": #""abcde""#]), "alert_token", "odd length (5 hex digits)"),
             Bad("alert_token an array", e(["alert_token": "[]"]), "alert_token", "expected a string, got array"),
+            // Long enough to truncate, then overflow, a 16 KiB header block, then far beyond.
+            Bad("voip_token of 16,040 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 8_020))\""]),
+                "voip_token", "16040 hex digits, over the 400-digit limit"),
+            Bad("voip_token of 16,048 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 8_024))\""]),
+                "voip_token", "16048 hex digits, over the 400-digit limit"),
+            Bad("alert_token of 60,000 hex digits", e(["alert_token": "\"\(String(repeating: "cd", count: 30_000))\""]),
+                "alert_token", "60000 hex digits, over the 400-digit limit"),
+            Bad("voip_token of 402 hex digits", e(["voip_token": "\"\(String(repeating: "ab", count: 201))\""]),
+                "voip_token", "402 hex digits, over the 400-digit limit"),
             Bad("no token at all", e(["voip_token": nil, "alert_token": "null"]), "voip_token",
                 "required when alert_token is absent"),
             Bad("sandbox as 1", e(["sandbox": "1"]), "sandbox", "expected a boolean, got number"),
@@ -198,8 +220,6 @@ final class CallEventTests: XCTestCase {
                 "expected a string, got number"),
             Bad("alert.body a boolean", e(["alert": #"{"title":"t","body":false}"#]), "alert.body",
                 "expected a string, got boolean"),
-            Bad("alert over 4096 bytes", e(["alert": "{\"title\":\"t\",\"body\":\"\(bigBody)\"}"]), "alert",
-                "over the 4096-byte alert limit"),
             Bad("voip_token_registered_at a string", e(["voip_token_registered_at": #""yesterday""#]),
                 "voip_token_registered_at", "expected an integer (unix ms), got string"),
             Bad("alert_token_registered_at false", e(["alert_token_registered_at": "false"]),
@@ -221,6 +241,56 @@ final class CallEventTests: XCTestCase {
                               "\(bad.name): expected \"\(bad.fragment)\" in \"\(error)\"")
             }
         }
+    }
+
+    func testEveryProblemQuotesAtMostAShortPrefixOfTheInput() {
+        for bad in corpus {
+            do {
+                _ = try CallEvent.decode(bad.bytes, entryTimeMs: Fixture.entry, policy: Fixture.policy())
+            } catch {
+                XCTAssertLessThanOrEqual(error.description.count, 200, "\(bad.name): \(error.description.prefix(300))")
+            }
+        }
+    }
+
+    func testATokenOfTheLongestAcceptedLengthDecodes() throws {
+        let longest = String(repeating: "ab", count: PushNotification.maxTokenHexDigits / 2)
+        let event = try decode(Fixture.eventJSON(["voip_token": "\"\(longest)\""]))
+        XCTAssertEqual(event.voipToken, longest, "400 hex digits (200 bytes) is a token")
+    }
+
+    /// 180 family emoji (25 bytes each) in `callerName`: 4,606 bytes of alert once filled in,
+    /// which refused the whole event, its VoIP push included. The alert is fitted instead.
+    func testACallerNameTooLongForTheAlertIsShortenedAndTheVoipPushStays() throws {
+        let family = "👨‍👩‍👧‍👦"
+        XCTAssertEqual(family.utf8.count, 25)
+        let name = String(repeating: family, count: 180)
+        let event = try decode(Fixture.eventJSON(["voip": #"{"caller":"+15551234567","callerName":"\#(name)"}"#]))
+        XCTAssertLessThanOrEqual(event.alertPayload.count, 4096)
+        let alert = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(event.alertPayload)) as? [String: Any])
+        let body = try XCTUnwrap(((alert["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String)
+        XCTAssertTrue(body.hasSuffix("… tried to call you"), body)
+        let kept = body.dropLast("… tried to call you".count)
+        XCTAssertTrue(kept.count > 100 && name.hasPrefix(kept), "the name cut at a character boundary, as long as fits: \(kept.count)")
+        let longer = #"{"aps":{"alert":{"title":"Missed call","body":""#.utf8.count + (kept.count + 1) * 25
+        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
+                             "one more character would not fit")
+        XCTAssertTrue(String(decoding: event.voipPayload, as: UTF8.self).contains(name), "the VoIP payload keeps the whole name")
+    }
+
+    func testAnEventsOwnAlertTextTooLongIsShortenedToFit() throws {
+        let body = String(repeating: "B", count: 5_000), title = String(repeating: "é", count: 3_000)
+        let event = try decode(Fixture.eventJSON(["alert": #"{"title":"\#(title)","body":"\#(body)"}"#]))
+        XCTAssertLessThanOrEqual(event.alertPayload.count, 4096)
+        XCTAssertGreaterThan(event.alertPayload.count, 4000, "as long as fits")
+        let alert = try XCTUnwrap(((try JSONSerialization.jsonObject(with: Data(event.alertPayload)) as? [String: Any])?["aps"]
+                                   as? [String: Any])?["alert"] as? [String: String])
+        XCTAssertTrue(alert["body"]!.hasSuffix("…") && body.hasPrefix(alert["body"]!.dropLast()), "body cut with an ellipsis")
+        XCTAssertTrue(alert["title"]!.hasSuffix("…") && title.hasPrefix(alert["title"]!.dropLast()), "title cut with an ellipsis")
+        XCTAssertFalse(event.alertFromTemplate)
+
+        let alertOnly = try decode(Fixture.eventJSON(["voip_token": nil, "alert": #"{"title":"t","body":"\#(body)"}"#]))
+        XCTAssertLessThanOrEqual(alertOnly.alertPayload.count, 4096, "an alert-only event is sent shortened, not refused")
     }
 
     func testTheOversizeVoipMessageGivesTheSerializedSize() {

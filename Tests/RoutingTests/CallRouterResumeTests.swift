@@ -1,4 +1,5 @@
 import APNs
+import Foundation
 import Retry
 @testable import Routing
 import XCTest
@@ -125,18 +126,19 @@ final class CallRouterResumeTests: XCTestCase {
     }
 
     func testTheSnapshotRoundTripsThroughJSONWithEveryField() throws {
+        let t = Fixture.entry
         let attempts = [
-            AttemptRecord(sentAtMs: 1, channel: .voip, status: 503, reason: "ServiceUnavailable", error: nil, apnsID: "a-1"),
-            AttemptRecord(sentAtMs: 2, channel: .voip, status: nil, reason: nil, error: "timeout \"quoted\" / ü\n", apnsID: nil),
-            AttemptRecord(sentAtMs: 3, channel: .alert, status: 429, reason: "TooManyRequests", error: nil, apnsID: nil),
+            AttemptRecord(sentAtMs: t + 1, channel: .voip, status: 503, reason: "ServiceUnavailable", error: nil, apnsID: "a-1"),
+            AttemptRecord(sentAtMs: t + 2, channel: .voip, status: nil, reason: nil, error: "timeout \"quoted\" / ü\n", apnsID: nil),
+            AttemptRecord(sentAtMs: t + 3, channel: .alert, status: 429, reason: "TooManyRequests", error: nil, apnsID: nil),
         ]
         let snapshots = [
             WaitingCall(callID: "c/1 \"é\"", stage: .voip(attemptsMade: 2), dueAtMs: 1_764_412_345_678,
                         deadlineMs: 1_764_412_399_999, entryTimeMs: 1_764_412_300_000, alertUsable: false,
                         attempts: Array(attempts.prefix(2)), lastAnswerAtMs: nil, firstFailureAtMs: nil),
             WaitingCall(callID: "c-2", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: 9_000_000_000_000),
-                        dueAtMs: 5, deadlineMs: 6, entryTimeMs: 4, entryID: "4-1", alertUsable: true, attempts: attempts,
-                        lastAnswerAtMs: 7, firstFailureAtMs: 2),
+                        dueAtMs: t + 5, deadlineMs: t + 6, entryTimeMs: t + 4, entryID: "\(t + 4)-1", alertUsable: true,
+                        attempts: attempts, lastAnswerAtMs: t + 7, firstFailureAtMs: t + 2),
         ]
         for s in snapshots {
             XCTAssertEqual(try WaitingCall.decode(s.json()), s, s.json())
@@ -145,9 +147,20 @@ final class CallRouterResumeTests: XCTestCase {
         XCTAssertTrue(snapshots[1].json().contains(#""cause":"retries_exhausted""#), snapshots[1].json())
     }
 
+    /// A snapshot as the router writes one: entry at `Fixture.entry`, one VoIP attempt, due
+    /// before the deadline.
+    private var goodSnapshot: String {
+        let t = Fixture.entry
+        return WaitingCall(callID: "c", stage: .voip(attemptsMade: 1), dueAtMs: t + 100, deadlineMs: t + 30_000,
+                           entryTimeMs: t, alertUsable: true,
+                           attempts: [AttemptRecord(sentAtMs: t + 1, channel: .voip, status: 503, reason: "ServiceUnavailable",
+                                                    error: nil, apnsID: nil)],
+                           lastAnswerAtMs: t + 2, firstFailureAtMs: t + 2).json()
+    }
+
     func testUnreadableSnapshotsAreRefusedWithTheirProblem() {
-        let good = WaitingCall(callID: "c", stage: .voip(attemptsMade: 1), dueAtMs: 1, deadlineMs: 2, entryTimeMs: 0,
-                               alertUsable: true, attempts: [], lastAnswerAtMs: nil, firstFailureAtMs: nil).json()
+        let good = goodSnapshot
+        XCTAssertNoThrow(try WaitingCall.decode(good), good)
         let rows: [(String, String)] = [
             ("not json", "unreadable"),
             (good.replacingOccurrences(of: #""v":1"#, with: #""v":2"#), "version 2"),
@@ -159,6 +172,86 @@ final class CallRouterResumeTests: XCTestCase {
             XCTAssertThrowsError(try WaitingCall.decode(text), text) { error in
                 XCTAssertTrue("\(error)".contains(problem), "\(error) names \(problem)")
             }
+        }
+    }
+
+    /// The `retry` field travels through the calls stream, where any producer can forge it:
+    /// every value is checked before arithmetic uses it, and the problem names the field.
+    func testForgedSnapshotValuesAreRefusedNamingTheFieldInsteadOfTrapping() {
+        let good = goodSnapshot
+        let t = Fixture.entry
+        func with(_ field: String, _ value: String) -> String {
+            let pattern = try! NSRegularExpression(pattern: "\"\(field)\":-?[0-9]+")
+            let range = NSRange(good.startIndex..., in: good)
+            XCTAssertEqual(pattern.numberOfMatches(in: good, range: range), 1, "\(field) is in \(good)")
+            return pattern.stringByReplacingMatches(in: good, range: range, withTemplate: "\"\(field)\":\(value)")
+        }
+        func withEntry(_ json: String) -> String {
+            good.replacingOccurrences(of: #""entry_time":"#, with: #""entry":\#(json),"entry_time":"#)
+        }
+        XCTAssertNoThrow(try WaitingCall.decode(withEntry(#""\#(t)-0""#)), "a stream id is an entry")
+        let max = String(Int64.max), min = String(Int64.min)
+        let manyAttempts = "[" + Array(repeating: #"{"channel":"voip","status":503,"t":\#(t)}"#, count: 201)
+            .joined(separator: ",") + "]"
+        let rows: [(String, String, String)] = [
+            ("deadline Int64.max, entry_time -1000",
+             with("deadline", max).replacingOccurrences(of: "\"entry_time\":\(t)", with: #""entry_time":-1000"#), "deadline"),
+            ("entry_time Int64.min", with("entry_time", min), "entry_time"),
+            ("entry_time -1000", with("entry_time", "-1000"), "entry_time"),
+            ("made Int64.max", with("made", max), "made"),
+            ("made over the attempts limit", with("made", "101"), "made"),
+            ("made above the attempts listed", with("made", "2"), "made: 2 attempts, but 1 listed"),
+            ("due Int64.max", with("due", max), "due"),
+            ("due after the deadline", with("due", String(t + 40_000)), "due"),
+            ("last_answer Int64.min", with("last_answer", min), "last_answer"),
+            ("first_failure negative", with("first_failure", "-1"), "first_failure"),
+            ("an attempt's time Int64.max", with("t", max), "attempts.t"),
+            ("a 60,000-digit made", with("made", String(repeating: "9", count: 60_000)), "made"),
+            ("201 attempts", good.replacing(#/"attempts":\[[^\]]*\]/#, with: "\"attempts\":\(manyAttempts)"),
+             "attempts"),
+            ("alert wait ending before it is due",
+             good.replacingOccurrences(of: #""channel":"voip""#,
+                                       with: #""cause":"deadline","channel":"alert","window_end":\#(t + 50)"#), "window_end"),
+            ("alert wait with window_end Int64.max",
+             good.replacingOccurrences(of: #""channel":"voip""#,
+                                       with: #""cause":"deadline","channel":"alert","window_end":\#(max)"#), "window_end"),
+            ("an entry that is no stream id", withEntry(#""1-0\n\u001b[2J""#), "entry"),
+            ("an entry with a third part", withEntry(#""1-0-0""#), "entry"),
+            ("a 60,000-digit entry", withEntry("\"\(String(repeating: "9", count: 60_000))-0\""), "entry"),
+            ("an entry that is a number", withEntry("17"), "entry"),
+        ]
+        for (name, text, field) in rows {
+            XCTAssertThrowsError(try WaitingCall.decode(text), name) { error in
+                let message = "\(error)"
+                XCTAssertTrue(message.contains(field), "\(name): the problem names \(field): \(message)")
+                XCTAssertLessThan(message.utf8.count, 300, "\(name): the problem quotes a short prefix at most: \(message)")
+            }
+        }
+    }
+
+    /// The extremes a snapshot may hold decode, and the router resumes from them without a trap.
+    func testSnapshotsAtTheEdgesOfTheTimeWindowResumeWithoutTrapping() throws {
+        let policy = Fixture.policy()
+        let raw = Array(Fixture.eventJSON(["deadline": nil]).utf8)
+        let early = CallEvent.smallestUnixMs, late = WaitingCall.latestUnixMs
+        let snapshots = [
+            WaitingCall(callID: "call-7f3a9c", stage: .voip(attemptsMade: RetryPolicy.attemptsLimit), dueAtMs: early,
+                        deadlineMs: late, entryTimeMs: early,
+                        alertUsable: true, attempts: Array(repeating: AttemptRecord(sentAtMs: late, channel: .voip, status: 503,
+                                                                                     reason: nil, error: nil, apnsID: nil),
+                                                           count: RetryPolicy.attemptsLimit),
+                        lastAnswerAtMs: late, firstFailureAtMs: early),
+            WaitingCall(callID: "call-7f3a9c", stage: .alert(cause: .deadline, attemptsMade: 1, windowEndMs: late),
+                        dueAtMs: early, deadlineMs: early, entryTimeMs: late, alertUsable: true,
+                        attempts: [AttemptRecord(sentAtMs: early, channel: .alert, status: 503, reason: nil, error: nil, apnsID: nil)],
+                        lastAnswerAtMs: early, firstFailureAtMs: late),
+        ]
+        for snapshot in snapshots {
+            let decoded = try WaitingCall.decode(snapshot.json())
+            let event = try decoded.event(from: raw, policy: policy)
+            var router = CallRouter(policy: policy, jitter: .constant(0.5))
+            _ = router.resume(event, from: decoded, now: Fixture.entry)
+            _ = router.apnsFailed(.timeout, now: Fixture.entry + 1)
         }
     }
 

@@ -246,6 +246,23 @@ final class CallRouterVoipTests: XCTestCase {
         }
     }
 
+    func testAPushWhoseHeadersCannotBeWrittenIsDeadLetteredNotRetried() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        let dead = try XCTUnwrap(try h.fail(.unsendable("request headers too large at authorization")).deadLetter,
+                                 "a push refused before sending can never be sent: no retry, no alert")
+        XCTAssertEqual(dead.reason.text, "invalid_push: request headers too large at authorization")
+        XCTAssertFalse(dead.appUnhealthy)
+        XCTAssertEqual(h.model.sent.count, 1)
+    }
+
+    func testAHugeReasonFromAPNsIsQuotedShortInTheDeadLetter() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        let dead = try XCTUnwrap(try h.answer(400, .unknown(String(repeating: "x", count: 60_000), status: 400)).deadLetter)
+        XCTAssertEqual(dead.reason.text, "apns_request: " + String(repeating: "x", count: 64) + "…")
+    }
+
     func testPayloadTooLargeSendsTheAlertWithCausePayload() throws {
         var h = Harness(try Fixture.event())
         try h.start()

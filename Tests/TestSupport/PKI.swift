@@ -1,16 +1,21 @@
 import Foundation
 
 /// A throwaway PKI for loopback TLS tests, made by `scripts/make-pki.sh` (the demo and the
-/// benchmarks use the same script) in a fresh temp directory: a CA, a server certificate for `localhost` and `127.0.0.1`, a client
-/// certificate whose subject carries `UID=com.example.app` (as Apple's push certificates
-/// carry the bundle id), and two P-256 keys for provider tokens (one to configure, one to
-/// forge with). Every property is a file path.
+/// benchmarks use the same script) in a fresh directory of the tests' scratch space: a CA, a
+/// server certificate for `localhost` and `127.0.0.1`, one from the same CA for another name
+/// only, a client certificate whose subject carries `UID=com.example.app` (as Apple's push
+/// certificates carry the bundle id), and two P-256 keys for provider tokens (one to configure,
+/// one to forge with). Every property is a file path. `remove()` deletes it all.
 public struct TestPKI: Sendable {
     public let directory: String
     public let caCert: String
     public let caKey: String
     public let serverCert: String
     public let serverKey: String
+    /// Signed by the same CA for `elsewhere.example` only: a client connecting to
+    /// 127.0.0.1 or localhost must refuse it.
+    public let otherHostCert: String
+    public let otherHostKey: String
     public let clientCert: String
     public let clientKey: String
     /// The bundle id in the client certificate's subject UID.
@@ -27,11 +32,27 @@ public struct TestPKI: Sendable {
 
     /// Generates everything (a second or so of `openssl` runs).
     public static func make() throws -> TestPKI {
-        let dir = NSTemporaryDirectory() + "pushgw-pki-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let pki = TestPKI(directory: dir)
-        try pki.generate()
+        let pki = TestPKI(directory: makeTemporaryDirectory("pushgw-pki"))
+        do {
+            try pki.generate()
+        } catch {
+            pki.remove()
+            throw error
+        }
         return pki
+    }
+
+    /// One PKI for the whole test process (generating one costs a second of `openssl` runs),
+    /// removed with the scratch directory at the end. Tests must not change its files.
+    public static func shared() throws -> TestPKI {
+        try sharedPKI.get()
+    }
+
+    private static let sharedPKI = Result { try TestPKI.make() }
+
+    /// Deletes the directory and everything in it.
+    public func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     private init(directory: String) {
@@ -40,6 +61,8 @@ public struct TestPKI: Sendable {
         caKey = directory + "/ca.key"
         serverCert = directory + "/server.pem"
         serverKey = directory + "/server.key"
+        otherHostCert = directory + "/other-host.pem"
+        otherHostKey = directory + "/other-host.key"
         clientCert = directory + "/client.pem"
         clientKey = directory + "/client.key"
         jwtKey = directory + "/AuthKey.p8"
@@ -112,20 +135,9 @@ public struct TestPKI: Sendable {
     }
 
     private func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let log = directory + "/openssl.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        defer { try? handle.close() }
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            throw PKIError("openssl \(arguments.prefix(2).joined(separator: " ")) failed: \(output.prefix(500))")
+        let (status, _, err) = try runCommand("/usr/bin/openssl", arguments)
+        guard status == 0 else {
+            throw PKIError("openssl \(arguments.prefix(2).joined(separator: " ")) failed: \(err.prefix(500))")
         }
     }
 }

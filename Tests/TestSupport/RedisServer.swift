@@ -43,8 +43,10 @@ public final class RedisServer: @unchecked Sendable {
         try waitForPort(port)
     }
 
-    /// Stops the server (SIGTERM), waits for its exit and removes its directory.
+    /// Stops the server (SIGTERM, after a SIGCONT in case it is paused), waits for its exit and
+    /// removes its directory.
     public func stop() {
+        resume()
         child?.stop()
         child = nil
         try? FileManager.default.removeItem(atPath: directory)
@@ -54,6 +56,17 @@ public final class RedisServer: @unchecked Sendable {
     public func restart() throws {
         stop()
         try launch()
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and nothing is answered, as with a
+    /// hung Redis. `resume()` lets it go on where it stopped.
+    public func pause() {
+        if let child { kill(child.pid, SIGSTOP) }
+    }
+
+    /// Resumes a paused server (SIGCONT).
+    public func resume() {
+        if let child { kill(child.pid, SIGCONT) }
     }
 
     /// Kills the server with SIGKILL (no goodbye to clients) and waits for its exit.

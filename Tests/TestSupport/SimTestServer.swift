@@ -14,14 +14,14 @@ public final class SimTestServer {
     public let keyID = "KEY1234567"
     public let teamID = "TEAM123456"
     public let bundleID = "com.example.app"
-    /// The simulator's JSONL request log (in the PKI's temp directory).
+    /// The simulator's JSONL request log (in the tests' scratch directory).
     public let logFile: String
 
     /// Starts the simulator; `configure` may adjust the config first.
     public init(configure: (inout SimulatorConfig) -> Void = { _ in }) throws {
-        pki = try SimTestServer.sharedPKI()
+        pki = try TestPKI.shared()
         loop = EventLoop()
-        logFile = pki.directory + "/requests-\(UUID().uuidString.prefix(8)).jsonl"
+        logFile = TestScratch.file("requests") + ".jsonl"
         var config = SimulatorConfig(certFile: pki.serverCert, keyFile: pki.serverKey)
         config.clientCAFile = pki.caCert
         config.tokenKeys = [keyID: pki.jwtPublicKey]
@@ -46,18 +46,9 @@ public final class SimTestServer {
     /// Closes the simulator and the loop.
     public func close() {
         simulator.close()
+        try? FileManager.default.removeItem(atPath: logFile)
         // Let libevent run the callbacks the closes queued before freeing the base.
-        let done = LoopTimer(loop: loop) {}
-        done.schedule(afterMs: 0)
-        loop.run(until: { !done.isScheduled })
-        done.close()
+        loop.run(forMs: 0)
         loop.close()
     }
-
-    /// One PKI per test process: generating it costs a second of `openssl` runs.
-    public static func sharedPKI() throws -> TestPKI {
-        try shared.get()
-    }
-
-    private static let shared = Result { try TestPKI.make() }
 }

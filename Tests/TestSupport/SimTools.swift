@@ -14,53 +14,32 @@ public struct SimToolRun: Sendable {
 ///
 /// Why: the simulator must be checked by a client that is not pushgw's own. The tool runs
 /// as a child process while the calling thread keeps turning the loop (the server lives on
-/// it), polling the child every few milliseconds; output goes to a file so a chatty tool
+/// it), checking on the child every few milliseconds; output goes to a file so a chatty tool
 /// can never block on a full pipe.
 public enum SimTools {
     /// Runs `executable` with `arguments` until it exits, turning `loop` meanwhile. A run
-    /// longer than `limitSeconds` is terminated (a safety net against hangs, not a timing check).
+    /// longer than `limitSeconds` fails the test and is terminated (a safety net against
+    /// hangs, not a timing check).
     public static func run(_ executable: String, _ arguments: [String], on loop: EventLoop,
                            limitSeconds: Int64 = 60) throws -> SimToolRun {
-        let outputFile = NSTemporaryDirectory() + "pushgw-tool-\(UUID().uuidString).out"
-        _ = FileManager.default.createFile(atPath: outputFile, contents: nil)
-        defer { try? FileManager.default.removeItem(atPath: outputFile) }
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: outputFile))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let started = Clock.monotonicMs()
-        var killed = false
-        let poll = LoopTimer(loop: loop) {}
-        loop.run(until: {
-            if !process.isRunning { return true }
-            if !killed && Clock.monotonicMs() - started > limitSeconds * 1000 {
-                killed = true
-                process.terminate()
-            }
-            // Wake the loop again soon even if the server has nothing to do.
-            if !poll.isScheduled { poll.schedule(afterMs: 5) }
-            return false
-        })
-        poll.close()
-        process.waitUntilExit()
-        try handle.close()
-        let output = (try? String(contentsOfFile: outputFile, encoding: .utf8)) ?? ""
-        return SimToolRun(exitStatus: process.terminationStatus, output: output, killed: killed)
+        let child = try ChildProcess(executable, arguments, mergeStderr: true)
+        let finished = loop.run(waitingFor: "\(executable) \(arguments.prefix(4).joined(separator: " ")) to finish",
+                                timeoutMs: limitSeconds * 1000) { !child.isRunning }
+        let status = child.stop(signal: SIGTERM)
+        return SimToolRun(exitStatus: status ?? -1, output: child.output, killed: !finished)
     }
 
-    /// One request with `nghttp -v`: POST of `bodyFile` (nil: no body) to `https://127.0.0.1:port` + `path`.
+    /// One request with `nghttp -v`: POST of `bodyFile` (nil: no body) to `https://127.0.0.1:port` + `path`,
+    /// then one to each of `morePaths`, all at once on the same connection.
     /// `headers` are `name: value` lines (`:method: GET` overrides the method).
-    public static func nghttp(port: Int, path: String, headers: [String], bodyFile: String?,
+    public static func nghttp(port: Int, path: String, morePaths: [String] = [], headers: [String], bodyFile: String?,
                               clientCert: (cert: String, key: String)? = nil, timeoutSeconds: Int = 10,
                               on loop: EventLoop) throws -> NghttpResult {
         var args = ["-v", "--no-dep", "-t", "\(timeoutSeconds)"]
         for h in headers { args += ["-H", h] }
         if let bodyFile { args += ["-d", bodyFile] }
         if let clientCert { args += ["--cert", clientCert.cert, "--key", clientCert.key] }
-        args.append("https://127.0.0.1:\(port)\(path)")
+        args += ([path] + morePaths).map { "https://127.0.0.1:\(port)\($0)" }
         return NghttpResult(try run("/usr/bin/nghttp", args, on: loop))
     }
 
@@ -80,6 +59,8 @@ public struct NghttpResult: Sendable {
     public let run: SimToolRun
     /// Every `:status` received, in order.
     public let statuses: [Int]
+    /// The stream id of each of `statuses`.
+    public let statusStreams: [Int]
     /// Response header fields received (last value wins), names lower case.
     public let headers: [String: String]
     /// Every SETTINGS_MAX_CONCURRENT_STREAMS value received from the server, in order.
@@ -90,6 +71,7 @@ public struct NghttpResult: Sendable {
     init(_ run: SimToolRun) {
         self.run = run
         var statuses: [Int] = []
+        var statusStreams: [Int] = []
         var headers: [String: String] = [:]
         var settings: [Int] = []
         var inRecvSettings = false
@@ -98,10 +80,14 @@ public struct NghttpResult: Sendable {
                 let rest = line[r.upperBound...]
                 guard let close = rest.range(of: ") ") else { continue }
                 let field = rest[close.upperBound...]
+                let stream = Int(rest[..<close.lowerBound]) ?? -1
                 guard let colon = field.dropFirst().firstIndex(of: ":") else { continue }
                 let name = String(field[..<colon]).lowercased()
                 let value = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                if name == ":status", let s = Int(value) { statuses.append(s) }
+                if name == ":status", let s = Int(value) {
+                    statuses.append(s)
+                    statusStreams.append(stream)
+                }
                 headers[name] = value
             }
             if line.contains("] recv SETTINGS frame") { inRecvSettings = true; continue }
@@ -111,6 +97,7 @@ public struct NghttpResult: Sendable {
             }
         }
         self.statuses = statuses
+        self.statusStreams = statusStreams
         self.headers = headers
         maxConcurrentStreamsSettings = settings
         if let start = run.output.range(of: "{\"reason\":"), let end = run.output[start.lowerBound...].firstIndex(of: "}") {
