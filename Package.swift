@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "CMacros", dependencies: ["COpenSSL"]),
 
         // MARK: Tests mirror the modules
-        .target(name: "TestSupport", dependencies: ["EventLoop", "APNs", "APNsSimulator"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams"], path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),

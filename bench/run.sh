@@ -11,7 +11,8 @@
 #   same connections (a ratio with no target: h2load does no Redis work), and the same for the binary (`pushgw run --role
 #   router` with its defaults, rate read from the results' entry ids); then a steady 2,000
 #   events/s for 5 s, XADD to recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS
-#   (target ≤ 64 MB). Then the
+#   (target ≤ 64 MB). The same throughput phase again with the router reaching Redis over
+#   TLS (rediss://, the same redis-server's TLS port), alternating with the plain runs. Then the
 #   CPU time per event of pushgw, redis-server and nghttpd (and per request of h2load and
 #   nghttpd) and the events/s those sums allow on this machine's cores: the ratio's ceiling.
 #   The figure that counts: pushgw's CPU per event over h2load's CPU per request (target
@@ -78,13 +79,16 @@ for i in 1 2 3 4; do
 done
 tokens=${tokens#,}
 rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+tport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" \
+  --tls-port "$tport" --tls-cert-file "$pki/redis.pem" --tls-key-file "$pki/redis.key" --tls-ca-cert-file "$pki/ca.pem" \
+  --tls-auth-clients no &
 redis_pid=$!
 pids+=($!)
 wait_port "$rport"
 echo
 echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
-e2e_rps=(); e2e_h2=(); p50=(); p99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
+e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
 # EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
 prefill() {
   python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
@@ -108,6 +112,12 @@ for _ in $(seq 1 "$ROUNDS"); do
         --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2 \
         --peer-pids "redis=$redis_pid,nghttpd=$nghttpd_pid")
   e2e_rps+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
+  # The same throughput phase over TLS to Redis (its latency phase kept short: not reported).
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill
+  out_tls=$("$bin/pushgw-bench" e2e --redis "rediss://127.0.0.1:$tport/0" --redis-ca "$pki/ca.pem" --port "$port" --ca "$pki/ca.pem" \
+        --key "$pki/AuthKey.p8" --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 100 --seconds 1 --connections 2)
+  e2e_tls+=("$(echo "$out_tls" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
   p50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')")
   p99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')")
   rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
@@ -174,6 +184,7 @@ run_median=$(printf '%s\n' "${run_rps[@]}" | median)
 em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
 printf '%-34s %12s\n' "pushgw events/s (XADD'ed to recorded)" "$em"
 printf '%-34s %12s\n' "  the same, by pushgw run (binary)" "$run_median"
+printf '%-34s %12s\n' "  the same, Redis over TLS" "$(printf '%s\n' "${e2e_tls[@]}" | median)"
 printf '%-34s %12s\n' "h2load requests/s (2 x 100)" "$hm"
 printf '%-34s %12s   (no target: h2load does no Redis work; see CPU per event below)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:.2f}')")"
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"

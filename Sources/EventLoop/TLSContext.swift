@@ -32,7 +32,10 @@ public enum ClientCertificate: Equatable, Sendable {
 
 /// An OpenSSL `SSL_CTX`: TLS 1.2+, ALPN `h2`, peer verification. One per credential and
 /// role; every connection of a pool shares it.
-public final class TLSContext {
+///
+/// Sendable: an `SSL_CTX` is not changed after it is set up here, and OpenSSL lets threads
+/// share a context that is no longer being configured.
+public final class TLSContext: @unchecked Sendable {
     /// The `SSL_CTX*`, for `SSL_new`.
     public let ctx: OpaquePointer
     /// True for contexts that accept connections.
@@ -45,9 +48,10 @@ public final class TLSContext {
 
     deinit { SSL_CTX_free(ctx) }
 
-    /// A client context offering ALPN `h2`, verifying the server against `caFile` or,
-    /// when nil, the system trust store.
-    public static func client(caFile: String?, certificate: ClientCertificate? = nil) throws(TLSError) -> TLSContext {
+    /// A client context offering ALPN `alpn` (`h2` by default; nil offers none, as for Redis),
+    /// verifying the server against `caFile` or, when nil, the system trust store.
+    public static func client(caFile: String?, certificate: ClientCertificate? = nil,
+                              alpn: String? = "h2") throws(TLSError) -> TLSContext {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new: \(TLSError.drainOpenSSL())") }
         let context = TLSContext(ctx: ctx, isServer: false)
         try context.applyCommon()
@@ -59,9 +63,11 @@ public final class TLSContext {
         } else if SSL_CTX_set_default_verify_paths(ctx) != 1 {
             throw TLSError("cannot load the system trust store: \(TLSError.drainOpenSSL())")
         }
-        // ALPN wire format: length-prefixed protocol names.
-        let alpn: [UInt8] = [2, 0x68, 0x32]
-        guard SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count)) == 0 else { throw TLSError("cannot set ALPN") }
+        if let alpn {
+            // ALPN wire format: length-prefixed protocol names.
+            let wire = [UInt8(alpn.utf8.count)] + Array(alpn.utf8)
+            guard SSL_CTX_set_alpn_protos(ctx, wire, UInt32(wire.count)) == 0 else { throw TLSError("cannot set ALPN") }
+        }
         if let certificate { try context.use(certificate) }
         return context
     }

@@ -3,12 +3,12 @@ import COpenSSL
 import CMacros
 import Glibc
 
-/// What a `TLSStream` reports to the protocol on top of it (HTTP/2 client or server).
-/// All calls happen on the loop thread.
+/// What a `TLSStream` reports to the protocol on top of it (HTTP/2 client or server, a Redis
+/// connection). All calls happen on the loop thread.
 public protocol TLSStreamDelegate: AnyObject {
-    /// The TCP connection is up and the TLS handshake finished.
+    /// The connection is up (and, over TLS, the handshake finished).
     func tlsStreamDidConnect(_ stream: TLSStream)
-    /// Decrypted bytes arrived. The bytes are valid only during the call.
+    /// Bytes arrived (decrypted, over TLS). The bytes are valid only during the call.
     func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer)
     /// The output was handed to the kernel completely: a good time to produce more.
     func tlsStreamDidDrainOutput(_ stream: TLSStream)
@@ -17,8 +17,11 @@ public protocol TLSStreamDelegate: AnyObject {
     func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?)
 }
 
-/// A TLS byte stream on the loop: OpenSSL on a non-blocking socket, driven by plain libevent
-/// events, with a delegate.
+/// A byte stream on the loop: OpenSSL on a non-blocking socket, driven by plain libevent
+/// events, with a delegate. The same stream carries plain bytes over TCP or a unix socket
+/// (`connectPlain`, `connectUnix`: Redis without TLS), so a protocol on top has one I/O path
+/// whatever the transport; only the read and write calls differ (`read`/`write` instead of
+/// `SSL_read`/`SSL_write`).
 ///
 /// Why not `bufferevent_openssl` (which this replaced): it writes output only when a later
 /// loop iteration reports the socket writable, so every answer → request round trip of an
@@ -42,7 +45,12 @@ public final class TLSStream {
     private enum Phase { case resolving, connecting, handshaking, open, closed }
     private var phase: Phase
     private let base: OpaquePointer
+    /// The TLS connection; nil for a plain stream, and after `close()`.
     private var ssl: OpaquePointer?
+    /// False for a plain stream (TCP or unix socket without TLS).
+    private let isTLS: Bool
+    /// The name the server's certificate is verified against, for failure messages.
+    private var verifiedName: String?
     private var fd: Int32 = -1
     /// EV_READ | EV_PERSIST on the socket, from TCP connect (or accept) to close.
     private var readEvent: OpaquePointer?
@@ -71,18 +79,21 @@ public final class TLSStream {
     /// Bytes read per readable event at most, so one busy peer cannot hold the loop.
     private static let maxReadPerEvent = 1024 * 1024
 
-    private init(base: OpaquePointer, ssl: OpaquePointer, phase: Phase, delegate: TLSStreamDelegate) {
+    private init(base: OpaquePointer, ssl: OpaquePointer?, phase: Phase, delegate: TLSStreamDelegate) {
         self.base = base
         self.ssl = ssl
+        self.isTLS = ssl != nil
         self.phase = phase
         self.delegate = delegate
         input = UnsafeMutableRawPointer.allocate(byteCount: Self.inputCapacity, alignment: 16)
-        // Partial writes: SSL_write returns after each record, so what it took leaves the
-        // buffer at once. Moving buffer: a retried write may start at a compacted address.
-        _ = pushgw_ssl_set_mode(ssl, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
-        // Read ahead: one read() takes what the socket holds instead of a record header and
-        // then its body. 1×100 against nghttpd: 28.4k read calls per 200k requests → 4.8k.
-        SSL_set_read_ahead(ssl, 1)
+        if let ssl {
+            // Partial writes: SSL_write returns after each record, so what it took leaves the
+            // buffer at once. Moving buffer: a retried write may start at a compacted address.
+            _ = pushgw_ssl_set_mode(ssl, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
+            // Read ahead: one read() takes what the socket holds instead of a record header and
+            // then its body. 1×100 against nghttpd: 28.4k read calls per 200k requests → 4.8k.
+            SSL_set_read_ahead(ssl, 1)
+        }
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         flushEvent = event_new(base, -1, 0, { _, _, arg in
             let stream = Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue()
@@ -96,19 +107,53 @@ public final class TLSStream {
     }
 
     /// Starts connecting to `host:port` (DNS through the loop's evdns), verifying the server's
-    /// certificate for `host`. The delegate hears `didConnect` or `didClose`.
-    public static func connect(loop: EventLoop, context: TLSContext, host: String, port: Int,
+    /// certificate for `serverName` (default: `host`), which is also sent as SNI unless it is an
+    /// IP address. The delegate hears `didConnect` or `didClose`.
+    public static func connect(loop: EventLoop, context: TLSContext, host: String, port: Int, serverName: String? = nil,
                                delegate: TLSStreamDelegate) throws(TLSError) -> TLSStream {
         guard let ssl = SSL_new(context.ctx) else { throw TLSError("SSL_new: \(TLSError.drainOpenSSL())") }
-        if isIPAddress(host) {
-            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
+        let name = serverName ?? host
+        if isIPAddress(name) {
+            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name)
         } else {
-            _ = pushgw_ssl_set_sni(ssl, host)
-            SSL_set1_host(ssl, host)
+            _ = pushgw_ssl_set_sni(ssl, name)
+            SSL_set1_host(ssl, name)
         }
         SSL_set_connect_state(ssl)
         let stream = TLSStream(base: loop.base, ssl: ssl, phase: .resolving, delegate: delegate)
+        stream.verifiedName = name
         stream.startResolving(dns: loop.dns, host: host, port: port)
+        return stream
+    }
+
+    /// Starts connecting to `host:port` without TLS (DNS through the loop's evdns). The
+    /// delegate hears `didConnect` once the TCP connection is up, or `didClose`.
+    public static func connectPlain(loop: EventLoop, host: String, port: Int, delegate: TLSStreamDelegate) -> TLSStream {
+        let stream = TLSStream(base: loop.base, ssl: nil, phase: .resolving, delegate: delegate)
+        stream.startResolving(dns: loop.dns, host: host, port: port)
+        return stream
+    }
+
+    /// Starts connecting to the unix socket at `path`, without TLS. The delegate hears
+    /// `didConnect` or `didClose` (never from inside this call).
+    public static func connectUnix(loop: EventLoop, path: String, delegate: TLSStreamDelegate) -> TLSStream {
+        let stream = TLSStream(base: loop.base, ssl: nil, phase: .connecting, delegate: delegate)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            stream.fail("unix socket path longer than \(MemoryLayout.size(ofValue: address.sun_path) - 1) bytes")
+            return stream
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                stream.openSocket(family: AF_UNIX, address: sa, length: socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         return stream
     }
 
@@ -200,14 +245,18 @@ public final class TLSStream {
             let code = result != 0 ? result : EVUTIL_EAI_FAIL
             return fail("DNS: \(String(cString: evutil_gai_strerror(code)))")
         }
-        let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
-                        Int32(IPPROTO_TCP))
+        openSocket(family: ai.pointee.ai_family, address: addr, length: ai.pointee.ai_addrlen)
+    }
+
+    /// Creates a non-blocking socket and starts connecting it to `address`.
+    private func openSocket(family: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return fail(String(cString: strerror(errno))) }
         attachSocket(fd)
-        setNoDelay()
-        if Glibc.connect(fd, addr, ai.pointee.ai_addrlen) == 0 {
-            tcpConnected()
-        } else if errno == EINPROGRESS {
+        if family != AF_UNIX { setNoDelay() }
+        // Even a connect that succeeds at once (a unix socket) is reported from the write event,
+        // so the delegate never hears from inside `connect…` (this may run inside it).
+        if Glibc.connect(fd, address, length) == 0 || errno == EINPROGRESS || (family == AF_UNIX && errno == EAGAIN) {
             phase = .connecting
             event_add(writeEvent, nil)
         } else {
@@ -215,10 +264,19 @@ public final class TLSStream {
         }
     }
 
-    private func tcpConnected() {
+    private func socketConnected() {
+        event_add(readEvent, nil)
+        guard isTLS else {
+            phase = .open
+            didConnect = true
+            batching = true
+            delegate.tlsStreamDidConnect(self)
+            batching = false
+            writeOutput()
+            return
+        }
         guard let ssl, SSL_set_fd(ssl, fd) == 1 else { return fail("SSL_set_fd: \(TLSError.drainOpenSSL())") }
         phase = .handshaking
-        event_add(readEvent, nil)
         handshake()
     }
 
@@ -244,12 +302,28 @@ public final class TLSStream {
         case SSL_ERROR_WANT_READ: break
         case SSL_ERROR_WANT_WRITE: event_add(writeEvent, nil)
         default:
-            var why = Self.reason(code, errno: err) ?? "closed during the TLS handshake"
-            // OpenSSL's error queue says only "certificate verify failed"; the verify result
-            // says why (untrusted issuer, expired, hostname or IP address mismatch…).
-            let verify = SSL_get_verify_result(ssl)
-            if verify != X509_V_OK { why += " (\(String(cString: X509_verify_cert_error_string(verify))))" }
-            fail(why)
+            let verdict = SSL_get_verify_result(ssl)
+            if verdict != X509_V_OK {
+                ERR_clear_error()
+                return fail("TLS handshake: certificate verify failed: \(certificateProblem(verdict))")
+            }
+            fail("TLS handshake: " + (Self.reason(code, errno: err) ?? "closed by the server"))
+        }
+    }
+
+    /// OpenSSL's text for a failed verification, with the cause spelled out where OpenSSL's
+    /// words do not say it: an untrusted issuer, another host's certificate ("certificate has
+    /// expired" says its own).
+    private func certificateProblem(_ verdict: Int) -> String {
+        let text = String(cString: X509_verify_cert_error_string(verdict))
+        switch Int32(verdict) {
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
+             X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+            return "\(text) (the server's certificate is not signed by a trusted CA)"
+        case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
+            return "\(text) (the server's certificate is not for \(verifiedName ?? "this host"))"
+        default:
+            return text
         }
     }
 
@@ -261,43 +335,37 @@ public final class TLSStream {
         case .open: break
         default: return
         }
-        guard let ssl else { return }
         batching = true
-        ERR_clear_error()
+        if isTLS { ERR_clear_error() }
         var filled = 0
         var total = 0
         var ended = false
         var endReason: String?
-        while true {
-            let n = SSL_read(ssl, input + filled, Int32(Self.inputCapacity - filled))
-            if n > 0 {
-                filled += Int(n)
-                guard filled == Self.inputCapacity else { continue }
-                delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-                guard phase == .open else { return }
-                filled = 0
-                total += Self.inputCapacity
-                if total >= Self.maxReadPerEvent {
-                    // More may wait inside OpenSSL, which epoll cannot see: come back next round.
-                    event_active(readEvent, Int32(EV_READ), 0)
-                    break
+        reading: while true {
+            switch readSome(into: input + filled, count: Self.inputCapacity - filled) {
+            case let .bytes(n, mayHaveMore):
+                filled += n
+                if filled == Self.inputCapacity {
+                    delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
+                    guard phase == .open else { return }
+                    filled = 0
+                    total += Self.inputCapacity
+                    if total >= Self.maxReadPerEvent {
+                        // More may wait inside OpenSSL, which epoll cannot see: come back next
+                        // round. (A plain socket is level-triggered: libevent reports it again.)
+                        if isTLS { event_active(readEvent, Int32(EV_READ), 0) }
+                        break reading
+                    }
+                } else if !mayHaveMore {
+                    break reading
                 }
-                continue
-            }
-            let code = SSL_get_error(ssl, n)
-            let err = errno
-            switch code {
-            case SSL_ERROR_WANT_READ: break
-            case SSL_ERROR_WANT_WRITE:
-                readWantsWrite = true
-                event_add(writeEvent, nil)
-            case SSL_ERROR_ZERO_RETURN:
-                ended = true  // close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF)
-            default:
+            case .drained:
+                break reading
+            case let .ended(reason):
                 ended = true
-                endReason = Self.reason(code, errno: err) ?? "connection error"
+                endReason = reason
+                break reading
             }
-            break
         }
         if filled > 0 {
             delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
@@ -308,6 +376,84 @@ public final class TLSStream {
         writeOutput()
     }
 
+    /// What one read call gave.
+    private enum ReadResult {
+        /// `count` bytes; `mayHaveMore` is false when a plain socket gave less than asked (it
+        /// is empty then: no need for a read that would only say so).
+        case bytes(Int, mayHaveMore: Bool)
+        /// Nothing more for now (or TLS wants to write first: EV_WRITE is armed).
+        case drained
+        /// The peer closed (reason nil: orderly) or the connection failed.
+        case ended(String?)
+    }
+
+    /// One `SSL_read`, or `read` for a plain stream, into `buffer`.
+    @inline(__always)
+    private func readSome(into buffer: UnsafeMutableRawPointer, count: Int) -> ReadResult {
+        if let ssl {
+            let n = SSL_read(ssl, buffer, Int32(count))
+            if n > 0 { return .bytes(Int(n), mayHaveMore: true) }
+            let code = SSL_get_error(ssl, n)
+            let err = errno
+            switch code {
+            case SSL_ERROR_WANT_READ:
+                return .drained
+            case SSL_ERROR_WANT_WRITE:
+                readWantsWrite = true
+                event_add(writeEvent, nil)
+                return .drained
+            case SSL_ERROR_ZERO_RETURN:
+                return .ended(nil)  // close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF)
+            default:
+                return .ended(Self.reason(code, errno: err) ?? "connection error")
+            }
+        }
+        while true {
+            let n = Glibc.read(fd, buffer, count)
+            if n > 0 { return .bytes(n, mayHaveMore: n == count) }
+            if n == 0 { return .ended(nil) }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return .drained }
+            return .ended(String(cString: strerror(errno)))
+        }
+    }
+
+    /// Writes up to `count` bytes of the output with `write` (plain) or `SSL_write`: how many
+    /// were taken, 0 when the socket is full (EV_WRITE is armed), nil after a failure (reported
+    /// when `report`, else left for the next write to meet again).
+    private func writeSome(_ count: Int, report: Bool) -> Int? {
+        if let ssl {
+            ERR_clear_error()
+            let n = SSL_write(ssl, output.bytes, Int32(clamping: count))
+            if n > 0 { return Int(n) }
+            let code = SSL_get_error(ssl, n)
+            let err = errno
+            switch code {
+            case SSL_ERROR_WANT_WRITE:
+                writeBlocked = true
+                event_add(writeEvent, nil)
+                return 0
+            case SSL_ERROR_WANT_READ:
+                return nil  // renegotiation: the next readable event writes again
+            default:
+                if report { fail(Self.reason(code, errno: err) ?? "connection error") } else { ERR_clear_error() }
+                return nil
+            }
+        }
+        while true {
+            let n = Glibc.write(fd, output.bytes, count)
+            if n > 0 { return n }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                writeBlocked = true
+                event_add(writeEvent, nil)
+                return 0
+            }
+            if report { fail(n < 0 ? String(cString: strerror(errno)) : "connection closed") }
+            return nil
+        }
+    }
+
     private func writable() {
         switch phase {
         case .connecting:
@@ -315,7 +461,7 @@ public final class TLSStream {
             var len = socklen_t(MemoryLayout<Int32>.size)
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
             if soError != 0 { return fail(String(cString: strerror(soError))) }
-            tcpConnected()
+            socketConnected()
         case .handshaking:
             handshake()
         case .open:
@@ -343,29 +489,13 @@ public final class TLSStream {
     /// Writes the output now unless a write is already waiting for EV_WRITE. After the output
     /// drained, the delegate may add more (it hears `didDrainOutput`), which is written too.
     private func writeOutput() {
-        guard phase == .open, !writeBlocked, let ssl else { return }
+        guard phase == .open, !writeBlocked else { return }
         var wrote = false
         while true {
             while output.count > 0 {
-                ERR_clear_error()
-                let n = SSL_write(ssl, output.bytes, Int32(clamping: output.count))
-                if n > 0 {
-                    output.consume(Int(n))
-                    wrote = true
-                    continue
-                }
-                let code = SSL_get_error(ssl, n)
-                let err = errno
-                switch code {
-                case SSL_ERROR_WANT_WRITE:
-                    writeBlocked = true
-                    event_add(writeEvent, nil)
-                case SSL_ERROR_WANT_READ:
-                    break  // renegotiation: the next readable event writes again
-                default:
-                    fail(Self.reason(code, errno: err) ?? "connection error")
-                }
-                return
+                guard let n = writeSome(output.count, report: true), n > 0 else { return }
+                output.consume(n)
+                wrote = true
             }
             guard wrote else { return }
             wrote = false
@@ -406,20 +536,11 @@ public final class TLSStream {
     /// before the batch ends. Never calls the delegate; a failure is left for the write at the
     /// end of the batch, which meets it again.
     private func writeDuringBatch() {
-        guard phase == .open, !writeBlocked, let ssl else { return }
+        guard phase == .open, !writeBlocked else { return }
         while output.count > 0 {
-            ERR_clear_error()
-            let n = SSL_write(ssl, output.bytes, Int32(min(Self.recordSize, output.count)))
-            if n > 0 {
-                output.consume(Int(n))
-                continue
-            }
-            if SSL_get_error(ssl, n) == SSL_ERROR_WANT_WRITE {
-                writeBlocked = true
-                event_add(writeEvent, nil)
-            }
-            ERR_clear_error()
-            return  // errors surface again at the end-of-batch write
+            // Errors surface again at the end-of-batch write.
+            guard let n = writeSome(min(Self.recordSize, output.count), report: false), n > 0 else { return }
+            output.consume(n)
         }
     }
 
@@ -528,6 +649,13 @@ public final class TLSStream {
                 ERR_clear_error()
             }
             SSL_free(ssl)
+        } else if wasOpen && didConnect {
+            // Best effort and non-blocking, as above.
+            while output.count > 0 {
+                let n = Glibc.write(fd, output.bytes, output.count)
+                if n <= 0 { break }
+                output.consume(n)
+            }
         }
         ssl = nil
         if fd >= 0 { Glibc.close(fd) }

@@ -4,6 +4,7 @@ import Routing
 import Retry
 import APNs
 import DeadLetters
+import RedisStreams
 
 /// The whole configuration of one pushgw process (DESIGN.md §5), after parsing, environment
 /// overrides and checks. Every file path in it is already resolved against the config file's
@@ -31,24 +32,40 @@ public struct GatewayConfig: Equatable, Sendable {
 
 /// Where Redis is and the key prefix of every key pushgw reads or writes.
 public struct RedisConfig: Equatable, Sendable {
-    /// `redis://[user:password@]host:port/db` or `unix:///path`. May hold a
-    /// password: never log it, use `redactedURL`.
+    /// `redis://[user:password@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. May hold a
+    /// password: never log it, use `redactedURL`. With `sentinel`, its host and port are not
+    /// used (the sentinels name the primary); scheme, credentials and db are.
     public var url: String
     /// The first part of every key (`PREFIX:{APP}:calls`); no braces, colons or spaces.
     public var prefix: String
+    /// Trust and client certificate for `rediss://` and for sentinels reached over TLS.
+    public var tls: RedisTLSOptions
+    /// The sentinels that name the primary, when Redis runs under Sentinel.
+    public var sentinel: RedisSentinelOptions?
 
     public static let defaultPrefix = "pushgw"
 
-    public init(url: String, prefix: String = RedisConfig.defaultPrefix) {
+    public init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
+                sentinel: RedisSentinelOptions? = nil) {
         self.url = url
         self.prefix = prefix
+        self.tls = tls
+        self.sentinel = sentinel
     }
 
-    /// The URL with any user and password replaced by `***`, safe for logs.
+    /// The URL with any user and password replaced by `***`, and the sentinels: safe for logs.
     public var redactedURL: String {
-        guard let schemeEnd = url.range(of: "://"),
-              let at = url[schemeEnd.upperBound...].lastIndex(of: "@") else { return url }
-        return String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
+        var text = url
+        if let schemeEnd = url.range(of: "://"), let at = url[schemeEnd.upperBound...].lastIndex(of: "@") {
+            text = String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
+        }
+        return sentinel.map { "\(text) via \($0)" } ?? text
+    }
+
+    /// The settings of every Redis connection pushgw makes, named `clientName` in Redis.
+    /// Throws the URL's parse error (`config check` reports it first).
+    public func connection(clientName: String? = nil) throws -> RedisConnection.Config {
+        RedisConnection.Config(url: try RedisURL(parsing: url), tls: tls, sentinel: sentinel, clientName: clientName)
     }
 }
 

@@ -81,37 +81,6 @@ struct ConfigParser {
         return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps)
     }
 
-    // MARK: redis
-
-    private func parseRedis(_ root: [String: Any]) -> RedisConfig {
-        let path = JSONPath.root.appending("redis")
-        guard let section = reader.section(root, "redis", in: .root) else { return RedisConfig(url: "") }
-        reader.unknownKeys(section, at: path, known: ["url", "prefix"])
-        var config = RedisConfig(url: "")
-        if let (url, at) = reader.string(section, "url", in: path, required: true, example: "redis://127.0.0.1:6379/0") {
-            // Checked by the parser the service uses; the URL is never echoed (it may carry a
-            // password) and neither is the parser's message, which may quote it.
-            if (try? RedisURL(parsing: url)) != nil {
-                config.url = url
-            } else if url.hasPrefix("rediss://") {
-                reader.error(at, "rediss:// (Redis over TLS) is not supported: hiredis 0.14 has no TLS",
-                             fix: "use redis://HOST:PORT/DB on a private network, or unix:///path/to/redis.sock")
-            } else {
-                reader.error(at, "is not a Redis URL (value not shown: it may hold a password)",
-                             fix: "write redis://[USER:PASSWORD@]HOST:PORT/DB or unix:///path/to/redis.sock")
-            }
-        }
-        if let (prefix, at) = reader.string(section, "prefix", in: path, required: false, example: "pushgw") {
-            if GatewayConfig.isName(prefix) {
-                config.prefix = prefix
-            } else {
-                reader.error(at, "\(reader.quoted(prefix)) cannot start Redis keys: it must be \(GatewayConfig.nameRule)",
-                             fix: "use a plain word such as \"pushgw\"")
-            }
-        }
-        return config
-    }
-
     // MARK: admin
 
     private func parseAdmin(_ root: [String: Any]) -> AdminConfig {

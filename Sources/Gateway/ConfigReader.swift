@@ -22,6 +22,12 @@ final class ConfigReader {
 
     var hasErrors: Bool { problems.contains { !$0.isWarning } }
 
+    /// Whether an error was recorded at `path` (later checks of the same value would only
+    /// repeat it).
+    func hasProblem(at path: JSONPath) -> Bool {
+        problems.contains { !$0.isWarning && $0.path.hasPrefix(path.plain) }
+    }
+
     func error(_ path: JSONPath, _ problem: String, fix: String) {
         problems.append(ConfigError(.error, file: file, path: path.description, problem: problem, fix: fix))
     }
@@ -107,6 +113,17 @@ final class ConfigReader {
     /// characters and line breaks written visibly (`TerminalText.field`).
     func quoted(_ text: String) -> String {
         "\"" + TerminalText.field(InvalidEvent.quote(text)) + "\""
+    }
+
+    /// `true` or `false`; `fallback` when absent.
+    func boolean(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Bool) -> Bool? {
+        guard let found = lookup(object, key, in: parent) else { return fallback }
+        guard case .boolean = JSONKind(found.value), let value = found.value as? Bool else {
+            error(found.path, "expected true or false, found \(JSONKind(found.value).name)",
+                  fix: "write true or false without quotes")
+            return nil
+        }
+        return value
     }
 
     func missing(_ path: JSONPath, example: String) {

@@ -6,7 +6,7 @@ import RedisStreams
 /// every configured app, on its own Redis connection. Trims are logged (never silent) and
 /// `retention.aboutToRemove` is what the metrics endpoint reports before entries go.
 ///
-/// Loop-owned. To run it in a service: `let role = DeadLettersRole(loop:config:redisURL:log:)`,
+/// Loop-owned. To run it in a service: `let role = DeadLettersRole(loop:config:redis:log:)`,
 /// `role.start()` after the loop exists, `role.close()` on the way out.
 public final class DeadLettersRole {
     public let connection: RedisConnection
@@ -19,8 +19,13 @@ public final class DeadLettersRole {
     /// As often as retention runs: sampling costs a few commands per app.
     private var sampleEveryMs: Int64 { retention.intervalMs }
 
-    public init(loop: EventLoop, config: GatewayConfig, redisURL: RedisURL, log: Log, intervalMs: Int64 = 60_000) {
-        connection = RedisConnection(loop: loop, config: .init(url: redisURL, clientName: "pushgw-deadletters"))
+    /// `redis`: how to connect (`RedisConfig.connection`); `sentinels` the process's shared
+    /// watch of them, if any.
+    public init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
+                log: Log, intervalMs: Int64 = 60_000) {
+        var settings = redis
+        settings.clientName = "pushgw-deadletters"
+        connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
         store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
         let apps = config.apps.keys.sorted().map { id in
             DeadLetterRetention.App(keys: AppKeys(prefix: config.redis.prefix, app: id), policy: config.apps[id]!.deadLetters)

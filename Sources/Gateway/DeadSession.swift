@@ -62,15 +62,15 @@ final class DeadSession {
                                         verb: "dead \(verb)"))
             }
         }
-        let url: RedisURL
+        let settings: RedisConnection.Config
         do {
-            url = try RedisURL(parsing: config.redis.url)
+            settings = try config.redis.connection(clientName: "pushgw-dead")
         } catch {
             throw .config("pushgw dead \(verb): \(file): redis.url: \(error)")
         }
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
-        connection = RedisConnection(loop: loop, config: .init(url: url, clientName: "pushgw-dead"))
+        connection = RedisConnection(loop: loop, config: settings)
         store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
         connection.start()
     }

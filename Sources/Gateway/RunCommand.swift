@@ -61,9 +61,9 @@ enum RunCommand: Command {
             for problem in report.errors { context.console.err("pushgw run: \(problem)") }
             return 2
         }
-        let redisURL: RedisURL
+        let redis: RedisConnection.Config
         do {
-            redisURL = try RedisURL(parsing: config.redis.url)
+            redis = try config.redis.connection()
         } catch {
             context.console.err("pushgw run: \(file): redis.url: \(error)")
             return 2
@@ -73,7 +73,7 @@ enum RunCommand: Command {
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
-        let service = Service(config: config, redisURL: redisURL, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
+        let service = Service(config: config, redis: redis, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
         service.loadConfig = {
             GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         }
@@ -102,6 +102,8 @@ final class Service {
     private let store: CallStore
     private let pools: ApnsPools
     private let runner: RoutingRunner?
+    /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
+    private let sentinels: RedisSentinels?
     /// The retry role's parts: the mover has a connection of its own, so its looks never wait
     /// behind the router's commands (nil without the role).
     private let moverConnection: RedisConnection?
@@ -113,14 +115,19 @@ final class Service {
     private let deadLetters: DeadLettersRole?
     private let admin: GatewayAdmin  // admin endpoint (issue 5)
 
-    init(config: GatewayConfig, redisURL: RedisURL, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
+    /// `redis`: how every Redis connection of the process connects (`RedisConfig.connection`).
+    init(config: GatewayConfig, redis: RedisConnection.Config, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
         self.config = config
         self.log = log
         self.drainMs = drainMs
         let apps = AppRuntime.all(config)
+        let loop = self.loop
+        let sentinels = redis.sentinel.map { RedisSentinels(loop: loop, options: $0, tls: redis.tls, watchdogMs: redis.watchdogMs) }
+        self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
-        let store = CallStore(loop: loop, config: CallStore.Config(url: redisURL, prefix: config.redis.prefix),
-                              apps: apps.map(\.keys))
+        let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel,
+                                                                   prefix: config.redis.prefix),
+                              apps: apps.map(\.keys), sentinels: sentinels)
         let pools = ApnsPools(loop: loop, config: config)
         self.store = store
         self.pools = pools
@@ -129,7 +136,9 @@ final class Service {
                             settings: RoutingRunnerSettings(consumer: consumer), log: log)
             : nil
         if roles.contains(.retry) {
-            let connection = RedisConnection(loop: loop, config: .init(url: redisURL, clientName: "pushgw-retry"))
+            var settings = redis
+            settings.clientName = "pushgw-retry"
+            let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
             moverConnection = connection
             mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
                                log: log)
@@ -141,8 +150,12 @@ final class Service {
             runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
         }
         deadLetters = roles.contains(.deadletters)
-            ? DeadLettersRole(loop: loop, config: config, redisURL: redisURL, log: log)
+            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, log: log)
             : nil
+        log.follow(store.blocking, name: "read")
+        log.follow(store.commands, name: "write")
+        if let moverConnection { log.follow(moverConnection, name: "retry") }
+        if let deadLetters { log.follow(deadLetters.connection, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
                              runner: runner, log: log)                                                // admin endpoint (issue 5)
         admin.deadLetters = deadLetters
@@ -170,6 +183,7 @@ final class Service {
         deadLetters?.close()
         pools.close()
         store.close()
+        sentinels?.close()
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
         return 0
     }

@@ -23,6 +23,10 @@ public final class CallStore {
     /// Names, caps and windows. Defaults are the production values.
     public struct Config: Sendable {
         public var url: RedisURL
+        /// TLS options for `rediss://` (and sentinels over TLS).
+        public var tls: RedisTLSOptions
+        /// The sentinels that name the primary, if Redis runs under Sentinel.
+        public var sentinel: RedisSentinelOptions?
         /// The key prefix; must equal every `AppKeys.prefix` given to the store.
         public var prefix: String
         /// The consumer group on every calls stream.
@@ -46,7 +50,8 @@ public final class CallStore {
         public var watchdogMs: Int64
         public var backoff: ReconnectBackoff
 
-        public init(url: RedisURL, prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
+        public init(url: RedisURL, tls: RedisTLSOptions = RedisTLSOptions(), sentinel: RedisSentinelOptions? = nil,
+                    prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
                     doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
                     consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10,
@@ -55,6 +60,8 @@ public final class CallStore {
             precondition(doneTTLSeconds > 0 && invalidTokenTTLSeconds > 0, "TTLs must be positive")
             precondition(claimScanPages > 0, "claimScanPages must be positive")
             self.url = url
+            self.tls = tls
+            self.sentinel = sentinel
             self.prefix = prefix
             self.group = group
             self.groupStartID = groupStartID
@@ -67,6 +74,12 @@ public final class CallStore {
             self.claimScanPages = claimScanPages
             self.watchdogMs = watchdogMs
             self.backoff = backoff
+        }
+
+        /// The settings of one of the store's connections.
+        func connection(named name: String) -> RedisConnection.Config {
+            RedisConnection.Config(url: url, tls: tls, sentinel: sentinel, watchdogMs: watchdogMs, backoff: backoff,
+                                   clientName: name)
         }
     }
 
@@ -94,7 +107,9 @@ public final class CallStore {
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
     private let backlogsScript = RedisScript(CallStoreLua.backlogs)
 
-    public init(loop: EventLoop, config: Config, apps: [AppKeys]) {
+    /// With `config.sentinel`, `sentinels` shares the process's watch of them (else each
+    /// connection makes its own).
+    public init(loop: EventLoop, config: Config, apps: [AppKeys], sentinels: RedisSentinels? = nil) {
         precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
         self.config = config
         self.apps = apps
@@ -102,10 +117,8 @@ public final class CallStore {
         var byKey: [String: AppKeys] = [:]
         for app in apps { byKey[app.calls] = app }
         appsByCallsKey = byKey
-        blocking = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
-                                                             clientName: "pushgw-read"))
-        commands = RedisConnection(loop: loop, config: .init(url: config.url, watchdogMs: config.watchdogMs, backoff: config.backoff,
-                                                             clientName: "pushgw-write"))
+        blocking = RedisConnection(loop: loop, config: config.connection(named: "pushgw-read"), sentinels: sentinels)
+        commands = RedisConnection(loop: loop, config: config.connection(named: "pushgw-write"), sentinels: sentinels)
         retries = RetrySchedule(connection: commands, config: .init(prefix: config.prefix, group: config.group,
                                                                     doneTTLSeconds: config.doneTTLSeconds,
                                                                     resultsMaxLen: config.resultsMaxLen))

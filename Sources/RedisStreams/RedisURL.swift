@@ -3,6 +3,7 @@
 /// - `redis://[[user]:password@]host[:port][/db]` (port 6379 and db 0 by default; an IPv6
 ///   host in brackets; user and password percent-decoded; a password alone means the
 ///   `default` user, `AUTH password`);
+/// - `rediss://…`, the same over TLS (`RedisTLSOptions` says whom to trust);
 /// - `unix://[[user]:password@]/path/to/redis.sock[?db=N]`.
 ///
 /// Invariant: the password is only readable through `password`; `description` and
@@ -21,12 +22,16 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
     public let password: String?
     /// The logical database selected after connecting (`SELECT db` when not 0).
     public let db: Int
+    /// True for `rediss://`: TLS over TCP (never with a unix socket).
+    public let usesTLS: Bool
 
-    public init(endpoint: Endpoint, user: String? = nil, password: String? = nil, db: Int = 0) {
+    public init(endpoint: Endpoint, user: String? = nil, password: String? = nil, db: Int = 0, usesTLS: Bool = false) {
+        precondition(!usesTLS || { if case .tcp = endpoint { return true } else { return false } }(), "TLS needs a TCP endpoint")
         self.endpoint = endpoint
         self.user = user
         self.password = password
         self.db = db
+        self.usesTLS = usesTLS
     }
 
     /// A URL that cannot be used; the message never contains the password.
@@ -43,11 +48,10 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
             scheme = text[..<r.lowerBound].lowercased()
             rest = text[r.upperBound...]
         } else {
-            throw fail("expected redis://host:port/db or unix:///path")
+            throw fail("expected redis://host:port/db, rediss://host:port/db or unix:///path")
         }
-        guard scheme == "redis" || scheme == "unix" else {
-            if scheme == "rediss" { throw fail("TLS (rediss://) is not supported by hiredis 0.14") }
-            throw fail("unknown scheme '\(scheme)', expected redis or unix")
+        guard scheme == "redis" || scheme == "rediss" || scheme == "unix" else {
+            throw fail("unknown scheme '\(scheme)', expected redis, rediss or unix")
         }
 
         // Credentials end at the last '@' before the path (a password may contain '@' only percent-encoded).
@@ -121,7 +125,8 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
             guard let p = Int(portText), (1...65535).contains(p) else { throw fail("port '\(portText)' is not 1-65535") }
             port = p
         }
-        self.init(endpoint: .tcp(host: String(host), port: port), user: user, password: password, db: db)
+        self.init(endpoint: .tcp(host: String(host), port: port), user: user, password: password, db: db,
+                  usesTLS: scheme == "rediss")
     }
 
     /// The URL with the password replaced by `***`: safe for logs and error messages.
@@ -131,13 +136,19 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
         switch endpoint {
         case .tcp(let host, let port):
             let h = host.contains(":") ? "[\(host)]" : host
-            return "redis://\(credentials)\(h):\(port)/\(db)"
+            return "\(usesTLS ? "rediss" : "redis")://\(credentials)\(h):\(port)/\(db)"
         case .unix(let path):
             return "unix://\(credentials)\(path)" + (db == 0 ? "" : "?db=\(db)")
         }
     }
 
     public var description: String { redacted }
+
+    /// The same credentials, database and scheme with another TCP address (the primary a
+    /// sentinel named, or a sentinel itself).
+    public func with(host: String, port: Int) -> RedisURL {
+        RedisURL(endpoint: .tcp(host: host, port: port), user: user, password: password, db: db, usesTLS: usesTLS)
+    }
 
     private static func percentDecode(_ s: Substring) -> String? {
         var bytes: [UInt8] = []
@@ -160,5 +171,78 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
         default: return nil
         }
+    }
+}
+
+/// Whom a `rediss://` connection trusts and how it proves itself: TLS 1.2 or newer, the
+/// server's certificate verified against the host name (or `serverName`) and the CA file or
+/// the system trust store. No option turns verification off.
+public struct RedisTLSOptions: Equatable, Sendable {
+    /// PEM CA bundle to verify the server against; nil uses the system trust store.
+    public var caFile: String?
+    /// PEM client certificate (chain) and its private key, for servers that require one
+    /// (`tls-auth-clients yes`); both or neither.
+    public var certFile: String?
+    public var keyFile: String?
+    /// The name the server's certificate must carry (and the SNI sent) when it differs from
+    /// the host connected to; nil uses that host.
+    public var serverName: String?
+
+    public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, serverName: String? = nil) {
+        precondition((certFile == nil) == (keyFile == nil), "a client certificate needs its key")
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.serverName = serverName
+    }
+}
+
+/// The sentinels that know where the primary is (Redis Sentinel): connections ask them
+/// for the address of `master`, check that it is a primary, and follow failovers.
+///
+/// Invariant: `password` is never printed (`description` shows `***`).
+public struct RedisSentinelOptions: Equatable, Sendable, CustomStringConvertible {
+    /// A sentinel's address.
+    public struct Address: Equatable, Sendable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// The name the sentinels monitor the primary under (`sentinel monitor NAME …`).
+    public var master: String
+    /// The sentinels, asked in turn; at least one.
+    public var addresses: [Address]
+    /// The sentinels' own ACL user and password (`requirepass` / `sentinel sentinel-user`),
+    /// if they need one; the data credentials come from the URL.
+    public var username: String?
+    public var password: String?
+    /// Whether the sentinels are reached over TLS (with the connection's `RedisTLSOptions`).
+    public var tls: Bool
+
+    public init(master: String, addresses: [Address], username: String? = nil, password: String? = nil, tls: Bool = false) {
+        precondition(!addresses.isEmpty, "at least one sentinel")
+        self.master = master
+        self.addresses = addresses
+        self.username = username
+        self.password = password
+        self.tls = tls
+    }
+
+    /// The URL a connection to sentinel number `index` uses: its address, the sentinels'
+    /// credentials, TLS or not.
+    func url(of index: Int) -> RedisURL {
+        let address = addresses[index % addresses.count]
+        return RedisURL(endpoint: .tcp(host: address.host, port: address.port), user: username, password: password,
+                        usesTLS: tls)
+    }
+
+    public var description: String {
+        "sentinels \(addresses.map(\.description).joined(separator: ",")) of master '\(master)'"
+            + (password == nil ? "" : " (as \(username ?? "default"):***)") + (tls ? " over TLS" : "")
     }
 }

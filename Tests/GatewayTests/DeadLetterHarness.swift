@@ -16,7 +16,9 @@ import XCTest
 /// App `acme` always has the good key. The CLI runs in-process through `pushgwMain`, reading
 /// a config file written for the same Redis, with its own loop (the router waits meanwhile).
 final class DeadLetterHarness {
-    let redis: RedisServer
+    /// The server and how the gateway and the CLI reach it.
+    let access: GatewayRedis
+    var redis: RedisServer { access.server }
     let sim: SimTestServer
     var loop: EventLoop { sim.loop }
     let directory: String
@@ -25,11 +27,11 @@ final class DeadLetterHarness {
     private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
     private var router: (store: CallStore, pools: ApnsPools, runner: RoutingRunner)?
 
-    init() throws {
-        redis = try RedisServer.start()
+    init(redis deployment: RedisDeployment = .tcp) throws {
+        access = try GatewayRedis(deployment)
         sim = try SimTestServer()
         directory = makeTemporaryDirectory("pushgw-dead")
-        producer = RedisConnection(loop: sim.loop, config: .init(url: try RedisURL(parsing: redis.url)))
+        producer = RedisConnection(loop: sim.loop, config: access.admin)
         producer.start()
     }
 
@@ -37,7 +39,8 @@ final class DeadLetterHarness {
         stopRouter()
         producer.close()
         sim.close()
-        redis.stop()
+        XCTAssertEqual(try? access.refusedCommands(), [], "the least-privileged user was refused nothing")
+        access.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -51,7 +54,7 @@ final class DeadLetterHarness {
         let policies = RetryPolicies(voip: RetryPolicy(maxAttempts: 2, baseMs: 20, capMs: 50),
                                      alert: RetryPolicy(maxAttempts: 2, baseMs: 20, capMs: 50), alertTTLSeconds: 60)
         return GatewayConfig(
-            redis: RedisConfig(url: redis.url),
+            redis: access.config,
             apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.jwtKey),
@@ -66,7 +69,9 @@ final class DeadLetterHarness {
         stopRouter()
         let config = config(fixed: fixed)
         let apps = AppRuntime.all(config)
-        let store = CallStore(loop: loop, config: CallStore.Config(url: try RedisURL(parsing: redis.url)), apps: apps.map(\.keys))
+        let gateway = try access.config.connection()
+        let store = CallStore(loop: loop, config: CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel),
+                              apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RoutingRunnerSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")
         settings.blockMs = 100
@@ -162,7 +167,7 @@ final class DeadLetterHarness {
         var broken: [String: Any] = ["bundle_id": sim.bundleID, "credential": fixed ? "good" : "wrong", "environment": "production"]
         if let retention { broken["dead_letters"] = retention }
         let json: [String: Any] = [
-            "redis": ["url": redis.url],
+            "redis": access.json,
             "apns": ["production": ["endpoint": "127.0.0.1:\(sim.port)"], "sandbox": ["endpoint": "127.0.0.1:\(sim.port)"],
                      "ca_file": sim.pki.caCert],
             "credentials": ["good": ["team_id": sim.teamID, "key_id": sim.keyID, "key_file": sim.pki.jwtKey],

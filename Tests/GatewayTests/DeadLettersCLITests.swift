@@ -9,12 +9,17 @@ import XCTest
 
 /// Every `pushgw dead` verb on real dead letters: a router with a wrong key for app `broken`
 /// makes them (`apns_credentials: InvalidProviderToken`), the CLI reads and changes them in the
-/// same redis-server, and a router with the fixed key routes what was replayed.
-final class DeadLettersCLITests: XCTestCase {
+/// same redis-server, and a router with the fixed key routes what was replayed. On TCP here;
+/// over TLS, as the least-privileged ACL user and through a sentinel in the subclasses at the
+/// end of this file.
+class DeadLettersCLITests: XCTestCase {
     private var h: DeadLetterHarness!
 
+    /// How the gateway and the CLI of this class's tests reach Redis.
+    class var redisDeployment: RedisDeployment { .tcp }
+
     override func setUpWithError() throws {
-        h = try DeadLetterHarness()
+        h = try DeadLetterHarness(redis: Self.redisDeployment)
         try h.writeConfigFile()
     }
 
@@ -342,7 +347,7 @@ final class DeadLettersCLITests: XCTestCase {
 
         let config = try XCTUnwrap(GatewayConfig.load(file: path, environment: [:]).config)
         var logged: [String] = []
-        let role = DeadLettersRole(loop: h.loop, config: config, redisURL: try RedisURL(parsing: h.redis.url),
+        let role = DeadLettersRole(loop: h.loop, config: config, redis: try h.access.config.connection(),
                                    log: Log(minimum: .info) { logged.append($0) }, intervalMs: 50)
         role.start()
         let newest = try XCTUnwrap(h.deadIDs("broken").last)
@@ -355,4 +360,49 @@ final class DeadLettersCLITests: XCTestCase {
         XCTAssertTrue(logged.contains { $0.contains("dead letters removed by retention") && $0.contains("\"by_count\":1") },
                       "a trim is never silent: \(logged)")
     }
+}
+
+/// `DeadLettersCLITests` over TLS (`rediss://`).
+final class DeadLettersCLIOverTLSTests: DeadLettersCLITests {
+    override class var redisDeployment: RedisDeployment { .tls }
+
+    override func testListShowsEveryDeadLetterNewestFirstWithFilters() throws { try super.testListShowsEveryDeadLetterNewestFirstWithFilters() }
+    override func testShowGivesTheWholeHistoryReadably() throws { try super.testShowGivesTheWholeHistoryReadably() }
+    override func testStatsCountPerAppAndReasonWithTheOldestEntry() throws { try super.testStatsCountPerAppAndReasonWithTheOldestEntry() }
+    override func testReplayAfterTheKeyIsFixedEndsDeliveredVoip() throws { try super.testReplayAfterTheKeyIsFixedEndsDeliveredVoip() }
+    override func testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() throws { try super.testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() }
+    override func testBulkReplayHonoursFiltersAndTheRate() throws { try super.testBulkReplayHonoursFiltersAndTheRate() }
+    override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
+    override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
+    override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
+}
+
+/// `DeadLettersCLITests` as the least-privileged ACL user.
+final class DeadLettersCLIAsLeastPrivilegedUserTests: DeadLettersCLITests {
+    override class var redisDeployment: RedisDeployment { .leastPrivilege }
+
+    override func testListShowsEveryDeadLetterNewestFirstWithFilters() throws { try super.testListShowsEveryDeadLetterNewestFirstWithFilters() }
+    override func testShowGivesTheWholeHistoryReadably() throws { try super.testShowGivesTheWholeHistoryReadably() }
+    override func testStatsCountPerAppAndReasonWithTheOldestEntry() throws { try super.testStatsCountPerAppAndReasonWithTheOldestEntry() }
+    override func testReplayAfterTheKeyIsFixedEndsDeliveredVoip() throws { try super.testReplayAfterTheKeyIsFixedEndsDeliveredVoip() }
+    override func testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() throws { try super.testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() }
+    override func testBulkReplayHonoursFiltersAndTheRate() throws { try super.testBulkReplayHonoursFiltersAndTheRate() }
+    override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
+    override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
+    override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
+}
+
+/// `DeadLettersCLITests` through a sentinel that names the primary.
+final class DeadLettersCLIThroughSentinelTests: DeadLettersCLITests {
+    override class var redisDeployment: RedisDeployment { .sentinel }
+
+    override func testListShowsEveryDeadLetterNewestFirstWithFilters() throws { try super.testListShowsEveryDeadLetterNewestFirstWithFilters() }
+    override func testShowGivesTheWholeHistoryReadably() throws { try super.testShowGivesTheWholeHistoryReadably() }
+    override func testStatsCountPerAppAndReasonWithTheOldestEntry() throws { try super.testStatsCountPerAppAndReasonWithTheOldestEntry() }
+    override func testReplayAfterTheKeyIsFixedEndsDeliveredVoip() throws { try super.testReplayAfterTheKeyIsFixedEndsDeliveredVoip() }
+    override func testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() throws { try super.testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() }
+    override func testBulkReplayHonoursFiltersAndTheRate() throws { try super.testBulkReplayHonoursFiltersAndTheRate() }
+    override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
+    override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
+    override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
 }

@@ -9,12 +9,15 @@ import Routing
 import TestSupport
 import XCTest
 
-/// A router under test with real parts: a redis-server child process, the APNs simulator on
-/// the test's loop, and the gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry
-/// mover (`RetryMover`, on a connection of its own, as in `pushgw run`) on the same loop.
-/// Producers write with a plain Redis connection, as any language would.
+/// A router under test with real parts: a redis-server child process (reached as `deployment`
+/// says: TCP, TLS, an ACL user, a sentinel), the APNs simulator on the test's loop, and the
+/// gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry mover (`RetryMover`, on a
+/// connection of its own, as in `pushgw run`) on the same loop. Producers write with a plain
+/// Redis connection, as any language would.
 final class RouterHarness {
-    let redis: RedisServer
+    /// The server and how the gateway reaches it.
+    let access: GatewayRedis
+    var redis: RedisServer { access.server }
     /// The APNs simulator; both environments' endpoint unless `sandboxSim` exists.
     let sim: SimTestServer
     /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
@@ -37,13 +40,14 @@ final class RouterHarness {
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
     /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
-    init(simulator configure: (inout SimulatorConfig) -> Void = { _ in }, separateSandbox: Bool = false,
+    init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+         separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          settings: (inout RoutingRunnerSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
-        redis = try RedisServer.start()
+        access = try GatewayRedis(deployment)
         sim = try SimTestServer(configure: configure)
         let pki = sim.pki
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
@@ -69,15 +73,15 @@ final class RouterHarness {
             appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
         }
         config = GatewayConfig(
-            redis: RedisConfig(url: redis.url),
+            redis: access.config,
             apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
             apps: appConfigs)
         apps = AppRuntime.all(config)
-        let url = try RedisURL(parsing: redis.url)
-        var storeConfig = CallStore.Config(url: url)
+        let gateway = try access.config.connection()
+        var storeConfig = CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)
         storeSettings(&storeConfig)
         store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
@@ -86,8 +90,8 @@ final class RouterHarness {
         s.blockMs = 100
         settings(&s)
         runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
-        producer = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url))
-        moverConnection = RedisConnection(loop: sim.loop, config: RedisConnection.Config(url: url, clientName: "pushgw-retry"))
+        producer = RedisConnection(loop: sim.loop, config: access.admin)
+        moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
         runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
@@ -110,7 +114,8 @@ final class RouterHarness {
         producer.close()
         sandboxSim?.close()
         sim.close()
-        redis.stop()
+        XCTAssertEqual(try? access.refusedCommands(), [], "the least-privileged user was refused nothing")
+        access.stop()
     }
 
     func keys(_ app: String) -> AppKeys { AppKeys(app: app) }

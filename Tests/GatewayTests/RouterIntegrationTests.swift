@@ -10,9 +10,15 @@ import TestSupport
 import XCTest
 
 /// The router end to end — producer XADD, Redis, the router, APNs over HTTP/2 + TLS, the
-/// records — one test per row of DESIGN.md §3 and per outcome of §2.
-final class RouterIntegrationTests: XCTestCase {
+/// records — one test per APNs answer of the behaviour table and per outcome of docs/protocol.md
+/// ("Results"). Every test runs on each Redis deployment: plain TCP here; TLS, mutual TLS, the least-privileged ACL user and a
+/// sentinel in the subclasses at the end of this file (Linux's XCTest runs only the tests a
+/// class declares, so they list each test again; `RedisDeploymentListTests` checks the lists).
+class RouterIntegrationTests: XCTestCase {
     private var h: RouterHarness!
+
+    /// How the gateway of this class's tests reaches Redis.
+    class var redisDeployment: RedisDeployment { .tcp }
 
     override func tearDown() {
         h?.close()
@@ -21,7 +27,7 @@ final class RouterIntegrationTests: XCTestCase {
 
     private func start(_ scenarios: [String: Scenario] = [:],
                        voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100)) throws {
-        h = try RouterHarness(simulator: { $0.scenarios = scenarios }, voipRetry: voipRetry)
+        h = try RouterHarness(redis: Self.redisDeployment, simulator: { $0.scenarios = scenarios }, voipRetry: voipRetry)
     }
 
     // MARK: 200
@@ -240,7 +246,7 @@ final class RouterIntegrationTests: XCTestCase {
     }
 
     func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws {
-        h = try RouterHarness(startRouter: false)
+        h = try RouterHarness(redis: Self.redisDeployment, startRouter: false)
         let count = 150
         for i in 0..<count { h.call("batch-\(i)", voip: String(format: "a%03x", i)) }
         let info = { self.h.command("INFO", "commandstats")?.string ?? "" }
@@ -261,7 +267,7 @@ final class RouterIntegrationTests: XCTestCase {
     func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws {
         // Both copies are read and looked up together, before either is done: both are pushed
         // (at least once), the recording script keeps the first outcome and skips the second.
-        h = try RouterHarness(startRouter: false)
+        h = try RouterHarness(redis: Self.redisDeployment, startRouter: false)
         h.call("twin", voip: "a0a0")
         h.call("twin", voip: "a0a0")
         _ = h.command("PING")
@@ -282,7 +288,7 @@ final class RouterIntegrationTests: XCTestCase {
         // One line per call at info would cost more than routing the call (docs/operations.md).
         for (level, expected) in [(Log.Level.info, 0), (.debug, 1)] {
             var lines: [String] = []
-            let h = try RouterHarness(routerLog: Log(minimum: level, write: { lines.append($0) }))
+            let h = try RouterHarness(redis: Self.redisDeployment, routerLog: Log(minimum: level, write: { lines.append($0) }))
             defer { h.close() }
             h.call("logged-\(level)", voip: "a0a0")
             XCTAssertTrue(h.waitForRecords(1))
@@ -292,7 +298,7 @@ final class RouterIntegrationTests: XCTestCase {
 
     func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws {
         var lines: [String] = []
-        h = try RouterHarness(routerLog: Log(minimum: .debug, write: { lines.append($0) }))
+        h = try RouterHarness(redis: Self.redisDeployment, routerLog: Log(minimum: .debug, write: { lines.append($0) }))
         h.call("dup", voip: "a0a0")
         XCTAssertTrue(h.waitForRecords(1))
         let second = h.call("dup", voip: "a0a0")
@@ -402,7 +408,7 @@ final class RouterIntegrationTests: XCTestCase {
     }
 
     func testACancelReadWithItsCallSendsNoVoipPush() throws {
-        h = try RouterHarness(startRouter: false)
+        h = try RouterHarness(redis: Self.redisDeployment, startRouter: false)
         h.call("hung-up", voip: "a0a0", alert: "a1e7")
         h.xadd("acme", ["v": 1, "id": "hung-up", "type": "call_cancelled"])
         h.runner.start()
@@ -454,7 +460,8 @@ final class RouterIntegrationTests: XCTestCase {
     func testOneAppsFloodDoesNotDelayAnother() throws {
         // acme's pushes are never answered, so its 20 in-flight slots stay taken while its flood
         // waits in the stream; beta's call must not wait behind it.
-        h = try RouterHarness(simulator: { $0.defaultScenario = .blackhole }, settings: { $0.perAppInFlight = 20 })
+        h = try RouterHarness(redis: Self.redisDeployment, simulator: { $0.defaultScenario = .blackhole },
+                              settings: { $0.perAppInFlight = 20 })
         h.sim.simulator.setScenario(.ok, for: "fa57")
         h.call("warm-up", voip: "fa57", app: "beta")
         XCTAssertTrue(h.waitForRecords(1))
@@ -468,10 +475,14 @@ final class RouterIntegrationTests: XCTestCase {
     }
 }
 
-/// Entries of dead consumers are taken over; one that keeps coming back is poison.
-final class TakeOverTests: XCTestCase {
+/// Entries of dead consumers are taken over; one that keeps coming back is poison. On each
+/// Redis deployment, as `RouterIntegrationTests`.
+class TakeOverTests: XCTestCase {
+    /// How the gateway of this class's tests reaches Redis.
+    class var redisDeployment: RedisDeployment { .tcp }
+
     func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws {
-        let h = try RouterHarness(settings: {
+        let h = try RouterHarness(redis: Self.redisDeployment, settings: {
             $0.claimEveryMs = 100; $0.fullClaimSweepEveryMs = 100; $0.claimMinIdleMs = 0; $0.ownEntriesIdleMs = 300
         }, startRouter: false)
         defer { h.close() }
@@ -491,7 +502,8 @@ final class TakeOverTests: XCTestCase {
     }
 
     func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws {
-        let h = try RouterHarness(settings: { $0.claimEveryMs = 200; $0.claimMinIdleMs = 0; $0.redeliveryLimit = 4 },
+        let h = try RouterHarness(redis: Self.redisDeployment,
+                                  settings: { $0.claimEveryMs = 200; $0.claimMinIdleMs = 0; $0.redeliveryLimit = 4 },
                                   startRouter: false)
         defer { h.close() }
         let stream = h.keys("acme").calls
@@ -516,5 +528,169 @@ final class TakeOverTests: XCTestCase {
         XCTAssertTrue(h.requests("a0a1").isEmpty, "a poison entry is not pushed again")
         XCTAssertEqual(h.runner.stats.claimed, 2)
         XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1)
+    }
+}
+
+/// `RouterIntegrationTests` over TLS (`rediss://`).
+final class RouterIntegrationOverTLSTests: RouterIntegrationTests {
+    override class var redisDeployment: RedisDeployment { .tls }
+
+    override func testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() throws { try super.testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() }
+    override func testGoneVoipTokensFallBackToTheAlertWithFeedback() throws { try super.testGoneVoipTokensFallBackToTheAlertWithFeedback() }
+    override func testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() throws { try super.testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() }
+    override func testTransientFailuresAreRetriedThenDelivered() throws { try super.testTransientFailuresAreRetriedThenDelivered() }
+    override func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws { try super.testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() }
+    override func testAlertRetriesExhaustedGoToTheDeadLetters() throws { try super.testAlertRetriesExhaustedGoToTheDeadLetters() }
+    override func testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() throws { try super.testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() }
+    override func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws { try super.testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() }
+    override func testPayloadRefusedByAPNsFallsBackToTheAlert() throws { try super.testPayloadRefusedByAPNsFallsBackToTheAlert() }
+    override func testEveryOtherOutcome() throws { try super.testEveryOtherOutcome() }
+    override func testCancelStopsPendingRetries() throws { try super.testCancelStopsPendingRetries() }
+    override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
+    override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
+    override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
+    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
+    override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
+    override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
+}
+
+/// `RouterIntegrationTests` over TLS with a client certificate.
+final class RouterIntegrationOverMutualTLSTests: RouterIntegrationTests {
+    override class var redisDeployment: RedisDeployment { .mutualTLS }
+
+    override func testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() throws { try super.testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() }
+    override func testGoneVoipTokensFallBackToTheAlertWithFeedback() throws { try super.testGoneVoipTokensFallBackToTheAlertWithFeedback() }
+    override func testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() throws { try super.testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() }
+    override func testTransientFailuresAreRetriedThenDelivered() throws { try super.testTransientFailuresAreRetriedThenDelivered() }
+    override func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws { try super.testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() }
+    override func testAlertRetriesExhaustedGoToTheDeadLetters() throws { try super.testAlertRetriesExhaustedGoToTheDeadLetters() }
+    override func testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() throws { try super.testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() }
+    override func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws { try super.testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() }
+    override func testPayloadRefusedByAPNsFallsBackToTheAlert() throws { try super.testPayloadRefusedByAPNsFallsBackToTheAlert() }
+    override func testEveryOtherOutcome() throws { try super.testEveryOtherOutcome() }
+    override func testCancelStopsPendingRetries() throws { try super.testCancelStopsPendingRetries() }
+    override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
+    override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
+    override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
+    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
+    override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
+    override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
+}
+
+/// `RouterIntegrationTests` as the ACL user with the least permissions pushgw needs.
+final class RouterIntegrationAsLeastPrivilegedUserTests: RouterIntegrationTests {
+    override class var redisDeployment: RedisDeployment { .leastPrivilege }
+
+    override func testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() throws { try super.testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() }
+    override func testGoneVoipTokensFallBackToTheAlertWithFeedback() throws { try super.testGoneVoipTokensFallBackToTheAlertWithFeedback() }
+    override func testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() throws { try super.testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() }
+    override func testTransientFailuresAreRetriedThenDelivered() throws { try super.testTransientFailuresAreRetriedThenDelivered() }
+    override func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws { try super.testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() }
+    override func testAlertRetriesExhaustedGoToTheDeadLetters() throws { try super.testAlertRetriesExhaustedGoToTheDeadLetters() }
+    override func testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() throws { try super.testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() }
+    override func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws { try super.testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() }
+    override func testPayloadRefusedByAPNsFallsBackToTheAlert() throws { try super.testPayloadRefusedByAPNsFallsBackToTheAlert() }
+    override func testEveryOtherOutcome() throws { try super.testEveryOtherOutcome() }
+    override func testCancelStopsPendingRetries() throws { try super.testCancelStopsPendingRetries() }
+    override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
+    override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
+    override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
+    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
+    override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
+    override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
+}
+
+/// `RouterIntegrationTests` through a sentinel that names the primary.
+final class RouterIntegrationThroughSentinelTests: RouterIntegrationTests {
+    override class var redisDeployment: RedisDeployment { .sentinel }
+
+    override func testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() throws { try super.testAcceptedVoipPushIsDeliveredVoipAndAcknowledged() }
+    override func testGoneVoipTokensFallBackToTheAlertWithFeedback() throws { try super.testGoneVoipTokensFallBackToTheAlertWithFeedback() }
+    override func testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() throws { try super.testKnownInvalidTokenIsSkippedUnlessRegisteredAgainLater() }
+    override func testTransientFailuresAreRetriedThenDelivered() throws { try super.testTransientFailuresAreRetriedThenDelivered() }
+    override func testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() throws { try super.testRetriesStopAtTheDeadlineAndTheMissedCallAlertGoes() }
+    override func testAlertRetriesExhaustedGoToTheDeadLetters() throws { try super.testAlertRetriesExhaustedGoToTheDeadLetters() }
+    override func testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() throws { try super.testExpiredProviderTokenAnswerIsResentWithoutCountingAsAnAttempt() }
+    override func testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() throws { try super.testBrokenCredentialsDeadLetterThatAppOnlyAndOthersAreUnaffected() }
+    override func testPayloadRefusedByAPNsFallsBackToTheAlert() throws { try super.testPayloadRefusedByAPNsFallsBackToTheAlert() }
+    override func testEveryOtherOutcome() throws { try super.testEveryOtherOutcome() }
+    override func testCancelStopsPendingRetries() throws { try super.testCancelStopsPendingRetries() }
+    override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
+    override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
+    override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
+    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
+    override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
+    override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
+}
+
+/// `TakeOverTests` over TLS.
+final class TakeOverOverTLSTests: TakeOverTests {
+    override class var redisDeployment: RedisDeployment { .tls }
+
+    override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
+    override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+}
+
+/// `TakeOverTests` over TLS with a client certificate.
+final class TakeOverOverMutualTLSTests: TakeOverTests {
+    override class var redisDeployment: RedisDeployment { .mutualTLS }
+
+    override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
+    override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+}
+
+/// `TakeOverTests` as the least-privileged ACL user.
+final class TakeOverAsLeastPrivilegedUserTests: TakeOverTests {
+    override class var redisDeployment: RedisDeployment { .leastPrivilege }
+
+    override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
+    override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+}
+
+/// `TakeOverTests` through a sentinel.
+final class TakeOverThroughSentinelTests: TakeOverTests {
+    override class var redisDeployment: RedisDeployment { .sentinel }
+
+    override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
+    override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+}
+
+/// The deployments' classes above list every test of their base class.
+final class RedisDeploymentListTests: XCTestCase {
+    func testEveryEndToEndTestRunsOnEveryDeployment() throws {
+        let file = "Tests/GatewayTests/RouterIntegrationTests.swift"
+        XCTAssertEqual(try testsMissingFromVariants(of: "RouterIntegrationTests", ["RouterIntegrationOverTLSTests", "RouterIntegrationOverMutualTLSTests", "RouterIntegrationAsLeastPrivilegedUserTests", "RouterIntegrationThroughSentinelTests"], in: file), [])
+        XCTAssertEqual(try testsMissingFromVariants(of: "TakeOverTests", ["TakeOverOverTLSTests", "TakeOverOverMutualTLSTests", "TakeOverAsLeastPrivilegedUserTests", "TakeOverThroughSentinelTests"], in: file), [])
+        XCTAssertEqual(try testsMissingFromVariants(of: "DeadLettersCLITests", ["DeadLettersCLIOverTLSTests", "DeadLettersCLIAsLeastPrivilegedUserTests",
+                                                                          "DeadLettersCLIThroughSentinelTests"],
+                                                    in: "Tests/GatewayTests/DeadLettersCLITests.swift"), [])
     }
 }

@@ -59,9 +59,9 @@ extension Result {
 }
 
 /// A connection to `url` with test-friendly patience, started.
-func connect(_ loop: EventLoop, _ url: String, watchdogMs: Int64 = 5000,
+func connect(_ loop: EventLoop, _ url: String, tls: RedisTLSOptions = RedisTLSOptions(), watchdogMs: Int64 = 5000,
              onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
-    let connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url), watchdogMs: watchdogMs,
+    let connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url), tls: tls, watchdogMs: watchdogMs,
                                                                backoff: ReconnectBackoff(baseMs: 20, capMs: 200)))
     connection.onReady = onReady
     connection.start()

@@ -3,14 +3,36 @@ import EventLoop
 import TestSupport
 @testable import RedisStreams
 
-/// RedisConnection against a real redis-server: no mocks.
-final class RedisConnectionTests: XCTestCase {
+/// RedisConnection against a real redis-server: no mocks. Every test runs on each transport:
+/// plain TCP here, then a unix socket, TLS and TLS with a client certificate in the
+/// subclasses at the end of this file (which list every test again: Linux's XCTest does not
+/// run inherited tests; `testEveryTestRunsOnEveryTransport` checks the lists).
+class RedisConnectionTests: XCTestCase {
     var server: RedisServer!
     var loop: EventLoop!
 
+    /// The transport the tests of this class use.
+    class var transport: RedisServer.Transport { .tcp }
+
     override func setUpWithError() throws {
-        server = try RedisServer.start()
+        server = try RedisServer.start(Self.transport)
         loop = EventLoop()
+    }
+
+    /// The server's URL on this class's transport, with `credentials` (`user:password`) and `db`.
+    func url(db: Int = 0, credentials: String? = nil) -> String {
+        let auth = credentials.map { $0 + "@" } ?? ""
+        switch server.transport {
+        case .tcp: return "redis://\(auth)127.0.0.1:\(server.port)/\(db)"
+        case .unixSocket: return "unix://\(auth)\(server.unixSocket)?db=\(db)"
+        case .tls, .mutualTLS: return "rediss://\(auth)127.0.0.1:\(server.port)/\(db)"
+        }
+    }
+
+    /// A started connection to this class's server (TLS options included).
+    func connect(_ loop: EventLoop, _ url: String, watchdogMs: Int64 = 5000,
+                 onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
+        try RedisStreamsTests.connect(loop, url, tls: server.tls, watchdogMs: watchdogMs, onReady: onReady)
     }
 
     override func tearDown() {
@@ -19,7 +41,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testCommandsRoundTripOnTheSelectedDatabase() throws {
-        let redis = try connect(loop, "redis://127.0.0.1:\(server.port)/2")
+        let redis = try connect(loop, url(db: 2))
         defer { redis.close() }
         XCTAssertEqual(call(redis, ["SET", "greeting", "hello"]).value(), .status("OK"))
         XCTAssertEqual(call(redis, ["GET", "greeting"]).value()?.string, "hello")
@@ -44,7 +66,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws {
-        let redis = try connect(loop, server.url)
+        let redis = try connect(loop, url())
         defer { redis.close() }
         for i in 0..<3 { _ = call(redis, ["XADD", "s", "*", "event", "e\(i)", "n", String(repeating: "x", count: i * 40)]) }
         _ = call(redis, ["XADD", "s", "*", "lone", ""])
@@ -70,7 +92,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testTenThousandPipelinedCommandsAllCompleteInOrder() throws {
-        let redis = try connect(loop, server.url)
+        let redis = try connect(loop, url())
         defer { redis.close() }
         let n = 10_000
         var answers: [Int64] = []
@@ -90,8 +112,8 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() throws {
-        let redis = try connect(loop, server.url)
-        let control = try connect(loop, server.url)
+        let redis = try connect(loop, url())
+        let control = try connect(loop, url())
         defer { redis.close(); control.close() }
         guard let id = call(redis, ["CLIENT", "ID"]).value()?.integer else { return }
 
@@ -115,7 +137,7 @@ final class RedisConnectionTests: XCTestCase {
 
     func testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() throws {
         var readies = 0
-        let redis = try connect(loop, server.url) { connection in
+        let redis = try connect(loop, url()) { connection in
             readies += 1
             connection.send(["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]) { result in
                 if case .failure(let e) = result, e.serverCode != "BUSYGROUP" { XCTFail("XGROUP CREATE: \(e)") }
@@ -138,7 +160,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testCommandsSentWhileTheServerIsDownFailAndNeverHang() throws {
-        let redis = try connect(loop, server.url)
+        let redis = try connect(loop, url())
         defer { redis.close() }
         XCTAssertEqual(call(redis, ["PING"]).value(), .status("PONG"))
         server.kill9()
@@ -155,8 +177,8 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testWatchdogFreesAHungConnectionAndReconnects() throws {
-        let redis = try connect(loop, server.url, watchdogMs: 500)
-        let control = try connect(loop, server.url)
+        let redis = try connect(loop, url(), watchdogMs: 500)
+        let control = try connect(loop, url())
         defer { redis.close(); control.close() }
         XCTAssertEqual(call(redis, ["PING"]).value(), .status("PONG"))
         // Redis stops answering clients for 2 s; without the watchdog PING would just wait.
@@ -170,7 +192,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() throws {
-        let redis = try connect(loop, server.url, watchdogMs: 300)
+        let redis = try connect(loop, url(), watchdogMs: 300)
         defer { redis.close() }
         // BLOCK 800 ms > watchdog 300 ms: declared, so not taken for a hang.
         let reply = call(redis, ["BLPOP", "nothing", "0.8"], blockMs: 1000)
@@ -179,21 +201,22 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testACLUserAuthenticates() throws {
-        let control = try connect(loop, server.url)
+        let control = try connect(loop, url())
         defer { control.close() }
         XCTAssertEqual(call(control, ["ACL", "SETUSER", "pushgw", "on", ">secret", "~*", "+@all"]).value(), .status("OK"))
-        let redis = try connect(loop, "redis://pushgw:secret@127.0.0.1:\(server.port)/0")
+        let redis = try connect(loop, url(credentials: "pushgw:secret"))
         defer { redis.close() }
         XCTAssertEqual(call(redis, ["ACL", "WHOAMI"]).value()?.string, "pushgw")
     }
 
     func testAWrongPasswordGivesAClearErrorWithoutThePassword() throws {
-        let control = try connect(loop, server.url)
+        let control = try connect(loop, url())
         defer { control.close() }
         XCTAssertEqual(call(control, ["ACL", "SETUSER", "pushgw", "on", ">secret", "~*", "+@all"]).value(), .status("OK"))
         let password = "Wr0ng-Passw0rd-7f3a"
         var events: [RedisConnection.Event] = []
-        let redis = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: "redis://pushgw:\(password)@127.0.0.1:\(server.port)/0")))
+        let redis = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url(credentials: "pushgw:\(password)")),
+                                                              tls: server.tls))
         redis.onEvent = { events.append($0) }
         redis.start()
         defer { redis.close() }
@@ -209,15 +232,8 @@ final class RedisConnectionTests: XCTestCase {
         }
     }
 
-    func testUnixSocketURL() throws {
-        let redis = try connect(loop, server.unixURL + "?db=3")
-        defer { redis.close() }
-        XCTAssertEqual(call(redis, ["SET", "via", "unix"]).value(), .status("OK"))
-        XCTAssertEqual(try server.cli(["-n", "3", "GET", "via"]), "unix\n")
-    }
-
     func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws {
-        let redis = try connect(loop, server.url)
+        let redis = try connect(loop, url())
         defer { redis.close() }
         let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
         func run() -> Result<RedisReply, RedisError> {
@@ -235,7 +251,7 @@ final class RedisConnectionTests: XCTestCase {
     }
 
     func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws {
-        let redis = try connect(loop, server.url)
+        let redis = try connect(loop, url())
         var counts = [Int](repeating: 0, count: 50)
         var results = [Result<RedisReply, RedisError>?](repeating: nil, count: 50)
         for i in 0..<50 {
@@ -252,5 +268,70 @@ final class RedisConnectionTests: XCTestCase {
         var late: Result<RedisReply, RedisError>?
         redis.send(["PING"]) { late = $0 }
         guard case .failure(.closed) = late else { return XCTFail("after close, sends fail .closed") }
+    }
+}
+
+/// The tests above over a unix socket (`unix://`).
+final class RedisConnectionOverUnixSocketTests: RedisConnectionTests {
+    override class var transport: RedisServer.Transport { .unixSocket }
+
+    override func testCommandsRoundTripOnTheSelectedDatabase() throws { try super.testCommandsRoundTripOnTheSelectedDatabase() }
+    override func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws { try super.testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() }
+    override func testTenThousandPipelinedCommandsAllCompleteInOrder() throws { try super.testTenThousandPipelinedCommandsAllCompleteInOrder() }
+    override func testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() throws { try super.testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() }
+    override func testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() throws { try super.testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() }
+    override func testCommandsSentWhileTheServerIsDownFailAndNeverHang() throws { try super.testCommandsSentWhileTheServerIsDownFailAndNeverHang() }
+    override func testWatchdogFreesAHungConnectionAndReconnects() throws { try super.testWatchdogFreesAHungConnectionAndReconnects() }
+    override func testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() throws { try super.testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() }
+    override func testACLUserAuthenticates() throws { try super.testACLUserAuthenticates() }
+    override func testAWrongPasswordGivesAClearErrorWithoutThePassword() throws { try super.testAWrongPasswordGivesAClearErrorWithoutThePassword() }
+    override func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws { try super.testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() }
+    override func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws { try super.testClosingFromACompletionCompletesEveryOtherCommandOnce() }
+}
+
+/// The tests above over TLS (`rediss://`), the server's certificate verified against the test CA.
+final class RedisConnectionOverTLSTests: RedisConnectionTests {
+    override class var transport: RedisServer.Transport { .tls }
+
+    override func testCommandsRoundTripOnTheSelectedDatabase() throws { try super.testCommandsRoundTripOnTheSelectedDatabase() }
+    override func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws { try super.testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() }
+    override func testTenThousandPipelinedCommandsAllCompleteInOrder() throws { try super.testTenThousandPipelinedCommandsAllCompleteInOrder() }
+    override func testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() throws { try super.testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() }
+    override func testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() throws { try super.testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() }
+    override func testCommandsSentWhileTheServerIsDownFailAndNeverHang() throws { try super.testCommandsSentWhileTheServerIsDownFailAndNeverHang() }
+    override func testWatchdogFreesAHungConnectionAndReconnects() throws { try super.testWatchdogFreesAHungConnectionAndReconnects() }
+    override func testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() throws { try super.testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() }
+    override func testACLUserAuthenticates() throws { try super.testACLUserAuthenticates() }
+    override func testAWrongPasswordGivesAClearErrorWithoutThePassword() throws { try super.testAWrongPasswordGivesAClearErrorWithoutThePassword() }
+    override func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws { try super.testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() }
+    override func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws { try super.testClosingFromACompletionCompletesEveryOtherCommandOnce() }
+}
+
+/// The tests above over TLS to a server that requires a client certificate.
+final class RedisConnectionOverMutualTLSTests: RedisConnectionTests {
+    override class var transport: RedisServer.Transport { .mutualTLS }
+
+    override func testCommandsRoundTripOnTheSelectedDatabase() throws { try super.testCommandsRoundTripOnTheSelectedDatabase() }
+    override func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws { try super.testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() }
+    override func testTenThousandPipelinedCommandsAllCompleteInOrder() throws { try super.testTenThousandPipelinedCommandsAllCompleteInOrder() }
+    override func testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() throws { try super.testEveryPendingCommandCompletesOnceWithDisconnectedWhenTheConnectionDies() }
+    override func testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() throws { try super.testReconnectsAfterARestartAndOnReadyRecreatesTheConsumerGroup() }
+    override func testCommandsSentWhileTheServerIsDownFailAndNeverHang() throws { try super.testCommandsSentWhileTheServerIsDownFailAndNeverHang() }
+    override func testWatchdogFreesAHungConnectionAndReconnects() throws { try super.testWatchdogFreesAHungConnectionAndReconnects() }
+    override func testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() throws { try super.testBlockingCommandsGetTheirBlockTimeOnTopOfTheWatchdog() }
+    override func testACLUserAuthenticates() throws { try super.testACLUserAuthenticates() }
+    override func testAWrongPasswordGivesAClearErrorWithoutThePassword() throws { try super.testAWrongPasswordGivesAClearErrorWithoutThePassword() }
+    override func testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() throws { try super.testScriptRunsByDigestAndFallsBackToEvalWhenRedisForgotIt() }
+    override func testClosingFromACompletionCompletesEveryOtherCommandOnce() throws { try super.testClosingFromACompletionCompletesEveryOtherCommandOnce() }
+}
+
+/// The transports' classes above list every test of `RedisConnectionTests`.
+final class RedisConnectionTransportListTests: XCTestCase {
+    func testEveryTestRunsOnEveryTransport() throws {
+        XCTAssertEqual(try testsMissingFromVariants(of: "RedisConnectionTests",
+                                                    ["RedisConnectionOverUnixSocketTests", "RedisConnectionOverTLSTests",
+                                                     "RedisConnectionOverMutualTLSTests"],
+                                                    in: "Tests/RedisStreamsTests/RedisConnectionTests.swift"), [],
+                       "each transport's class runs every test of RedisConnectionTests")
     }
 }

@@ -13,6 +13,10 @@ final class RedisURLTests: XCTestCase {
         XCTAssertEqual(try RedisURL(parsing: "redis://:only-pw@h:1"),
                        RedisURL(endpoint: .tcp(host: "h", port: 1), user: nil, password: "only-pw"),
                        "a password alone authenticates the default user")
+        XCTAssertEqual(try RedisURL(parsing: "rediss://pushgw:pw@redis.example.com:6380/1"),
+                       RedisURL(endpoint: .tcp(host: "redis.example.com", port: 6380), user: "pushgw", password: "pw", db: 1,
+                                usesTLS: true), "rediss:// is TLS")
+        XCTAssertFalse(try RedisURL(parsing: "redis://h:1").usesTLS)
     }
 
     func testUnixForms() throws {
@@ -27,13 +31,14 @@ final class RedisURLTests: XCTestCase {
         XCTAssertEqual("\(url)", url.redacted)
         XCTAssertFalse(String(reflecting: url.description).contains("hunter2"))
         XCTAssertEqual(try RedisURL(parsing: "unix://:pw@/s.sock?db=1").redacted, "unix://:***@/s.sock?db=1")
+        XCTAssertEqual(try RedisURL(parsing: "rediss://u:hunter2-secret@h:1/0").redacted, "rediss://u:***@h:1/0")
     }
 
     func testBadURLsNameTheProblemWithoutThePassword() {
         let cases: [(String, String)] = [
             ("127.0.0.1:6379", "expected redis://"),
             ("http://h", "unknown scheme"),
-            ("rediss://h", "TLS"),
+            ("rediss://u:hunter2-secret@:6380", "missing host"),
             ("redis://u:hunter2-secret@h:99999", "port"),
             ("redis://u:hunter2-secret@h:1/x", "database"),
             ("redis://u:hunter2-secret@:1", "missing host"),

@@ -4,8 +4,10 @@ import Foundation
 /// benchmarks use the same script) in a fresh directory of the tests' scratch space: a CA, a
 /// server certificate for `localhost` and `127.0.0.1`, one from the same CA for another name
 /// only, a client certificate whose subject carries `UID=com.example.app` (as Apple's push
-/// certificates carry the bundle id), and two P-256 keys for provider tokens (one to configure,
-/// one to forge with). Every property is a file path. `remove()` deletes it all.
+/// certificates carry the bundle id), two P-256 keys for provider tokens (one to configure, one
+/// to forge with), and for Redis over TLS a server certificate, an expired one, one for another
+/// host name, a client certificate and a second CA that signed none of them. Every property is
+/// a file path. `remove()` deletes it all.
 public struct TestPKI: Sendable {
     public let directory: String
     public let caCert: String
@@ -29,6 +31,20 @@ public struct TestPKI: Sendable {
     public let clientP12: String
     public let clientP12PasswordFile: String
     public let clientP12Password = "test-password"
+    /// redis-server's certificate (localhost, 127.0.0.1) and key.
+    public let redisCert: String
+    public let redisKey: String
+    /// The same names, expired.
+    public let redisExpiredCert: String
+    public let redisExpiredKey: String
+    /// A certificate for other.example only.
+    public let redisOtherHostCert: String
+    public let redisOtherHostKey: String
+    /// A client certificate for redis-server's `tls-auth-clients yes`.
+    public let redisClientCert: String
+    public let redisClientKey: String
+    /// A CA that signed none of these: trusting it alone refuses every server here.
+    public let otherCACert: String
 
     /// Generates everything (a second or so of `openssl` runs).
     public static func make() throws -> TestPKI {
@@ -70,6 +86,15 @@ public struct TestPKI: Sendable {
         otherJWTKey = directory + "/AuthKey_OTHER.p8"
         clientP12 = directory + "/client.p12"
         clientP12PasswordFile = directory + "/client.p12.password"
+        redisCert = directory + "/redis.pem"
+        redisKey = directory + "/redis.key"
+        redisExpiredCert = directory + "/redis-expired.pem"
+        redisExpiredKey = directory + "/redis-expired.key"
+        redisOtherHostCert = directory + "/redis-otherhost.pem"
+        redisOtherHostKey = directory + "/redis-otherhost.key"
+        redisClientCert = directory + "/redis-client.pem"
+        redisClientKey = directory + "/redis-client.key"
+        otherCACert = directory + "/other-ca.pem"
     }
 
     private func generate() throws {

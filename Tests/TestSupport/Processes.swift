@@ -192,14 +192,38 @@ public func freeLoopbackPort() -> Int {
 
 /// True when something accepts TCP connections on 127.0.0.1:`port` right now.
 public func isListening(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    return withUnsafePointer(to: &addr) { p in
-        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    return accepts(AF_INET, &addr)
+}
+
+/// True when something accepts connections on the unix socket at `path` right now.
+public func isListening(unixSocket path: String) -> Bool {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        let bytes = Array(path.utf8.prefix(raw.count - 1))
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    return accepts(AF_UNIX, &addr)
+}
+
+/// One connection attempt to `address`.
+private func accepts<Address>(_ family: Int32, _ address: inout Address) -> Bool {
+    let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    return withUnsafePointer(to: &address) { p in
+        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<Address>.size)) == 0 }
+    }
+}
+
+/// Waits until something accepts connections on the unix socket at `path`; throws after `timeout` s.
+public func waitForUnixSocket(_ path: String, timeout: Double = 10) throws {
+    guard waitUntil("", timeoutMs: Int64(timeout * 1000), pollMs: 20, failing: false, { isListening(unixSocket: path) }) else {
+        throw TestSupportError("nothing listening on \(path) after \(timeout) s")
     }
 }
 

@@ -51,4 +51,9 @@ public final class SimTestServer {
         loop.run(forMs: 0)
         loop.close()
     }
+
+    /// One PKI per test process: generating it costs a second of `openssl` runs.
+    public static func sharedPKI() throws -> TestPKI {
+        try TestPKI.shared()
+    }
 }

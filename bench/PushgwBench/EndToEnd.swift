@@ -26,8 +26,10 @@ enum EndToEnd {
         let tokens = o.string("tokens").split(separator: ",").map(String.init)
         let endpoint = Endpoint(host: "127.0.0.1", port: o.int("port", 0))
         let appIDs = (0..<appCount).map { "app\($0)" }
+        // `--redis-ca FILE` with a rediss:// URL: Redis over TLS, verified against that CA.
+        let redisCA = o.string("redis-ca", "")
         let config = GatewayConfig(
-            redis: RedisConfig(url: o.string("redis")),
+            redis: RedisConfig(url: o.string("redis"), tls: RedisTLSOptions(caFile: redisCA.isEmpty ? nil : redisCA)),
             apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: o.string("ca"),
                              connections: o.int("connections", 2), requestTimeoutMs: 30_000, maxQueued: 20_000),
             credentials: ["k": .token(teamId: "TEAM123456", keyId: "KEY1234567", keyFile: o.string("key"))],
@@ -35,9 +37,9 @@ enum EndToEnd {
                 ($0, AppConfig(bundleId: "com.example.app", credential: "k", environment: .production, ringTimeoutSeconds: 600))
             }))
         let apps = AppRuntime.all(config)
-        let url: RedisURL
-        do { url = try RedisURL(parsing: config.redis.url) } catch { fatalError("\(error)") }
-        let store = CallStore(loop: loop, config: CallStore.Config(url: url), apps: apps.map(\.keys))
+        let redis: RedisConnection.Config
+        do { redis = try config.redis.connection() } catch { fatalError("\(error)") }
+        let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls), apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RoutingRunnerSettings(consumer: "bench")
         settings.blockMs = 50
@@ -48,7 +50,7 @@ enum EndToEnd {
         let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
         let metrics = GatewayMetrics()
         runner.observations = metrics
-        let producer = RedisConnection(loop: loop, config: RedisConnection.Config(url: url))
+        let producer = RedisConnection(loop: loop, config: redis)
         producer.start()
         store.start()
 
