@@ -96,8 +96,10 @@ public struct PushNotification: Sendable, Equatable {
             guard !utf8.isEmpty && utf8.count % 2 == 0 else { return (false, false) }
             var upperCase = false
             for c in utf8 {
-                guard isHexDigit(c) else { return (false, false) }
-                if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F") { upperCase = true }
+                // 0-9 or a-f, the common case, first; then A-F.
+                if isLowerCaseHexDigit(c) { continue }
+                guard isUpperCaseHexLetter(c) else { return (false, false) }
+                upperCase = true
             }
             return (true, upperCase)
         }
@@ -117,16 +119,24 @@ public struct PushNotification: Sendable, Equatable {
         for (i, c) in u.enumerated() {
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 if c != UInt8(ascii: "-") { return false }
-            } else if !(isHexDigit(c) && !(c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F"))) {
+            } else if !isLowerCaseHexDigit(c) {
                 return false
             }
         }
         return true
     }
 
-    private static func isHexDigit(_ c: UInt8) -> Bool {
-        // 0-9, or a-f / A-F (setting bit 5 lower-cases a letter).
-        c &- 48 < 10 || (c | 0x20) &- 97 < 6
+    /// 0-9 or a-f. `c &- x < n` is `x <= c < x + n` in one comparison: below `x` the
+    /// subtraction wraps around to 256 - something, far above `n`.
+    @inline(__always)
+    private static func isLowerCaseHexDigit(_ c: UInt8) -> Bool {
+        c &- UInt8(ascii: "0") < 10 || c &- UInt8(ascii: "a") < 6
+    }
+
+    /// A-F.
+    @inline(__always)
+    private static func isUpperCaseHexLetter(_ c: UInt8) -> Bool {
+        c &- UInt8(ascii: "A") < 6
     }
 }
 
