@@ -10,7 +10,8 @@
 #   routed by pushgw to the same nghttpd; events/s beside h2load's requests/s with the
 #   same connections (a ratio with no target: h2load does no Redis work), and the same for the binary (`pushgw run --role
 #   router` with its defaults, rate read from the results' entry ids); then a steady 2,000
-#   events/s for 5 s, XADD to recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms); peak RSS
+#   events/s for 5 s, XADD to recorded outcome p50/p99 (targets ≤ 2 ms, ≤ 10 ms), and the p99
+#   again while 4 threads fetch /metrics from the admin endpoint back to back; peak RSS
 #   (target ≤ 64 MB). The same throughput phase again with the router reaching Redis over
 #   TLS (rediss://, the same redis-server's TLS port), alternating with the plain runs. Then the
 #   CPU time per event of pushgw, redis-server and nghttpd (and per request of h2load and
@@ -88,7 +89,7 @@ pids+=($!)
 wait_port "$rport"
 echo
 echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
-e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
+e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); flood99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
 # EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
 prefill() {
   python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
@@ -109,7 +110,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill
   out=$("$bin/pushgw-bench" e2e --redis "redis://127.0.0.1:$rport/0" --port "$port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" \
-        --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2 \
+        --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 2000 --seconds 5 --connections 2 --scrapers 4 \
         --peer-pids "redis=$redis_pid,nghttpd=$nghttpd_pid")
   e2e_rps+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
   # The same throughput phase over TLS to Redis (its latency phase kept short: not reported).
@@ -120,6 +121,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   e2e_tls+=("$(echo "$out_tls" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
   p50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')")
   p99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')")
+  flood99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["flood_p99_ms"])')")
   rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
   for k in pushgw redis nghttpd; do
     v=$(echo "$out" | python3 -c "import json,sys; print(json.load(sys.stdin)['cpu_us_per_event']['$k'])")
@@ -189,6 +191,7 @@ printf '%-34s %12s\n' "h2load requests/s (2 x 100)" "$hm"
 printf '%-34s %12s   (no target: h2load does no Redis work; see CPU per event below)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:.2f}')")"
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s ms (target <= 10)\n' "p99 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p99[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+printf '%-34s %12s ms (4 threads fetching /metrics back to back)\n' "  the same under a /metrics flood" "$(printf '%s\n' "${flood99[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 printf '%-34s %12s MB (target <= 64)\n' "pushgw peak RSS" "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)"
 # Where the CPU goes: on a machine where the three processes share the cores, events/s can
 # not exceed cores / (CPU per event summed over them), so the ratio cannot exceed the ratio

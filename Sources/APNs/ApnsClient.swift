@@ -21,7 +21,9 @@ public struct ApnsClientConfiguration {
     public var connections: Int = 2
     /// Upper bound on streams per connection, whatever the server allows.
     public var maxStreamsPerConnection: Int = 1000
-    /// Time from `send` to an answer after which the push fails with `.timeout`.
+    /// A push's two budgets: the time from `send` within which it must be written (else it
+    /// fails with `.timeout` without being sent), and the time from its write within which
+    /// APNs must answer (else `.timeout`, and it may or may not have been delivered).
     public var requestTimeoutMs: Int64 = 10_000
     /// Pushes waiting for a stream, at most; beyond, `send` fails with `.queueFull` at once.
     public var maxQueued: Int = 10_000
@@ -34,6 +36,10 @@ public struct ApnsClientConfiguration {
     /// Reconnect backoff after failed connects: base and cap of the doubling delay.
     public var reconnectBaseMs: Int64 = 100
     public var reconnectCapMs: Int64 = 30_000
+    /// The backoff's cap while pushes wait for a connection: a ringing call cannot wait 30 s
+    /// for APNs to be tried again, so the first push goes out within about this long of APNs'
+    /// return.
+    public var reconnectCapWhileWaitingMs: Int64 = 1_000
 
     public init(host: String, port: Int = APNsEnvironment.defaultPort, caFile: String? = nil,
                 authentication: ApnsAuthentication) {
@@ -42,6 +48,28 @@ public struct ApnsClientConfiguration {
         self.caFile = caFile
         self.authentication = authentication
     }
+
+    /// The delay before the next connect after `failures` failed ones in a row (≥ 1): the
+    /// reconnect backoff (base `reconnectBaseMs`, doubling, cap `reconnectCapMs`), capped at
+    /// `reconnectCapWhileWaitingMs` while pushes wait. `unit` is a random number in [0, 1).
+    ///
+    /// | failures | 1 | 2 | 3 | 4 | 5 | 6 | … | 10+ |
+    /// |---|---|---|---|---|---|---|---|---|
+    /// | delay, ms (idle) | 50–100 | 100–200 | 200–400 | 400–800 | 800–1,600 | 1,600–3,200 | … | 15,000–30,000 |
+    /// | delay, ms (pushes waiting) | 50–100 | 100–200 | 200–400 | 400–800 | 500–1,000 | 500–1,000 | … | 500–1,000 |
+    public func reconnectDelayMs(failures: Int, unit: Double, pushesWaiting: Bool) -> Int64 {
+        let cap = pushesWaiting ? min(reconnectCapMs, reconnectCapWhileWaitingMs) : reconnectCapMs
+        return ReconnectBackoff(baseMs: min(reconnectBaseMs, cap), capMs: cap).delayMs(attempt: max(0, failures - 1), unit: unit)
+    }
+}
+
+/// Whether a pool reaches APNs, as its connects go: told to `ApnsClient.onReachability`.
+public enum ApnsReachability: Equatable, Sendable {
+    /// A connect failed while no connection of the pool was up: `failures` in a row, the pool
+    /// unreachable for `unreachableForMs` so far (0 at the first).
+    case connectFailed(reason: String, failures: Int, unreachableForMs: Int64)
+    /// A connection is up again after `afterMs` unreachable and `failures` failed connects.
+    case reachableAgain(afterMs: Int64, failures: Int)
 }
 
 /// Counters of one client, for metrics and tests.
@@ -59,6 +87,8 @@ public struct ApnsClientStats: Equatable, Sendable {
     public var goaways = 0
     public var deadConnections = 0
     public var queueFullRejections = 0
+    /// Pushes whose time to be written ran out in the queue: failed unsent (also in `timeouts`).
+    public var expiredUnsent = 0
     /// Most pushes ever in flight at once, across connections.
     public var peakInFlight = 0
     /// Highest MAX_CONCURRENT_STREAMS any connection announced.
@@ -82,6 +112,15 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private var queue = PushQueue()
     private var consecutiveConnectFailures = 0
     private var lastConnectError: String?
+    /// Monotonic ms of the first failed connect since a connection was last up; nil while
+    /// APNs is reachable (or not tried yet).
+    public private(set) var unreachableSinceMs: Int64?
+    /// The last connect failure's reason while unreachable.
+    public var unreachableReason: String? { unreachableSinceMs == nil ? nil : lastConnectError }
+    /// Monotonic ms at which the pending reconnect fires.
+    private var reconnectDueMs: Int64 = 0
+    /// Told about connect failures and the return of APNs (for the log).
+    public var onReachability: ((ApnsReachability) -> Void)?
     private var reconnectTimer: LoopTimer!
     private var sweepTimer: LoopTimer!
     private var closed = false
@@ -129,8 +168,10 @@ public final class ApnsClient: ApnsConnectionDelegate {
     }
 
     /// Sends `notification`; `completion` runs once on the loop with APNs' answer or the
-    /// reason there was none.
-    public func send(_ notification: PushNotification,
+    /// reason there was none. `writeByUnixMs` (unix ms) ends its time to be written earlier
+    /// than the request timeout: the deadline of a VoIP push's call, after which it must never
+    /// be sent.
+    public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil,
                      completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
         loop.assertInLoop()
         guard !closed else { return completion(.failure(.clientClosed)) }
@@ -138,12 +179,26 @@ public final class ApnsClient: ApnsConnectionDelegate {
             stats.queueFullRejections += 1
             return completion(.failure(.queueFull))
         }
-        let push = PendingPush(notification, deadlineMs: Clock.monotonicMs() + configuration.requestTimeoutMs,
-                               completion: completion)
+        let now = Clock.monotonicMs()
+        var writeBy = now + configuration.requestTimeoutMs
+        if let writeByUnixMs { writeBy = min(writeBy, now + (writeByUnixMs - Clock.unixMs())) }
+        let push = PendingPush(notification, writeByMs: writeBy, completion: completion)
+        let wasWaiting = !queue.isEmpty
         queue.append(push)
         if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
+        if !wasWaiting { pushesStartedWaiting(now: now) }
         ensureConnections()
         if !deferringDispatch { dispatch() }
+    }
+
+    /// A push waits while the pool backs off from failed connects: bring the next connect
+    /// forward to the cap for waiting pushes.
+    private func pushesStartedWaiting(now: Int64) {
+        guard reconnectTimer.isScheduled, reconnectDueMs - now > configuration.reconnectCapWhileWaitingMs else { return }
+        let delay = configuration.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
+                                                   pushesWaiting: true)
+        reconnectDueMs = now + delay
+        reconnectTimer.schedule(afterMs: delay)
     }
 
     /// Opens the pool's connections now instead of on the first send.
@@ -175,6 +230,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         guard !queue.isEmpty, !dispatching, !closed else { return }
         dispatching = true
         defer { dispatching = false }
+        let now = Clock.monotonicMs()
         var sentAny = false
         while !queue.isEmpty {
             var submitted = 0
@@ -187,6 +243,11 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 guard quota > 0 else { continue }
                 while quota > 0, let push = queue.popFirst() {
                     if push.isCompleted { continue }
+                    // Its budget is spent: fail it unsent, so a retry cannot make it arrive twice.
+                    if push.writeByMs <= now {
+                        expireUnsent(push)
+                        continue
+                    }
                     guard let token = bearerToken(for: push) else { continue }
                     let opened: Bool
                     do {
@@ -199,6 +260,8 @@ public final class ApnsClient: ApnsConnectionDelegate {
                         queue.prepend(push)
                         break
                     }
+                    // The answer's own time starts now, whatever the push waited in the queue.
+                    push.deadlineMs = now + configuration.requestTimeoutMs
                     stats.sent += 1
                     submitted += 1
                     quota -= 1
@@ -212,6 +275,14 @@ public final class ApnsClient: ApnsConnectionDelegate {
         for c in connections where c.hasUnflushedRequests { c.flush() }
         let inFlight = inFlightCount
         if inFlight > stats.peakInFlight { stats.peakInFlight = inFlight }
+    }
+
+    /// Fails a push whose time to be written ran out while it waited: a timeout, or the reason
+    /// connects fail when they do.
+    private func expireUnsent(_ push: PendingPush) {
+        stats.timeouts += 1
+        stats.expiredUnsent += 1
+        push.complete(.failure(lastConnectError.map { .connectionFailed($0) } ?? .timeout))
     }
 
     /// The JWT for a push's `authorization` ("" for certificate auth), or nil after failing
@@ -252,6 +323,10 @@ public final class ApnsClient: ApnsConnectionDelegate {
     func connectionHasCapacity(_ connection: ApnsConnection) {
         if connection.peakAnnouncedStreams > stats.peakAnnouncedStreams {
             stats.peakAnnouncedStreams = connection.peakAnnouncedStreams
+        }
+        if let since = unreachableSinceMs {
+            unreachableSinceMs = nil
+            onReachability?(.reachableAgain(afterMs: Clock.monotonicMs() - since, failures: consecutiveConnectFailures))
         }
         consecutiveConnectFailures = 0
         lastConnectError = nil
@@ -326,8 +401,15 @@ public final class ApnsClient: ApnsConnectionDelegate {
             stats.connectFailures += 1
             consecutiveConnectFailures += 1
             lastConnectError = reason
-            let backoff = ReconnectBackoff(baseMs: configuration.reconnectBaseMs, capMs: configuration.reconnectCapMs)
-            let delay = backoff.delayMs(attempt: consecutiveConnectFailures - 1, unit: Double.random(in: 0..<1))
+            let now = Clock.monotonicMs()
+            if activeConnections == 0 {
+                if unreachableSinceMs == nil { unreachableSinceMs = now }
+                onReachability?(.connectFailed(reason: reason ?? "connect failed", failures: consecutiveConnectFailures,
+                                               unreachableForMs: now - (unreachableSinceMs ?? now)))
+            }
+            let delay = configuration.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
+                                                       pushesWaiting: !queue.isEmpty)
+            reconnectDueMs = now + delay
             reconnectTimer.schedule(afterMs: delay)
         } else {
             ensureConnections()
@@ -346,10 +428,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         // but only when its head is due (cheap in the common case).
         if let head = queue.first, head.deadlineMs <= now || queue.hasResends {
             let expired = queue.removeAll { $0.isCompleted || $0.deadlineMs <= now }
-            for push in expired where !push.isCompleted {
-                stats.timeouts += 1
-                push.complete(.failure(lastConnectError.map { .connectionFailed($0) } ?? .timeout))
-            }
+            for push in expired where !push.isCompleted { expireUnsent(push) }
         }
         for c in connections where c.isConnecting && now - c.startedMs > configuration.connectTimeoutMs {
             c.abandonConnect(reason: "no TLS handshake and SETTINGS within \(configuration.connectTimeoutMs) ms")

@@ -6,8 +6,14 @@
 final class PendingPush {
     let notification: PushNotification
     private var completion: ((Result<PushNotificationResponse, ApnsClientError>) -> Void)?
-    /// Monotonic ms after which the caller gets `.timeout`.
-    let deadlineMs: Int64
+    /// Monotonic ms by which the push must be written: its time budget (the client's request
+    /// timeout from `send`, or sooner for a VoIP push of a call whose deadline comes first).
+    /// A push not written by then fails as a timeout without ever leaving the process, so a
+    /// retry of it cannot reach the phone twice.
+    let writeByMs: Int64
+    /// Monotonic ms after which the caller gets `.timeout`: `writeByMs` while queued; once
+    /// written, the write time plus the request timeout (the answer's own time).
+    var deadlineMs: Int64
     /// Resends after 403 ExpiredProviderToken; not attempts (DESIGN.md §3). Bounded so a
     /// server that always says so cannot loop us.
     var providerTokenResends = 0
@@ -28,10 +34,11 @@ final class PendingPush {
     /// Its index in the connection's `InFlightTable`, -1 when not in one.
     var slot = -1
 
-    init(_ notification: PushNotification, deadlineMs: Int64,
+    init(_ notification: PushNotification, writeByMs: Int64,
          completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
         self.notification = notification
-        self.deadlineMs = deadlineMs
+        self.writeByMs = writeByMs
+        self.deadlineMs = writeByMs
         self.completion = completion
     }
 
@@ -45,8 +52,10 @@ final class PendingPush {
         completion(result)
     }
 
-    /// Forgets a partial answer before the push is sent again.
+    /// Forgets a partial answer before the push is sent again (it is queued again, with what
+    /// is left of its budget to be written in).
     func resetForResend() {
+        deadlineMs = writeByMs
         status = 0
         apnsID = nil
         apnsUniqueID = nil

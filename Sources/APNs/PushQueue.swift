@@ -1,18 +1,24 @@
 /// The client's FIFO of pushes waiting for a stream. Resends go to the front so a push
-/// refused by one connection is not overtaken by newer ones.
+/// refused by one connection is not overtaken by newer ones. Deadlines are in FIFO order
+/// unless a resend or a push with an earlier budget (a VoIP push near its call's deadline)
+/// came in: `hasResends` then says so.
 ///
 /// An array with a moving head: O(1) append and pop; storage compacts when half is dead.
 struct PushQueue {
     private var items: [PendingPush] = []
     private var head = 0
-    /// True once a resend was put in front: deadlines are then no longer in order.
+    /// True once a resend was put in front or a push with an earlier deadline than the last
+    /// one was appended: deadlines are then no longer in order.
     private(set) var hasResends = false
 
     var count: Int { items.count - head }
     var isEmpty: Bool { head == items.count }
     var first: PendingPush? { isEmpty ? nil : items[head] }
 
-    mutating func append(_ push: PendingPush) { items.append(push) }
+    mutating func append(_ push: PendingPush) {
+        if let last = items.last, head < items.count, push.deadlineMs < last.deadlineMs { hasResends = true }
+        items.append(push)
+    }
 
     mutating func prepend(_ push: PendingPush) {
         hasResends = true

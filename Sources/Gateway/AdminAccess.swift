@@ -90,11 +90,29 @@ public enum AdminAccess: Equatable, Sendable {
 public struct Readiness: Equatable, Sendable {
     /// One reason not to be ready.
     public struct Problem: Equatable, Sendable {
-        /// `redis`, `app` or `draining`.
+        /// `redis`, `app`, `apns` or `draining`.
         public var check: String
         /// The app concerned (`app` problems only).
         public var app: String?
         public var detail: String
+        /// The APNs pool concerned (`apns` problems only).
+        public var credential: String? = nil
+        public var environment: String? = nil
+    }
+
+    /// An APNs pool that cannot connect: since how long (ms) and why.
+    public struct UnreachablePool: Equatable, Sendable {
+        public var credential: String
+        public var environment: String
+        public var forMs: Int64
+        public var reason: String?
+
+        public init(credential: String, environment: String, forMs: Int64, reason: String?) {
+            self.credential = credential
+            self.environment = environment
+            self.forMs = forMs
+            self.reason = reason
+        }
     }
 
     public var problems: [Problem]
@@ -107,8 +125,10 @@ public struct Readiness: Equatable, Sendable {
     ///   - nowMs, lastPingOkMs: monotonic milliseconds; `lastPingOkMs` nil = never.
     ///   - lastPingError: the last PING's failure, for the detail.
     ///   - unhealthyApps: app id → reason (`RoutingRunner.unhealthyApps`).
+    ///   - unreachablePools: APNs pools whose connects fail, one problem each.
     public static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
-                                unhealthyApps: [String: String], draining: Bool) -> Readiness {
+                                unhealthyApps: [String: String], draining: Bool,
+                                unreachablePools: [UnreachablePool] = []) -> Readiness {
         var problems: [Problem] = []
         if draining { problems.append(Problem(check: "draining", app: nil, detail: "the process is draining for shutdown")) }
         if let last = lastPingOkMs, nowMs - last <= maxPingAgeMs {
@@ -122,6 +142,12 @@ public struct Readiness: Equatable, Sendable {
         for app in unhealthyApps.keys.sorted() {
             problems.append(Problem(check: "app", app: app, detail: unhealthyApps[app]!))
         }
+        for pool in unreachablePools.sorted(by: { ($0.credential, $0.environment) < ($1.credential, $1.environment) }) {
+            var detail = "cannot connect to APNs for \(pool.forMs / 1000) s"
+            if let reason = pool.reason { detail += " (last error: \(reason))" }
+            problems.append(Problem(check: "apns", app: nil, detail: detail, credential: pool.credential,
+                                    environment: pool.environment))
+        }
         return Readiness(problems: problems)
     }
 
@@ -132,6 +158,8 @@ public struct Readiness: Equatable, Sendable {
             object["problems"] = problems.map { p -> [String: Any] in
                 var o: [String: Any] = ["check": p.check, "detail": p.detail]
                 if let app = p.app { o["app"] = app }
+                if let credential = p.credential { o["credential"] = credential }
+                if let environment = p.environment { o["environment"] = environment }
                 return o
             }
         }

@@ -3,32 +3,93 @@ import EventLoop
 import Glibc
 
 /// The admin endpoint's HTTP server: libevent's evhttp on the process's one loop
-/// (DESIGN.md §4, reference/c-libraries.md: `/metrics` answered in ≤ 6 ms under full load).
+/// (docs/architecture.md: `/metrics` answered within milliseconds under full load).
 ///
 /// It only carries bytes: each request becomes an `AdminRequest`, `handler` (normally
 /// `AdminRoutes.handle`) returns the `AdminResponse`, and the reply is sent at once. No
 /// headers are logged (one of them is the token).
+///
+/// Its connections are bounded, because an open endpoint must not take the descriptors
+/// APNs and Redis need (docs/operations.md, "Limits"): at most `Limits.maxConnections` at once
+/// (at the cap the listener stops accepting and further connections wait in the kernel's
+/// backlog, holding no descriptor of ours, until one closes); a request must arrive complete
+/// within `Limits.requestDeadlineMs` of its connection's start or of the previous answer,
+/// whether the client is idle or trickles bytes; a connection whose descriptor falls within
+/// `Limits.reservedDescriptors` of the process's limit is closed at once, and a failing
+/// `accept` (EMFILE, ENFILE) pauses the listener instead of spinning on it. evhttp 2.1 counts
+/// none of this itself: each connection is seen at its creation (`evhttp_set_bevcb`, the
+/// server makes the bufferevent) and at its end (`evhttp_connection_set_closecb`).
 ///
 /// Loop-owned. The owner keeps the server alive while it is bound (evhttp holds an unretained
 /// pointer to it) and calls `close()` before dropping it.
 public final class AdminServer {
     public typealias Handler = (AdminRequest) -> AdminResponse
 
+    /// The bounds on connections (docs/operations.md, "Limits").
+    public struct Limits: Sendable {
+        /// Connections open at once, at most.
+        public var maxConnections = 64
+        /// Time for a request to arrive whole (headers and body), from the connection's start
+        /// or the previous answer; an idle or trickling connection is closed at the end of it.
+        public var requestDeadlineMs: Int64 = 10_000
+        /// Descriptors left to APNs and Redis: a new connection whose descriptor number is
+        /// within this many of the process's limit is closed at once.
+        public var reservedDescriptors = 128
+        /// How long accepting pauses after a failed accept or a connection refused for the reserve.
+        public var pauseMs: Int64 = 1_000
+
+        public init() {}
+    }
+
+    /// Counters, for tests and the log.
+    public struct Stats: Equatable, Sendable {
+        public var accepted = 0
+        /// Connections closed because no whole request arrived in time.
+        public var closedAtDeadline = 0
+        /// Connections closed at once to keep the descriptor reserve.
+        public var refusedForReserve = 0
+        /// `accept` failures (the listener then pauses).
+        public var acceptFailures = 0
+        /// Times the listener stopped at the connection cap.
+        public var stopsAtCap = 0
+    }
+
     private let handler: Handler
+    private let loop: EventLoop
+    private let log: Log?
+    public let limits: Limits
     private var http: OpaquePointer?
+    private var listener: OpaquePointer?
+    private var admission: AdminAdmission
+    /// Connections created by evhttp whose end-of-life hook is not set yet (set on this same
+    /// loop turn, before any of their I/O).
+    private var starting = 0
+    /// Open connections by their evhttp connection.
+    private var open: [OpaquePointer: AdminConnection] = [:]
+    private var sweepTimer: LoopTimer!
+    private var resumeTimer: LoopTimer!
+    private var listening = true
+    public private(set) var stats = Stats()
     /// The port actually bound (useful with port 0); nil until `bind` succeeds.
     public private(set) var boundPort: Int?
 
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
     public static let maxHeadersBytes = 8 * 1024
     public static let maxBodyBytes = 64 * 1024
-    /// Idle connections and slow requests are dropped after this many seconds (by default).
+    /// Idle connections and slow requests or replies are dropped after this many seconds (by
+    /// default; evhttp's own timeout, beside the request deadline of `Limits`).
     public static let timeoutSeconds: Int32 = 10
 
     /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
-    /// which cannot wait the real 10 s for every idle-close check.
-    public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, handler: @escaping Handler) {
+    /// which cannot wait the real 10 s for every idle-close check. `log` receives the warnings
+    /// of refused connections (limited: they can repeat by the thousand).
+    public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
+                log: Log? = nil, handler: @escaping Handler) {
         self.handler = handler
+        self.loop = loop
+        self.log = log
+        self.limits = limits
+        self.admission = AdminAdmission(limits: limits, descriptorLimit: DescriptorLimit.current().soft)
         guard let http = evhttp_new(loop.base) else { fatalError("evhttp_new failed: out of memory") }
         self.http = http
         evhttp_set_max_headers_size(http, AdminServer.maxHeadersBytes)
@@ -39,7 +100,15 @@ public final class AdminServer {
             guard let request, let context else { return }
             Unmanaged<AdminServer>.fromOpaque(context).takeUnretainedValue().serve(request)
         }, context)
+        evhttp_set_bevcb(http, { base, context in
+            Unmanaged<AdminServer>.fromOpaque(context!).takeUnretainedValue().connectionStarting(base: base!)
+        }, context)
+        sweepTimer = LoopTimer(loop: loop) { [unowned self] in self.closeLateConnections() }
+        resumeTimer = LoopTimer(loop: loop) { [unowned self] in self.updateListener() }
     }
+
+    /// Connections open now.
+    public var openConnections: Int { starting + open.count }
 
     /// Listens on `endpoint` (a host name or address, port 0 for any free port) and returns
     /// the bound port.
@@ -53,14 +122,126 @@ public final class AdminServer {
         }
         let port = AdminServer.localPort(evhttp_bound_socket_get_fd(socket)) ?? endpoint.port
         boundPort = port
+        if let listener = evhttp_bound_socket_get_listener(socket) {
+            self.listener = listener
+            AdminServer.byHTTP[UnsafeMutableRawPointer(http)] = Unmanaged.passUnretained(self)
+            // evhttp made the listener with the evhttp as its callbacks' argument, so the error
+            // callback finds this server through it.
+            evconnlistener_set_error_cb(listener) { _, http in
+                guard let http, let server = AdminServer.byHTTP[http] else { return }
+                server.takeUnretainedValue().acceptFailed(errno)
+            }
+        }
         return port
     }
 
     /// Stops listening, closes open connections and frees evhttp. Idempotent.
     public func close() {
-        if let http { evhttp_free(http) }
+        sweepTimer.close()
+        resumeTimer.close()
+        if let http {
+            AdminServer.byHTTP[UnsafeMutableRawPointer(http)] = nil
+            evhttp_free(http)  // ends every connection: their close hooks run now
+        }
         http = nil
+        listener = nil
         boundPort = nil
+    }
+
+    /// The servers by their evhttp, for the listener's error callback (loop thread only).
+    nonisolated(unsafe) private static var byHTTP: [UnsafeMutableRawPointer: Unmanaged<AdminServer>] = [:]
+
+    // MARK: Connections
+
+    /// evhttp accepted a connection and asks for its bufferevent. The connection's evhttp
+    /// object exists only once this returns, so its close hook is set by `connectionStarted`,
+    /// made active now: it runs in this loop turn, before any read on the new descriptor.
+    /// The extra reference keeps the bufferevent's memory valid until then even if evhttp
+    /// freed the connection meanwhile.
+    private func connectionStarting(base: OpaquePointer) -> OpaquePointer? {
+        guard let bev = bufferevent_socket_new(base, -1, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else { return nil }
+        bufferevent_incref(bev)
+        starting += 1
+        stats.accepted += 1
+        let pending = Unmanaged.passRetained(StartingConnection(server: self, bev: bev)).toOpaque()
+        event_base_once(base, -1, Int16(EV_TIMEOUT), { _, _, arg in
+            let started = Unmanaged<StartingConnection>.fromOpaque(arg!).takeRetainedValue()
+            started.server?.connectionStarted(started.bev)
+            bufferevent_decref(started.bev)
+        }, pending, nil)
+        if admission.verdict(open: openConnections) == .stopAtCap {
+            stats.stopsAtCap += 1
+            updateListener()  // stops accepting within this accept loop
+        }
+        return bev
+    }
+
+    private func connectionStarted(_ bev: OpaquePointer) {
+        starting -= 1
+        var readCallback: bufferevent_data_cb?
+        var evcon: UnsafeMutableRawPointer?
+        bufferevent_getcb(bev, &readCallback, nil, nil, &evcon)
+        // evhttp freed it already (out of memory), or the server closed: nothing to track.
+        guard readCallback != nil, let evcon, http != nil else { return updateListener() }
+        // evhttp's bufferevent callbacks carry the connection as their argument.
+        let connection = OpaquePointer(evcon)
+        let tracked = AdminConnection(evcon: connection, deadlineMs: Clock.monotonicMs() + limits.requestDeadlineMs)
+        open[connection] = tracked
+        evhttp_connection_set_closecb(connection, { evcon, context in
+            guard let evcon, let context else { return }
+            Unmanaged<AdminServer>.fromOpaque(context).takeUnretainedValue().connectionClosed(evcon)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        if admission.isWithinReserve(descriptor: bufferevent_getfd(bev)) {
+            stats.refusedForReserve += 1
+            log?.warn("admin connection refused: file descriptors are short; accepting pauses",
+                      ["descriptor": Int(bufferevent_getfd(bev)), "limit": admission.descriptorLimit,
+                       "reserved": limits.reservedDescriptors], limited: true)
+            pause()
+            evhttp_connection_free(connection)
+            return
+        }
+        if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: 1_000) }
+    }
+
+    private func connectionClosed(_ evcon: OpaquePointer) {
+        open[evcon] = nil
+        updateListener()
+    }
+
+    /// Ends the connections whose request did not arrive in time (idle or trickling).
+    private func closeLateConnections() {
+        let now = Clock.monotonicMs()
+        let late = open.values.filter { $0.deadlineMs <= now }
+        for connection in late {
+            stats.closedAtDeadline += 1
+            evhttp_connection_free(connection.evcon)  // its close hook forgets it
+        }
+        if !open.isEmpty { sweepTimer.schedule(afterMs: 1_000) }
+    }
+
+    private func acceptFailed(_ error: Int32) {
+        stats.acceptFailures += 1
+        log?.warn("admin endpoint cannot accept a connection; accepting pauses",
+                  ["error": String(cString: strerror(error)), "pause_ms": limits.pauseMs], limited: true)
+        pause()
+    }
+
+    private var pausedUntilMs: Int64 = 0
+
+    /// Stops accepting for `Limits.pauseMs`.
+    private func pause() {
+        pausedUntilMs = Clock.monotonicMs() + limits.pauseMs
+        updateListener()
+        resumeTimer.schedule(afterMs: limits.pauseMs)
+    }
+
+    /// Enables or disables the listener as the cap and any pause say.
+    private func updateListener() {
+        guard let listener else { return }
+        let wanted = admission.verdict(open: openConnections) == .accept && Clock.monotonicMs() >= pausedUntilMs
+        guard wanted != listening else { return }
+        listening = wanted
+        if wanted { evconnlistener_enable(listener) } else { evconnlistener_disable(listener) }
     }
 
     // MARK: Requests
@@ -92,6 +273,10 @@ public final class AdminServer {
         }
         // evhttp sends no body for HEAD, but still Content-Length.
         evhttp_send_reply(request, Int32(response.status), response.reasonPhrase, buffer)
+        // A kept-alive connection has the same time again for its next request.
+        if let evcon = evhttp_request_get_connection(request) {
+            open[evcon]?.deadlineMs = Clock.monotonicMs() + limits.requestDeadlineMs
+        }
     }
 
     private static func methodName(_ command: evhttp_cmd_type) -> String {
@@ -138,3 +323,51 @@ public struct AdminServerError: Error, Equatable, CustomStringConvertible {
     public let problem: String
     public var description: String { "cannot listen on \(endpoint): \(problem)" }
 }
+
+/// One open connection of the admin endpoint.
+private final class AdminConnection {
+    let evcon: OpaquePointer
+    /// Monotonic ms by which its next request must have arrived whole.
+    var deadlineMs: Int64
+
+    init(evcon: OpaquePointer, deadlineMs: Int64) {
+        self.evcon = evcon
+        self.deadlineMs = deadlineMs
+    }
+}
+
+/// A connection between evhttp's creation of it and the setting of its close hook.
+private final class StartingConnection {
+    weak var server: AdminServer?
+    let bev: OpaquePointer
+
+    init(server: AdminServer, bev: OpaquePointer) {
+        self.server = server
+        self.bev = bev
+    }
+}
+
+/// Whether the admin endpoint takes more connections: the cap, and the descriptors kept for
+/// APNs and Redis. Pure.
+struct AdminAdmission: Equatable {
+    enum Verdict: Equatable {
+        case accept
+        /// The connection cap is reached: stop accepting until one closes.
+        case stopAtCap
+    }
+
+    let limits: AdminServer.Limits
+    /// The process's descriptor limit (the soft `RLIMIT_NOFILE`).
+    let descriptorLimit: Int
+
+    func verdict(open: Int) -> Verdict { open >= limits.maxConnections ? .stopAtCap : .accept }
+
+    /// True when a new connection's descriptor is within the reserve: the kernel gives the
+    /// lowest free number, so every descriptor below it is in use and fewer than the reserve
+    /// are left.
+    func isWithinReserve(descriptor: Int32) -> Bool {
+        Int(descriptor) >= descriptorLimit - limits.reservedDescriptors
+    }
+}
+
+extension AdminServer.Limits: Equatable {}

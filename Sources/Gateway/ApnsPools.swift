@@ -20,10 +20,14 @@ public final class ApnsPools {
     private var config: GatewayConfig
     private var clients: [Key: ApnsClient] = [:]
     private var authentications: [String: ApnsAuthentication] = [:]
+    private let log: Log?
 
-    public init(loop: EventLoop, config: GatewayConfig) {
+    /// `log` receives each pool's outages: its failed connects (limited: the first, then one
+    /// line every few seconds with the count of the others) and its return.
+    public init(loop: EventLoop, config: GatewayConfig, log: Log? = nil) {
         self.loop = loop
         self.config = config
+        self.log = log
     }
 
     /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
@@ -47,6 +51,19 @@ public final class ApnsPools {
         settings.requestTimeoutMs = Int64(config.apns.requestTimeoutMs)
         settings.maxQueued = config.apns.maxQueued
         let client = try ApnsClient(loop: loop, configuration: settings)
+        let log = self.log
+        client.onReachability = { event in
+            let pool: [String: Any] = ["credential": key.credential, "environment": key.environment.rawValue]
+            switch event {
+            case let .connectFailed(reason, failures, unreachableForMs):
+                log?.warn("APNs unreachable: connecting failed", pool.merging(["error": reason, "failed_connects": failures,
+                                                                               "unreachable_s": Double(unreachableForMs) / 1000]) { $1 },
+                          limited: true)
+            case let .reachableAgain(afterMs, failures):
+                log?.info("APNs reachable again", pool.merging(["after_s": Double(afterMs) / 1000,
+                                                                "failed_connects": failures]) { $1 })
+            }
+        }
         clients[key] = client
         return client
     }

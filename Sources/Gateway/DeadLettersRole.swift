@@ -36,7 +36,7 @@ public final class DeadLettersRole {
             log.warn("dead letters removed by retention", ["app": app, "by_age": trim.byAge, "by_count": trim.byCount])
         }
         retention.onError = { app, error in
-            log.warn("dead-letter retention failed; retried next interval", ["app": app, "error": "\(error)"])
+            log.warn("dead-letter retention failed; retried next interval", ["app": app, "error": "\(error)"], limited: true)
         }
     }
 

@@ -19,8 +19,13 @@ public final class GatewayAdmin {
         public var probe = RedisProbe.Settings()
         /// Retry period of a failed bind.
         public var rebindEveryMs: Int64 = 5_000
-        /// Idle connections and slow requests are closed after this many seconds.
+        /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
         public var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
+        /// The bounds on the endpoint's connections.
+        public var limits = AdminServer.Limits()
+        /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
+        /// the loop one rendering per interval, not one per request.
+        public var metricsMaxAgeMs: Int64 = 1_000
         public init() {}
     }
 
@@ -45,6 +50,7 @@ public final class GatewayAdmin {
     private var rebindTimer: LoopTimer?
     private var endpoint: Endpoint?
     private var bindFailures = 0
+    private var metricsText: RenderCache
 
     /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
     public func updateApps(_ newApps: [AppRuntime]) {
@@ -62,6 +68,7 @@ public final class GatewayAdmin {
         self.runner = runner
         self.log = log
         self.settings = settings
+        metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
     }
 
@@ -83,7 +90,8 @@ public final class GatewayAdmin {
                                  readiness: { [unowned self] in self.readiness() })
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
-        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds) { request in routes.handle(request) }
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
+                             log: log) { request in routes.handle(request) }
         if let runner {
             runner.observations = metrics
             let previous = runner.onRecorded
@@ -140,14 +148,25 @@ public final class GatewayAdmin {
 
     /// `/readyz`.
     public func readiness() -> Readiness {
-        Readiness.evaluate(nowMs: Clock.monotonicMs(), lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
-                           lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:], draining: draining)
+        let now = Clock.monotonicMs()
+        let unreachable = pools.all.compactMap { key, client -> Readiness.UnreachablePool? in
+            client.unreachableSinceMs.map {
+                Readiness.UnreachablePool(credential: key.credential, environment: key.environment.rawValue, forMs: now - $0,
+                                          reason: client.unreachableReason)
+            }
+        }
+        return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
+                                  lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
+                                  draining: draining, unreachablePools: unreachable)
     }
 
-    /// `/metrics`: the pulled figures copied in, then the registry rendered.
+    /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
+    /// `Settings.metricsMaxAgeMs`; scrapes in between get the same text.
     public func scrape() -> String {
-        metrics.update(snapshot())
-        return metrics.render()
+        metricsText.text(nowMs: Clock.monotonicMs()) {
+            metrics.update(snapshot())
+            return metrics.render()
+        }
     }
 
     /// The pulled figures of this moment.
@@ -161,10 +180,11 @@ public final class GatewayAdmin {
             s.unhealthyApps = runner.unhealthyApps
         }
         for (key, client) in pools.all {
-            s.pools.append(GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
-                                                stats: client.stats, inFlight: client.inFlightCount,
-                                                queued: client.queuedCount,
-                                                connectionsByState: client.connectionsByState))
+            var pool = GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
+                                            stats: client.stats, inFlight: client.inFlightCount, queued: client.queuedCount,
+                                            connectionsByState: client.connectionsByState)
+            pool.unreachableForMs = client.unreachableSinceMs.map { now - $0 }
+            s.pools.append(pool)
             // One source per key, shared by both environments' pools: the same figure twice.
             if case let .token(source) = client.configuration.authentication {
                 s.jwtRenewals[key.credential] = source.renewals
@@ -205,5 +225,24 @@ public final class GatewayAdmin {
     /// 127.0.0.0/8, ::1 and localhost.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// A text rendered at most once per `maxAgeMs` and served again in between. Pure: the caller
+/// passes the time.
+struct RenderCache {
+    let maxAgeMs: Int64
+    private var last: (text: String, atMs: Int64)?
+
+    init(maxAgeMs: Int64) {
+        precondition(maxAgeMs >= 0, "a cache age is not negative")
+        self.maxAgeMs = maxAgeMs
+    }
+
+    mutating func text(nowMs: Int64, render: () -> String) -> String {
+        if let last, nowMs - last.atMs < maxAgeMs { return last.text }
+        let text = render()
+        last = (text, nowMs)
+        return text
     }
 }

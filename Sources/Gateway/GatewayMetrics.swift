@@ -57,6 +57,8 @@ public final class GatewayMetrics: RouterObservations {
     let apnsInFlight: GaugeFamily
     let apnsQueued: GaugeFamily
     let apnsConnections: GaugeFamily
+    let apnsUp: GaugeFamily
+    let apnsUnreachableSeconds: GaugeFamily
     let jwtRenewals: CounterFamily
     // MARK: Redis (pulled)
     let redisUp: GaugeFamily
@@ -146,6 +148,12 @@ public final class GatewayMetrics: RouterObservations {
         apnsQueued = r.gauge("pushgw_apns_queued", help: "Pushes waiting for a free stream, by pool.", labels: pool)
         apnsConnections = r.gauge("pushgw_apns_connections", help: "Connections to APNs, by pool and state.",
                                   labels: pool + ["state"])
+        apnsUp = r.gauge("pushgw_apns_up",
+                         help: "0 while the pool cannot connect to APNs (its connects fail and none is up), else 1, by pool.",
+                         labels: pool)
+        apnsUnreachableSeconds = r.gauge("pushgw_apns_unreachable_seconds",
+                                         help: "How long the pool has been unable to connect to APNs, 0 when it can, by pool.",
+                                         labels: pool)
         jwtRenewals = r.counter("pushgw_apns_jwt_renewals_total",
                                 help: "Provider tokens (JWT) replaced by a new one, by credential.", labels: ["credential"])
 
@@ -239,7 +247,8 @@ public final class GatewayMetrics: RouterObservations {
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
-                                           apnsInFlight, apnsQueued, apnsConnections, jwtRenewals]
+                                           apnsInFlight, apnsQueued, apnsConnections, apnsUp, apnsUnreachableSeconds,
+                                           jwtRenewals]
         for family in poolFamilies { family.removeAll() }
         for pool in snapshot.pools {
             let l = [pool.credential, pool.environment]
@@ -258,6 +267,8 @@ public final class GatewayMetrics: RouterObservations {
             apnsInFlight.set(l, Double(pool.inFlight))
             apnsQueued.set(l, Double(pool.queued))
             for (state, count) in pool.connectionsByState { apnsConnections.set(l + [state], Double(count)) }
+            apnsUp.set(l, pool.unreachableForMs == nil ? 1 : 0)
+            apnsUnreachableSeconds.set(l, Double(pool.unreachableForMs ?? 0) / 1000)
         }
         for (credential, renewals) in snapshot.jwtRenewals { jwtRenewals.set([credential], total: Double(renewals)) }
 
@@ -302,6 +313,8 @@ public struct GatewaySnapshot {
         public var queued: Int
         /// Connection counts by state name (`active`, …).
         public var connectionsByState: [String: Int]
+        /// How long the pool has been unable to connect (ms); nil while it can.
+        public var unreachableForMs: Int64?
 
         public init(credential: String, environment: String, stats: ApnsClientStats, inFlight: Int, queued: Int,
                     connectionsByState: [String: Int]) {

@@ -100,7 +100,7 @@ public final class RetryMover {
             switch result {
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.log.warn("reading the retry due index failed", ["error": "\(error)"])
+                self.log.warn("reading the retry due index failed", ["error": "\(error)"], limited: true)
                 self.lookDone(earliest: nil, more: false, error: true)
             case let .success(apps):
                 self.moveDue(apps)
@@ -131,7 +131,7 @@ public final class RetryMover {
                     self.stats.maxLatenessMs = max(self.stats.maxLatenessMs, lateness.max() ?? 0)
                     if !report.dropped.isEmpty {
                         self.stats.dropped += report.dropped.count
-                        self.log.error("scheduled retries without data dropped", ["app": app.app, "ids": report.dropped])
+                        self.log.error("scheduled retries without data dropped", ["app": app.app, "ids": report.dropped], limited: true)
                     }
                     if report.more { more = true }
                     if let next = report.nextDueAtMs { earliest = min(earliest ?? next, next) }
@@ -139,7 +139,7 @@ public final class RetryMover {
                 case let .failure(failure):
                     self.stats.redisErrors += 1
                     error = true
-                    self.log.warn("moving due retries failed", ["app": app.app, "error": "\(failure)"])
+                    self.log.warn("moving due retries failed", ["app": app.app, "error": "\(failure)"], limited: true)
                 }
                 remaining -= 1
                 if remaining == 0 { self.lookDone(earliest: earliest, more: more, error: error) }

@@ -39,6 +39,13 @@ public struct RoutingRunnerSettings: Sendable {
     public var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
     public var scheduleAgainAfterMs: Int64 = 250
+    /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
+    /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
+    /// record). It is released as soon as the call leaves the process; the TTL only frees the
+    /// claim of a process that died.
+    public var inFlightClaimMs: Int64 = 60_000
+    /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
+    public var copyRecheckEveryMs: Int64 = 250
 
     public init(consumer: String) { self.consumer = consumer }
 }
@@ -96,15 +103,22 @@ public final class RoutingRunner {
         /// The next live entry of the same app and call id (`liveByCall` lists them: usually
         /// one, two while a cancel or a producer's duplicate is in flight with its call).
         var nextOfCall: LiveCall?
+        /// A `call_cancelled` entry (it never pushes, so copies never wait for it).
+        let isCancel: Bool
+        /// Copies of this call that wait for it to leave the process (`CallCopies`).
+        var copiesWaiting: [Admitted] = []
+        /// The outcome recorded for it, once recorded: its waiting copies are duplicates of it.
+        var recordedOutcome: CallOutcome?
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
-             callID: String) {
+             callID: String, isCancel: Bool = false) {
             self.app = app
             self.entryID = entryID
             self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
             self.router = router
             self.callID = callID
+            self.isCancel = isCancel
         }
     }
 
@@ -148,6 +162,16 @@ public final class RoutingRunner {
     private var inFlightPerApp: [String: Int] = [:]
     private var reading = false
     private var stopping = false
+    /// True once this process holds its consumer name's lease (`register`): reading waits for it.
+    private var registered = false
+    /// Tells this process's lease apart from another process's under the same name.
+    private let instance = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    /// Sweeps of this process's own pending entries still to run (`claimOwnEntries`): after a
+    /// reconnect of the reading connection and after a failed lookup or record.
+    private var ownSweepsDue = 0
+    /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
+    private var copiesElsewhere: [Admitted] = []
+    private var recheckTimer: LoopTimer!
     private var readRetryTimer: LoopTimer!
     private var heartbeatTimer: LoopTimer!
     private var claimTimer: LoopTimer!
@@ -156,6 +180,9 @@ public final class RoutingRunner {
     public private(set) var stats = Stats()
     /// Called after each outcome is recorded (for tests and metrics).
     public var onRecorded: ((String, OutcomeRecord) -> Void)?
+    /// Called when the consumer name is in use by another live process (`start` then gives up:
+    /// the owner should stop with a clear message); the argument says what was found.
+    public var onConsumerNameTaken: ((String) -> Void)?
     /// Told about events as they happen, for metrics (`GatewayMetrics`; issue 5). Held weakly.
     public weak var observations: RouterObservations?
     /// Called after a retry due at the given unix ms was put in the schedule (the process's
@@ -182,7 +209,10 @@ public final class RoutingRunner {
         heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
         claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
         scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
+        recheckTimer = LoopTimer(loop: loop) { [unowned self] in self.recheckCopiesElsewhere() }
+        registerTimer = LoopTimer(loop: loop) { [unowned self] in self.registerAgain?(self) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
+        store.onReadConnectionReconnected = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
     }
 
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
@@ -199,12 +229,56 @@ public final class RoutingRunner {
     /// Calls being routed by this process.
     public var inFlight: Int { live.count }
 
-    /// Starts reading, heart-beating and taking over entries of dead consumers.
+    /// Registers the consumer name, then starts reading, heart-beating and taking over
+    /// entries of dead consumers.
     public func start() {
-        beat()
-        claimTimer.schedule(afterMs: settings.claimEveryMs)
-        readNext()
+        register(firstSeen: nil)
     }
+
+    /// Takes the consumer name's lease (`CallStore.register`). A live lease of another process
+    /// under the name is either this gateway's previous run, killed less than a lease ago, or a
+    /// second gateway started with the same `--consumer`: the first stops renewing and lapses
+    /// within `heartbeatTTLMs`, the second renews it. So the registration waits, looking again
+    /// every heartbeat, until the lease lapses (then it is taken) or is renewed (then the name is
+    /// in use: `onConsumerNameTaken`, and nothing is read). A Redis error retries after a beat.
+    private func register(firstSeen: Int64?) {
+        guard !stopping else { return }
+        store.register(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+            let again = { (seen: Int64?) in
+                self.registerAgain = { $0.register(firstSeen: seen) }
+                self.registerTimer.schedule(afterMs: self.settings.heartbeatEveryMs)
+            }
+            switch result {
+            case .success(.registered):
+                self.registered = true
+                // Entries a previous run under this name left pending are this process's now.
+                self.ownSweepsDue = max(self.ownSweepsDue, 1)
+                self.beat()
+                self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+                self.readNext()
+            case let .success(.taken(holder, leaseUntil)):
+                if let firstSeen, leaseUntil > firstSeen {
+                    let problem = "consumer name \"\(self.settings.consumer)\" is in use by another live gateway "
+                        + "(instance \(holder ?? "unknown") renewed its lease while this one waited)"
+                    self.log.error("consumer name in use; not starting", ["consumer": self.settings.consumer,
+                                                                         "instance": holder ?? "unknown"])
+                    self.onConsumerNameTaken?(problem)
+                    return
+                }
+                if firstSeen == nil {
+                    self.log.info("consumer name leased by an earlier process; waiting for its lease to lapse or be renewed",
+                                  ["consumer": self.settings.consumer, "lease_ms": self.settings.heartbeatTTLMs])
+                }
+                again(firstSeen ?? leaseUntil)
+            case let .failure(error):
+                self.log.warn("registering the consumer failed; trying again", ["error": "\(error)"], limited: true)
+                again(firstSeen)
+            }
+        }
+    }
+
+    private var registerTimer: LoopTimer!
+    private var registerAgain: ((RoutingRunner) -> Void)?
 
     /// Stops reading new entries; calls in flight carry on to their outcome. `done` runs once
     /// none is left or after `timeoutMs` (what is left stays pending in Redis for another
@@ -223,7 +297,9 @@ public final class RoutingRunner {
         if live.isEmpty || Clock.monotonicMs() >= deadline {
             heartbeatTimer.cancel()
             scheduleAgainTimer.cancel()
-            store.retire(consumer: settings.consumer) { _ in done() }
+            recheckTimer.cancel()
+            registerTimer.cancel()
+            store.retire(consumer: settings.consumer, instance: instance) { _ in done() }
             return
         }
         if drainTimer == nil {
@@ -237,7 +313,7 @@ public final class RoutingRunner {
     // MARK: Reading
 
     private func readNext() {
-        guard !reading, !stopping else { return }
+        guard !reading, !stopping, registered else { return }
         let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
         guard !ready.isEmpty else { return }  // a finishing call resumes reading
         reading = true
@@ -257,7 +333,7 @@ public final class RoutingRunner {
             case let .failure(error):
                 guard !self.stopping else { return }
                 self.stats.redisErrors += 1
-                self.log.warn("reading call events failed", ["error": "\(error)"])
+                self.log.warn("reading call events failed", ["error": "\(error)"], limited: true)
                 self.readRetryTimer.schedule(afterMs: 200)
             }
         }
@@ -282,8 +358,10 @@ public final class RoutingRunner {
         }
 
         var query: LookupQuery {
-            snapshot == nil ? LookupQuery(eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken)
-                            : LookupQuery(eventId: event.id, voipToken: nil, alertToken: nil)
+            let claim = event.kind == .incomingCall
+            return snapshot == nil
+                ? LookupQuery(eventId: event.id, voipToken: event.voipToken, alertToken: event.alertToken, claim: claim)
+                : LookupQuery(eventId: event.id, voipToken: nil, alertToken: nil, claim: claim)
         }
     }
 
@@ -296,17 +374,26 @@ public final class RoutingRunner {
         for (i, entry) in entries.enumerated() {
             if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
         }
+        lookUp(admitted, app: app)
+    }
+
+    /// Looks admitted calls up (one step per app: the outcome, the cancellation, the tokens, and
+    /// for `incoming_call`s the in-flight claim), then starts each.
+    private func lookUp(_ admitted: [Admitted], app: AppRuntime) {
         guard !admitted.isEmpty else { return }
         let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
-        store.lookup(app.keys, admitted.map(\.query)) { [unowned self] result in
+        store.lookup(app.keys, admitted.map(\.query), claimAs: settings.consumer,
+                     claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
             switch result {
             case let .success(found):
                 for (i, (a, f)) in zip(admitted, found).enumerated() { self.start(a, found: f, cancelledInRead: cancelledHere[i]) }
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call: leave the entries
-                // pending; they are read again when this process or another claims them.
+                // pending; this process claims them back once Redis answers (`claimOwnEntries`).
                 self.stats.redisErrors += 1
-                self.log.warn("lookup failed; entries left pending", ["app": app.id, "count": admitted.count, "error": "\(error)"])
+                self.ownSweepsDue = max(self.ownSweepsDue, 1)
+                self.log.warn("lookup failed; entries left pending", ["app": app.id, "count": admitted.count, "error": "\(error)"],
+                              limited: true)
                 for a in admitted { self.forget(a.call) }
             }
         }
@@ -338,12 +425,14 @@ public final class RoutingRunner {
             event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy)
         } catch {
             stats.invalidEvents += 1
-            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                     limited: true)
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
+                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            isCancel: event.kind == .callCancelled)
         register(call)
         return Admitted(call: call, event: event, snapshot: nil)
     }
@@ -364,7 +453,8 @@ public final class RoutingRunner {
         } catch {
             // Only a bug or a hand-edited schedule gets here: a human must look.
             stats.invalidEvents += 1
-            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description])
+            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                      limited: true)
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
             let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
             let invalid = InvalidEvent(field: "retry", problem: error.description, callID: identity.id, kind: identity.kind)
@@ -380,13 +470,28 @@ public final class RoutingRunner {
         return Admitted(call: call, event: event, snapshot: snapshot)
     }
 
-    /// The lookup answered: the call's router starts (or resumes) and its first action runs.
-    /// `cancelledInRead`: its cancel came in the same read (`CallRouter.cancelledInRead`).
-    private func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool) {
+    /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
+    /// call's router starts (or resumes) and its first action runs. `cancelledInRead`: its
+    /// cancel came in the same read (`CallRouter.cancelledInRead`).
+    private func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool = false) {
         let call = a.call
-        call.started = true
+        guard live[key(call.app, call.entryID)] === call else { return }  // forgotten meanwhile (drain cut, take-over)
         let done = found.outcome.flatMap(CallOutcome.init(rawValue:))
         let cancelled = found.cancelled || call.cancelRequested || cancelledInRead
+        switch CallCopies.decide(kind: a.event.kind, alreadyDone: done != nil, cancelled: cancelled,
+                                 claimHolder: found.claimHolder, consumer: settings.consumer,
+                                 copyRoutingHere: copyRouting(besides: call) != nil) {
+        case .route:
+            break
+        case .waitForCopyHere:
+            copyRouting(besides: call)!.copiesWaiting.append(a)
+            return
+        case .waitForCopyElsewhere:
+            copiesElsewhere.append(a)
+            if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
+            return
+        }
+        call.started = true
         let action: CallAction
         if let snapshot = a.snapshot {
             action = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
@@ -395,6 +500,26 @@ public final class RoutingRunner {
                                        alreadyDone: done, cancelled: cancelled)
         }
         perform(action, for: call)
+    }
+
+    /// Another entry of `call`'s call that has started routing here (the one its copies wait for).
+    private func copyRouting(besides call: LiveCall) -> LiveCall? {
+        var next = liveByCall[callKey(call.app, call.callID)]
+        while let other = next {
+            if other !== call, other.started, !other.isCancel { return other }
+            next = other.nextOfCall
+        }
+        return nil
+    }
+
+    /// Looks the copies waiting for another process's copy up again: each then routes, waits
+    /// on, or is acknowledged as a duplicate.
+    private func recheckCopiesElsewhere() {
+        let waiting = copiesElsewhere
+        copiesElsewhere = []
+        var byApp: [String: [Admitted]] = [:]
+        for a in waiting where live[key(a.call.app, a.call.entryID)] === a.call { byApp[a.call.app.id, default: []].append(a) }
+        for (_, copies) in byApp { lookUp(copies, app: copies[0].call.app) }
     }
 
     private func register(_ call: LiveCall) {
@@ -428,12 +553,14 @@ public final class RoutingRunner {
         case let .deadLetter(deadLetter):
             if deadLetter.appUnhealthy {
                 unhealthyApps[call.app.id] = deadLetter.reason.text
-                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text])
+                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text], limited: true)
             }
             writeDeadLetter(deadLetter, for: call)
         case let .cancelCall(record):
             cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
         case let .acknowledgeDuplicate(record):
+            // An already finished call, a second cancel, a copy of a call another entry
+            // finished: its `duplicate` result is written and its entry acknowledged.
             recordOutcome(record, for: call, keying: .duplicate)
         }
     }
@@ -447,7 +574,7 @@ public final class RoutingRunner {
             return perform(action, for: call)
         }
         let sentUs = Clock.monotonicUs()
-        client.send(plan.notification) { [unowned self] result in
+        client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             let action: CallAction
@@ -493,12 +620,12 @@ public final class RoutingRunner {
                 // Tolerated: this process stalled past its lease and another took the entry
                 // over (or finished it); that one carries on.
                 self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
-                              ["app": call.app.id, "event": call.callID, "entry": call.entryID])
+                              ["app": call.app.id, "event": call.callID, "entry": call.entryID], limited: true)
                 self.forget(call)
             case let .failure(error):
                 self.stats.redisErrors += 1
                 self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
-                                                                         "error": "\(error)"])
+                                                                         "error": "\(error)"], limited: true)
                 self.scheduleAgain.append(call)
                 if !self.scheduleAgainTimer.isScheduled { self.scheduleAgainTimer.schedule(afterMs: self.settings.scheduleAgainAfterMs) }
             }
@@ -531,7 +658,8 @@ public final class RoutingRunner {
         store.retries.pending(app.keys, callID: callID) { [unowned self] result in
             guard case let .success(found) = result else {
                 self.stats.redisErrors += 1
-                return self.forget(cancelEntry)  // left pending; routed again when claimed
+                self.ownSweepsDue = max(self.ownSweepsDue, 1)
+                return self.forget(cancelEntry)  // left pending; claimed back once Redis answers
             }
             var removing: [(retryID: String, resultJSON: String)] = []
             var records: [String: OutcomeRecord] = [:]
@@ -551,8 +679,9 @@ public final class RoutingRunner {
                 switch result {
                 case let .failure(error):
                     self.stats.redisErrors += 1
+                    self.ownSweepsDue = max(self.ownSweepsDue, 1)
                     self.log.error("recording a cancellation failed; entry left pending",
-                                   ["app": app.id, "event": callID, "error": "\(error)"])
+                                   ["app": app.id, "event": callID, "error": "\(error)"], limited: true)
                     self.forget(cancelEntry)
                 case let .success(report):
                     self.stats.retriesCancelled += report.removed.count
@@ -634,10 +763,12 @@ public final class RoutingRunner {
                             self.recorded(report.recorded[i] ? p.record : p.record.duplicate(of: first ?? p.record.outcome), call: p.call)
                         }
                     case let .failure(error):
-                        // Never drop an outcome: leave the entries pending; claimed and routed again.
+                        // Never drop an outcome: leave the entries pending; claimed back and
+                        // routed again once Redis answers.
                         self.stats.redisErrors += 1
+                        self.ownSweepsDue = max(self.ownSweepsDue, 1)
                         self.log.error("recording outcomes failed; entries left pending",
-                                       ["app": id, "count": chunk.count, "error": "\(error)"])
+                                       ["app": id, "count": chunk.count, "error": "\(error)"], limited: true)
                         for p in chunk { self.forget(p.call) }
                     }
                 }
@@ -663,7 +794,9 @@ public final class RoutingRunner {
                 self.recorded(report.recorded ? record : record.duplicate(of: first ?? record.outcome), call: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"])
+                self.ownSweepsDue = max(self.ownSweepsDue, 1)
+                self.log.error("dead-lettering failed; entry left pending", ["app": call.app.id, "error": "\(error)"],
+                               limited: true)
                 self.forget(call)
             }
         }
@@ -679,10 +812,13 @@ public final class RoutingRunner {
 
     private func recorded(_ record: OutcomeRecord, call: LiveCall) {
         if record.outcome == .duplicate {
+            // Its waiting copies are duplicates of the same first outcome.
+            call.recordedOutcome = record.firstOutcome
             stats.duplicates += 1
             log.debug("duplicate event answered", ["app": call.app.id, "event": call.callID, "entry": call.entryID,
                                                    "first_outcome": record.firstOutcome?.rawValue ?? ""])
         } else {
+            call.recordedOutcome = record.outcome
             stats.finished[record.outcome.rawValue, default: 0] += 1
             log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
                                        "entry": call.entryID])
@@ -717,14 +853,69 @@ public final class RoutingRunner {
         }
         call.nextOfCall = nil
         inFlightPerApp[call.app.id, default: 1] -= 1
+        // Its waiting copies: duplicates of a recorded outcome; otherwise (the call went to the
+        // retry schedule, or a step failed) each looks the call up again.
+        let copies = call.copiesWaiting
+        call.copiesWaiting = []
+        if let outcome = call.recordedOutcome {
+            for copy in copies { start(copy, found: EventLookup(outcome: outcome.rawValue, cancelled: false)) }
+        } else if !copies.isEmpty {
+            lookUp(copies, app: copies[0].call.app)
+        }
         readNext()
     }
 
     // MARK: Liveness and take-over
 
+    private var sweepingOwn = false
+
+    /// Claims back this process's own pending entries that it is not routing, in every app (one
+    /// script per app, `CallStore.claimOwn`), and routes them. Due after the reading connection
+    /// reconnected — a read served by Redis on the connection the watchdog had dropped left its
+    /// entries pending here with their reply lost — twice, since Redis may serve that read
+    /// only after the new connection is up; and after a failed lookup or record. So every
+    /// event finishes within seconds of Redis coming back, not at the 2-minute own-entries
+    /// rule of the full sweep. A sweep that fails stays due.
+    private func claimOwnEntries() {
+        guard !sweepingOwn else { return }
+        sweepingOwn = true
+        var routing: [AppKeys: [String]] = [:]
+        for call in live.values { routing[call.app.keys, default: []].append(call.entryID) }
+        let swept = apps
+        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: 1_000, routing: routing) { [unowned self] result in
+            self.sweepingOwn = false
+            guard case let .success(byApp) = result else {
+                self.stats.redisErrors += 1
+                return
+            }
+            self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
+            for app in swept {
+                guard let found = byApp[app.keys] else { continue }
+                let taken = found.entries.filter { self.live[self.key(app, $0.entry.id)] == nil }
+                if !taken.isEmpty {
+                    self.log.info("claimed back own pending entries", ["app": app.id, "count": taken.count])
+                    self.observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
+                }
+                self.stats.lostEntries += found.lostIDs.count
+                self.stats.claimed += taken.count
+                self.route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
+            }
+        }
+    }
+
     private func beat() {
-        store.heartbeat(consumer: settings.consumer, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
-            if case .failure = result { self.stats.redisErrors += 1 }
+        store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+            switch result {
+            case .success(nil):
+                break
+            case let .success(other?):
+                // Another process beats under this name (started before names were checked, or
+                // both waited out a lapsed lease at once): their take-overs will misfire.
+                self.log.error("another live gateway uses this consumer name; give each process its own --consumer",
+                               ["consumer": self.settings.consumer, "instance": other], limited: true)
+            case .failure:
+                self.stats.redisErrors += 1
+            }
         }
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
@@ -740,6 +931,7 @@ public final class RoutingRunner {
     /// theirs is left); whatever the page limits hid is found by the next full sweep.
     private func claim() {
         guard !stopping else { return }
+        if ownSweepsDue > 0 { claimOwnEntries() }
         store.consumerRegistry { [unowned self] result in
             guard case let .success(registry) = result else {
                 self.stats.redisErrors += 1

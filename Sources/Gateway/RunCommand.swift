@@ -17,7 +17,9 @@ enum RunCommand: Command {
         Runs the gateway: reads call events from every app's stream, sends the VoIP push,
         falls back to the alert push, and records one result per event. Any number of
         processes may share one Redis (consumer groups); each needs a unique --consumer
-        (default: host-pid). SIGTERM or SIGINT drains and exits 0.
+        (default: host-pid): a name another live gateway uses is refused (exit 2), and a
+        restart under its own name waits up to a lease (3 s) for the previous run's lease to
+        lapse. SIGTERM or SIGINT drains and exits 0.
 
           --role ROLES     comma-separated modules to run (default: router,retry,deadletters):
                              router       routes call events; a push to retry goes to the
@@ -73,9 +75,16 @@ enum RunCommand: Command {
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        let descriptors = DescriptorLimit.raiseSoftToHard()
+        if descriptors.after.soft > descriptors.before.soft {
+            log.info("file descriptor limit raised", ["from": descriptors.before.soft, "to": descriptors.after.soft])
+        }
         let service = Service(config: config, redis: redis, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
         service.loadConfig = {
             GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
+        }
+        service.onConsumerNameTaken = { problem in
+            context.console.err("pushgw run: \(problem); give each process its own --consumer (default: host-pid)")
         }
         return service.run()
     }
@@ -114,6 +123,9 @@ final class Service {
     private var draining = false
     private let deadLetters: DeadLettersRole?
     private let admin: GatewayAdmin  // admin endpoint (issue 5)
+    /// Told why the service refuses to run: its consumer name is another live gateway's.
+    var onConsumerNameTaken: ((String) -> Void)?
+    private var exitStatus: Int32 = 0
 
     /// `redis`: how every Redis connection of the process connects (`RedisConfig.connection`).
     init(config: GatewayConfig, redis: RedisConnection.Config, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
@@ -128,7 +140,7 @@ final class Service {
         let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel,
                                                                    prefix: config.redis.prefix),
                               apps: apps.map(\.keys), sentinels: sentinels)
-        let pools = ApnsPools(loop: loop, config: config)
+        let pools = ApnsPools(loop: loop, config: config, log: log)
         self.store = store
         self.pools = pools
         runner = roles.contains(.router)
@@ -169,6 +181,13 @@ final class Service {
             signals.append(SignalWatch(loop: loop, signal: sig) { [unowned self] s in self.shutdown(signal: s) })
         }
         signals.append(SignalWatch(loop: loop, signal: SIGHUP) { [unowned self] _ in self.reload() })
+        runner?.onConsumerNameTaken = { [unowned self] problem in
+            self.onConsumerNameTaken?(problem)
+            self.exitStatus = 2
+            self.draining = true
+            self.mover?.stop()
+            self.loop.stop()
+        }
         admin.start()  // admin endpoint (issue 5)
         store.start()
         moverConnection?.start()
@@ -185,7 +204,7 @@ final class Service {
         store.close()
         sentinels?.close()
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
-        return 0
+        return exitStatus
     }
 
     /// SIGHUP: applies a new config without a restart. A config with errors is refused and the

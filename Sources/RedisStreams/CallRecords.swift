@@ -84,11 +84,15 @@ public struct LookupQuery: Equatable, Sendable {
     /// The event's tokens, to learn whether APNs declared them invalid; nil: not asked.
     public var voipToken: String?
     public var alertToken: String?
+    /// Take the call's in-flight claim (`InFlightClaim`, in its result key) in the same step, for an
+    /// `incoming_call` about to be pushed.
+    public var claim: Bool
 
-    public init(eventId: String, voipToken: String?, alertToken: String?) {
+    public init(eventId: String, voipToken: String?, alertToken: String?, claim: Bool = false) {
         self.eventId = eventId
         self.voipToken = voipToken
         self.alertToken = alertToken
+        self.claim = claim
     }
 }
 
@@ -165,6 +169,28 @@ public struct EventLookup: Equatable, Sendable {
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
     public var voipInvalidSinceMs: Int64?
     public var alertInvalidSinceMs: Int64?
+    /// For a query that claimed: the consumer holding the call's in-flight claim after the
+    /// lookup — the asking consumer, or another live one that routes a copy of the call.
+    public var claimHolder: String?
+
+    public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,
+                claimHolder: String? = nil) {
+        self.outcome = outcome
+        self.cancelled = cancelled
+        self.voipInvalidSinceMs = voipInvalidSinceMs
+        self.alertInvalidSinceMs = alertInvalidSinceMs
+        self.claimHolder = claimHolder
+    }
+}
+
+/// What registering a consumer found (`CallStore.register`).
+public enum ConsumerRegistration: Equatable, Sendable {
+    /// The lease is this process's now; `live` are the consumers live at that moment.
+    case registered(live: Set<String>)
+    /// Another process (`instance`) holds a live lease under the name until `leaseUntilMs`
+    /// (Redis' clock): a second gateway with the same name, or this one's previous run whose
+    /// lease has not lapsed yet. Nothing was written.
+    case taken(instance: String?, leaseUntilMs: Int64)
 }
 
 /// An entry taken over from a dead consumer.

@@ -102,6 +102,10 @@ public final class CallStore {
     private let acknowledgeScript = RedisScript(CallStoreLua.acknowledge)
     private let claimScript = RedisScript(CallStoreLua.claim)
     private let heartbeatScript = RedisScript(CallStoreLua.heartbeat)
+    private let registerScript = RedisScript(CallStoreLua.register)
+    private let retireScript = RedisScript(CallStoreLua.retire)
+    private let claimOwnScript = RedisScript(CallStoreLua.claimOwn)
+    private let lookupScript = RedisScript(CallStoreLua.lookupAndClaim)
     private let liveConsumersScript = RedisScript(CallStoreLua.liveConsumers)
     private let registryScript = RedisScript(CallStoreLua.registry)
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
@@ -127,8 +131,15 @@ public final class CallStore {
             for app in self.apps {
                 CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in }
             }
+            if connection.stats.ready > 1 { self.onReadConnectionReconnected?() }
         }
     }
+
+    /// Runs after every reconnect of `blocking`, once its groups are re-created. A read in
+    /// flight on a dropped connection may still have been served by Redis (a hung Redis reads
+    /// its input when it resumes): its entries are then pending for the consumer with their
+    /// reply lost, and the router claims them back (`claimOwn`).
+    public var onReadConnectionReconnected: (() -> Void)?
 
     /// Switches to a new set of apps (a config reload): their groups are created now and on
     /// every later connect; removed apps are no longer read (their streams stay in Redis).
@@ -221,7 +232,8 @@ public final class CallStore {
         }
     }
 
-    /// `finish` for several events of one app in one step (one script): under load the router
+    /// `finish` for several events of one app in one step (one script), the result replacing
+    /// the call's in-flight claim in its result key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
     /// app per turn instead of one per event. Each record is written, or skipped as already
     /// recorded, exactly as `finish` would; the entries are acknowledged and deleted by one
@@ -294,9 +306,10 @@ public final class CallStore {
 
     /// Writes a dead letter in one step: XADD dead (fields of `DeadLetterEntry` + `app`), XADD
     /// results, SET result key (when `record.eventId` is given, as `record.keying` says: `once`
-    /// writes only a `duplicate` result when the id already has an outcome; `provisional`, for
-    /// invalid events, writes everything and keys the result only if the key is free), XACK +
-    /// XDEL of `entryID` if given (dead letters that did not come from the stream have none).
+    /// replaces an in-flight claim, and writes only a `duplicate` result when the id already
+    /// has an outcome; `provisional`, for invalid events, writes everything and keys the result
+    /// only if the key is free), XACK + XDEL of `entryID` if given (dead letters that did not
+    /// come from the stream have none).
     public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
@@ -357,37 +370,66 @@ public final class CallStore {
     }
 
     /// `lookup` for several events of one app in one MGET (the router looks up every event
-    /// of a read together). Answers in the order of `queries`.
-    public func lookup(_ app: AppKeys, _ queries: [LookupQuery],
+    /// of a read together). Answers in the order of `queries`. A result key holding an in-flight
+    /// claim (`InFlightClaim`) or an invalid event's result is no outcome
+    /// (`ResultEntry.claimedOutcome`).
+    ///
+    /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
+    /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
+    /// round trip): taken when the call is neither done nor claimed, or claimed by a consumer
+    /// whose lease lapsed, for `claimTTLMs`. Each such answer names the holder afterwards
+    /// (`EventLookup.claimHolder`; nil when the call is done).
+    public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
                        completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
-        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 160),
-                                   arguments: 1 + 4 * queries.count)
-        command.append("MGET")
+        let claims = claimAs == nil ? 0 : queries.reduce(0) { $0 + ($1.claim ? 1 : 0) }
+        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 180) + 256,
+                                   arguments: 4 + 5 * queries.count)
+        if claims == 0 { command.append("MGET") }
+        var resultIndices: [Int] = []
+        resultIndices.reserveCapacity(claims)
         for q in queries {
+            if claims > 0, q.claim { resultIndices.append(command.count + 1) }  // 1-based, as Lua counts
             command.append(app.resultPrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
         }
-        let expected = command.count - 1
-        commands.send(command: command, blockMs: 0) { result in
+        let reads = command.count - (claims == 0 ? 1 : 0)
+        if let claimAs, claims > 0 {
+            command.append(gatewayKeys.consumers)
+            command.append(claimAs)
+            command.append(String(claimTTLMs))
+            for i in resultIndices { command.append(String(i)) }
+        }
+        let expected = reads + claims
+        let answer: (Result<RedisReply, RedisError>) -> Void = { result in
             completion(result.flatMap { reply in
                 guard let values = reply.array, values.count == expected else {
-                    return .failure(.unexpectedReply("MGET \(reply)"))
+                    return .failure(.unexpectedReply("lookup \(reply)"))
                 }
                 var out: [EventLookup] = []
                 out.reserveCapacity(queries.count)
                 var i = 0
+                var holder = reads
                 for q in queries {
                     var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                    if claims > 0, q.claim {
+                        found.claimHolder = values[holder].string
+                        holder += 1
+                    }
                     out.append(found)
                 }
                 return .success(out)
             })
+        }
+        if claims > 0 {
+            lookupScript.run(on: commands, keyCount: reads + 1, body: command, completion: answer)
+        } else {
+            commands.send(command: command, blockMs: 0, completion: answer)
         }
     }
 
@@ -402,20 +444,80 @@ public final class CallStore {
 
     // MARK: Consumers and take-over
 
-    /// Declares `consumer` live for `ttlMs` from now (Redis server clock): its score in the
-    /// `GatewayKeys.consumers` sorted set becomes now + ttl. Beat well within the TTL.
-    public func heartbeat(consumer: String, ttlMs: Int64, completion: @escaping (Result<Void, RedisError>) -> Void) {
+    /// Declares `consumer` live for `ttlMs` from now (Redis server clock), held by `instance`
+    /// (a random id per process): its score in the `GatewayKeys.consumers` sorted set becomes
+    /// now + ttl. Beat well within the TTL. Answers the other instance that held the name's
+    /// live lease until this beat, if any: two processes run under one name.
+    public func heartbeat(consumer: String, instance: String = "", ttlMs: Int64,
+                          completion: @escaping (Result<String?, RedisError>) -> Void) {
         precondition(ttlMs > 0, "a heartbeat needs a positive TTL")
-        heartbeatScript.run(on: commands, keys: [gatewayKeys.consumers],
-                            args: [consumer, String(ttlMs), String(config.consumerForgetMs)]) { result in
-            completion(result.map { _ in () })
+        heartbeatScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+                            args: [consumer, String(ttlMs), String(config.consumerForgetMs), instance]) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 2 else { return .failure(.unexpectedReply("heartbeat \(reply)")) }
+                return .success(parts[1].string)
+            })
         }
     }
 
-    /// Removes `consumer` from the registry (clean shutdown): its pending entries become
-    /// claimable at once.
-    public func retire(consumer: String, completion: @escaping (Result<Void, RedisError>) -> Void) {
-        commands.send(["ZREM", gatewayKeys.consumers, consumer]) { result in completion(result.map { _ in () }) }
+    /// Takes `consumer`'s lease for `instance` at start, unless another instance holds a live
+    /// one: then nothing is written and the holder and its lease's end are returned.
+    public func register(consumer: String, instance: String, ttlMs: Int64,
+                         completion: @escaping (Result<ConsumerRegistration, RedisError>) -> Void) {
+        precondition(ttlMs > 0, "a lease needs a positive TTL")
+        registerScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+                           args: [consumer, String(ttlMs), instance]) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count >= 2, let flag = parts[0].integer else {
+                    return .failure(.unexpectedReply("register \(reply)"))
+                }
+                if flag == 1, let live = parts[1].array {
+                    return .success(.registered(live: Set(live.compactMap(\.string))))
+                }
+                guard parts.count == 3, let until = parts[2].string.flatMap({ Double($0) }) else {
+                    return .failure(.unexpectedReply("register \(reply)"))
+                }
+                return .success(.taken(instance: parts[1].string, leaseUntilMs: Int64(until)))
+            })
+        }
+    }
+
+    /// Removes `consumer` from the registry (clean shutdown) if `instance` holds it: its
+    /// pending entries become claimable at once.
+    public func retire(consumer: String, instance: String, completion: @escaping (Result<Void, RedisError>) -> Void) {
+        retireScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+                         args: [consumer, instance]) { result in completion(result.map { _ in () }) }
+    }
+
+    /// Claims back up to `count` per app of `consumer`'s own pending entries, except those in
+    /// `routing` (the entries it is still working on, by app), in one step for all `apps`.
+    /// These are entries whose delivery it never saw (a read served on a connection the
+    /// watchdog had dropped) or that it left pending after a failed step. Answers per app as
+    /// `claimAbandoned` does.
+    public func claimOwn(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]],
+                         completion: @escaping (Result<[AppKeys: ClaimResult], RedisError>) -> Void) {
+        precondition(count > 0, "claimOwn needs a positive count")
+        guard !apps.isEmpty else { return completion(.success([:])) }
+        var args = [config.group, consumer, String(count)]
+        for app in apps {
+            let ids = routing[app] ?? []
+            args.append(String(ids.count))
+            args += ids
+        }
+        claimOwnScript.run(on: commands, keys: apps.map(\.calls), args: args) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == apps.count else {
+                    return .failure(.unexpectedReply("claim own \(reply)"))
+                }
+                var out: [AppKeys: ClaimResult] = [:]
+                for (app, part) in zip(apps, parts) {
+                    do { out[app] = try CallStore.parseClaim(part) } catch {
+                        return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                    }
+                }
+                return .success(out)
+            })
+        }
     }
 
     /// The consumers whose heartbeat has not lapsed (Redis server clock).

@@ -4,25 +4,37 @@
 // passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
 
 enum CallStoreLua {
-    /// The rules of the per-event result key (`AppKeys.result`), shared by the scripts that
-    /// record results (`ResultEntry.Keying`; `ResultEntry.claimedOutcome` reads keys the same
-    /// way in Swift). A result JSON starts with `{"outcome":"…",`.
+    /// What a per-event result key (`AppKeys.result`) holds, shared by every script that reads
+    /// or writes one (`ResultEntry.claimedOutcome` and `InFlightClaim` read values the same way
+    /// in Swift): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
+    /// (`isClaim`); or a result JSON, which starts with `{"outcome":"…",`. An invalid event's
+    /// result (`dead_lettered` with reason `invalid_event: …`, `isProvisional`) claims nothing:
+    /// a later event with its id takes the key over.
+    static let resultValues = """
+        local function isClaim(value)
+          return string.sub(value, 1, 10) == 'in_flight:'
+        end
+        local function isProvisional(value)
+          return string.sub(value, 1, 27) == '{"outcome":"dead_lettered",'
+            and string.find(value, ',"reason":"invalid_event: ', 1, true) ~= nil
+        end
+
+        """
+
+    /// The recording rules of the result key, on top of `resultValues`.
     ///
     /// `recordOnce(key, json, ttl)` stores `json` unless a result claims the id already, and
-    /// returns false when it stored it, else the first outcome. An invalid event's result
-    /// (`dead_lettered` with reason `invalid_event: …`) claims nothing: it is replaced. One
-    /// `SET … NX GET` (Redis 7.0) does the common case, a new id.
+    /// returns false when it stored it, else the first outcome. It replaces an in-flight claim
+    /// (the call's own, or one a lapsed consumer left) and an invalid event's result. One
+    /// `SET … GET` does the common case, a call whose claim the lookup took; an outcome
+    /// already there is put back (`KEEPTTL`), which only a duplicate costs.
     /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
     /// outcome `duplicate`, `first_outcome`, then the record's own fields.
-    static let resultRules = """
+    static let resultRules = resultValues + """
         local function recordOnce(key, json, ttl)
-          local prev = redis.call('SET', key, json, 'NX', 'GET', 'EX', ttl)
-          if not prev then return false end
-          if string.sub(prev, 1, 27) == '{"outcome":"dead_lettered",'
-              and string.find(prev, ',"reason":"invalid_event: ', 1, true) then
-            redis.call('SET', key, json, 'EX', ttl)
-            return false
-          end
+          local prev = redis.call('SET', key, json, 'GET', 'EX', ttl)
+          if not prev or isClaim(prev) or isProvisional(prev) then return false end
+          redis.call('SET', key, prev, 'KEEPTTL')
           return string.match(prev, '^{"outcome":"([%a_]+)"') or 'unknown'
         end
         local function duplicateOf(json, first)
@@ -35,7 +47,7 @@ enum CallStoreLua {
         """
 
     /// Records outcomes once per event id and acknowledges their stream entries, for one
-    /// or more events of one app.
+    /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
     /// KEYS: calls, results, feedback, then per record its result key followed by its
     ///       invalid-token keys.
     /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
@@ -77,7 +89,9 @@ enum CallStoreLua {
         return out
         """
 
-    /// Writes a dead letter and its result once per event id, and acknowledges the entry.
+    /// Writes a dead letter and its result once per event id (`recordOnce`; an invalid event's
+    /// `provisional` result is keyed only where the key is free, so it never displaces a claim
+    /// or a result), and acknowledges the entry.
     /// KEYS: calls, results, dead[, result key]
     /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
     ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
@@ -117,7 +131,7 @@ enum CallStoreLua {
         """
 
     /// Puts an event back on the calls stream, forgets its recorded outcome and removes
-    /// its dead letter. KEYS: calls, dead[, done]. ARGV: event, dead entry id ('' = none).
+    /// its dead letter. KEYS: calls, dead[, result key]. ARGV: event, dead entry id ('' = none).
     /// Returns the new calls entry id.
     static let replay = """
         local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
@@ -164,15 +178,55 @@ enum CallStoreLua {
         return {claimed, ids, counts}
         """
 
-    /// Heartbeat: the consumer is live until Redis-server time + ttl. Also forgets consumers
-    /// whose lease lapsed more than forget-ms ago, which keeps the set bounded.
-    /// KEYS: consumers. ARGV: name, ttl ms, forget ms. Returns the server time in ms.
+    /// Heartbeat: the consumer is live until Redis-server time + ttl, held by this instance.
+    /// Also forgets consumers whose lease lapsed more than forget-ms ago, which keeps the
+    /// registry bounded.
+    /// KEYS: consumers, instances. ARGV: name, ttl ms, forget ms, instance id.
+    /// Returns {server time ms, the other instance that held the name's live lease, or false}:
+    /// a second process beating under the same name (each sees the other's id).
     static let heartbeat = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local other = false
+        local holder = redis.call('HGET', KEYS[2], ARGV[1])
+        if holder and holder ~= ARGV[4] then
+          local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
+          if lease and tonumber(lease) > now then other = holder end
+        end
         redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
-        return now
+        redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+        local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+        if #old > 0 then
+          redis.call('ZREM', KEYS[1], unpack(old))
+          redis.call('HDEL', KEYS[2], unpack(old))
+        end
+        return {now, other}
+        """
+
+    /// Registers a consumer at start: takes the name's lease for this instance unless another
+    /// instance holds a live one (then writes nothing).
+    /// KEYS: consumers, instances. ARGV: name, ttl ms, instance id.
+    /// Returns {1, live consumers} or {0, holding instance or false, its lease until ms}.
+    static let register = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
+        local holder = redis.call('HGET', KEYS[2], ARGV[1])
+        if lease and tonumber(lease) > now and holder ~= ARGV[3] then
+          return {0, holder, lease}
+        end
+        redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+        redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+        return {1, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')}
+        """
+
+    /// Retires a consumer (clean shutdown) if this instance holds its lease, so its pending
+    /// entries are claimable at once. KEYS: consumers, instances. ARGV: name, instance id.
+    static let retire = """
+        local holder = redis.call('HGET', KEYS[2], ARGV[1])
+        if holder and holder ~= ARGV[2] then return 0 end
+        redis.call('HDEL', KEYS[2], ARGV[1])
+        return redis.call('ZREM', KEYS[1], ARGV[1])
         """
 
     /// The registry in one read: {live consumers, consumers whose lease lapsed but are still
@@ -196,7 +250,6 @@ enum CallStoreLua {
         return n
         """
 
-    /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
     /// The backlog of several apps in one command: for each calls stream, XLEN and the
     /// pending count (0 when its group does not exist yet). Read-only; the keys are in
     /// several slots, so like the consumer registry it needs a single Redis.
@@ -211,6 +264,77 @@ enum CallStoreLua {
         return out
         """
 
+    /// Claims back the consumer's own pending entries except those it names as still being
+    /// routed, in several apps at once: entries whose delivery it never saw (a reply lost with
+    /// a dropped connection) or left pending after a failed step. Read-only where nothing is
+    /// found; like the backlog script it spans several slots, so it needs a single Redis.
+    /// KEYS: calls streams. ARGV: group, consumer, count, then per stream: n, n excluded ids.
+    /// Returns per stream what `claim` returns.
+    static let claimOwn = """
+        local want = tonumber(ARGV[3])
+        local out = {}
+        local a = 4
+        for k = 1, #KEYS do
+          local n = tonumber(ARGV[a])
+          local skip = {}
+          for i = a + 1, a + n do skip[ARGV[i]] = true end
+          a = a + n + 1
+          local items = redis.call('XPENDING', KEYS[k], ARGV[1], '-', '+', want + n, ARGV[2])
+          local ids, counts = {}, {}
+          for _, p in ipairs(items) do
+            if not skip[p[1]] and #ids < want then
+              ids[#ids + 1] = p[1]
+              counts[#counts + 1] = p[4]
+            end
+          end
+          if #ids == 0 then
+            out[k] = {{}, {}, {}}
+          else
+            out[k] = {redis.call('XCLAIM', KEYS[k], ARGV[1], ARGV[2], 0, unpack(ids)), ids, counts}
+          end
+        end
+        return out
+        """
+
+    /// The router's lookup with in-flight claims, in one step: the values of the read keys (one
+    /// MGET), then, for each claiming query, the call's in-flight claim taken in its result key
+    /// (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result or another live
+    /// consumer's claim. A claim of a consumer whose lease lapsed (a dead or retired gateway's)
+    /// is taken over, and so is an invalid event's result, which claims nothing. Returns the
+    /// read values, followed by one holder per claiming query (false when the call is done).
+    /// KEYS: the read keys, the consumer registry (last).
+    /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
+    static let lookupAndClaim = resultValues + """
+        local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - 1))
+        local mine = 'in_flight:' .. ARGV[1]
+        local now
+        for i = 3, #ARGV do
+          local d = tonumber(ARGV[i])
+          local value = out[d]
+          local holder = false
+          if not value or isProvisional(value) then
+            redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
+            holder = ARGV[1]
+          elseif isClaim(value) then
+            holder = string.sub(value, 11)
+            if holder ~= ARGV[1] then
+              if not now then
+                local t = redis.call('TIME')
+                now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+              end
+              local lease = redis.call('ZSCORE', KEYS[#KEYS], holder)
+              if not (lease and tonumber(lease) > now) then
+                redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
+                holder = ARGV[1]
+              end
+            end
+          end
+          out[#out + 1] = holder
+        end
+        return out
+        """
+
+    /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
     static let liveConsumers = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

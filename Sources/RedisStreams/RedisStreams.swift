@@ -52,7 +52,12 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// String: the result recorded for event id `eventId` (the `result` JSON the results stream
     /// got), with a TTL (the idempotency window). Producers GET it to find one result without
     /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
-    /// A `call_cancelled` event's own result is under `result("cancel:" + id)`.
+    /// A `call_cancelled` event's own result is under `result("cancel:" + id)`. Before the
+    /// result, while a consumer routes the call, it holds that consumer's in-flight claim
+    /// (`InFlightClaim`, not JSON, a shorter TTL): taken in the lookup before the first push,
+    /// replaced by the result when it is recorded, removed when the call goes to the retry
+    /// schedule, so a copy of the call read meanwhile waits instead of pushing again, at the
+    /// cost of one write per call and none at its record (docs/protocol.md, "Finding a result").
     public func result(_ eventId: String) -> String { resultPrefix + eventId }
 
     // MARK: Internal keys (not part of the contract)
@@ -98,6 +103,18 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public var description: String { base }
 }
 
+/// The value a call's result key (`AppKeys.result`) holds while a consumer routes the call:
+/// `in_flight:` + the consumer's name. Not JSON: a result starts with `{`, so a producer reading
+/// the key tells the two apart by the first character.
+public enum InFlightClaim {
+    public static let prefix = "in_flight:"
+
+    /// The consumer a result key's value names, or nil when the value is a result.
+    public static func holder(_ value: String) -> String? {
+        value.hasPrefix(prefix) ? String(value.dropFirst(prefix.count)) : nil
+    }
+}
+
 /// The keys shared by all apps of one prefix (not in any app's slot).
 public struct GatewayKeys: Hashable, Sendable {
     /// The configurable prefix (`pushgw` by default).
@@ -108,6 +125,11 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
     /// their last heartbeat lapses; a consumer is live while its score is in the future.
     public var consumers: String { "\(prefix):consumers" }
+
+    /// Hash: consumer name → the instance id of the process holding its lease (a random id
+    /// per process start), so a second live process under the same name is told apart from
+    /// a restart of the first.
+    public var consumerInstances: String { "\(prefix):consumer-instances" }
 
     /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
     /// app with nothing scheduled is absent. The retry mover looks at this one key instead of

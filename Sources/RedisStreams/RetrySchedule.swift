@@ -76,7 +76,7 @@ public final class RetrySchedule {
     public func schedule(_ app: AppKeys, consumer: String, retry: ScheduledRetry,
                          completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
-                    gatewayKeys.retryDue]
+                    gatewayKeys.retryDue, app.result(retry.callID)]
         let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
                                      .text(retry.callID), .bytes(retry.event), .text(retry.state), .text(app.app)]
         scheduleScript.run(on: connection, keys: keys, arguments: args) { result in

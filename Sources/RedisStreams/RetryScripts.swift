@@ -13,15 +13,17 @@
 //                                               └──────cancel──────▶ removed, outcome `cancelled`
 
 enum RetryLua {
-    /// Schedules a retry and acknowledges the calls entry it replaces, if that entry is still
-    /// pending for this consumer and the call is not cancelled.
-    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index.
+    /// Schedules a retry, releases the call's in-flight claim from its result key (the call
+    /// leaves the process; the retry takes the claim again when it comes back; a result there
+    /// stays) and acknowledges the calls entry it replaces, if that entry is still pending for
+    /// this consumer and the call is not cancelled.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, result key of the call.
     /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
     ///       state JSON, app id.
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
     /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
     /// another consumer, which carries on with it).
-    static let schedule = """
+    static let schedule = CallStoreLua.resultValues + """
         local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
         if #p == 0 or p[1][2] ~= ARGV[2] then return 'not_owned' end
         if redis.call('EXISTS', KEYS[5]) == 1 then return 'cancelled' end
@@ -30,6 +32,8 @@ enum RetryLua {
         redis.call('ZADD', KEYS[2], ARGV[4], id)
         redis.call('HSET', KEYS[4], ARGV[5], id)
         redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
+        local claim = redis.call('GET', KEYS[7])
+        if claim and isClaim(claim) then redis.call('DEL', KEYS[7]) end
         redis.call('XACK', KEYS[1], ARGV[1], id)
         redis.call('XDEL', KEYS[1], id)
         return 'scheduled'
@@ -80,9 +84,10 @@ enum RetryLua {
 
     /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
-    /// each (once per call id: its result key), records the cancel event's own result (once:
-    /// its own result key; a `duplicate` result if a cancel of the call was recorded already)
-    /// and acknowledges the cancel entry. Result keys follow `CallStoreLua.resultRules`.
+    /// each (once per call id: its result key, whose in-flight claim, if any, the outcome
+    /// replaces), records the cancel event's own result (once: its own result key; a
+    /// `duplicate` result if a cancel of the call was recorded already) and acknowledges the
+    /// cancel entry. Result keys follow `CallStoreLua.resultRules`.
     ///
     /// The due index is left alone (it is outside the app's slot): a score that pointed at a
     /// removed retry costs the mover one empty move, which refreshes it.

@@ -67,6 +67,9 @@ public struct PushPlan: Equatable, Sendable {
     /// no collapse id, no `apns-id` (APNs generates one). Alert: topic = bundle id, type alert,
     /// priority 10, `apns-expiration` = the fallback's start + the alert TTL, rounded down.
     public let notification: PushNotification
+    /// Unix ms at and after which the push must not be written (the call's deadline, for a
+    /// VoIP push: one waiting in the APNs client's queue past it is never sent).
+    public var writeByUnixMs: Int64? = nil
 }
 
 /// A retry to fire later: `CallRouter.retryDue(now:)` (or `resume` from the snapshot) at `atMs`.

@@ -481,7 +481,8 @@ public struct CallRouter: Sendable {
                                             expiration: call.deadlineMs / 1000)
             state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now))
             return CallAction(step: .sendVoip(PushPlan(channel: .voip, attempt: attempt,
-                                                       environment: environment(event), notification: push)))
+                                                       environment: environment(event), notification: push,
+                                                       writeByUnixMs: call.deadlineMs)))
         } catch {
             return deadLetter(call, .invalidPush(error.description), appUnhealthy: false)
         }

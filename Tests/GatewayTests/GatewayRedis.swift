@@ -29,7 +29,7 @@ final class GatewayRedis {
         "+xreadgroup", "+xgroup|create", "+xadd", "+xack", "+xdel", "+xlen", "+xpending", "+xrange", "+xrevrange",
         "+xtrim", "+xclaim",
         "+evalsha", "+eval", "+script|load",
-        "+set", "+mget", "+del", "+exists", "+expire",
+        "+set", "+get", "+mget", "+del", "+exists", "+expire",
         "+hset", "+hget", "+hdel", "+hmget", "+hgetall",
         "+zadd", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
         "+time", "+ping", "+client|setname", "+select",

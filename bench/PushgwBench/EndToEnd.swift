@@ -15,7 +15,10 @@ import Routing
 ///    time per event of this process and of the processes named by `--peer-pids`
 ///    (`name=pid,…`: redis-server and nghttpd), read around that phase;
 /// 2. latency: a steady `--rate` events per second for `--seconds`, each timed from its XADD
-///    to its recorded outcome (which includes APNs' answer); prints p50 and p99.
+///    to its recorded outcome (which includes APNs' answer); prints p50 and p99;
+/// 3. with `--scrapers N` (> 0): the same steady phase again while the admin endpoint runs on
+///    the loop and N threads fetch `/metrics` from it back to back; prints that p99 and the
+///    scrapes served (`--metrics-max-age-ms` sets the rendering's reuse, 0 = every scrape renders).
 enum EndToEnd {
     static func run(_ o: Options) {
         let loop = EventLoop()
@@ -90,38 +93,134 @@ enum EndToEnd {
         let delivered = runner.stats.finished["delivered_voip"] ?? 0
 
         // Phase 2: a steady rate, one event every 1000/rate ms (in bursts per 1 ms tick).
-        let total = rate * seconds
-        var sent = 0
-        let phaseStart = Clock.monotonicUs()
-        let pacer = LoopTimer(loop: loop) {}
-        var tick: (() -> Void)!
-        tick = {
-            let due = min(total, Int(Double(Clock.monotonicUs() - phaseStart) / 1e6 * Double(rate)) + 1)
-            while sent < due {
-                let id = "l-\(sent)"
-                let app = apps[sent % apps.count]
-                sentAtUs[id] = Clock.monotonicUs()
-                producer.send(["XADD", app.keys.calls, "*", "event", event(id)]) { _ in }
-                sent += 1
+        var phase = 0
+        func steadyLatencies() -> [Int64] {
+            phase += 1
+            latenciesUs = []
+            let before = recorded
+            let total = rate * seconds
+            var sent = 0
+            let phaseStart = Clock.monotonicUs()
+            let ticker = LoopTimer(loop: loop) {
+                let due = min(total, Int(Double(Clock.monotonicUs() - phaseStart) / 1e6 * Double(rate)) + 1)
+                while sent < due {
+                    let id = "l\(phase)-\(sent)"
+                    let app = apps[sent % apps.count]
+                    sentAtUs[id] = Clock.monotonicUs()
+                    producer.send(["XADD", app.keys.calls, "*", "event", event(id)]) { _ in }
+                    sent += 1
+                }
             }
+            loop.run(until: {
+                if sent < total && !ticker.isScheduled { ticker.schedule(afterMs: 1) }
+                return recorded >= before + total
+            })
+            ticker.close()
+            return latenciesUs.sorted()
         }
-        let ticker = LoopTimer(loop: loop) { tick() }
-        loop.run(until: {
-            if sent < total && !ticker.isScheduled { ticker.schedule(afterMs: 1) }
-            return recorded >= events + total
-        })
-        pacer.close()
-        ticker.close()
-        latenciesUs.sort()
-        func pct(_ p: Double) -> Double {
-            latenciesUs.isEmpty ? 0 : Double(latenciesUs[min(latenciesUs.count - 1, Int(Double(latenciesUs.count) * p))]) / 1000
+        func pct(_ sorted: [Int64], _ p: Double) -> Double {
+            sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
         }
-        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(latenciesUs.count),"p50_ms":\#(String(format: "%.2f", pct(0.5))),"p99_ms":\#(String(format: "%.2f", pct(0.99))),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
+        let steady = steadyLatencies()
+
+        // Phase 3: the same under a /metrics flood from `--scrapers` threads.
+        var flood = ""
+        let scrapers = o.int("scrapers", 0)
+        if scrapers > 0 {
+            var adminSettings = GatewayAdmin.Settings()
+            adminSettings.metricsMaxAgeMs = Int64(o.int("metrics-max-age-ms", 1_000))
+            let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())"), apps: apps,
+                                     store: store, pools: pools, runner: runner, log: log, settings: adminSettings)
+            admin.start()
+            guard let port = admin.port else { fatalError("the admin endpoint did not listen") }
+            let scrapes = ScrapeFlood(port: port, threads: scrapers)
+            let flooded = steadyLatencies()
+            let served = scrapes.stop(turning: loop)
+            admin.close()
+            flood = #","flood_scrapers":\#(scrapers),"flood_scrapes":\#(served),"flood_p99_ms":\#(String(format: "%.2f", pct(flooded, 0.99)))"#
+        }
+        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(steady.count),"p50_ms":\#(String(format: "%.2f", pct(steady, 0.5))),"p99_ms":\#(String(format: "%.2f", pct(steady, 0.99)))\#(flood),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
         loop.run(until: { drained })
         pools.close()
         store.close()
         producer.close()
+    }
+}
+
+/// Threads fetching `/metrics` from 127.0.0.1:`port` back to back, one connection per request
+/// (as `curl` in a loop does), until `stop()`.
+final class ScrapeFlood: @unchecked Sendable {
+    private let lock = NSLock()
+    private var running = true
+    private var served = 0
+    private var finished = 0
+    private let threads: Int
+
+    init(port: Int, threads: Int) {
+        self.threads = threads
+        for _ in 0..<threads {
+            Thread.detachNewThread { [self] in
+                while isRunning {
+                    if ScrapeFlood.fetch(port: port) { lock.lock(); served += 1; lock.unlock() }
+                }
+                lock.lock(); finished += 1; lock.unlock()
+            }
+        }
+    }
+
+    private var isRunning: Bool { lock.lock(); defer { lock.unlock() }; return running }
+
+    /// Stops the threads and returns how many scrapes were answered. Turns `loop` (where the
+    /// endpoint lives) meanwhile: a thread may be waiting for its last answer.
+    func stop(turning loop: EventLoop) -> Int {
+        lock.lock(); running = false; lock.unlock()
+        let tick = LoopTimer(loop: loop) {}
+        defer { tick.close() }
+        loop.run(until: {
+            lock.lock(); let done = finished == threads; lock.unlock()
+            if !done && !tick.isScheduled { tick.schedule(afterMs: 1) }
+            return done
+        })
+        return served
+    }
+
+    /// A free loopback port (bound and released).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    private static func fetch(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { return false }
+        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return false }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var total = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            total += n
+        }
+        return total > 0
     }
 }

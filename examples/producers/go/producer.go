@@ -67,7 +67,7 @@ func main() {
 	resultByID := func(eventID string) map[string]any {
 		for time.Now().Before(deadline) {
 			found, err := redis.Bytes(r.Do("GET", key+"result:"+eventID))
-			if err == nil {
+			if err == nil && len(found) > 0 && found[0] == '{' { // absent, or in_flight:…: not finished yet
 				var res map[string]any
 				if json.Unmarshal(found, &res) == nil {
 					return res

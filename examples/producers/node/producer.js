@@ -43,7 +43,7 @@ async function main() {
   async function resultById(eventId) {
     while (Date.now() < deadline) {
       const found = await r.get(key + "result:" + eventId);
-      if (found) return JSON.parse(found);
+      if (found && found.startsWith("{")) return JSON.parse(found); // absent, or in_flight:…: not finished yet
       await sleep(50);
     }
     return null;

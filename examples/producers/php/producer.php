@@ -40,7 +40,7 @@ $send = function (array $event, string $name) use ($r, $key, &$entries) {
 $resultById = function (string $eventId) use ($r, $key, $deadline) {
     while (microtime(true) < $deadline) {
         $found = $r->get($key . 'result:' . $eventId);
-        if ($found !== false) {
+        if ($found !== false && str_starts_with($found, '{')) {  // absent, or in_flight:…: not finished yet
             return json_decode($found, true);
         }
         usleep(50000);

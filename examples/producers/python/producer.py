@@ -42,7 +42,7 @@ def result_by_id(event_id, deadline):
     """The event's result, from its per-event key (no scan of the results stream)."""
     while time.monotonic() < deadline:
         found = r.get(key + "result:" + event_id)
-        if found:
+        if found and found.startswith("{"):           # absent, or in_flight:…: not finished yet
             return json.loads(found)
         time.sleep(0.05)
     return None

@@ -37,7 +37,7 @@ send_event = ->(event, name) { entries[r.xadd(key + "calls", { event: JSON.gener
 result_by_id = lambda do |event_id|
   while now.call < deadline
     found = r.get(key + "result:" + event_id)
-    return JSON.parse(found) if found
+    return JSON.parse(found) if found&.start_with?("{") # absent, or in_flight:…: not finished yet
     sleep 0.05
   end
   nil

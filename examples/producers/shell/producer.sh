@@ -30,7 +30,7 @@ result_by_id() {
   local found
   while [ "$(date +%s)" -le "$deadline" ]; do
     found=$(raw GET "${key}result:$1")
-    if [ -n "$found" ]; then echo "$found"; return 0; fi
+    if [[ $found == '{'* ]]; then echo "$found"; return 0; fi   # absent, or in_flight:…: not finished yet
     sleep 0.05
   done
   return 1
