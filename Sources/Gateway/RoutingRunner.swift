@@ -700,7 +700,8 @@ public final class RoutingRunner {
                     }
                     // A cancel of this call recorded meanwhile (two cancels at once): the script
                     // answered this one as a duplicate.
-                    self.recorded(report.cancelRecorded ? cancelRecord : cancelRecord.duplicate(of: .cancelled), call: cancelEntry)
+                    self.answered(cancelRecord, call: cancelEntry, recorded: report.cancelRecorded,
+                                  firstOutcome: report.answeredBefore ? nil : CallOutcome.cancelled.rawValue)
                 }
             }
         }
@@ -756,11 +757,8 @@ public final class RoutingRunner {
                 store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
                     switch result {
                     case let .success(report):
-                        // A record whose id was taken meanwhile (a copy routed at the same time)
-                        // was answered by the script with its `duplicate` result instead.
                         for (i, p) in chunk.enumerated() {
-                            let first = report.firstOutcomes[i].flatMap(CallOutcome.init(rawValue:))
-                            self.recorded(report.recorded[i] ? p.record : p.record.duplicate(of: first ?? p.record.outcome), call: p.call)
+                            self.answered(p.record, call: p.call, recorded: report.recorded[i], firstOutcome: report.firstOutcomes[i])
                         }
                     case let .failure(error):
                         // Never drop an outcome: leave the entries pending; claimed back and
@@ -790,8 +788,7 @@ public final class RoutingRunner {
                                              resultJSON: record.jsonString)) { [unowned self] result in
             switch result {
             case let .success(report):
-                let first = report.firstOutcome.flatMap(CallOutcome.init(rawValue:))
-                self.recorded(report.recorded ? record : record.duplicate(of: first ?? record.outcome), call: call)
+                self.answered(record, call: call, recorded: report.recorded, firstOutcome: report.firstOutcome)
             case let .failure(error):
                 self.stats.redisErrors += 1
                 self.ownSweepsDue = max(self.ownSweepsDue, 1)
@@ -808,6 +805,17 @@ public final class RoutingRunner {
                             router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "")
         register(call)
         writeDeadLetter(deadLetter, for: call)
+    }
+
+    /// What a recording script did with `record`: wrote it; or, the id having an outcome
+    /// already (a copy routed at the same time), wrote its `duplicate` result naming
+    /// `firstOutcome`; or wrote nothing, the result there being this entry's own (the entry
+    /// delivered again after its record ran, e.g. claimed back while a hung Redis still had the
+    /// record to run): it said all there was to say then.
+    private func answered(_ record: OutcomeRecord, call: LiveCall, recorded wasRecorded: Bool, firstOutcome: String?) {
+        if wasRecorded { return recorded(record, call: call) }
+        guard let firstOutcome else { return forget(call) }
+        recorded(record.duplicate(of: CallOutcome(rawValue: firstOutcome) ?? record.outcome), call: call)
     }
 
     private func recorded(_ record: OutcomeRecord, call: LiveCall) {

@@ -64,9 +64,11 @@ public struct FinishRecord: Equatable, Sendable {
 /// What a batched `CallStore.finish` did.
 public struct FinishReport: Equatable, Sendable {
     /// Per record, in order: false when an outcome for its event id was already recorded
-    /// (its `duplicate` result written instead; its entry still acknowledged).
+    /// (its `duplicate` result written instead, or nothing at all when the result there is its
+    /// own entry's: the entry was delivered again; its entry still acknowledged).
     public var recorded: [Bool]
-    /// Per record: the outcome recorded first for its event id when `recorded` is false.
+    /// Per record: the outcome recorded first for its event id when `recorded` is false and
+    /// a `duplicate` result was written; nil when nothing was.
     public var firstOutcomes: [String?]
     /// How many of the entries were pending and are now acknowledged.
     public var acknowledged: Int64
@@ -148,9 +150,11 @@ public struct DeadLetterEntry: Equatable, Sendable {
 /// What `finish` and `deadLetter` did.
 public struct RecordReport: Equatable, Sendable {
     /// False when an outcome for the event id was already recorded (within the idempotency
-    /// window): then only a `duplicate` result was written, and the entry still acknowledged.
+    /// window): then only a `duplicate` result was written (nothing at all when the result
+    /// there is this entry's own: it was delivered again), and the entry still acknowledged.
     public var recorded: Bool
-    /// The outcome recorded first, when `recorded` is false.
+    /// The outcome recorded first, when `recorded` is false and a `duplicate` result was
+    /// written; nil when nothing was.
     public var firstOutcome: String? = nil
     /// Whether the stream entry was pending and is now acknowledged (false without an entry id,
     /// or when it was acknowledged before).

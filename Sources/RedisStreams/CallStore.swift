@@ -289,8 +289,8 @@ public final class CallStore {
                 recorded.reserveCapacity(count)
                 firstOutcomes.reserveCapacity(count)
                 for part in parts.prefix(count) {
-                    if part.integer == 1 {
-                        recorded.append(true)
+                    if let flag = part.integer, flag == 0 || flag == 1 {
+                        recorded.append(flag == 1)
                         firstOutcomes.append(nil)
                     } else if let first = part.string {
                         recorded.append(false)
@@ -323,7 +323,7 @@ public final class CallStore {
                                      .text(String(deadLetter.replays)), .text(app.app)]
         deadLetterScript.run(on: commands, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 3, parts[0].integer == 1 || parts[0].string != nil,
+                guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),
                       let acked = parts[1].integer else {
                     return .failure(.unexpectedReply("dead-letter script \(reply)"))
                 }

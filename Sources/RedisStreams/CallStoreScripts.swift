@@ -24,18 +24,26 @@ enum CallStoreLua {
     /// The recording rules of the result key, on top of `resultValues`.
     ///
     /// `recordOnce(key, json, ttl)` stores `json` unless a result claims the id already, and
-    /// returns false when it stored it, else the first outcome. It replaces an in-flight claim
-    /// (the call's own, or one a lapsed consumer left) and an invalid event's result. One
-    /// `SET … GET` does the common case, a call whose claim the lookup took; an outcome
+    /// returns true when it stored it; else false and the first outcome, or false alone when
+    /// the result there is this record's own calls entry's (`ownResult`: the entry was
+    /// delivered again after its result was written, e.g. claimed back while a hung Redis had
+    /// the record still to run; nothing is to be written for it). It replaces an in-flight
+    /// claim (the call's own, or one a lapsed consumer left) and an invalid event's result.
+    /// One `SET … GET` does the common case, a call whose claim the lookup took; an outcome
     /// already there is put back (`KEEPTTL`), which only a duplicate costs.
     /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
     /// outcome `duplicate`, `first_outcome`, then the record's own fields.
     static let resultRules = resultValues + """
+        local function ownResult(prev, json)
+          local entry = string.match(json, ',"entry":"([^"]*)"')
+          return entry ~= nil and string.match(prev, ',"entry":"([^"]*)"') == entry
+        end
         local function recordOnce(key, json, ttl)
           local prev = redis.call('SET', key, json, 'GET', 'EX', ttl)
-          if not prev or isClaim(prev) or isProvisional(prev) then return false end
+          if not prev or isClaim(prev) or isProvisional(prev) then return true end
           redis.call('SET', key, prev, 'KEEPTTL')
-          return string.match(prev, '^{"outcome":"([%a_]+)"') or 'unknown'
+          if ownResult(prev, json) then return false end
+          return false, string.match(prev, '^{"outcome":"([%a_]+)"') or 'unknown'
         end
         local function duplicateOf(json, first)
           local head = '{"outcome":"duplicate","first_outcome":"' .. first .. '"'
@@ -53,19 +61,27 @@ enum CallStoreLua {
     /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
     ///       per record: entry id ('' = none), result JSON, keying (`once` or `duplicate`), m,
     ///       then m × (token, channel, reason, timestamp).
-    /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, else the outcome
-    /// recorded first for its id (only its `duplicate` result was written).
+    /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
+    /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
+    /// was written (its entry's own result is there already: `ownResult`).
     static let finish = resultRules + """
         local out, ids = {}, {}
         local a, k = 7, 4
         for r = 1, tonumber(ARGV[6]) do
           local entry, m = ARGV[a], tonumber(ARGV[a + 3])
-          local first = false
-          if ARGV[a + 2] == 'once' then first = recordOnce(KEYS[k], ARGV[a + 1], ARGV[2]) end
+          local write, first = true, nil
+          if ARGV[a + 2] == 'once' then
+            write, first = recordOnce(KEYS[k], ARGV[a + 1], ARGV[2])
+          else
+            local prev = redis.call('GET', KEYS[k])
+            write = not (prev and ownResult(prev, ARGV[a + 1]))
+          end
           local recorded = 1
           if first then
             recorded = first
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', duplicateOf(ARGV[a + 1], first))
+          elseif not write then
+            recorded = 0
           else
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
             for i = 0, m - 1 do
@@ -96,18 +112,22 @@ enum CallStoreLua {
     /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
     ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
     ///       first_failure_ms, last_failure_ms, replays, app.
-    /// Returns {1 or the outcome recorded first (then only a `duplicate` result was written),
-    ///          acked, dead entry id or false}.
+    /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
+    ///          or 0 (nothing written: its entry's own result is there already), acked,
+    ///          dead entry id or false}.
     static let deadLetter = resultRules + """
         local recorded = 1
         if KEYS[4] then
           if ARGV[4] == 'provisional' then
-            redis.call('SET', KEYS[4], ARGV[3], 'NX', 'EX', ARGV[5])
+            local prev = redis.call('SET', KEYS[4], ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
+            if prev and ownResult(prev, ARGV[3]) then recorded = 0 end
           else
-            local first = recordOnce(KEYS[4], ARGV[3], ARGV[5])
+            local write, first = recordOnce(KEYS[4], ARGV[3], ARGV[5])
             if first then
               recorded = first
               redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+            elseif not write then
+              recorded = 0
             end
           end
         end

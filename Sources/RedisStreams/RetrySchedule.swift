@@ -126,7 +126,7 @@ public final class RetrySchedule {
                       let removed = parts[2].array, let recordedIDs = parts[3].array else {
                     return .failure(.unexpectedReply("cancel script \(reply)"))
                 }
-                return .success(CancelReport(cancelRecorded: recorded == 1, acknowledged: acked == 1,
+                return .success(CancelReport(cancelRecorded: recorded == 1, answeredBefore: recorded == -1, acknowledged: acked == 1,
                                              removed: removed.compactMap(\.string),
                                              recorded: recordedIDs.compactMap(\.string)))
             })
@@ -248,8 +248,12 @@ public struct MoveReport: Equatable, Sendable {
 
 /// What `cancel` did.
 public struct CancelReport: Equatable, Sendable {
-    /// The cancel event's own result was written (false: already recorded before).
+    /// The cancel event's own result was written (false: a cancel of the call was recorded
+    /// before, and this one's `duplicate` result written).
     public var cancelRecorded: Bool
+    /// Nothing was written for the cancel event: the result there is its own entry's (the
+    /// entry was delivered again after its record ran).
+    public var answeredBefore: Bool = false
     /// The cancel entry was pending and is now acknowledged.
     public var acknowledged: Bool
     /// Retry ids removed from the schedule.

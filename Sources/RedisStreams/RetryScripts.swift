@@ -95,7 +95,9 @@ enum RetryLua {
     ///       byCall, result key of the call.
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
-    /// Returns {cancel recorded, acked, removed retry ids, retry ids whose outcome was recorded}.
+    /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
+    /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
+    /// was recorded}.
     static let cancel = CallStoreLua.resultRules + """
         redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
@@ -106,19 +108,21 @@ enum RetryLua {
             removed[#removed + 1] = id
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
-            if not recordOnce(KEYS[8], json, ARGV[5]) then
+            if recordOnce(KEYS[8], json, ARGV[5]) then
               redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
               recorded[#recorded + 1] = id
             end
           end
         end
         local cancelRecorded = 0
-        local first = recordOnce(KEYS[3], ARGV[3], ARGV[5])
-        if first then
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
-        else
+        local write, first = recordOnce(KEYS[3], ARGV[3], ARGV[5])
+        if write then
           cancelRecorded = 1
           redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+        elseif first then
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+        else
+          cancelRecorded = -1
         end
         local acked = 0
         if ARGV[2] ~= '' then

@@ -136,6 +136,23 @@ final class CallCopiesTests: XCTestCase {
         XCTAssertGreaterThan(h.command("TTL", "pushgw:{acme}:result:orphan")?.integer ?? 0, 3_600, "for the idempotency window")
     }
 
+    func testAnEntryDeliveredAgainAfterItsResultWasWrittenGetsNoSecondResult() throws {
+        // What a hung Redis can do: the entry is claimed back while its record, sent on the
+        // dropped connection, has still to run; it runs, and the entry is routed again.
+        let h = try RouterHarness(startRouter: false)
+        self.h = h
+        let entry = h.call("redelivered", voip: "a9a9")
+        let own = #"{"outcome":"delivered_voip","id":"redelivered","type":"incoming_call","app":"acme","entry":"\#(entry)"}"#
+        h.command("SET", h.keys("acme").result("redelivered"), own, "EX", "600")
+        h.runner.start()
+        h.runUntil("the entry is acknowledged") { h.entries(h.keys("acme").calls).isEmpty }
+        h.runFor(100)
+        XCTAssertEqual(h.results().count, 0, "its result was written already: no second one, no duplicate")
+        XCTAssertEqual(h.requests("a9a9").count, 0, "and no push")
+        XCTAssertEqual(h.runner.stats.duplicates, 0)
+        XCTAssertEqual(h.command("GET", h.keys("acme").result("redelivered"))?.string, own)
+    }
+
     // MARK: Own entries whose delivery this process never saw
 
     func testEntriesDeliveredToThisConsumerBeforeItStartedAreClaimedBackAtOnce() throws {

@@ -234,6 +234,62 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(read([beta])[beta]?.map { $0.fields["event"] }, [event("call-9")])
     }
 
+    func testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() {
+        // A calls entry delivered again after its record ran (claimed back while a hung Redis
+        // still had the record to run): its own result is there, so each recording script
+        // writes nothing for it and still acknowledges it; another entry with its id is a
+        // duplicate.
+        let entry = produce(acme, "again")
+        _ = read([acme])
+        let own = result("delivered_voip", "again", #""entry":"\#(entry)""#)
+        let first = complete(loop) { store.finish(acme, entryID: entry, record: .init(eventId: "again", resultJSON: own), completion: $0) }
+        XCTAssertEqual(first.value()?.recorded, true)
+        let once = complete(loop) {
+            store.finish(acme, entryID: entry, record: .init(eventId: "again", resultJSON: result("delivered_alert", "again", #""entry":"\#(entry)""#)),
+                         completion: $0)
+        }
+        XCTAssertEqual(once.value(), RecordReport(recorded: false, firstOutcome: nil, acknowledged: false, deadEntryID: nil),
+                       "a record of the same entry: nothing written")
+        let duplicate = complete(loop) {
+            store.finish(acme, entryID: entry, record: .init(eventId: "again", keying: .duplicate,
+                                                           resultJSON: #"{"outcome":"duplicate","first_outcome":"delivered_voip","id":"again","entry":"\#(entry)"}"#),
+                         completion: $0)
+        }
+        XCTAssertEqual(duplicate.value(), RecordReport(recorded: false, firstOutcome: nil, acknowledged: false, deadEntryID: nil),
+                       "a duplicate answer to the same entry: nothing written")
+        let letter = DeadLetterEntry(event: event("again"), reason: "BadTopic", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
+        let dead = complete(loop) {
+            store.deadLetter(acme, entryID: entry, deadLetter: letter,
+                             record: .init(eventId: "again", resultJSON: result("dead_lettered", "again", #""entry":"\#(entry)""#)), completion: $0)
+        }
+        XCTAssertEqual(dead.value()?.recorded, false)
+        XCTAssertNil(dead.value()?.firstOutcome)
+        XCTAssertNil(dead.value()?.deadEntryID, "no second dead letter")
+        XCTAssertEqual(fields(acme.results).map { $0["result"] }, [own], "one result for the entry")
+        XCTAssertEqual(redis("GET", acme.result("again"))?.string, own)
+        // An invalid entry's provisional result, recorded twice: one dead letter, one result.
+        let bad = produce(acme, "bad")
+        _ = read([acme])
+        let invalid = result("dead_lettered", "bad", #""entry":"\#(bad)","reason":"invalid_event: voip_token: not a hex string""#)
+        for expected in [true, false] {
+            let report = complete(loop) {
+                store.deadLetter(acme, entryID: bad, deadLetter: letter, record: .init(eventId: "bad", keying: .provisional, resultJSON: invalid),
+                                 completion: $0)
+            }
+            XCTAssertEqual(report.value()?.recorded, expected)
+        }
+        XCTAssertEqual(fields(acme.dead).count, 1)
+        // Another entry with the id is a duplicate, answered as such.
+        let copy = produce(acme, "again")
+        _ = read([acme])
+        let other = complete(loop) {
+            store.finish(acme, entryID: copy, record: .init(eventId: "again", resultJSON: result("delivered_voip", "again", #""entry":"\#(copy)""#)),
+                         completion: $0)
+        }
+        XCTAssertEqual(other.value(), RecordReport(recorded: false, firstOutcome: "delivered_voip", acknowledged: true, deadEntryID: nil))
+        XCTAssertEqual(fields(acme.results).count, 3, "the first result, the invalid event's, the copy's duplicate")
+    }
+
     func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() {
         let invalid = result("dead_lettered", "c-5", #""reason":"invalid_event: deadline: expected an integer (unix ms), got string""#)
         let letter = DeadLetterEntry(event: "{}", reason: "invalid_event: …", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
