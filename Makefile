@@ -1,12 +1,21 @@
 # pushgw: the two commands are `make demo` and `make test`; `make bench` measures.
-# Each target installs the Debian (and Python) packages it needs first.
+# Each target installs the Debian packages it needs first (scripts/install-deps.sh, groups of
+# scripts/debian-packages.txt; Python packages come from Debian too), as root or through sudo.
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
+# Debian installs some of the servers the tests and the benchmarks start in /usr/sbin
+# (nghttpd), which a non-root user's PATH leaves out.
+export PATH := $(PATH):/usr/sbin:/sbin
+DEMO_DEPS = build test python
+TEST_DEPS = $(DEMO_DEPS) browser producers deploy deploy-tools
 
-.PHONY: deps build release test demo bench soak screenshots clean
+.PHONY: deps deps-test build release test demo bench soak screenshots clean
 
 deps:
-	@scripts/install-deps.sh build test browser python
+	@scripts/install-deps.sh $(DEMO_DEPS)
+
+deps-test:
+	@scripts/install-deps.sh $(TEST_DEPS)
 
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
@@ -15,16 +24,19 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
-# on free loopback ports; see Tests/TestSupport. The tests that read hostile input run
-# first under AddressSanitizer (scripts/test-asan.sh, its own build in .build/asan).
-test: deps
+# on free loopback ports; see Tests/TestSupport. The container image's build step links the
+# debug build into .build/image/pushgw for the deployment checks (DeploymentTests). The tests
+# that read hostile input run first under AddressSanitizer (scripts/test-asan.sh, its own
+# build in .build/asan).
+test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	docker/build-pushgw.sh .build/image/pushgw debug >/dev/null
 	scripts/test-asan.sh
 	scripts/test.sh
 
 # The README's console screenshots (docs/images/console-*.png), taken in headless Chromium by
 # the console's browser test against a live gateway.
-screenshots: deps
+screenshots: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	PUSHGW_SCREENSHOTS=$(CURDIR)/docs/images scripts/test.sh --filter ConsoleBrowserTests
 

@@ -53,7 +53,7 @@ public struct PushNotification: Sendable, Equatable {
         guard digits <= PushNotification.maxTokenHexDigits else {
             throw .deviceTokenTooLong(digits: digits, limit: PushNotification.maxTokenHexDigits)
         }
-        guard PushNotification.isHexToken(deviceToken) else { throw .invalidDeviceToken }
+        guard let token = PushNotification.lowerCaseHexToken(deviceToken) else { throw .invalidDeviceToken }
         guard PushNotification.isTopic(topic) else { throw .invalidTopic(bytes: topic.utf8.count) }
         guard !payload.isEmpty else { throw .emptyPayload }
         guard payload.count <= pushType.maxPayloadBytes else {
@@ -64,7 +64,7 @@ public struct PushNotification: Sendable, Equatable {
         if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
         if let apnsID, !PushNotification.isCanonicalUUID(apnsID) { throw .invalidApnsID(apnsID) }
         if let expiration, expiration < 0 { throw .invalidExpiration(expiration) }
-        self.deviceToken = deviceToken.lowercased()
+        self.deviceToken = token
         self.topic = topic
         self.pushType = pushType
         self.payload = payload
@@ -76,11 +76,32 @@ public struct PushNotification: Sendable, Equatable {
 
     /// True for a non-empty, even-length string of hex digits.
     public static func isHexToken(_ token: String) -> Bool {
+        hexShape(token).valid
+    }
+
+    /// The lower-case spelling of a hex token (hex is case-insensitive: one token has one
+    /// spelling), or nil when `token` is not a non-empty, even-length string of hex digits. A
+    /// token in lower case already is returned as it is, without a copy.
+    public static func lowerCaseHexToken(_ token: String) -> String? {
+        let shape = hexShape(token)
+        guard shape.valid else { return nil }
+        return shape.upperCase ? token.lowercased() : token
+    }
+
+    /// One pass over the bytes: whether `token` is a valid hex token, and whether it has
+    /// upper-case digits.
+    private static func hexShape(_ token: String) -> (valid: Bool, upperCase: Bool) {
         var token = token
         return token.withUTF8 { utf8 in
-            guard !utf8.isEmpty && utf8.count % 2 == 0 else { return false }
-            for c in utf8 where !isHexDigit(c) { return false }
-            return true
+            guard !utf8.isEmpty && utf8.count % 2 == 0 else { return (false, false) }
+            var upperCase = false
+            for c in utf8 {
+                // 0-9 or a-f, the common case, first; then A-F.
+                if isLowerCaseHexDigit(c) { continue }
+                guard isUpperCaseHexLetter(c) else { return (false, false) }
+                upperCase = true
+            }
+            return (true, upperCase)
         }
     }
 
@@ -98,16 +119,24 @@ public struct PushNotification: Sendable, Equatable {
         for (i, c) in u.enumerated() {
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 if c != UInt8(ascii: "-") { return false }
-            } else if !(isHexDigit(c) && !(c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F"))) {
+            } else if !isLowerCaseHexDigit(c) {
                 return false
             }
         }
         return true
     }
 
-    private static func isHexDigit(_ c: UInt8) -> Bool {
-        // 0-9, or a-f / A-F (setting bit 5 lower-cases a letter).
-        c &- 48 < 10 || (c | 0x20) &- 97 < 6
+    /// 0-9 or a-f. `c &- x < n` is `x <= c < x + n` in one comparison: below `x` the
+    /// subtraction wraps around to 256 - something, far above `n`.
+    @inline(__always)
+    private static func isLowerCaseHexDigit(_ c: UInt8) -> Bool {
+        c &- UInt8(ascii: "0") < 10 || c &- UInt8(ascii: "a") < 6
+    }
+
+    /// A-F.
+    @inline(__always)
+    private static func isUpperCaseHexLetter(_ c: UInt8) -> Bool {
+        c &- UInt8(ascii: "A") < 6
     }
 }
 

@@ -79,6 +79,9 @@ public struct DeadLetterRecord: Equatable, Sendable {
     public let callID: String?
     /// The event's `type`, nil when unreadable.
     public let eventType: String?
+    /// The calls entry the event came in (what the producer's XADD returned, the `entry` of its
+    /// result): from the dead letter's record; nil when it has none.
+    public let callsEntry: String?
     /// The event's tokens, nil when absent.
     public let voipToken: String?
     public let alertToken: String?
@@ -114,6 +117,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
         let record = f["attempts"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) }
         callID = JSONRead.string(object?["id"]) ?? JSONRead.string((record as? [String: Any])?["id"])
         eventType = JSONRead.string(object?["type"])
+        callsEntry = JSONRead.string((record as? [String: Any])?["entry"])
         voipToken = JSONRead.string(object?["voip_token"])
         alertToken = JSONRead.string(object?["alert_token"])
         deadlineMs = JSONRead.int(object?["deadline"])
@@ -219,7 +223,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
         .object([
             ("id", .string(id)), ("app", .string(app)), ("time_ms", .int(deadAtMs)),
             ("age_s", .int(max(0, nowMs - deadAtMs) / 1000)), ("reason", .string(reason)),
-            ("call_id", .string(callID)), ("type", .string(eventType)), ("attempts", .int(attempts.count)),
+            ("call_id", .string(callID)), ("type", .string(eventType)), ("calls_entry", .string(callsEntry)),
+            ("attempts", .int(attempts.count)),
             ("replays", .int(replays)), ("first_failure_ms", .int(firstFailureMs)), ("last_failure_ms", .int(lastFailureMs)),
         ])
     }

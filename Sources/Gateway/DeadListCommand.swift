@@ -19,8 +19,8 @@ enum DeadListCommand: Command {
           --since T       only those dead at or after T: \(TimeArgument.forms)
           --limit N       show at most N (default 50, at most 10000)
           --json          one JSON object per line:
-                          {"id","app","time_ms","age_s","reason","call_id","type","attempts",
-                           "replays","first_failure_ms","last_failure_ms"}
+                          {"id","app","time_ms","age_s","reason","call_id","type","calls_entry",
+                           "attempts","replays","first_failure_ms","last_failure_ms"}
           --config FILE   the config (default \(GatewayConfig.defaultFile))
 
         Example: pushgw dead list --app acme --reason apns_credentials --since 2h

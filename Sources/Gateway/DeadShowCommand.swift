@@ -10,7 +10,8 @@ enum DeadShowCommand: Command {
         usage: pushgw dead show ID [--app A] [--json] [--config FILE]
 
         Shows the dead letter ID (as pushgw dead list prints it; APP/ID names the app too):
-        the reason, the call, when it failed first and last, how often it was replayed, every
+        the reason, the call and the calls entry it came in (what the producer's XADD
+        returned), when it failed first and last, how often it was replayed, every
         attempt on its own line (time, round, channel, the token's last 8 characters, APNs'
         status and reason or the transport error, apns-id) and the event, pretty-printed.
         A dead letter of a replayed event carries the attempts of its earlier rounds.
@@ -58,6 +59,7 @@ enum DeadShowCommand: Command {
         var header: [(String, String)] = [
             ("reason", TerminalText.field(r.reason)),
             ("call", call),
+            ("calls entry", r.callsEntry.map(TerminalText.field) ?? "-"),
             ("dead since", at(r.deadAtMs)),
             ("first failure", at(r.firstFailureMs)),
             ("last failure", at(r.lastFailureMs)),

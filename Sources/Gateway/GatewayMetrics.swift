@@ -25,6 +25,7 @@ public final class GatewayMetrics: RouterObservations {
     // MARK: Events (pushed)
     let eventsReceived: CounterFamily
     let eventsFinished: CounterFamily
+    let duplicates: CounterFamily
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
     let deadlineMisses: CounterFamily
@@ -82,6 +83,9 @@ public final class GatewayMetrics: RouterObservations {
         eventsFinished = r.counter("pushgw_events_finished_total",
                                    help: "Call events whose outcome was recorded and whose entry was acknowledged, by app and outcome.",
                                    labels: ["app", "outcome"])
+        duplicates = r.counter("pushgw_duplicate_events_total",
+                               help: "Call events whose id already had an outcome, answered with a duplicate result and nothing sent, by app and the first outcome.",
+                               labels: ["app", "first_outcome"])
         deadLetters = r.counter("pushgw_dead_letters_total",
                                 help: "Events written to the dead-letter stream, by app and reason code.",
                                 labels: ["app", "reason"])
@@ -203,6 +207,11 @@ public final class GatewayMetrics: RouterObservations {
     }
 
     public func callRecorded(app: String, record: OutcomeRecord) {
+        if record.outcome == .duplicate {
+            // Not an outcome of its own: the first one was counted when it was recorded.
+            duplicates.inc([app, record.firstOutcome?.rawValue ?? "unknown"])
+            return
+        }
         eventsFinished.inc([app, record.outcome.rawValue])
         switch record.outcome {
         case .deadLettered:
@@ -211,7 +220,7 @@ public final class GatewayMetrics: RouterObservations {
             deadLetters.inc([app, reason])
         case .expired:
             deadlineMisses.inc([app])
-        case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled:
+        case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled, .duplicate:
             break
         }
         if let latencyMs = record.latencyMs,

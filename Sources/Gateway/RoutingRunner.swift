@@ -39,7 +39,7 @@ public struct RoutingRunnerSettings: Sendable {
     public var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
     public var scheduleAgainAfterMs: Int64 = 250
-    /// How long a call's in-flight claim lasts (`AppKeys.done`, `InFlightClaim`), ms: longer than a call
+    /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
     /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
     /// record). It is released as soon as the call leaves the process; the TTL only frees the
     /// claim of a process that died.
@@ -83,6 +83,9 @@ public final class RoutingRunner {
         let app: AppRuntime
         /// The stream entry, acknowledged with the outcome.
         let entryID: String
+        /// The entry the producer's XADD made (`entryID`, or for a resumed retry the call's
+        /// first entry): the `entry` of the call's result.
+        let producerEntryID: String
         /// The entry's `event` field, its bytes as Redis holds them (kept exactly in a dead letter).
         let rawEvent: [UInt8]
         var router: CallRouter
@@ -107,9 +110,11 @@ public final class RoutingRunner {
         /// The outcome recorded for it, once recorded: its waiting copies are duplicates of it.
         var recordedOutcome: CallOutcome?
 
-        init(app: AppRuntime, entryID: String, rawEvent: [UInt8], router: CallRouter, callID: String, isCancel: Bool = false) {
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
+             callID: String, isCancel: Bool = false) {
             self.app = app
             self.entryID = entryID
+            self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
             self.router = router
             self.callID = callID
@@ -127,6 +132,8 @@ public final class RoutingRunner {
         public var invalidEvents = 0
         /// Entries dead-lettered for too many deliveries.
         public var poison = 0
+        /// Entries whose event id already had an outcome, answered with a `duplicate` result.
+        public var duplicates = 0
         /// Error retries put in the durable schedule, in all and per channel (`voip`, `alert`).
         public var retriesScheduled = 0
         public var retriesScheduledByChannel: [String: Int] = [:]
@@ -374,11 +381,12 @@ public final class RoutingRunner {
     /// for `incoming_call`s the in-flight claim), then starts each.
     private func lookUp(_ admitted: [Admitted], app: AppRuntime) {
         guard !admitted.isEmpty else { return }
+        let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
         store.lookup(app.keys, admitted.map(\.query), claimAs: settings.consumer,
                      claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
             switch result {
             case let .success(found):
-                for (a, f) in zip(admitted, found) { self.start(a, found: f) }
+                for (i, (a, f)) in zip(admitted, found).enumerated() { self.start(a, found: f, cancelledInRead: cancelledHere[i]) }
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call: leave the entries
                 // pending; this process claims them back once Redis answers (`claimOwnEntries`).
@@ -402,8 +410,10 @@ public final class RoutingRunner {
         let entryTimeMs = entry.timeMs ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
             stats.poison += 1
-            let callID = try? CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy).id
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.redeliveryLimit(deliveries, callID: callID, app: app.id))
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+            deadLetterEntry(app, entry: entry, raw: raw,
+                            DeadLetter.redeliveryLimit(deliveries, callID: identity.id, type: identity.kind, app: app.id,
+                                                       entry: entry.id))
             return nil
         }
         if let state = entry.values["retry"] { return admitRetry(entry, state: state, app: app) }
@@ -417,7 +427,7 @@ public final class RoutingRunner {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
                      limited: true)
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id))
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
@@ -446,13 +456,14 @@ public final class RoutingRunner {
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
                       limited: true)
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
-            let callID = try? CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy).id
-            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: callID)
-            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id))
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: identity.id, kind: identity.kind)
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id, entry: entry.id))
             return nil
         }
         stats.retriesFired += 1
-        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+        // Snapshots written before the producer's entry was kept in them: this entry stands in.
+        let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
@@ -460,12 +471,13 @@ public final class RoutingRunner {
     }
 
     /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
-    /// call's router starts (or resumes) and its first action runs.
-    private func start(_ a: Admitted, found: EventLookup) {
+    /// call's router starts (or resumes) and its first action runs. `cancelledInRead`: its
+    /// cancel came in the same read (`CallRouter.cancelledInRead`).
+    private func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool = false) {
         let call = a.call
         guard live[key(call.app, call.entryID)] === call else { return }  // forgotten meanwhile (drain cut, take-over)
         let done = found.outcome.flatMap(CallOutcome.init(rawValue:))
-        let cancelled = found.cancelled || call.cancelRequested
+        let cancelled = found.cancelled || call.cancelRequested || cancelledInRead
         switch CallCopies.decide(kind: a.event.kind, alreadyDone: done != nil, cancelled: cancelled,
                                  claimHolder: found.claimHolder, consumer: settings.consumer,
                                  copyRoutingHere: copyRouting(besides: call) != nil) {
@@ -545,22 +557,11 @@ public final class RoutingRunner {
             }
             writeDeadLetter(deadLetter, for: call)
         case let .cancelCall(record):
-            cancel(callID: call.callID, app: call.app, cancelRecord: record, cancelEntry: call)
-        case .acknowledgeDuplicate:
-            acknowledgeDuplicate(call)
-        }
-    }
-
-    /// The one place a duplicate entry is acknowledged (an already finished call, a second
-    /// cancel, a copy of a call another entry finished): no result is written for it.
-    private func acknowledgeDuplicate(_ call: LiveCall) {
-        call.recording = true
-        store.acknowledge(call.app.keys, entryIDs: [call.entryID]) { [unowned self] result in
-            if case .failure = result {
-                self.stats.redisErrors += 1
-                self.ownSweepsDue = max(self.ownSweepsDue, 1)
-            }
-            self.forget(call)
+            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
+        case let .acknowledgeDuplicate(record):
+            // An already finished call, a second cancel, a copy of a call another entry
+            // finished: its `duplicate` result is written and its entry acknowledged.
+            recordOutcome(record, for: call, keying: .duplicate)
         }
     }
 
@@ -597,9 +598,10 @@ public final class RoutingRunner {
     /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
     /// only, and this process forgets it.
     private func schedule(_ call: LiveCall, channel: PushChannel) {
-        guard let snapshot = call.router.waiting else {
+        guard var snapshot = call.router.waiting else {
             preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
         }
+        snapshot.entryID = call.producerEntryID
         call.scheduling = true
         let retry = ScheduledRetry(retryID: call.entryID, callID: call.callID, dueAtMs: snapshot.dueAtMs,
                                    event: call.rawEvent, state: snapshot.json())
@@ -664,14 +666,14 @@ public final class RoutingRunner {
             if let found, let snapshot = try? WaitingCall.decode(found.state),
                let event = try? snapshot.event(from: found.event, policy: app.policy) {
                 var router = CallRouter(policy: app.policy, jitter: .constant(0))
-                if case let .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                if case var .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                    record.entry = snapshot.entryID ?? found.retryID
                     removing.append((found.retryID, record.jsonString))
                     records[found.retryID] = record
                 }
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
-            let entry = ResultEntry(eventId: "cancel:" + callID, outcome: cancelRecord.outcome.rawValue,
-                                    resultJSON: cancelRecord.jsonString)
+            let entry = ResultEntry(eventId: "cancel:" + callID, resultJSON: cancelRecord.jsonString)
             self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, record: entry,
                                       removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
                 switch result {
@@ -696,7 +698,10 @@ public final class RoutingRunner {
                         guard target.started else { target.cancelRequested = true; continue }
                         self.perform(target.router.cancelReceived(now: Clock.unixMs()), for: target)
                     }
-                    self.recorded(cancelRecord, call: cancelEntry)
+                    // A cancel of this call recorded meanwhile (two cancels at once): the script
+                    // answered this one as a duplicate.
+                    self.answered(cancelRecord, call: cancelEntry, recorded: report.cancelRecorded,
+                                  firstOutcome: report.answeredBefore ? nil : CallOutcome.cancelled.rawValue)
                 }
             }
         }
@@ -721,11 +726,18 @@ public final class RoutingRunner {
     /// in one script per app (`CallStore.finish`), in chunks of at most this many.
     private static let recordChunk = 256
 
-    private func recordOutcome(_ record: OutcomeRecord, for call: LiveCall, idempotencyKey: String? = nil) {
+    /// The router's record with the calls entry it answers (the router knows no stream ids).
+    private func stamped(_ record: consuming OutcomeRecord, _ call: LiveCall) -> OutcomeRecord {
+        if record.entry == nil { record.entry = call.producerEntryID }
+        return record
+    }
+
+    private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
         guard !call.recording else { return }
         call.recording = true
-        let entry = ResultEntry(eventId: idempotencyKey ?? call.callID, outcome: record.outcome.rawValue,
-                                resultJSON: record.jsonString)
+        let record = stamped(record, call)
+        let eventId = record.type == .callCancelled ? "cancel:" + call.callID : call.callID
+        let entry = ResultEntry(eventId: eventId, keying: keying, resultJSON: record.jsonString)
         records.add(PendingRecord(call: call, record: record,
                                   finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback)))
     }
@@ -745,10 +757,8 @@ public final class RoutingRunner {
                 store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
                     switch result {
                     case let .success(report):
-                        // A record skipped as already recorded (a duplicate routed at the same
-                        // time) was acknowledged without a result: not an outcome of its own.
-                        for (p, wasRecorded) in zip(chunk, report.recorded) {
-                            if wasRecorded { self.recorded(p.record, call: p.call) } else { self.forget(p.call) }
+                        for (i, p) in chunk.enumerated() {
+                            self.answered(p.record, call: p.call, recorded: report.recorded[i], firstOutcome: report.firstOutcomes[i])
                         }
                     case let .failure(error):
                         // Never drop an outcome: leave the entries pending; claimed back and
@@ -768,15 +778,17 @@ public final class RoutingRunner {
         guard !call.recording else { return }
         call.recording = true
         let now = Clock.unixMs()
-        let record = deadLetter.record
+        let record = stamped(deadLetter.record, call)
         let attempts = String(decoding: record.json(), as: UTF8.self)
         let entry = DeadLetterEntry(event: call.rawEvent, reason: deadLetter.reason.text, attemptsJSON: attempts,
                                     firstFailureMs: call.firstFailureMs ?? now, lastFailureMs: now)
+        // An invalid event's result does not claim its id: a corrected event may follow.
         store.deadLetter(call.app.keys, entryID: call.entryID, deadLetter: entry,
-                         record: ResultEntry(eventId: record.id, outcome: record.outcome.rawValue,
+                         record: ResultEntry(eventId: record.id, keying: deadLetter.isInvalidEvent ? .provisional : .once,
                                              resultJSON: record.jsonString)) { [unowned self] result in
             switch result {
-            case .success: self.recorded(record, call: call)
+            case let .success(report):
+                self.answered(record, call: call, recorded: report.recorded, firstOutcome: report.firstOutcome)
             case let .failure(error):
                 self.stats.redisErrors += 1
                 self.ownSweepsDue = max(self.ownSweepsDue, 1)
@@ -795,11 +807,30 @@ public final class RoutingRunner {
         writeDeadLetter(deadLetter, for: call)
     }
 
+    /// What a recording script did with `record`: wrote it; or, the id having an outcome
+    /// already (a copy routed at the same time), wrote its `duplicate` result naming
+    /// `firstOutcome`; or wrote nothing, the result there being this entry's own (the entry
+    /// delivered again after its record ran, e.g. claimed back while a hung Redis still had the
+    /// record to run): it said all there was to say then.
+    private func answered(_ record: OutcomeRecord, call: LiveCall, recorded wasRecorded: Bool, firstOutcome: String?) {
+        if wasRecorded { return recorded(record, call: call) }
+        guard let firstOutcome else { return forget(call) }
+        recorded(record.duplicate(of: CallOutcome(rawValue: firstOutcome) ?? record.outcome), call: call)
+    }
+
     private func recorded(_ record: OutcomeRecord, call: LiveCall) {
-        call.recordedOutcome = record.outcome
-        stats.finished[record.outcome.rawValue, default: 0] += 1
-        log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
-                                   "entry": call.entryID])
+        if record.outcome == .duplicate {
+            // Its waiting copies are duplicates of the same first outcome.
+            call.recordedOutcome = record.firstOutcome
+            stats.duplicates += 1
+            log.debug("duplicate event answered", ["app": call.app.id, "event": call.callID, "entry": call.entryID,
+                                                   "first_outcome": record.firstOutcome?.rawValue ?? ""])
+        } else {
+            call.recordedOutcome = record.outcome
+            stats.finished[record.outcome.rawValue, default: 0] += 1
+            log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
+                                       "entry": call.entryID])
+        }
         onRecorded?(call.app.id, record)
         forget(call)
     }

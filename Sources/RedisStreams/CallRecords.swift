@@ -2,19 +2,48 @@
 
 /// What to record when an event reaches its outcome.
 public struct ResultEntry: Equatable, Sendable {
-    /// The event's `id`, the idempotency key: the outcome is stored under it for the
-    /// idempotency window, and a second record for the same id writes nothing. Nil for an
-    /// event without a usable id (an invalid event): then nothing is keyed.
+    /// How a record meets the result key of its event id (`AppKeys.result`).
+    public enum Keying: String, Sendable {
+        /// The event's outcome: stored under the key unless one is there already. If one is,
+        /// nothing of this record is written but a `duplicate` result naming the first outcome
+        /// (its own fields after `outcome`); a stored invalid event's result is replaced.
+        case once
+        /// An invalid event's result: stored under the key only if the key is free, and
+        /// written to the results stream (with its dead letter) in any case. It does not claim
+        /// the id: a later event with the same id replaces it (`once`).
+        case provisional
+        /// A `duplicate` result (the first outcome known already): written to the results
+        /// stream only; the key keeps the first outcome.
+        case duplicate
+    }
+
+    /// The event's `id`, the idempotency key: the result is stored under it for the
+    /// idempotency window. Nil for an event without a usable id (an invalid event): then
+    /// nothing is keyed.
     public var eventId: String?
-    /// The outcome name kept in the done key (`delivered_voip`, `dead_lettered`, …).
-    public var outcome: String
-    /// The results entry's `result` field: the caller's JSON, stored as given.
+    public var keying: Keying
+    /// The results entry's `result` field, also the key's value: `OutcomeRecord.json()`, which
+    /// starts with `{"outcome":"…",` (the scripts read the outcome from there).
     public var resultJSON: String
 
-    public init(eventId: String?, outcome: String, resultJSON: String) {
+    public init(eventId: String?, keying: Keying = .once, resultJSON: String) {
         self.eventId = eventId
-        self.outcome = outcome
+        self.keying = keying
         self.resultJSON = resultJSON
+    }
+
+    /// The outcome a stored result (the result key's value) claims its event id with; nil when
+    /// there is none, or when it is an invalid event's result, which claims nothing (the same
+    /// rule as `CallStoreLua.resultRules`).
+    public static func claimedOutcome(_ stored: String?) -> String? {
+        guard let stored else { return nil }
+        let utf8 = stored.utf8
+        let head = #"{"outcome":""#.utf8
+        guard utf8.starts(with: head) else { return nil }
+        let name = utf8.dropFirst(head.count).prefix { $0 != UInt8(ascii: "\"") }
+        let outcome = String(decoding: name, as: UTF8.self)
+        if outcome == "dead_lettered" && stored.contains(#","reason":"invalid_event: "#) { return nil }
+        return outcome
     }
 }
 
@@ -35,10 +64,20 @@ public struct FinishRecord: Equatable, Sendable {
 /// What a batched `CallStore.finish` did.
 public struct FinishReport: Equatable, Sendable {
     /// Per record, in order: false when an outcome for its event id was already recorded
-    /// (nothing written for it; its entry still acknowledged).
+    /// (its `duplicate` result written instead, or nothing at all when the result there is its
+    /// own entry's: the entry was delivered again; its entry still acknowledged).
     public var recorded: [Bool]
+    /// Per record: the outcome recorded first for its event id when `recorded` is false and
+    /// a `duplicate` result was written; nil when nothing was.
+    public var firstOutcomes: [String?]
     /// How many of the entries were pending and are now acknowledged.
     public var acknowledged: Int64
+
+    public init(recorded: [Bool], firstOutcomes: [String?]? = nil, acknowledged: Int64) {
+        self.recorded = recorded
+        self.firstOutcomes = firstOutcomes ?? Array(repeating: nil, count: recorded.count)
+        self.acknowledged = acknowledged
+    }
 }
 
 /// One event to look up before routing (`CallStore.lookup`).
@@ -47,7 +86,7 @@ public struct LookupQuery: Equatable, Sendable {
     /// The event's tokens, to learn whether APNs declared them invalid; nil: not asked.
     public var voipToken: String?
     public var alertToken: String?
-    /// Take the call's in-flight claim (`InFlightClaim`, in its done key) in the same step, for an
+    /// Take the call's in-flight claim (`InFlightClaim`, in its result key) in the same step, for an
     /// `incoming_call` about to be pushed.
     public var claim: Bool
 
@@ -111,8 +150,12 @@ public struct DeadLetterEntry: Equatable, Sendable {
 /// What `finish` and `deadLetter` did.
 public struct RecordReport: Equatable, Sendable {
     /// False when an outcome for the event id was already recorded (within the idempotency
-    /// window): then nothing was written but the entry was still acknowledged.
+    /// window): then only a `duplicate` result was written (nothing at all when the result
+    /// there is this entry's own: it was delivered again), and the entry still acknowledged.
     public var recorded: Bool
+    /// The outcome recorded first, when `recorded` is false and a `duplicate` result was
+    /// written; nil when nothing was.
+    public var firstOutcome: String? = nil
     /// Whether the stream entry was pending and is now acknowledged (false without an entry id,
     /// or when it was acknowledged before).
     public var acknowledged: Bool
@@ -122,7 +165,8 @@ public struct RecordReport: Equatable, Sendable {
 
 /// What Redis knows about an event before it is routed (one round trip).
 public struct EventLookup: Equatable, Sendable {
-    /// The outcome already recorded for the event id, nil if none (within the window).
+    /// The outcome already recorded for the event id, nil if none (within the window) or if
+    /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
     public var outcome: String?
     /// Whether the call was cancelled.
     public var cancelled: Bool

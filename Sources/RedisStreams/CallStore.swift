@@ -219,19 +219,21 @@ public final class CallStore {
 
     // MARK: Recording outcomes
 
-    /// Records an event's outcome in one step: XADD results (`result` = `record.resultJSON`,
-    /// MAXLEN ~), SET done key = outcome EX `doneTTLSeconds` (only if none is recorded yet:
-    /// otherwise nothing is written), one feedback entry and one known-invalid key (EX
-    /// `invalidTokenTTLSeconds`) per `invalidTokens`, then XACK + XDEL of `entryID` if given.
+    /// Records an event's outcome in one step: SET result key = `record.resultJSON` EX
+    /// `doneTTLSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
+    /// entry and one known-invalid key (EX `invalidTokenTTLSeconds`) per `invalidTokens`, then
+    /// XACK + XDEL of `entryID` if given. If a result already claims the event id, only the
+    /// record's `duplicate` result is written (`ResultEntry.Keying`).
     public func finish(_ app: AppKeys, entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [],
                        completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         finish(app, [FinishRecord(entryID: entryID, record: record, invalidTokens: invalidTokens)]) { result in
-            completion(result.map { RecordReport(recorded: $0.recorded[0], acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
+            completion(result.map { RecordReport(recorded: $0.recorded[0], firstOutcome: $0.firstOutcomes[0],
+                                                 acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
         }
     }
 
-    /// `finish` for several events of one app in one step (one script), the outcome replacing
-    /// the call's in-flight claim in its done key: under load the router
+    /// `finish` for several events of one app in one step (one script), the result replacing
+    /// the call's in-flight claim in its result key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
     /// app per turn instead of one per event. Each record is written, or skipped as already
     /// recorded, exactly as `finish` would; the entries are acknowledged and deleted by one
@@ -239,7 +241,7 @@ public final class CallStore {
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
-        // Keys first (calls, results, feedback, then per record its done key and invalid-token
+        // Keys first (calls, results, feedback, then per record its result key and invalid-token
         // keys), then ARGV, written straight into one command buffer: no string per key.
         var keyCount = 3
         var size = 0
@@ -248,7 +250,7 @@ public final class CallStore {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
             keyCount += 1 + r.invalidTokens.count
-            size += app.donePrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+            size += app.resultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
         }
         var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
@@ -256,7 +258,7 @@ public final class CallStore {
         body.append(app.results)
         body.append(app.feedback)
         for r in records {
-            body.append(app.donePrefix, r.record.eventId!)
+            body.append(app.resultPrefix, r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
@@ -264,9 +266,10 @@ public final class CallStore {
             body.append(arg)
         }
         for r in records {
+            precondition(r.record.keying != .provisional, "finish records outcomes; provisional results are dead letters")
             body.append(r.entryID ?? "")
             body.append(r.record.resultJSON)
-            body.append(r.record.outcome)
+            body.append(r.record.keying.rawValue)
             body.append(String(r.invalidTokens.count))
             for t in r.invalidTokens {
                 body.append(t.token)
@@ -282,36 +285,50 @@ public final class CallStore {
                     return .failure(.unexpectedReply("finish script \(reply)"))
                 }
                 var recorded: [Bool] = []
+                var firstOutcomes: [String?] = []
                 recorded.reserveCapacity(count)
+                firstOutcomes.reserveCapacity(count)
                 for part in parts.prefix(count) {
-                    guard let flag = part.integer else { return .failure(.unexpectedReply("finish script \(reply)")) }
-                    recorded.append(flag == 1)
+                    if let flag = part.integer, flag == 0 || flag == 1 {
+                        recorded.append(flag == 1)
+                        firstOutcomes.append(nil)
+                    } else if let first = part.string {
+                        recorded.append(false)
+                        firstOutcomes.append(first)
+                    } else {
+                        return .failure(.unexpectedReply("finish script \(reply)"))
+                    }
                 }
-                return .success(FinishReport(recorded: recorded, acknowledged: acked))
+                return .success(FinishReport(recorded: recorded, firstOutcomes: firstOutcomes, acknowledged: acked))
             })
         }
     }
 
     /// Writes a dead letter in one step: XADD dead (fields of `DeadLetterEntry` + `app`), XADD
-    /// results, SET done key (when `record.eventId` is given; if an outcome is already
-    /// recorded nothing is written; an in-flight claim there is replaced), XACK + XDEL of `entryID` if given (dead letters that did
-    /// not come from the stream have none).
+    /// results, SET result key (when `record.eventId` is given, as `record.keying` says: `once`
+    /// replaces an in-flight claim, and writes only a `duplicate` result when the id already
+    /// has an outcome; `provisional`, for invalid events, writes everything and keys the result
+    /// only if the key is free), XACK + XDEL of `entryID` if given (dead letters that did not
+    /// come from the stream have none).
     public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
+        precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys.append(app.done(eventId)) }
-        let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON), .text(record.outcome),
-                                     .text(String(config.doneTTLSeconds)), .text(String(config.resultsMaxLen)),
-                                     .text(config.deadMaxLen.map { String($0) } ?? ""), .bytes(deadLetter.event),
-                                     .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
+        if let eventId = record.eventId { keys.append(app.result(eventId)) }
+        let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
+                                     .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
+                                     .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
+                                     .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app)]
         deadLetterScript.run(on: commands, keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 3, let recorded = parts[0].integer, let acked = parts[1].integer else {
+                guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),
+                      let acked = parts[1].integer else {
                     return .failure(.unexpectedReply("dead-letter script \(reply)"))
                 }
-                return .success(RecordReport(recorded: recorded == 1, acknowledged: acked == 1, deadEntryID: parts[2].string))
+                return .success(RecordReport(recorded: parts[0].integer == 1, firstOutcome: parts[0].string,
+                                             acknowledged: acked == 1, deadEntryID: parts[2].string))
             })
         }
     }
@@ -322,7 +339,7 @@ public final class CallStore {
     public func replay(_ app: AppKeys, event: String, eventId: String?, deadEntryID: String?,
                        completion: @escaping (Result<String, RedisError>) -> Void) {
         var keys = [app.calls, app.dead]
-        if let eventId { keys.append(app.done(eventId)) }
+        if let eventId { keys.append(app.result(eventId)) }
         replayScript.run(on: commands, keys: keys, args: [event, deadEntryID ?? ""]) { result in
             completion(result.flatMap { reply in
                 reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
@@ -343,8 +360,8 @@ public final class CallStore {
 
     // MARK: Looking up
 
-    /// One MGET: the outcome already recorded for `eventId`, whether it is cancelled, and
-    /// since when its tokens are known invalid.
+    /// One MGET: the outcome already recorded for `eventId` (read from its result key),
+    /// whether it is cancelled, and since when its tokens are known invalid.
     public func lookup(_ app: AppKeys, eventId: String, voipToken: String?, alertToken: String?,
                        completion: @escaping (Result<EventLookup, RedisError>) -> Void) {
         lookup(app, [LookupQuery(eventId: eventId, voipToken: voipToken, alertToken: alertToken)]) { result in
@@ -353,8 +370,9 @@ public final class CallStore {
     }
 
     /// `lookup` for several events of one app in one MGET (the router looks up every event
-    /// of a read together). Answers in the order of `queries`. A done key holding an in-flight
-    /// claim (`InFlightClaim`) is no outcome.
+    /// of a read together). Answers in the order of `queries`. A result key holding an in-flight
+    /// claim (`InFlightClaim`) or an invalid event's result is no outcome
+    /// (`ResultEntry.claimedOutcome`).
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
     /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
@@ -368,11 +386,11 @@ public final class CallStore {
         var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 180) + 256,
                                    arguments: 4 + 5 * queries.count)
         if claims == 0 { command.append("MGET") }
-        var doneIndices: [Int] = []
-        doneIndices.reserveCapacity(claims)
+        var resultIndices: [Int] = []
+        resultIndices.reserveCapacity(claims)
         for q in queries {
-            if claims > 0, q.claim { doneIndices.append(command.count + 1) }  // 1-based, as Lua counts
-            command.append(app.donePrefix, q.eventId)
+            if claims > 0, q.claim { resultIndices.append(command.count + 1) }  // 1-based, as Lua counts
+            command.append(app.resultPrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
@@ -382,7 +400,7 @@ public final class CallStore {
             command.append(gatewayKeys.consumers)
             command.append(claimAs)
             command.append(String(claimTTLMs))
-            for i in doneIndices { command.append(String(i)) }
+            for i in resultIndices { command.append(String(i)) }
         }
         let expected = reads + claims
         let answer: (Result<RedisReply, RedisError>) -> Void = { result in
@@ -395,9 +413,7 @@ public final class CallStore {
                 var i = 0
                 var holder = reads
                 for q in queries {
-                    let done = values[i].string
-                    var found = EventLookup(outcome: done.flatMap { InFlightClaim.holder($0) == nil ? $0 : nil },
-                                            cancelled: !values[i + 1].isNull)
+                    var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }

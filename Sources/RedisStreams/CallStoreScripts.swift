@@ -4,28 +4,85 @@
 // passed in KEYS and, except for the consumer registry, lives in one app's hash slot.
 
 enum CallStoreLua {
-    /// Records outcomes once per event id and acknowledges their stream entries, for one or
-    /// more events of one app. A done key holding an in-flight claim (`in_flight:…`) is not an
-    /// outcome: the outcome replaces it. One already holding an outcome keeps it (the SET with
-    /// GET wrote the new one: the old one is put back) and nothing is written for the record.
-    /// KEYS: calls, results, feedback, then per record its done key followed by its
+    /// What a per-event result key (`AppKeys.result`) holds, shared by every script that reads
+    /// or writes one (`ResultEntry.claimedOutcome` and `InFlightClaim` read values the same way
+    /// in Swift): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
+    /// (`isClaim`); or a result JSON, which starts with `{"outcome":"…",`. An invalid event's
+    /// result (`dead_lettered` with reason `invalid_event: …`, `isProvisional`) claims nothing:
+    /// a later event with its id takes the key over.
+    static let resultValues = """
+        local function isClaim(value)
+          return string.sub(value, 1, 10) == 'in_flight:'
+        end
+        local function isProvisional(value)
+          return string.sub(value, 1, 27) == '{"outcome":"dead_lettered",'
+            and string.find(value, ',"reason":"invalid_event: ', 1, true) ~= nil
+        end
+
+        """
+
+    /// The recording rules of the result key, on top of `resultValues`.
+    ///
+    /// `recordOnce(key, json, ttl)` stores `json` unless a result claims the id already, and
+    /// returns true when it stored it; else false and the first outcome, or false alone when
+    /// the result there is this record's own calls entry's (`ownResult`: the entry was
+    /// delivered again after its result was written, e.g. claimed back while a hung Redis had
+    /// the record still to run; nothing is to be written for it). It replaces an in-flight
+    /// claim (the call's own, or one a lapsed consumer left) and an invalid event's result.
+    /// One `SET … GET` does the common case, a call whose claim the lookup took; an outcome
+    /// already there is put back (`KEEPTTL`), which only a duplicate costs.
+    /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
+    /// outcome `duplicate`, `first_outcome`, then the record's own fields.
+    static let resultRules = resultValues + """
+        local function ownResult(prev, json)
+          local entry = string.match(json, ',"entry":"([^"]*)"')
+          return entry ~= nil and string.match(prev, ',"entry":"([^"]*)"') == entry
+        end
+        local function recordOnce(key, json, ttl)
+          local prev = redis.call('SET', key, json, 'GET', 'EX', ttl)
+          if not prev or isClaim(prev) or isProvisional(prev) then return true end
+          redis.call('SET', key, prev, 'KEEPTTL')
+          if ownResult(prev, json) then return false end
+          return false, string.match(prev, '^{"outcome":"([%a_]+)"') or 'unknown'
+        end
+        local function duplicateOf(json, first)
+          local head = '{"outcome":"duplicate","first_outcome":"' .. first .. '"'
+          local comma = string.find(json, ',', 1, true)
+          if string.sub(json, 1, 12) ~= '{"outcome":"' or not comma then return head .. '}' end
+          return head .. string.sub(json, comma)
+        end
+
+        """
+
+    /// Records outcomes once per event id and acknowledges their stream entries, for one
+    /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
+    /// KEYS: calls, results, feedback, then per record its result key followed by its
     ///       invalid-token keys.
-    /// ARGV: group, done TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
-    ///       per record: entry id ('' = none), result JSON, outcome, m, then
-    ///       m × (token, channel, reason, timestamp).
-    /// Returns {recorded₁ … recordedₙ (0 when an outcome was already recorded: nothing
-    /// written for it), acked count}.
-    static let finish = """
+    /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
+    ///       per record: entry id ('' = none), result JSON, keying (`once` or `duplicate`), m,
+    ///       then m × (token, channel, reason, timestamp).
+    /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
+    /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
+    /// was written (its entry's own result is there already: `ownResult`).
+    static let finish = resultRules + """
         local out, ids = {}, {}
         local a, k = 7, 4
         for r = 1, tonumber(ARGV[6]) do
           local entry, m = ARGV[a], tonumber(ARGV[a + 3])
-          local recorded = 0
-          local before = redis.call('SET', KEYS[k], ARGV[a + 2], 'EX', ARGV[2], 'GET')
-          if before and string.sub(before, 1, 10) ~= 'in_flight:' then
-            redis.call('SET', KEYS[k], before, 'KEEPTTL')
+          local write, first = true, nil
+          if ARGV[a + 2] == 'once' then
+            write, first = recordOnce(KEYS[k], ARGV[a + 1], ARGV[2])
           else
-            recorded = 1
+            local prev = redis.call('GET', KEYS[k])
+            write = not (prev and ownResult(prev, ARGV[a + 1]))
+          end
+          local recorded = 1
+          if first then
+            recorded = first
+            redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', duplicateOf(ARGV[a + 1], first))
+          elseif not write then
+            recorded = 0
+          else
             redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
             for i = 0, m - 1 do
               local b = a + 4 + 4 * i
@@ -48,20 +105,30 @@ enum CallStoreLua {
         return out
         """
 
-    /// Writes a dead letter and its result once per event id (the outcome replaces an
-    /// in-flight claim in the done key, as in `finish`), and acknowledges the entry.
-    /// KEYS: calls, results, dead[, done]
-    /// ARGV: group, entry id ('' = none), result JSON, outcome, done TTL s, results maxlen,
-    ///       dead maxlen ('' = uncapped), event, reason, attempts, first_failure_ms,
-    ///       last_failure_ms, replays, app.
-    /// Returns {recorded, acked, dead entry id or false}.
-    static let deadLetter = """
+    /// Writes a dead letter and its result once per event id (`recordOnce`; an invalid event's
+    /// `provisional` result is keyed only where the key is free, so it never displaces a claim
+    /// or a result), and acknowledges the entry.
+    /// KEYS: calls, results, dead[, result key]
+    /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
+    ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
+    ///       first_failure_ms, last_failure_ms, replays, app.
+    /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
+    ///          or 0 (nothing written: its entry's own result is there already), acked,
+    ///          dead entry id or false}.
+    static let deadLetter = resultRules + """
         local recorded = 1
         if KEYS[4] then
-          local before = redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[5], 'GET')
-          if before and string.sub(before, 1, 10) ~= 'in_flight:' then
-            redis.call('SET', KEYS[4], before, 'KEEPTTL')
-            recorded = 0
+          if ARGV[4] == 'provisional' then
+            local prev = redis.call('SET', KEYS[4], ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
+            if prev and ownResult(prev, ARGV[3]) then recorded = 0 end
+          else
+            local write, first = recordOnce(KEYS[4], ARGV[3], ARGV[5])
+            if first then
+              recorded = first
+              redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+            elseif not write then
+              recorded = 0
+            end
           end
         end
         local deadID = false
@@ -84,7 +151,7 @@ enum CallStoreLua {
         """
 
     /// Puts an event back on the calls stream, forgets its recorded outcome and removes
-    /// its dead letter. KEYS: calls, dead[, done]. ARGV: event, dead entry id ('' = none).
+    /// its dead letter. KEYS: calls, dead[, result key]. ARGV: event, dead entry id ('' = none).
     /// Returns the new calls entry id.
     static let replay = """
         local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
@@ -250,14 +317,14 @@ enum CallStoreLua {
         """
 
     /// The router's lookup with in-flight claims, in one step: the values of the read keys (one
-    /// MGET), then, for each claiming query, the call's in-flight claim taken in its done key
-    /// (`in_flight:` + the consumer, PX the claim TTL) unless it holds an outcome or another
-    /// live consumer's claim. A claim of a consumer whose lease lapsed (a dead or retired
-    /// gateway's) is taken over. Returns the read values, followed by one holder per claiming
-    /// query (false when the call is done).
+    /// MGET), then, for each claiming query, the call's in-flight claim taken in its result key
+    /// (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result or another live
+    /// consumer's claim. A claim of a consumer whose lease lapsed (a dead or retired gateway's)
+    /// is taken over, and so is an invalid event's result, which claims nothing. Returns the
+    /// read values, followed by one holder per claiming query (false when the call is done).
     /// KEYS: the read keys, the consumer registry (last).
-    /// ARGV: consumer, claim TTL ms, then per claiming query the index of its done key in KEYS.
-    static let lookupAndClaim = """
+    /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
+    static let lookupAndClaim = resultValues + """
         local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - 1))
         local mine = 'in_flight:' .. ARGV[1]
         local now
@@ -265,10 +332,10 @@ enum CallStoreLua {
           local d = tonumber(ARGV[i])
           local value = out[d]
           local holder = false
-          if not value then
+          if not value or isProvisional(value) then
             redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
             holder = ARGV[1]
-          elseif string.sub(value, 1, 10) == 'in_flight:' then
+          elseif isClaim(value) then
             holder = string.sub(value, 11)
             if holder ~= ARGV[1] then
               if not now then

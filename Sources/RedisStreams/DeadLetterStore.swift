@@ -133,7 +133,7 @@ public final class DeadLetterStore {
     public func replay(_ app: AppKeys, _ replay: Replay, completion: @escaping (Result<String?, RedisError>) -> Void) {
         precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0, "a replay counts from 1 and its ledger needs a TTL")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
-        if let eventId = replay.eventId { keys.append(app.done(eventId)) }
+        if let eventId = replay.eventId { keys.append(app.result(eventId)) }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
                                      .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds))]
         replayScript.run(on: connection, keys: keys, arguments: args) { result in

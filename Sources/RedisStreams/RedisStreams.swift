@@ -23,7 +23,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         results = base + "results"
         feedback = base + "feedback"
         dead = base + "dead"
-        donePrefix = base + "done:"
+        resultPrefix = base + "result:"
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
@@ -49,16 +49,19 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public let feedback: String
     /// Dead letters.
     public let dead: String
+    /// String: the result recorded for event id `eventId` (the `result` JSON the results stream
+    /// got), with a TTL (the idempotency window). Producers GET it to find one result without
+    /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
+    /// A `call_cancelled` event's own result is under `result("cancel:" + id)`. Before the
+    /// result, while a consumer routes the call, it holds that consumer's in-flight claim
+    /// (`InFlightClaim`, not JSON, a shorter TTL): taken in the lookup before the first push,
+    /// replaced by the result when it is recorded, removed when the call goes to the retry
+    /// schedule, so a copy of the call read meanwhile waits instead of pushing again, at the
+    /// cost of one write per call and none at its record (docs/protocol.md, "Finding a result").
+    public func result(_ eventId: String) -> String { resultPrefix + eventId }
 
     // MARK: Internal keys (not part of the contract)
 
-    /// String: the outcome recorded for `eventId`, with a TTL (the idempotency window). Before
-    /// the outcome, while a consumer routes the call, it holds that consumer's in-flight claim
-    /// (`InFlightClaim`, a shorter TTL): taken in the lookup before the first push, replaced by
-    /// the outcome when it is recorded, removed when the call goes to the retry schedule — so a
-    /// copy of the call read meanwhile waits instead of pushing again (docs/protocol.md), at
-    /// the cost of one write per call and none at its record.
-    public func done(_ eventId: String) -> String { donePrefix + eventId }
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
     /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
@@ -68,7 +71,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
 
     // The per-event keys above are prefix + id. The prefixes are built once, so the router
     // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
-    let donePrefix: String
+    let resultPrefix: String
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
@@ -100,12 +103,13 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public var description: String { base }
 }
 
-/// The value a call's `done` key holds while a consumer routes the call: `in_flight:` + the
-/// consumer's name. No outcome starts so.
+/// The value a call's result key (`AppKeys.result`) holds while a consumer routes the call:
+/// `in_flight:` + the consumer's name. Not JSON: a result starts with `{`, so a producer reading
+/// the key tells the two apart by the first character.
 public enum InFlightClaim {
     public static let prefix = "in_flight:"
 
-    /// The consumer a done key's value names, or nil when the value is an outcome.
+    /// The consumer a result key's value names, or nil when the value is a result.
     public static func holder(_ value: String) -> String? {
         value.hasPrefix(prefix) ? String(value.dropFirst(prefix.count)) : nil
     }

@@ -76,7 +76,7 @@ public final class RetrySchedule {
     public func schedule(_ app: AppKeys, consumer: String, retry: ScheduledRetry,
                          completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
-                    gatewayKeys.retryDue, app.done(retry.callID)]
+                    gatewayKeys.retryDue, app.result(retry.callID)]
         let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
                                      .text(retry.callID), .bytes(retry.event), .text(retry.state), .text(app.app)]
         scheduleScript.run(on: connection, keys: keys, arguments: args) { result in
@@ -115,8 +115,8 @@ public final class RetrySchedule {
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
         guard let cancelKey = record.eventId else { preconditionFailure("the cancel record needs its idempotency key") }
-        let keys = [app.calls, app.results, app.done(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
-                    app.retryByCall, app.done(callID)]
+        let keys = [app.calls, app.results, app.result(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
+                    app.retryByCall, app.result(callID)]
         var args = [config.group, cancelEntryID ?? "", record.resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
@@ -126,7 +126,7 @@ public final class RetrySchedule {
                       let removed = parts[2].array, let recordedIDs = parts[3].array else {
                     return .failure(.unexpectedReply("cancel script \(reply)"))
                 }
-                return .success(CancelReport(cancelRecorded: recorded == 1, acknowledged: acked == 1,
+                return .success(CancelReport(cancelRecorded: recorded == 1, answeredBefore: recorded == -1, acknowledged: acked == 1,
                                              removed: removed.compactMap(\.string),
                                              recorded: recordedIDs.compactMap(\.string)))
             })
@@ -248,8 +248,12 @@ public struct MoveReport: Equatable, Sendable {
 
 /// What `cancel` did.
 public struct CancelReport: Equatable, Sendable {
-    /// The cancel event's own result was written (false: already recorded before).
+    /// The cancel event's own result was written (false: a cancel of the call was recorded
+    /// before, and this one's `duplicate` result written).
     public var cancelRecorded: Bool
+    /// Nothing was written for the cancel event: the result there is its own entry's (the
+    /// entry was delivered again after its record ran).
+    public var answeredBefore: Bool = false
     /// The cancel entry was pending and is now acknowledged.
     public var acknowledged: Bool
     /// Retry ids removed from the schedule.

@@ -13,17 +13,17 @@
 //                                               └──────cancel──────▶ removed, outcome `cancelled`
 
 enum RetryLua {
-    /// Schedules a retry, releases the call's in-flight claim from its done key (the call
-    /// leaves the process; the retry takes the claim again when it comes back) and acknowledges
-    /// the calls entry it replaces, if that entry is still pending for this consumer and the
-    /// call is not cancelled.
-    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, done key of the call.
+    /// Schedules a retry, releases the call's in-flight claim from its result key (the call
+    /// leaves the process; the retry takes the claim again when it comes back; a result there
+    /// stays) and acknowledges the calls entry it replaces, if that entry is still pending for
+    /// this consumer and the call is not cancelled.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, result key of the call.
     /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
     ///       state JSON, app id.
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
     /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
     /// another consumer, which carries on with it).
-    static let schedule = """
+    static let schedule = CallStoreLua.resultValues + """
         local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
         if #p == 0 or p[1][2] ~= ARGV[2] then return 'not_owned' end
         if redis.call('EXISTS', KEYS[5]) == 1 then return 'cancelled' end
@@ -33,7 +33,7 @@ enum RetryLua {
         redis.call('HSET', KEYS[4], ARGV[5], id)
         redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
         local claim = redis.call('GET', KEYS[7])
-        if claim and string.sub(claim, 1, 10) == 'in_flight:' then redis.call('DEL', KEYS[7]) end
+        if claim and isClaim(claim) then redis.call('DEL', KEYS[7]) end
         redis.call('XACK', KEYS[1], ARGV[1], id)
         redis.call('XDEL', KEYS[1], id)
         return 'scheduled'
@@ -84,18 +84,21 @@ enum RetryLua {
 
     /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
-    /// each (once per call id: the done key, whose in-flight claim, if any, the outcome
-    /// replaces), records the cancel event's own result (once: its own done key) and
-    /// acknowledges the cancel entry.
+    /// each (once per call id: its result key, whose in-flight claim, if any, the outcome
+    /// replaces), records the cancel event's own result (once: its own result key; a
+    /// `duplicate` result if a cancel of the call was recorded already) and acknowledges the
+    /// cancel entry. Result keys follow `CallStoreLua.resultRules`.
     ///
     /// The due index is left alone (it is outside the app's slot): a score that pointed at a
     /// removed retry costs the mover one empty move, which refreshes it.
-    /// KEYS: calls, results, done key of the cancel event, cancelled marker, retry, data,
-    ///       byCall, done key of the call.
-    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, done TTL s,
+    /// KEYS: calls, results, result key of the cancel event, cancelled marker, retry, data,
+    ///       byCall, result key of the call.
+    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
-    /// Returns {cancel recorded, acked, removed retry ids, retry ids whose outcome was recorded}.
-    static let cancel = """
+    /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
+    /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
+    /// was recorded}.
+    static let cancel = CallStoreLua.resultRules + """
         redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
@@ -105,19 +108,21 @@ enum RetryLua {
             removed[#removed + 1] = id
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
-            local before = redis.call('SET', KEYS[8], 'cancelled', 'EX', ARGV[5], 'GET')
-            if before and string.sub(before, 1, 10) ~= 'in_flight:' then
-              redis.call('SET', KEYS[8], before, 'KEEPTTL')
-            else
+            if recordOnce(KEYS[8], json, ARGV[5]) then
               redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
               recorded[#recorded + 1] = id
             end
           end
         end
         local cancelRecorded = 0
-        if redis.call('SET', KEYS[3], 'cancelled', 'NX', 'EX', ARGV[5]) then
+        local write, first = recordOnce(KEYS[3], ARGV[3], ARGV[5])
+        if write then
           cancelRecorded = 1
           redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+        elseif first then
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
+        else
+          cancelRecorded = -1
         end
         local acked = 0
         if ARGV[2] ~= '' then

@@ -31,9 +31,11 @@ public struct CallAction: Equatable, Sendable {
         /// retries and any later `incoming_call` for it stop, and a live router of that call gets
         /// `cancelReceived`), write the record for the cancel event, acknowledge. Final.
         case cancelCall(OutcomeRecord)
-        /// The event was already finished with this outcome (a redelivery, or a second cancel):
-        /// acknowledge the entry and write nothing. Final.
-        case acknowledgeDuplicate(CallOutcome)
+        /// The event's id was already finished (a producer's re-send, a redelivery, a second
+        /// cancel): write this record (outcome `duplicate`, `firstOutcome` = the recorded one) to
+        /// the results stream without touching the recorded outcome, and acknowledge. Nothing
+        /// is sent. Final.
+        case acknowledgeDuplicate(OutcomeRecord)
     }
 
     public init(feedback: TokenFeedback? = nil, step: Step) {
@@ -160,18 +162,29 @@ public struct DeadLetter: Equatable, Sendable {
         self.record = record
     }
 
-    /// The dead letter of an entry delivered `deliveries` times without an outcome.
-    public static func redeliveryLimit(_ deliveries: Int64, callID: String?, app: String) -> DeadLetter {
+    /// The dead letter of calls entry `entry`, delivered `deliveries` times without an outcome;
+    /// `callID` and `type` as far as the event could be read.
+    public static func redeliveryLimit(_ deliveries: Int64, callID: String?, type: CallEvent.Kind?, app: String,
+                                       entry: String) -> DeadLetter {
         let reason = DeadLetterReason.redeliveryLimit(deliveries)
-        let record = OutcomeRecord(outcome: .deadLettered, id: callID, type: nil, app: app, reason: reason.text)
+        let record = OutcomeRecord(outcome: .deadLettered, id: callID, type: type, app: app, entry: entry,
+                                   reason: reason.text)
         return DeadLetter(reason: reason, appUnhealthy: false, record: record)
     }
 
-    /// The dead letter of an event that failed `CallEvent.decode`.
-    public static func invalidEvent(_ error: InvalidEvent, app: String) -> DeadLetter {
+    /// The dead letter of calls entry `entry`, whose event failed `CallEvent.decode`: the record
+    /// carries the id and type the error could still read, so the producer can match it.
+    public static func invalidEvent(_ error: InvalidEvent, app: String, entry: String) -> DeadLetter {
         let reason = DeadLetterReason.invalidEvent(error.description)
-        let record = OutcomeRecord(outcome: .deadLettered, id: error.callID, type: nil, app: app,
+        let record = OutcomeRecord(outcome: .deadLettered, id: error.callID, type: error.kind, app: app, entry: entry,
                                    reason: reason.text)
         return DeadLetter(reason: reason, appUnhealthy: false, record: record)
+    }
+
+    /// True for the dead letter of an invalid event: its record does not claim the event's id
+    /// (a corrected event re-sent with the same id is routed, docs/protocol.md).
+    public var isInvalidEvent: Bool {
+        if case .invalidEvent = reason { return true }
+        return false
     }
 }

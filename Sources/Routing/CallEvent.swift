@@ -15,9 +15,10 @@ public struct CallEvent: Equatable, Sendable {
     /// The call id: 1…128 characters, the idempotency key, carried in both pushes.
     public let id: String
     public let kind: Kind
-    /// PushKit token, hex, as sent (the push lower-cases it); nil when absent.
+    /// PushKit token, hex, lower case (hex is case-insensitive: an upper-case copy of a token
+    /// is the same token, for the known-invalid tokens and the feedback too); nil when absent.
     public let voipToken: String?
-    /// Alert (UIApplication) token, hex, as sent; nil when absent.
+    /// Alert (UIApplication) token, hex, lower case; nil when absent.
     public let alertToken: String?
     /// The event's `sandbox`; nil when absent (the app's environment applies).
     public let sandbox: Bool?
@@ -48,10 +49,20 @@ public struct CallEvent: Equatable, Sendable {
     public static let maxEventBytes = 65_536
     /// Longest call id, in characters.
     public static let maxIDCharacters = 128
+
+    /// True for a usable call id: 1 ... `maxIDCharacters` characters.
+    public static func isCallID(_ id: String) -> Bool {
+        // A character has one UTF-8 byte or more: only a long id needs its characters counted.
+        !id.isEmpty && (id.utf8.count <= maxIDCharacters || id.count <= maxIDCharacters)
+    }
     /// The only contract version this gateway reads.
     public static let version: Int64 = 1
     /// Unix-ms values below this (1973-03-03) are taken for a unit mistake (seconds) and refused.
     public static let smallestUnixMs: Int64 = 100_000_000_000
+    /// Unix-ms values more than this after the entry's time are refused: no ringing call has a
+    /// deadline a day away, and no token was registered in the future. Catches microseconds
+    /// and nanoseconds, which would otherwise pass as dates centuries ahead.
+    public static let largestAheadMs: Int64 = 86_400_000
 
     /// Decodes and validates the producer's JSON.
     ///
@@ -66,7 +77,9 @@ public struct CallEvent: Equatable, Sendable {
     /// Rules beyond DESIGN.md §2, each a decision: bytes that are not UTF-8 make the event
     /// invalid (`event: not valid UTF-8 at byte N`); `null` for an optional field means absent;
     /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
-    /// below `smallestUnixMs` are refused as probable seconds; the VoIP payload's size is
+    /// below `smallestUnixMs` are refused as probable seconds, and more than `largestAheadMs`
+    /// after the entry's time as probable microseconds or nanoseconds (the reason names the
+    /// field and the likely unit); hex tokens are lower-cased; the VoIP payload's size is
     /// checked for `incoming_call` only (a cancel sends nothing), only with a VoIP token, after
     /// `id` and `deadline` were added; an alert too large for APNs is shortened to fit
     /// (`fittedAlertPayload`), never a reason to refuse the event; an `alert` object may
@@ -95,7 +108,28 @@ public struct CallEvent: Equatable, Sendable {
             throw InvalidEvent(field: "event", problem: "expected a JSON object, got \(parsed.kind)")
         }
         var fields = JSONFields(root: root)
-        return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+        do {
+            return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+        } catch {
+            // Whatever else is wrong, the producer matches results on id and type: read them
+            // if they are readable at all, even when the problem was found before them.
+            var error = error
+            if error.callID == nil { error.callID = JSONFields.readableID(root) }
+            if error.kind == nil, case let .string(type)? = root.last("type") { error.kind = Kind(rawValue: type) }
+            throw error
+        }
+    }
+
+    /// The id and type of an event as far as they can be read (for the dead letter of an entry
+    /// that is refused for another reason, such as too many deliveries).
+    public static func identity(_ bytes: [UInt8], entryTimeMs: Int64,
+                                policy: AppRoutingPolicy) -> (id: String?, kind: Kind?) {
+        do {
+            let event = try decode(bytes, entryTimeMs: entryTimeMs, policy: policy)
+            return (event.id, event.kind)
+        } catch {
+            return (error.callID, error.kind)
+        }
     }
 }
 
@@ -106,13 +140,17 @@ public struct InvalidEvent: Error, Equatable, Sendable, CustomStringConvertible 
     public let field: String?
     /// What is wrong with it.
     public let problem: String
-    /// The event's id, when it could be read before the problem was found (for the dead letter).
+    /// The event's id, when it could be read (a non-empty string of at most 128 characters),
+    /// whatever the problem: the dead letter's result carries it.
     public var callID: String?
+    /// The event's type, when it is one of the known ones.
+    public var kind: CallEvent.Kind?
 
-    public init(field: String?, problem: String, callID: String? = nil) {
+    public init(field: String?, problem: String, callID: String? = nil, kind: CallEvent.Kind? = nil) {
         self.field = field
         self.problem = problem
         self.callID = callID
+        self.kind = kind
     }
 
     public var description: String {
@@ -189,22 +227,38 @@ struct JSONFields {
         }
     }
 
-    func unixMs(_ key: StaticString) throws(InvalidEvent) -> Int64? {
+    func unixMs(_ key: StaticString, entryTimeMs: Int64) throws(InvalidEvent) -> Int64? {
         guard let ms = try integer(key, what: " (unix ms)") else { return nil }
         guard ms >= CallEvent.smallestUnixMs else {
             throw invalid(key, "\(ms) is not a unix time in milliseconds (seconds?)")
         }
+        guard ms.clampedDifference(entryTimeMs) <= CallEvent.largestAheadMs else {
+            // A thousand times the present is microseconds; a million times, nanoseconds.
+            let ratio = ms / max(entryTimeMs, CallEvent.smallestUnixMs)
+            let unit = ratio >= 500_000 ? "nanoseconds?" : ratio >= 500 ? "microseconds?" : "a date, not a ringing call's time?"
+            throw invalid(key, "\(ms) is more than a day after the event was written (\(entryTimeMs)): "
+                               + "not unix milliseconds of a ringing call (\(unit))")
+        }
         return ms
     }
 
+    /// The id if it is usable as one (what `event` requires of it), else nil.
+    static func readableID(_ root: JSONObject) -> String? {
+        guard case let .string(id)? = root.last("id"), CallEvent.isCallID(id) else { return nil }
+        return id
+    }
+
     /// A device token: even-length hex of at most `PushNotification.maxTokenHexDigits`
-    /// digits, what `PushNotification` accepts (docs/protocol.md gives the limit's reason).
+    /// digits, in lower case: what `PushNotification` accepts (docs/protocol.md gives the
+    /// limit's reason).
     func token(_ key: StaticString) throws(InvalidEvent) -> String? {
         guard let t = try string(key) else { return nil }
         guard !t.isEmpty else { throw invalid(key, "empty") }
-        // Even-length hex is what PushNotification accepts; appending a digit tells an
-        // odd-length hex string from one with a non-hex character.
-        guard PushNotification.isHexToken(t) else {
+        // Even-length hex is what PushNotification accepts, in lower case: hex is
+        // case-insensitive, and one spelling per token lets an upper-case copy of a token APNs
+        // declared invalid be recognised (known-invalid keys, feedback). Appending a digit
+        // tells an odd-length hex string from one with a non-hex character.
+        guard let token = PushNotification.lowerCaseHexToken(t) else {
             if t.utf8.count % 2 == 1 && PushNotification.isHexToken(t + "0") {
                 throw invalid(key, "odd length (\(t.utf8.count) hex digits)")
             }
@@ -213,7 +267,7 @@ struct JSONFields {
         guard t.utf8.count <= PushNotification.maxTokenHexDigits else {
             throw invalid(key, "\(t.utf8.count) hex digits, over the \(PushNotification.maxTokenHexDigits)-digit limit")
         }
-        return t
+        return token
     }
 
     mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
@@ -224,10 +278,7 @@ struct JSONFields {
         }
         guard let id = try string("id") else { throw invalid("id", "required") }
         guard !id.isEmpty else { throw invalid("id", "empty") }
-        // A character has one UTF-8 byte or more: only a long id needs its characters counted.
-        guard id.utf8.count <= CallEvent.maxIDCharacters || id.count <= CallEvent.maxIDCharacters else {
-            throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)")
-        }
+        guard CallEvent.isCallID(id) else { throw invalid("id", "\(id.count) characters, over \(CallEvent.maxIDCharacters)") }
         callID = id
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
@@ -236,9 +287,9 @@ struct JSONFields {
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
         let sandbox = try bool("sandbox")
-        let deadline = try unixMs("deadline")
-        let voipRegistered = try unixMs("voip_token_registered_at")
-        let alertRegistered = try unixMs("alert_token_registered_at")
+        let deadline = try unixMs("deadline", entryTimeMs: entryTimeMs)
+        let voipRegistered = try unixMs("voip_token_registered_at", entryTimeMs: entryTimeMs)
+        let alertRegistered = try unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs)
         let voip: JSONObject
         if let v = value("voip") {
             guard case let .object(o) = v else { throw invalid("voip", "expected an object, got \(v.kind)") }

@@ -238,12 +238,12 @@ public struct CallRouter: Sendable {
         switch event.kind {
         case .callCancelled:
             state = .finished(.cancelled)
-            if cancelled { return CallAction(step: .acknowledgeDuplicate(.cancelled)) }
+            if cancelled { return duplicate(call, of: .cancelled) }
             return CallAction(step: .cancelCall(record(call, .cancelled)))
         case .incomingCall:
             if let alreadyDone {
                 state = .finished(alreadyDone)
-                return CallAction(step: .acknowledgeDuplicate(alreadyDone))
+                return duplicate(call, of: alreadyDone)
             }
             if cancelled { return finish(call, .cancelled) }
             guard event.voipToken != nil else { return fallback(call, .noVoipToken, now: now) }
@@ -285,7 +285,7 @@ public struct CallRouter: Sendable {
         }
         if let alreadyDone {
             state = .finished(alreadyDone)
-            return CallAction(step: .acknowledgeDuplicate(alreadyDone))
+            return duplicate(call, of: alreadyDone)
         }
         switch snapshot.stage {
         case let .voip(attemptsMade):
@@ -522,10 +522,15 @@ public struct CallRouter: Sendable {
                           step: .deadLetter(DeadLetter(reason: reason, appUnhealthy: appUnhealthy, record: record)))
     }
 
-    private func record(_ call: Call, _ outcome: CallOutcome, channel: PushChannel? = nil, apnsID: String? = nil,
-                        cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
-        OutcomeRecord(outcome: outcome, id: call.event.id, type: call.event.kind, app: policy.appID, channel: channel,
-                      apnsID: apnsID, cause: cause, reason: reason,
+    /// The answer to an event whose id already has an outcome: nothing sent, the first outcome named.
+    private func duplicate(_ call: Call, of first: CallOutcome) -> CallAction {
+        CallAction(step: .acknowledgeDuplicate(record(call, .duplicate, firstOutcome: first)))
+    }
+
+    private func record(_ call: Call, _ outcome: CallOutcome, firstOutcome: CallOutcome? = nil, channel: PushChannel? = nil,
+                        apnsID: String? = nil, cause: FallbackCause? = nil, reason: String? = nil) -> OutcomeRecord {
+        OutcomeRecord(outcome: outcome, firstOutcome: firstOutcome, id: call.event.id, type: call.event.kind, app: policy.appID,
+                      channel: channel, apnsID: apnsID, cause: cause, reason: reason,
                       latencyMs: call.lastAnswerAtMs.map { $0.clampedDifference(call.event.entryTimeMs) }, attempts: call.attempts)
     }
 
@@ -537,6 +542,20 @@ public struct CallRouter: Sendable {
     private static func isFailure(_ verdict: APNsVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
+    }
+
+    /// Which events of one read (one app's entries, in stream order) start as cancelled: each
+    /// `incoming_call` whose `call_cancelled` came in the same read, before or after it. The
+    /// caller hung up before pushgw got to the call, so the cancel wins and no VoIP push goes
+    /// (otherwise both would start at once, before the cancel's marker is written, and the
+    /// push would leave). Takes each event's kind and id (no copies of the events on the hot
+    /// path: a read without a cancel costs one pass over the kinds). Answers in order.
+    @inlinable  // specialized where it is called: a generic call across modules costs metadata lookups per event
+    public static func cancelledInRead(_ events: some Collection<(kind: CallEvent.Kind, id: String)>) -> [Bool] {
+        var cancels: Set<String> = []
+        for e in events where e.kind == .callCancelled { cancels.insert(e.id) }
+        guard !cancels.isEmpty else { return Array(repeating: false, count: events.count) }
+        return events.map { $0.kind == .incomingCall && cancels.contains($0.id) }
     }
 
     /// A token is usable when present and either not known invalid or registered after it was

@@ -22,20 +22,29 @@ public struct AttemptRecord: Equatable, Sendable {
     }
 }
 
-/// The result of one event (field `result` of `pushgw:{APP}:results`, DESIGN.md §2), also the
-/// record a dead letter carries. `json()` is deterministic: keys in the order
-/// `outcome, id, type, app, channel, apns_id, cause, reason, latency_ms, attempts`, absent
-/// values omitted; each attempt `t, channel, status, reason, error, apns_id`.
+/// The result of one event (field `result` of `pushgw:{APP}:results`, and the value of its
+/// per-event key, docs/protocol.md), also the record a dead letter carries. `json()` is
+/// deterministic: keys in the order `outcome, first_outcome, id, type, app, entry, channel,
+/// apns_id, cause, reason, latency_ms, attempts`, absent values omitted; each attempt `t,
+/// channel, status, reason, error, apns_id`. `outcome` always comes first: the recording
+/// scripts read it from there (`CallStoreLua`).
 ///
-/// Beyond §2: `type` (the event's type, since a cancel event gets a record of its own).
+/// Beyond DESIGN.md §2: `type` (a cancel event gets a record of its own), `entry` (the calls
+/// entry, what the producer's XADD returned) and the `duplicate` outcome with `first_outcome`.
 public struct OutcomeRecord: Equatable, Sendable {
     public var outcome: CallOutcome
+    /// For a `duplicate`: the outcome recorded for the event id first.
+    public var firstOutcome: CallOutcome?
     /// The call id; nil only for an invalid event whose id could not be read.
     public var id: String?
-    /// The event's type; nil for an invalid event.
+    /// The event's type; nil for an invalid event whose type could not be read.
     public var type: CallEvent.Kind?
     /// The app id.
     public var app: String
+    /// The stream id of the calls entry this record answers (the producer's XADD reply; for a
+    /// call that waited for retries, its first entry). The router knows no stream ids: the
+    /// runner that read the entry sets it before the record is written.
+    public var entry: String?
     /// The channel that delivered (delivered_voip / delivered_alert only).
     public var channel: PushChannel?
     /// `apns-id` of the delivered push.
@@ -50,13 +59,15 @@ public struct OutcomeRecord: Equatable, Sendable {
     /// Every attempt, in order.
     public var attempts: [AttemptRecord]
 
-    public init(outcome: CallOutcome, id: String?, type: CallEvent.Kind?, app: String, channel: PushChannel? = nil,
-                apnsID: String? = nil, cause: FallbackCause? = nil, reason: String? = nil, latencyMs: Int64? = nil,
-                attempts: [AttemptRecord] = []) {
+    public init(outcome: CallOutcome, firstOutcome: CallOutcome? = nil, id: String?, type: CallEvent.Kind?, app: String,
+                entry: String? = nil, channel: PushChannel? = nil, apnsID: String? = nil, cause: FallbackCause? = nil,
+                reason: String? = nil, latencyMs: Int64? = nil, attempts: [AttemptRecord] = []) {
         self.outcome = outcome
+        self.firstOutcome = firstOutcome
         self.id = id
         self.type = type
         self.app = app
+        self.entry = entry
         self.channel = channel
         self.apnsID = apnsID
         self.cause = cause
@@ -70,9 +81,11 @@ public struct OutcomeRecord: Equatable, Sendable {
         var w = JSONWriter()
         w.object { o in
             o.string("outcome", outcome.rawValue)
+            o.string("first_outcome", firstOutcome?.rawValue)
             o.string("id", id)
             o.string("type", type?.rawValue)
             o.string("app", app)
+            o.string("entry", entry)
             o.string("channel", channel?.rawValue)
             o.string("apns_id", apnsID)
             o.string("cause", cause?.rawValue)
@@ -94,4 +107,14 @@ public struct OutcomeRecord: Equatable, Sendable {
 
     /// `json()` as a string.
     public var jsonString: String { String(decoding: json(), as: UTF8.self) }
+
+    /// This record turned into the answer of a copy whose id was taken meanwhile: outcome
+    /// `duplicate`, `first_outcome`, the rest its own (what the recording script writes then,
+    /// `CallStoreLua.resultRules`).
+    public func duplicate(of first: CallOutcome) -> OutcomeRecord {
+        var copy = self
+        copy.outcome = .duplicate
+        copy.firstOutcome = first
+        return copy
+    }
 }

@@ -21,6 +21,10 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     case cancelled
     /// A human must look: the record carries the dead-letter `reason`.
     case deadLettered = "dead_lettered"
+    /// The event's id already had an outcome within the idempotency window (a producer's
+    /// re-send, a redelivery): nothing was sent for this entry; the record names the first
+    /// outcome (`first_outcome`). Never stored as a call's outcome.
+    case duplicate
 }
 
 /// Which of the call's two pushes: the PushKit VoIP push or the fallback alert.

@@ -12,7 +12,7 @@ import Retry
 /// JSON (`json()`), keys sorted, absent optionals omitted:
 ///
 ///     {"alert_usable":true,"attempts":[{"channel":"voip","reason":"ServiceUnavailable","status":503,"t":…}],
-///      "channel":"voip","deadline":…,"due":…,"entry_time":…,"first_failure":…,"id":"call-1",
+///      "channel":"voip","deadline":…,"due":…,"entry":"…-0","entry_time":…,"first_failure":…,"id":"call-1",
 ///      "last_answer":…,"made":1,"v":1}
 ///
 /// plus `cause` and `window_end` for an alert wait.
@@ -36,6 +36,10 @@ public struct WaitingCall: Equatable, Sendable {
     /// The time of the producer's original stream entry; latency and the default deadline
     /// count from it, and the event is decoded again with it.
     public var entryTimeMs: Int64
+    /// The producer's original stream entry id (results carry it as `entry`), set by whoever
+    /// keeps the snapshot (the router knows no stream ids); nil in snapshots written before it
+    /// was kept.
+    public var entryID: String?
     /// Whether the alert token was usable (present, not known invalid) when the call started.
     public var alertUsable: Bool
     /// Every attempt so far, in order.
@@ -52,13 +56,14 @@ public struct WaitingCall: Equatable, Sendable {
     /// `XADD` can forge one, so its times are checked before any arithmetic uses them.
     public static let latestUnixMs: Int64 = 32_503_680_000_000
 
-    public init(callID: String, stage: Stage, dueAtMs: Int64, deadlineMs: Int64, entryTimeMs: Int64,
+    public init(callID: String, stage: Stage, dueAtMs: Int64, deadlineMs: Int64, entryTimeMs: Int64, entryID: String? = nil,
                 alertUsable: Bool, attempts: [AttemptRecord], lastAnswerAtMs: Int64?, firstFailureAtMs: Int64?) {
         self.callID = callID
         self.stage = stage
         self.dueAtMs = dueAtMs
         self.deadlineMs = deadlineMs
         self.entryTimeMs = entryTimeMs
+        self.entryID = entryID
         self.alertUsable = alertUsable
         self.attempts = attempts
         self.lastAnswerAtMs = lastAnswerAtMs
@@ -134,13 +139,14 @@ private struct Wire: Encodable {
     var due: Int64
     var deadline: Int64
     var entryTime: Int64
+    var entry: String?
     var alertUsable: Bool
     var lastAnswer: Int64?
     var firstFailure: Int64?
     var attempts: [Attempt]
 
     enum CodingKeys: String, CodingKey {
-        case v, id, channel, made, cause, due, deadline, attempts
+        case v, id, channel, made, cause, due, deadline, attempts, entry
         case windowEnd = "window_end", entryTime = "entry_time", alertUsable = "alert_usable"
         case lastAnswer = "last_answer", firstFailure = "first_failure"
     }
@@ -170,6 +176,7 @@ private struct Wire: Encodable {
         due = try f.required("due", f.integer("due", what: " (unix ms)"))
         deadline = try f.required("deadline", f.integer("deadline", what: " (unix ms)"))
         entryTime = try f.required("entry_time", f.integer("entry_time", what: " (unix ms)"))
+        entry = try f.string("entry")
         alertUsable = try f.required("alert_usable", f.bool("alert_usable"))
         lastAnswer = try f.integer("last_answer", what: " (unix ms)")
         firstFailure = try f.integer("first_failure", what: " (unix ms)")
@@ -210,6 +217,7 @@ private struct Wire: Encodable {
         due = w.dueAtMs
         deadline = w.deadlineMs
         entryTime = w.entryTimeMs
+        entry = w.entryID
         alertUsable = w.alertUsable
         lastAnswer = w.lastAnswerAtMs
         firstFailure = w.firstFailureAtMs
@@ -223,7 +231,7 @@ private struct Wire: Encodable {
         guard v == WaitingCall.version else {
             throw InvalidWaitingCall(problem: "version \(v); this gateway reads version \(WaitingCall.version)")
         }
-        guard !id.isEmpty, id.utf8.count <= CallEvent.maxIDCharacters || id.count <= CallEvent.maxIDCharacters else {
+        guard CallEvent.isCallID(id) else {
             throw InvalidWaitingCall(problem: "id: \(id.count) characters, not 1-\(CallEvent.maxIDCharacters)")
         }
         guard made >= 1 else { throw InvalidWaitingCall(problem: "made: \(made) attempts; a waiting call made at least 1") }
@@ -236,6 +244,9 @@ private struct Wire: Encodable {
         try Wire.checkTime(due, "due")
         try Wire.checkTime(deadline, "deadline")
         try Wire.checkTime(entryTime, "entry_time")
+        if let entry, !Wire.isStreamID(entry) {
+            throw InvalidWaitingCall(problem: "entry: \(InvalidEvent.quote(entry)) is not a stream id (digits-digits)")
+        }
         if let lastAnswer { try Wire.checkTime(lastAnswer, "last_answer") }
         if let firstFailure { try Wire.checkTime(firstFailure, "first_failure") }
         if let windowEnd { try Wire.checkTime(windowEnd, "window_end") }
@@ -268,8 +279,17 @@ private struct Wire: Encodable {
                                          apnsID: a.apnsID))
         }
         return WaitingCall(callID: id, stage: stage, dueAtMs: due, deadlineMs: deadline, entryTimeMs: entryTime,
-                           alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,
+                           entryID: entry, alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,
                            firstFailureAtMs: firstFailure)
+    }
+
+    /// True for a Redis stream id as XADD returns it: 1-20 digits, `-`, 1-20 digits (results
+    /// carry it as `entry`, so a hand-edited schedule cannot put other text there).
+    static func isStreamID(_ text: String) -> Bool {
+        let parts = text.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        return parts.count == 2 && parts.allSatisfy { part in
+            (1...20).contains(part.count) && part.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
     }
 
     /// Refuses a time outside `CallEvent.smallestUnixMs ... WaitingCall.latestUnixMs`.

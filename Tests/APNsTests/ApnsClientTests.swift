@@ -118,6 +118,40 @@ final class ApnsClientTests: XCTestCase {
                                                   payload: [0x7B, 0x7D], priority: .immediate), "background pushes refuse priority 10")
     }
 
+    func testDeviceTokensAreHexOfEvenLengthAndTakeOneSpelling() throws {
+        XCTAssertEqual(try PushNotification(deviceToken: "AbCd01", bundleID: "a.b", pushType: .alert, payload: [0x7B, 0x7D]).deviceToken,
+                       "abcd01", "hex is case-insensitive: the push carries the lower-case spelling")
+        XCTAssertEqual(PushNotification.lowerCaseHexToken("ABCDEF"), "abcdef")
+        XCTAssertEqual(PushNotification.lowerCaseHexToken("abcdef"), "abcdef")
+        for bad in ["", "abc", "abcg", "ab cd", "ABCDEFG"] {
+            XCTAssertNil(PushNotification.lowerCaseHexToken(bad), "\(bad) is no hex token")
+            XCTAssertFalse(PushNotification.isHexToken(bad), bad)
+        }
+        XCTAssertTrue(PushNotification.isHexToken("AB01"))
+    }
+
+    func testEveryCharacterUpToU00FFIsAHexDigitExactlyWhenItIsOne() {
+        // Just outside each range first ('/' ':' '@' 'G' '`' 'g'), then every scalar up to
+        // U+00FF twice over: an even length, so only the digit check decides (the non-ASCII
+        // ones put bytes 0x80-0xFF into the scan).
+        for bad in ["0/", "0:", "0@", "0G", "0`", "0g", "/0", ":0", "@0", "G0", "`0", "g0"] {
+            XCTAssertNil(PushNotification.lowerCaseHexToken(bad), "\(bad) is no hex token")
+        }
+        let digits = Set("0123456789abcdefABCDEF")
+        for value in UInt32(0)...0xFF {
+            let character = Character(Unicode.Scalar(value)!)
+            let token = String([character, character])
+            if digits.contains(character) {
+                XCTAssertEqual(PushNotification.lowerCaseHexToken(token), token.lowercased(), "U+\(String(value, radix: 16))")
+            } else {
+                XCTAssertNil(PushNotification.lowerCaseHexToken(token), "U+\(String(value, radix: 16)) is no hex digit")
+            }
+        }
+        XCTAssertTrue(PushNotification.isCanonicalUUID("0123abcd-4567-89ef-0a1b-2c3d4e5f6789"))
+        XCTAssertFalse(PushNotification.isCanonicalUUID("0123ABCD-4567-89ef-0a1b-2c3d4e5f6789"), "apns-id is lower case only")
+        XCTAssertFalse(PushNotification.isCanonicalUUID("0123abcg-4567-89ef-0a1b-2c3d4e5f6789"))
+    }
+
     // MARK: Answers
 
     func testUnregisteredAnswerCarriesItsMillisecondTimestamp() throws {

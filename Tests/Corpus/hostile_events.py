@@ -8,11 +8,15 @@
 then at least 2,000 events mutated from valid ones (seeded: the seed is printed, and SEED
 replays a run), every fifth followed by a valid call. The manifest keeps what was written.
 
-`check` accounts for every calls entry: the results stream must hold exactly one result per
-entry (ids are unique by construction, so no entry is acknowledged as a duplicate), every
-dead letter must hold the exact bytes of one entry's event, each hand-made case must end as expected
-(dead-lettered with a reason naming its field, or delivered), and every valid call must be
-delivered by VoIP. It prints {"entries": N, "results": N, "dead": N, "problems": [...]}.
+`check` accounts for every calls entry by the stream id its XADD returned, which every result
+carries as `entry` (docs/protocol.md, How an event ends): the results stream must hold exactly
+one result per entry and none for another; a `duplicate` result must name a first outcome
+(ids are unique by construction, so none is expected, but one is an answer, not a lost event);
+every dead letter must name its entry and hold the exact bytes of that entry's event, and
+every `dead_lettered` result must have its dead letter; each hand-made case must end as
+expected (dead-lettered with a reason naming its field, or delivered with its id), and every
+valid call must be delivered by VoIP. It prints
+{"entries": N, "results": N, "dead": N, "problems": [...]}.
 """
 import hashlib
 import json
@@ -257,67 +261,81 @@ def write(port, manifest, seed):
     pipe = r.pipeline(transaction=False)
     for _, _, fields, _ in entries:
         pipe.xadd(CALLS, fields)
-    pipe.execute()
+    ids = pipe.execute()
     with open(manifest, "w") as f:
-        for kind, name, fields, expectation in entries:
-            f.write(json.dumps({"kind": kind, "name": name, "expect": expectation,
+        for (kind, name, fields, expectation), entry in zip(entries, ids):
+            f.write(json.dumps({"kind": kind, "name": name, "expect": expectation, "entry": entry.decode(),
                                 "fields": {k.decode(): v.hex() for k, v in fields.items()}}) + "\n")
     print(json.dumps({"seed": seed, "entries": len(entries), "cases": sum(e[0] == "case" for e in entries),
                       "mutations": MUTATIONS, "valid": valid}))
 
 
+OUTCOMES = {"delivered_voip", "delivered_alert", "undeliverable", "expired", "cancelled", "dead_lettered"}
+
+
 def check(port, manifest):
     r = redis.Redis(port=port)
     entries = [json.loads(line) for line in open(manifest)]
+    index = {e["entry"]: i for i, e in enumerate(entries)}
     problems = []
     results = [json.loads(f[b"result"]) for _, f in r.xrange(RESULTS)]
-    dead = [(f.get(b"event", b""), f.get(b"reason", b"").decode("utf-8", "replace")) for _, f in r.xrange(DEAD)]
-    if len(results) != len(entries):
-        problems.append("%d results for %d calls entries (one each expected)" % (len(results), len(entries)))
-    by_id = {}
+    # Every result names its calls entry: one result per entry, none for an entry not written.
+    result_of = {}
     for res in results:
-        if res.get("id") is not None and res.get("outcome") != "dead_lettered":
-            key = (res["id"], res.get("type"))
-            if key in by_id:
-                problems.append("two results for %r" % (key,))
-            by_id[key] = res
-    dead_results = sum(res.get("outcome") == "dead_lettered" for res in results)
-    if dead_results != len(dead):
-        problems.append("%d dead_lettered results but %d dead letters" % (dead_results, len(dead)))
-    # Entries by the bytes their dead letter holds (an entry without an event field: none).
-    entries_of = {}
-    for i, e in enumerate(entries):
-        entries_of.setdefault(normalized(bytes.fromhex(e["fields"].get("event", ""))), []).append(i)
-    matched = {}
-    for raw, reason in dead:
-        candidates = [i for i in entries_of.get(raw, []) if i not in matched]
-        if not candidates:
-            problems.append("a dead letter matches no calls entry left: %r… (%s)" % (raw[:60], reason[:120]))
+        entry = res.get("entry")
+        if entry not in index:
+            problems.append("a result names no calls entry of the corpus: %s" % json.dumps(res)[:200])
+        elif entry in result_of:
+            problems.append("two results for entry %s (%s): %s, %s" % (entry, entries[index[entry]]["name"][:60],
+                                                                      result_of[entry].get("outcome"), res.get("outcome")))
         else:
-            # Equal bytes (an empty event, and an entry without one): the reason tells them apart.
-            i = next((i for i in candidates if entries[i]["expect"] and reason.startswith(entries[i]["expect"][1])),
-                     candidates[0])
-            matched[i] = reason
+            result_of[entry] = res
+        if res.get("outcome") == "duplicate" and res.get("first_outcome") not in OUTCOMES:
+            problems.append("a duplicate result names no first outcome: %s" % json.dumps(res)[:200])
+    for e in entries:
+        if e["entry"] not in result_of:
+            problems.append("%s: no result for entry %s" % (e["name"][:60], e["entry"]))
+    # Every dead letter names its entry (in its record) and keeps that entry's event byte for byte.
+    dead_of = {}
+    for dead_id, f in r.xrange(DEAD):
+        raw, reason = f.get(b"event", b""), f.get(b"reason", b"").decode("utf-8", "replace")
+        try:
+            entry = json.loads(f.get(b"attempts", b"{}")).get("entry")
+        except ValueError:
+            entry = None
+        if entry not in index:
+            problems.append("dead letter %s names no calls entry of the corpus (%s)" % (dead_id.decode(), reason[:120]))
+            continue
+        e = entries[index[entry]]
+        if raw != normalized(bytes.fromhex(e["fields"].get("event", ""))):
+            problems.append("dead letter %s does not hold the bytes of entry %s (%s)" % (dead_id.decode(), entry, e["name"][:60]))
+        if entry in dead_of:
+            problems.append("two dead letters for entry %s" % entry)
+        dead_of[entry] = reason
         if "redelivery_limit" in reason:
             problems.append("an entry was redelivered until poison (a crash or a stall): %s" % reason[:120])
         if len(reason) > 400:
             problems.append("a reason of %d characters: %s…" % (len(reason), reason[:120]))
-    for i, e in enumerate(entries):
-        if not e["expect"]:
+    for entry, res in result_of.items():
+        if res.get("outcome") == "dead_lettered" and entry not in dead_of:
+            problems.append("%s: a dead_lettered result without its dead letter" % entries[index[entry]]["name"][:60])
+    for e in entries:
+        res = result_of.get(e["entry"])
+        if not e["expect"] or res is None:
             continue
         kind, value = e["expect"]
         if kind == "dead":
-            reason = matched.get(i)
+            reason = dead_of.get(e["entry"])
             if reason is None:
                 problems.append("%s: expected a dead letter (%s), found none" % (e["name"], value))
             elif not reason.startswith(value):
                 problems.append("%s: reason %r does not start with %r" % (e["name"], reason[:200], value))
-        else:
-            res = by_id.get((value, "incoming_call"))
-            want = "delivered_voip"
-            if res is None or res.get("outcome") != want:
-                problems.append("%s: expected %s, got %s" % (e["name"], want, res and res.get("outcome")))
-    print(json.dumps({"entries": len(entries), "results": len(results), "dead": len(dead),
+            if res.get("outcome") != "dead_lettered" or res.get("reason") != reason:
+                problems.append("%s: result %s is not the dead letter's" % (e["name"], json.dumps(res)[:200]))
+        elif res.get("outcome") != "delivered_voip" or res.get("id") != value or res.get("type") != "incoming_call":
+            problems.append("%s: expected delivered_voip of %r, got %s" % (e["name"], value, json.dumps(res)[:200]))
+    print(json.dumps({"entries": len(entries), "results": len(results), "dead": len(dead_of),
+                      "duplicates": sum(res.get("outcome") == "duplicate" for res in results),
                       "calls_left": r.xlen(CALLS), "problems": problems[:50], "problem_count": len(problems)}))
 
 

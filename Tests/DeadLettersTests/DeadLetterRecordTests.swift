@@ -10,7 +10,7 @@ final class DeadLetterRecordTests: XCTestCase {
     /// A dead letter as `CallStore.deadLetter` writes it: `attempts` holds the whole result record.
     static func entry(_ id: String, event: String = DeadLetterRecordTests.event, replays: String = "0",
                       attempts: String? = nil) -> StreamEntry {
-        let record = attempts ?? #"{"outcome":"dead_lettered","id":"c-9","type":"incoming_call","app":"acme","reason":"apns_credentials: InvalidProviderToken","attempts":[{"t":1764412345000,"channel":"voip","status":403,"reason":"InvalidProviderToken","apns_id":"A-1"},{"t":1764412345100,"channel":"alert","status":403,"reason":"InvalidProviderToken"}]}"#
+        let record = attempts ?? #"{"outcome":"dead_lettered","id":"c-9","type":"incoming_call","app":"acme","entry":"1764412340000-0","reason":"apns_credentials: InvalidProviderToken","attempts":[{"t":1764412345000,"channel":"voip","status":403,"reason":"InvalidProviderToken","apns_id":"A-1"},{"t":1764412345100,"channel":"alert","status":403,"reason":"InvalidProviderToken"}]}"#
         return StreamEntry(id: id, fields: ["event": event, "reason": "apns_credentials: InvalidProviderToken",
                                             "attempts": record, "first_failure_ms": "1764412345000",
                                             "last_failure_ms": "1764412345100", "replays": replays, "app": "acme"])
@@ -22,6 +22,7 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertEqual(r.deadAtMs, 1764412345200)
         XCTAssertEqual(r.callID, "c-9")
         XCTAssertEqual(r.eventType, "incoming_call")
+        XCTAssertEqual(r.callsEntry, "1764412340000-0", "the calls entry the producer's XADD made, from the record")
         XCTAssertEqual(r.deadlineMs, 1764412400000)
         XCTAssertEqual(r.reason, "apns_credentials: InvalidProviderToken")
         XCTAssertEqual(r.replays, 0)
@@ -41,6 +42,7 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertEqual(r.attempts.map(\.token), ["12345678"], "a token in the attempt wins over the event's")
         XCTAssertEqual(r.attempts.map(\.error), ["timeout"])
         XCTAssertNil(r.attempts[0].status, "no answer, no status")
+        XCTAssertNil(r.callsEntry, "a record without an entry names none")
     }
 
     func testHandEditedNumbersInADeadLetterAreIgnoredRatherThanOverflowing() {
@@ -123,7 +125,7 @@ final class DeadLetterRecordTests: XCTestCase {
     func testJSONOutputKeepsItsKeyOrder() {
         let r = DeadLetterRecord(entry: Self.entry("1764412345200-0"), app: "acme", ledger: nil)
         let line = r.summaryJSON(nowMs: 1764412355200).text
-        XCTAssertTrue(line.hasPrefix(#"{"id":"1764412345200-0","app":"acme","time_ms":1764412345200,"age_s":10,"reason":"apns_credentials: InvalidProviderToken","call_id":"c-9","type":"incoming_call","attempts":2,"replays":0,"#), line)
+        XCTAssertTrue(line.hasPrefix(#"{"id":"1764412345200-0","app":"acme","time_ms":1764412345200,"age_s":10,"reason":"apns_credentials: InvalidProviderToken","call_id":"c-9","type":"incoming_call","calls_entry":"1764412340000-0","attempts":2,"replays":0,"#), line)
         let detail = r.detailJSON(nowMs: 1764412355200).text
         XCTAssertTrue(detail.hasSuffix(#","event":\#(Self.event)}"#), "the event is embedded as JSON: \(detail)")
         XCTAssertNotNil(try? JSONSerialization.jsonObject(with: Data(detail.utf8)), "valid JSON")

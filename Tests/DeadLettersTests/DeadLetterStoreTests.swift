@@ -130,7 +130,7 @@ final class DeadLetterStoreTests: XCTestCase {
     func testReplayMovesTheEventBackOnceWithItsLedger() throws {
         let event = #"{"v":1,"id":"c-7","type":"incoming_call","voip_token":"aa"}"#
         let id = dead(acme, event: event)
-        _ = send(["SET", acme.done("c-7"), "dead_lettered"])
+        _ = send(["SET", acme.result("c-7"), "dead_lettered"])
         let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-7", eventDigest: EventDigest.of(event),
                                             replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600)
         let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
@@ -140,7 +140,7 @@ final class DeadLetterStoreTests: XCTestCase {
         XCTAssertEqual(entry.id, callsID)
         XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1"], "the event unchanged, marked as a replay")
         XCTAssertEqual(ids(acme), [], "the dead letter is gone with the replay")
-        XCTAssertTrue(send(["GET", acme.done("c-7")])?.isNull ?? false, "the recorded outcome is forgotten")
+        XCTAssertTrue(send(["GET", acme.result("c-7")])?.isNull ?? false, "the recorded outcome is forgotten")
         let ledger = wait { store.ledgers(acme, digests: [EventDigest.of(event), "nothing"], completion: $0) }
         XCTAssertEqual(ledger?.count, 1)
         XCTAssertEqual(ledger?[EventDigest.of(event)]?["calls_entry"], callsID)

@@ -7,8 +7,8 @@ import XCTest
 /// `make test` runs it through scripts/test-asan.sh): every hand-made case of the
 /// hostile-input study and 2,000 seeded mutations of valid events, interleaved with valid
 /// calls (`Tests/Corpus/hostile_events.py`). The gateway must survive all of it as one
-/// process, give every calls entry exactly one result, dead-letter the invalid ones with a
-/// reason naming the field, and deliver every valid call.
+/// process, give every calls entry exactly one result naming that entry, dead-letter the
+/// invalid ones with a reason naming the field, and deliver every valid call.
 final class HostileCorpusTests: XCTestCase {
     func testALiveGatewaySurvivesTheCorpusWithOneResultPerEntry() throws {
         let redis = try RedisServer.start()
@@ -66,7 +66,8 @@ final class HostileCorpusTests: XCTestCase {
         let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(checked.1.utf8)) as? [String: Any], checked.1)
         XCTAssertEqual(report["problem_count"] as? Int, 0, "\(report["problems"] ?? "")")
         XCTAssertEqual(report["calls_left"] as? Int, 0, "every calls entry acknowledged and deleted")
-        print("hostile corpus: \(report["dead"] ?? 0) dead letters, \(report["problem_count"] ?? "?") problems")
+        print("hostile corpus: \(report["dead"] ?? 0) dead letters, \(report["duplicates"] ?? 0) duplicate answers, "
+              + "\(report["problem_count"] ?? "?") problems")
 
         // The log quoted hostile ids and types: escaped, never raw (the JSON escapes of C0 aside).
         let logText = gateway.output

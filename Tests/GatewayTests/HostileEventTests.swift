@@ -34,16 +34,6 @@ final class HostileEventTests: XCTestCase {
         return text
     }
 
-    /// XADDs `event` (any bytes) as field `event` of app acme's calls stream.
-    private func xaddBytes(_ event: [UInt8]) {
-        var done = false
-        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) {
-            if case let .failure(e) = $0 { XCTFail("XADD failed: \(e)") }
-            done = true
-        }
-        h.loop.run(until: { done })
-    }
-
     func testEventsThatAreNotUTF8AreRefusedAndKeptByteForByte() throws {
         h = try RouterHarness()
         var rng = SystemRandomNumberGenerator()
@@ -62,7 +52,7 @@ final class HostileEventTests: XCTestCase {
             ("100 KB of random bytes", random, "invalid_event: event: 100000 bytes, over the 65536-byte limit"),
             ("1 KB of random bytes", Array(random.prefix(1_000)) + [0xFF], "invalid_event: event: "),
         ]
-        for e in events { xaddBytes(e.bytes) }
+        let entryIDs = events.map { h.xaddRaw("acme", bytes: $0.bytes) }
         h.call("neighbour", voip: "a0a1")
         XCTAssertTrue(h.waitForRecords(events.count + 1), "one outcome per entry: \(h.recorded.map(\.record.id))")
         XCTAssertEqual(h.record("neighbour")?.outcome, .deliveredVoip)
@@ -73,6 +63,11 @@ final class HostileEventTests: XCTestCase {
             XCTAssertEqual(entry.values["event"], e.bytes, "\(e.name): the dead letter keeps the entry's bytes exactly")
             let reason = entry.fields["reason"] ?? ""
             XCTAssertTrue(reason.hasPrefix(e.reason), "\(e.name): \(reason)")
+        }
+        let results = h.results()
+        for (entryID, e) in zip(entryIDs, events) {
+            let result = results.first { $0["entry"] as? String == entryID }
+            XCTAssertEqual(result?["outcome"] as? String, "dead_lettered", "\(e.name): its result names its calls entry \(entryID)")
         }
     }
 

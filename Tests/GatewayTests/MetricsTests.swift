@@ -153,6 +153,8 @@ final class MetricsTests: XCTestCase {
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .expired, id: "3", type: .incomingCall, app: "acme"))
         m.callRecorded(app: "beta", record: OutcomeRecord(outcome: .deadLettered, id: "4", type: .incomingCall, app: "beta",
                                                          reason: "apns_credentials: InvalidProviderToken"))
+        m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .duplicate, firstOutcome: .deliveredVoip, id: "1",
+                                                         type: .incomingCall, app: "acme"))
 
         var s = GatewaySnapshot()
         var router = RoutingRunner.Stats()
@@ -183,6 +185,7 @@ final class MetricsTests: XCTestCase {
             #"pushgw_events_received_total{app="acme",source="claimed"} 1"#,
             #"pushgw_events_finished_total{app="acme",outcome="delivered_voip"} 1"#,
             #"pushgw_events_finished_total{app="acme",outcome="expired"} 1"#,
+            #"pushgw_duplicate_events_total{app="acme",first_outcome="delivered_voip"} 1"#,
             #"pushgw_dead_letters_total{app="beta",reason="apns_credentials"} 1"#,
             #"pushgw_fallbacks_total{app="acme",cause="voip_token_invalid"} 1"#,
             #"pushgw_deadline_misses_total{app="acme"} 2"#,
@@ -216,6 +219,7 @@ final class MetricsTests: XCTestCase {
             XCTAssertTrue(text.split(separator: "\n").contains(Substring(line)), "missing line: \(line)\n\(text)")
         }
         XCTAssertFalse(text.contains("peer reset"), "free-form error texts never become label values")
+        XCTAssertFalse(text.contains(#"outcome="duplicate""#), "a duplicate is not an outcome of its own")
         XCTAssertEqual(PrometheusFormatCheck.problems(text), [])
         XCTAssertNil(PrometheusFormatCheck.referenceParserComplaint(text))
 

@@ -120,32 +120,48 @@ final class RouterHarness {
 
     func keys(_ app: String) -> AppKeys { AppKeys(app: app) }
 
-    /// XADDs the raw text as field `event` of the app's calls stream.
-    func xaddRaw(_ app: String, _ text: String, field: String = "event", file: StaticString = #filePath, line: UInt = #line) {
-        var done = false
-        producer.send(["XADD", keys(app).calls, "*", field, text]) { result in
-            if case let .failure(e) = result { XCTFail("XADD failed: \(e)", file: file, line: line) }
-            done = true
+    /// XADDs the raw text as field `event` of the app's calls stream; the entry id XADD
+    /// returned ("" when it failed, which fails the test).
+    @discardableResult
+    func xaddRaw(_ app: String, _ text: String, field: String = "event", file: StaticString = #filePath,
+                 line: UInt = #line) -> String {
+        xaddRaw(app, bytes: Array(text.utf8), field: field, file: file, line: line)
+    }
+
+    /// XADDs `bytes` (which need not be UTF-8) as field `event` of the app's calls stream; the
+    /// entry id XADD returned ("" when it failed, which fails the test).
+    @discardableResult
+    func xaddRaw(_ app: String, bytes: [UInt8], field: String = "event", file: StaticString = #filePath,
+                 line: UInt = #line) -> String {
+        var id: String?
+        producer.send(bytes: [Array("XADD".utf8), Array(keys(app).calls.utf8), Array("*".utf8), Array(field.utf8), bytes]) { result in
+            switch result {
+            case let .success(reply): id = reply.string ?? ""
+            case let .failure(e): XCTFail("XADD failed: \(e)", file: file, line: line); id = ""
+            }
         }
-        loop.run(waitingFor: "the XADD's reply", file: file, line: line) { done }
+        loop.run(waitingFor: "the XADD's reply", file: file, line: line) { id != nil }
+        return id ?? ""
     }
 
-    /// XADDs an event built from `fields` (JSON-serialized).
-    func xadd(_ app: String = "acme", _ fields: [String: Any]) {
+    /// XADDs an event built from `fields` (JSON-serialized); the entry id.
+    @discardableResult
+    func xadd(_ app: String = "acme", _ fields: [String: Any]) -> String {
         let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
-        xaddRaw(app, String(decoding: data, as: UTF8.self))
+        return xaddRaw(app, String(decoding: data, as: UTF8.self))
     }
 
-    /// An `incoming_call` with the given tokens; `deadlineInMs` relative to now.
+    /// An `incoming_call` with the given tokens; `deadlineInMs` relative to now. Returns the entry id.
+    @discardableResult
     func call(_ id: String, voip: String? = nil, alert: String? = nil, deadlineInMs: Int64? = nil,
-              app: String = "acme", extra: [String: Any] = [:]) {
+              app: String = "acme", extra: [String: Any] = [:]) -> String {
         var f: [String: Any] = ["v": 1, "id": id, "type": "incoming_call",
                                 "voip": ["caller": "+15551234567", "callerName": "Alice"]]
         if let voip { f["voip_token"] = voip }
         if let alert { f["alert_token"] = alert }
         if let deadlineInMs { f["deadline"] = Clock.unixMs() + deadlineInMs }
         for (k, v) in extra { f[k] = v }
-        xadd(app, f)
+        return xadd(app, f)
     }
 
     /// Runs the loop until `count` outcomes were recorded in all; after `timeoutMs` fails the
@@ -191,11 +207,18 @@ final class RouterHarness {
         loop.run(forMs: ms)
     }
 
-    /// The outcome recorded for call `id`.
+    /// The outcome recorded for call `id` (not a cancel event's, nor a duplicate's answer).
     func record(_ id: String, file: StaticString = #filePath, line: UInt = #line) -> OutcomeRecord? {
-        let found = recorded.filter { $0.record.id == id && $0.record.type != .callCancelled }
+        let found = recorded.filter { $0.record.id == id && $0.record.type != .callCancelled && $0.record.outcome != .duplicate }
         XCTAssertLessThanOrEqual(found.count, 1, "one result per event (\(id))", file: file, line: line)
         return found.first?.record
+    }
+
+    /// The results stream's `result` JSONs, decoded, in order.
+    func results(_ app: String = "acme", file: StaticString = #filePath, line: UInt = #line) -> [[String: Any]] {
+        entries(keys(app).results, file: file, line: line).compactMap { entry in
+            entry.values["result"].flatMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any] }
+        }
     }
 
     /// Entries of a stream, read back from Redis. A Redis error fails the test (and reads

@@ -104,7 +104,7 @@ class RouterIntegrationTests: XCTestCase {
     func testTransientFailuresAreRetriedThenDelivered() throws {
         try start(["f1a70001": .flaky(2), "0a290002": .tooMany, "05000003": .error500])
         // 503 twice (flaky:2), then 200.
-        h.call("flaky", voip: "f1a70001", alert: "a1e7")
+        let flakyEntry = h.call("flaky", voip: "f1a70001", alert: "a1e7")
         XCTAssertTrue(h.waitForRecords(1))
         // 429 and 500 until the token's second request has its answer; then APNs recovers. The
         // check runs between two attempts (a retry waits at least 10 ms on a timer).
@@ -120,6 +120,7 @@ class RouterIntegrationTests: XCTestCase {
             XCTAssertEqual(r.attempts.map(\.status), [status, status, 200], "\(status) twice, retried, then delivered")
             XCTAssertEqual(r.attempts.map(\.channel), [.voip, .voip, .voip], "no fallback to the alert for a transient failure")
         }
+        XCTAssertEqual(h.record("flaky")?.entry, flakyEntry, "the result names the producer's entry, not the retries' entries")
         XCTAssertTrue(h.requests("a1e7").isEmpty, "no alert was sent")
         XCTAssertEqual(h.runner.stats.retriesFired, 6)
     }
@@ -266,17 +267,21 @@ class RouterIntegrationTests: XCTestCase {
     func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws {
         // Both copies are read and looked up together, before either is done: the first takes
         // the call's in-flight claim and is pushed, the second waits for its outcome and is
-        // acknowledged as a duplicate (CallCopiesTests has the cases).
+        // answered with a `duplicate` result naming it (CallCopiesTests has the cases).
         h = try RouterHarness(redis: Self.redisDeployment, startRouter: false)
         h.call("twin", voip: "a0a0")
         h.call("twin", voip: "a0a0")
         _ = h.command("PING")
         h.runner.start()
         XCTAssertTrue(h.runUntil("both copies to be acknowledged") { self.h.entries(self.h.keys("acme").calls).isEmpty })
-        h.runFor(100)
-        XCTAssertEqual(h.entries(h.keys("acme").results).count, 1, "one result per event id")
-        XCTAssertEqual(h.recorded.map(\.record.id), ["twin"], "the skipped copy is not an outcome of its own")
+        XCTAssertTrue(h.waitForRecords(2), "both copies answered")
+        let results = h.results()
+        XCTAssertEqual(results.map { $0["outcome"] as? String }, ["delivered_voip", "duplicate"],
+                       "one outcome per event id, and an answer for the copy")
+        XCTAssertEqual(results.last?["first_outcome"] as? String, "delivered_voip")
+        XCTAssertEqual(h.recorded.map(\.record.outcome), [.deliveredVoip, .duplicate], "the copy is not an outcome of its own")
         XCTAssertEqual(h.runner.stats.finished, ["delivered_voip": 1])
+        XCTAssertEqual(h.runner.stats.duplicates, 1)
         XCTAssertEqual(h.requests("a0a0").count, 1, "a copy routed with its original is not pushed again")
     }
 
@@ -292,17 +297,126 @@ class RouterIntegrationTests: XCTestCase {
         }
     }
 
-    func testDuplicateEventIsNotDeliveredTwice() throws {
-        try start()
+    func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws {
+        var lines: [String] = []
+        h = try RouterHarness(redis: Self.redisDeployment, routerLog: Log(minimum: .debug, write: { lines.append($0) }))
         h.call("dup", voip: "a0a0")
         XCTAssertTrue(h.waitForRecords(1))
-        h.call("dup", voip: "a0a0")
+        let second = h.call("dup", voip: "a0a0")
         h.call("after", voip: "a0a1")
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertEqual(h.requests("a0a0").count, 1, "the duplicate is not pushed")
+        let answer = try XCTUnwrap(h.results().first { $0["outcome"] as? String == "duplicate" }, "the duplicate gets a result")
+        XCTAssertEqual(answer["first_outcome"] as? String, "delivered_voip", "naming the first outcome")
+        XCTAssertEqual(answer["id"] as? String, "dup")
+        XCTAssertEqual(answer["type"] as? String, "incoming_call")
+        XCTAssertEqual(answer["entry"] as? String, second, "and its own entry")
+        XCTAssertEqual(h.results().count, 3)
+        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "it is acknowledged")
+        XCTAssertEqual(h.runner.stats.duplicates, 1, "counted")
+        XCTAssertEqual(h.runner.stats.finished, ["delivered_voip": 2], "not as an outcome")
+        XCTAssertTrue(lines.contains { $0.contains(#""msg":"duplicate event answered""#) && $0.contains(#""level":"debug""#) },
+                      "logged at debug: \(lines)")
+        let stored = h.command("GET", h.keys("acme").result("dup"))?.string ?? ""
+        XCTAssertTrue(stored.hasPrefix(#"{"outcome":"delivered_voip""#), "the id's result stays the first outcome: \(stored)")
+    }
+
+    // MARK: The contract answers every event (docs/protocol.md, How an event ends)
+
+    func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws {
+        try start()
+        let notJSON = h.xaddRaw("acme", "not json")
+        let array = h.xaddRaw("acme", "[1,2]")
+        let noField = h.xaddRaw("acme", "{}", field: "wrong_field")
+        let badVersion = h.xaddRaw("acme", #"{"v":2,"id":"v2-call","type":"incoming_call","voip_token":"ab"}"#)
+        let notUTF8 = h.xaddRaw("acme", bytes: Array(#"{"v":1,"id":"utf-"#.utf8) + [0xFF] + Array(#"","type":"call_cancelled"}"#.utf8))
+        XCTAssertTrue(h.waitForRecords(5))
+        let byEntry = Dictionary(h.results().map { ($0["entry"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        for entry in [notJSON, array, noField, badVersion, notUTF8] {
+            let r = try XCTUnwrap(byEntry[entry], "a result names entry \(entry), what the producer's XADD returned")
+            XCTAssertEqual(r["outcome"] as? String, "dead_lettered")
+            XCTAssertEqual(r["app"] as? String, "acme")
+            XCTAssertTrue((r["reason"] as? String)?.hasPrefix("invalid_event: ") == true)
+        }
+        XCTAssertNil(byEntry[notJSON]?["id"], "no id could be read")
+        XCTAssertEqual(byEntry[badVersion]?["id"] as? String, "v2-call", "the id, read although v was refused first")
+        XCTAssertEqual(byEntry[badVersion]?["type"] as? String, "incoming_call")
+        XCTAssertEqual(byEntry[notUTF8]?["reason"] as? String, "invalid_event: event: not valid UTF-8 at byte 17")
+        XCTAssertNil(byEntry[notUTF8]?["id"], "bytes that are not UTF-8 are not read for an id")
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 5)
+    }
+
+    func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws {
+        try start()
+        h.xadd("acme", ["v": 1, "id": "fix-me", "type": "incoming_call", "voip_token": "not-hex"])
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(h.recorded.first?.record.outcome, .deadLettered)
+        XCTAssertEqual(h.recorded.first?.record.id, "fix-me")
+        h.call("fix-me", voip: "a0a0")
         XCTAssertTrue(h.waitForRecords(2))
-        XCTAssertTrue(h.runUntil("every entry to be acknowledged") { self.h.entries(self.h.keys("acme").calls).isEmpty })
-        XCTAssertEqual(h.requests("a0a0").count, 1, "the duplicate is acknowledged without a push")
-        XCTAssertEqual(h.entries(h.keys("acme").results).count, 2, "and without a second result")
-        XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0, "but it is acknowledged")
+        XCTAssertEqual(h.recorded.last?.record.outcome, .deliveredVoip, "an invalid event does not claim its id")
+        XCTAssertEqual(h.requests("a0a0").count, 1)
+        let stored = h.command("GET", h.keys("acme").result("fix-me"))?.string ?? ""
+        XCTAssertTrue(stored.hasPrefix(#"{"outcome":"delivered_voip""#), "the id's result is the corrected event's: \(stored)")
+        // A broken copy sent after the outcome is still dead-lettered with its reason (bad
+        // input is never dropped), and does not replace the outcome.
+        h.xadd("acme", ["v": 1, "id": "fix-me", "type": "incoming_call", "voip_token": "still-not-hex"])
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertEqual(h.recorded.last?.record.outcome, .deadLettered)
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 2, "both invalid events are dead letters")
+        XCTAssertEqual(h.command("GET", h.keys("acme").result("fix-me"))?.string, stored, "the outcome stands")
+    }
+
+    func testAResultIsFoundByIdWithoutReadingTheStream() throws {
+        try start()
+        let entry = h.call("find-me", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(1))
+        let key = "pushgw:{acme}:result:find-me"  // as docs/protocol.md writes it
+        let stored = try XCTUnwrap(h.command("GET", key)?.string, "GET \(key)")
+        XCTAssertEqual(stored, h.entries(h.keys("acme").results).first?.fields["result"], "the same JSON as the results stream's")
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
+        XCTAssertEqual(json["outcome"] as? String, "delivered_voip")
+        XCTAssertEqual(json["entry"] as? String, entry)
+        let ttl = h.command("TTL", key)?.integer ?? -1
+        XCTAssertTrue((86_000...86_400).contains(ttl), "kept for the idempotency window (24 h): \(ttl)")
+        h.xadd("acme", ["v": 1, "id": "find-me", "type": "call_cancelled"])
+        XCTAssertTrue(h.waitForRecords(2))
+        let cancel = h.command("GET", "pushgw:{acme}:result:cancel:find-me")?.string ?? ""
+        XCTAssertTrue(cancel.contains(#""type":"call_cancelled""#), "a cancel event's own result, by id: \(cancel)")
+    }
+
+    func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws {
+        try start(["dead0001": .unregistered])
+        h.call("lower", voip: "dead0001", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(1))
+        h.call("upper", voip: "DEAD0001", alert: "A1E7")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.requests("dead0001").count, 1, "the token APNs declared dead is not pushed again in upper case")
+        XCTAssertEqual(h.record("upper")?.cause, .voipTokenInvalid)
+        XCTAssertEqual(h.record("upper")?.outcome, .deliveredAlert)
+        XCTAssertEqual(h.entries(h.keys("acme").feedback).compactMap { $0.fields["token"] }, ["dead0001"])
+    }
+
+    func testAMicrosecondDeadlineIsRefusedNamingTheField() throws {
+        try start()
+        h.call("micro", voip: "a0a0", extra: ["deadline": Clock.unixMs() * 1000])
+        XCTAssertTrue(h.waitForRecords(1))
+        let r = try XCTUnwrap(h.recorded.first?.record)
+        XCTAssertEqual(r.outcome, .deadLettered)
+        XCTAssertTrue(r.reason?.hasPrefix("invalid_event: deadline: ") == true, r.reason ?? "")
+        XCTAssertTrue(r.reason?.contains("microseconds?") == true, "the likely unit is named: \(r.reason ?? "")")
+        XCTAssertTrue(h.requests("a0a0").isEmpty, "nothing is pushed with an expiration decades ahead")
+    }
+
+    func testACancelReadWithItsCallSendsNoVoipPush() throws {
+        h = try RouterHarness(redis: Self.redisDeployment, startRouter: false)
+        h.call("hung-up", voip: "a0a0", alert: "a1e7")
+        h.xadd("acme", ["v": 1, "id": "hung-up", "type": "call_cancelled"])
+        h.runner.start()
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.record("hung-up")?.outcome, .cancelled, "the cancel wins")
+        XCTAssertTrue(h.requests("a0a0").isEmpty, "no VoIP push for a call cancelled in the same read")
+        XCTAssertTrue(h.requests("a1e7").isEmpty, "no missed-call alert either")
     }
 
     // MARK: Bad input
@@ -337,6 +451,7 @@ class RouterIntegrationTests: XCTestCase {
                           "reason names \(field): \(entry.fields["reason"] ?? "")")
         }
         XCTAssertTrue(dead.last?.fields["reason"]?.contains("event") == true)
+        XCTAssertTrue(h.results().allSatisfy { $0["entry"] is String }, "every result names its calls entry")
         XCTAssertEqual(h.record("still-alive")?.outcome, .deliveredVoip, "the process is alive and still delivering")
         XCTAssertEqual(h.entries(h.keys("acme").calls).count, 0)
     }
@@ -436,7 +551,13 @@ final class RouterIntegrationOverTLSTests: RouterIntegrationTests {
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
     override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
-    override func testDuplicateEventIsNotDeliveredTwice() throws { try super.testDuplicateEventIsNotDeliveredTwice() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
     override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
     override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
 }
@@ -460,7 +581,13 @@ final class RouterIntegrationOverMutualTLSTests: RouterIntegrationTests {
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
     override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
-    override func testDuplicateEventIsNotDeliveredTwice() throws { try super.testDuplicateEventIsNotDeliveredTwice() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
     override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
     override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
 }
@@ -484,7 +611,13 @@ final class RouterIntegrationAsLeastPrivilegedUserTests: RouterIntegrationTests 
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
     override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
-    override func testDuplicateEventIsNotDeliveredTwice() throws { try super.testDuplicateEventIsNotDeliveredTwice() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
     override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
     override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
 }
@@ -508,7 +641,13 @@ final class RouterIntegrationThroughSentinelTests: RouterIntegrationTests {
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
     override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
-    override func testDuplicateEventIsNotDeliveredTwice() throws { try super.testDuplicateEventIsNotDeliveredTwice() }
+    override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
+    override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
+    override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
+    override func testAResultIsFoundByIdWithoutReadingTheStream() throws { try super.testAResultIsFoundByIdWithoutReadingTheStream() }
+    override func testACancelReadWithItsCallSendsNoVoipPush() throws { try super.testACancelReadWithItsCallSendsNoVoipPush() }
+    override func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws { try super.testAnUpperCaseCopyOfADeadTokenIsSkipped() }
+    override func testAMicrosecondDeadlineIsRefusedNamingTheField() throws { try super.testAMicrosecondDeadlineIsRefusedNamingTheField() }
     override func testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() throws { try super.testMalformedEventsAreDeadLetteredWithTheirReasonAndDeliveryGoesOn() }
     override func testOneAppsFloodDoesNotDelayAnother() throws { try super.testOneAppsFloodDoesNotDelayAnother() }
 }

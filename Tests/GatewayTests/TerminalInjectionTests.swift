@@ -2,6 +2,7 @@ import APNs
 import DeadLetters
 import Foundation
 @testable import Gateway
+import TestSupport
 import XCTest
 import VisibleText
 
@@ -84,11 +85,11 @@ final class TerminalInjectionTests: XCTestCase {
         try h.writeConfigFile()
         try h.startRouter(fixed: false)
         let event = Array(#"{"v":1,"id":"bad-"#.utf8) + [0xFF, 0x1B] + Array("\"}\n\u{202E}".utf8) + [0xC3]
-        var sent = false
-        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) { _ in
-            sent = true
+        var callsEntry: String?
+        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) {
+            callsEntry = (try? $0.get().string) ?? ""
         }
-        h.loop.run(until: { sent })
+        h.loop.run(waitingFor: "the XADD's reply") { callsEntry != nil }
         h.waitForRecords(1)
         let id = try XCTUnwrap(h.deadIDs("acme").first)
 
@@ -99,14 +100,42 @@ final class TerminalInjectionTests: XCTestCase {
         XCTAssertTrue(shown.text.contains("(not UTF-8; each invalid byte is shown as \\xNN)"), shown.text)
         XCTAssertTrue(shown.out.contains(#"    {"v":1,"id":"bad-\xff\u001b"}"#), shown.text)
         XCTAssertTrue(shown.out.contains(#"    \u202e\xc3"#), "each line of the event, its bad bytes as \\xNN: \(shown.text)")
+        XCTAssertTrue(shown.out.contains("  calls entry:   \(callsEntry ?? "?")"), "the entry the producer's XADD made: \(shown.text)")
 
         let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(h.dead(["show", "acme/" + id, "--json"]).out.joined().utf8))
                                  as? [String: Any])
         XCTAssertEqual((json["event_base64"] as? String).flatMap { Data(base64Encoded: $0) }.map(Array.init), event,
                        "--json carries the exact bytes")
+        XCTAssertEqual(json["calls_entry"] as? String, callsEntry)
 
         XCTAssertEqual(h.dead(["replay", "acme/" + id]).status, 0)
         XCTAssertEqual(h.entries(h.keys("acme").calls).last?.values["event"], event, "a replay puts the same bytes back")
+    }
+
+    /// The dead stream is read as untrusted input: a hand-edited record's calls entry cannot
+    /// colour the terminal or fake a line.
+    func testAForgedCallsEntryIsShownEscaped() throws {
+        let h = try DeadLetterHarness()
+        defer { h.close() }
+        try h.writeConfigFile()
+        let forged = "1-0\u{1B}[2J\n  reason:        all fine\u{202E}"
+        let record = String(decoding: try JSONSerialization.data(withJSONObject: ["outcome": "dead_lettered", "app": "acme",
+                                                                                  "entry": forged, "attempts": [Any]()]),
+                            as: UTF8.self)
+        _ = h.send(["XADD", h.keys("acme").dead, "*", "event", "{}", "reason", "invalid_event: id: required", "attempts", record,
+                    "first_failure_ms", "1", "last_failure_ms", "1", "replays", "0", "app", "acme"])
+        let id = try XCTUnwrap(h.deadIDs("acme").first)
+        let shown = h.dead(["show", "acme/" + id])
+        XCTAssertEqual(shown.status, 0, shown.err.joined())
+        assertNoControl(shown.out + shown.err, "dead show")
+        XCTAssertTrue(shown.out.contains(#"  calls entry:   1-0\u001b[2J\u000a  reason:        all fine\u202e"#), shown.text)
+        XCTAssertEqual(shown.out.filter { $0.hasPrefix("  reason:") }.count, 1, "no fake line: \(shown.text)")
+        for args in [["list", "--json"], ["show", "acme/" + id, "--json"]] {
+            let json = h.dead(args)
+            assertNoControl(json.out + json.err, "dead \(args.joined(separator: " "))")
+            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.out.joined().utf8)) as? [String: Any])
+            XCTAssertEqual(object["calls_entry"] as? String, forged, "--json is exact JSON: the text comes back unchanged")
+        }
     }
 
     func testEveryDeadVerbShowsHostileIdsTypesReasonsAndTextEscaped() throws {

@@ -32,6 +32,11 @@ final class CallStoreTests: XCTestCase {
 
     // MARK: Helpers
 
+    /// A result JSON as `OutcomeRecord.json()` writes it: `outcome` first, then `id`.
+    private func result(_ outcome: String, _ id: String, _ rest: String = "") -> String {
+        #"{"outcome":"\#(outcome)","id":"\#(id)""# + (rest.isEmpty ? "" : ",\(rest)") + "}"
+    }
+
     private func event(_ id: String) -> String {
         #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"aa01","alert_token":"bb02"}"#
     }
@@ -85,7 +90,7 @@ final class CallStoreTests: XCTestCase {
     func testReadNewSurvivesARestartWithoutNOGROUP() throws {
         produce(acme, "before")
         guard let before = read([acme])[acme]?.first else { return XCTFail("no entry read") }
-        let first = complete(loop) { store.finish(acme, entryID: before.id, record: .init(eventId: "before", outcome: "delivered_voip", resultJSON: "{}"), completion: $0) }
+        let first = complete(loop) { store.finish(acme, entryID: before.id, record: .init(eventId: "before", resultJSON: result("delivered_voip", "before")), completion: $0) }
         XCTAssertEqual(first.value()?.recorded, true)
         try server.restart()   // no persistence: streams and groups are gone
         XCTAssertNotNil(callUntilSuccess(producer, ["XADD", acme.calls, "*", "event", event("after")]))
@@ -100,7 +105,7 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(got.map { $0.fields["event"] }, [event("after")])
         XCTAssertFalse(errors.contains { $0.serverCode == "NOGROUP" }, "onReady re-creates groups before reads: \(errors)")
         // Scripts are gone from Redis's cache too: EVALSHA's NOSCRIPT falls back to EVAL.
-        let report = complete(loop) { store.finish(acme, entryID: got[0].id, record: .init(eventId: "after", outcome: "delivered_voip", resultJSON: "{}"), completion: $0) }
+        let report = complete(loop) { store.finish(acme, entryID: got[0].id, record: .init(eventId: "after", resultJSON: result("delivered_voip", "after")), completion: $0) }
         XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
     }
 
@@ -109,18 +114,18 @@ final class CallStoreTests: XCTestCase {
     func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws {
         produce(acme, "call-1")
         guard let entry = read([acme])[acme]?.first else { return XCTFail("no entry read") }
-        let result = #"{"id":"call-1","outcome":"delivered_alert","cause":"voip_token_invalid"}"#
+        let recorded = result("delivered_alert", "call-1", #""cause":"voip_token_invalid""#)
         let invalid = InvalidToken(token: "aa01", channel: .voip, reason: "Unregistered", timestampMs: 1_764_412_345_000)
         let report = complete(loop) {
-            store.finish(acme, entryID: entry.id, record: .init(eventId: "call-1", outcome: "delivered_alert", resultJSON: result),
+            store.finish(acme, entryID: entry.id, record: .init(eventId: "call-1", resultJSON: recorded),
                          invalidTokens: [invalid], completion: $0)
         }
         XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
 
-        XCTAssertEqual(fields(acme.results), [["result": result]])
-        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "delivered_alert")
-        let doneTTL = redis("TTL", acme.done("call-1"))?.integer ?? -1
-        XCTAssertTrue((1...86_400).contains(doneTTL), "the done key expires with the idempotency window: \(doneTTL)")
+        XCTAssertEqual(fields(acme.results), [["result": recorded]])
+        XCTAssertEqual(redis("GET", acme.result("call-1"))?.string, recorded, "the result is found by event id")
+        let doneTTL = redis("TTL", acme.result("call-1"))?.integer ?? -1
+        XCTAssertTrue((1...86_400).contains(doneTTL), "the result key expires with the idempotency window: \(doneTTL)")
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "a finished entry is deleted")
         XCTAssertEqual(try StreamReplies.pendingSummary(redis("XPENDING", acme.calls, "pushgw") ?? .null).count, 0, "and acknowledged")
         XCTAssertEqual(fields(acme.feedback), [["token": "aa01", "channel": "voip", "reason": "Unregistered", "timestamp": "1764412345000"]])
@@ -128,17 +133,20 @@ final class CallStoreTests: XCTestCase {
         let invalidTTL = redis("TTL", acme.invalidToken(.voip, "aa01"))?.integer ?? -1
         XCTAssertTrue((29 * 86_400...30 * 86_400).contains(invalidTTL), "known-invalid tokens are kept 30 days: \(invalidTTL)")
 
-        // The same event delivered again (a crash after APNs answered): nothing more is written.
+        // The same event delivered again (a crash after APNs answered): only its duplicate
+        // answer is written, naming the first outcome.
         let again = produce(acme, "call-1")
         _ = read([acme])
         let second = complete(loop) {
-            store.finish(acme, entryID: again, record: .init(eventId: "call-1", outcome: "delivered_voip", resultJSON: "{}"),
+            store.finish(acme, entryID: again, record: .init(eventId: "call-1", resultJSON: result("delivered_voip", "call-1", #""entry":"\#(again)""#)),
                          invalidTokens: [invalid], completion: $0)
         }
-        XCTAssertEqual(second.value(), RecordReport(recorded: false, acknowledged: true, deadEntryID: nil))
-        XCTAssertEqual(fields(acme.results).count, 1, "one result per event id")
+        XCTAssertEqual(second.value(), RecordReport(recorded: false, firstOutcome: "delivered_alert", acknowledged: true, deadEntryID: nil))
+        XCTAssertEqual(fields(acme.results).map { $0["result"] },
+                       [recorded, #"{"outcome":"duplicate","first_outcome":"delivered_alert","id":"call-1","entry":"\#(again)"}"#],
+                       "one outcome per event id; the copy gets a duplicate answer with its own fields")
         XCTAssertEqual(fields(acme.feedback).count, 1)
-        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "delivered_alert", "the first outcome stands")
+        XCTAssertEqual(redis("GET", acme.result("call-1"))?.string, recorded, "the first outcome stands")
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the duplicate is still acknowledged and deleted")
     }
 
@@ -149,35 +157,42 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(entries.count, 4)
         // The first entry's event finishes alone; the batch then holds a second delivery of it.
         let first = complete(loop) {
-            store.finish(acme, entryID: entries[0].id, record: .init(eventId: "done-before", outcome: "delivered_voip", resultJSON: "{}"),
+            store.finish(acme, entryID: entries[0].id, record: .init(eventId: "done-before", resultJSON: result("delivered_voip", "done-before")),
                          completion: $0)
         }
         XCTAssertEqual(first.value()?.recorded, true)
         let gone = InvalidToken(token: "dd01", channel: .voip, reason: "Unregistered", timestampMs: 7)
         let bad = InvalidToken(token: "ee02", channel: .alert, reason: "BadDeviceToken", timestampMs: 8)
         let batch = [
-            FinishRecord(entryID: entries[1].id, record: .init(eventId: "b-1", outcome: "delivered_alert", resultJSON: #"{"id":"b-1"}"#),
+            FinishRecord(entryID: entries[1].id, record: .init(eventId: "b-1", resultJSON: result("delivered_alert", "b-1")),
                          invalidTokens: [gone]),
-            FinishRecord(entryID: entries[2].id, record: .init(eventId: "b-2", outcome: "failed", resultJSON: #"{"id":"b-2"}"#),
+            FinishRecord(entryID: entries[2].id, record: .init(eventId: "b-2", resultJSON: result("undeliverable", "b-2")),
                          invalidTokens: [gone, bad]),
-            FinishRecord(entryID: entries[3].id, record: .init(eventId: "done-before", outcome: "failed", resultJSON: "{}")),
+            FinishRecord(entryID: entries[3].id, record: .init(eventId: "done-before", resultJSON: result("expired", "done-before"))),
         ]
         let report = complete(loop) { store.finish(acme, batch, completion: $0) }
-        XCTAssertEqual(report.value(), FinishReport(recorded: [true, true, false], acknowledged: 3))
-        XCTAssertEqual(fields(acme.results), [["result": "{}"], ["result": #"{"id":"b-1"}"#], ["result": #"{"id":"b-2"}"#]],
-                       "one result per event id, in the batch's order")
-        XCTAssertEqual(redis("GET", acme.done("b-1"))?.string, "delivered_alert")
-        XCTAssertEqual(redis("GET", acme.done("b-2"))?.string, "failed")
-        XCTAssertEqual(redis("GET", acme.done("done-before"))?.string, "delivered_voip", "the first outcome stands")
+        XCTAssertEqual(report.value(), FinishReport(recorded: [true, true, false], firstOutcomes: [nil, nil, "delivered_voip"],
+                                                    acknowledged: 3))
+        XCTAssertEqual(fields(acme.results).map { $0["result"] },
+                       [result("delivered_voip", "done-before"), result("delivered_alert", "b-1"), result("undeliverable", "b-2"),
+                        #"{"outcome":"duplicate","first_outcome":"delivered_voip","id":"done-before"}"#],
+                       "one outcome per event id, in the batch's order, and the copy's duplicate answer")
+        XCTAssertEqual(redis("GET", acme.result("b-1"))?.string, result("delivered_alert", "b-1"))
+        XCTAssertEqual(redis("GET", acme.result("b-2"))?.string, result("undeliverable", "b-2"))
+        XCTAssertEqual(redis("GET", acme.result("done-before"))?.string, result("delivered_voip", "done-before"),
+                       "the first outcome stands")
         XCTAssertEqual(fields(acme.feedback).map { $0["token"] }, ["dd01", "dd01", "ee02"], "every record's feedback")
         XCTAssertEqual(redis("GET", acme.invalidToken(.alert, "ee02"))?.string, "8", "invalid-token keys of a later record")
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "every entry of the batch is deleted")
         XCTAssertEqual(try StreamReplies.pendingSummary(redis("XPENDING", acme.calls, "pushgw") ?? .null).count, 0)
 
-        // Acknowledged entries count once: the same batch again writes and acknowledges nothing.
+        // Acknowledged entries count once: the same batch again acknowledges nothing and
+        // records no outcome; each copy gets its duplicate answer.
         let again = complete(loop) { store.finish(acme, batch, completion: $0) }
-        XCTAssertEqual(again.value(), FinishReport(recorded: [false, false, false], acknowledged: 0))
-        XCTAssertEqual(fields(acme.results).count, 3)
+        XCTAssertEqual(again.value(), FinishReport(recorded: [false, false, false],
+                                                   firstOutcomes: ["delivered_alert", "undeliverable", "delivered_voip"], acknowledged: 0))
+        XCTAssertEqual(fields(acme.results).count, 7)
+        XCTAssertEqual(fields(acme.feedback).count, 3, "a duplicate writes no feedback")
     }
 
     func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() {
@@ -187,7 +202,7 @@ final class CallStoreTests: XCTestCase {
                               firstFailureMs: 1_700_000_000_000, lastFailureMs: 1_700_000_000_500, replays: 0)
         let report = complete(loop) {
             store.deadLetter(beta, entryID: entry.id, deadLetter: dead,
-                             record: .init(eventId: "call-9", outcome: "dead_lettered", resultJSON: #"{"outcome":"dead_lettered"}"#),
+                             record: .init(eventId: "call-9", resultJSON: result("dead_lettered", "call-9", #""reason":"apns_config: BadTopic""#)),
                              completion: $0)
         }.value()
         XCTAssertEqual(report?.recorded, true)
@@ -197,15 +212,15 @@ final class CallStoreTests: XCTestCase {
             "event": event("call-9"), "reason": "BadTopic", "attempts": #"[{"status":400,"reason":"BadTopic"}]"#,
             "first_failure_ms": "1700000000000", "last_failure_ms": "1700000000500", "replays": "0", "app": "beta",
         ]])
-        XCTAssertEqual(fields(beta.results), [["result": #"{"outcome":"dead_lettered"}"#]])
-        XCTAssertEqual(redis("GET", beta.done("call-9"))?.string, "dead_lettered")
+        XCTAssertEqual(fields(beta.results), [["result": result("dead_lettered", "call-9", #""reason":"apns_config: BadTopic""#)]])
+        XCTAssertEqual(redis("GET", beta.result("call-9"))?.string, result("dead_lettered", "call-9", #""reason":"apns_config: BadTopic""#))
         XCTAssertEqual(redis("XLEN", beta.calls)?.integer, 0)
 
         // An invalid event without an id, not from the stream: written, nothing to acknowledge.
         let loose = complete(loop) {
             store.deadLetter(beta, entryID: nil, deadLetter: DeadLetterEntry(event: "not json", reason: "invalid_event", attemptsJSON: "[]",
                                                                         firstFailureMs: 1, lastFailureMs: 1),
-                             record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
+                             record: .init(eventId: nil, keying: .provisional, resultJSON: #"{"outcome":"dead_lettered"}"#), completion: $0)
         }.value()
         XCTAssertEqual(loose?.recorded, true)
         XCTAssertEqual(loose?.acknowledged, false)
@@ -214,9 +229,95 @@ final class CallStoreTests: XCTestCase {
         // Replay: back on the calls stream, outcome forgotten, dead letter removed.
         let replayed = complete(loop) { store.replay(beta, event: event("call-9"), eventId: "call-9", deadEntryID: report?.deadEntryID, completion: $0) }
         XCTAssertNotNil(replayed.value())
-        XCTAssertEqual(redis("GET", beta.done("call-9")), .null)
+        XCTAssertEqual(redis("GET", beta.result("call-9")), .null)
         XCTAssertEqual(fields(beta.dead).count, 1)
         XCTAssertEqual(read([beta])[beta]?.map { $0.fields["event"] }, [event("call-9")])
+    }
+
+    func testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() {
+        // A calls entry delivered again after its record ran (claimed back while a hung Redis
+        // still had the record to run): its own result is there, so each recording script
+        // writes nothing for it and still acknowledges it; another entry with its id is a
+        // duplicate.
+        let entry = produce(acme, "again")
+        _ = read([acme])
+        let own = result("delivered_voip", "again", #""entry":"\#(entry)""#)
+        let first = complete(loop) { store.finish(acme, entryID: entry, record: .init(eventId: "again", resultJSON: own), completion: $0) }
+        XCTAssertEqual(first.value()?.recorded, true)
+        let once = complete(loop) {
+            store.finish(acme, entryID: entry, record: .init(eventId: "again", resultJSON: result("delivered_alert", "again", #""entry":"\#(entry)""#)),
+                         completion: $0)
+        }
+        XCTAssertEqual(once.value(), RecordReport(recorded: false, firstOutcome: nil, acknowledged: false, deadEntryID: nil),
+                       "a record of the same entry: nothing written")
+        let duplicate = complete(loop) {
+            store.finish(acme, entryID: entry, record: .init(eventId: "again", keying: .duplicate,
+                                                           resultJSON: #"{"outcome":"duplicate","first_outcome":"delivered_voip","id":"again","entry":"\#(entry)"}"#),
+                         completion: $0)
+        }
+        XCTAssertEqual(duplicate.value(), RecordReport(recorded: false, firstOutcome: nil, acknowledged: false, deadEntryID: nil),
+                       "a duplicate answer to the same entry: nothing written")
+        let letter = DeadLetterEntry(event: event("again"), reason: "BadTopic", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
+        let dead = complete(loop) {
+            store.deadLetter(acme, entryID: entry, deadLetter: letter,
+                             record: .init(eventId: "again", resultJSON: result("dead_lettered", "again", #""entry":"\#(entry)""#)), completion: $0)
+        }
+        XCTAssertEqual(dead.value()?.recorded, false)
+        XCTAssertNil(dead.value()?.firstOutcome)
+        XCTAssertNil(dead.value()?.deadEntryID, "no second dead letter")
+        XCTAssertEqual(fields(acme.results).map { $0["result"] }, [own], "one result for the entry")
+        XCTAssertEqual(redis("GET", acme.result("again"))?.string, own)
+        // An invalid entry's provisional result, recorded twice: one dead letter, one result.
+        let bad = produce(acme, "bad")
+        _ = read([acme])
+        let invalid = result("dead_lettered", "bad", #""entry":"\#(bad)","reason":"invalid_event: voip_token: not a hex string""#)
+        for expected in [true, false] {
+            let report = complete(loop) {
+                store.deadLetter(acme, entryID: bad, deadLetter: letter, record: .init(eventId: "bad", keying: .provisional, resultJSON: invalid),
+                                 completion: $0)
+            }
+            XCTAssertEqual(report.value()?.recorded, expected)
+        }
+        XCTAssertEqual(fields(acme.dead).count, 1)
+        // Another entry with the id is a duplicate, answered as such.
+        let copy = produce(acme, "again")
+        _ = read([acme])
+        let other = complete(loop) {
+            store.finish(acme, entryID: copy, record: .init(eventId: "again", resultJSON: result("delivered_voip", "again", #""entry":"\#(copy)""#)),
+                         completion: $0)
+        }
+        XCTAssertEqual(other.value(), RecordReport(recorded: false, firstOutcome: "delivered_voip", acknowledged: true, deadEntryID: nil))
+        XCTAssertEqual(fields(acme.results).count, 3, "the first result, the invalid event's, the copy's duplicate")
+    }
+
+    func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() {
+        let invalid = result("dead_lettered", "c-5", #""reason":"invalid_event: deadline: expected an integer (unix ms), got string""#)
+        let letter = DeadLetterEntry(event: "{}", reason: "invalid_event: …", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
+        func deadLetterTheInvalidEvent() -> RecordReport? {
+            complete(loop) {
+                store.deadLetter(acme, entryID: nil, deadLetter: letter,
+                                 record: .init(eventId: "c-5", keying: .provisional, resultJSON: invalid), completion: $0)
+            }.value()
+        }
+        let first = deadLetterTheInvalidEvent()
+        XCTAssertEqual(first?.recorded, true)
+        XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, invalid, "found by id while nothing better is there")
+        let lookup = complete(loop) { store.lookup(acme, eventId: "c-5", voipToken: nil, alertToken: nil, completion: $0) }
+        XCTAssertNil(lookup.value()?.outcome, "the invalid event's result does not make the id done")
+        // The corrected event replaces it.
+        let corrected = result("delivered_voip", "c-5")
+        let report = complete(loop) { store.finish(acme, entryID: nil, record: .init(eventId: "c-5", resultJSON: corrected), completion: $0) }
+        XCTAssertEqual(report.value()?.recorded, true, "the corrected event is recorded, not a duplicate")
+        XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, corrected)
+        // A later invalid copy is dead-lettered with its result, but the outcome stands.
+        let later = deadLetterTheInvalidEvent()
+        XCTAssertEqual(later?.recorded, true)
+        XCTAssertEqual(redis("GET", acme.result("c-5"))?.string, corrected, "an invalid event never replaces an outcome")
+        XCTAssertEqual(fields(acme.dead).count, 2, "every invalid event is dead-lettered")
+        XCTAssertEqual(fields(acme.results).count, 3)
+        XCTAssertEqual(ResultEntry.claimedOutcome(invalid), nil)
+        XCTAssertEqual(ResultEntry.claimedOutcome(corrected), "delivered_voip")
+        XCTAssertEqual(ResultEntry.claimedOutcome(result("dead_lettered", "c-6", #""reason":"apns_config: BadTopic""#)), "dead_lettered")
     }
 
     func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() {
@@ -227,7 +328,7 @@ final class CallStoreTests: XCTestCase {
         let ttl = redis("TTL", acme.cancelled("call-2"))?.integer ?? -1
         XCTAssertTrue((1...60).contains(ttl), "the cancellation expires: \(ttl)")
         _ = complete(loop) {
-            store.finish(acme, entryID: nil, record: .init(eventId: "call-2", outcome: "cancelled", resultJSON: "{}"),
+            store.finish(acme, entryID: nil, record: .init(eventId: "call-2", resultJSON: result("cancelled", "call-2")),
                          invalidTokens: [InvalidToken(token: "bb02", channel: .alert, reason: "BadDeviceToken", timestampMs: 42)], completion: $0)
         }
         let full = complete(loop) { store.lookup(acme, eventId: "call-2", voipToken: "aa01", alertToken: "bb02", completion: $0) }
@@ -240,7 +341,7 @@ final class CallStoreTests: XCTestCase {
 
     func testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() {
         _ = complete(loop) {
-            store.finish(acme, [FinishRecord(entryID: nil, record: .init(eventId: "x-1", outcome: "delivered_voip", resultJSON: "{}"),
+            store.finish(acme, [FinishRecord(entryID: nil, record: .init(eventId: "x-1", resultJSON: result("delivered_voip", "x-1")),
                                              invalidTokens: [InvalidToken(token: "aa09", channel: .voip, reason: "Unregistered", timestampMs: 99)])],
                          completion: $0)
         }
@@ -352,12 +453,12 @@ final class CallStoreTests: XCTestCase {
         produce(acme, "py-1")
         guard let entry = read([acme])[acme]?.first else { return XCTFail("no entry read") }
         _ = complete(loop) {
-            store.finish(acme, entryID: entry.id, record: .init(eventId: "py-1", outcome: "delivered_alert", resultJSON: #"{"outcome":"delivered_alert"}"#),
+            store.finish(acme, entryID: entry.id, record: .init(eventId: "py-1", resultJSON: result("delivered_alert", "py-1")),
                          invalidTokens: [InvalidToken(token: "aa01", channel: .voip, reason: "ExpiredToken", timestampMs: 5)], completion: $0)
         }
         _ = complete(loop) {
             store.deadLetter(acme, entryID: nil, deadLetter: DeadLetterEntry(event: "{}", reason: "invalid_event", attemptsJSON: "[]", firstFailureMs: 7, lastFailureMs: 8),
-                             record: .init(eventId: nil, outcome: "dead_lettered", resultJSON: "{}"), completion: $0)
+                             record: .init(eventId: nil, keying: .provisional, resultJSON: #"{"outcome":"dead_lettered"}"#), completion: $0)
         }
         let script = """
         import json, redis, sys
@@ -368,12 +469,13 @@ final class CallStoreTests: XCTestCase {
         let (status, stdout, stderr) = try runCommand("python3", ["-c", script, String(server.port)])
         XCTAssertEqual(status, 0, stderr)
         let decoded = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: [[String: String]]]
-        XCTAssertEqual(decoded?["results"]?.first, ["result": #"{"outcome":"delivered_alert"}"#])
+        XCTAssertEqual(decoded?["results"]?.first, ["result": result("delivered_alert", "py-1")])
         XCTAssertEqual(decoded?["feedback"], [["token": "aa01", "channel": "voip", "reason": "ExpiredToken", "timestamp": "5"]],
                        "feedback fields exactly as DESIGN.md §2")
         XCTAssertEqual(decoded?["dead"]?.first.map { Set($0.keys) },
                        ["event", "reason", "attempts", "first_failure_ms", "last_failure_ms", "replays", "app"])
         XCTAssertEqual(try server.cli(["XLEN", "pushgw:{acme}:results"]), "2\n")
-        XCTAssertEqual(try server.cli(["GET", "pushgw:{acme}:done:py-1"]), "delivered_alert\n")
+        XCTAssertEqual(try server.cli(["GET", "pushgw:{acme}:result:py-1"]), result("delivered_alert", "py-1") + "\n",
+                       "the result found by id, at the key docs/protocol.md names")
     }
 }

@@ -180,16 +180,16 @@ final class RetryScheduleTests: XCTestCase {
         schedule(acme, retry(e, "call-1", dueAtMs: 5_000))
         let cancelEntry = redis("XADD", acme.calls, "*", "event", #"{"v":1,"id":"call-1","type":"call_cancelled"}"#)?.string ?? ""
         _ = complete(loop) { store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: nil, completion: $0) }.value()
-        let record = ResultEntry(eventId: "cancel:call-1", outcome: "cancelled", resultJSON: #"{"outcome":"cancelled","type":"call_cancelled"}"#)
+        let record = ResultEntry(eventId: "cancel:call-1", resultJSON: #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#)
         let report = complete(loop) {
             schedule.cancel(acme, callID: "call-1", cancelEntryID: cancelEntry, record: record,
                             removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(report, CancelReport(cancelRecorded: true, acknowledged: true, removed: [e], recorded: [e]))
         XCTAssertEqual(entries(acme.results).map { $0.fields["result"] },
-                       [#"{"outcome":"cancelled","id":"call-1"}"#, #"{"outcome":"cancelled","type":"call_cancelled"}"#])
-        XCTAssertEqual(redis("GET", acme.done("call-1"))?.string, "cancelled")
-        XCTAssertEqual(redis("GET", acme.done("cancel:call-1"))?.string, "cancelled")
+                       [#"{"outcome":"cancelled","id":"call-1"}"#, record.resultJSON])
+        XCTAssertEqual(redis("GET", acme.result("call-1"))?.string, #"{"outcome":"cancelled","id":"call-1"}"#)
+        XCTAssertEqual(redis("GET", acme.result("cancel:call-1"))?.string, record.resultJSON, "the cancel's own result, by id")
         XCTAssertNotNil(redis("GET", acme.cancelled("call-1"))?.string, "the marker stops what the cancel could not see")
         let ttl = redis("TTL", acme.cancelled("call-1"))?.integer ?? 0
         XCTAssertTrue(ttl > 0 && ttl <= 60, "the marker expires: \(ttl)")
@@ -202,8 +202,10 @@ final class RetryScheduleTests: XCTestCase {
                             removing: [(e, "{}")], markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(again, CancelReport(cancelRecorded: false, acknowledged: false, removed: [], recorded: []),
-                       "a repeated cancel writes nothing")
-        XCTAssertEqual(entries(acme.results).count, 2)
+                       "a repeated cancel records nothing")
+        XCTAssertEqual(entries(acme.results).last?.fields["result"],
+                       #"{"outcome":"duplicate","first_outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#,
+                       "but is answered as a duplicate")
     }
 
     func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() {
@@ -212,13 +214,13 @@ final class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(move(acme, now: 10)?.movedDueAtMs, [5])
         let found = complete(loop) { schedule.pending(acme, callID: "call-1", completion: $0) }.value()
         XCTAssertEqual(found ?? nil, nil, "a moved retry is no longer pending")
-        let record = ResultEntry(eventId: "cancel:call-1", outcome: "cancelled", resultJSON: "{}")
+        let record = ResultEntry(eventId: "cancel:call-1", resultJSON: "{}")
         let report = complete(loop) {
             schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, record: record, removing: [(e, "{}")],
                             markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(report?.removed, [])
-        XCTAssertNil(redis("GET", acme.done("call-1"))?.string, "the call's outcome is left to its resumed router")
+        XCTAssertNil(redis("GET", acme.result("call-1"))?.string, "the call's outcome is left to its resumed router")
         XCTAssertEqual(redis("EXISTS", acme.cancelled("call-1"))?.integer, 1)
     }
 }

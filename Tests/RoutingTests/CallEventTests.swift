@@ -200,6 +200,15 @@ final class CallEventTests: XCTestCase {
                 "expected an integer (unix ms), got 1764412330000.5"),
             Bad("deadline in seconds", e(["deadline": "1764412330"]), "deadline",
                 "1764412330 is not a unix time in milliseconds (seconds?)"),
+            Bad("deadline in microseconds", e(["deadline": "1764412330000000"]), "deadline",
+                "1764412330000000 is more than a day after the event was written (1764412300000): not unix milliseconds of a ringing call (microseconds?)"),
+            Bad("deadline in nanoseconds", e(["deadline": "1764412330000000000"]), "deadline", "(nanoseconds?)"),
+            Bad("deadline a year out", e(["deadline": "\(Fixture.entry + 365 * 86_400_000)"]), "deadline",
+                "more than a day after the event was written"),
+            Bad("registered_at in microseconds", e(["voip_token_registered_at": "1764412290000000"]),
+                "voip_token_registered_at", "not unix milliseconds of a ringing call (microseconds?)"),
+            Bad("alert registered_at in nanoseconds", e(["alert_token_registered_at": "1764412290000000000"]),
+                "alert_token_registered_at", "(nanoseconds?)"),
             Bad("deadline beyond Int64", e(["deadline": "18446744073709551615"]), "deadline", "out of range"),
             Bad("deadline an object", e(["deadline": "{}"]), "deadline", "got object"),
             Bad("voip an array", e(["voip": "[]"]), "voip", "expected an object, got array"),
@@ -296,17 +305,19 @@ final class CallEventTests: XCTestCase {
         }
     }
 
-    func testAnInvalidEventKeepsTheCallIdForItsDeadLetter() {
+    func testAnInvalidEventKeepsTheCallIdTypeAndEntryForItsDeadLetter() {
         do {
             _ = try decode(Fixture.eventJSON(["deadline": #""soon""#]))
             XCTFail("accepted")
         } catch {
             XCTAssertEqual(error.callID, "call-7f3a9c")
-            let dead = DeadLetter.invalidEvent(error, app: "acme")
+            let dead = DeadLetter.invalidEvent(error, app: "acme", entry: "1764412300000-0")
             XCTAssertEqual(dead.reason.code, "invalid_event")
             XCTAssertFalse(dead.appUnhealthy)
+            XCTAssertTrue(dead.isInvalidEvent, "its result does not claim the id")
             XCTAssertEqual(dead.record.jsonString,
-                           #"{"outcome":"dead_lettered","id":"call-7f3a9c","app":"acme","#
+                           #"{"outcome":"dead_lettered","id":"call-7f3a9c","type":"incoming_call","app":"acme","#
+                           + #""entry":"1764412300000-0","#
                            + #""reason":"invalid_event: deadline: expected an integer (unix ms), got string","attempts":[]}"#)
         }
         do {
@@ -314,6 +325,44 @@ final class CallEventTests: XCTestCase {
             XCTFail("accepted")
         } catch {
             XCTAssertNil(error.callID, "no id to keep")
+            XCTAssertEqual(error.kind, .incomingCall)
         }
+    }
+
+    func testIdAndTypeAreReadEvenWhenTheProblemComesBeforeThem() {
+        // `v` is checked before `id` and `type`: the producer still gets them back.
+        do {
+            _ = try decode(#"{"v":2,"id":"call-v2","type":"call_cancelled"}"#)
+            XCTFail("accepted")
+        } catch {
+            XCTAssertEqual(error.field, "v")
+            XCTAssertEqual(error.callID, "call-v2")
+            XCTAssertEqual(error.kind, .callCancelled)
+        }
+        do {
+            _ = try decode(#"{"v":1,"id":"call-t","type":"ringing","voip_token":"ab"}"#)
+            XCTFail("accepted")
+        } catch {
+            XCTAssertEqual(error.callID, "call-t")
+            XCTAssertNil(error.kind, "an unknown type is named in the reason, not echoed as a type")
+        }
+        let poison = CallEvent.identity(Array(#"{"v":"x","id":"call-p","type":"incoming_call"}"#.utf8),
+                                        entryTimeMs: Fixture.entry, policy: Fixture.policy())
+        XCTAssertEqual(poison.id, "call-p")
+        XCTAssertEqual(poison.kind, .incomingCall)
+        XCTAssertNil(CallEvent.identity(Array("[1]".utf8), entryTimeMs: Fixture.entry, policy: Fixture.policy()).id)
+    }
+
+    func testHexTokensAreLowerCasedOnce() throws {
+        let upper = String(repeating: "AB", count: 32), mixed = "Ab01cDeF"
+        let event = try decode(Fixture.eventJSON(["voip_token": "\"\(upper)\"", "alert_token": "\"\(mixed)\""]))
+        XCTAssertEqual(event.voipToken, Fixture.voipToken, "one spelling per token: lower case")
+        XCTAssertEqual(event.alertToken, "ab01cdef")
+        XCTAssertEqual(try decode(Fixture.eventJSON()).voipToken, Fixture.voipToken, "lower case stays as sent")
+    }
+
+    func testADeadlineUpToADayAheadIsAccepted() throws {
+        let event = try decode(Fixture.eventJSON(["deadline": "\(Fixture.entry + 86_400_000)"]))
+        XCTAssertEqual(event.deadlineMs, Fixture.entry + 86_400_000)
     }
 }

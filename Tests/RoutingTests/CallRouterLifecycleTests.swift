@@ -25,7 +25,10 @@ final class CallRouterLifecycleTests: XCTestCase {
                                                               app: "acme")))
         XCTAssertEqual(h.router.outcome, .cancelled)
         var again = Harness(cancel)
-        XCTAssertEqual(try again.start(cancelled: true).step, .acknowledgeDuplicate(.cancelled))
+        XCTAssertEqual(try again.start(cancelled: true).step,
+                       .acknowledgeDuplicate(OutcomeRecord(outcome: .duplicate, firstOutcome: .cancelled, id: "call-7f3a9c",
+                                                           type: .callCancelled, app: "acme")),
+                       "a second cancel is answered as a duplicate of the first")
     }
 
     func testACancelDuringARetryWaitDropsTheRetry() throws {
@@ -172,11 +175,32 @@ final class CallRouterLifecycleTests: XCTestCase {
 
     // MARK: Redelivery
 
-    func testARedeliveredFinishedEventIsAcknowledgedWithoutSendingAgain() throws {
+    func testARedeliveredFinishedEventIsAnsweredAsADuplicateWithoutSendingAgain() throws {
         var h = Harness(try Fixture.event())
-        XCTAssertEqual(try h.start(alreadyDone: .deliveredVoip).step, .acknowledgeDuplicate(.deliveredVoip))
+        XCTAssertEqual(try h.start(alreadyDone: .deliveredVoip).step,
+                       .acknowledgeDuplicate(OutcomeRecord(outcome: .duplicate, firstOutcome: .deliveredVoip, id: "call-7f3a9c",
+                                                           type: .incomingCall, app: "acme")),
+                       "the duplicate's result names the first outcome")
         XCTAssertTrue(h.model.sent.isEmpty)
         XCTAssertEqual(h.router.outcome, .deliveredVoip)
+    }
+
+    func testACancelReadWithItsCallWinsWhateverTheOrder() throws {
+        func event(_ id: String, _ type: String) throws -> CallEvent {
+            try Fixture.event(["id": "\"\(id)\"", "type": "\"\(type)\""])
+        }
+        let read = [try event("a", "incoming_call"), try event("b", "incoming_call"), try event("a", "call_cancelled"),
+                    try event("c", "call_cancelled"), try event("c", "incoming_call"), try event("d", "call_cancelled")]
+        let pairs = read.map { (kind: $0.kind, id: $0.id) }
+        XCTAssertEqual(CallRouter.cancelledInRead(pairs), [true, false, false, false, true, false],
+                       "each incoming_call whose cancel came in the same read starts cancelled; cancels stay cancels")
+        XCTAssertEqual(CallRouter.cancelledInRead([(kind: CallEvent.Kind.incomingCall, id: "a")]), [false])
+        var h = Harness(read[0])
+        guard case let .finish(record) = try h.start(cancelled: CallRouter.cancelledInRead(pairs)[0]).step else {
+            return XCTFail("a call cancelled in its read finishes at once")
+        }
+        XCTAssertEqual(record.outcome, .cancelled)
+        XCTAssertTrue(h.model.sent.isEmpty, "no VoIP push for a call whose cancel was read with it")
     }
 
     // MARK: Outcome record

@@ -84,7 +84,11 @@ final class CallRouterResumeTests: XCTestCase {
         var h = Harness(try Fixture.event())
         try h.start()
         try h.answer(503, .serviceUnavailable)
-        XCTAssertEqual(try h.resumeRetry(alreadyDone: .deliveredVoip).step, .acknowledgeDuplicate(.deliveredVoip))
+        guard case let .acknowledgeDuplicate(record) = try h.resumeRetry(alreadyDone: .deliveredVoip).step else {
+            return XCTFail("a resumed call already finished elsewhere is answered as a duplicate")
+        }
+        XCTAssertEqual(record.outcome, .duplicate)
+        XCTAssertEqual(record.firstOutcome, .deliveredVoip)
         XCTAssertEqual(h.model.sent.count, 1)
     }
 
@@ -133,8 +137,8 @@ final class CallRouterResumeTests: XCTestCase {
                         deadlineMs: 1_764_412_399_999, entryTimeMs: 1_764_412_300_000, alertUsable: false,
                         attempts: Array(attempts.prefix(2)), lastAnswerAtMs: nil, firstFailureAtMs: nil),
             WaitingCall(callID: "c-2", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: 9_000_000_000_000),
-                        dueAtMs: t + 5, deadlineMs: t + 6, entryTimeMs: t + 4, alertUsable: true, attempts: attempts,
-                        lastAnswerAtMs: t + 7, firstFailureAtMs: t + 2),
+                        dueAtMs: t + 5, deadlineMs: t + 6, entryTimeMs: t + 4, entryID: "\(t + 4)-1", alertUsable: true,
+                        attempts: attempts, lastAnswerAtMs: t + 7, firstFailureAtMs: t + 2),
         ]
         for s in snapshots {
             XCTAssertEqual(try WaitingCall.decode(s.json()), s, s.json())
@@ -182,6 +186,10 @@ final class CallRouterResumeTests: XCTestCase {
             XCTAssertEqual(pattern.numberOfMatches(in: good, range: range), 1, "\(field) is in \(good)")
             return pattern.stringByReplacingMatches(in: good, range: range, withTemplate: "\"\(field)\":\(value)")
         }
+        func withEntry(_ json: String) -> String {
+            good.replacingOccurrences(of: #""entry_time":"#, with: #""entry":\#(json),"entry_time":"#)
+        }
+        XCTAssertNoThrow(try WaitingCall.decode(withEntry(#""\#(t)-0""#)), "a stream id is an entry")
         let max = String(Int64.max), min = String(Int64.min)
         let manyAttempts = "[" + Array(repeating: #"{"channel":"voip","status":503,"t":\#(t)}"#, count: 201)
             .joined(separator: ",") + "]"
@@ -207,6 +215,10 @@ final class CallRouterResumeTests: XCTestCase {
             ("alert wait with window_end Int64.max",
              good.replacingOccurrences(of: #""channel":"voip""#,
                                        with: #""cause":"deadline","channel":"alert","window_end":\#(max)"#), "window_end"),
+            ("an entry that is no stream id", withEntry(#""1-0\n\u001b[2J""#), "entry"),
+            ("an entry with a third part", withEntry(#""1-0-0""#), "entry"),
+            ("a 60,000-digit entry", withEntry("\"\(String(repeating: "9", count: 60_000))-0\""), "entry"),
+            ("an entry that is a number", withEntry("17"), "entry"),
         ]
         for (name, text, field) in rows {
             XCTAssertThrowsError(try WaitingCall.decode(text), name) { error in

@@ -9,21 +9,22 @@ import XCTest
 final class JSONEquivalenceTests: XCTestCase {
     private let policy = Fixture.policy()
 
-    /// Decodes `bytes` both ways and fails unless the outcomes agree: equal events, or errors
-    /// naming the same field with the same text (for "not JSON" the detail may differ, the
-    /// new decoder names the member it happened in, and refuses bytes that are not UTF-8 as
-    /// `event: not valid UTF-8 at byte N`).
+    /// Decodes `bytes` both ways and fails unless the outcomes agree (the oracle's under the
+    /// rules changed since it was frozen, `underTheCurrentRules`): equal events, or errors
+    /// naming the same field with the same text, the same id and the same type (for "not JSON"
+    /// the detail may differ, the new decoder names the member it happened in, and refuses
+    /// bytes that are not UTF-8 as `event: not valid UTF-8 at byte N`).
     /// Returns true when both accepted the event.
     @discardableResult
     private func assertSame(_ bytes: [UInt8], _ label: @autoclosure () -> String,
                             file: StaticString = #filePath, line: UInt = #line) -> Bool {
         let new = Result { () throws(InvalidEvent) in try CallEvent.decode(bytes, entryTimeMs: Fixture.entry, policy: policy) }
-        let old = Result { () throws(InvalidEvent) in try LegacyDecoder.decode(bytes, entryTimeMs: Fixture.entry, policy: policy) }
+        let frozen = Result { () throws(InvalidEvent) in try LegacyDecoder.decode(bytes, entryTimeMs: Fixture.entry, policy: policy) }
+        let old = Self.underTheCurrentRules(frozen, bytes: bytes)
         var accepted = false
         switch (new, old) {
-        case let (.success(a), .success(old)):
+        case let (.success(a), .success(b)):
             accepted = true
-            let b = Self.underTheCurrentRules(old)
             if a != b {
                 XCTFail("\(label()): events differ\n new voip \(String(decoding: a.voipPayload, as: UTF8.self))\n old voip "
                         + "\(String(decoding: b.voipPayload, as: UTF8.self))\n new \(a)\n old \(b)", file: file, line: line)
@@ -36,6 +37,7 @@ final class JSONEquivalenceTests: XCTestCase {
                 XCTAssertEqual(a.field, b.field, "\(label()): \(a) / \(b)", file: file, line: line)
             }
             XCTAssertEqual(a.callID, b.callID, "\(label()): \(a) / \(b)", file: file, line: line)
+            XCTAssertEqual(a.kind, b.kind, "\(label()): \(a) / \(b)", file: file, line: line)
             if a.field == nil || unreadable {
                 XCTAssertTrue(unreadable && b.problem.hasPrefix("not JSON: "), "\(label()): \(a) / \(b)",
                               file: file, line: line)
@@ -50,18 +52,85 @@ final class JSONEquivalenceTests: XCTestCase {
         return accepted
     }
 
-    /// The oracle's event under the rules that changed since it was frozen (LegacyDecoder must
-    /// not change). One rule so far: the fallback alert's payload is built only for an
-    /// incoming call with an alert token (without one no alert can be sent); the oracle builds
-    /// it for every incoming call. Its size was already checked only with a token, so no error
-    /// changes. CallEventTests.testWithoutAnAlertTokenNoAlertPayloadIsBuilt checks the rule.
-    static func underTheCurrentRules(_ old: CallEvent) -> CallEvent {
-        guard old.kind == .incomingCall, old.alertToken == nil else { return old }
-        return CallEvent(id: old.id, kind: old.kind, voipToken: old.voipToken, alertToken: old.alertToken, sandbox: old.sandbox,
-                         deadlineMs: old.deadlineMs, deadlineFromEvent: old.deadlineFromEvent, entryTimeMs: old.entryTimeMs,
-                         voipPayload: old.voipPayload, alertPayload: [], alertFromTemplate: old.alertFromTemplate,
-                         voipTokenRegisteredAtMs: old.voipTokenRegisteredAtMs,
-                         alertTokenRegisteredAtMs: old.alertTokenRegisteredAtMs)
+    /// The oracle's outcome under the rules that changed since it was frozen (LegacyDecoder must
+    /// not change), each checked directly in CallEventTests:
+    /// - the fallback alert's payload is built only for an incoming call with an alert token
+    ///   (without one no alert can be sent); the oracle builds it for every incoming call. Its
+    ///   size was already checked only with a token, so no error changes
+    ///   (testWithoutAnAlertTokenNoAlertPayloadIsBuilt);
+    /// - hex tokens are lower-cased (testHexTokensAreLowerCasedOnce);
+    /// - a unix-ms time more than `CallEvent.largestAheadMs` after the entry is refused, naming
+    ///   the field and the likely unit (testMalformedEventsNameTheFieldAtFault): it is
+    ///   checked where the oracle read the time, so it wins over any problem found later;
+    /// - a refused event's id and type are read whatever the problem
+    ///   (testIdAndTypeAreReadEvenWhenTheProblemComesBeforeThem).
+    static func underTheCurrentRules(_ old: Result<CallEvent, InvalidEvent>,
+                                     bytes: [UInt8]) -> Result<CallEvent, InvalidEvent> {
+        // The object as the oracle reads it (JSONSerialization), for the fields it read.
+        let root = (try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])) as? [String: Any]
+        if let root, let tooFar = timeTooFarAhead(old, root: root) { return .failure(withIdentity(tooFar, root: root)) }
+        switch old {
+        case let .success(event):
+            return .success(CallEvent(id: event.id, kind: event.kind, voipToken: event.voipToken?.lowercased(),
+                                      alertToken: event.alertToken?.lowercased(), sandbox: event.sandbox,
+                                      deadlineMs: event.deadlineMs, deadlineFromEvent: event.deadlineFromEvent,
+                                      entryTimeMs: event.entryTimeMs, voipPayload: event.voipPayload,
+                                      alertPayload: event.kind == .incomingCall && event.alertToken == nil ? [] : event.alertPayload,
+                                      alertFromTemplate: event.alertFromTemplate,
+                                      voipTokenRegisteredAtMs: event.voipTokenRegisteredAtMs,
+                                      alertTokenRegisteredAtMs: event.alertTokenRegisteredAtMs))
+        case let .failure(error):
+            return .failure(root.map { withIdentity(error, root: $0) } ?? error)
+        }
+    }
+
+    /// The unix-ms fields in the order the decoders read them, after the tokens and `sandbox`.
+    private static let timeFields = ["deadline", "voip_token_registered_at", "alert_token_registered_at"]
+
+    /// The current rule's error when one of the times the oracle read (all three when it
+    /// accepted the event or refused it for a field read after them) is more than a day after
+    /// the entry; nil otherwise.
+    private static func timeTooFarAhead(_ old: Result<CallEvent, InvalidEvent>, root: [String: Any]) -> InvalidEvent? {
+        let timesRead: Int
+        switch old {
+        case .success:
+            timesRead = timeFields.count
+        case let .failure(error):
+            let field = error.field ?? ""
+            if let i = timeFields.firstIndex(of: field) {
+                timesRead = i
+            } else if field == "voip" || field == "alert" || field.hasPrefix("alert.")
+                        || (field == "voip_token" && error.problem.hasPrefix("required when alert_token is absent")) {
+                timesRead = timeFields.count
+            } else {
+                timesRead = 0
+            }
+        }
+        for key in timeFields.prefix(timesRead) {
+            // Read by the oracle without a problem: an integer, or a whole double it took as one.
+            let ms: Int64
+            switch (root[key] as? NSNumber).map(LegacyJSONNumber.init) {
+            case let .integer(i)?: ms = i
+            case let .floating(d)?: ms = Int64(d)
+            case .boolean?, .unsigned?, nil: continue
+            }
+            guard ms - Fixture.entry > CallEvent.largestAheadMs else { continue }
+            let unit = ms >= 500_000 * Fixture.entry ? "nanoseconds?" : ms >= 500 * Fixture.entry ? "microseconds?"
+                : "a date, not a ringing call's time?"
+            return InvalidEvent(field: key, problem: "\(ms) is more than a day after the event was written (\(Fixture.entry)): "
+                                                     + "not unix milliseconds of a ringing call (\(unit))")
+        }
+        return nil
+    }
+
+    /// `error` with the event's id and type as far as they can be read, when it had none.
+    private static func withIdentity(_ error: InvalidEvent, root: [String: Any]) -> InvalidEvent {
+        var error = error
+        if error.callID == nil, let id = root["id"] as? String, !id.isEmpty, id.count <= CallEvent.maxIDCharacters {
+            error.callID = id
+        }
+        if error.kind == nil, let type = root["type"] as? String { error.kind = CallEvent.Kind(rawValue: type) }
+        return error
     }
 
     @discardableResult
@@ -199,6 +268,30 @@ final class JSONEquivalenceTests: XCTestCase {
                                       + "\(String(describing: number))")
                     }
                 }
+            }
+        }
+    }
+
+    /// The day-ahead rule where the oracle refused the event for a field it reads after the
+    /// times (or accepted it): the time's problem is reported, as the decoder reads the times
+    /// first; a problem found before the times is still the one reported.
+    func testATimeTooFarAheadIsReportedBeforeProblemsFoundAfterIt() {
+        let far = "\(Fixture.entry * 1000)"
+        let cases: [([String: String?], String)] = [
+            (["deadline": far], "deadline"),
+            (["deadline": far, "voip": "[1]"], "deadline"),
+            (["deadline": far, "alert": #""x""#], "deadline"),
+            (["voip_token_registered_at": far, "alert": #"{"title":1}"#], "voip_token_registered_at"),
+            (["alert_token_registered_at": far, "voip_token": nil, "alert_token": nil], "alert_token_registered_at"),
+            (["deadline": #""x""#, "voip_token_registered_at": far], "deadline"),
+            (["deadline": "1", "alert_token_registered_at": far], "deadline"),
+            (["sandbox": "0", "deadline": far], "sandbox"),
+        ]
+        for (changes, field) in cases {
+            let json = Fixture.eventJSON(changes)
+            XCTAssertFalse(assertSame(json), json)
+            XCTAssertThrowsError(try CallEvent.decode(Array(json.utf8), entryTimeMs: Fixture.entry, policy: policy), json) { error in
+                XCTAssertEqual((error as? InvalidEvent)?.field, field, json)
             }
         }
     }

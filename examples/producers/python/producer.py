@@ -1,65 +1,88 @@
 #!/usr/bin/env python3
-"""A pushgw producer: sends one incoming call to an app's stream and waits for its result.
+"""A pushgw producer in Python with Debian's python3-redis (the `redis` package of PyPI).
 
-    python3 producer.py --app acme --voip-token HEX [--alert-token HEX] [--redis-url URL]
+Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
+stream, and reads the feedback stream. Prints one line per result and exits 0 when every
+event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 
-Prints the result JSON (one line) and exits 0 when the call reached an outcome, 1 when no
-result came within --timeout seconds. Needs the `redis` package (pip install redis).
+    REDIS_URL=redis://127.0.0.1:6379/0 PUSHGW_APP=acme python3 producer.py
 """
-import argparse
 import json
+import os
 import sys
 import time
 import uuid
 
 import redis
 
+url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+app = os.environ.get("PUSHGW_APP", "acme")
+prefix = os.environ.get("PUSHGW_PREFIX", "pushgw")
+voip_token = os.environ.get("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
+alert_token = os.environ.get("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
+timeout_s = float(os.environ.get("TIMEOUT_S", "10"))
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    p.add_argument("--prefix", default="pushgw")
-    p.add_argument("--app", required=True)
-    p.add_argument("--voip-token")
-    p.add_argument("--alert-token")
-    p.add_argument("--caller-name", default="Alice Johnson")
-    p.add_argument("--ring-seconds", type=int, default=30)
-    p.add_argument("--timeout", type=float, default=10.0)
-    args = p.parse_args()
-    if not args.voip_token and not args.alert_token:
-        p.error("give --voip-token, --alert-token or both")
+r = redis.Redis.from_url(url, decode_responses=True)
+key = f"{prefix}:{{{app}}}:"                      # the app's keys: pushgw:{acme}:calls, …
+group = "producer-python"                          # this producer's group on the results stream
 
-    r = redis.Redis.from_url(args.redis_url, decode_responses=True)
-    calls = f"{args.prefix}:{{{args.app}}}:calls"
-    results = f"{args.prefix}:{{{args.app}}}:results"
+# Our own consumer group on the results stream, created before we write, at its end ($).
+try:
+    r.xgroup_create(key + "results", group, id="$", mkstream=True)
+except redis.ResponseError as e:
+    if "BUSYGROUP" not in str(e):
+        raise
 
-    # Remember where the results stream ends now, so our result cannot slip by unseen.
-    last = r.xrevrange(results, count=1)
-    cursor = last[0][0] if last else "0-0"
+def send(event):
+    """XADD one event; returns the calls entry id (results carry it as `entry`)."""
+    return r.xadd(key + "calls", {"event": json.dumps(event)})
 
-    call_id = f"call-{uuid.uuid4().hex[:12]}"
-    event = {"v": 1, "id": call_id, "type": "incoming_call",
-             "deadline": int(time.time() * 1000) + args.ring_seconds * 1000,
-             "voip": {"caller": "+15551234567", "callerName": args.caller_name}}
-    if args.voip_token:
-        event["voip_token"] = args.voip_token
-    if args.alert_token:
-        event["alert_token"] = args.alert_token
-    r.xadd(calls, {"event": json.dumps(event)})
+def result_by_id(event_id, deadline):
+    """The event's result, from its per-event key (no scan of the results stream)."""
+    while time.monotonic() < deadline:
+        found = r.get(key + "result:" + event_id)
+        if found and found.startswith("{"):           # absent, or in_flight:…: not finished yet
+            return json.loads(found)
+        time.sleep(0.05)
+    return None
 
-    end = time.monotonic() + args.timeout
-    while time.monotonic() < end:
-        block = max(1, int((end - time.monotonic()) * 1000))
-        for _stream, entries in r.xread({results: cursor}, block=block) or []:
-            for entry_id, fields in entries:
-                cursor = entry_id
-                result = json.loads(fields["result"])
-                if result.get("id") == call_id:
-                    print(json.dumps(result, sort_keys=True))
-                    return 0
-    print(f"no result for {call_id} within {args.timeout} s", file=sys.stderr)
-    return 1
+deadline = time.monotonic() + timeout_s
+call_id = f"call-py-{uuid.uuid4().hex[:12]}"      # a fresh id per call: it is the idempotency key
+entries = {}
+entries[send({"v": 1, "id": call_id, "type": "incoming_call",
+              "voip_token": voip_token, "alert_token": alert_token,
+              "deadline": int(time.time() * 1000) + 30_000,
+              "voip": {"caller": "+15551234567", "callerName": "Alice"}})] = call_id
+results = {call_id: result_by_id(call_id, deadline)}
+# The caller hangs up: the cancel's own result is under result:cancel:ID.
+entries[send({"v": 1, "id": call_id, "type": "call_cancelled"})] = "cancel:" + call_id
+bad_id = call_id + "-bad"
+entries[send({"v": 1, "id": bad_id, "type": "incoming_call", "voip_token": "not-hex"})] = bad_id
+results["cancel:" + call_id] = result_by_id("cancel:" + call_id, deadline)
+results[bad_id] = result_by_id(bad_id, deadline)
 
+ok = True
+for name, res in results.items():
+    if res is None:
+        print(f"result {name} none: no result within {timeout_s} s")
+        ok = False
+        continue
+    detail = res.get("cause") or res.get("reason") or res.get("first_outcome") or "-"
+    print(f"result {res.get('id')} {res.get('type')} {res['outcome']} {detail}")
 
-if __name__ == "__main__":
-    sys.exit(main())
+# The same results through our consumer group: each entry names the calls entry it answers.
+seen = 0
+while seen < len(entries) and time.monotonic() < deadline:
+    for _, items in r.xreadgroup(group, "worker-1", {key + "results": ">"}, count=100, block=500) or []:
+        for entry_id, fields in items:
+            if json.loads(fields["result"]).get("entry") in entries:
+                seen += 1
+            r.xack(key + "results", group, entry_id)
+print(f"group {group} {seen} results")
+ok = ok and seen == len(entries)
+
+for _, f in r.xrevrange(key + "feedback", count=100):
+    if f["token"] in (voip_token, alert_token):
+        print(f"feedback {f['channel']} {f['token']} {f['reason']} {f['timestamp']}")
+sys.exit(0 if ok else 1)

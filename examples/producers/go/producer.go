@@ -1,0 +1,155 @@
+// A pushgw producer in Go with Debian's golang-github-gomodule-redigo-dev (redigo), built in
+// GOPATH mode with Debian's golang: no module download.
+//
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads
+// each result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the
+// results stream, and reads the feedback stream. Prints one line per result and exits 0 when
+// every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
+//
+//	GO111MODULE=off GOPATH=/usr/share/gocode REDIS_URL=redis://127.0.0.1:6379/0 go run producer.go
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+func env(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func main() {
+	url := env("REDIS_URL", "redis://127.0.0.1:6379/0")
+	app := env("PUSHGW_APP", "acme")
+	prefix := env("PUSHGW_PREFIX", "pushgw")
+	voipToken := env("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
+	alertToken := env("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
+	timeoutS, _ := strconv.ParseFloat(env("TIMEOUT_S", "10"), 64)
+	deadline := time.Now().Add(time.Duration(timeoutS * float64(time.Second)))
+
+	r, err := redis.DialURL(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer r.Close()
+	key := prefix + ":{" + app + "}:" // the app's keys: pushgw:{acme}:calls, …
+	group := "producer-go"           // this producer's group on the results stream
+
+	// Our own consumer group on the results stream, created before we write, at its end ($).
+	if _, err := r.Do("XGROUP", "CREATE", key+"results", group, "$", "MKSTREAM"); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+
+	entries := map[string]string{} // calls entry id (results carry it as `entry`) -> event
+	send := func(event map[string]any, name string) {
+		text, _ := json.Marshal(event)
+		id, err := redis.String(r.Do("XADD", key+"calls", "*", "event", string(text)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		entries[id] = name
+	}
+	// The event's result, from its per-event key (no scan of the results stream).
+	resultByID := func(eventID string) map[string]any {
+		for time.Now().Before(deadline) {
+			found, err := redis.Bytes(r.Do("GET", key+"result:"+eventID))
+			if err == nil && len(found) > 0 && found[0] == '{' { // absent, or in_flight:…: not finished yet
+				var res map[string]any
+				if json.Unmarshal(found, &res) == nil {
+					return res
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+
+	random := make([]byte, 6)
+	rand.Read(random)
+	callID := "call-go-" + hex.EncodeToString(random) // fresh: the idempotency key
+	send(map[string]any{"v": 1, "id": callID, "type": "incoming_call", "voip_token": voipToken, "alert_token": alertToken,
+		"deadline": time.Now().Add(30 * time.Second).UnixMilli(),
+		"voip":     map[string]any{"caller": "+15551234567", "callerName": "Alice"}}, callID)
+	names := []string{callID, "cancel:" + callID, callID + "-bad"}
+	results := map[string]map[string]any{callID: resultByID(callID)}
+	// The caller hangs up: the cancel's own result is under result:cancel:ID.
+	send(map[string]any{"v": 1, "id": callID, "type": "call_cancelled"}, names[1])
+	send(map[string]any{"v": 1, "id": names[2], "type": "incoming_call", "voip_token": "not-hex"}, names[2])
+	results[names[1]] = resultByID(names[1])
+	results[names[2]] = resultByID(names[2])
+
+	ok := true
+	for _, name := range names {
+		res := results[name]
+		if res == nil {
+			fmt.Printf("result %s none: no result within %v s\n", name, timeoutS)
+			ok = false
+			continue
+		}
+		detail := "-"
+		for _, field := range []string{"cause", "reason", "first_outcome"} {
+			if s, found := res[field].(string); found {
+				detail = s
+				break
+			}
+		}
+		fmt.Printf("result %v %v %v %s\n", res["id"], res["type"], res["outcome"], detail)
+	}
+
+	// The same results through our consumer group: each entry names the calls entry it answers.
+	seen := 0
+	for seen < len(entries) && time.Now().Before(deadline) {
+		streams, err := redis.Values(r.Do("XREADGROUP", "GROUP", group, "worker-1", "COUNT", 100, "BLOCK", 500,
+			"STREAMS", key+"results", ">"))
+		if err == redis.ErrNil {
+			continue
+		} else if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for _, s := range streams {
+			stream, _ := redis.Values(s, nil)
+			items, _ := redis.Values(stream[1], nil)
+			for _, item := range items {
+				entry, _ := redis.Values(item, nil)
+				id, _ := redis.String(entry[0], nil)
+				fields, _ := redis.StringMap(entry[1], nil)
+				var res map[string]any
+				if json.Unmarshal([]byte(fields["result"]), &res) == nil {
+					if e, found := res["entry"].(string); found && entries[e] != "" {
+						seen++
+					}
+				}
+				r.Do("XACK", key+"results", group, id)
+			}
+		}
+	}
+	fmt.Printf("group %s %d results\n", group, seen)
+	ok = ok && seen == len(entries)
+
+	feedback, _ := redis.Values(r.Do("XREVRANGE", key+"feedback", "+", "-", "COUNT", 100))
+	for _, item := range feedback {
+		entry, _ := redis.Values(item, nil)
+		f, _ := redis.StringMap(entry[1], nil)
+		if f["token"] == voipToken || f["token"] == alertToken {
+			fmt.Printf("feedback %s %s %s %s\n", f["channel"], f["token"], f["reason"], f["timestamp"])
+		}
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}

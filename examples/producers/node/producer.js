@@ -1,0 +1,93 @@
+// A pushgw producer in Node.js with Debian's node-redis (the `redis` v4 package of npm: the
+// same code runs after `npm install redis`).
+//
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads
+// each result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the
+// results stream, and reads the feedback stream. Prints one line per result and exits 0 when
+// every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
+//
+//   NODE_PATH=/usr/share/nodejs REDIS_URL=redis://127.0.0.1:6379/0 node producer.js
+"use strict";
+const crypto = require("crypto");
+const { createClient } = require("redis");
+
+const env = process.env;
+const url = env.REDIS_URL || "redis://127.0.0.1:6379/0";
+const app = env.PUSHGW_APP || "acme";
+const prefix = env.PUSHGW_PREFIX || "pushgw";
+const voipToken = env.VOIP_TOKEN || "a0a0a0a0a0a0a0a0";
+const alertToken = env.ALERT_TOKEN || "b0b0b0b0b0b0b0b0";
+const timeoutMs = Number(env.TIMEOUT_S || "10") * 1000;
+
+const key = `${prefix}:{${app}}:`; // the app's keys: pushgw:{acme}:calls, …
+const group = "producer-node";      // this producer's group on the results stream
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+async function main() {
+  const r = createClient({ url });
+  await r.connect();
+  const deadline = Date.now() + timeoutMs;
+
+  // Our own consumer group on the results stream, created before we write, at its end ($).
+  try {
+    await r.xGroupCreate(key + "results", group, "$", { MKSTREAM: true });
+  } catch (e) {
+    if (!String(e.message).includes("BUSYGROUP")) throw e;
+  }
+
+  const entries = new Map(); // calls entry id (results carry it as `entry`) -> event
+  async function send(event, name) {
+    entries.set(await r.xAdd(key + "calls", "*", { event: JSON.stringify(event) }), name);
+  }
+  // The event's result, from its per-event key (no scan of the results stream).
+  async function resultById(eventId) {
+    while (Date.now() < deadline) {
+      const found = await r.get(key + "result:" + eventId);
+      if (found && found.startsWith("{")) return JSON.parse(found); // absent, or in_flight:…: not finished yet
+      await sleep(50);
+    }
+    return null;
+  }
+
+  const callId = "call-node-" + crypto.randomBytes(6).toString("hex"); // fresh: the idempotency key
+  await send({ v: 1, id: callId, type: "incoming_call", voip_token: voipToken, alert_token: alertToken,
+               deadline: Date.now() + 30000, voip: { caller: "+15551234567", callerName: "Alice" } }, callId);
+  const results = new Map([[callId, await resultById(callId)]]);
+  // The caller hangs up: the cancel's own result is under result:cancel:ID.
+  await send({ v: 1, id: callId, type: "call_cancelled" }, "cancel:" + callId);
+  const badId = callId + "-bad";
+  await send({ v: 1, id: badId, type: "incoming_call", voip_token: "not-hex" }, badId);
+  results.set("cancel:" + callId, await resultById("cancel:" + callId));
+  results.set(badId, await resultById(badId));
+
+  let ok = true;
+  for (const [name, res] of results) {
+    if (!res) { console.log(`result ${name} none: no result within ${timeoutMs / 1000} s`); ok = false; continue; }
+    const detail = res.cause || res.reason || res.first_outcome || "-";
+    console.log(`result ${res.id} ${res.type} ${res.outcome} ${detail}`);
+  }
+
+  // The same results through our consumer group: each entry names the calls entry it answers.
+  let seen = 0;
+  while (seen < entries.size && Date.now() < deadline) {
+    const streams = await r.xReadGroup(group, "worker-1", { key: key + "results", id: ">" }, { COUNT: 100, BLOCK: 500 });
+    for (const stream of streams || []) {
+      for (const { id, message } of stream.messages) {
+        if (entries.has(JSON.parse(message.result).entry)) seen += 1;
+        await r.xAck(key + "results", group, id);
+      }
+    }
+  }
+  console.log(`group ${group} ${seen} results`);
+  ok = ok && seen === entries.size;
+
+  for (const { message: f } of await r.xRevRange(key + "feedback", "+", "-", { COUNT: 100 })) {
+    if (f.token === voipToken || f.token === alertToken) {
+      console.log(`feedback ${f.channel} ${f.token} ${f.reason} ${f.timestamp}`);
+    }
+  }
+  await r.quit();
+  process.exitCode = ok ? 0 : 1;
+}
+
+main().catch((e) => { console.error(e); process.exitCode = 1; });

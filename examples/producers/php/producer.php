@@ -1,0 +1,94 @@
+<?php
+// A pushgw producer in PHP with Debian's php-redis (the phpredis extension, 5.x).
+//
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+// result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
+// stream, and reads the feedback stream. Prints one line per result and exits 0 when every
+// event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
+//
+//   REDIS_URL=redis://127.0.0.1:6379/0 php producer.php
+
+$url = getenv('REDIS_URL') ?: 'redis://127.0.0.1:6379/0';
+$app = getenv('PUSHGW_APP') ?: 'acme';
+$prefix = getenv('PUSHGW_PREFIX') ?: 'pushgw';
+$voipToken = getenv('VOIP_TOKEN') ?: 'a0a0a0a0a0a0a0a0';
+$alertToken = getenv('ALERT_TOKEN') ?: 'b0b0b0b0b0b0b0b0';
+$timeoutS = (float)(getenv('TIMEOUT_S') ?: '10');
+$deadline = microtime(true) + $timeoutS;
+
+// phpredis takes host and port, not a URL.
+$u = parse_url($url);
+$r = new Redis();
+$r->connect($u['host'] ?? '127.0.0.1', $u['port'] ?? 6379);
+if (isset($u['pass'])) {
+    $r->auth(isset($u['user']) && $u['user'] !== '' ? [$u['user'], $u['pass']] : $u['pass']);
+}
+$r->select((int)ltrim($u['path'] ?? '/0', '/'));
+
+$key = "$prefix:{{$app}}:";  // the app's keys: pushgw:{acme}:calls, …
+$group = 'producer-php';      // this producer's group on the results stream
+
+// Our own consumer group on the results stream, created before we write, at its end ($).
+// phpredis returns false (no exception) when the group exists already (BUSYGROUP).
+$r->xGroup('CREATE', $key . 'results', $group, '$', true);
+
+$entries = [];  // calls entry id (results carry it as `entry`) -> event
+$send = function (array $event, string $name) use ($r, $key, &$entries) {
+    $entries[$r->xAdd($key . 'calls', '*', ['event' => json_encode($event)])] = $name;
+};
+// The event's result, from its per-event key (no scan of the results stream).
+$resultById = function (string $eventId) use ($r, $key, $deadline) {
+    while (microtime(true) < $deadline) {
+        $found = $r->get($key . 'result:' . $eventId);
+        if ($found !== false && str_starts_with($found, '{')) {  // absent, or in_flight:…: not finished yet
+            return json_decode($found, true);
+        }
+        usleep(50000);
+    }
+    return null;
+};
+
+$callId = 'call-php-' . bin2hex(random_bytes(6));  // fresh: the idempotency key
+$send(['v' => 1, 'id' => $callId, 'type' => 'incoming_call', 'voip_token' => $voipToken, 'alert_token' => $alertToken,
+       'deadline' => (int)(microtime(true) * 1000) + 30000,
+       'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']], $callId);
+$results = [$callId => $resultById($callId)];
+// The caller hangs up: the cancel's own result is under result:cancel:ID.
+$send(['v' => 1, 'id' => $callId, 'type' => 'call_cancelled'], "cancel:$callId");
+$badId = "$callId-bad";
+$send(['v' => 1, 'id' => $badId, 'type' => 'incoming_call', 'voip_token' => 'not-hex'], $badId);
+$results["cancel:$callId"] = $resultById("cancel:$callId");
+$results[$badId] = $resultById($badId);
+
+$ok = true;
+foreach ($results as $name => $res) {
+    if ($res === null) {
+        echo "result $name none: no result within $timeoutS s\n";
+        $ok = false;
+        continue;
+    }
+    $detail = $res['cause'] ?? $res['reason'] ?? $res['first_outcome'] ?? '-';
+    echo "result {$res['id']} {$res['type']} {$res['outcome']} $detail\n";
+}
+
+// The same results through our consumer group: each entry names the calls entry it answers.
+$seen = 0;
+while ($seen < count($entries) && microtime(true) < $deadline) {
+    $streams = $r->xReadGroup($group, 'worker-1', [$key . 'results' => '>'], 100, 500) ?: [];
+    foreach ($streams[$key . 'results'] ?? [] as $id => $fields) {
+        $entry = json_decode($fields['result'], true)['entry'] ?? null;
+        if ($entry !== null && isset($entries[$entry])) {
+            $seen++;
+        }
+        $r->xAck($key . 'results', $group, [$id]);
+    }
+}
+echo "group $group $seen results\n";
+$ok = $ok && $seen === count($entries);
+
+foreach ($r->xRevRange($key . 'feedback', '+', '-', 100) as $f) {
+    if ($f['token'] === $voipToken || $f['token'] === $alertToken) {
+        echo "feedback {$f['channel']} {$f['token']} {$f['reason']} {$f['timestamp']}\n";
+    }
+}
+exit($ok ? 0 : 1);

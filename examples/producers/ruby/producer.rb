@@ -1,0 +1,85 @@
+#!/usr/bin/env ruby
+# A pushgw producer in Ruby with Debian's ruby-redis (the `redis` gem, 4.x).
+#
+# Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+# result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
+# stream, and reads the feedback stream. Prints one line per result and exits 0 when every
+# event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
+#
+#   REDIS_URL=redis://127.0.0.1:6379/0 ruby producer.rb
+require "json"
+require "redis"
+require "securerandom"
+
+url = ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")
+app = ENV.fetch("PUSHGW_APP", "acme")
+prefix = ENV.fetch("PUSHGW_PREFIX", "pushgw")
+voip_token = ENV.fetch("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
+alert_token = ENV.fetch("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
+timeout_s = Float(ENV.fetch("TIMEOUT_S", "10"))
+
+r = Redis.new(url: url)
+key = "#{prefix}:{#{app}}:"  # the app's keys: pushgw:{acme}:calls, …
+group = "producer-ruby"      # this producer's group on the results stream
+deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout_s
+now = -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+
+# Our own consumer group on the results stream, created before we write, at its end ($).
+begin
+  r.xgroup(:create, key + "results", group, "$", mkstream: true)
+rescue Redis::CommandError => e
+  raise unless e.message.include?("BUSYGROUP")
+end
+
+entries = {} # calls entry id (results carry it as `entry`) -> event
+send_event = ->(event, name) { entries[r.xadd(key + "calls", { event: JSON.generate(event) })] = name }
+# The event's result, from its per-event key (no scan of the results stream).
+result_by_id = lambda do |event_id|
+  while now.call < deadline
+    found = r.get(key + "result:" + event_id)
+    return JSON.parse(found) if found&.start_with?("{") # absent, or in_flight:…: not finished yet
+    sleep 0.05
+  end
+  nil
+end
+
+call_id = "call-rb-#{SecureRandom.hex(6)}" # fresh: the idempotency key
+send_event.call({ v: 1, id: call_id, type: "incoming_call", voip_token: voip_token, alert_token: alert_token,
+                  deadline: (Time.now.to_f * 1000).to_i + 30_000,
+                  voip: { caller: "+15551234567", callerName: "Alice" } }, call_id)
+results = { call_id => result_by_id.call(call_id) }
+# The caller hangs up: the cancel's own result is under result:cancel:ID.
+send_event.call({ v: 1, id: call_id, type: "call_cancelled" }, "cancel:#{call_id}")
+bad_id = "#{call_id}-bad"
+send_event.call({ v: 1, id: bad_id, type: "incoming_call", voip_token: "not-hex" }, bad_id)
+results["cancel:#{call_id}"] = result_by_id.call("cancel:#{call_id}")
+results[bad_id] = result_by_id.call(bad_id)
+
+ok = true
+results.each do |name, res|
+  if res.nil?
+    puts "result #{name} none: no result within #{timeout_s} s"
+    ok = false
+    next
+  end
+  detail = res["cause"] || res["reason"] || res["first_outcome"] || "-"
+  puts "result #{res['id']} #{res['type']} #{res['outcome']} #{detail}"
+end
+
+# The same results through our consumer group: each entry names the calls entry it answers.
+seen = 0
+while seen < entries.size && now.call < deadline
+  streams = r.xreadgroup(group, "worker-1", key + "results", ">", count: 100, block: 500)
+  (streams[key + "results"] || []).each do |id, fields|
+    seen += 1 if entries.key?(JSON.parse(fields["result"])["entry"])
+    r.xack(key + "results", group, id)
+  end
+end
+puts "group #{group} #{seen} results"
+ok &&= seen == entries.size
+
+r.xrevrange(key + "feedback", "+", "-", count: 100).each do |_, f|
+  next unless [voip_token, alert_token].include?(f["token"])
+  puts "feedback #{f['channel']} #{f['token']} #{f['reason']} #{f['timestamp']}"
+end
+exit(ok ? 0 : 1)

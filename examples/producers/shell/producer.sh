@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A pushgw producer in shell with redis-cli (Debian's redis-tools) and coreutils only.
+#
+# Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+# result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
+# stream, and reads the feedback stream. Prints one line per result and exits 0 when every
+# event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
+#
+#   REDIS_URL=redis://127.0.0.1:6379/0 bash producer.sh
+set -euo pipefail
+url=${REDIS_URL:-redis://127.0.0.1:6379/0}
+app=${PUSHGW_APP:-acme}
+prefix=${PUSHGW_PREFIX:-pushgw}
+voip_token=${VOIP_TOKEN:-a0a0a0a0a0a0a0a0}
+alert_token=${ALERT_TOKEN:-b0b0b0b0b0b0b0b0}
+timeout_s=${TIMEOUT_S:-10}
+deadline=$(( $(date +%s) + ${timeout_s%.*} ))
+
+rc() { redis-cli -u "$url" --no-raw "$@" | sed 's/^"\(.*\)"$/\1/'; }   # one reply, quotes removed
+raw() { redis-cli -u "$url" --raw "$@"; }                             # one value per line
+key="$prefix:{$app}:"   # the app's keys: pushgw:{acme}:calls, …
+group=producer-shell    # this producer's group on the results stream
+field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }   # a string field of a result (results are flat JSON up to "attempts")
+
+# Our own consumer group on the results stream, created before we write, at its end ($).
+raw XGROUP CREATE "${key}results" "$group" '$' MKSTREAM >/dev/null 2>&1 || true
+
+# The event's result, from its per-event key (no scan of the results stream).
+result_by_id() {
+  local found
+  while [ "$(date +%s)" -le "$deadline" ]; do
+    found=$(raw GET "${key}result:$1")
+    if [[ $found == '{'* ]]; then echo "$found"; return 0; fi   # absent, or in_flight:…: not finished yet
+    sleep 0.05
+  done
+  return 1
+}
+
+call_id="call-sh-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"   # fresh: the idempotency key
+deadline_ms=$(( $(date +%s%3N) + 30000 ))
+entries=()   # calls entry ids (results carry them as `entry`)
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id\",\"type\":\"incoming_call\",\"voip_token\":\"$voip_token\",\"alert_token\":\"$alert_token\",\"deadline\":$deadline_ms,\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}")")
+results=("$(result_by_id "$call_id" || true)")
+# The caller hangs up: the cancel's own result is under result:cancel:ID.
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id\",\"type\":\"call_cancelled\"}")")
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id-bad\",\"type\":\"incoming_call\",\"voip_token\":\"not-hex\"}")")
+results+=("$(result_by_id "cancel:$call_id" || true)" "$(result_by_id "$call_id-bad" || true)")
+
+ok=yes
+names=("$call_id" "cancel:$call_id" "$call_id-bad")
+for i in 0 1 2; do
+  res=${results[$i]}
+  if [ -z "$res" ]; then echo "result ${names[$i]} none: no result within $timeout_s s"; ok=no; continue; fi
+  detail=$(field cause <<<"$res"); [ -n "$detail" ] || detail=$(field reason <<<"$res")
+  [ -n "$detail" ] || detail=$(field first_outcome <<<"$res"); [ -n "$detail" ] || detail=-
+  echo "result $(field id <<<"$res") $(field type <<<"$res") $(field outcome <<<"$res") $detail"
+done
+
+# The same results through our consumer group: each entry names the calls entry it answers.
+# redis-cli --raw prints the reply one value per line: stream, then per entry its id, the
+# field name `result` and the result JSON.
+seen=0
+while [ "$seen" -lt 3 ] && [ "$(date +%s)" -le "$deadline" ]; do
+  id=""
+  while IFS= read -r line; do
+    case "$line" in
+      [0-9]*-[0-9]*) id=$line ;;
+      '{"outcome"'*)
+        entry=$(field entry <<<"$line")
+        for e in "${entries[@]}"; do [ "$e" = "$entry" ] && seen=$((seen + 1)); done
+        raw XACK "${key}results" "$group" "$id" >/dev/null ;;
+    esac
+  done < <(raw XREADGROUP GROUP "$group" worker-1 COUNT 100 BLOCK 500 STREAMS "${key}results" '>')
+done
+echo "group $group $seen results"
+[ "$seen" -eq 3 ] || ok=no
+
+# Feedback entries: id, then field/value pairs (token, channel, reason, timestamp).
+raw XREVRANGE "${key}feedback" + - COUNT 100 | paste - - - - - - - - - | while IFS=$'\t' read -r _ _ token _ channel _ reason _ timestamp; do
+  if [ "$token" = "$voip_token" ] || [ "$token" = "$alert_token" ]; then echo "feedback $channel $token $reason $timestamp"; fi
+done
+[ "$ok" = yes ]
