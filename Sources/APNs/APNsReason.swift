@@ -14,7 +14,7 @@ public enum ReasonClass: String, Sendable, CaseIterable {
 
 /// Apple's `reason` string of a rejected push, with its HTTP status and class.
 ///
-/// Every reason string of Apple's table (reference/apns-spec.md §4) appears once, in `table`;
+/// Every reason string of Apple's response table appears once, in `table`;
 /// an unknown string keeps its text and is classified by its HTTP status.
 public enum APNsReason: Hashable, Sendable {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic

@@ -343,7 +343,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         var sinceDispatch = 0
         for (push, response) in batch {
             if response.reason == .expiredProviderToken, let source = tokenSource, push.providerTokenResends < 2 {
-                // Not an attempt (DESIGN.md §3): sign a new token and send again at once.
+                // Not an attempt (docs/protocol.md): sign a new token and send again at once.
                 push.providerTokenResends += 1
                 stats.resentAfterTokenRenewal += 1
                 _ = try? source.providerTokenExpired()

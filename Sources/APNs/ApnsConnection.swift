@@ -8,7 +8,7 @@ import EventLoop
 ///      └──────────────── any failure ─────────────────────────────┴──────────────▶ closed
 /// ```
 /// Streams open only in `active`: nghttp2 assumes 100 concurrent streams until the peer's
-/// first SETTINGS, and APNs allows 1 at first (reference/c-libraries.md).
+/// first SETTINGS, and APNs allows 1 at first (docs/architecture.md).
 enum ConnectionState: Equatable {
     case connecting
     case awaitingSettings

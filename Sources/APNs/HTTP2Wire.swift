@@ -5,7 +5,7 @@ import EventLoop
 /// the simulator's server so both write frames the same, cheap way.
 ///
 /// Why it exists: nghttp2 hands out frames one by one, and writing each on its own made ~7×
-/// more TLS records and syscalls than h2load (reference/c-libraries.md, measured with
+/// more TLS records and syscalls than h2load (measured with
 /// `bufferevent_openssl`). `flush` copies them into the stream's contiguous output, which
 /// `TLSStream` writes as few records.
 public enum HTTP2Wire {

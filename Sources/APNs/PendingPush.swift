@@ -14,7 +14,7 @@ final class PendingPush {
     /// Monotonic ms after which the caller gets `.timeout`: `writeByMs` while queued; once
     /// written, the write time plus the request timeout (the answer's own time).
     var deadlineMs: Int64
-    /// Resends after 403 ExpiredProviderToken; not attempts (DESIGN.md §3). Bounded so a
+    /// Resends after 403 ExpiredProviderToken; not attempts (docs/protocol.md). Bounded so a
     /// server that always says so cannot loop us.
     var providerTokenResends = 0
     /// Resends because no server processed it (REFUSED_STREAM, above a GOAWAY's last stream).

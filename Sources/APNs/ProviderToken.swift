@@ -1,4 +1,4 @@
-// APNs token-based authentication (apns-spec.md §5): the ES256 signing key, the JWT,
+// APNs token-based authentication (Apple's token docs): the ES256 signing key, the JWT,
 // and the policy that decides when a new JWT is minted.
 //
 // Owns: loading Apple's .p8 key through OpenSSL 3, signing, token renewal.
@@ -26,7 +26,7 @@ public struct ProviderTokenError: Error, Equatable, CustomStringConvertible {
 /// An ES256 signing key for APNs token auth: an EC P-256 private key in PKCS#8 PEM
 /// (Apple's `.p8` file, `-----BEGIN PRIVATE KEY-----`).
 ///
-/// APNs "supports only the ES256 algorithm" (apns-spec.md §5), so loading refuses any
+/// APNs "supports only the ES256 algorithm" (Apple's token docs), so loading refuses any
 /// other key type or curve up front rather than producing tokens Apple would reject with
 /// 403 `InvalidProviderToken` at the first push.
 ///
@@ -128,7 +128,7 @@ public final class ES256SigningKey: @unchecked Sendable {
     /// Signs `message` for a JWT: ECDSA over SHA-256(`message`), returned as the raw
     /// 64-byte `r‖s` that RFC 7515 (JOSE) specifies, not the DER `ECDSA-Sig-Value`
     /// OpenSSL produces. APNs has been seen to accept DER too, but raw is the standard
-    /// (apns-spec.md §5, "Signature").
+    /// (Apple's token docs, "Signature").
     ///
     /// ECDSA is randomised: two signatures of the same message differ, and both verify.
     public func sign(_ message: [UInt8]) throws(ProviderTokenError) -> [UInt8] {
@@ -207,7 +207,7 @@ public func base64URL(_ bytes: some Sequence<UInt8>) -> String {
 ///
 /// There is deliberately no `typ` header (Apple's console validator rejects it) and no
 /// `exp`/`aud` claim; `iat` is a JSON number of seconds, not a string (APNSwift #246).
-/// See apns-spec.md §5. The signer has no clock and no cache: `ProviderTokenSource`
+/// See Apple's token docs. The signer has no clock and no cache: `ProviderTokenSource`
 /// decides when to call it, because Apple punishes minting too often.
 public struct ProviderTokenSigner: Sendable {
     /// The 10-character Team ID, sent as `iss`.
@@ -259,7 +259,7 @@ public struct ProviderTokenSigner: Sendable {
 /// When to mint a new provider token for one key: a pure policy with no clock of its own
 /// (times are unix seconds passed in), shared by every connection that uses the key.
 ///
-/// Apple's rules (apns-spec.md §5, "Refresh window"): refresh "no more than once every
+/// Apple's rules (Apple's token docs, "Refresh window"): refresh "no more than once every
 /// 20 minutes and no less than once every 60 minutes"; a token with `iat` over an hour
 /// old gets 403 `ExpiredProviderToken`; a new token more often than every 20 minutes
 /// gets 429 `TooManyProviderTokenUpdates`, after which the connection is unusable for a

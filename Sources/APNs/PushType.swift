@@ -5,7 +5,7 @@
 // events or apps.
 
 /// A value of the `apns-push-type` header, with the rules Apple attaches to it
-/// (reference/apns-spec.md §2, "Push types and topic suffixes").
+/// (Apple's request docs, "Push types and topic suffixes").
 public enum PushType: String, CaseIterable, Sendable {
     case alert, background, voip, pushtotalk, complication, fileprovider
     case liveactivity, location, widgets, controls, mdm

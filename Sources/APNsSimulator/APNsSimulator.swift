@@ -8,7 +8,7 @@ import EventLoop
 /// Lifecycle: `init` loads keys and the TLS identity, `start()` listens, `close()` drops
 /// every connection and flushes the log. Everything, including reading `stats` and
 /// `recorded`, happens on the loop's thread. For tests, the demo and benchmarks only:
-/// never in a production path (DESIGN.md §4).
+/// never in a production path (docs/architecture.md).
 public final class APNsSimulator {
     /// Bodies longer than this are recorded truncated (their size is kept in full).
     public static let maxRecordedBody = 16 * 1024

@@ -4,7 +4,7 @@ import CMacros
 import Foundation
 
 /// Checks provider tokens (`authorization: bearer <JWT>`) the way APNs does
-/// (reference/apns-spec.md §5): header `{"alg":"ES256","kid":…}`, claims `{"iss":…,"iat":…}`,
+/// (Apple's token docs): header `{"alg":"ES256","kid":…}`, claims `{"iss":…,"iat":…}`,
 /// signature raw r‖s (64 bytes, base64url) over `header.claims`, verified with the
 /// configured public key of that `kid`.
 ///

@@ -31,7 +31,7 @@ struct Verdict: Equatable {
     var outcome: Outcome
 }
 
-/// Apple's request rules that need no state (reference/apns-spec.md §1–3), checked in the
+/// Apple's request rules that need no state (Apple's request docs), checked in the
 /// order documented in docs/simulator.md. Each returns the reason APNs would give, or nil.
 enum RequestRules {
     static let pathPrefix = "/3/device/"

@@ -128,7 +128,7 @@ final class SimulatorConnection: TLSStreamDelegate {
         if server.config.sandbox { headers.add("apns-unique-id", server.makeUUID(), neverIndex: true) }
         if let reason {
             var body = "{\"reason\":\"\(reason.text)\""
-            // Apple sends the timestamp only with 410, in milliseconds (reference/apns-spec.md §4).
+            // Apple sends the timestamp only with 410, in milliseconds (Apple's response docs).
             if reason.status == 410 { body += ",\"timestamp\":\(Clock.unixMs())" }
             body += "}"
             streams[streamID]?.response = Array(body.utf8)
@@ -139,7 +139,7 @@ final class SimulatorConnection: TLSStreamDelegate {
         } else {
             _ = headers.withNV { nva, count in nghttp2_submit_response(session, streamID, nva, count, nil) }
             if !raisedLimit {
-                // APNs allows one stream until a push succeeds, then many (reference/apns-spec.md §7).
+                // APNs allows one stream until a push succeeds, then many (Apple's request docs).
                 raisedLimit = true
                 submitMaxStreams(server.config.raisedMaxStreams)
                 server.noteSettingsRaised()

@@ -4,7 +4,7 @@
 import CLibEvent
 import Glibc
 
-/// The single libevent loop of a pushgw process (DESIGN.md §4, "Concurrency").
+/// The single libevent loop of a pushgw process (docs/architecture.md, "One loop, one thread").
 ///
 /// Everything that does I/O is owned by one `EventLoop` and runs on the thread that
 /// called `run()`: there are no locks on the hot path because nothing else touches

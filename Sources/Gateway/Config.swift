@@ -6,7 +6,7 @@ import APNs
 import DeadLetters
 import RedisStreams
 
-/// The whole configuration of one pushgw process (DESIGN.md §5), after parsing, environment
+/// The whole configuration of one pushgw process (config/README.md), after parsing, environment
 /// overrides and checks. Every file path in it is already resolved against the config file's
 /// directory. Secrets appear only as paths: no key, password or token is ever held here.
 ///

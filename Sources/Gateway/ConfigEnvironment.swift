@@ -1,5 +1,5 @@
 /// The environment variables that override config values, for what differs per deployment
-/// (DESIGN.md §5). A variable that is set but empty counts as unset, so a compose file may
+/// (config/README.md). A variable that is set but empty counts as unset, so a compose file may
 /// list them all. Paths given this way are resolved against the working directory, not the
 /// config file's directory.
 public enum ConfigEnvironment {

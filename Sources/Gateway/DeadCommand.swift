@@ -1,7 +1,7 @@
 import DeadLetters
 import Foundation
 
-/// `pushgw dead`: the operators' dead-letter tools (DESIGN.md §6, issue 4). One file per verb
+/// `pushgw dead`: the operators' dead-letter tools (README.md, "Operators"). One file per verb
 /// (`DeadListCommand`, `DeadShowCommand`, `DeadReplayCommand`, `DeadPurgeCommand`,
 /// `DeadStatsCommand`); this one dispatches and holds what they share. The dead letters
 /// themselves are the DeadLetters module's (`DeadLetterRecord`, filters, replay, audit); Redis

@@ -2,7 +2,7 @@ import DeadLetters
 import EventLoop
 import RedisStreams
 
-/// The `deadletters` role of `pushgw run` (DESIGN.md §4, "Roles"): dead-letter retention for
+/// The `deadletters` role of `pushgw run` (docs/architecture.md): dead-letter retention for
 /// every configured app, on its own Redis connection. Trims are logged (never silent) and
 /// `retention.aboutToRemove` is what the metrics endpoint reports before entries go.
 ///
@@ -13,7 +13,7 @@ public final class DeadLettersRole {
     public let store: DeadLetterStore
     public let retention: DeadLetterRetention
     /// Per app, what the next trim will remove, sampled once per retention interval so that metrics
-    /// show it before it happens (issue 4); nil until the first sample.
+    /// show it before it happens; nil until the first sample.
     public private(set) var aboutToRemove: [String: DeadLetterStore.PendingTrim] = [:]
     private var sampler: LoopTimer!
     /// As often as retention runs: sampling costs a few commands per app.

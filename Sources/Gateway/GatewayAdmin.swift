@@ -4,7 +4,7 @@ import Foundation
 import OperatorsConsole
 import RedisStreams
 
-/// The admin endpoint of a running gateway (issue 5): `/metrics`, `/healthz`, `/readyz` and
+/// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and
 /// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
 /// the Redis probe; reads everything else from the service's objects at scrape time.
 ///

@@ -17,7 +17,7 @@ public struct ManualPushPlan: Equatable, Sendable {
     public let requestTimeoutMs: Int
 }
 
-/// `pushgw push`: one push by hand, printing APNs' answer (DESIGN.md §6).
+/// `pushgw push`: one push by hand, printing APNs' answer (README.md).
 enum PushCommand: Command {
     static let name = "push"
     static let summary = "send one push by hand and print APNs' answer"

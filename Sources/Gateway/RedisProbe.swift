@@ -75,7 +75,7 @@ public final class RedisProbe {
             backlogOutstanding = 1
             let sampled = apps
             // One command for every app: an idle gateway with a hundred apps stays near the
-            // mover's ~20 commands a second (issue 4).
+            // mover's ~20 commands a second.
             store.backlogs(sampled) { [weak self] result in
                 guard let self else { return }
                 self.backlogOutstanding = 0

@@ -17,7 +17,7 @@ public struct RetryMoverSettings: Sendable {
     public init() {}
 }
 
-/// The retry role (issue 4): moves due retries from the durable schedule in Redis back to their
+/// The retry role: moves due retries from the durable schedule in Redis back to their
 /// app's calls stream, where any router resumes them. It decides nothing about routing and
 /// reads no event: it only watches time (`MoverPacing`) and runs `RetrySchedule`'s steps.
 ///
@@ -38,7 +38,7 @@ public final class RetryMover {
         public var moved = 0
         /// Retries dropped for missing data (should stay 0).
         public var dropped = 0
-        /// Moved later than 50 ms after their due time (issue 4's bound), and the worst lateness.
+        /// Moved later than 50 ms after their due time (docs/architecture.md), and the worst lateness.
         public var movedLate = 0
         public var maxLatenessMs: Int64 = 0
         public var redisErrors = 0

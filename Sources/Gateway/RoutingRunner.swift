@@ -59,7 +59,7 @@ public struct RoutingRunnerSettings: Sendable {
 /// records its outcome or puts the call in the retry schedule; entries of dead processes are
 /// taken over after their heartbeat lapses.
 ///
-/// Retries (issue 4): a call that must wait leaves this process. `.scheduleRetry` runs the
+/// Retries: a call that must wait leaves this process. `.scheduleRetry` runs the
 /// schedule step (`RetrySchedule.schedule`: the router's snapshot and the raw event into the
 /// app's schedule, the entry acknowledged, in one Lua script); the retry mover later puts the
 /// call back on its calls stream as a new entry with field `retry`, which any router reads
@@ -175,7 +175,7 @@ public final class RoutingRunner {
     private var readRetryTimer: LoopTimer!
     private var heartbeatTimer: LoopTimer!
     private var claimTimer: LoopTimer!
-    /// Apps whose credentials or config APNs refused lately (DESIGN.md §3): for health.
+    /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
     public private(set) var unhealthyApps: [String: String] = [:]
     public private(set) var stats = Stats()
     /// Called after each outcome is recorded (for tests and metrics).
@@ -183,7 +183,7 @@ public final class RoutingRunner {
     /// Called when the consumer name is in use by another live process (`start` then gives up:
     /// the owner should stop with a clear message); the argument says what was found.
     public var onConsumerNameTaken: ((String) -> Void)?
-    /// Told about events as they happen, for metrics (`GatewayMetrics`; issue 5). Held weakly.
+    /// Told about events as they happen, for metrics (`GatewayMetrics`). Held weakly.
     public weak var observations: RouterObservations?
     /// Called after a retry due at the given unix ms was put in the schedule (the process's
     /// own mover wakes up for it).
@@ -582,7 +582,7 @@ public final class RoutingRunner {
             case let .success(response):
                 self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
                                                 reason: response.reason?.text, latencySeconds: seconds)
-                // APNs accepted the app's credentials and topic again: healthy (DESIGN.md §3, "lately").
+                // APNs accepted the app's credentials and topic again: healthy (docs/protocol.md).
                 if response.isAccepted { self.unhealthyApps[call.app.id] = nil }
                 action = call.router.apnsAnswered(response, now: now)
             case let .failure(error):

@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 import RedisStreams
 
-/// `pushgw run`: the service (DESIGN.md §4, "Roles"). Loads and checks the config, connects to
+/// `pushgw run`: the service (docs/architecture.md). Loads and checks the config, connects to
 /// Redis, and runs the chosen roles on the process's one loop until SIGTERM or SIGINT, which
 /// drain: no new reads, calls in flight finish or go to the retry schedule (bounded), the
 /// mover stops.
@@ -90,7 +90,7 @@ enum RunCommand: Command {
     }
 }
 
-/// A module `pushgw run --role` can run (DESIGN.md §4, "Roles").
+/// A module `pushgw run --role` can run (docs/architecture.md).
 enum ServiceRole: String, CaseIterable, Sendable {
     /// Reads the apps' calls streams and routes each event (`RoutingRunner`).
     case router
@@ -122,7 +122,7 @@ final class Service {
     private var signals: [SignalWatch] = []
     private var draining = false
     private let deadLetters: DeadLettersRole?
-    private let admin: GatewayAdmin  // admin endpoint (issue 5)
+    private let admin: GatewayAdmin
     /// Told why the service refuses to run: its consumer name is another live gateway's.
     var onConsumerNameTaken: ((String) -> Void)?
     private var exitStatus: Int32 = 0
@@ -168,8 +168,8 @@ final class Service {
         log.follow(store.commands, name: "write")
         if let moverConnection { log.follow(moverConnection, name: "retry") }
         if let deadLetters { log.follow(deadLetters.connection, name: "deadletters") }
-        admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,  // admin endpoint (issue 5)
-                             runner: runner, log: log)                                                // admin endpoint (issue 5)
+        admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
+                             runner: runner, log: log)
         admin.deadLetters = deadLetters
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, adminToken: token, log: log,
@@ -192,14 +192,14 @@ final class Service {
             self.mover?.stop()
             self.loop.stop()
         }
-        admin.start()  // admin endpoint (issue 5)
+        admin.start()
         store.start()
         moverConnection?.start()
         runner?.start()
         mover?.start()
         deadLetters?.start()
         loop.run()
-        admin.close()  // admin endpoint (issue 5)
+        admin.close()
         for s in signals { s.close() }
         mover?.close()
         moverConnection?.close()
@@ -248,7 +248,7 @@ final class Service {
     private func shutdown(signal: Int32) {
         guard !draining else { return }
         draining = true
-        admin.draining = true  // admin endpoint (issue 5): /readyz answers 503 while draining
+        admin.draining = true  // /readyz answers 503 while draining
         log.info("draining", ["signal": signal, "in_flight": runner?.inFlight ?? 0])
         mover?.stop()
         guard let runner else { return loop.stop() }

@@ -98,7 +98,7 @@ public struct LookupQuery: Equatable, Sendable {
     }
 }
 
-/// A token APNs declared invalid: one feedback entry (DESIGN.md §2) and one known-invalid key.
+/// A token APNs declared invalid: one feedback entry (docs/protocol.md) and one known-invalid key.
 public struct InvalidToken: Equatable, Sendable {
     /// The hex token.
     public var token: String

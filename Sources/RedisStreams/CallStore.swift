@@ -10,7 +10,7 @@ import EventLoop
 /// - Keys come from `AppKeys`/`GatewayKeys` only; a script touches one app's hash slot.
 /// - An outcome is recorded at most once per event id within the idempotency window
 ///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
-///   that records its outcome, so delivery is at least once (DESIGN.md §3).
+///   that records its outcome, so delivery is at least once (docs/protocol.md).
 /// - Two connections: `blocking` carries only `readNew` (a blocked XREADGROUP holds up its
 ///   connection), `commands` everything else. `blocking` re-creates the consumer group of
 ///   every configured app on each (re)connect before any read, so `NOGROUP` does not stick

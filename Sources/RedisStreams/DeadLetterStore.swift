@@ -1,4 +1,4 @@
-/// The Redis side of the dead letters (DESIGN.md §2, `PREFIX:{APP}:dead`): reading entries
+/// The Redis side of the dead letters (docs/protocol.md, `PREFIX:{APP}:dead`): reading entries
 /// and replay ledgers, replaying, purging, retention trims and the operators' audit stream.
 /// Dead letters are *written* by `CallStore.deadLetter` (the router); everything an operator
 /// or the retention runner does to them afterwards goes through here.

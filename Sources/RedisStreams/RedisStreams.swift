@@ -1,9 +1,9 @@
 // RedisStreams: the Redis connections (hiredis async on the loop), commands, pipelining,
-// Lua scripts and the key layout of DESIGN.md §2.
+// Lua scripts and the key layout of docs/protocol.md.
 // Owns: every Redis key name and command. Must not know about APNs.
 // This file is the one place where key names are built.
 
-/// The Redis keys of one app, as fixed by the producer contract (DESIGN.md §2), plus the
+/// The Redis keys of one app, as fixed by the producer contract (docs/protocol.md), plus the
 /// gateway's internal keys of that app.
 ///
 /// Invariant: every key starts with `{prefix}:{{app}}:`, so the app id is a Redis Cluster
@@ -39,7 +39,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         hasher.combine(app)
     }
 
-    // MARK: Contract keys (DESIGN.md §2)
+    // MARK: Contract keys (docs/protocol.md)
 
     /// Producers' stream of call events (field `event`).
     public let calls: String
@@ -86,7 +86,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// text, with a TTL. Lets a replayed event that dies again keep its earlier attempts.
     public func replayLedger(_ eventDigest: String) -> String { base + "replayed:" + eventDigest }
 
-    // MARK: The durable retry schedule (issue 4; RetrySchedule.swift)
+    // MARK: The durable retry schedule (RetrySchedule.swift)
 
     /// Sorted set: the app's scheduled retries. Member = the retry id (the id of the calls
     /// entry the retry replaced, unique in the app's stream), score = when it is due, unix ms.

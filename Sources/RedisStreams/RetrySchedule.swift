@@ -1,6 +1,6 @@
 import EventLoop
 
-/// The durable retry schedule in Redis (issue 4): where a call waits between two attempts,
+/// The durable retry schedule in Redis: where a call waits between two attempts,
 /// instead of in a gateway's memory, so a crash at any moment neither loses nor duplicates a
 /// scheduled retry.
 ///

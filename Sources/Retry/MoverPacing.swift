@@ -1,8 +1,8 @@
 // MoverPacing: when the retry mover looks at the durable schedule again. A pure value: the
 // caller passes the time and the random draw, so tests need no clock.
 
-/// The retry mover's timing decisions (issue 4: a retry fires within 50 ms of its due time, and
-/// an idle process polls Redis no more than about 20 times a second).
+/// The retry mover's timing decisions (docs/architecture.md): a retry fires within 50 ms of its
+/// due time, and an idle process polls Redis no more than about 20 times a second.
 ///
 /// The mover looks at one key, the due index (each app's earliest due time), then moves what is
 /// due. After each look it sleeps:

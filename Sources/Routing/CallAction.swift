@@ -83,7 +83,7 @@ public struct RetryPlan: Equatable, Sendable {
     public let delayMs: Int64
 }
 
-/// A token APNs declared invalid: one entry of the feedback stream (DESIGN.md §2), and a token
+/// A token APNs declared invalid: one entry of the feedback stream (docs/protocol.md), and a token
 /// to remember as invalid since `timestampMs` so later events skip it unless re-registered after.
 public struct TokenFeedback: Equatable, Sendable {
     public let token: String

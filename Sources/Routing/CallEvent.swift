@@ -1,6 +1,6 @@
 import APNs
 
-/// One producer event (the `event` field of a `pushgw:{APP}:calls` entry, DESIGN.md §2),
+/// One producer event (the `event` field of a `pushgw:{APP}:calls` entry, docs/protocol.md),
 /// validated and prepared: tokens checked, the deadline resolved, and both payloads serialized,
 /// so the router never touches JSON and a push built from it cannot be refused for its form.
 ///
@@ -74,7 +74,7 @@ public struct CallEvent: Equatable, Sendable {
     ///   - policy: the app's policy (ring timeout, fallback template, alert sound).
     /// - Throws: `InvalidEvent`, whose message names the offending field.
     ///
-    /// Rules beyond DESIGN.md §2, each a decision: bytes that are not UTF-8 make the event
+    /// Rules beyond docs/protocol.md, each a decision: bytes that are not UTF-8 make the event
     /// invalid (`event: not valid UTF-8 at byte N`); `null` for an optional field means absent;
     /// a `deadline` written as a float is accepted when it is a whole number; unix-ms fields
     /// below `smallestUnixMs` are refused as probable seconds, and more than `largestAheadMs`

@@ -2,7 +2,7 @@ import APNs
 import Retry
 
 /// The per-call state machine: VoIP push first, then the alert fallback, then an outcome
-/// (DESIGN.md §3). One router per call event; it does no I/O and reads no clock: each method is
+/// (docs/protocol.md). One router per call event; it does no I/O and reads no clock: each method is
 /// named for what happened, takes the time as unix ms, and returns the `CallAction` the
 /// Gateway's runner performs. Runs on the loop thread; a plain value.
 ///
@@ -560,7 +560,7 @@ public struct CallRouter: Sendable {
 
     /// A token is usable when present and either not known invalid or registered after it was
     /// declared invalid (Apple: stop pushing "until the device registers a token with a later
-    /// timestamp", reference/apns-spec.md §4).
+    /// timestamp", Apple's response docs).
     static func usable(_ token: String?, invalidSince: Int64?, registeredAt: Int64?) -> Bool {
         guard token != nil else { return false }
         guard let invalidSince else { return true }

@@ -29,7 +29,7 @@ public struct AttemptRecord: Equatable, Sendable {
 /// channel, status, reason, error, apns_id`. `outcome` always comes first: the recording
 /// scripts read it from there (`CallStoreLua`).
 ///
-/// Beyond DESIGN.md §2: `type` (a cancel event gets a record of its own), `entry` (the calls
+/// Beyond docs/protocol.md: `type` (a cancel event gets a record of its own), `entry` (the calls
 /// entry, what the producer's XADD returned) and the `duplicate` outcome with `first_outcome`.
 public struct OutcomeRecord: Equatable, Sendable {
     public var outcome: CallOutcome

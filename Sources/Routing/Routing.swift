@@ -7,7 +7,7 @@
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output).
 
-/// The final outcome of a call event, as written to the results stream (DESIGN.md §2).
+/// The final outcome of a call event, as written to the results stream (docs/protocol.md).
 public enum CallOutcome: String, Sendable, CaseIterable {
     /// APNs accepted the VoIP push.
     case deliveredVoip = "delivered_voip"

@@ -1,8 +1,8 @@
 import Foundation
 import Retry
 
-/// A call waiting for its next attempt, as the durable retry schedule keeps it in Redis
-/// (issue 4): everything `CallRouter` needs to continue the call in any process, with the
+/// A call waiting for its next attempt, as the durable retry schedule keeps it in Redis:
+/// everything `CallRouter` needs to continue the call in any process, with the
 /// call's raw event stored beside it. Internal to pushgw — not part of the producer contract —
 /// and versioned (`v`) so a later gateway can refuse what it cannot read instead of guessing.
 ///

@@ -81,7 +81,7 @@ final class ProviderTokenTests: XCTestCase {
         let parts = token.split(separator: ".").map(String.init)
         XCTAssertFalse(token.contains("=") || token.contains("+") || token.contains("/"), "JWT parts are unpadded base64url")
         XCTAssertEqual(String(decoding: try XCTUnwrap(base64URLDecode(parts[0])), as: UTF8.self),
-                       #"{"alg":"ES256","kid":"KEY1234567"}"#, "no typ header (apns-spec.md §5)")
+                       #"{"alg":"ES256","kid":"KEY1234567"}"#, "no typ header, as Apple's token docs show")
         XCTAssertEqual(String(decoding: try XCTUnwrap(base64URLDecode(parts[1])), as: UTF8.self),
                        #"{"iat":1760000000,"iss":"TEAM123456"}"#, "iat is a number of seconds, no exp or aud")
     }

@@ -52,7 +52,7 @@ final class ConfigFixture {
         }
     }
 
-    /// The config of DESIGN.md §5 with paths relative to the directory.
+    /// The config of config/README.md with paths relative to the directory.
     static var example: [String: Any] {
         [
             "redis": ["url": "redis://127.0.0.1:6379/0", "prefix": "pushgw"],

@@ -9,7 +9,7 @@ import Routing
 import TestSupport
 import XCTest
 
-/// The durable retry schedule end to end (issue 4): a call that must wait leaves the router's
+/// The durable retry schedule end to end: a call that must wait leaves the router's
 /// memory and the calls stream for the schedule in Redis, the mover puts it back when due,
 /// and a router — any router — resumes it where it stopped.
 final class RetryIntegrationTests: XCTestCase {

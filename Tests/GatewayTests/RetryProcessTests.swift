@@ -3,7 +3,7 @@ import Glibc
 import TestSupport
 import XCTest
 
-/// The retry schedule across real `pushgw run` processes (issue 4, "Must show" 1 and 2): gateways
+/// The retry schedule across real `pushgw run` processes (docs/architecture.md): gateways
 /// killed with SIGKILL while retries are scheduled and moved, after which every retry fired
 /// exactly once; and the Redis commands an idle gateway sends.
 ///

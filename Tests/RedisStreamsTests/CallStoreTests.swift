@@ -471,7 +471,7 @@ final class CallStoreTests: XCTestCase {
         let decoded = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: [[String: String]]]
         XCTAssertEqual(decoded?["results"]?.first, ["result": result("delivered_alert", "py-1")])
         XCTAssertEqual(decoded?["feedback"], [["token": "aa01", "channel": "voip", "reason": "ExpiredToken", "timestamp": "5"]],
-                       "feedback fields exactly as DESIGN.md §2")
+                       "feedback fields exactly as docs/protocol.md")
         XCTAssertEqual(decoded?["dead"]?.first.map { Set($0.keys) },
                        ["event", "reason", "attempts", "first_failure_ms", "last_failure_ms", "replays", "app"])
         XCTAssertEqual(try server.cli(["XLEN", "pushgw:{acme}:results"]), "2\n")

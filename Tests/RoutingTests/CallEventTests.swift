@@ -3,7 +3,7 @@ import Foundation
 @testable import Routing
 import XCTest
 
-/// `CallEvent.decode`: the producer contract of DESIGN.md §2, and a corpus of malformed events
+/// `CallEvent.decode`: the producer contract of docs/protocol.md, and a corpus of malformed events
 /// whose messages must name the field at fault.
 final class CallEventTests: XCTestCase {
     private func decode(_ json: String, entry: Int64 = Fixture.entry) throws(InvalidEvent) -> CallEvent {

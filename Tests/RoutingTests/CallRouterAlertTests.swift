@@ -3,7 +3,7 @@ import Retry
 @testable import Routing
 import XCTest
 
-/// The alert fallback: DESIGN.md §3's table again, with the alert policy bounded by the TTL,
+/// The alert fallback: docs/protocol.md's table again, with the alert policy bounded by the TTL,
 /// and the outcomes when the alert token fails too.
 final class CallRouterAlertTests: XCTestCase {
     func testNoVoipTokenSendsTheAlertAtOnceAndItsFormIsTheAppsTemplate() throws {

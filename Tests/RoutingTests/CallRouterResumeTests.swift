@@ -6,7 +6,7 @@ import XCTest
 
 /// The durable retry path of the router: a waiting call's snapshot, its JSON text, and
 /// `resume(_:from:now:)` on a fresh router, which must do exactly what `retryDue(now:)` does on
-/// the router that scheduled the retry (issue 4).
+/// the router that scheduled the retry.
 final class CallRouterResumeTests: XCTestCase {
     /// Plays the same call twice, once firing retries in memory and once resuming fresh routers
     /// from snapshots; `answers` are the APNs statuses in order. Every action must match.

@@ -3,7 +3,7 @@ import Retry
 @testable import Routing
 import XCTest
 
-/// DESIGN.md §3, one test per row of "APNs answer to a VoIP push", played against the model.
+/// docs/protocol.md, one test per row of "APNs answer to a VoIP push", played against the model.
 final class CallRouterVoipTests: XCTestCase {
     private let apnsID = "00000000-0000-0000-0000-000000000001"
 

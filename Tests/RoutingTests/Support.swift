@@ -4,8 +4,8 @@ import Retry
 @testable import Routing
 import XCTest
 
-// Fixtures and an in-memory model of the Gateway's runner that throws on every move DESIGN.md
-// §3 forbids, so a router that ever asks for one fails the test that drove it.
+// Fixtures and an in-memory model of the Gateway's runner that throws on every move the routing
+// rules forbid (docs/protocol.md), so a router that ever asks for one fails the test that drove it.
 
 enum Fixture {
     static let voipToken = String(repeating: "ab", count: 32)
@@ -23,7 +23,7 @@ enum Fixture {
                                                          sound: "default"))
     }
 
-    /// The fields of DESIGN.md §2's example, as raw JSON texts.
+    /// The fields of docs/protocol.md's example, as raw JSON texts.
     static let baseFields: [(String, String)] = [
         ("v", "1"),
         ("id", #""call-7f3a9c""#),

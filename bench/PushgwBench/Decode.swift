@@ -6,7 +6,7 @@ import Routing
 /// For `--events` iterations it decodes a call event (`CallEvent.decode`, which also serializes
 /// both payloads) and writes the outcome record the router stores for it (`jsonString`), and
 /// prints nanoseconds per event for each half. Two event shapes: `e2e` (the event of
-/// `pushgw-bench e2e`) and `design` (DESIGN.md §2's example: both tokens, deadline, sandbox).
+/// `pushgw-bench e2e`) and `design` (docs/protocol.md's example: both tokens, deadline, sandbox).
 /// Run it under `valgrind --tool=callgrind` for instruction counts.
 enum DecodeBench {
     static let e2eEvent = #"{"v":1,"id":"call-000123","type":"incoming_call","voip_token":"\#(String(repeating: "ab", count: 32))","voip":{"caller":"+15551234567","callerName":"Alice Johnson","sessionId":"abc-123-def","hasVideo":false}}"#
