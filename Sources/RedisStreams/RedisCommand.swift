@@ -3,7 +3,7 @@
 ///
 /// Invariant: `lengths.count` is the argument count and `lengths` sums to `bytes.count - 1`;
 /// `bytes` ends with one spare byte so its base address is never nil.
-struct RedisCommand {
+public struct RedisCommand {
     private(set) var bytes: [UInt8]
     private(set) var lengths: [Int]
 
@@ -97,3 +97,17 @@ struct RedisCommand {
     }
 }
 
+/// Where a command can be sent: one connection, or the slot of a cluster (which follows the
+/// cluster's redirects). `RedisScript` runs on either.
+public protocol RedisCommandChannel {
+    /// Sends `command`; `blockMs` is how long it may legitimately hold its connection.
+    func send(command: RedisCommand, blockMs: Int64, completion: @escaping RedisConnection.Completion)
+}
+
+extension RedisConnection: RedisCommandChannel {}
+
+extension RedisClusterSlot: RedisCommandChannel {
+    public func send(command: RedisCommand, blockMs: Int64, completion: @escaping RedisConnection.Completion) {
+        cluster.send(command: command, slot: slot, lane: lane, blockMs: blockMs, completion: completion)
+    }
+}

@@ -248,7 +248,7 @@ public final class RedisConnection: TLSStreamDelegate {
         send(command: RedisCommand(args), blockMs: blockMs, completion: completion)
     }
 
-    func send(command: RedisCommand, blockMs: Int64, completion: @escaping Completion) {
+    public func send(command: RedisCommand, blockMs: Int64, completion: @escaping Completion) {
         send(command: command, blockMs: blockMs, inPlace: nil, completion: completion)
     }
 

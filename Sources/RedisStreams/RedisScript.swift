@@ -20,8 +20,9 @@ public final class RedisScript {
         self.source = source
     }
 
-    /// Runs the script with `keys` (all in one hash slot) and `args` on `connection`.
-    public func run(on connection: RedisConnection, keys: [String], args: [String],
+    /// Runs the script with `keys` (all in one hash slot) and `args` on `connection` (a connection,
+    /// or the slot of the keys on a cluster).
+    public func run(on connection: some RedisCommandChannel, keys: [String], args: [String],
                     completion: @escaping RedisConnection.Completion) {
         let bytes = keys.reduce(0) { $0 + $1.utf8.count } + args.reduce(0) { $0 + $1.utf8.count }
         var body = RedisCommand(reservingBytes: bytes, arguments: keys.count + args.count)
@@ -31,7 +32,7 @@ public final class RedisScript {
     }
 
     /// Runs the script with `keys` and arguments that may hold any bytes (a producer's event).
-    public func run(on connection: RedisConnection, keys: [String], arguments: [RedisArgument],
+    public func run(on connection: some RedisCommandChannel, keys: [String], arguments: [RedisArgument],
                     completion: @escaping RedisConnection.Completion) {
         var body = RedisCommand(reservingBytes: keys.reduce(0) { $0 + $1.utf8.count } + arguments.reduce(0) { $0 + $1.count },
                                 arguments: keys.count + arguments.count)
@@ -48,7 +49,7 @@ public final class RedisScript {
     /// Runs the script with arguments already written into `body`: its first `keyCount`
     /// arguments are the keys, the rest ARGV (callers on the hot path write keys and values
     /// straight into one buffer).
-    func run(on connection: RedisConnection, keyCount: Int, body: RedisCommand,
+    func run(on connection: some RedisCommandChannel, keyCount: Int, body: RedisCommand,
              completion: @escaping RedisConnection.Completion) {
         func command(_ verb: String, _ script: String) -> RedisCommand {
             var c = RedisCommand(reservingBytes: 16 + script.utf8.count + body.bytes.count, arguments: 3 + body.count)
@@ -61,7 +62,7 @@ public final class RedisScript {
         guard let sha1 else {
             if !loading {
                 loading = true
-                connection.send(["SCRIPT", "LOAD", source]) { [self] result in
+                connection.send(command: RedisCommand(["SCRIPT", "LOAD", source]), blockMs: 0) { [self] result in
                     loading = false
                     if case .success(let reply) = result, let digest = reply.string { sha1 = digest }
                 }

@@ -203,15 +203,7 @@ public struct RedisTLSOptions: Equatable, Sendable {
 /// Invariant: `password` is never printed (`description` shows `***`).
 public struct RedisSentinelOptions: Equatable, Sendable, CustomStringConvertible {
     /// A sentinel's address.
-    public struct Address: Equatable, Sendable, CustomStringConvertible {
-        public var host: String
-        public var port: Int
-        public init(host: String, port: Int) {
-            self.host = host
-            self.port = port
-        }
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-    }
+    public typealias Address = RedisNodeAddress
 
     /// The name the sentinels monitor the primary under (`sentinel monitor NAME …`).
     public var master: String

@@ -1,0 +1,356 @@
+import EventLoop
+
+/// A client of a Redis Cluster on the process's loop: sends each command to the primary that
+/// owns its slot, follows the cluster's redirects, and keeps its slot map current.
+///
+/// - **Slot map**: read with `CLUSTER SHARDS` (Redis 7; `CLUSTER SLOTS` on older servers) from
+///   a known primary, else from a seed. Refreshed after a `-MOVED`, a `-TRYAGAIN`/`-CLUSTERDOWN`
+///   or a lost node, at most once per `Config.minRefreshGapMs`, and every `Config.refreshEveryMs`
+///   anyway (one command per refresh: what an idle cluster client costs beyond its users).
+/// - **Redirects** (`ClusterCommandCourse` decides, this class sends): `-MOVED` corrects the
+///   slot's owner in the map at once and resends there; `-ASK` sends `ASKING` and the command
+///   on the importing node's connection, once, without touching the map; `-TRYAGAIN` and
+///   `-CLUSTERDOWN` resend after a short backoff. Past the course's limits the error goes to
+///   the caller like any Redis error.
+/// - **Connections**: one `RedisConnection` per node and `Lane` (a blocking read holds up its
+///   connection, so it gets a lane of its own), each keeping itself connected as a single-node
+///   connection does, with the same URL's user, password, database and TLS. Connections to
+///   nodes that own no slot any more are closed at a refresh once idle.
+/// - **No owner yet** (before the first map, or a shard whose primary failed and no replica
+///   was promoted yet): the command waits for the next refresh; when that refresh fails or
+///   still names no owner, it completes `.connectFailed`, as a command waiting for a
+///   single-node connection does after a failed attempt.
+///
+/// Every command completes exactly once, on the loop. Loop-owned: call everything on the loop
+/// thread; `start()` first, `close()` at the end.
+public final class RedisCluster {
+    /// How to reach the cluster.
+    public struct Config: Sendable {
+        /// Nodes asked for the slot map until one answers (any node of the cluster will do).
+        public var seeds: [RedisNodeAddress]
+        /// The settings of every node connection; the URL's host and port are replaced by the
+        /// node's, its user, password, db and TLS kept. No sentinels.
+        public var connection: RedisConnection.Config
+        /// The slot map is read again at least this often, ms.
+        public var refreshEveryMs: Int64
+        /// Two refreshes start at least this far apart, ms (a burst of `-MOVED` costs one).
+        public var minRefreshGapMs: Int64
+
+        public init(seeds: [RedisNodeAddress], connection: RedisConnection.Config, refreshEveryMs: Int64 = 30_000,
+                    minRefreshGapMs: Int64 = 250) {
+            precondition(!seeds.isEmpty, "a cluster needs at least one seed")
+            precondition(connection.sentinel == nil, "cluster nodes are not found through sentinels")
+            precondition(refreshEveryMs > 0 && minRefreshGapMs >= 0, "refresh intervals must be positive")
+            self.seeds = seeds
+            self.connection = connection
+            self.refreshEveryMs = refreshEveryMs
+            self.minRefreshGapMs = minRefreshGapMs
+        }
+    }
+
+    /// Which of a node's connections carries a command.
+    public enum Lane: String, Hashable, Sendable {
+        case commands
+        case blocking
+    }
+
+    /// Counters since creation, for logs, metrics and tests.
+    public struct Stats: Equatable, Sendable {
+        /// `-MOVED` answers followed.
+        public var moved = 0
+        /// `-ASK` answers followed.
+        public var asked = 0
+        /// `-TRYAGAIN`/`-CLUSTERDOWN` answers retried.
+        public var retriedLater = 0
+        /// Slot maps read, and refreshes that found no node to answer.
+        public var refreshes = 0
+        public var refreshFailures = 0
+        public init() {}
+    }
+
+    public let loop: EventLoop
+    public let config: Config
+    /// The current slot map (empty before the first refresh).
+    public private(set) var map = ClusterSlotMap()
+    public private(set) var stats = Stats()
+    /// The last refresh problem, nil once a refresh succeeded.
+    public private(set) var lastProblem: String?
+    /// Runs after every refresh that changed the map.
+    public var onMapChanged: ((ClusterSlotMap) -> Void)?
+
+    private struct ConnectionKey: Hashable {
+        let node: RedisNodeAddress
+        let lane: Lane
+    }
+    private var connections: [ConnectionKey: RedisConnection] = [:]
+    /// Commands whose slot has no owner: sent (or failed) after the next refresh.
+    private var waitingForMap: [(_ failure: String?) -> Void] = []
+    private var refreshing = false
+    private var refreshAgain = false
+    private var lastRefreshStartMs: Int64 = .min / 2
+    private var refreshTimer: LoopTimer!
+    /// Timers of commands waiting out a `-TRYAGAIN`/`-CLUSTERDOWN`.
+    private var retryTimers: [ObjectIdentifier: LoopTimer] = [:]
+    /// `CLUSTER SHARDS` was refused as unknown: the server predates Redis 7.
+    private var useSlotsCommand = false
+    private var started = false
+    private var closed = false
+    private let random: () -> Double
+
+    public init(loop: EventLoop, config: Config, random: @escaping () -> Double = { Double.random(in: 0..<1) }) {
+        self.loop = loop
+        self.config = config
+        self.random = random
+        refreshTimer = LoopTimer(loop: loop) { [unowned self] in self.refreshNow() }
+    }
+
+    /// Reads the slot map; commands sent before wait for it.
+    public func start() {
+        loop.assertInLoop()
+        guard !started, !closed else { return }
+        started = true
+        refreshNow()
+    }
+
+    /// Closes every node connection; commands in flight complete `.disconnected`, waiting ones
+    /// `.closed`, later sends `.closed`.
+    public func close() {
+        loop.assertInLoop()
+        guard !closed else { return }
+        closed = true
+        refreshTimer.close()
+        for timer in retryTimers.values { timer.close() }
+        retryTimers = [:]
+        for connection in connections.values { connection.close() }
+        connections = [:]
+        let waiting = waitingForMap
+        waitingForMap = []
+        for resume in waiting { resume("closed") }
+    }
+
+    // MARK: Sending
+
+    /// Sends `args` (`args[0]` is the command's name) to the owner of `slot`.
+    public func send(_ args: [String], slot: HashSlot, lane: Lane = .commands, blockMs: Int64 = 0,
+                     completion: @escaping RedisConnection.Completion) {
+        send(command: RedisCommand(args), slot: slot, lane: lane, blockMs: blockMs, completion: completion)
+    }
+
+    /// Sends `args` to the owner of `key`'s slot.
+    public func send(_ args: [String], key: String, lane: Lane = .commands, blockMs: Int64 = 0,
+                     completion: @escaping RedisConnection.Completion) {
+        send(command: RedisCommand(args), slot: HashSlot(key: key), lane: lane, blockMs: blockMs, completion: completion)
+    }
+
+    func send(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
+              completion: @escaping RedisConnection.Completion) {
+        course(command, slot: slot, lane: lane, blockMs: blockMs, on: { connection, command, done in
+            connection.send(command: command, blockMs: blockMs, completion: done)
+        }, completion: completion)
+    }
+
+    /// `send` whose reply `decode` reads in place (`RedisConnection`'s variant); redirects
+    /// arrive as errors and are followed as for any command.
+    func send<T>(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
+                 decodingInPlace decode: @escaping (HiredisReply) throws -> T,
+                 completion: @escaping (Result<T, RedisError>) -> Void) {
+        course(command, slot: slot, lane: lane, blockMs: blockMs, on: { connection, command, done in
+            connection.send(command: command, blockMs: blockMs, decodingInPlace: decode, completion: done)
+        }, completion: completion)
+    }
+
+    /// What carries one command through the cluster's answers: the connection to the slot's
+    /// owner, or another one after a redirect.
+    public func channel(slot: HashSlot, lane: Lane = .commands) -> RedisClusterSlot {
+        RedisClusterSlot(cluster: self, slot: slot, lane: lane)
+    }
+
+    /// The connection of `lane` to `node`, made (and started) on first use.
+    public func connection(to node: RedisNodeAddress, lane: Lane = .commands) -> RedisConnection {
+        let key = ConnectionKey(node: node, lane: lane)
+        if let existing = connections[key] { return existing }
+        var settings = config.connection
+        settings.url = settings.url.with(host: node.host, port: node.port)
+        if let name = settings.clientName { settings.clientName = lane == .commands ? name : "\(name)-\(lane.rawValue)" }
+        let connection = RedisConnection(loop: loop, config: settings)
+        connection.onEvent = { [weak self] event in
+            if case .ready = event { return }
+            self?.requestRefresh()   // a node lost or refusing: maybe a failover
+        }
+        connections[key] = connection
+        connection.start()
+        return connection
+    }
+
+    /// The nodes this client holds connections to, by lane (for metrics and tests).
+    public var connectedNodes: [(node: RedisNodeAddress, lane: Lane)] { connections.keys.map { ($0.node, $0.lane) } }
+
+    private typealias Send<T> = (RedisConnection, RedisCommand, @escaping (Result<T, RedisError>) -> Void) -> Void
+
+    private func course<T>(_ command: RedisCommand, slot: HashSlot, lane: Lane, blockMs: Int64, on send: @escaping Send<T>,
+                           completion: @escaping (Result<T, RedisError>) -> Void) {
+        loop.assertInLoop()
+        var course = ClusterCommandCourse()
+        func toOwner() {
+            guard !closed else { return completion(.failure(.closed)) }
+            guard let owner = map.owner(of: slot) else {
+                waitingForMap.append { [unowned self] failure in
+                    if let failure {
+                        completion(.failure(failure == "closed" ? .closed : .connectFailed(failure)))
+                    } else if self.map.owner(of: slot) == nil {
+                        completion(.failure(.connectFailed("redis cluster: no primary serves slot \(slot)")))
+                    } else {
+                        toOwner()
+                    }
+                }
+                return requestRefresh()
+            }
+            attempt(connection(to: owner, lane: lane), host: owner.host)
+        }
+        func attempt(_ connection: RedisConnection, host: String) {
+            send(connection, command) { [unowned self] result in
+                guard case .failure(let error) = result else { return completion(result) }
+                switch course.onAnswer(error: error, currentHost: host, random: self.random()) {
+                case .complete:
+                    completion(result)
+                case let .resendAfterMove(movedSlot, node):
+                    self.stats.moved += 1
+                    self.map.assign(movedSlot.value...movedSlot.value, to: node)
+                    self.requestRefresh()
+                    toOwner()
+                case let .resendAsking(node):
+                    guard !self.closed else { return completion(.failure(.closed)) }
+                    self.stats.asked += 1
+                    let importing = self.connection(to: node, lane: lane)
+                    importing.send(["ASKING"]) { _ in }
+                    attempt(importing, host: node.host)
+                case let .retryLater(delayMs):
+                    self.stats.retriedLater += 1
+                    self.requestRefresh()
+                    self.after(delayMs, toOwner)
+                }
+            }
+        }
+        toOwner()
+    }
+
+    private func after(_ ms: Int64, _ action: @escaping () -> Void) {
+        guard !closed else { return action() }
+        var id: ObjectIdentifier?
+        let timer = LoopTimer(loop: loop) { [unowned self] in
+            if let id, let timer = self.retryTimers.removeValue(forKey: id) { timer.close() }
+            action()
+        }
+        id = ObjectIdentifier(timer)
+        retryTimers[ObjectIdentifier(timer)] = timer
+        timer.schedule(afterMs: ms)
+    }
+
+    // MARK: The slot map
+
+    /// Reads the slot map again soon: now, or when `minRefreshGapMs` has passed since the last
+    /// refresh began; a refresh asked for while one runs starts once it ends.
+    public func requestRefresh() {
+        guard started, !closed else { return }
+        if refreshing {
+            refreshAgain = true
+            return
+        }
+        let wait = lastRefreshStartMs + config.minRefreshGapMs - Clock.monotonicMs()
+        if wait <= 0 {
+            refreshNow()
+        } else if !refreshTimer.isScheduled || wait < config.refreshEveryMs {
+            refreshTimer.schedule(afterMs: wait)
+        }
+    }
+
+    private func refreshNow() {
+        guard !closed, !refreshing else { return }
+        refreshing = true
+        refreshAgain = false
+        lastRefreshStartMs = Clock.monotonicMs()
+        // Known primaries first (their connections are up), then the seeds.
+        var candidates = map.primaries
+        for seed in config.seeds where !candidates.contains(seed) { candidates.append(seed) }
+        ask(candidates, index: 0, problems: [])
+    }
+
+    private func ask(_ candidates: [RedisNodeAddress], index: Int, problems: [String]) {
+        guard !closed else { return }
+        guard index < candidates.count else {
+            return refreshDone(.failure(.connectFailed("redis cluster: no node gave the slot map: " + problems.joined(separator: "; "))))
+        }
+        let node = candidates[index]
+        let shards = !useSlotsCommand
+        connection(to: node).send(["CLUSTER", shards ? "SHARDS" : "SLOTS"]) { [weak self] result in
+            guard let self, !self.closed else { return }
+            switch result {
+            case .success(let reply):
+                do throws(ClusterSlotMap.ParseError) {
+                    let read = shards ? try ClusterSlotMap(shards: reply, tls: self.config.connection.url.usesTLS, askedHost: node.host)
+                                      : try ClusterSlotMap(slots: reply, askedHost: node.host)
+                    if read.coveredSlots == 0 {
+                        return self.ask(candidates, index: index + 1, problems: problems + ["\(node): serves no slot"])
+                    }
+                    self.refreshDone(.success(read))
+                } catch {
+                    self.ask(candidates, index: index + 1, problems: problems + ["\(node): \(error)"])
+                }
+            case .failure(let error) where shards && error.serverCode == "ERR" && "\(error)".contains("nknown subcommand"):
+                self.useSlotsCommand = true
+                self.ask(candidates, index: index, problems: problems)
+            case .failure(let error):
+                self.ask(candidates, index: index + 1, problems: problems + ["\(node): \(error)"])
+            }
+        }
+    }
+
+    private func refreshDone(_ result: Result<ClusterSlotMap, RedisError>) {
+        refreshing = false
+        var failure: String?
+        switch result {
+        case .success(let read):
+            stats.refreshes += 1
+            lastProblem = nil
+            if read != map {
+                map = read
+                closeIdleConnectionsOfFormerPrimaries()
+                onMapChanged?(read)
+            }
+        case .failure(let error):
+            stats.refreshFailures += 1
+            failure = "\(error)"
+            lastProblem = failure
+        }
+        let waiting = waitingForMap
+        waitingForMap = []
+        for resume in waiting { resume(failure) }
+        if refreshAgain || failure != nil {
+            refreshTimer.schedule(afterMs: max(config.minRefreshGapMs, 1))
+        } else {
+            refreshTimer.schedule(afterMs: config.refreshEveryMs)
+        }
+        refreshAgain = false
+    }
+
+    private func closeIdleConnectionsOfFormerPrimaries() {
+        let owners = Set(map.primaries)
+        for (key, connection) in connections where !owners.contains(key.node)
+            && connection.inFlightCount == 0 && connection.waitingCount == 0 {
+            connection.close()
+            connections[key] = nil
+        }
+    }
+}
+
+/// The commands of one slot of a cluster, as `RedisScript` and the stores send them: each goes
+/// to the slot's owner and follows redirects (`RedisCluster`).
+public struct RedisClusterSlot {
+    public let cluster: RedisCluster
+    public let slot: HashSlot
+    public let lane: RedisCluster.Lane
+
+    public func send(_ args: [String], blockMs: Int64 = 0, completion: @escaping RedisConnection.Completion) {
+        cluster.send(command: RedisCommand(args), slot: slot, lane: lane, blockMs: blockMs, completion: completion)
+    }
+}

@@ -1,0 +1,170 @@
+import XCTest
+@testable import RedisStreams
+
+/// The pieces of the cluster client that decide without I/O: key slots (the cluster
+/// specification's test vectors), reading `CLUSTER SHARDS`/`CLUSTER SLOTS` answers as Redis 7
+/// sends them over RESP2, redirects, and the course of one command through them.
+final class ClusterProtocolTests: XCTestCase {
+    // MARK: Hash slots
+
+    func testCRC16IsTheSpecificationsXModem() {
+        let crc = Array("123456789".utf8).withUnsafeBytes { HashSlot.crc16($0) }
+        XCTAssertEqual(crc, 0x31C3, "the cluster specification's test vector")
+    }
+
+    func testHashTagRules() {
+        XCTAssertEqual(HashSlot(key: "{user1000}.following"), HashSlot(key: "user1000"))
+        XCTAssertEqual(HashSlot(key: "{user1000}.followers"), HashSlot(key: "user1000"))
+        XCTAssertEqual(HashSlot(key: "foo{}{bar}"), HashSlot(key: "foo{}{bar}"), "an empty tag: the whole key is hashed")
+        XCTAssertNotEqual(HashSlot(key: "foo{}{bar}"), HashSlot(key: "bar"))
+        XCTAssertEqual(HashSlot(key: "foo{{bar}}zap"), HashSlot(key: "{bar"), "the tag runs from the first { to the first } after it")
+        XCTAssertEqual(HashSlot(key: "foo{bar}{zap}"), HashSlot(key: "bar"), "only the first tag counts")
+        XCTAssertEqual(HashSlot(key: "no-close{tag"), HashSlot(key: "no-close{tag"))
+        XCTAssertNotEqual(HashSlot(key: "no-close{tag"), HashSlot(key: "tag"))
+        // Values Redis 7 gives for `CLUSTER KEYSLOT`.
+        XCTAssertEqual(HashSlot(key: "foo").value, 12182)
+        XCTAssertEqual(HashSlot(key: "bar").value, 5061)
+        XCTAssertEqual(HashSlot(key: "").value, 0)
+    }
+
+    func testEveryKeyOfAnAppSharesTheSlotOfItsId() {
+        let app = AppKeys(prefix: "pushgw", app: "com.example.voip")
+        let slot = HashSlot(key: "com.example.voip")
+        for key in [app.calls, app.results, app.dead, app.feedback, app.result("1-0"), app.cancelled("x"),
+                    app.retrySchedule, app.retryData, app.retryByCall, app.invalidToken(.voip, "ab")] {
+            XCTAssertEqual(HashSlot(key: key), slot, key)
+        }
+    }
+
+    func testSlotBounds() {
+        XCTAssertNil(HashSlot(-1))
+        XCTAssertNil(HashSlot(16_384))
+        XCTAssertEqual(HashSlot(16_383)?.value, 16_383)
+    }
+
+    // MARK: Slot maps
+
+    private static func node(_ fields: [(String, RedisReply)]) -> RedisReply {
+        .array(fields.flatMap { [RedisReply.bulk(Array($0.0.utf8)), $0.1] })
+    }
+
+    private static func text(_ s: String) -> RedisReply { .bulk(Array(s.utf8)) }
+
+    /// A `CLUSTER SHARDS` answer as redis-server 7.0 sends it to a RESP2 client.
+    private static func shards(_ list: [(slots: [Int], nodes: [(port: Int, tlsPort: Int?, ip: String, role: String, health: String)])]) -> RedisReply {
+        .array(list.map { shard in
+            node([("slots", .array(shard.slots.map { .integer(Int64($0)) })),
+                  ("nodes", .array(shard.nodes.map { n in
+                      var fields: [(String, RedisReply)] = [("id", text("0cf8e32b25d9")), ("port", .integer(Int64(n.port)))]
+                      if let tls = n.tlsPort { fields.append(("tls-port", .integer(Int64(tls)))) }
+                      fields += [("ip", text(n.ip)), ("endpoint", text(n.ip)), ("role", text(n.role)),
+                                 ("replication-offset", .integer(0)), ("health", text(n.health))]
+                      return node(fields)
+                  }))])
+        })
+    }
+
+    func testShardsGiveEachSlotItsOnlinePrimary() throws {
+        let reply = Self.shards([
+            (slots: [10923, 16383], nodes: [(7003, nil, "10.0.0.3", "master", "online"), (7006, nil, "10.0.0.6", "replica", "online")]),
+            (slots: [0, 5460, 6000, 6000], nodes: [(7001, nil, "10.0.0.1", "master", "online")]),
+            (slots: [5461, 5999, 6001, 10922], nodes: [(7002, nil, "10.0.0.2", "master", "failed"), (7005, nil, "10.0.0.5", "master", "online")]),
+        ])
+        let map = try ClusterSlotMap(shards: reply, tls: false, askedHost: "seed")
+        XCTAssertEqual(map.owner(of: HashSlot(0)!), RedisNodeAddress(host: "10.0.0.1", port: 7001))
+        XCTAssertEqual(map.owner(of: HashSlot(6000)!), RedisNodeAddress(host: "10.0.0.1", port: 7001))
+        XCTAssertEqual(map.owner(of: HashSlot(6001)!), RedisNodeAddress(host: "10.0.0.5", port: 7005), "the promoted replica, not the failed primary")
+        XCTAssertEqual(map.owner(of: HashSlot(16383)!), RedisNodeAddress(host: "10.0.0.3", port: 7003), "never a replica")
+        XCTAssertEqual(map.coveredSlots, 16_384)
+        XCTAssertEqual(Set(map.primaries), [RedisNodeAddress(host: "10.0.0.1", port: 7001), RedisNodeAddress(host: "10.0.0.5", port: 7005),
+                                            RedisNodeAddress(host: "10.0.0.3", port: 7003)])
+    }
+
+    func testShardsWithoutAnOnlinePrimaryLeaveTheirSlotsUnowned() throws {
+        let reply = Self.shards([
+            (slots: [0, 8191], nodes: [(7001, nil, "10.0.0.1", "master", "failed"), (7004, nil, "10.0.0.4", "replica", "online")]),
+            (slots: [8192, 16383], nodes: [(7002, 7102, "10.0.0.2", "master", "online")]),
+        ])
+        let map = try ClusterSlotMap(shards: reply, tls: true, askedHost: "seed")
+        XCTAssertNil(map.owner(of: HashSlot(0)!))
+        XCTAssertEqual(map.owner(of: HashSlot(8192)!), RedisNodeAddress(host: "10.0.0.2", port: 7102), "TLS picks the tls-port")
+        XCTAssertEqual(map.coveredSlots, 8192)
+    }
+
+    func testShardsRefuseBadShapes() {
+        XCTAssertThrowsError(try ClusterSlotMap(shards: .integer(1), tls: false, askedHost: "h"))
+        XCTAssertThrowsError(try ClusterSlotMap(shards: .array([Self.node([("slots", .array([.integer(5)]))])]), tls: false, askedHost: "h"))
+        XCTAssertThrowsError(try ClusterSlotMap(shards: Self.shards([(slots: [9, 20000], nodes: [(1, nil, "h", "master", "online")])]),
+                                                tls: false, askedHost: "h"), "a slot beyond 16383")
+    }
+
+    func testSlotsAnswerOfOlderServers() throws {
+        let reply = RedisReply.array([
+            .array([.integer(0), .integer(5460), .array([Self.text("127.0.0.1"), .integer(17001), Self.text("id1")]),
+                    .array([Self.text("127.0.0.1"), .integer(17004), Self.text("id4")])]),
+            .array([.integer(5461), .integer(16383), .array([Self.text(""), .integer(17002), Self.text("id2")])]),
+        ])
+        let map = try ClusterSlotMap(slots: reply, askedHost: "10.1.1.1")
+        XCTAssertEqual(map.owner(of: HashSlot(5460)!), RedisNodeAddress(host: "127.0.0.1", port: 17001))
+        XCTAssertEqual(map.owner(of: HashSlot(5461)!), RedisNodeAddress(host: "10.1.1.1", port: 17002), "no host: the node asked")
+        XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(3), .integer(1)])]), askedHost: "h"))
+    }
+
+    func testMovedSlotsChangeHandsAndPrimariesWithoutSlotsLeave() {
+        var map = ClusterSlotMap()
+        let a = RedisNodeAddress(host: "a", port: 1), b = RedisNodeAddress(host: "b", port: 2)
+        map.assign(0...9, to: a)
+        map.assign(10...16383, to: b)
+        map.assign(5...5, to: b)
+        XCTAssertEqual(map.owner(of: HashSlot(5)!), b)
+        XCTAssertEqual(map.slots(of: a).map(\.value), [0, 1, 2, 3, 4, 6, 7, 8, 9])
+        map.assign(0...9, to: b)
+        XCTAssertEqual(map.primaries, [b], "a owns nothing any more")
+        XCTAssertEqual(map.owner(of: HashSlot(16383)!), b)
+    }
+
+    // MARK: Redirects
+
+    func testRedirectsAreRead() {
+        XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 3999 127.0.0.1:6381", currentHost: "x"),
+                       .moved(HashSlot(3999)!, RedisNodeAddress(host: "127.0.0.1", port: 6381)))
+        XCTAssertEqual(ClusterRedirect(errorMessage: "ASK 3999 10.0.0.2:7002", currentHost: "x"),
+                       .ask(HashSlot(3999)!, RedisNodeAddress(host: "10.0.0.2", port: 7002)))
+        XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 1 :7000", currentHost: "10.9.9.9"),
+                       .moved(HashSlot(1)!, RedisNodeAddress(host: "10.9.9.9", port: 7000)), "no endpoint: the node that answered")
+        XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 1 [::1]:7000", currentHost: "x"), .moved(HashSlot(1)!, RedisNodeAddress(host: "::1", port: 7000)))
+        XCTAssertEqual(ClusterRedirect(errorMessage: "TRYAGAIN Multiple keys request during rehashing of slot", currentHost: "x"), .tryAgain)
+        XCTAssertEqual(ClusterRedirect(errorMessage: "CLUSTERDOWN The cluster is down", currentHost: "x"), .clusterDown)
+        XCTAssertNil(ClusterRedirect(errorMessage: "CROSSSLOT Keys in request don't hash to the same slot", currentHost: "x"))
+        XCTAssertNil(ClusterRedirect(errorMessage: "MOVED 16384 h:1", currentHost: "x"))
+        XCTAssertNil(ClusterRedirect(errorMessage: "MOVED 12 h:port", currentHost: "x"))
+        XCTAssertNil(ClusterRedirect(errorMessage: "ERR MOVED 1 h:2", currentHost: "x"))
+    }
+
+    func testACommandFollowsRedirectsWithinItsLimits() {
+        var course = ClusterCommandCourse()
+        course.maxRedirects = 2
+        XCTAssertEqual(course.onAnswer(error: nil, currentHost: "a", random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "a", random: 0),
+                       .resendAfterMove(HashSlot(7)!, RedisNodeAddress(host: "b", port: 2)))
+        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 c:3"), currentHost: "b", random: 0), .resendAsking(RedisNodeAddress(host: "c", port: 3)))
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "c", random: 0), .complete,
+                       "past the limit the redirect goes to the caller as an error")
+        XCTAssertEqual(course.redirects, 2)
+        XCTAssertEqual(course.onAnswer(error: .server("NOSCRIPT no"), currentHost: "a", random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .disconnected, currentHost: "a", random: 0), .complete)
+    }
+
+    func testTryAgainAndClusterDownBackOffThenGiveUp() {
+        var course = ClusterCommandCourse()
+        course.maxRetries = 3
+        var delays: [Int64] = []
+        for _ in 0..<3 {
+            guard case .retryLater(let ms) = course.onAnswer(error: .server("CLUSTERDOWN The cluster is down"), currentHost: "a", random: 1)
+            else { return XCTFail("expected a retry") }
+            delays.append(ms)
+        }
+        XCTAssertEqual(delays, [20, 40, 80], "doubling from 20 ms (the top of each jitter range)")
+        XCTAssertEqual(course.onAnswer(error: .server("TRYAGAIN"), currentHost: "a", random: 0), .complete)
+    }
+}
