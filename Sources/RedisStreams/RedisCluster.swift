@@ -333,6 +333,11 @@ public final class RedisCluster {
         refreshAgain = false
     }
 
+    /// Gives `slot` to `node` in the map, as a stale map would (tests of `-MOVED`).
+    func testOnlyAssign(_ slot: HashSlot, to node: RedisNodeAddress) {
+        map.assign(slot.value...slot.value, to: node)
+    }
+
     private func closeIdleConnectionsOfFormerPrimaries() {
         let owners = Set(map.primaries)
         for (key, connection) in connections where !owners.contains(key.node)

@@ -1,0 +1,145 @@
+import EventLoop
+import TestSupport
+import XCTest
+@testable import RedisStreams
+
+/// `RedisCluster` against a real three-primary cluster (one per class, `LocalRedisCluster`):
+/// commands and scripts reach the owner of their slot, and a slot migrated by hand
+/// (`CLUSTER SETSLOT … MIGRATING/IMPORTING` + `MIGRATE`) while commands run is followed through
+/// its `-ASK` and `-MOVED` answers with every command answered once.
+final class RedisClusterTests: XCTestCase {
+    nonisolated(unsafe) private static var cluster: LocalRedisCluster?
+    nonisolated(unsafe) private static var startFailure: String?
+    private var loop: EventLoop!
+
+    override class func setUp() {
+        super.setUp()
+        do { cluster = try LocalRedisCluster.start(primaries: 3) } catch { startFailure = "\(error)" }
+    }
+
+    override class func tearDown() {
+        cluster?.stop()
+        cluster = nil
+        super.tearDown()
+    }
+
+    override func setUp() {
+        if let failure = Self.startFailure { XCTFail("cannot start the cluster: \(failure)") }
+        loop = EventLoop()
+    }
+
+    override func tearDown() {
+        loop.close()
+    }
+
+    private func client(seeds: [RedisNodeAddress]? = nil) throws -> RedisCluster {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let client = RedisCluster(loop: loop, config: .init(seeds: seeds ?? [cluster.seeds[0]],
+                                                            connection: .init(url: try RedisURL(parsing: "redis://127.0.0.1/0"),
+                                                                              clientName: "pushgw-test")))
+        client.start()
+        return client
+    }
+
+    private func call(_ client: RedisCluster, _ args: [String], key: String) -> Result<RedisReply, RedisError> {
+        var result: Result<RedisReply, RedisError>?
+        client.send(args, key: key) { result = $0 }
+        drive(loop, waitingFor: "the reply to \(args[0])", until: { result != nil })
+        return result ?? .failure(.disconnected)
+    }
+
+    func testCommandsAndScriptsReachTheOwnerOfTheirSlot() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let client = try client()
+        defer { client.close() }
+        let apps = (0..<30).map { "app-\($0)" }
+        for app in apps {
+            XCTAssertEqual(try call(client, ["SET", "pushgw:{\(app)}:probe", app], key: "pushgw:{\(app)}:probe").get(), .status("OK"))
+        }
+        XCTAssertEqual(client.map.coveredSlots, HashSlot.count)
+        XCTAssertEqual(Set(client.map.primaries.map(\.port)), Set(try cluster.primaries().map(\.port)))
+        var ownersUsed = Set<Int>()
+        for app in apps {
+            let slot = HashSlot(key: app)
+            let owner = try cluster.owner(of: slot)
+            ownersUsed.insert(owner.port)
+            XCTAssertEqual(try owner.cli(["GET", "pushgw:{\(app)}:probe"]), app + "\n", "\(app) is on the owner of slot \(slot)")
+        }
+        XCTAssertEqual(ownersUsed.count, 3, "thirty apps fall on all three primaries")
+        XCTAssertEqual(client.stats.moved + client.stats.asked, 0, "a fresh map sends every command straight to its owner")
+
+        let script = RedisScript("return redis.call('GET', KEYS[1]) .. ARGV[1]")
+        for app in apps.prefix(6) {
+            let key = "pushgw:{\(app)}:probe"
+            var result: Result<RedisReply, RedisError>?
+            script.run(on: client.channel(slot: HashSlot(key: key)), keys: [key], args: ["!"]) { result = $0 }
+            drive(loop, waitingFor: "the script's reply", until: { result != nil })
+            XCTAssertEqual(try result?.get().string, app + "!", "EVAL, then EVALSHA on a node that may not know it (NOSCRIPT → EVAL)")
+        }
+    }
+
+    func testAStaleMapIsCorrectedByMovedAnswers() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let client = try client(seeds: cluster.seeds)
+        defer { client.close() }
+        _ = call(client, ["PING"], key: "warm-up")
+        // Spoil the map as a stale one would be: every slot owned by one primary.
+        let wrong = try XCTUnwrap(client.map.primaries.first)
+        var spoiled = 0
+        for app in (0..<12).map({ "app-\($0)" }) where client.map.owner(of: HashSlot(key: app)) != wrong {
+            client.testOnlyAssign(HashSlot(key: app), to: wrong)
+            XCTAssertEqual(try call(client, ["SET", "pushgw:{\(app)}:moved", "1"], key: "pushgw:{\(app)}:moved").get(), .status("OK"))
+            spoiled += 1
+        }
+        XCTAssertGreaterThan(spoiled, 0)
+        XCTAssertEqual(client.stats.moved, spoiled, "each command on a wrong node was followed once to its owner")
+        drive(loop, waitingFor: "a refresh after the MOVED answers", until: { client.stats.refreshes >= 2 })
+    }
+
+    /// A slot migrated key by key while INCRs run on its keys: every INCR is answered once
+    /// (the counters' sum equals the INCRs sent), through `-ASK` during the migration and
+    /// `-MOVED` after it.
+    func testASlotMigratedWhileCommandsRun() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let client = try client()
+        defer { client.close() }
+        let tag = "migrating-app"
+        let slot = HashSlot(key: tag)
+        _ = call(client, ["PING"], key: tag)
+        let from = try cluster.owner(of: slot)
+        let to = try XCTUnwrap(try cluster.primaries().first { $0 !== from })
+        let keys = (0..<200).map { "pushgw:{\(tag)}:counter:\($0)" }
+        var sent = 0, answered = 0, failures: [RedisError] = []
+        func round(_ n: Int) {
+            let target = answered + n
+            for i in 0..<n {
+                let key = keys[(sent + i * 7) % keys.count]
+                client.send(["INCR", key], key: key) { result in
+                    answered += 1
+                    if case .failure(let error) = result { failures.append(error) }
+                }
+            }
+            sent += n
+            drive(loop, waitingFor: "a round of INCRs", until: { answered >= target })
+        }
+        round(400)
+        try cluster.beginMigration(of: slot, from: from, to: to)
+        while try cluster.migrateKeys(of: slot, from: from, to: to, count: 15) > 0 {
+            round(100)
+        }
+        round(200)
+        try cluster.finishMigration(of: slot, from: from, to: to)
+        round(300)
+
+        XCTAssertEqual(failures, [])
+        XCTAssertEqual(answered, sent)
+        var total = 0
+        for key in keys { total += Int(try to.cli(["GET", key]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
+        XCTAssertEqual(total, sent, "every INCR ran exactly once")
+        XCTAssertEqual(try from.cli(["CLUSTER", "COUNTKEYSINSLOT", String(slot.value)]), "0\n")
+        XCTAssertGreaterThan(client.stats.asked, 0, "keys already moved were asked for on the importing node")
+        XCTAssertGreaterThan(client.stats.moved, 0, "the finished migration answered MOVED")
+        XCTAssertEqual(client.map.owner(of: slot)?.port, to.port)
+        print("slot \(slot) migrated from :\(from.port) to :\(to.port) under \(sent) INCRs: followed \(client.stats.asked) ASK and \(client.stats.moved) MOVED redirects, \(client.stats.refreshes) map refreshes")
+    }
+}
