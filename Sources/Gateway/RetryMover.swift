@@ -13,6 +13,10 @@ public struct RetryMoverSettings: Sendable {
     public var moveBatch = 500
     /// How long to wait after a Redis error before the next look, ms.
     public var errorBackoffMs: Int64 = 200
+    /// How often the due index is repaired from the apps' schedules (`RetrySchedule.repairDueIndex`,
+    /// one read per app): it finds the retries of a process that died between a schedule step
+    /// and its index command. Also once at start.
+    public var repairEveryMs: Int64 = 300_000
 
     public init() {}
 }
@@ -20,6 +24,9 @@ public struct RetryMoverSettings: Sendable {
 /// The retry role: moves due retries from the durable schedule in Redis back to their
 /// app's calls stream, where any router resumes them. It decides nothing about routing and
 /// reads no event: it only watches time (`MoverPacing`) and runs `RetrySchedule`'s steps.
+///
+/// At start and every `repairEveryMs`, the due index is repaired from the configured apps'
+/// schedules first (RetrySchedule.swift: the index is a hint kept beside the schedule's steps).
 ///
 /// One look = one `ZRANGE` of the due index (each app's earliest due time); every app already
 /// due then gets one move step (a Lua script that XADDs and removes up to `moveBatch` retries
@@ -52,6 +59,10 @@ public final class RetryMover {
     private var timer: LoopTimer!
     private var running = false
     private var looking = false
+    /// Monotonic ms of the last repair of the due index; nil before the first.
+    private var lastRepairMs: Int64?
+    /// The configured apps, whose schedules the repair reads (set at start and on a reload).
+    public var apps: [AppKeys] = []
     public private(set) var stats = Stats()
     /// Called after each move step with the app id and the lateness (move time − due time, ms)
     /// of each retry it moved.
@@ -93,6 +104,20 @@ public final class RetryMover {
 
     private func look() {
         guard running, !looking else { return }
+        let nowMs = Clock.monotonicMs()
+        if !apps.isEmpty, lastRepairMs.map({ nowMs - $0 >= settings.repairEveryMs }) ?? true {
+            lastRepairMs = nowMs
+            looking = true
+            schedule.repairDueIndex(apps) { [unowned self] result in
+                if case let .failure(error) = result {
+                    self.stats.redisErrors += 1
+                    self.log.warn("repairing the retry due index failed", ["error": "\(error)"], limited: true)
+                }
+                self.looking = false
+                self.look()
+            }
+            return
+        }
         looking = true
         pacing.lookStarted()
         stats.looks += 1

@@ -152,8 +152,10 @@ final class Service {
             settings.clientName = "pushgw-retry"
             let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
             moverConnection = connection
-            mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
-                               log: log)
+            let retryMover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+                                        log: log)
+            retryMover.apps = apps.map(\.keys)
+            mover = retryMover
         } else {
             moverConnection = nil
             mover = nil
@@ -232,6 +234,7 @@ final class Service {
         let reopened = pools.apply(newConfig)
         let apps = AppRuntime.all(newConfig)
         store.updateApps(apps.map(\.keys))
+        mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
         admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))

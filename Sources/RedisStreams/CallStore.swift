@@ -106,6 +106,7 @@ public final class CallStore {
     private let retireScript = RedisScript(CallStoreLua.retire)
     private let claimOwnScript = RedisScript(CallStoreLua.claimOwn)
     private let lookupScript = RedisScript(CallStoreLua.lookupAndClaim)
+    private let takeOverScript = RedisScript(CallStoreLua.takeOverClaims)
     private let liveConsumersScript = RedisScript(CallStoreLua.liveConsumers)
     private let registryScript = RedisScript(CallStoreLua.registry)
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
@@ -378,7 +379,9 @@ public final class CallStore {
     /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
     /// round trip): taken when the call is neither done nor claimed, or claimed by a consumer
     /// whose lease lapsed, for `claimTTLMs`. Each such answer names the holder afterwards
-    /// (`EventLookup.claimHolder`; nil when the call is done).
+    /// (`EventLookup.claimHolder`; nil when the call is done). Another consumer's claim costs
+    /// two more round trips: its lease is read from the registry (in a slot of its own on a
+    /// cluster), and a lapsed one's claim is taken over in a second step on the app's keys.
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
                        completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
@@ -397,14 +400,13 @@ public final class CallStore {
         }
         let reads = command.count - (claims == 0 ? 1 : 0)
         if let claimAs, claims > 0 {
-            command.append(gatewayKeys.consumers)
             command.append(claimAs)
             command.append(String(claimTTLMs))
             for i in resultIndices { command.append(String(i)) }
         }
         let expected = reads + claims
-        let answer: (Result<RedisReply, RedisError>) -> Void = { result in
-            completion(result.flatMap { reply in
+        let parse: (Result<RedisReply, RedisError>) -> Result<[EventLookup], RedisError> = { result in
+            result.flatMap { reply in
                 guard let values = reply.array, values.count == expected else {
                     return .failure(.unexpectedReply("lookup \(reply)"))
                 }
@@ -424,12 +426,44 @@ public final class CallStore {
                     out.append(found)
                 }
                 return .success(out)
-            })
+            }
         }
-        if claims > 0 {
-            lookupScript.run(on: commands, keyCount: reads + 1, body: command, completion: answer)
+        if let claimAs, claims > 0 {
+            lookupScript.run(on: commands, keyCount: reads, body: command) { [self] result in
+                switch parse(result) {
+                case .success(let found):
+                    takeOverLapsedClaims(app, queries, found, claimAs: claimAs, claimTTLMs: claimTTLMs, completion: completion)
+                case .failure(let error):
+                    completion(.failure(error))
+                }
+            }
         } else {
-            commands.send(command: command, blockMs: 0, completion: answer)
+            commands.send(command: command, blockMs: 0) { completion(parse($0)) }
+        }
+    }
+
+    /// The claims of other consumers that `lookup` found: a live consumer's stays (its answer
+    /// names it); a lapsed one's (a dead or retired gateway's) is taken over if it is still
+    /// there, in one step on the app's keys.
+    private func takeOverLapsedClaims(_ app: AppKeys, _ queries: [LookupQuery], _ found: [EventLookup], claimAs: String,
+                                      claimTTLMs: Int64, completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
+        let foreign = found.indices.filter { found[$0].claimHolder.map { $0 != claimAs } ?? false }
+        guard !foreign.isEmpty else { return completion(.success(found)) }
+        liveConsumers { [self] result in
+            guard case .success(let live) = result else { return completion(result.map { _ in found }) }
+            let lapsed = foreign.compactMap { i in found[i].claimHolder.flatMap { live.contains($0) ? nil : (i, $0) } }
+            guard !lapsed.isEmpty else { return completion(.success(found)) }
+            takeOverScript.run(on: commands, keys: lapsed.map { app.result(queries[$0.0].eventId) },
+                               args: [claimAs, String(claimTTLMs)] + lapsed.map(\.1)) { result in
+                completion(result.flatMap { reply in
+                    guard let flags = reply.array, flags.count == lapsed.count else {
+                        return .failure(.unexpectedReply("take over claims \(reply)"))
+                    }
+                    var out = found
+                    for ((i, _), flag) in zip(lapsed, flags) where flag.integer == 1 { out[i].claimHolder = claimAs }
+                    return .success(out)
+                })
+            }
         }
     }
 

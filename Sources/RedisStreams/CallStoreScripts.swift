@@ -316,18 +316,19 @@ enum CallStoreLua {
         return out
         """
 
-    /// The router's lookup with in-flight claims, in one step: the values of the read keys (one
-    /// MGET), then, for each claiming query, the call's in-flight claim taken in its result key
-    /// (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result or another live
-    /// consumer's claim. A claim of a consumer whose lease lapsed (a dead or retired gateway's)
-    /// is taken over, and so is an invalid event's result, which claims nothing. Returns the
-    /// read values, followed by one holder per claiming query (false when the call is done).
-    /// KEYS: the read keys, the consumer registry (last).
+    /// The router's lookup with in-flight claims, in one step on the app's keys: the values of
+    /// the read keys (one MGET), then, for each claiming query, the call's in-flight claim taken
+    /// in its result key (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result
+    /// or another consumer's claim. An invalid event's result is taken over (it claims
+    /// nothing). Returns the read values, followed by one holder per claiming query (false when
+    /// the call is done): this consumer, or the other one whose claim is there (the caller
+    /// checks that one's lease in the registry, which is in another slot, and takes a lapsed
+    /// one's claim over with `takeOverClaims`).
+    /// KEYS: the read keys.
     /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
     static let lookupAndClaim = resultValues + """
-        local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - 1))
+        local out = redis.call('MGET', unpack(KEYS))
         local mine = 'in_flight:' .. ARGV[1]
-        local now
         for i = 3, #ARGV do
           local d = tonumber(ARGV[i])
           local value = out[d]
@@ -337,21 +338,27 @@ enum CallStoreLua {
             holder = ARGV[1]
           elseif isClaim(value) then
             holder = string.sub(value, 11)
-            if holder ~= ARGV[1] then
-              if not now then
-                local t = redis.call('TIME')
-                now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-              end
-              local lease = redis.call('ZSCORE', KEYS[#KEYS], holder)
-              if not (lease and tonumber(lease) > now) then
-                redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
-                holder = ARGV[1]
-              end
-            end
           end
           out[#out + 1] = holder
         end
         return out
+        """
+
+    /// Takes over the in-flight claims of consumers whose lease lapsed: each result key still
+    /// holding the named consumer's claim gets this consumer's, PX the claim TTL.
+    /// KEYS: result keys. ARGV: consumer, claim TTL ms, then per key the lapsed holder.
+    /// Returns per key 1 (taken over) or 0 (the claim changed meanwhile: a result, or another claim).
+    static let takeOverClaims = """
+        local taken = {}
+        for k = 1, #KEYS do
+          if redis.call('GET', KEYS[k]) == 'in_flight:' .. ARGV[2 + k] then
+            redis.call('SET', KEYS[k], 'in_flight:' .. ARGV[1], 'PX', ARGV[2])
+            taken[k] = 1
+          else
+            taken[k] = 0
+          end
+        end
+        return taken
         """
 
     /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.

@@ -115,7 +115,9 @@ public enum InFlightClaim {
     }
 }
 
-/// The keys shared by all apps of one prefix (not in any app's slot).
+/// The keys shared by all apps of one prefix (not in any app's slot). No script touches one of
+/// them beside an app's keys, and the registry's two keys share one slot, so every script runs
+/// on Redis Cluster.
 public struct GatewayKeys: Hashable, Sendable {
     /// The configurable prefix (`pushgw` by default).
     public let prefix: String
@@ -128,17 +130,17 @@ public struct GatewayKeys: Hashable, Sendable {
 
     /// Hash: consumer name → the instance id of the process holding its lease (a random id
     /// per process start), so a second live process under the same name is told apart from
-    /// a restart of the first.
-    public var consumerInstances: String { "\(prefix):consumer-instances" }
+    /// a restart of the first. Its hash tag is the name of `consumers`, whose slot it shares
+    /// (the registry's scripts touch both). Earlier versions kept it in
+    /// `PREFIX:consumer-instances`, which is no longer read: instance ids change at every
+    /// process start, so nothing of it needs to move (`DEL` it once).
+    public var consumerInstances: String { "\(prefix):consumer-instances{\(consumers)}" }
 
     /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
     /// app with nothing scheduled is absent. The retry mover looks at this one key instead of
-    /// every app's schedule, which keeps an idle mover at one command per look.
-    ///
-    /// Cross-slot: the schedule and move scripts write it beside one app's keys, so they need a
-    /// single Redis (or every key in one slot), as the consumer registry does. On Redis Cluster
-    /// the index update would move out of the scripts into a separate step plus a periodic
-    /// repair sweep over the apps' schedules.
+    /// every app's schedule, which keeps an idle mover at one command per look. A hint kept
+    /// beside the schedule's scripts, never inside them (RetrySchedule.swift says how it stays
+    /// right), so it needs no slot of an app.
     public var retryDue: String { "\(prefix):retry-due" }
 
     /// Stream, capped: one entry per operator action that changed dead letters (replay,

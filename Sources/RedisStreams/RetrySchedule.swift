@@ -6,8 +6,10 @@ import EventLoop
 ///
 /// Keys (all built in RedisStreams.swift): per app `retrySchedule` (ZSET retry id → due ms),
 /// `retryData` (HASH: the snapshot, raw event and call id of each retry), `retryByCall` (HASH
-/// call id → retry id), and one global due index `GatewayKeys.retryDue` (ZSET app → earliest
-/// due ms). Every change is one Lua script (RetryScripts.swift):
+/// call id → retry id), and one due index `GatewayKeys.retryDue` (ZSET app → earliest due ms)
+/// that spares an idle mover a look at every app. Every change of a retry is one Lua script on
+/// the app's keys only (RetryScripts.swift), so the schedule runs on Redis Cluster as on a
+/// single Redis:
 ///
 /// - `schedule`: the router's step when a call must wait. Puts the retry in the schedule and
 ///   acknowledges + deletes the calls entry in the same step, so the call is either pending in
@@ -21,6 +23,16 @@ import EventLoop
 ///   records + acknowledges the cancel event, all at once. The marker closes the races:
 ///   `schedule` refuses to schedule a cancelled call, and a retry that was moved before the
 ///   cancel is stopped when resumed (the router looks the marker up first).
+///
+/// The due index lives in a slot of its own, so it is kept by separate commands and is a hint
+/// that may only be early, never late for long:
+/// - after a `schedule` step, `ZADD LT` of the due time (sent once the step answered);
+/// - after a `moveDue` step, the app's score is set to what the step left (or the app removed),
+///   then the app's earliest due time is read again and added with `ZADD LT`. A retry scheduled
+///   meanwhile is either seen by that read or its own `ZADD LT` comes after the score was set;
+/// - a process that dies between a step and its index command leaves a retry the index does
+///   not show: `repairDueIndex` (the mover runs it at start and every few minutes) adds each
+///   app's earliest due time again. A score too early costs one empty move, which refreshes it.
 ///
 /// The retry id is the id of the calls entry the retry replaces: unique in the app's stream,
 /// and scheduled at most once, because `schedule` runs only while that entry is still pending
@@ -71,18 +83,22 @@ public final class RetrySchedule {
     // MARK: The router's side
 
     /// Schedules `retry` in place of the calls entry `retry.retryID`, which `consumer` holds
-    /// pending: one step (ZADD + HSET + due index + XACK + XDEL). `.cancelled` and
-    /// `.notOwned` write nothing.
+    /// pending: one step (ZADD + HSET + XACK + XDEL), then the due index (`ZADD LT`).
+    /// `.cancelled` and `.notOwned` write nothing.
     public func schedule(_ app: AppKeys, consumer: String, retry: ScheduledRetry,
                          completion: @escaping (Result<ScheduleOutcome, RedisError>) -> Void) {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
-                    gatewayKeys.retryDue, app.result(retry.callID)]
+                    app.result(retry.callID)]
         let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
-                                     .text(retry.callID), .bytes(retry.event), .text(retry.state), .text(app.app)]
-        scheduleScript.run(on: connection, keys: keys, arguments: args) { result in
+                                     .text(retry.callID), .bytes(retry.event), .text(retry.state)]
+        scheduleScript.run(on: connection, keys: keys, arguments: args) { [self] result in
+            if case .success(let reply) = result, reply.string == "scheduled" {
+                // Completes once the index shows it (an index command that fails is left to
+                // repairDueIndex): the mover then finds the retry at its next look.
+                return showInIndex(app, dueAtMs: retry.dueAtMs) { _ in completion(.success(.scheduled)) }
+            }
             completion(result.flatMap { reply in
                 switch reply.string {
-                case "scheduled": return .success(.scheduled)
                 case "cancelled": return .success(.cancelled)
                 case "not_owned": return .success(.notOwned)
                 default: return .failure(.unexpectedReply("schedule script \(reply)"))
@@ -155,12 +171,14 @@ public final class RetrySchedule {
         }
     }
 
-    /// Moves up to `limit` retries of `app` due at `nowMs` back to its calls stream (one step).
+    /// Moves up to `limit` retries of `app` due at `nowMs` back to its calls stream (one step),
+    /// then sets the app's due-index score to what is left (see the type's doc). Completes once
+    /// the index is done; an index command that fails is left to `repairDueIndex`.
     public func moveDue(_ app: AppKeys, nowMs: Int64, limit: Int, completion: @escaping (Result<MoveReport, RedisError>) -> Void) {
         precondition(limit > 0, "moveDue needs a positive limit")
-        let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, gatewayKeys.retryDue]
-        moveScript.run(on: connection, keys: keys, args: [String(nowMs), String(limit), app.app]) { result in
-            completion(result.flatMap { reply in
+        let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall]
+        moveScript.run(on: connection, keys: keys, args: [String(nowMs), String(limit)]) { [self] result in
+            let report = result.flatMap { reply -> Result<MoveReport, RedisError> in
                 guard let parts = reply.array, parts.count == 3, let moved = parts[0].array, let dropped = parts[2].array else {
                     return .failure(.unexpectedReply("move script \(reply)"))
                 }
@@ -169,7 +187,52 @@ public final class RetrySchedule {
                 let next = parts[1].string.flatMap(RetrySchedule.ms)
                 return .success(MoveReport(movedDueAtMs: dues, nextDueAtMs: next, dropped: dropped.compactMap(\.string),
                                            more: moved.count + dropped.count >= limit))
-            })
+            }
+            guard case .success(let moved) = report else { return completion(report) }
+            let set = moved.nextDueAtMs.map { ["ZADD", gatewayKeys.retryDue, String($0), app.app] }
+                ?? ["ZREM", gatewayKeys.retryDue, app.app]
+            connection.send(set) { [self] _ in
+                // Read the schedule again after setting the score: a retry scheduled since the
+                // move is seen here, or its own ZADD LT comes after the score was set.
+                repairDueIndex([app]) { _ in completion(report) }
+            }
+        }
+    }
+
+    /// Adds the due time `dueAtMs` of `app` to the due index unless an earlier one is there.
+    private func showInIndex(_ app: AppKeys, dueAtMs: Int64, completion: @escaping (Result<RedisReply, RedisError>) -> Void) {
+        connection.send(["ZADD", gatewayKeys.retryDue, "LT", String(dueAtMs), app.app], completion: completion)
+    }
+
+    /// Reads each app's earliest due time and adds it to the due index (`ZADD LT`): the retries
+    /// of a process that died between a step and its index command are found again. One read
+    /// per app, pipelined, plus one write per app with something scheduled; completes with how
+    /// many apps have retries, or the first error.
+    public func repairDueIndex(_ apps: [AppKeys], completion: @escaping (Result<Int, RedisError>) -> Void) {
+        guard !apps.isEmpty else { return completion(.success(0)) }
+        var remaining = apps.count
+        var scheduled = 0
+        var failure: RedisError?
+        func done(_ error: RedisError?) {
+            if let error, failure == nil { failure = error }
+            remaining -= 1
+            if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(scheduled)) }
+        }
+        for app in apps {
+            connection.send(["ZRANGE", app.retrySchedule, "0", "0", "WITHSCORES"]) { [self] result in
+                switch result {
+                case .failure(let error):
+                    done(error)
+                case .success(let reply):
+                    guard let items = reply.array, items.count == 2, let due = items[1].string.flatMap(RetrySchedule.ms) else {
+                        return done(reply.array == [] ? nil : .unexpectedReply("ZRANGE retry \(reply)"))
+                    }
+                    scheduled += 1
+                    showInIndex(app, dueAtMs: due) { added in
+                        if case .failure(let error) = added { done(error) } else { done(nil) }
+                    }
+                }
+            }
         }
     }
 

@@ -7,7 +7,11 @@
 // never inside one (an XADD before the ZREM and HDEL of the same retry). The commands used
 // cannot fail on keys of the right type, and every key here is pushgw's own.
 //
-// Lifecycle of one retry, all on the app's keys plus the due index:
+// Every script touches one app's keys only (one hash slot, so they run on Redis Cluster too);
+// the due index, shared by the apps, is kept beside them by separate commands
+// (RetrySchedule.swift says how it stays right).
+//
+// Lifecycle of one retry, all on the app's keys:
 //
 //     calls entry (pending) ──schedule──▶ retry ZSET + data ──move (due)──▶ new calls entry
 //                                               └──────cancel──────▶ removed, outcome `cancelled`
@@ -17,9 +21,8 @@ enum RetryLua {
     /// leaves the process; the retry takes the claim again when it comes back; a result there
     /// stays) and acknowledges the calls entry it replaces, if that entry is still pending for
     /// this consumer and the call is not cancelled.
-    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, due index, result key of the call.
-    /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event,
-    ///       state JSON, app id.
+    /// KEYS: calls, retry, data, byCall, cancelled marker of the call, result key of the call.
+    /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event, state JSON.
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
     /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
     /// another consumer, which carries on with it).
@@ -31,18 +34,16 @@ enum RetryLua {
         redis.call('HSET', KEYS[3], id .. ':state', ARGV[7], id .. ':event', ARGV[6], id .. ':call', ARGV[5])
         redis.call('ZADD', KEYS[2], ARGV[4], id)
         redis.call('HSET', KEYS[4], ARGV[5], id)
-        redis.call('ZADD', KEYS[6], 'LT', ARGV[4], ARGV[8])
-        local claim = redis.call('GET', KEYS[7])
-        if claim and isClaim(claim) then redis.call('DEL', KEYS[7]) end
+        local claim = redis.call('GET', KEYS[6])
+        if claim and isClaim(claim) then redis.call('DEL', KEYS[6]) end
         redis.call('XACK', KEYS[1], ARGV[1], id)
         redis.call('XDEL', KEYS[1], id)
         return 'scheduled'
         """
 
     /// Moves up to `limit` retries due at `now` back to the calls stream, oldest due first:
-    /// per retry XADD calls * event <raw> retry <state>, then ZREM + HDEL. Then sets the app's
-    /// due-index score to its earliest remaining due time, or removes the app when none is left.
-    /// KEYS: calls, retry, data, byCall, due index. ARGV: now ms, limit, app id.
+    /// per retry XADD calls * event <raw> retry <state>, then ZREM + HDEL.
+    /// KEYS: calls, retry, data, byCall. ARGV: now ms, limit.
     /// Returns {due times of the moved retries, earliest remaining due time or false,
     ///          ids dropped for missing data}.
     static let move = """
@@ -62,12 +63,7 @@ enum RetryLua {
           if v[3] and redis.call('HGET', KEYS[4], v[3]) == id then redis.call('HDEL', KEYS[4], v[3]) end
         end
         local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-        if #first == 0 then
-          redis.call('ZREM', KEYS[5], ARGV[3])
-          return {moved, false, dropped}
-        end
-        redis.call('ZADD', KEYS[5], first[2], ARGV[3])
-        return {moved, first[2], dropped}
+        return {moved, first[2] or false, dropped}
         """
 
     /// The retry last scheduled for a call, read only. KEYS: retry, data, byCall. ARGV: call id.
@@ -89,8 +85,8 @@ enum RetryLua {
     /// `duplicate` result if a cancel of the call was recorded already) and acknowledges the
     /// cancel entry. Result keys follow `CallStoreLua.resultRules`.
     ///
-    /// The due index is left alone (it is outside the app's slot): a score that pointed at a
-    /// removed retry costs the mover one empty move, which refreshes it.
+    /// The due index is left alone: a score that pointed at a removed retry costs the mover one
+    /// empty move, which refreshes it.
     /// KEYS: calls, results, result key of the cancel event, cancelled marker, retry, data,
     ///       byCall, result key of the call.
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,

@@ -94,6 +94,19 @@ final class RetryIntegrationTests: XCTestCase {
         store.close()
     }
 
+    func testARetryTheDueIndexLostIsFoundByTheMoversRepairAtStart() throws {
+        h = try RouterHarness(simulator: { $0.scenarios = [self.throttled: .tooMany] }, voipRetry: slowRetry, startMover: false)
+        h.call("lost-hint", voip: throttled, alert: "a1e7")
+        XCTAssertTrue(h.runUntil("the 429's retry to be scheduled") { self.h.runner.stats.retriesScheduled == 1 })
+        h.sim.simulator.setScenario(.ok, for: throttled)
+        // As if the process had died between its schedule step and the index command.
+        h.command("DEL", GatewayKeys().retryDue)
+        h.mover.start()
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(h.record("lost-hint")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.mover.stats.moved, 1, "moved once, after the repair put the app back in the index")
+    }
+
     func testACancelRemovesTheScheduledRetryAtOnceAndRecordsTheCallCancelled() throws {
         h = try RouterHarness(simulator: { $0.scenarios = [self.throttled: .tooMany] }, voipRetry: slowRetry)
         h.call("hang-up", voip: throttled, alert: "a1e7")

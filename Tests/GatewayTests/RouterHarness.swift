@@ -94,6 +94,7 @@ final class RouterHarness {
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
+        mover.apps = apps.map(\.keys)
         runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
         runner.onRetryScheduled = { [unowned self] due in self.mover.retryScheduled(dueAtMs: due) }
         producer.start()

@@ -6,8 +6,12 @@ import TestSupport
 
 /// The durable retry schedule's scripts against a real redis-server; what they write is read
 /// back with plain commands.
-final class RetryScheduleTests: XCTestCase {
+class RetryScheduleTests: XCTestCase {
     var server: RedisServer!
+    /// The one-node cluster `server` belongs to in the cluster variant.
+    var clusterNode: LocalRedisCluster?
+    /// Runs the tests on a one-node Redis Cluster, which refuses any script whose keys span slots.
+    class var onClusterNode: Bool { false }
     var loop: EventLoop!
     var store: CallStore!
     var schedule: RetrySchedule { store.retries }
@@ -16,7 +20,12 @@ final class RetryScheduleTests: XCTestCase {
     let due = GatewayKeys().retryDue
 
     override func setUpWithError() throws {
-        server = try RedisServer.start()
+        if Self.onClusterNode {
+            clusterNode = try LocalRedisCluster.start(primaries: 1)
+            server = clusterNode?.nodes[0]
+        } else {
+            server = try RedisServer.start()
+        }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
         store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)), apps: [acme, beta])
@@ -148,11 +157,34 @@ final class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(move(acme, now: 1_010)?.movedDueAtMs, [], "nothing is moved twice")
 
         XCTAssertEqual(move(acme, now: 9_000)?.movedDueAtMs, [9_000])
-        XCTAssertEqual(redis("EXISTS", acme.retrySchedule, acme.retryData, acme.retryByCall, due)?.integer, 0,
+        XCTAssertEqual(redis("EXISTS", acme.retrySchedule, acme.retryData, acme.retryByCall)?.integer, 0)
+        XCTAssertEqual(redis("EXISTS", due)?.integer, 0,
                        "an empty schedule leaves no keys and no index entry")
         XCTAssertEqual(entries(acme.calls).count, 3)
         let read = complete(loop) { store.readNew(apps: [acme], consumer: "c9", count: 10, blockMs: nil, completion: $0) }.value()
         XCTAssertEqual(read?[acme]?.count, 3, "moved entries are read by the consumer group like new calls")
+    }
+
+    func testTheDueIndexIsRepairedFromTheAppsSchedules() {
+        // A process that died between its schedule step and the index command leaves a retry
+        // the index does not show; the repair reads every app's earliest due time again.
+        schedule(acme, retry(pendingEntry(acme, "a1"), "a1", dueAtMs: 5_000))
+        schedule(acme, retry(pendingEntry(acme, "a2"), "a2", dueAtMs: 4_000))
+        redis("DEL", due)
+        XCTAssertEqual(complete(loop) { schedule.repairDueIndex([acme, beta], completion: $0) }.value(), 1, "one app has retries")
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "4000"])
+        redis("ZADD", due, "3000", "acme")
+        XCTAssertEqual(complete(loop) { schedule.repairDueIndex([acme], completion: $0) }.value(), 1)
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "3000"], "an earlier score stays (ZADD LT)")
+        XCTAssertEqual(move(acme, now: 3_500)?.movedDueAtMs, [], "which costs one empty move")
+        XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "4000"], "that refreshes it")
+    }
+
+    func testTheRegistrysKeysShareOneSlot() {
+        let keys = GatewayKeys(prefix: "voicegw")
+        XCTAssertEqual(HashSlot(key: keys.consumers), HashSlot(key: keys.consumerInstances), "its scripts touch both")
+        XCTAssertEqual(keys.consumers, "voicegw:consumers", "the name earlier versions read and wrote")
+        XCTAssertTrue(keys.consumerInstances.hasPrefix("voicegw:"), "under the prefix, as ACL key patterns expect")
     }
 
     func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() {
@@ -222,5 +254,26 @@ final class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(report?.removed, [])
         XCTAssertNil(redis("GET", acme.result("call-1"))?.string, "the call's outcome is left to its resumed router")
         XCTAssertEqual(redis("EXISTS", acme.cancelled("call-1"))?.integer, 1)
+    }
+}
+
+/// `RetryScheduleTests` on a one-node Redis Cluster: every script and command touches one slot (no `CROSSSLOT`).
+final class RetryScheduleOnClusterNodeTests: RetryScheduleTests {
+    override class var onClusterNode: Bool { true }
+
+    override func testSchedulingAcknowledgesTheEntryAndKeepsTheRetryWithItsStateAndDueTime() { super.testSchedulingAcknowledgesTheEntryAndKeepsTheRetryWithItsStateAndDueTime() }
+    override func testOnlyTheConsumerHoldingTheEntryCanScheduleItAndOnlyOnce() { super.testOnlyTheConsumerHoldingTheEntryCanScheduleItAndOnlyOnce() }
+    override func testACancelledCallIsNotScheduled() { super.testACancelledCallIsNotScheduled() }
+    override func testTheDueIndexHoldsEachAppsEarliestDueTime() { super.testTheDueIndexHoldsEachAppsEarliestDueTime() }
+    override func testMovingPutsDueRetriesBackWithTheirStateAndKeepsTheRest() { super.testMovingPutsDueRetriesBackWithTheirStateAndKeepsTheRest() }
+    override func testTheDueIndexIsRepairedFromTheAppsSchedules() { super.testTheDueIndexIsRepairedFromTheAppsSchedules() }
+    override func testTheRegistrysKeysShareOneSlot() { super.testTheRegistrysKeysShareOneSlot() }
+    override func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() { super.testAMoveIsBoundedByItsLimitAndSaysThereIsMore() }
+    override func testARetryWhoseDataIsMissingIsDroppedAndReported() { super.testARetryWhoseDataIsMissingIsDroppedAndReported() }
+    override func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() { super.testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() }
+    override func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() { super.testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() }
+
+    func testEveryTestRunsOnTheClusterNode() throws {
+        XCTAssertEqual(try testsMissingFromVariants(of: "RetryScheduleTests", ["RetryScheduleOnClusterNodeTests"], in: "Tests/RedisStreamsTests/RetryScheduleTests.swift"), [])
     }
 }

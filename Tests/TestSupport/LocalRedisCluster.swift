@@ -20,10 +20,13 @@ public final class LocalRedisCluster: @unchecked Sendable {
     }
 
     /// Starts and joins the cluster. `nodeTimeoutMs` is how long a silent node takes to be
-    /// declared failed (its replica is then promoted).
+    /// declared failed (its replica is then promoted). One primary alone owns every slot: a
+    /// cluster node that refuses a command or script whose keys are in two slots (`CROSSSLOT`)
+    /// and never redirects, so a single-connection test runs on it as on a plain Redis.
     public static func start(primaries: Int = 3, replicasPerPrimary: Int = 0, nodeTimeoutMs: Int = 1_000,
                              deadlineMs: Int64 = 60_000) throws -> LocalRedisCluster {
-        precondition(primaries >= 3, "redis-cli --cluster create needs three primaries")
+        precondition(primaries == 1 && replicasPerPrimary == 0 || primaries >= 3,
+                     "one primary alone, or three and more (redis-cli --cluster create needs three)")
         var nodes: [RedisServer] = []
         do {
             for _ in 0..<(primaries * (1 + replicasPerPrimary)) {
@@ -36,6 +39,11 @@ public final class LocalRedisCluster: @unchecked Sendable {
                     "--cluster-replica-validity-factor", "0"]))
             }
             let cluster = LocalRedisCluster(nodes: nodes)
+            if primaries == 1 {
+                _ = try nodes[0].cli(["CLUSTER", "ADDSLOTSRANGE", "0", String(HashSlot.count - 1)])
+                try cluster.waitUntilHealthy(deadlineMs: deadlineMs)
+                return cluster
+            }
             let (status, out, err) = try runCommand("redis-cli", ["--cluster", "create"] + cluster.seeds.map(\.description)
                                                     + ["--cluster-replicas", String(replicasPerPrimary), "--cluster-yes"])
             guard status == 0 else { throw TestSupportError("redis-cli --cluster create failed: \(out) \(err)") }
