@@ -1,7 +1,10 @@
 import APNsSimulator
 import EventLoop
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import TestSupport
 import XCTest
 

@@ -1,4 +1,7 @@
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import XCTest
 
 /// Who may see what on the admin endpoint, and `/readyz`'s verdict: the pure rules, no sockets.
@@ -106,10 +109,10 @@ final class AdminRoutesTests: XCTestCase {
     }
 
     func testLoopbackHostsAreRecognised() {
-        XCTAssertTrue(GatewayAdmin.isLoopback("127.0.0.1"))
-        XCTAssertTrue(GatewayAdmin.isLoopback("::1"))
-        XCTAssertTrue(GatewayAdmin.isLoopback("localhost"))
-        XCTAssertFalse(GatewayAdmin.isLoopback("0.0.0.0"))
-        XCTAssertFalse(GatewayAdmin.isLoopback("10.0.0.5"))
+        XCTAssertTrue(Endpoint.isLoopback("127.0.0.1"))
+        XCTAssertTrue(Endpoint.isLoopback("::1"))
+        XCTAssertTrue(Endpoint.isLoopback("localhost"))
+        XCTAssertFalse(Endpoint.isLoopback("0.0.0.0"))
+        XCTAssertFalse(Endpoint.isLoopback("10.0.0.5"))
     }
 }

@@ -1,6 +1,9 @@
 @testable import APNs
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import XCTest
 
 /// A pool that cannot reach APNs shows in `/readyz` (one problem per pool) and in its metrics

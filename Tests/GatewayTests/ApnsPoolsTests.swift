@@ -1,6 +1,9 @@
 import APNs
 import EventLoop
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import TestSupport
 import XCTest
 

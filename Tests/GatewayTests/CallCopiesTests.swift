@@ -1,6 +1,9 @@
 import EventLoop
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import RedisStreams
 import Routing
 import TestSupport

@@ -2,7 +2,10 @@ import APNs
 import Foundation
 import TestSupport
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 final class CommandLineTests: XCTestCase {
     var fixture: ConfigFixture!

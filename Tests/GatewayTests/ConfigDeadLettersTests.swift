@@ -1,7 +1,10 @@
 import DeadLetters
 import Foundation
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 /// `apps.APP.dead_letters`: the retention of each app's dead-letter stream.
 final class ConfigDeadLettersTests: XCTestCase {

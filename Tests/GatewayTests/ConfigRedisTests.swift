@@ -2,7 +2,10 @@ import Foundation
 import RedisStreams
 import TestSupport
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 /// `redis.url` with `rediss://`, `redis.tls` and `redis.sentinel`: read into the config, and
 /// every problem named with its JSON path and fix, the files checked as OpenSSL will use them.

@@ -4,7 +4,10 @@ import APNs
 import Foundation
 import TestSupport
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 final class ConfigTests: XCTestCase {
     var fixture: ConfigFixture!

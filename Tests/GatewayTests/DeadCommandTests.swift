@@ -2,7 +2,10 @@ import DeadLetters
 import Foundation
 import TestSupport
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 /// `pushgw dead` without Redis: help texts, usage errors (one line, exit 2, before the config
 /// is read), the time arguments.

@@ -1,7 +1,10 @@
 import Foundation
 import TestSupport
 import XCTest
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 
 /// A temporary directory holding a config and its key files, removed by `cleanUp()`.
 final class ConfigFixture {

@@ -1,5 +1,8 @@
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import RedisStreams
 import TestSupport
 import XCTest

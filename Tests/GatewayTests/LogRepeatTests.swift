@@ -1,5 +1,8 @@
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import XCTest
 
 /// Lines that repeat in a loop are bounded: the same limited message about the same subject is

@@ -1,5 +1,8 @@
 @testable import APNs
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 @testable import RedisStreams
 import Routing
 import TestSupport

@@ -2,7 +2,10 @@ import APNs
 import APNsSimulator
 import EventLoop
 import Foundation
-@testable import Gateway
+@testable import AdminEndpoint
+@testable import GatewayConfiguration
+@testable import GatewayRoles
+@testable import PushgwCommands
 import RedisStreams
 import Retry
 import Routing

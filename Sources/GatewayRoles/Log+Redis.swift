@@ -5,7 +5,7 @@ extension Log {
     /// attempts (warn; a failure with the same reason as the one before is not repeated, so a
     /// Redis that stays down costs a line per change, not one per backoff). Reasons are
     /// redacted by `RedisConnection`.
-    func follow(_ connection: RedisConnection, name: String) {
+    package func follow(_ connection: RedisConnection, name: String) {
         var lastFailure: String?
         let target = connection.config.redactedTarget
         connection.onEvent = { [unowned self] event in

@@ -1,5 +1,7 @@
 import CLibEvent
 import EventLoop
+import GatewayConfiguration
+import GatewayRoles
 import Glibc
 
 /// The admin endpoint's HTTP server: libevent's evhttp on the process's one loop

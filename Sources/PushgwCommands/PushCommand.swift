@@ -1,6 +1,7 @@
 import APNs
 import EventLoop
 import Foundation
+import GatewayConfiguration
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
 /// with which credential to send it. What `pushgw push` hands to the APNs client.

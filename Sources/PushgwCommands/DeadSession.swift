@@ -1,6 +1,7 @@
 import DeadLetters
 import EventLoop
 import Foundation
+import GatewayConfiguration
 import RedisStreams
 
 /// Why a `pushgw dead` verb stops, and its exit status.

@@ -1,6 +1,7 @@
 import APNs
 import EventLoop
 import Foundation
+import GatewayConfiguration
 
 extension Credential {
     /// How an `ApnsClient` proves itself with this credential: a provider-token source for a

@@ -1,5 +1,7 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
+import GatewayRoles
 import OperatorsConsole
 import RedisStreams
 
@@ -51,7 +53,7 @@ public final class GatewayConsole {
     public func start() { connection.start() }
 
     /// The apps of a reloaded config (their dead-letter policies).
-    func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
+    package func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
 
     public func close() {
         console.close()

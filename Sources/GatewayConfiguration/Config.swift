@@ -125,6 +125,11 @@ public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// 127.0.0.0/8, ::1 and localhost: an admin endpoint listening elsewhere is warned about.
+    package static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
 }
 
 /// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.

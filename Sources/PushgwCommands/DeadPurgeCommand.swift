@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 import VisibleText
 
 /// `pushgw dead purge`: deletes dead letters, after confirmation.

@@ -99,7 +99,7 @@ struct ConfigParser {
                                            example: "secrets/admin-token")
         config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
                                                    example: "secrets/console-readonly-token")
-        if let endpoint = Endpoint(parsing: config.listen), !GatewayAdmin.isLoopback(endpoint.host) {
+        if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
             let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
             reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
                            + (config.tokenFile == nil ? ", and without admin.token_file nothing asks who it is" : ""),

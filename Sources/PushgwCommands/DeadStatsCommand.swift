@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 
 /// `pushgw dead stats`: how many dead letters each app has, why, how old the oldest is, and
 /// what retention is about to remove.

@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 import VisibleText
 
 /// `pushgw dead show ID`: one dead letter's whole history, for a person or a script.

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfiguration
 import VisibleText
 
 /// The `pushgw` executable: dispatches `args` (without the program name) to a verb and
@@ -23,7 +24,7 @@ func pushgwMain(_ args: [String], context: CommandContext) -> Int32 {
         return HelpCommand.run(verb == "help" ? rest : [], context: context)
     default:
         guard let command = commands.first(where: { $0.name == verb }) else {
-            let near = ConfigReader.nearest(verb, among: commands.map(\.name)).map { "; did you mean \"\($0)\"?" } ?? ""
+            let near = DidYouMean.nearest(verb, among: commands.map(\.name)).map { "; did you mean \"\($0)\"?" } ?? ""
             return context.usage(UsageError("unknown verb \"\(verb)\"\(near)"))
         }
         return command.run(rest, context)

@@ -1,5 +1,6 @@
 import APNs
 import EventLoop
+import GatewayConfiguration
 
 /// The APNs connection pools of a running gateway: one `ApnsClient` per (credential,
 /// environment), shared by every app of that credential, created when first needed.

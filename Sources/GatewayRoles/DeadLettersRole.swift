@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 import RedisStreams
 
 /// The `deadletters` role of `pushgw run` (docs/architecture.md): dead-letter retention for

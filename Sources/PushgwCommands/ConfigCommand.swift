@@ -1,3 +1,5 @@
+import GatewayConfiguration
+
 /// `pushgw config check [--config F | F] [--json]`: validates a config file and prints every
 /// problem, one per line, with its JSON path and fix.
 enum ConfigCommand: Command {

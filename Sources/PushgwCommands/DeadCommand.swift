@@ -1,5 +1,6 @@
 import DeadLetters
 import Foundation
+import GatewayConfiguration
 
 /// `pushgw dead`: the operators' dead-letter tools (README.md, "Operators"). One file per verb
 /// (`DeadListCommand`, `DeadShowCommand`, `DeadReplayCommand`, `DeadPurgeCommand`,
@@ -47,7 +48,7 @@ enum DeadCommand: Command {
             return 0
         }
         guard let verb = verbs.first(where: { $0.name == sub }) else {
-            let near = ConfigReader.nearest(sub, among: verbs.map(\.name)).map { "; did you mean \"\($0)\"?" } ?? ""
+            let near = DidYouMean.nearest(sub, among: verbs.map(\.name)).map { "; did you mean \"\($0)\"?" } ?? ""
             return context.usage(UsageError("unknown dead verb \"\(sub)\"\(near) (known: \(verbs.map(\.name).joined(separator: ", ")))",
                                             verb: name))
         }

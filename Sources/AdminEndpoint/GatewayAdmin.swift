@@ -1,6 +1,8 @@
 import APNs
 import EventLoop
 import Foundation
+import GatewayConfiguration
+import GatewayRoles
 import OperatorsConsole
 import RedisStreams
 
@@ -125,7 +127,7 @@ public final class GatewayAdmin {
             return
         }
         self.endpoint = endpoint
-        if !GatewayAdmin.isLoopback(endpoint.host) {
+        if !Endpoint.isLoopback(endpoint.host) {
             log.warn("admin endpoint listens beyond loopback: protect /metrics and /readyz with a firewall",
                      ["listen": endpoint.description])
         }
@@ -253,11 +255,6 @@ public final class GatewayAdmin {
         object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
-    }
-
-    /// 127.0.0.0/8, ::1 and localhost.
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }
 

@@ -1,4 +1,5 @@
-import DeadLetters
+import GatewayConfiguration
+
 /// The parsed command line of one verb: `--flag`s, `--option VALUE` (or `--option=VALUE`)
 /// and positional arguments. `--` ends the options.
 struct Arguments: Equatable {
@@ -52,22 +53,10 @@ struct Arguments: Equatable {
                     i += 1
                 }
             } else {
-                let near = ConfigReader.nearest(name, among: flags + options).map { "; did you mean \($0)?" } ?? ""
+                let near = DidYouMean.nearest(name, among: flags + options).map { "; did you mean \($0)?" } ?? ""
                 throw UsageError("unknown option \(name)\(near)", verb: verb)
             }
         }
         return .arguments(parsed)
     }
-}
-
-/// JSON text for hand-built output lines, whose key order is part of the format.
-enum JSONText {
-    /// `s` as a JSON string literal, quotes included.
-    static func string(_ s: String) -> String { DeadLetters.JSONValue.string(s).text }
-
-    /// `s` as a JSON string, or `null`.
-    static func string(_ s: String?) -> String { s.map { string($0) } ?? "null" }
-
-    /// `n` as a JSON number, or `null`.
-    static func number<N: BinaryInteger>(_ n: N?) -> String { n.map { "\($0)" } ?? "null" }
 }

@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 
 /// `pushgw dead list`: the newest dead letters, filtered, as a table or JSON lines.
 enum DeadListCommand: Command {

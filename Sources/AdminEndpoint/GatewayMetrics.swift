@@ -1,4 +1,5 @@
 import APNs
+import GatewayRoles
 import RedisStreams
 import Routing
 

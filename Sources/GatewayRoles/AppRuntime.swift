@@ -1,4 +1,5 @@
 import APNs
+import GatewayConfiguration
 import RedisStreams
 import Routing
 

@@ -1,5 +1,6 @@
 import DeadLetters
 import EventLoop
+import GatewayConfiguration
 import VisibleText
 
 /// `pushgw dead replay`: puts dead letters back on their app's calls stream, paced, marked as
