@@ -54,7 +54,26 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["GatewayConfiguration", "GatewayRoles", "AdminEndpoint", "PushgwCommands", "TestSupport", "Retry", "RedisStreams", "Routing", "APNs", "APNsSimulator", "EventLoop", "DeadLetters", "VisibleText"]),
+        // Harnesses the Gateway modules' tests share: a config directory with keys, Redis per
+        // deployment, the router on real parts. Only package API: no @testable here.
+        .target(name: "GatewayTestSupport", dependencies: ["GatewayConfiguration", "GatewayRoles", "TestSupport", "APNs", "APNsSimulator",
+                                                           "EventLoop", "RedisStreams", "Retry", "Routing"],
+                path: "Tests/GatewayTestSupport"),
+        .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+                                                                      "APNs", "DeadLetters", "RedisStreams", "Retry", "Routing"]),
+        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+                                                              "APNs", "APNsSimulator", "EventLoop", "RedisStreams", "Retry", "Routing"]),
+        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
+                                                               "TestSupport", "APNs", "APNsSimulator", "EventLoop", "RedisStreams",
+                                                               "Routing"]),
+        .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
+                                                                "GatewayTestSupport", "TestSupport", "APNs", "APNsSimulator",
+                                                                "DeadLetters", "EventLoop", "RedisStreams", "Retry", "Routing",
+                                                                "VisibleText"]),
+        // Tests that start the `pushgw` binary (beside the test bundle) and talk to it as
+        // operators and producers do.
+        .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
+        .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
