@@ -1,3 +1,10 @@
+// AdminEndpoint: observability and operators' access of a running gateway: the metrics
+// (GatewayMetrics over the registry of Metrics.swift), the gateway snapshot, the HTTP admin
+// server (AdminServer on evhttp) with its routes and access rules, the Redis probe behind
+// /readyz, and the wiring of the operators' console (GatewayConsole).
+// Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
+// Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
+// at scrape time and is told about events; the command line wires it into a process.
 import APNs
 import EventLoop
 import Foundation

@@ -1,4 +1,4 @@
-// Gateway: the Prometheus metrics registry. Pure values and text: no sockets, no clock, no locks.
+// The Prometheus metrics registry. Pure values and text: no sockets, no clock, no locks.
 
 /// The metrics of one process, rendered as Prometheus text format 0.0.4.
 ///

@@ -1,5 +1,11 @@
-// Gateway: configuration, process roles, the CLI. Holds no business rules: it reads what the
-// operator wrote, checks it, and hands typed values to the modules that act on them.
+// GatewayConfiguration: the config file of config/README.md read, checked and typed: the
+// config values (here), the parser and its typed JSON reader, file checks, key-file
+// inspection, environment overrides, JSON paths, the problems with their fixes, and the
+// did-you-mean suggestion the command line shares.
+// Owns: what the operator wrote and whether it is usable. Holds no business rules: it hands
+// typed values to the modules that act on them.
+// Must not: run a loop, open a connection or log (it is a leaf below the roles, the admin
+// endpoint and the command line); OpenSSL (TLSContext) is used only to check that files load.
 import Routing
 import Retry
 import APNs

@@ -1,3 +1,9 @@
+// PushgwCommands: the `pushgw` command line: argument parsing, one file per verb (its help
+// text, its checks, its exit status), the dead-letter tools' session and output, and the one
+// place that wires a process together (GatewayProcess, for `pushgw run`).
+// Owns: what a person types and reads. Depends on every module below it and is the only one
+// that does; `Sources/pushgw/main.swift` only calls `pushgwMain`.
+// Must not: hold business rules or logic another module needs (it is the top of the chain).
 import Foundation
 import GatewayConfiguration
 import VisibleText

@@ -5,16 +5,6 @@ import GatewayRoles
 import Glibc
 import RedisStreams
 
-/// A module `pushgw run --role` can run (docs/architecture.md).
-enum ServiceRole: String, CaseIterable, Sendable {
-    /// Reads the apps' calls streams and routes each event (`RoutingRunner`).
-    case router
-    /// Moves due retries from the durable schedule back to the calls streams (`RetryMover`).
-    case retry
-    /// Dead-letter maintenance: retention by count and age (`DeadLettersRole`).
-    case deadletters
-}
-
 /// The running service, and the one place that wires a pushgw process together: it owns the
 /// loop and every long-lived object (the store, the APNs pools, the roles, the admin
 /// endpoint), connects them to each other, keeps them out of top-level code (C callbacks
