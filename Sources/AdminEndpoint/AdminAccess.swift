@@ -5,19 +5,19 @@ import Foundation
 /// A secret: it never prints. `description`, `debugDescription` and reflection show
 /// `<redacted>`, so interpolating it into a log line or an error cannot leak it; the bytes
 /// are reachable only by `matches(authorization:)`.
-public struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable, Sendable {
+package struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable, Sendable {
     private let bytes: [UInt8]
 
     /// A token from its text; surrounding white space (a file's final newline) is dropped.
     /// Nil when nothing is left.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty else { return nil }
         bytes = Array(trimmed.utf8)
     }
 
     /// Reads the token file. The error names the file and the problem, never its content.
-    public static func load(file: String) throws(AdminTokenError) -> AdminToken {
+    package static func load(file: String) throws(AdminTokenError) -> AdminToken {
         guard let data = FileManager.default.contents(atPath: file) else { throw AdminTokenError(file: file, problem: "cannot be read") }
         guard let text = String(data: data, encoding: .utf8) else { throw AdminTokenError(file: file, problem: "is not UTF-8 text") }
         guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
@@ -26,14 +26,14 @@ public struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible,
 
     /// Whether `presented` (a token typed into the console's sign-in form) is this token, in
     /// the same constant time as `matches(authorization:)`.
-    public func matches(presented: String) -> Bool {
+    package func matches(presented: String) -> Bool {
         AdminToken.constantTimeEqual(Array(presented.trimmingCharacters(in: .whitespacesAndNewlines).utf8)[...], bytes)
     }
 
     /// Whether an `Authorization` header value is `Bearer <this token>` (scheme case-insensitive,
     /// RFC 6750). The comparison takes the same time wherever the first difference is, and
     /// depends on the length of the stored token only, so timing reveals nothing of it.
-    public func matches(authorization: String?) -> Bool {
+    package func matches(authorization: String?) -> Bool {
         guard let authorization else { return false }
         let header = Array(authorization.utf8)
         let scheme = Array("bearer".utf8)
@@ -55,16 +55,16 @@ public struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible,
         return difference == 0
     }
 
-    public var description: String { "<redacted>" }
-    public var debugDescription: String { "<redacted>" }
-    public var customMirror: Mirror { Mirror(self, children: []) }
+    package var description: String { "<redacted>" }
+    package var debugDescription: String { "<redacted>" }
+    package var customMirror: Mirror { Mirror(self, children: []) }
 }
 
 /// `admin.token_file` could not give a token.
-public struct AdminTokenError: Error, Equatable, CustomStringConvertible {
-    public let file: String
-    public let problem: String
-    public var description: String { "admin.token_file \(file) \(problem)" }
+package struct AdminTokenError: Error, Equatable, CustomStringConvertible {
+    package let file: String
+    package let problem: String
+    package var description: String { "admin.token_file \(file) \(problem)" }
 }
 
 /// Who may see what on the admin endpoint: the pure decision behind every request.
@@ -72,7 +72,7 @@ public struct AdminTokenError: Error, Equatable, CustomStringConvertible {
 /// `/metrics`, `/healthz` and `/readyz` are open (the endpoint listens on loopback by default;
 /// a scraper or a probe has no token). Everything else is the admin API and needs
 /// `Authorization: Bearer <token>`; without a configured token file it is closed.
-public enum AdminAccess: Equatable, Sendable {
+package enum AdminAccess: Equatable, Sendable {
     /// One of the three open paths.
     case open
     /// The right bearer token: route the request (an unknown path is then a 404).
@@ -83,9 +83,9 @@ public enum AdminAccess: Equatable, Sendable {
     case closed
 
     /// The paths anyone may read.
-    public static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
+    package static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
 
-    public static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
+    package static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
         if openPaths.contains(path) { return .open }
         guard let token else { return .closed }
         return token.matches(authorization: authorization) ? .granted : .unauthorized
@@ -93,27 +93,27 @@ public enum AdminAccess: Equatable, Sendable {
 }
 
 /// Whether this process should receive work, and if not, why (`/readyz`).
-public struct Readiness: Equatable, Sendable {
+package struct Readiness: Equatable, Sendable {
     /// One reason not to be ready.
-    public struct Problem: Equatable, Sendable {
+    package struct Problem: Equatable, Sendable {
         /// `redis`, `app`, `apns` or `draining`.
-        public var check: String
+        package var check: String
         /// The app concerned (`app` problems only).
-        public var app: String?
-        public var detail: String
+        package var app: String?
+        package var detail: String
         /// The APNs pool concerned (`apns` problems only).
-        public var credential: String? = nil
-        public var environment: String? = nil
+        package var credential: String? = nil
+        package var environment: String? = nil
     }
 
     /// An APNs pool that cannot connect: since how long (ms) and why.
-    public struct UnreachablePool: Equatable, Sendable {
-        public var credential: String
-        public var environment: String
-        public var forMs: Int64
-        public var reason: String?
+    package struct UnreachablePool: Equatable, Sendable {
+        package var credential: String
+        package var environment: String
+        package var forMs: Int64
+        package var reason: String?
 
-        public init(credential: String, environment: String, forMs: Int64, reason: String?) {
+        package init(credential: String, environment: String, forMs: Int64, reason: String?) {
             self.credential = credential
             self.environment = environment
             self.forMs = forMs
@@ -121,8 +121,8 @@ public struct Readiness: Equatable, Sendable {
         }
     }
 
-    public var problems: [Problem]
-    public var isReady: Bool { problems.isEmpty }
+    package var problems: [Problem]
+    package var isReady: Bool { problems.isEmpty }
 
     /// Ready when Redis answered a PING at most `maxPingAgeMs` ago, no app is marked unhealthy
     /// by APNs credential or config errors, and the process is not draining.
@@ -132,7 +132,7 @@ public struct Readiness: Equatable, Sendable {
     ///   - lastPingError: the last PING's failure, for the detail.
     ///   - unhealthyApps: app id → reason (`RoutingRunner.unhealthyApps`).
     ///   - unreachablePools: APNs pools whose connects fail, one problem each.
-    public static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
+    package static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
                                 unhealthyApps: [String: String], draining: Bool,
                                 unreachablePools: [UnreachablePool] = []) -> Readiness {
         var problems: [Problem] = []
@@ -158,7 +158,7 @@ public struct Readiness: Equatable, Sendable {
     }
 
     /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"app":…,"detail":…},…]}`.
-    public func json() -> String {
+    package func json() -> String {
         var object: [String: Any] = ["ready": isReady]
         if !isReady {
             object["problems"] = problems.map { p -> [String: Any] in

@@ -2,26 +2,26 @@ import Foundation
 import OperatorsConsole
 
 /// One request to the admin endpoint, as much of it as the routes need.
-public struct AdminRequest: Equatable, Sendable {
+package struct AdminRequest: Equatable, Sendable {
     /// `GET`, `HEAD`, `POST`, …
-    public var method: String
+    package var method: String
     /// The path without query, as sent (not percent-decoded: only exact paths match).
-    public var path: String
+    package var path: String
     /// The `Authorization` header; nil when absent.
-    public var authorization: String?
+    package var authorization: String?
     /// The query after `?`, undecoded; empty when absent.
-    public var query: String
+    package var query: String
     /// The headers of `consoleHeaderNames` that came, by lower-case name.
-    public var headers: [String: String]
+    package var headers: [String: String]
     /// The body (the console's forms).
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// `address:port` of the client.
-    public var peer: String?
+    package var peer: String?
 
     /// The headers the server copies for the operators' console.
-    public static let consoleHeaderNames = ConsoleRequest.headerNames
+    package static let consoleHeaderNames = ConsoleRequest.headerNames
 
-    public init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
+    package init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
                 body: [UInt8] = [], peer: String? = nil) {
         self.method = method
         self.path = path
@@ -34,14 +34,14 @@ public struct AdminRequest: Equatable, Sendable {
 }
 
 /// The answer to an `AdminRequest`.
-public struct AdminResponse: Equatable, Sendable {
-    public var status: Int
-    public var contentType: String
-    public var body: [UInt8]
+package struct AdminResponse: Equatable, Sendable {
+    package var status: Int
+    package var contentType: String
+    package var body: [UInt8]
     /// Extra headers (`WWW-Authenticate`, `Allow`).
-    public var headers: [String: String]
+    package var headers: [String: String]
 
-    public init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
+    package init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
         self.status = status
         self.contentType = contentType
         self.body = Array(body.utf8)
@@ -49,14 +49,14 @@ public struct AdminResponse: Equatable, Sendable {
     }
 
     /// A JSON body `{"error": message}`.
-    public static func error(_ status: Int, _ message: String, headers: [String: String] = [:]) -> AdminResponse {
+    package static func error(_ status: Int, _ message: String, headers: [String: String] = [:]) -> AdminResponse {
         let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
         return AdminResponse(status: status, contentType: "application/json", body: String(decoding: data, as: UTF8.self),
                              headers: headers)
     }
 
     /// The HTTP reason phrase of `status`.
-    public var reasonPhrase: String {
+    package var reasonPhrase: String {
         switch status {
         case 200: return "OK"
         case 303: return "See Other"
@@ -78,8 +78,8 @@ public struct AdminResponse: Equatable, Sendable {
 ///
 /// Independent of HTTP plumbing: `handle` maps a request to a response, so the rules are
 /// tested without sockets and `AdminServer` only carries bytes. Loop-owned.
-public final class AdminRoutes {
-    public typealias Handler = (AdminRequest) -> AdminResponse
+package final class AdminRoutes {
+    package typealias Handler = (AdminRequest) -> AdminResponse
 
     private let token: AdminToken?
     private let metrics: () -> String
@@ -90,19 +90,19 @@ public final class AdminRoutes {
     ///   - token: the admin API's token; nil closes the admin API (403).
     ///   - metrics: renders the Prometheus text of a scrape.
     ///   - readiness: evaluates `/readyz`.
-    public init(token: AdminToken?, metrics: @escaping () -> String, readiness: @escaping () -> Readiness) {
+    package init(token: AdminToken?, metrics: @escaping () -> String, readiness: @escaping () -> Readiness) {
         self.token = token
         self.metrics = metrics
         self.readiness = readiness
     }
 
     /// Adds an admin API route at `path` (exact match), reachable with the bearer token only.
-    public func addRoute(_ path: String, handler: @escaping Handler) {
+    package func addRoute(_ path: String, handler: @escaping Handler) {
         precondition(!AdminAccess.openPaths.contains(path), "\(path) is an open path")
         api[path] = handler
     }
 
-    public func handle(_ request: AdminRequest) -> AdminResponse {
+    package func handle(_ request: AdminRequest) -> AdminResponse {
         switch AdminAccess.decide(path: request.path, authorization: request.authorization, token: token) {
         case .open:
             guard request.method == "GET" || request.method == "HEAD" else {

@@ -26,44 +26,44 @@ import Glibc
 ///
 /// Loop-owned. The owner keeps the server alive while it is bound (evhttp holds an unretained
 /// pointer to it) and calls `close()` before dropping it.
-public final class AdminServer {
-    public typealias Handler = (AdminRequest) -> AdminResponse
+package final class AdminServer {
+    package typealias Handler = (AdminRequest) -> AdminResponse
     /// A handler that answers through its second argument, once, now or later on the loop.
-    public typealias AnsweringHandler = (AdminRequest, @escaping (AdminResponse) -> Void) -> Void
+    package typealias AnsweringHandler = (AdminRequest, @escaping (AdminResponse) -> Void) -> Void
 
     /// The bounds on connections (docs/operations.md, "Limits").
-    public struct Limits: Sendable {
+    package struct Limits: Sendable {
         /// Connections open at once, at most.
-        public var maxConnections = 64
+        package var maxConnections = 64
         /// Time for a request to arrive whole (headers and body), from the connection's start
         /// or the previous answer; an idle or trickling connection is closed at the end of it.
-        public var requestDeadlineMs: Int64 = 10_000
+        package var requestDeadlineMs: Int64 = 10_000
         /// Descriptors left to APNs and Redis: a new connection whose descriptor number is
         /// within this many of the process's limit is closed at once.
-        public var reservedDescriptors = 128
+        package var reservedDescriptors = 128
         /// How long accepting pauses after a failed accept or a connection refused for the reserve.
-        public var pauseMs: Int64 = 1_000
+        package var pauseMs: Int64 = 1_000
 
-        public init() {}
+        package init() {}
     }
 
     /// Counters, for tests and the log.
-    public struct Stats: Equatable, Sendable {
-        public var accepted = 0
+    package struct Stats: Equatable, Sendable {
+        package var accepted = 0
         /// Connections closed because no whole request arrived in time.
-        public var closedAtDeadline = 0
+        package var closedAtDeadline = 0
         /// Connections closed at once to keep the descriptor reserve.
-        public var refusedForReserve = 0
+        package var refusedForReserve = 0
         /// `accept` failures (the listener then pauses).
-        public var acceptFailures = 0
+        package var acceptFailures = 0
         /// Times the listener stopped at the connection cap.
-        public var stopsAtCap = 0
+        package var stopsAtCap = 0
     }
 
     private let handler: AnsweringHandler
     private let loop: EventLoop
     private let log: Log?
-    public let limits: Limits
+    package let limits: Limits
     private var http: OpaquePointer?
     private var listener: OpaquePointer?
     private var admission: AdminAdmission
@@ -78,21 +78,21 @@ public final class AdminServer {
     private var sweepTimer: LoopTimer!
     private var resumeTimer: LoopTimer!
     private var listening = true
-    public private(set) var stats = Stats()
+    package private(set) var stats = Stats()
     /// The port actually bound (useful with port 0); nil until `bind` succeeds.
-    public private(set) var boundPort: Int?
+    package private(set) var boundPort: Int?
 
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
-    public static let maxHeadersBytes = 8 * 1024
-    public static let maxBodyBytes = 64 * 1024
+    package static let maxHeadersBytes = 8 * 1024
+    package static let maxBodyBytes = 64 * 1024
     /// Idle connections and slow requests or replies are dropped after this many seconds (by
     /// default; evhttp's own timeout, beside the request deadline of `Limits`).
-    public static let timeoutSeconds: Int32 = 10
+    package static let timeoutSeconds: Int32 = 10
 
     /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
     /// which cannot wait the real 10 s for every idle-close check. `log` receives the warnings
     /// of refused connections (limited: they can repeat by the thousand).
-    public convenience init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
+    package convenience init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
                             log: Log? = nil, handler: @escaping Handler) {
         self.init(loop: loop, timeoutSeconds: timeoutSeconds, limits: limits, log: log, answering: { request, answer in
             answer(handler(request))
@@ -100,7 +100,7 @@ public final class AdminServer {
     }
 
     /// As above, with a handler that may answer later (`AnsweringHandler`).
-    public init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
+    package init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
                 log: Log? = nil, answering handler: @escaping AnsweringHandler) {
         self.handler = handler
         self.loop = loop
@@ -125,12 +125,12 @@ public final class AdminServer {
     }
 
     /// Connections open now.
-    public var openConnections: Int { starting + open.count }
+    package var openConnections: Int { starting + open.count }
 
     /// Listens on `endpoint` (a host name or address, port 0 for any free port) and returns
     /// the bound port.
     @discardableResult
-    public func bind(_ endpoint: Endpoint) throws(AdminServerError) -> Int {
+    package func bind(_ endpoint: Endpoint) throws(AdminServerError) -> Int {
         guard let http else { throw AdminServerError(endpoint: endpoint, problem: "the server is closed") }
         errno = 0
         guard let socket = evhttp_bind_socket_with_handle(http, endpoint.host, UInt16(endpoint.port)) else {
@@ -153,7 +153,7 @@ public final class AdminServer {
     }
 
     /// Stops listening, closes open connections and frees evhttp. Idempotent.
-    public func close() {
+    package func close() {
         sweepTimer.close()
         resumeTimer.close()
         if let http {
@@ -368,10 +368,10 @@ public final class AdminServer {
 }
 
 /// The admin endpoint could not listen.
-public struct AdminServerError: Error, Equatable, CustomStringConvertible {
-    public let endpoint: Endpoint
-    public let problem: String
-    public var description: String { "cannot listen on \(endpoint): \(problem)" }
+package struct AdminServerError: Error, Equatable, CustomStringConvertible {
+    package let endpoint: Endpoint
+    package let problem: String
+    package var description: String { "cannot listen on \(endpoint): \(problem)" }
 }
 
 /// One open connection of the admin endpoint.

@@ -22,27 +22,27 @@ import RedisStreams
 /// the bind is retried every `rebindEveryMs` (routing matters more than metrics; a health
 /// probe that cannot connect says the rest). An unreadable token file closes the admin API
 /// (403) instead of opening it. Loop-owned.
-public final class GatewayAdmin {
-    public struct Settings: Sendable {
+package final class GatewayAdmin {
+    package struct Settings: Sendable {
         /// `/readyz` wants a successful PING at most this old.
-        public var maxPingAgeMs: Int64 = 5_000
-        public var probe = RedisProbe.Settings()
+        package var maxPingAgeMs: Int64 = 5_000
+        package var probe = RedisProbe.Settings()
         /// Retry period of a failed bind.
-        public var rebindEveryMs: Int64 = 5_000
+        package var rebindEveryMs: Int64 = 5_000
         /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
-        public var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
+        package var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
         /// The bounds on the endpoint's connections.
-        public var limits = AdminServer.Limits()
+        package var limits = AdminServer.Limits()
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
         /// the loop one rendering per interval, not one per request.
-        public var metricsMaxAgeMs: Int64 = 1_000
-        public init() {}
+        package var metricsMaxAgeMs: Int64 = 1_000
+        package init() {}
     }
 
     /// The metrics; also the router's `RouterObservations`.
-    public let metrics = GatewayMetrics()
+    package let metrics = GatewayMetrics()
     /// Set while the service drains: `/readyz` then answers 503.
-    public var draining = false
+    package var draining = false
 
     private let loop: EventLoop
     private let config: AdminConfig
@@ -51,12 +51,12 @@ public final class GatewayAdmin {
     private let pools: ApnsPools
     private let runner: RoutingRunner?
     /// The deadletters role, for retention figures; nil when this process runs none.
-    public var deadLetters: DeadLettersRole?
+    package var deadLetters: DeadLettersRole?
     /// Opens the operators' console with the admin token (`start` calls it when the token file
     /// is usable); nil: no console (`/console` answers 403).
-    public var openConsole: ((AdminToken) -> GatewayConsole)?
+    package var openConsole: ((AdminToken) -> GatewayConsole)?
     /// The console, once open.
-    public private(set) var console: GatewayConsole?
+    package private(set) var console: GatewayConsole?
     private let log: Log
     private let settings: Settings
     private let probe: RedisProbe
@@ -68,12 +68,12 @@ public final class GatewayAdmin {
     private var metricsText: RenderCache
 
     /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
-    public func updateApps(_ newApps: [AppRuntime]) {
+    package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         probe.apps = newApps.map(\.keys)
     }
 
-    public init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
+    package init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
                 runner: RoutingRunner?, log: Log, settings: Settings = Settings()) {
         self.loop = loop
         self.config = config
@@ -88,10 +88,10 @@ public final class GatewayAdmin {
     }
 
     /// The port the endpoint listens on; nil while it is not bound.
-    public var port: Int? { server?.boundPort }
+    package var port: Int? { server?.boundPort }
 
     /// Reads the token, starts the probe, observes recorded outcomes and listens.
-    public func start() {
+    package func start() {
         loop.assertInLoop()
         var token: AdminToken?
         if let file = config.tokenFile {
@@ -145,7 +145,7 @@ public final class GatewayAdmin {
 
     /// Stops listening and probing. The runner's `onRecorded` keeps feeding the metrics,
     /// which is harmless.
-    public func close() {
+    package func close() {
         rebindTimer?.close()
         rebindTimer = nil
         server?.close()
@@ -176,7 +176,7 @@ public final class GatewayAdmin {
     // MARK: Answers
 
     /// `/readyz`.
-    public func readiness() -> Readiness {
+    package func readiness() -> Readiness {
         let now = Clock.monotonicMs()
         let unreachable = pools.all.compactMap { key, client -> Readiness.UnreachablePool? in
             client.unreachableSinceMs.map {
@@ -191,7 +191,7 @@ public final class GatewayAdmin {
 
     /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
     /// `Settings.metricsMaxAgeMs`; scrapes in between get the same text.
-    public func scrape() -> String {
+    package func scrape() -> String {
         metricsText.text(nowMs: Clock.monotonicMs()) {
             metrics.update(snapshot())
             return metrics.render()
@@ -199,7 +199,7 @@ public final class GatewayAdmin {
     }
 
     /// The pulled figures of this moment.
-    public func snapshot() -> GatewaySnapshot {
+    package func snapshot() -> GatewaySnapshot {
         let now = Clock.monotonicMs()
         var s = GatewaySnapshot()
         s.apps = apps.map(\.id)
@@ -231,7 +231,7 @@ public final class GatewayAdmin {
     }
 
     /// The console overview's figures of this moment (no I/O).
-    public func consoleFigures() -> ConsoleFigures {
+    package func consoleFigures() -> ConsoleFigures {
         let s = snapshot()
         let apps = self.apps.map { a in
             ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,

@@ -11,14 +11,14 @@ import RedisStreams
 /// tokens, and the admin endpoint's figures. `GatewayAdmin` routes `/console/…` here.
 ///
 /// Loop-owned: `start` after the loop exists (the connection connects lazily), `close` at the end.
-public final class GatewayConsole {
-    public let connection: RedisConnection
+package final class GatewayConsole {
+    package let connection: RedisConnection
     let console: OperatorsConsole
     private let operations: DeadLetterOperations
 
     /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
     /// An unreadable read-only token file leaves read-only access off (logged).
-    public init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
+    package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
          log: Log, figures: @escaping () -> ConsoleFigures) {
         var settings = redis
         settings.clientName = "pushgw-console"
@@ -50,12 +50,12 @@ public final class GatewayConsole {
         log.follow(connection, name: "console")
     }
 
-    public func start() { connection.start() }
+    package func start() { connection.start() }
 
     /// The apps of a reloaded config (their dead-letter policies).
     package func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
 
-    public func close() {
+    package func close() {
         console.close()
         connection.close()
     }

@@ -13,15 +13,15 @@ import Routing
 ///   right before each scrape is rendered, so the hot path pays nothing for them.
 ///
 /// Loop-owned, like the registry.
-public final class GatewayMetrics: RouterObservations {
-    public let registry: MetricsRegistry
+package final class GatewayMetrics: RouterObservations {
+    package let registry: MetricsRegistry
 
     /// Upper bounds of the APNs answer latency, seconds: APNs answers in tens of ms; a
     /// second or more means a slow or overloaded path.
-    public static let apnsLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    package static let apnsLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     /// Upper bounds of the XADD-to-answer latency, seconds: from a few ms for a direct VoIP
     /// push to minutes for an alert that needed retries.
-    public static let eventLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+    package static let eventLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
 
     // MARK: Events (pushed)
     let eventsReceived: CounterFamily
@@ -75,7 +75,7 @@ public final class GatewayMetrics: RouterObservations {
     // MARK: The registry itself
     let droppedSeries: CounterFamily
 
-    public init(registry: MetricsRegistry = MetricsRegistry()) {
+    package init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
         let r = registry
         eventsReceived = r.counter("pushgw_events_received_total",
@@ -189,25 +189,25 @@ public final class GatewayMetrics: RouterObservations {
 
     // MARK: Pushed
 
-    public func eventsReceived(app: String, claimed: Bool, count: Int) {
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {
         eventsReceived.inc([app, claimed ? "claimed" : "read"], by: Double(count))
     }
 
-    public func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
         apnsResponses.inc([app, channel.rawValue, String(status), reason ?? ""])
         apnsLatency.observe([channel.rawValue], latencySeconds)
     }
 
-    public func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
         apnsFailures.inc([app, channel.rawValue, error.metricLabel])
     }
 
-    public func fallback(app: String, cause: FallbackCause) {
+    package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline { deadlineMisses.inc([app]) }
     }
 
-    public func callRecorded(app: String, record: OutcomeRecord) {
+    package func callRecorded(app: String, record: OutcomeRecord) {
         if record.outcome == .duplicate {
             // Not an outcome of its own: the first one was counted when it was recorded.
             duplicates.inc([app, record.firstOutcome?.rawValue ?? "unknown"])
@@ -233,7 +233,7 @@ public final class GatewayMetrics: RouterObservations {
     // MARK: Pulled
 
     /// Copies `snapshot` into the pulled families. Call right before `render()`.
-    public func update(_ snapshot: GatewaySnapshot) {
+    package func update(_ snapshot: GatewaySnapshot) {
         if let stats = snapshot.router {
             callsInFlight.set([], Double(snapshot.callsInFlight))
             invalidEvents.set(total: Double(stats.invalidEvents))
@@ -299,25 +299,25 @@ public final class GatewayMetrics: RouterObservations {
     }
 
     /// The registry as Prometheus text.
-    public func render() -> String { registry.render() }
+    package func render() -> String { registry.render() }
 }
 
 /// The pulled figures of one scrape, gathered from the live objects by `GatewayAdmin` (or
 /// built by hand in tests).
-public struct GatewaySnapshot {
+package struct GatewaySnapshot {
     /// One APNs pool (credential × environment).
-    public struct Pool {
-        public var credential: String
-        public var environment: String
-        public var stats: ApnsClientStats
-        public var inFlight: Int
-        public var queued: Int
+    package struct Pool {
+        package var credential: String
+        package var environment: String
+        package var stats: ApnsClientStats
+        package var inFlight: Int
+        package var queued: Int
         /// Connection counts by state name (`active`, …).
-        public var connectionsByState: [String: Int]
+        package var connectionsByState: [String: Int]
         /// How long the pool has been unable to connect (ms); nil while it can.
-        public var unreachableForMs: Int64?
+        package var unreachableForMs: Int64?
 
-        public init(credential: String, environment: String, stats: ApnsClientStats, inFlight: Int, queued: Int,
+        package init(credential: String, environment: String, stats: ApnsClientStats, inFlight: Int, queued: Int,
                     connectionsByState: [String: Int]) {
             self.credential = credential
             self.environment = environment
@@ -329,12 +329,12 @@ public struct GatewaySnapshot {
     }
 
     /// One Redis connection of the process (`read`: the blocking reads; `write`: the rest).
-    public struct RedisLink {
-        public var name: String
-        public var ready: Bool
-        public var stats: RedisConnection.Stats
+    package struct RedisLink {
+        package var name: String
+        package var ready: Bool
+        package var stats: RedisConnection.Stats
 
-        public init(name: String, ready: Bool, stats: RedisConnection.Stats) {
+        package init(name: String, ready: Bool, stats: RedisConnection.Stats) {
             self.name = name
             self.ready = ready
             self.stats = stats
@@ -342,24 +342,24 @@ public struct GatewaySnapshot {
     }
 
     /// The router's counters; nil when this process runs no router.
-    public var router: RoutingRunner.Stats?
-    public var callsInFlight = 0
+    package var router: RoutingRunner.Stats?
+    package var callsInFlight = 0
     /// Every configured app id.
-    public var apps: [String] = []
+    package var apps: [String] = []
     /// App id → why APNs refused it (`RoutingRunner.unhealthyApps`).
-    public var unhealthyApps: [String: String] = [:]
-    public var pools: [Pool] = []
+    package var unhealthyApps: [String: String] = [:]
+    package var pools: [Pool] = []
     /// Credential name → `ProviderTokenSource.renewals` (token credentials only).
-    public var jwtRenewals: [String: Int] = [:]
-    public var redisLinks: [RedisLink] = []
+    package var jwtRenewals: [String: Int] = [:]
+    package var redisLinks: [RedisLink] = []
     /// Whether Redis answered a PING lately (`RedisProbe`).
-    public var redisReachable = false
+    package var redisReachable = false
     /// App id → its stream's length and pending count, for apps read lately.
-    public var backlog: [String: Backlog] = [:]
+    package var backlog: [String: Backlog] = [:]
     /// App id → dead letters the next retention run will remove (deadletters role only).
-    public var deadLettersToTrim: [String: Int64] = [:]
+    package var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age and by count.
-    public var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
+    package var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
 
-    public init() {}
+    package init() {}
 }

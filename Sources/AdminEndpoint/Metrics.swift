@@ -10,32 +10,32 @@
 /// Cardinality is bounded: a family keeps at most `maxSeriesPerFamily` label sets; values
 /// for new label sets beyond it are dropped and counted in `droppedSeries` (label values
 /// coming from outside, such as an unknown APNs reason, cannot grow memory without end).
-public final class MetricsRegistry {
-    public let maxSeriesPerFamily: Int
+package final class MetricsRegistry {
+    package let maxSeriesPerFamily: Int
     private var families: [MetricFamily] = []
     private var names: Set<String> = []
     /// Observations dropped because their family was full.
-    public internal(set) var droppedSeries = 0
+    package internal(set) var droppedSeries = 0
 
-    public init(maxSeriesPerFamily: Int = 1_000) {
+    package init(maxSeriesPerFamily: Int = 1_000) {
         precondition(maxSeriesPerFamily > 0, "maxSeriesPerFamily must be positive")
         self.maxSeriesPerFamily = maxSeriesPerFamily
     }
 
     /// A counter family. Its name must end in `_total` (Prometheus conventions).
-    public func counter(_ name: String, help: String, labels: [String] = []) -> CounterFamily {
+    package func counter(_ name: String, help: String, labels: [String] = []) -> CounterFamily {
         precondition(name.hasSuffix("_total"), "counter \(name) must end in _total")
         return register(CounterFamily(name: name, help: help, labelNames: labels, registry: self))
     }
 
     /// A gauge family.
-    public func gauge(_ name: String, help: String, labels: [String] = []) -> GaugeFamily {
+    package func gauge(_ name: String, help: String, labels: [String] = []) -> GaugeFamily {
         register(GaugeFamily(name: name, help: help, labelNames: labels, registry: self))
     }
 
     /// A histogram family with fixed upper bounds `buckets` (strictly increasing, finite; the
     /// `+Inf` bucket is implicit). Durations are in seconds and the name says so (`_seconds`).
-    public func histogram(_ name: String, help: String, labels: [String] = [], buckets: [Double]) -> HistogramFamily {
+    package func histogram(_ name: String, help: String, labels: [String] = [], buckets: [Double]) -> HistogramFamily {
         precondition(!buckets.isEmpty && buckets.allSatisfy(\.isFinite), "histogram \(name): finite buckets required")
         precondition(zip(buckets, buckets.dropFirst()).allSatisfy { $0 < $1 }, "histogram \(name): buckets must increase")
         precondition(!labels.contains("le"), "histogram \(name): the label le is reserved")
@@ -52,7 +52,7 @@ public final class MetricsRegistry {
     }
 
     /// The whole registry as Prometheus text (content type `PrometheusText.contentType`).
-    public func render() -> String {
+    package func render() -> String {
         var out = ""
         out.reserveCapacity(16 * 1024)
         for family in families { family.render(into: &out) }
@@ -61,7 +61,7 @@ public final class MetricsRegistry {
 }
 
 /// What every family shares: a name, a help text, label names and a typed renderer.
-public protocol MetricFamily: AnyObject {
+package protocol MetricFamily: AnyObject {
     var name: String { get }
     var help: String { get }
     var labelNames: [String] { get }
@@ -69,10 +69,10 @@ public protocol MetricFamily: AnyObject {
 }
 
 /// Series of one value per label set (counters and gauges).
-public class ValueFamily {
-    public let name: String
-    public let help: String
-    public let labelNames: [String]
+package class ValueFamily {
+    package let name: String
+    package let help: String
+    package let labelNames: [String]
     fileprivate unowned let registry: MetricsRegistry
     fileprivate var values: [[String]: Double] = [:]
 
@@ -86,14 +86,14 @@ public class ValueFamily {
     }
 
     /// The current value for `labels`; nil when that series does not exist.
-    public func value(_ labels: [String] = []) -> Double? { values[labels] }
+    package func value(_ labels: [String] = []) -> Double? { values[labels] }
 
     /// Label sets present, in render order.
-    public var labelSets: [[String]] { values.keys.sorted(by: PrometheusText.labelOrder) }
+    package var labelSets: [[String]] { values.keys.sorted(by: PrometheusText.labelOrder) }
 
     /// Removes every series (a family without labels goes back to 0). For families mirrored
     /// from a source at scrape time, so a label set that disappeared stops being shown.
-    public func removeAll() {
+    package func removeAll() {
         values.removeAll(keepingCapacity: true)
         if labelNames.isEmpty { values[[]] = 0 }
     }
@@ -124,45 +124,45 @@ public class ValueFamily {
 }
 
 /// A monotonically increasing count (`…_total`).
-public final class CounterFamily: ValueFamily, MetricFamily {
+package final class CounterFamily: ValueFamily, MetricFamily {
     /// Adds `amount` (≥ 0) to the series of `labels`.
-    public func inc(_ labels: [String] = [], by amount: Double = 1) {
+    package func inc(_ labels: [String] = [], by amount: Double = 1) {
         precondition(amount >= 0, "a counter never decreases (\(name))")
         update(labels) { $0 += amount }
     }
 
     /// Sets the series to `total`: for counters mirrored at scrape time from a cumulative
     /// source (`ApnsClientStats`, `RoutingRunner.Stats`) that only ever grows.
-    public func set(_ labels: [String] = [], total: Double) {
+    package func set(_ labels: [String] = [], total: Double) {
         update(labels) { $0 = total }
     }
 
-    public func render(into out: inout String) { render(type: "counter", into: &out) }
+    package func render(into out: inout String) { render(type: "counter", into: &out) }
 }
 
 /// A value that goes up and down.
-public final class GaugeFamily: ValueFamily, MetricFamily {
-    public func set(_ labels: [String] = [], _ value: Double) { update(labels) { $0 = value } }
-    public func inc(_ labels: [String] = [], by amount: Double = 1) { update(labels) { $0 += amount } }
+package final class GaugeFamily: ValueFamily, MetricFamily {
+    package func set(_ labels: [String] = [], _ value: Double) { update(labels) { $0 = value } }
+    package func inc(_ labels: [String] = [], by amount: Double = 1) { update(labels) { $0 += amount } }
 
-    public func render(into out: inout String) { render(type: "gauge", into: &out) }
+    package func render(into out: inout String) { render(type: "gauge", into: &out) }
 }
 
 /// Observations counted into fixed buckets, with their sum and count.
-public final class HistogramFamily: MetricFamily {
-    public let name: String
-    public let help: String
-    public let labelNames: [String]
+package final class HistogramFamily: MetricFamily {
+    package let name: String
+    package let help: String
+    package let labelNames: [String]
     /// Upper bounds, increasing; `+Inf` is implicit.
-    public let buckets: [Double]
+    package let buckets: [Double]
     private unowned let registry: MetricsRegistry
 
     /// One label set's state: `counts[i]` observations ≤ `buckets[i]` and > the bound before
     /// (not cumulative: rendering adds up); `counts[buckets.count]` those above every bound.
-    public struct Series: Equatable {
-        public var counts: [UInt64]
-        public var sum: Double
-        public var count: UInt64
+    package struct Series: Equatable {
+        package var counts: [UInt64]
+        package var sum: Double
+        package var count: UInt64
 
         mutating func record(_ value: Double, inBucket bucket: Int) {
             counts[bucket] += 1
@@ -182,7 +182,7 @@ public final class HistogramFamily: MetricFamily {
     }
 
     /// Records one observation (seconds, for `_seconds` histograms). NaN is ignored.
-    public func observe(_ labels: [String] = [], _ value: Double) {
+    package func observe(_ labels: [String] = [], _ value: Double) {
         precondition(labels.count == labelNames.count, "\(name) takes \(labelNames.count) label values, got \(labels.count)")
         guard !value.isNaN else { return }
         // Buckets are few (≈ 15): a linear scan beats a binary search's branches here.
@@ -201,9 +201,9 @@ public final class HistogramFamily: MetricFamily {
     }
 
     /// The state of `labels`; nil when nothing was observed for it.
-    public func series(_ labels: [String] = []) -> Series? { series[labels] }
+    package func series(_ labels: [String] = []) -> Series? { series[labels] }
 
-    public func render(into out: inout String) {
+    package func render(into out: inout String) {
         PrometheusText.header(name: name, help: help, type: "histogram", into: &out)
         let bucketNames = labelNames + ["le"]
         for labels in series.keys.sorted(by: PrometheusText.labelOrder) {
@@ -224,12 +224,12 @@ public final class HistogramFamily: MetricFamily {
 }
 
 /// The Prometheus text exposition format, version 0.0.4: names, escaping and numbers.
-public enum PrometheusText {
+package enum PrometheusText {
     /// The `Content-Type` of a rendered registry.
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// `[a-zA-Z_:][a-zA-Z0-9_:]*`.
-    public static func isValidMetricName(_ name: String) -> Bool {
+    package static func isValidMetricName(_ name: String) -> Bool {
         guard let first = name.utf8.first, isLetter(first) || first == UInt8(ascii: "_") || first == UInt8(ascii: ":") else {
             return false
         }
@@ -237,7 +237,7 @@ public enum PrometheusText {
     }
 
     /// `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__` (reserved for Prometheus itself).
-    public static func isValidLabelName(_ name: String) -> Bool {
+    package static func isValidLabelName(_ name: String) -> Bool {
         guard let first = name.utf8.first, isLetter(first) || first == UInt8(ascii: "_"), !name.hasPrefix("__") else {
             return false
         }
@@ -245,7 +245,7 @@ public enum PrometheusText {
     }
 
     /// A label value inside double quotes: backslash, double quote and line feed escaped.
-    public static func escapeLabelValue(_ value: String) -> String {
+    package static func escapeLabelValue(_ value: String) -> String {
         guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else {
             return value
         }
@@ -262,13 +262,13 @@ public enum PrometheusText {
     }
 
     /// A HELP text: backslash and line feed escaped (double quotes stay).
-    public static func escapeHelp(_ text: String) -> String {
+    package static func escapeHelp(_ text: String) -> String {
         text.replacingAll("\\", with: "\\\\").replacingAll("\n", with: "\\n")
     }
 
     /// A sample value or bucket bound: integers without a fraction (`3`, not `3.0`), others in
     /// the shortest form that reads back the same (`0.005`), and `+Inf`, `-Inf`, `NaN`.
-    public static func format(_ value: Double) -> String {
+    package static func format(_ value: Double) -> String {
         if value.isNaN { return "NaN" }
         if value == .infinity { return "+Inf" }
         if value == -.infinity { return "-Inf" }

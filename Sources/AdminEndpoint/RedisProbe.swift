@@ -12,11 +12,11 @@ import RedisStreams
 /// never wait for Redis.
 ///
 /// Loop-owned; `start()` once, `close()` before dropping it.
-public final class RedisProbe {
-    public struct Settings: Sendable {
-        public var pingEveryMs: Int64 = 2_000
-        public var backlogEveryMs: Int64 = 5_000
-        public init() {}
+package final class RedisProbe {
+    package struct Settings: Sendable {
+        package var pingEveryMs: Int64 = 2_000
+        package var backlogEveryMs: Int64 = 5_000
+        package init() {}
     }
 
     private let store: CallStore
@@ -29,11 +29,11 @@ public final class RedisProbe {
     private var lastBacklogRoundMs: Int64?
     private var backlogByApp: [String: (backlog: Backlog, atMs: Int64)] = [:]
     /// Monotonic ms of the last successful PING; nil before the first.
-    public private(set) var lastPingOkMs: Int64?
+    package private(set) var lastPingOkMs: Int64?
     /// The last failed PING's error; nil after a success.
-    public private(set) var lastPingError: String?
+    package private(set) var lastPingError: String?
 
-    public init(loop: EventLoop, store: CallStore, apps: [AppKeys], settings: Settings = Settings()) {
+    package init(loop: EventLoop, store: CallStore, apps: [AppKeys], settings: Settings = Settings()) {
         precondition(settings.pingEveryMs > 0 && settings.backlogEveryMs > 0, "probe periods must be positive")
         self.store = store
         self.apps = apps
@@ -42,12 +42,12 @@ public final class RedisProbe {
     }
 
     /// Sends the first PING now, then keeps probing.
-    public func start() { tick() }
+    package func start() { tick() }
 
-    public func close() { timer.close() }
+    package func close() { timer.close() }
 
     /// Backlogs read at most three backlog periods ago, by app id (older ones are stale).
-    public func backlog(nowMs: Int64) -> [String: Backlog] {
+    package func backlog(nowMs: Int64) -> [String: Backlog] {
         backlogByApp.filter { nowMs - $0.value.atMs <= 3 * settings.backlogEveryMs }.mapValues(\.backlog)
     }
 

@@ -17,16 +17,16 @@ import RedisStreams
 /// directory. Secrets appear only as paths: no key, password or token is ever held here.
 ///
 /// Build one with `GatewayConfig.load(file:environment:)`; `ConfigReport` says what was wrong.
-public struct GatewayConfig: Equatable, Sendable {
-    public var redis: RedisConfig
-    public var admin: AdminConfig
-    public var apns: APNsConfig
+package struct GatewayConfig: Equatable, Sendable {
+    package var redis: RedisConfig
+    package var admin: AdminConfig
+    package var apns: APNsConfig
     /// Credentials by name; apps refer to them by that name, so one team's key serves many apps.
-    public var credentials: [String: Credential]
+    package var credentials: [String: Credential]
     /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
-    public var apps: [String: AppConfig]
+    package var apps: [String: AppConfig]
 
-    public init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
+    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig]) {
         self.redis = redis
         self.admin = admin
@@ -37,21 +37,21 @@ public struct GatewayConfig: Equatable, Sendable {
 }
 
 /// Where Redis is and the key prefix of every key pushgw reads or writes.
-public struct RedisConfig: Equatable, Sendable {
+package struct RedisConfig: Equatable, Sendable {
     /// `redis://[user:password@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. May hold a
     /// password: never log it, use `redactedURL`. With `sentinel`, its host and port are not
     /// used (the sentinels name the primary); scheme, credentials and db are.
-    public var url: String
+    package var url: String
     /// The first part of every key (`PREFIX:{APP}:calls`); no braces, colons or spaces.
-    public var prefix: String
+    package var prefix: String
     /// Trust and client certificate for `rediss://` and for sentinels reached over TLS.
-    public var tls: RedisTLSOptions
+    package var tls: RedisTLSOptions
     /// The sentinels that name the primary, when Redis runs under Sentinel.
-    public var sentinel: RedisSentinelOptions?
+    package var sentinel: RedisSentinelOptions?
 
-    public static let defaultPrefix = "pushgw"
+    package static let defaultPrefix = "pushgw"
 
-    public init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
+    package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
                 sentinel: RedisSentinelOptions? = nil) {
         self.url = url
         self.prefix = prefix
@@ -60,7 +60,7 @@ public struct RedisConfig: Equatable, Sendable {
     }
 
     /// The URL with any user and password replaced by `***`, and the sentinels: safe for logs.
-    public var redactedURL: String {
+    package var redactedURL: String {
         var text = url
         if let schemeEnd = url.range(of: "://"), let at = url[schemeEnd.upperBound...].lastIndex(of: "@") {
             text = String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
@@ -70,25 +70,25 @@ public struct RedisConfig: Equatable, Sendable {
 
     /// The settings of every Redis connection pushgw makes, named `clientName` in Redis.
     /// Throws the URL's parse error (`config check` reports it first).
-    public func connection(clientName: String? = nil) throws -> RedisConnection.Config {
+    package func connection(clientName: String? = nil) throws -> RedisConnection.Config {
         RedisConnection.Config(url: try RedisURL(parsing: url), tls: tls, sentinel: sentinel, clientName: clientName)
     }
 }
 
 /// The admin endpoint: health, metrics and the admin API (evhttp).
-public struct AdminConfig: Equatable, Sendable {
+package struct AdminConfig: Equatable, Sendable {
     /// `host:port` to listen on.
-    public var listen: String
+    package var listen: String
     /// File holding the bearer token of the admin API; nil leaves the admin API closed
     /// (health and metrics stay open).
-    public var tokenFile: String?
+    package var tokenFile: String?
     /// File holding the read-only token of the operators' console: it signs in to see the
     /// pages, never to replay or purge. Nil: no read-only access.
-    public var readonlyTokenFile: String?
+    package var readonlyTokenFile: String?
 
-    public static let defaultListen = "127.0.0.1:9464"
+    package static let defaultListen = "127.0.0.1:9464"
 
-    public init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
+    package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
         self.listen = listen
         self.tokenFile = tokenFile
         self.readonlyTokenFile = readonlyTokenFile
@@ -97,17 +97,17 @@ public struct AdminConfig: Equatable, Sendable {
 
 /// A `host:port` pair, checked: a non-empty host without spaces and a port in 1...65535.
 /// IPv6 hosts are written in brackets (`[::1]:443`) and kept without them in `host`.
-public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
+package struct Endpoint: Equatable, Sendable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
 
-    public init(host: String, port: Int) {
+    package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
     /// Parses `host:port`; nil when either part is missing or invalid.
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         let hostPart: Substring
         let portPart: Substring
         if text.hasPrefix("[") {
@@ -130,7 +130,7 @@ public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// 127.0.0.0/8, ::1 and localhost: an admin endpoint listening elsewhere is warned about.
     package static func isLoopback(_ host: String) -> Bool {
@@ -139,28 +139,28 @@ public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.
-public struct APNsConfig: Equatable, Sendable {
-    public var productionEndpoint: Endpoint
-    public var sandboxEndpoint: Endpoint
+package struct APNsConfig: Equatable, Sendable {
+    package var productionEndpoint: Endpoint
+    package var sandboxEndpoint: Endpoint
     /// CA bundle to verify APNs (or the simulator) against; nil uses the system trust store.
-    public var caFile: String?
+    package var caFile: String?
     /// HTTP/2 connections per credential and environment.
-    public var connections: Int
+    package var connections: Int
     /// Time allowed for one push, from queueing to APNs' answer, in milliseconds.
-    public var requestTimeoutMs: Int
+    package var requestTimeoutMs: Int
     /// Pushes waiting for a stream per credential and environment before sends fail fast
     /// with `ApnsClientError.queueFull`.
-    public var maxQueued: Int
+    package var maxQueued: Int
 
-    public static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
+    package static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
                                                            port: APNsEnvironment.defaultPort)
-    public static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
+    package static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
                                                         port: APNsEnvironment.defaultPort)
-    public static let defaultConnections = 2
-    public static let defaultRequestTimeoutMs = 10_000
-    public static let defaultMaxQueued = 10_000
+    package static let defaultConnections = 2
+    package static let defaultRequestTimeoutMs = 10_000
+    package static let defaultMaxQueued = 10_000
 
-    public init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
+    package init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
                 sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
                 caFile: String? = nil, connections: Int = APNsConfig.defaultConnections,
                 requestTimeoutMs: Int = APNsConfig.defaultRequestTimeoutMs,
@@ -174,7 +174,7 @@ public struct APNsConfig: Equatable, Sendable {
     }
 
     /// The endpoint pushes for `environment` go to.
-    public func endpoint(for environment: APNsEnvironment) -> Endpoint {
+    package func endpoint(for environment: APNsEnvironment) -> Endpoint {
         switch environment {
         case .production: return productionEndpoint
         case .sandbox: return sandboxEndpoint
@@ -184,7 +184,7 @@ public struct APNsConfig: Equatable, Sendable {
 
 /// How pushgw proves to APNs that it may push for an app. Only file paths: the key, the
 /// certificate key and the PKCS#12 password are read by the APNs module when it connects.
-public enum Credential: Equatable, Sendable {
+package enum Credential: Equatable, Sendable {
     /// Token auth: an ES256 JWT signed with the team's `.p8` key (EC P-256, PKCS#8 PEM).
     case token(teamId: String, keyId: String, keyFile: String)
     /// Certificate auth with a PEM certificate (chain) and its PEM private key.
@@ -194,29 +194,29 @@ public enum Credential: Equatable, Sendable {
     case pkcs12(file: String, passwordFile: String?)
 
     /// True for token auth, which every push type accepts; certificates do not cover all.
-    public var isToken: Bool {
+    package var isToken: Bool {
         if case .token = self { return true }
         return false
     }
 }
 
 /// One app: where its pushes go, with which credential, and how patient to be.
-public struct AppConfig: Equatable, Sendable {
+package struct AppConfig: Equatable, Sendable {
     /// Reverse-DNS bundle id without any push-type suffix (pushgw adds `.voip`).
-    public var bundleId: String
+    package var bundleId: String
     /// Name of an entry of `GatewayConfig.credentials`.
-    public var credential: String
-    public var environment: APNsEnvironment
+    package var credential: String
+    package var environment: APNsEnvironment
     /// How long a call rings when its event carries no deadline, in seconds.
-    public var ringTimeoutSeconds: Int
-    public var retry: RetryPolicies
-    public var fallbackAlert: FallbackTemplate
+    package var ringTimeoutSeconds: Int
+    package var retry: RetryPolicies
+    package var fallbackAlert: FallbackTemplate
     /// Retention of the app's dead-letter stream (`dead_letters`).
-    public var deadLetters: DeadLetterRetentionPolicy
+    package var deadLetters: DeadLetterRetentionPolicy
 
-    public static let defaultRingTimeoutSeconds = 30
+    package static let defaultRingTimeoutSeconds = 30
 
-    public init(bundleId: String, credential: String, environment: APNsEnvironment,
+    package init(bundleId: String, credential: String, environment: APNsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
                 retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
                 deadLetters: DeadLetterRetentionPolicy = .default) {
@@ -231,19 +231,19 @@ public struct AppConfig: Equatable, Sendable {
 }
 
 /// The retry policies of one app, one per channel. The Retry module turns them into delays.
-public struct RetryPolicies: Equatable, Sendable {
+package struct RetryPolicies: Equatable, Sendable {
     /// VoIP retries; always bounded by the call's deadline as well.
-    public var voip: RetryPolicy
+    package var voip: RetryPolicy
     /// Alert fallback retries; bounded by `alertTTLSeconds`.
-    public var alert: RetryPolicy
+    package var alert: RetryPolicy
     /// How long an alert fallback may keep retrying, in seconds from the event.
-    public var alertTTLSeconds: Int
+    package var alertTTLSeconds: Int
 
-    public static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
-    public static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
-    public static let defaultAlertTTLSeconds = 86_400
+    package static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
+    package static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
+    package static let defaultAlertTTLSeconds = 86_400
 
-    public init(voip: RetryPolicy = RetryPolicies.defaultVoip, alert: RetryPolicy = RetryPolicies.defaultAlert,
+    package init(voip: RetryPolicy = RetryPolicies.defaultVoip, alert: RetryPolicy = RetryPolicies.defaultAlert,
                 alertTTLSeconds: Int = RetryPolicies.defaultAlertTTLSeconds) {
         self.voip = voip
         self.alert = alert

@@ -2,9 +2,9 @@
 /// (config/README.md). A variable that is set but empty counts as unset, so a compose file may
 /// list them all. Paths given this way are resolved against the working directory, not the
 /// config file's directory.
-public enum ConfigEnvironment {
+package enum ConfigEnvironment {
     /// Each variable and the JSON path whose value it replaces.
-    public static let overrides: [(variable: String, path: String)] = [
+    package static let overrides: [(variable: String, path: String)] = [
         ("PUSHGW_REDIS_URL", "redis.url"),
         ("PUSHGW_REDIS_PREFIX", "redis.prefix"),
         ("PUSHGW_ADMIN_LISTEN", "admin.listen"),

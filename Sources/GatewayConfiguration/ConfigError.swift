@@ -4,27 +4,27 @@
 ///
 /// Messages name paths and values the operator wrote, never the contents of a secret file
 /// and never the Redis URL (it may hold a password).
-public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Whether the gateway can run with this problem.
-    public enum Severity: String, Equatable, Sendable {
+    package enum Severity: String, Equatable, Sendable {
         /// The config cannot be used.
         case error
         /// Suspicious but usable.
         case warning
     }
 
-    public let severity: Severity
+    package let severity: Severity
     /// The config file as the operator named it.
-    public let file: String
+    package let file: String
     /// The JSON path of the offending value; empty for the file as a whole. A value taken
     /// from an environment variable carries its name: `redis.url (PUSHGW_REDIS_URL)`.
-    public let path: String
+    package let path: String
     /// What is wrong, in one clause.
-    public let problem: String
+    package let problem: String
     /// What to do about it, in one clause.
-    public let fix: String
+    package let fix: String
 
-    public init(_ severity: Severity, file: String, path: String, problem: String, fix: String) {
+    package init(_ severity: Severity, file: String, path: String, problem: String, fix: String) {
         self.severity = severity
         self.file = file
         self.path = path
@@ -32,10 +32,10 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
         self.fix = fix
     }
 
-    public var isWarning: Bool { severity == .warning }
+    package var isWarning: Bool { severity == .warning }
 
     /// `file: path: [warning: ]problem; fix`, one line.
-    public var description: String {
+    package var description: String {
         let location = path.isEmpty ? file : "\(file): \(path)"
         let tag = severity == .warning ? "warning: " : ""
         return "\(location): \(tag)\(problem); \(fix)"
@@ -43,12 +43,12 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// What checking a config file found: the config when it is usable, and every problem.
-public struct ConfigReport: Sendable {
+package struct ConfigReport: Sendable {
     /// The parsed config; nil when any problem is an error.
-    public let config: GatewayConfig?
+    package let config: GatewayConfig?
     /// Every problem in the order found (file order of the sections), errors and warnings.
-    public let problems: [ConfigError]
+    package let problems: [ConfigError]
 
-    public var errors: [ConfigError] { problems.filter { !$0.isWarning } }
-    public var warnings: [ConfigError] { problems.filter(\.isWarning) }
+    package var errors: [ConfigError] { problems.filter { !$0.isWarning } }
+    package var warnings: [ConfigError] { problems.filter(\.isWarning) }
 }

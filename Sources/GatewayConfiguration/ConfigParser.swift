@@ -6,12 +6,12 @@ import RedisStreams
 
 extension GatewayConfig {
     /// The config file used when none is named.
-    public static let defaultFile = "config/pushgw.json"
+    package static let defaultFile = "config/pushgw.json"
 
     /// Reads `file`, applies the environment's overrides (`ConfigEnvironment`), and checks
     /// everything: every problem is reported, not only the first. Relative paths in the file
     /// are resolved against the file's directory. Reads only the headers of key files.
-    public static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+    package static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment,
                             workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
         let absolute = file.hasPrefix("/") ? file : workingDirectory + "/" + file
         let directory = URL(fileURLWithPath: absolute).deletingLastPathComponent().standardizedFileURL.path
@@ -32,7 +32,7 @@ extension GatewayConfig {
 
     /// Checks config text already in memory; `file` only names it in messages and
     /// `baseDirectory` resolves its relative paths.
-    public static func parse(_ data: Data, file: String, baseDirectory: String,
+    package static func parse(_ data: Data, file: String, baseDirectory: String,
                              environment: [String: String] = [:],
                              workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
         let reader = ConfigReader(file: file, baseDirectory: baseDirectory, workingDirectory: workingDirectory,
@@ -406,20 +406,20 @@ struct ConfigParser {
 
 extension GatewayConfig {
     /// The largest config file read, in bytes.
-    public static let maxFileBytes = 4 * 1024 * 1024
+    package static let maxFileBytes = 4 * 1024 * 1024
 
     /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
     /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
-    public static let maxBundleIDCharacters = 255
+    package static let maxBundleIDCharacters = 255
 
     /// What `isName` accepts, for messages.
-    public static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
 
     /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
     /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
     /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
     /// control characters.
-    public static func isName(_ name: String) -> Bool {
+    package static func isName(_ name: String) -> Bool {
         let utf8 = name.utf8
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)
@@ -429,7 +429,7 @@ extension GatewayConfig {
 
     /// True for a reverse-DNS bundle id: at least two dot-separated parts of ASCII letters,
     /// digits and hyphens, at most `maxBundleIDCharacters` long.
-    public static func isBundleID(_ id: String) -> Bool {
+    package static func isBundleID(_ id: String) -> Bool {
         guard id.utf8.count <= maxBundleIDCharacters else { return false }
         let parts = id.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count >= 2 && parts.allSatisfy { part in

@@ -10,11 +10,11 @@ import GatewayConfiguration
 /// do — one app's broken credential cannot slow another credential's pushes. One
 /// `ProviderTokenSource` per key serves both of its environments, so the key signs one token
 /// at a time and renewals stay under Apple's once-per-20-minutes limit.
-public final class ApnsPools {
+package final class ApnsPools {
     /// Identifies one pool.
-    public struct Key: Hashable, Sendable {
-        public let credential: String
-        public let environment: APNsEnvironment
+    package struct Key: Hashable, Sendable {
+        package let credential: String
+        package let environment: APNsEnvironment
     }
 
     private let loop: EventLoop
@@ -25,14 +25,14 @@ public final class ApnsPools {
 
     /// `log` receives each pool's outages: its failed connects (limited: the first, then one
     /// line every few seconds with the count of the others) and its return.
-    public init(loop: EventLoop, config: GatewayConfig, log: Log? = nil) {
+    package init(loop: EventLoop, config: GatewayConfig, log: Log? = nil) {
         self.loop = loop
         self.config = config
         self.log = log
     }
 
     /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
-    public func client(credential name: String, environment: APNsEnvironment) throws -> ApnsClient {
+    package func client(credential name: String, environment: APNsEnvironment) throws -> ApnsClient {
         let key = Key(credential: name, environment: environment)
         if let client = clients[key] { return client }
         guard let credential = config.credentials[name] else {
@@ -74,7 +74,7 @@ public final class ApnsPools {
     /// `.clientClosed`, which the router retries) and reopen on the next push with the new
     /// settings. Returns the credentials whose pools were closed.
     @discardableResult
-    public func apply(_ newConfig: GatewayConfig) -> [String] {
+    package func apply(_ newConfig: GatewayConfig) -> [String] {
         let apnsChanged = newConfig.apns != config.apns
         var closed: Set<String> = []
         for (key, client) in clients where apnsChanged || newConfig.credentials[key.credential] != config.credentials[key.credential] {
@@ -90,10 +90,10 @@ public final class ApnsPools {
     }
 
     /// Every pool opened so far, for metrics and shutdown.
-    public var all: [Key: ApnsClient] { clients }
+    package var all: [Key: ApnsClient] { clients }
 
     /// Closes every pool; their pending pushes fail with `.clientClosed`.
-    public func close() {
+    package func close() {
         for client in clients.values { client.close() }
         clients.removeAll()
     }

@@ -6,14 +6,14 @@ import Routing
 /// What the router needs to know about one configured app at run time: its Redis keys, its
 /// routing policy, and which credential's pools carry its pushes. Built once from the config;
 /// a class, so the many live calls of an app share it instead of each copying its keys and policy.
-public final class AppRuntime: Sendable {
-    public let id: String
-    public let keys: AppKeys
-    public let policy: AppRoutingPolicy
+package final class AppRuntime: Sendable {
+    package let id: String
+    package let keys: AppKeys
+    package let policy: AppRoutingPolicy
     /// Name of the credential in `GatewayConfig.credentials`.
-    public let credential: String
+    package let credential: String
 
-    public init(id: String, config: AppConfig, prefix: String) {
+    package init(id: String, config: AppConfig, prefix: String) {
         self.id = id
         keys = AppKeys(prefix: prefix, app: id)
         credential = config.credential
@@ -25,7 +25,7 @@ public final class AppRuntime: Sendable {
     }
 
     /// Every app of `config`, in a stable order (by id).
-    public static func all(_ config: GatewayConfig) -> [AppRuntime] {
+    package static func all(_ config: GatewayConfig) -> [AppRuntime] {
         config.apps.keys.sorted().map { AppRuntime(id: $0, config: config.apps[$0]!, prefix: config.redis.prefix) }
     }
 }

@@ -8,7 +8,7 @@ extension Credential {
     /// `.p8` key (share it between every pool of the credential, so the key signs one token
     /// at a time), the client certificate otherwise. Reads the key or password file; the
     /// error names the file, never its content.
-    public func authentication() throws -> ApnsAuthentication {
+    package func authentication() throws -> ApnsAuthentication {
         switch self {
         case let .token(teamId, keyId, keyFile):
             let key = try ES256SigningKey.load(p8File: keyFile)

@@ -9,20 +9,20 @@ import RedisStreams
 ///
 /// Loop-owned. To run it in a service: `let role = DeadLettersRole(loop:config:redis:log:)`,
 /// `role.start()` after the loop exists, `role.close()` on the way out.
-public final class DeadLettersRole {
-    public let connection: RedisConnection
-    public let store: DeadLetterStore
-    public let retention: DeadLetterRetention
+package final class DeadLettersRole {
+    package let connection: RedisConnection
+    package let store: DeadLetterStore
+    package let retention: DeadLetterRetention
     /// Per app, what the next trim will remove, sampled once per retention interval so that metrics
     /// show it before it happens; nil until the first sample.
-    public private(set) var aboutToRemove: [String: DeadLetterStore.PendingTrim] = [:]
+    package private(set) var aboutToRemove: [String: DeadLetterStore.PendingTrim] = [:]
     private var sampler: LoopTimer!
     /// As often as retention runs: sampling costs a few commands per app.
     private var sampleEveryMs: Int64 { retention.intervalMs }
 
     /// `redis`: how to connect (`RedisConfig.connection`); `sentinels` the process's shared
     /// watch of them, if any.
-    public init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
+    package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
                 log: Log, intervalMs: Int64 = 60_000) {
         var settings = redis
         settings.clientName = "pushgw-deadletters"
@@ -41,7 +41,7 @@ public final class DeadLettersRole {
         }
     }
 
-    public func start() {
+    package func start() {
         connection.start()
         retention.start()
         sample()
@@ -57,7 +57,7 @@ public final class DeadLettersRole {
         }
     }
 
-    public func close() {
+    package func close() {
         sampler.close()
         retention.close()
         connection.close()

@@ -4,14 +4,14 @@ import Glibc
 /// the hard one at start: the soft default (often 1,024) is a leftover of `select(2)`, which
 /// nothing in pushgw uses, and every APNs connection, Redis connection and admin client needs
 /// a descriptor (docs/operations.md, "Limits").
-public struct DescriptorLimit: Equatable, Sendable {
+package struct DescriptorLimit: Equatable, Sendable {
     /// The limit in force; `Int.max` when unlimited.
-    public let soft: Int
+    package let soft: Int
     /// The ceiling the soft limit may be raised to without privileges.
-    public let hard: Int
+    package let hard: Int
 
     /// The limits now.
-    public static func current() -> DescriptorLimit {
+    package static func current() -> DescriptorLimit {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return DescriptorLimit(soft: 1_024, hard: 1_024) }
         return DescriptorLimit(soft: count(limit.rlim_cur), hard: count(limit.rlim_max))
@@ -20,7 +20,7 @@ public struct DescriptorLimit: Equatable, Sendable {
     /// Raises the soft limit to the hard one; returns the limits before and after (equal when
     /// nothing changed or the raise was refused).
     @discardableResult
-    public static func raiseSoftToHard() -> (before: DescriptorLimit, after: DescriptorLimit) {
+    package static func raiseSoftToHard() -> (before: DescriptorLimit, after: DescriptorLimit) {
         let before = current()
         var limit = rlimit()
         guard before.soft < before.hard, getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (before, before) }

@@ -14,9 +14,9 @@ import VisibleText
 /// connection is written at most once per `Repeats.intervalMs`; the lines dropped meanwhile
 /// are counted, and the next one written carries that count as `suppressed`
 /// (docs/operations.md, Logs).
-public final class Log {
+package final class Log {
     /// Severity, lowest first; lines below the configured level are dropped.
-    public enum Level: String, Comparable, CaseIterable, Sendable {
+    package enum Level: String, Comparable, CaseIterable, Sendable {
         case debug, info, warn, error
         private var rank: Int {
             switch self {
@@ -26,27 +26,27 @@ public final class Log {
             case .error: 3
             }
         }
-        public static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
+        package static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
     }
 
-    public let minimum: Level
+    package let minimum: Level
     private let write: (String) -> Void
     private var repeats: RepeatLimiter
     private let clock: () -> Int64
 
     /// How often a limited line may repeat, and the clock it is measured on (monotonic ms).
-    public struct Repeats {
-        public var intervalMs: Int64
-        public var clock: () -> Int64
+    package struct Repeats {
+        package var intervalMs: Int64
+        package var clock: () -> Int64
 
-        public init(intervalMs: Int64 = 10_000, clock: @escaping () -> Int64 = Clock.monotonicMs) {
+        package init(intervalMs: Int64 = 10_000, clock: @escaping () -> Int64 = Clock.monotonicMs) {
             self.intervalMs = intervalMs
             self.clock = clock
         }
     }
 
     /// A log writing lines to `write` (stdout by default).
-    public init(minimum: Level = .info, repeats: Repeats = Repeats(),
+    package init(minimum: Level = .info, repeats: Repeats = Repeats(),
                 write: @escaping (String) -> Void = { line in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }) {
         self.minimum = minimum
         self.write = write
@@ -57,7 +57,7 @@ public final class Log {
     /// Writes one line when `level` is at or above the minimum. `fields` is evaluated only
     /// then: the router logs per call, and a dropped line should cost a comparison. With
     /// `limited`, a line repeating within the interval is counted instead of written.
-    public func log(_ level: Level, _ message: String, _ fields: @autoclosure () -> [String: Any] = [:],
+    package func log(_ level: Level, _ message: String, _ fields: @autoclosure () -> [String: Any] = [:],
                     limited: Bool = false) {
         guard level >= minimum else { return }
         var object: [String: Any] = fields()
@@ -78,23 +78,23 @@ public final class Log {
         write(TerminalText.line(String(decoding: data, as: UTF8.self)))
     }
 
-    public func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
+    package func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
         log(.info, message, fields(), limited: limited)
     }
-    public func warn(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
+    package func warn(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
         log(.warn, message, fields(), limited: limited)
     }
-    public func error(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
+    package func error(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {
         log(.error, message, fields(), limited: limited)
     }
-    public func debug(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.debug, message, fields()) }
+    package func debug(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:]) { log(.debug, message, fields()) }
 
     /// The fields that say what a limited line is about: the same message about another app,
     /// pool or connection is a different line.
     static let subjectFields = ["app", "credential", "environment", "connection"]
 
     /// A device token as logs may show it: its last 8 characters.
-    public static func token(_ token: String) -> String {
+    package static func token(_ token: String) -> String {
         token.count <= 8 ? token : "…" + token.suffix(8)
     }
 

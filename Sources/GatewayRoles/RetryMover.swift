@@ -3,18 +3,18 @@ import RedisStreams
 import Retry
 
 /// Settings of the retry role.
-public struct RetryMoverSettings: Sendable {
+package struct RetryMoverSettings: Sendable {
     /// The longest sleep between two looks at the due index, ms (`MoverPacing.idlePollMs`):
     /// an idle mover sends at most `1000 / idlePollMs` commands a second.
-    public var idlePollMs: Int64 = 50
+    package var idlePollMs: Int64 = 50
     /// Apps read from the due index per look (the earliest first).
-    public var appsPerLook = 100
+    package var appsPerLook = 100
     /// Retries moved per app per step; a full batch makes the mover look again at once.
-    public var moveBatch = 500
+    package var moveBatch = 500
     /// How long to wait after a Redis error before the next look, ms.
-    public var errorBackoffMs: Int64 = 200
+    package var errorBackoffMs: Int64 = 200
 
-    public init() {}
+    package init() {}
 }
 
 /// The retry role: moves due retries from the durable schedule in Redis back to their
@@ -27,21 +27,21 @@ public struct RetryMoverSettings: Sendable {
 /// atomic, so two movers never move one retry twice, and the loser of a race moves nothing.
 ///
 /// Loop-owned: call everything on the loop thread. The caller owns the schedule's connection.
-public final class RetryMover {
+package final class RetryMover {
     /// Counters for metrics, tests and the bench.
-    public struct Stats: Equatable, Sendable {
+    package struct Stats: Equatable, Sendable {
         /// Looks at the due index (one Redis command each).
-        public var looks = 0
+        package var looks = 0
         /// Move steps run (one Lua script each).
-        public var moveSteps = 0
+        package var moveSteps = 0
         /// Retries moved back to a calls stream.
-        public var moved = 0
+        package var moved = 0
         /// Retries dropped for missing data (should stay 0).
-        public var dropped = 0
+        package var dropped = 0
         /// Moved later than 50 ms after their due time (docs/architecture.md), and the worst lateness.
-        public var movedLate = 0
-        public var maxLatenessMs: Int64 = 0
-        public var redisErrors = 0
+        package var movedLate = 0
+        package var maxLatenessMs: Int64 = 0
+        package var redisErrors = 0
     }
 
     private let loop: EventLoop
@@ -52,12 +52,12 @@ public final class RetryMover {
     private var timer: LoopTimer!
     private var running = false
     private var looking = false
-    public private(set) var stats = Stats()
+    package private(set) var stats = Stats()
     /// Called after each move step with the app id and the lateness (move time − due time, ms)
     /// of each retry it moved.
-    public var onMoved: ((String, [Int64]) -> Void)?
+    package var onMoved: ((String, [Int64]) -> Void)?
 
-    public init(loop: EventLoop, schedule: RetrySchedule, settings: RetryMoverSettings = RetryMoverSettings(), log: Log) {
+    package init(loop: EventLoop, schedule: RetrySchedule, settings: RetryMoverSettings = RetryMoverSettings(), log: Log) {
         self.loop = loop
         self.schedule = schedule
         self.settings = settings
@@ -67,26 +67,26 @@ public final class RetryMover {
     }
 
     /// Starts looking (at once).
-    public func start() {
+    package func start() {
         running = true
         look()
     }
 
     /// Stops looking; a move step in flight completes in Redis either way. Idempotent.
-    public func stop() {
+    package func stop() {
         running = false
         timer.cancel()
     }
 
     /// Stops and frees the timer; the mover cannot start again.
-    public func close() {
+    package func close() {
         stop()
         timer.close()
     }
 
     /// A router of this process scheduled a retry due at `dueAtMs`: wake up for it if that is
     /// before the next planned look (retries scheduled elsewhere are seen at the next look).
-    public func retryScheduled(dueAtMs: Int64) {
+    package func retryScheduled(dueAtMs: Int64) {
         guard running else { return }
         if let delay = pacing.retryScheduled(dueAtMs: dueAtMs, now: Clock.unixMs()) { timer.schedule(afterMs: delay) }
     }

@@ -7,7 +7,7 @@ import Routing
 ///
 /// Everything else is pulled at scrape time from the counters that exist (`RoutingRunner.Stats`,
 /// `ApnsClientStats`, …), so the hot path pays only for these calls: a dictionary update each.
-public protocol RouterObservations: AnyObject {
+package protocol RouterObservations: AnyObject {
     /// `count` stream entries of `app` started routing: read (`claimed` false) or taken over
     /// from a dead consumer (`claimed` true). Called once per read, not per entry.
     func eventsReceived(app: String, claimed: Bool, count: Int)
@@ -26,7 +26,7 @@ public protocol RouterObservations: AnyObject {
 extension ApnsClientError {
     /// A short, bounded label value for metrics (`timeout`, `connection_lost`, …): the
     /// associated texts are free-form and must not become label values.
-    public var metricLabel: String {
+    package var metricLabel: String {
         switch self {
         case .timeout: return "timeout"
         case .connectionLost: return "connection_lost"

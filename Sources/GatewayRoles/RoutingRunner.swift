@@ -6,48 +6,48 @@ import Retry
 import Routing
 
 /// Settings of the router role.
-public struct RoutingRunnerSettings: Sendable {
+package struct RoutingRunnerSettings: Sendable {
     /// This process's consumer name in the apps' consumer groups; unique per process.
-    public var consumer: String
+    package var consumer: String
     /// Entries read per app per XREADGROUP.
-    public var readBatch = 100
+    package var readBatch = 100
     /// How long one XREADGROUP blocks when there is nothing to read.
-    public var blockMs: Int64 = 1_000
+    package var blockMs: Int64 = 1_000
     /// Calls of one app in flight at once in this process; reads of that app pause beyond it,
     /// so one app's flood or slow APNs cannot take all of the process.
-    public var perAppInFlight = 1_000
+    package var perAppInFlight = 1_000
     /// Heartbeat period and lifetime: a consumer whose heartbeat is older than `heartbeatTTLMs`
     /// is dead and its in-flight entries are taken over.
-    public var heartbeatEveryMs: Int64 = 1_000
-    public var heartbeatTTLMs: Int64 = 3_000
+    package var heartbeatEveryMs: Int64 = 1_000
+    package var heartbeatTTLMs: Int64 = 3_000
     /// How often this process reads the consumer registry for dead consumers, and how idle
     /// their entries must be to be taken over.
-    public var claimEveryMs: Int64 = 1_000
-    public var claimMinIdleMs: Int64 = 1_000
+    package var claimEveryMs: Int64 = 1_000
+    package var claimMinIdleMs: Int64 = 1_000
     /// The apps' pending entries are swept (one script per app) when the registry shows a
     /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
     /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
-    public var fullClaimSweepEveryMs: Int64 = 30_000
+    package var fullClaimSweepEveryMs: Int64 = 30_000
     /// Entries of this process idle this long that it is not routing — left pending when a
     /// Redis step failed (lookup, record) — are claimed back and routed again by the full
     /// sweep. Well above a call's stay in the process (pushes time out after 10 s; waits for a
     /// retry leave the process), so a live call is not claimed from under itself.
-    public var ownEntriesIdleMs: Int64 = 120_000
+    package var ownEntriesIdleMs: Int64 = 120_000
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
-    public var redeliveryLimit: Int64 = 5
+    package var redeliveryLimit: Int64 = 5
     /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
-    public var cancelTTLSeconds = 86_400
+    package var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
-    public var scheduleAgainAfterMs: Int64 = 250
+    package var scheduleAgainAfterMs: Int64 = 250
     /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
     /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
     /// record). It is released as soon as the call leaves the process; the TTL only frees the
     /// claim of a process that died.
-    public var inFlightClaimMs: Int64 = 60_000
+    package var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
-    public var copyRecheckEveryMs: Int64 = 250
+    package var copyRecheckEveryMs: Int64 = 250
 
-    public init(consumer: String) { self.consumer = consumer }
+    package init(consumer: String) { self.consumer = consumer }
 }
 
 /// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
@@ -77,7 +77,7 @@ public struct RoutingRunnerSettings: Sendable {
 /// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
 /// `retriesFired`: a push the router decided to try again).
-public final class RoutingRunner {
+package final class RoutingRunner {
     /// One event being routed. The router's state lives here between I/O steps.
     private final class LiveCall {
         let app: AppRuntime
@@ -123,26 +123,26 @@ public final class RoutingRunner {
     }
 
     /// Counters for metrics and tests.
-    public struct Stats: Equatable, Sendable {
+    package struct Stats: Equatable, Sendable {
         /// New entries read (producers' events and moved retries).
-        public var read = 0
+        package var read = 0
         /// Crash redeliveries: entries taken over from dead consumers (delivery count ≥ 2).
-        public var claimed = 0
-        public var finished: [String: Int] = [:]
-        public var invalidEvents = 0
+        package var claimed = 0
+        package var finished: [String: Int] = [:]
+        package var invalidEvents = 0
         /// Entries dead-lettered for too many deliveries.
-        public var poison = 0
+        package var poison = 0
         /// Entries whose event id already had an outcome, answered with a `duplicate` result.
-        public var duplicates = 0
+        package var duplicates = 0
         /// Error retries put in the durable schedule, in all and per channel (`voip`, `alert`).
-        public var retriesScheduled = 0
-        public var retriesScheduledByChannel: [String: Int] = [:]
+        package var retriesScheduled = 0
+        package var retriesScheduledByChannel: [String: Int] = [:]
         /// Due retries read back from the schedule and resumed.
-        public var retriesFired = 0
+        package var retriesFired = 0
         /// Scheduled retries removed by a `call_cancelled`.
-        public var retriesCancelled = 0
-        public var redisErrors = 0
-        public var lostEntries = 0
+        package var retriesCancelled = 0
+        package var redisErrors = 0
+        package var lostEntries = 0
     }
 
     private let loop: EventLoop
@@ -176,18 +176,18 @@ public final class RoutingRunner {
     private var heartbeatTimer: LoopTimer!
     private var claimTimer: LoopTimer!
     /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
-    public private(set) var unhealthyApps: [String: String] = [:]
-    public private(set) var stats = Stats()
+    package private(set) var unhealthyApps: [String: String] = [:]
+    package private(set) var stats = Stats()
     /// Called after each outcome is recorded (for tests and metrics).
-    public var onRecorded: ((String, OutcomeRecord) -> Void)?
+    package var onRecorded: ((String, OutcomeRecord) -> Void)?
     /// Called when the consumer name is in use by another live process (`start` then gives up:
     /// the owner should stop with a clear message); the argument says what was found.
-    public var onConsumerNameTaken: ((String) -> Void)?
+    package var onConsumerNameTaken: ((String) -> Void)?
     /// Told about events as they happen, for metrics (`GatewayMetrics`). Held weakly.
-    public weak var observations: RouterObservations?
+    package weak var observations: RouterObservations?
     /// Called after a retry due at the given unix ms was put in the schedule (the process's
     /// own mover wakes up for it).
-    public var onRetryScheduled: ((Int64) -> Void)?
+    package var onRetryScheduled: ((Int64) -> Void)?
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     private var scheduleAgain: [LiveCall] = []
     private var scheduleAgainTimer: LoopTimer!
@@ -196,7 +196,7 @@ public final class RoutingRunner {
     /// Outcomes reached this loop turn, recorded together at its end.
     private var records: TurnBatch<PendingRecord>!
 
-    public init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
+    package init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
                 settings: RoutingRunnerSettings, log: Log) {
         self.loop = loop
         self.store = store
@@ -219,7 +219,7 @@ public final class RoutingRunner {
     /// they started with; new reads use the new apps; a removed app's stream is no longer read.
     /// Unhealthy marks are cleared: a reload is how an operator fixes a credential, and a still
     /// broken one is marked again by its next push.
-    public func updateApps(_ newApps: [AppRuntime]) {
+    package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
         unhealthyApps.removeAll()
@@ -227,11 +227,11 @@ public final class RoutingRunner {
     }
 
     /// Calls being routed by this process.
-    public var inFlight: Int { live.count }
+    package var inFlight: Int { live.count }
 
     /// Registers the consumer name, then starts reading, heart-beating and taking over
     /// entries of dead consumers.
-    public func start() {
+    package func start() {
         register(firstSeen: nil)
     }
 
@@ -283,7 +283,7 @@ public final class RoutingRunner {
     /// Stops reading new entries; calls in flight carry on to their outcome. `done` runs once
     /// none is left or after `timeoutMs` (what is left stays pending in Redis for another
     /// process: at least once).
-    public func drain(timeoutMs: Int64, done: @escaping () -> Void) {
+    package func drain(timeoutMs: Int64, done: @escaping () -> Void) {
         stopping = true
         claimTimer.cancel()
         readRetryTimer.cancel()

@@ -14,7 +14,7 @@ import VisibleText
 /// line on stderr: `pushgw: <problem> (see pushgw <verb> --help)`.
 ///
 /// Runs on the calling thread; `main.swift` calls it once and exits with its result.
-public func pushgwMain(_ args: [String]) -> Int32 {
+package func pushgwMain(_ args: [String]) -> Int32 {
     pushgwMain(args, context: .process)
 }
 

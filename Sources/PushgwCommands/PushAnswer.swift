@@ -6,7 +6,7 @@ import Foundation
 /// `{"status":200,"apns_id":"…","reason":null,"timestamp":null}`, where `timestamp` is the
 /// 410 invalidation time in unix milliseconds; a transport error gives `"status":null` and an
 /// `"error"` key.
-public func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> Int32 {
+package func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> Int32 {
     printPushAnswer(result, json: json, console: .standard)
 }
 

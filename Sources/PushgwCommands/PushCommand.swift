@@ -5,17 +5,17 @@ import GatewayConfiguration
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
 /// with which credential to send it. What `pushgw push` hands to the APNs client.
-public struct ManualPushPlan: Equatable, Sendable {
-    public let notification: PushNotification
-    public let appId: String
-    public let credentialName: String
-    public let credential: Credential
+package struct ManualPushPlan: Equatable, Sendable {
+    package let notification: PushNotification
+    package let appId: String
+    package let credentialName: String
+    package let credential: Credential
     /// The app's environment, or sandbox when `--sandbox` was given.
-    public let environment: APNsEnvironment
-    public let endpoint: Endpoint
+    package let environment: APNsEnvironment
+    package let endpoint: Endpoint
     /// From `apns.ca_file`; nil for the system trust store.
-    public let caFile: String?
-    public let requestTimeoutMs: Int
+    package let caFile: String?
+    package let requestTimeoutMs: Int
 }
 
 /// `pushgw push`: one push by hand, printing APNs' answer (README.md).
