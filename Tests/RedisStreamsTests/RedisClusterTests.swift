@@ -96,6 +96,34 @@ final class RedisClusterTests: XCTestCase {
         drive(loop, waitingFor: "a refresh after the MOVED answers", until: { client.stats.refreshes >= 2 })
     }
 
+    /// docs/protocol.md, "On Redis Cluster": a producer with redis-py's cluster client adds events
+    /// to six apps on all three primaries and reads one result by id, each command one key.
+    func testAProducersClusterClientReachesEveryAppsKeys() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let apps = (0..<6).map { "producer-app-\($0)" }
+        let script = """
+            import sys
+            from redis.cluster import RedisCluster, ClusterNode
+            r = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", int(sys.argv[1]))], decode_responses=True)
+            for app in sys.argv[2:]:
+                key = "pushgw:{" + app + "}:"
+                r.xadd(key + "calls", {"event": '{"v":1,"id":"c-' + app + '","type":"incoming_call"}'})
+                r.set(key + "result:c-" + app, '{"outcome":"delivered_voip"}')
+                assert r.get(key + "result:c-" + app).startswith("{")
+            print("ok")
+            """
+        let (status, out, err) = try runCommand("/usr/bin/python3", ["-c", script, String(cluster.seeds[0].port)] + apps)
+        XCTAssertEqual(status, 0, err)
+        XCTAssertEqual(out, "ok\n")
+        var owners = Set<Int>()
+        for app in apps {
+            let owner = try cluster.owner(of: HashSlot(key: app))
+            owners.insert(owner.port)
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(app)}:calls"]), "1\n", "\(app)'s event is on its slot's owner")
+        }
+        XCTAssertGreaterThan(owners.count, 1, "the apps are spread over primaries")
+    }
+
     /// A slot migrated key by key while INCRs run on its keys: every INCR is answered once
     /// (the counters' sum equals the INCRs sent), through `-ASK` during the migration and
     /// `-MOVED` after it.
