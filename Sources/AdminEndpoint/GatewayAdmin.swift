@@ -219,8 +219,7 @@ package final class GatewayAdmin {
                 s.jwtRenewals[key.credential] = source.renewals
             }
         }
-        s.redisLinks = [GatewaySnapshot.RedisLink(name: "read", ready: store.blocking.isReady, stats: store.blocking.stats),
-                        GatewaySnapshot.RedisLink(name: "write", ready: store.commands.isReady, stats: store.commands.stats)]
+        s.redisLinks = store.links.map { GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats) }
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
         if let deadLetters {

@@ -56,7 +56,7 @@ package final class RedisProbe {
         if !pingOutstanding {
             pingOutstanding = true
             // weak: the store may complete it with `.closed` after this probe is gone.
-            store.commands.send(["PING"]) { [weak self] result in
+            store.ping { [weak self] result in
                 guard let self else { return }
                 self.pingOutstanding = false
                 switch result {

@@ -48,15 +48,19 @@ package struct RedisConfig: Equatable, Sendable {
     package var tls: RedisTLSOptions
     /// The sentinels that name the primary, when Redis runs under Sentinel.
     package var sentinel: RedisSentinelOptions?
+    /// The seed nodes of a Redis Cluster (`redis.cluster.seeds`); the URL then gives only the
+    /// scheme, credentials (and db 0).
+    package var clusterSeeds: [RedisNodeAddress]?
 
     package static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
-                sentinel: RedisSentinelOptions? = nil) {
+                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [RedisNodeAddress]? = nil) {
         self.url = url
         self.prefix = prefix
         self.tls = tls
         self.sentinel = sentinel
+        self.clusterSeeds = clusterSeeds
     }
 
     /// The URL with any user and password replaced by `***`, and the sentinels: safe for logs.
@@ -65,7 +69,15 @@ package struct RedisConfig: Equatable, Sendable {
         if let schemeEnd = url.range(of: "://"), let at = url[schemeEnd.upperBound...].lastIndex(of: "@") {
             text = String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
         }
+        if let clusterSeeds { return "\(text) on the cluster of \(clusterSeeds.map(\.description).joined(separator: ","))" }
         return sentinel.map { "\(text) via \($0)" } ?? text
+    }
+
+    /// The cluster client's settings, when `redis.cluster` is set: every node connection with
+    /// the URL's scheme, credentials and TLS, named `clientName`.
+    package func cluster(clientName: String? = nil) throws -> RedisCluster.Config? {
+        guard let clusterSeeds else { return nil }
+        return RedisCluster.Config(seeds: clusterSeeds, connection: try connection(clientName: clientName))
     }
 
     /// The settings of every Redis connection pushgw makes, named `clientName` in Redis.

@@ -2,11 +2,11 @@ import EventLoop
 import RedisStreams
 
 extension ConfigParser {
-    /// `redis`: `url` (required), `prefix`, `tls` and `sentinel` (config/README.md).
+    /// `redis`: `url` (required), `prefix`, `tls`, and `sentinel` or `cluster` (config/README.md).
     func parseRedis(_ root: [String: Any]) -> RedisConfig {
         let path = JSONPath.root.appending("redis")
         guard let section = reader.section(root, "redis", in: .root) else { return RedisConfig(url: "") }
-        reader.unknownKeys(section, at: path, known: ["url", "prefix", "tls", "sentinel"])
+        reader.unknownKeys(section, at: path, known: ["url", "prefix", "tls", "sentinel", "cluster"])
         var config = RedisConfig(url: "")
         var url: RedisURL?
         if let (text, at) = reader.string(section, "url", in: path, required: true, example: "redis://127.0.0.1:6379/0") {
@@ -29,6 +29,7 @@ extension ConfigParser {
             }
         }
         config.sentinel = parseSentinel(section, in: path, url: url)
+        config.clusterSeeds = parseCluster(section, in: path, url: url, withSentinel: section["sentinel"] != nil)
         config.tls = parseRedisTLS(section, in: path, used: url?.usesTLS == true || config.sentinel?.tls == true)
         return config
     }
@@ -109,23 +110,49 @@ extension ConfigParser {
         return RedisSentinelOptions(master: master, addresses: addresses, username: username, password: password, tls: tls)
     }
 
+    /// `redis.cluster`: `seeds` (required), the nodes asked for the slot map.
+    private func parseCluster(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?, withSentinel: Bool) -> [RedisNodeAddress]? {
+        let path = parent.appending("cluster")
+        guard redis["cluster"] != nil, let section = reader.section(redis, "cluster", in: parent) else { return nil }
+        reader.unknownKeys(section, at: path, known: ["seeds"])
+        if withSentinel {
+            reader.error(path, "cannot be combined with redis.sentinel",
+                         fix: "keep redis.cluster for Redis Cluster (its primaries fail over by themselves), or redis.sentinel for one primary under Sentinel")
+        }
+        if let url, case .unix = url.endpoint {
+            reader.error(parent.appending("url"), "a unix socket cannot be combined with redis.cluster",
+                         fix: "write redis://[USER:PASSWORD@]ANY/0 (or rediss://) in redis.url: the cluster gives hosts and ports")
+        } else if let url, url.db != 0 {
+            reader.error(parent.appending("url"), "names database \(url.db), but Redis Cluster has only database 0",
+                         fix: "end redis.url with /0")
+        }
+        return parseAddresses(section, "seeds", in: path, of: "a cluster node",
+                              example: "[\"10.0.0.1:7000\", \"10.0.0.2:7000\", \"10.0.0.3:7000\"]")
+    }
+
     private func parseSentinelAddresses(_ sentinel: [String: Any], in parent: JSONPath) -> [RedisSentinelOptions.Address]? {
-        let path = parent.appending("addresses")
-        let example = "[\"10.0.0.1:26379\", \"10.0.0.2:26379\", \"10.0.0.3:26379\"]"
-        guard let found = reader.lookup(sentinel, "addresses", in: parent) else {
+        parseAddresses(sentinel, "addresses", in: parent, of: "a sentinel",
+                       example: "[\"10.0.0.1:26379\", \"10.0.0.2:26379\", \"10.0.0.3:26379\"]")
+    }
+
+    /// A non-empty array of `host:port` under `key`.
+    private func parseAddresses(_ section: [String: Any], _ key: String, in parent: JSONPath, of what: String,
+                                example: String) -> [RedisNodeAddress]? {
+        let path = parent.appending(key)
+        guard let found = reader.lookup(section, key, in: parent) else {
             reader.missing(path, example: example)
             return nil
         }
         guard let list = found.value as? [Any], !list.isEmpty else {
             reader.error(found.path, "expected a non-empty array of host:port, found \(JSONKind(found.value).name)",
-                         fix: "list the sentinels, such as \(example)")
+                         fix: "list \(what == "a sentinel" ? "the sentinels" : "some nodes of the cluster"), such as \(example)")
             return nil
         }
         var addresses: [RedisSentinelOptions.Address] = []
         for (i, item) in list.enumerated() {
             guard let text = item as? String, let endpoint = Endpoint(parsing: text) else {
                 reader.error(found.path.appending(String(i)), "\(item) is not host:port with a port in 1-65535",
-                             fix: "write a sentinel's address, such as \"10.0.0.1:26379\"")
+                             fix: "write \(what)'s address, such as \(example.dropFirst().prefix { $0 != "," })")
                 continue
             }
             addresses.append(RedisSentinelOptions.Address(host: endpoint.host, port: endpoint.port))

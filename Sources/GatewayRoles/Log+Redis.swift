@@ -23,5 +23,26 @@ extension Log {
             }
         }
     }
-}
 
+    /// Logs what happens to every node connection of a cluster client, as `follow` does for one
+    /// connection; the connection is named `name` and the node and lane (`write 10.0.0.1:7000
+    /// read:acme`).
+    package func follow(_ cluster: RedisCluster, name: String) {
+        var lastFailure: [String: String] = [:]
+        cluster.onConnectionEvent = { [unowned self] node, event in
+            let connection = "\(name) \(node)"
+            switch event {
+            case .ready:
+                lastFailure[node] = nil
+                self.info("redis connection ready", ["connection": connection])
+            case let .lost(reason):
+                lastFailure[node] = nil
+                self.warn("redis connection lost; reconnecting", ["connection": connection, "reason": reason])
+            case let .connectFailed(reason):
+                guard reason != lastFailure[node] else { return }
+                lastFailure[node] = reason
+                self.warn("redis connection failed; retrying with backoff", ["connection": connection, "reason": reason])
+            }
+        }
+    }
+}

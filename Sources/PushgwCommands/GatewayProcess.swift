@@ -21,6 +21,10 @@ final class GatewayProcess {
     private let runner: RoutingRunner?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
+    /// On Redis Cluster: the store's cluster client, and the mover's own (its looks never wait
+    /// behind the router's commands).
+    private let cluster: RedisCluster?
+    private let moverCluster: RedisCluster?
     /// The retry role's parts: the mover has a connection of its own, so its looks never wait
     /// behind the router's commands (nil without the role).
     private let moverConnection: RedisConnection?
@@ -45,9 +49,12 @@ final class GatewayProcess {
         let sentinels = redis.sentinel.map { RedisSentinels(loop: loop, options: $0, tls: redis.tls, watchdogMs: redis.watchdogMs) }
         self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
-        let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel,
-                                                                   prefix: config.redis.prefix),
-                              apps: apps.map(\.keys), sentinels: sentinels)
+        let storeConfig = CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel, prefix: config.redis.prefix)
+        let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
+        let cluster = clusterConfig.flatMap { $0 }.map { RedisCluster(loop: loop, config: $0) }
+        self.cluster = cluster
+        let store = cluster.map { CallStore(config: storeConfig, apps: apps.map(\.keys), cluster: $0) }
+            ?? CallStore(loop: loop, config: storeConfig, apps: apps.map(\.keys), sentinels: sentinels)
         let pools = ApnsPools(loop: loop, config: config, log: log)
         self.store = store
         self.pools = pools
@@ -55,7 +62,18 @@ final class GatewayProcess {
             ? RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
                             settings: RoutingRunnerSettings(consumer: consumer), log: log)
             : nil
-        if roles.contains(.retry) {
+        if roles.contains(.retry), var moverSettings = clusterConfig.flatMap({ $0 }) {
+            moverSettings.connection.clientName = "pushgw-retry"
+            let moverCluster = RedisCluster(loop: loop, config: moverSettings)
+            self.moverCluster = moverCluster
+            moverConnection = nil
+            let retryMover = RetryMover(loop: loop, schedule: RetrySchedule(topology: .cluster(moverCluster),
+                                                                            config: .init(prefix: config.redis.prefix)),
+                                        log: log)
+            retryMover.apps = apps.map(\.keys)
+            mover = retryMover
+        } else if roles.contains(.retry) {
+            moverCluster = nil
             var settings = redis
             settings.clientName = "pushgw-retry"
             let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
@@ -65,6 +83,7 @@ final class GatewayProcess {
             retryMover.apps = apps.map(\.keys)
             mover = retryMover
         } else {
+            moverCluster = nil
             moverConnection = nil
             mover = nil
         }
@@ -74,8 +93,12 @@ final class GatewayProcess {
         deadLetters = roles.contains(.deadletters)
             ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, log: log)
             : nil
-        log.follow(store.blocking, name: "read")
-        log.follow(store.commands, name: "write")
+        if let cluster {
+            log.follow(cluster, name: "write")
+        } else {
+            for link in store.links { log.follow(link.connection, name: link.name) }
+        }
+        if let moverCluster { log.follow(moverCluster, name: "retry") }
         if let moverConnection { log.follow(moverConnection, name: "retry") }
         if let deadLetters { log.follow(deadLetters.connection, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
@@ -105,6 +128,7 @@ final class GatewayProcess {
         admin.start()
         store.start()
         moverConnection?.start()
+        moverCluster?.start()
         runner?.start()
         mover?.start()
         deadLetters?.start()
@@ -113,9 +137,11 @@ final class GatewayProcess {
         for s in signals { s.close() }
         mover?.close()
         moverConnection?.close()
+        moverCluster?.close()
         deadLetters?.close()
         pools.close()
         store.close()
+        cluster?.close()
         sentinels?.close()
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
         return exitStatus

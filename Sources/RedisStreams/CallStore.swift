@@ -76,6 +76,11 @@ public final class CallStore {
             self.backoff = backoff
         }
 
+        /// The retry schedule's names, caps and windows, the store's.
+        var retryScheduleConfig: RetrySchedule.Config {
+            RetrySchedule.Config(prefix: prefix, group: group, doneTTLSeconds: doneTTLSeconds, resultsMaxLen: resultsMaxLen)
+        }
+
         /// The settings of one of the store's connections.
         func connection(named name: String) -> RedisConnection.Config {
             RedisConnection.Config(url: url, tls: tls, sentinel: sentinel, watchdogMs: watchdogMs, backoff: backoff,
@@ -87,13 +92,17 @@ public final class CallStore {
     /// The configured apps: their groups are (re)created on every connect of `blocking`.
     public private(set) var apps: [AppKeys]
     public let gatewayKeys: GatewayKeys
-    /// Carries `readNew` only.
-    public let blocking: RedisConnection
-    /// Carries every other command.
-    public let commands: RedisConnection
-    /// The durable retry schedule, on `commands` (the router schedules and cancels retries
-    /// there; the mover uses a schedule on a connection of its own).
+    /// On one Redis: carries `readNew` only. Nil on a cluster (`ClusterStreamReads`).
+    public let blocking: RedisConnection?
+    /// On one Redis: carries every other command. Nil on a cluster.
+    public let commands: RedisConnection?
+    /// Where every command but `readNew` goes: `commands`, or the cluster.
+    public let topology: RedisTopology
+    /// The durable retry schedule, on `commands` or the cluster (the router schedules and
+    /// cancels retries there; the mover uses a schedule on a connection of its own).
     public let retries: RetrySchedule
+    /// On a cluster: one blocking read per app.
+    private let clusterReads: ClusterStreamReads?
 
     private var appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
@@ -122,11 +131,13 @@ public final class CallStore {
         var byKey: [String: AppKeys] = [:]
         for app in apps { byKey[app.calls] = app }
         appsByCallsKey = byKey
-        blocking = RedisConnection(loop: loop, config: config.connection(named: "pushgw-read"), sentinels: sentinels)
-        commands = RedisConnection(loop: loop, config: config.connection(named: "pushgw-write"), sentinels: sentinels)
-        retries = RetrySchedule(connection: commands, config: .init(prefix: config.prefix, group: config.group,
-                                                                    doneTTLSeconds: config.doneTTLSeconds,
-                                                                    resultsMaxLen: config.resultsMaxLen))
+        let blocking = RedisConnection(loop: loop, config: config.connection(named: "pushgw-read"), sentinels: sentinels)
+        let commands = RedisConnection(loop: loop, config: config.connection(named: "pushgw-write"), sentinels: sentinels)
+        self.blocking = blocking
+        self.commands = commands
+        topology = .single(commands)
+        clusterReads = nil
+        retries = RetrySchedule(connection: commands, config: config.retryScheduleConfig)
         let group = config.group, start = config.groupStartID
         blocking.onReady = { [unowned self] connection in
             for app in self.apps {
@@ -134,6 +145,24 @@ public final class CallStore {
             }
             if connection.stats.ready > 1 { self.onReadConnectionReconnected?() }
         }
+    }
+
+    /// A store on a Redis Cluster (`config.url` gives only the credentials, db and TLS; the
+    /// cluster's connections are its own). Each app's stream is read by a blocking read of its
+    /// own that blocks `readBlockMs` (`ClusterStreamReads`), every other command goes to the
+    /// owner of its key's slot. The caller starts nothing and closes the cluster after the store.
+    public init(config: Config, apps: [AppKeys], cluster: RedisCluster, readBlockMs: Int64 = 30_000) {
+        precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
+        self.config = config
+        self.apps = apps
+        self.gatewayKeys = GatewayKeys(prefix: config.prefix)
+        appsByCallsKey = Dictionary(uniqueKeysWithValues: apps.map { ($0.calls, $0) })
+        blocking = nil
+        commands = nil
+        topology = .cluster(cluster)
+        clusterReads = ClusterStreamReads(cluster: cluster, group: config.group, groupStartID: config.groupStartID,
+                                          blockMs: readBlockMs)
+        retries = RetrySchedule(topology: .cluster(cluster), config: config.retryScheduleConfig)
     }
 
     /// Runs after every reconnect of `blocking`, once its groups are re-created. A read in
@@ -149,33 +178,57 @@ public final class CallStore {
         let added = newApps.filter { !apps.contains($0) }
         apps = newApps
         appsByCallsKey = Dictionary(uniqueKeysWithValues: newApps.map { ($0.calls, $0) })
-        for app in added {
-            CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: commands) { _ in }
+        for app in added { ensureGroup(app) { _ in } }
+    }
+
+    /// Connects both connections; on a cluster, reads its slot map and creates every app's group.
+    public func start() {
+        switch topology {
+        case .single:
+            blocking?.start()
+            commands?.start()
+        case .cluster(let cluster):
+            cluster.start()
+            for app in apps { ensureGroup(app) { _ in } }
         }
     }
 
-    /// Connects both connections.
-    public func start() {
-        blocking.start()
-        commands.start()
+    /// Closes both connections (on a cluster, stops its reads); operations in flight complete
+    /// `.disconnected`.
+    public func close() {
+        blocking?.close()
+        commands?.close()
+        clusterReads?.close()
     }
 
-    /// Closes both connections; operations in flight complete `.disconnected`.
-    public func close() {
-        blocking.close()
-        commands.close()
+    /// The store's connections by name, for metrics and the admin endpoint: `read` and `write`
+    /// on one Redis, each node connection on a cluster.
+    public var links: [(name: String, connection: RedisConnection)] {
+        switch topology {
+        case .single: return [blocking.map { ("read", $0) }, commands.map { ("write", $0) }].compactMap { $0 }
+        case .cluster(let cluster): return cluster.nodeConnections
+        }
     }
+
+    /// `PING`, on `commands` or the registry's node: the admin endpoint's probe.
+    public func ping(completion: @escaping RedisConnection.Completion) {
+        channel(gatewayKeys.consumers).send(command: RedisCommand(["PING"]), blockMs: 0, completion: completion)
+    }
+
+    /// Where a command whose first key is `key` goes.
+    @inline(__always)
+    private func channel(_ key: String) -> any RedisCommandChannel { topology.channel(for: key) }
 
     // MARK: Groups and reading
 
     /// `XGROUP CREATE calls group <start> MKSTREAM`; an existing group (`BUSYGROUP`) is success.
     public func ensureGroup(_ app: AppKeys, completion: @escaping (Result<Void, RedisError>) -> Void) {
-        CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: commands, completion: completion)
+        CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: channel(app.calls), completion: completion)
     }
 
-    private static func createGroup(_ app: AppKeys, group: String, startID: String, on connection: RedisConnection,
+    private static func createGroup(_ app: AppKeys, group: String, startID: String, on connection: some RedisCommandChannel,
                                     completion: @escaping (Result<Void, RedisError>) -> Void) {
-        connection.send(["XGROUP", "CREATE", app.calls, group, startID, "MKSTREAM"]) { result in
+        connection.send(command: RedisCommand(["XGROUP", "CREATE", app.calls, group, startID, "MKSTREAM"]), blockMs: 0) { result in
             switch result {
             case .success: completion(.success(()))
             case .failure(let error) where error.serverCode == "BUSYGROUP": completion(.success(()))
@@ -194,6 +247,9 @@ public final class CallStore {
     public func readNew(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
                         completion: @escaping (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void) {
         precondition(!apps.isEmpty && count > 0, "readNew needs apps and a positive count")
+        if let clusterReads {
+            return clusterReads.read(apps: apps, consumer: consumer, count: count, blockMs: blockMs, completion: completion)
+        }
         var args = ["XREADGROUP", "GROUP", config.group, consumer, "COUNT", String(count)]
         if let blockMs { args += ["BLOCK", String(max(1, blockMs))] }
         args.append("STREAMS")
@@ -202,7 +258,7 @@ public final class CallStore {
         var lookup = appsByCallsKey
         for app in apps { lookup[app.calls] = app }
         let group = config.group, start = config.groupStartID
-        let connection = blocking
+        guard let connection = blocking else { preconditionFailure("a store on one Redis has its blocking connection") }
         connection.send(command: RedisCommand(args), blockMs: blockMs ?? 0, decodingInPlace: { reply in
             var out: [AppKeys: [StreamEntry]] = [:]
             for (key, entries) in try StreamReplies.read(reply) {
@@ -280,7 +336,7 @@ public final class CallStore {
             }
         }
         let count = records.count
-        finishScript.run(on: commands, keyCount: keyCount, body: body) { result in
+        finishScript.run(on: channel(app.calls), keyCount: keyCount, body: body) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == count + 1, let acked = parts[count].integer else {
                     return .failure(.unexpectedReply("finish script \(reply)"))
@@ -322,7 +378,7 @@ public final class CallStore {
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app)]
-        deadLetterScript.run(on: commands, keys: keys, arguments: args) { result in
+        deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),
                       let acked = parts[1].integer else {
@@ -341,7 +397,7 @@ public final class CallStore {
                        completion: @escaping (Result<String, RedisError>) -> Void) {
         var keys = [app.calls, app.dead]
         if let eventId { keys.append(app.result(eventId)) }
-        replayScript.run(on: commands, keys: keys, args: [event, deadEntryID ?? ""]) { result in
+        replayScript.run(on: channel(keys[0]), keys: keys, args: [event, deadEntryID ?? ""]) { result in
             completion(result.flatMap { reply in
                 reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
             })
@@ -352,7 +408,7 @@ public final class CallStore {
     /// many were pending.
     public func acknowledge(_ app: AppKeys, entryIDs: [String], completion: @escaping (Result<Int64, RedisError>) -> Void) {
         guard !entryIDs.isEmpty else { return completion(.success(0)) }
-        acknowledgeScript.run(on: commands, keys: [app.calls], args: [config.group] + entryIDs) { result in
+        acknowledgeScript.run(on: channel(app.calls), keys: [app.calls], args: [config.group] + entryIDs) { result in
             completion(result.flatMap { reply in
                 reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("acknowledge script \(reply)"))
             })
@@ -429,7 +485,7 @@ public final class CallStore {
             }
         }
         if let claimAs, claims > 0 {
-            lookupScript.run(on: commands, keyCount: reads, body: command) { [self] result in
+            lookupScript.run(on: channel(app.calls), keyCount: reads, body: command) { [self] result in
                 switch parse(result) {
                 case .success(let found):
                     takeOverLapsedClaims(app, queries, found, claimAs: claimAs, claimTTLMs: claimTTLMs, completion: completion)
@@ -438,7 +494,7 @@ public final class CallStore {
                 }
             }
         } else {
-            commands.send(command: command, blockMs: 0) { completion(parse($0)) }
+            channel(app.calls).send(command: command, blockMs: 0) { completion(parse($0)) }
         }
     }
 
@@ -453,7 +509,7 @@ public final class CallStore {
             guard case .success(let live) = result else { return completion(result.map { _ in found }) }
             let lapsed = foreign.compactMap { i in found[i].claimHolder.flatMap { live.contains($0) ? nil : (i, $0) } }
             guard !lapsed.isEmpty else { return completion(.success(found)) }
-            takeOverScript.run(on: commands, keys: lapsed.map { app.result(queries[$0.0].eventId) },
+            takeOverScript.run(on: channel(app.calls), keys: lapsed.map { app.result(queries[$0.0].eventId) },
                                args: [claimAs, String(claimTTLMs)] + lapsed.map(\.1)) { result in
                 completion(result.flatMap { reply in
                     guard let flags = reply.array, flags.count == lapsed.count else {
@@ -471,7 +527,7 @@ public final class CallStore {
     public func markCancelled(_ app: AppKeys, eventId: String, ttlSeconds: Int,
                               completion: @escaping (Result<Void, RedisError>) -> Void) {
         precondition(ttlSeconds > 0, "a cancellation needs a positive TTL")
-        commands.send(["SET", app.cancelled(eventId), "1", "EX", String(ttlSeconds)]) { result in
+        channel(app.calls).send(command: RedisCommand(["SET", app.cancelled(eventId), "1", "EX", String(ttlSeconds)]), blockMs: 0) { result in
             completion(result.map { _ in () })
         }
     }
@@ -485,7 +541,7 @@ public final class CallStore {
     public func heartbeat(consumer: String, instance: String = "", ttlMs: Int64,
                           completion: @escaping (Result<String?, RedisError>) -> Void) {
         precondition(ttlMs > 0, "a heartbeat needs a positive TTL")
-        heartbeatScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+        heartbeatScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
                             args: [consumer, String(ttlMs), String(config.consumerForgetMs), instance]) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 2 else { return .failure(.unexpectedReply("heartbeat \(reply)")) }
@@ -499,7 +555,7 @@ public final class CallStore {
     public func register(consumer: String, instance: String, ttlMs: Int64,
                          completion: @escaping (Result<ConsumerRegistration, RedisError>) -> Void) {
         precondition(ttlMs > 0, "a lease needs a positive TTL")
-        registerScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+        registerScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
                            args: [consumer, String(ttlMs), instance]) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count >= 2, let flag = parts[0].integer else {
@@ -519,7 +575,7 @@ public final class CallStore {
     /// Removes `consumer` from the registry (clean shutdown) if `instance` holds it: its
     /// pending entries become claimable at once.
     public func retire(consumer: String, instance: String, completion: @escaping (Result<Void, RedisError>) -> Void) {
-        retireScript.run(on: commands, keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
+        retireScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
                          args: [consumer, instance]) { result in completion(result.map { _ in () }) }
     }
 
@@ -531,14 +587,20 @@ public final class CallStore {
     public func claimOwn(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]],
                          completion: @escaping (Result<[AppKeys: ClaimResult], RedisError>) -> Void) {
         precondition(count > 0, "claimOwn needs a positive count")
-        guard !apps.isEmpty else { return completion(.success([:])) }
+        bySlot(apps, completion: completion) { [self] apps, completion in
+            claimOwnInOneStep(apps, consumer: consumer, count: count, routing: routing, completion: completion)
+        }
+    }
+
+    private func claimOwnInOneStep(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]],
+                                   completion: @escaping (Result<[AppKeys: ClaimResult], RedisError>) -> Void) {
         var args = [config.group, consumer, String(count)]
         for app in apps {
             let ids = routing[app] ?? []
             args.append(String(ids.count))
             args += ids
         }
-        claimOwnScript.run(on: commands, keys: apps.map(\.calls), args: args) { result in
+        claimOwnScript.run(on: channel(apps[0].calls), keys: apps.map(\.calls), args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == apps.count else {
                     return .failure(.unexpectedReply("claim own \(reply)"))
@@ -556,7 +618,7 @@ public final class CallStore {
 
     /// The consumers whose heartbeat has not lapsed (Redis server clock).
     public func liveConsumers(completion: @escaping (Result<Set<String>, RedisError>) -> Void) {
-        liveConsumersScript.run(on: commands, keys: [gatewayKeys.consumers], args: []) { result in
+        liveConsumersScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers], args: []) { result in
             completion(result.flatMap { reply in
                 guard let items = reply.array else { return .failure(.unexpectedReply("live consumers \(reply)")) }
                 return .success(Set(items.compactMap(\.string)))
@@ -567,7 +629,7 @@ public final class CallStore {
     /// The consumer registry in one read: the live consumers and the lapsed ones still
     /// registered (dead, or stalled past their lease, and not yet forgotten).
     public func consumerRegistry(completion: @escaping (Result<ConsumerRegistry, RedisError>) -> Void) {
-        registryScript.run(on: commands, keys: [gatewayKeys.consumers], args: []) { result in
+        registryScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers], args: []) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 2, let live = parts[0].array, let lapsed = parts[1].array else {
                     return .failure(.unexpectedReply("consumer registry \(reply)"))
@@ -581,7 +643,7 @@ public final class CallStore {
     /// from the registry if its lease is still lapsed. Returns how many were removed.
     public func forgetLapsed(_ names: [String], completion: @escaping (Result<Int64, RedisError>) -> Void) {
         guard !names.isEmpty else { return completion(.success(0)) }
-        forgetLapsedScript.run(on: commands, keys: [gatewayKeys.consumers], args: names) { result in
+        forgetLapsedScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers], args: names) { result in
             completion(result.flatMap { $0.integer.map { .success($0) } ?? .failure(.unexpectedReply("forget lapsed \($0)")) })
         }
     }
@@ -603,7 +665,7 @@ public final class CallStore {
         let live = liveConsumers.sorted()
         let args = [config.group, consumer, String(minIdleMs), String(count), String(config.claimScanPages),
                     ownIdleMs.map { String($0) } ?? "", String(live.count)] + live
-        claimScript.run(on: commands, keys: [app.calls], args: args) { result in
+        claimScript.run(on: channel(app.calls), keys: [app.calls], args: args) { result in
             completion(result.flatMap { reply in
                 do { return .success(try CallStore.parseClaim(reply)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
@@ -645,9 +707,13 @@ public final class CallStore {
 
     /// The backlogs of `apps` in one command (one Lua step), so that sampling a hundred apps
     /// for metrics costs one round trip, not two hundred commands.
+    /// On a cluster, one command per app.
     public func backlogs(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: Backlog], RedisError>) -> Void) {
-        guard !apps.isEmpty else { return completion(.success([:])) }
-        backlogsScript.run(on: commands, keys: apps.map(\.calls), args: [config.group]) { result in
+        bySlot(apps, completion: completion) { [self] apps, completion in backlogsInOneStep(apps, completion: completion) }
+    }
+
+    private func backlogsInOneStep(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: Backlog], RedisError>) -> Void) {
+        backlogsScript.run(on: channel(apps[0].calls), keys: apps.map(\.calls), args: [config.group]) { result in
             completion(result.flatMap { reply in
                 guard let items = reply.array, items.count == 2 * apps.count else {
                     return .failure(.unexpectedReply("backlogs script \(reply)"))
@@ -664,11 +730,32 @@ public final class CallStore {
         }
     }
 
+    /// Runs `step` once for all of `apps` on one Redis, or once per app on a cluster (a script's
+    /// keys must share a slot), and answers with every app's answer, or the first error.
+    private func bySlot<T>(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: T], RedisError>) -> Void,
+                           _ step: (_ apps: [AppKeys], _ completion: @escaping (Result<[AppKeys: T], RedisError>) -> Void) -> Void) {
+        guard !apps.isEmpty else { return completion(.success([:])) }
+        guard case .cluster = topology else { return step(apps, completion) }
+        var merged: [AppKeys: T] = [:]
+        var failure: RedisError?
+        var remaining = apps.count
+        for app in apps {
+            step([app]) { result in
+                switch result {
+                case .success(let found): merged.merge(found) { $1 }
+                case .failure(let error): failure = failure ?? error
+                }
+                remaining -= 1
+                if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(merged)) }
+            }
+        }
+    }
+
     /// XRANGE of one of the app's streams (`app.results`, `app.feedback`, `app.dead`, …),
     /// from `start` to `end` (`-`/`+` for the ends, `(id` exclusive), at most `count`.
     public func range(_ stream: String, start: String = "-", end: String = "+", count: Int,
                       completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
-        commands.send(["XRANGE", stream, start, end, "COUNT", String(count)]) { result in
+        channel(stream).send(command: RedisCommand(["XRANGE", stream, start, end, "COUNT", String(count)]), blockMs: 0) { result in
             completion(result.flatMap { reply in
                 do { return .success(try StreamReplies.range(reply)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))

@@ -48,10 +48,14 @@ public final class RedisCluster {
         }
     }
 
-    /// Which of a node's connections carries a command.
-    public enum Lane: String, Hashable, Sendable {
-        case commands
-        case blocking
+    /// Which of a node's connections carries a command: a blocking read holds up its
+    /// connection, so each blocking reader has a lane of its own.
+    public struct Lane: Hashable, Sendable {
+        /// Shown in `CLIENT LIST` after the client name (`pushgw-write`, `pushgw-write-read:acme`).
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        /// Every non-blocking command.
+        public static let commands = Lane("commands")
     }
 
     /// Counters since creation, for logs, metrics and tests.
@@ -77,6 +81,8 @@ public final class RedisCluster {
     public private(set) var lastProblem: String?
     /// Runs after every refresh that changed the map.
     public var onMapChanged: ((ClusterSlotMap) -> Void)?
+    /// Observes every node connection's events (for logs), named `host:port lane`.
+    public var onConnectionEvent: ((_ name: String, RedisConnection.Event) -> Void)?
 
     private struct ConnectionKey: Hashable {
         let node: RedisNodeAddress
@@ -171,9 +177,11 @@ public final class RedisCluster {
         if let existing = connections[key] { return existing }
         var settings = config.connection
         settings.url = settings.url.with(host: node.host, port: node.port)
-        if let name = settings.clientName { settings.clientName = lane == .commands ? name : "\(name)-\(lane.rawValue)" }
+        if let name = settings.clientName { settings.clientName = lane == .commands ? name : "\(name)-\(lane.name)" }
         let connection = RedisConnection(loop: loop, config: settings)
+        let name = "\(node) \(lane.name)"
         connection.onEvent = { [weak self] event in
+            self?.onConnectionEvent?(name, event)
             if case .ready = event { return }
             self?.requestRefresh()   // a node lost or refusing: maybe a failover
         }
@@ -182,8 +190,10 @@ public final class RedisCluster {
         return connection
     }
 
-    /// The nodes this client holds connections to, by lane (for metrics and tests).
-    public var connectedNodes: [(node: RedisNodeAddress, lane: Lane)] { connections.keys.map { ($0.node, $0.lane) } }
+    /// The connections this client holds, named `host:port lane` (for metrics and tests).
+    public var nodeConnections: [(name: String, connection: RedisConnection)] {
+        connections.map { ("\($0.key.node) \($0.key.lane.name)", $0.value) }.sorted { $0.name < $1.name }
+    }
 
     private typealias Send<T> = (RedisConnection, RedisCommand, @escaping (Result<T, RedisError>) -> Void) -> Void
 

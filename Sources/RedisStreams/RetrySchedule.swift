@@ -65,7 +65,8 @@ public final class RetrySchedule {
     }
 
     public let config: Config
-    public let connection: RedisConnection
+    /// Where its commands go: one connection, or a cluster.
+    public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys
 
     private let scheduleScript = RedisScript(RetryLua.schedule)
@@ -74,8 +75,13 @@ public final class RetrySchedule {
     private let cancelScript = RedisScript(RetryLua.cancel)
 
     /// A schedule on `connection` (shared with other users, or the mover's own).
-    public init(connection: RedisConnection, config: Config) {
-        self.connection = connection
+    public convenience init(connection: RedisConnection, config: Config) {
+        self.init(topology: .single(connection), config: config)
+    }
+
+    /// A schedule on a cluster, or on one connection.
+    public init(topology: RedisTopology, config: Config) {
+        self.topology = topology
         self.config = config
         self.gatewayKeys = GatewayKeys(prefix: config.prefix)
     }
@@ -91,7 +97,7 @@ public final class RetrySchedule {
                     app.result(retry.callID)]
         let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
                                      .text(retry.callID), .bytes(retry.event), .text(retry.state)]
-        scheduleScript.run(on: connection, keys: keys, arguments: args) { [self] result in
+        scheduleScript.run(on: topology.channel(for: app.calls), keys: keys, arguments: args) { [self] result in
             if case .success(let reply) = result, reply.string == "scheduled" {
                 // Completes once the index shows it (an index command that fails is left to
                 // repairDueIndex): the mover then finds the retry at its next look.
@@ -109,7 +115,7 @@ public final class RetrySchedule {
 
     /// The retry last scheduled for `callID`, if it is still in the schedule (one read).
     public func pending(_ app: AppKeys, callID: String, completion: @escaping (Result<ScheduledRetry?, RedisError>) -> Void) {
-        pendingScript.run(on: connection, keys: [app.retrySchedule, app.retryData, app.retryByCall], args: [callID]) { result in
+        pendingScript.run(on: topology.channel(for: app.retrySchedule), keys: [app.retrySchedule, app.retryData, app.retryByCall], args: [callID]) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array else { return .failure(.unexpectedReply("pending retry \(reply)")) }
                 if parts.isEmpty { return .success(nil) }
@@ -136,7 +142,7 @@ public final class RetrySchedule {
         var args = [config.group, cancelEntryID ?? "", record.resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
-        cancelScript.run(on: connection, keys: keys, args: args) { result in
+        cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 4, let recorded = parts[0].integer, let acked = parts[1].integer,
                       let removed = parts[2].array, let recordedIDs = parts[3].array else {
@@ -154,7 +160,7 @@ public final class RetrySchedule {
     /// The `limit` apps with the earliest due times, earliest first (one ZRANGE of the index).
     public func earliest(limit: Int, completion: @escaping (Result<[DueApp], RedisError>) -> Void) {
         precondition(limit > 0, "earliest needs a positive limit")
-        connection.send(["ZRANGE", gatewayKeys.retryDue, "0", String(limit - 1), "WITHSCORES"]) { result in
+        send(["ZRANGE", gatewayKeys.retryDue, "0", String(limit - 1), "WITHSCORES"]) { result in
             completion(result.flatMap { reply in
                 guard let items = reply.array, items.count % 2 == 0 else {
                     return .failure(.unexpectedReply("ZRANGE retry-due \(reply)"))
@@ -177,7 +183,7 @@ public final class RetrySchedule {
     public func moveDue(_ app: AppKeys, nowMs: Int64, limit: Int, completion: @escaping (Result<MoveReport, RedisError>) -> Void) {
         precondition(limit > 0, "moveDue needs a positive limit")
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall]
-        moveScript.run(on: connection, keys: keys, args: [String(nowMs), String(limit)]) { [self] result in
+        moveScript.run(on: topology.channel(for: app.calls), keys: keys, args: [String(nowMs), String(limit)]) { [self] result in
             let report = result.flatMap { reply -> Result<MoveReport, RedisError> in
                 guard let parts = reply.array, parts.count == 3, let moved = parts[0].array, let dropped = parts[2].array else {
                     return .failure(.unexpectedReply("move script \(reply)"))
@@ -191,7 +197,7 @@ public final class RetrySchedule {
             guard case .success(let moved) = report else { return completion(report) }
             let set = moved.nextDueAtMs.map { ["ZADD", gatewayKeys.retryDue, String($0), app.app] }
                 ?? ["ZREM", gatewayKeys.retryDue, app.app]
-            connection.send(set) { [self] _ in
+            send(set) { [self] _ in
                 // Read the schedule again after setting the score: a retry scheduled since the
                 // move is seen here, or its own ZADD LT comes after the score was set.
                 repairDueIndex([app]) { _ in completion(report) }
@@ -199,9 +205,14 @@ public final class RetrySchedule {
         }
     }
 
+    /// Sends `args` (`args[1]` is the key) where its key lives.
+    private func send(_ args: [String], completion: @escaping RedisConnection.Completion) {
+        topology.channel(for: args[1]).send(command: RedisCommand(args), blockMs: 0, completion: completion)
+    }
+
     /// Adds the due time `dueAtMs` of `app` to the due index unless an earlier one is there.
     private func showInIndex(_ app: AppKeys, dueAtMs: Int64, completion: @escaping (Result<RedisReply, RedisError>) -> Void) {
-        connection.send(["ZADD", gatewayKeys.retryDue, "LT", String(dueAtMs), app.app], completion: completion)
+        send(["ZADD", gatewayKeys.retryDue, "LT", String(dueAtMs), app.app], completion: completion)
     }
 
     /// Reads each app's earliest due time and adds it to the due index (`ZADD LT`): the retries
@@ -219,7 +230,7 @@ public final class RetrySchedule {
             if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(scheduled)) }
         }
         for app in apps {
-            connection.send(["ZRANGE", app.retrySchedule, "0", "0", "WITHSCORES"]) { [self] result in
+            send(["ZRANGE", app.retrySchedule, "0", "0", "WITHSCORES"]) { [self] result in
                 switch result {
                 case .failure(let error):
                     done(error)
@@ -240,7 +251,7 @@ public final class RetrySchedule {
 
     /// How many retries the app has scheduled (ZCARD).
     public func count(_ app: AppKeys, completion: @escaping (Result<Int64, RedisError>) -> Void) {
-        connection.send(["ZCARD", app.retrySchedule]) { result in
+        send(["ZCARD", app.retrySchedule]) { result in
             completion(result.flatMap { $0.integer.map { .success($0) } ?? .failure(.unexpectedReply("ZCARD \($0)")) })
         }
     }

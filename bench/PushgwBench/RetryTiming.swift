@@ -49,7 +49,7 @@ enum RetryTiming {
         for i in 0..<total {
             let app = apps[i % apps.count]
             let event = #"{"v":1,"id":"rt-\#(i)","type":"incoming_call","voip_token":"abab"}"#
-            store.commands.send(["XADD", app.calls, "*", "event", event]) { if case .success = $0 { written += 1 } }
+            store.commands?.send(["XADD", app.calls, "*", "event", event]) { if case .success = $0 { written += 1 } }
         }
         wait("XADD") { written == total }
         var pending: [(AppKeys, StreamEntry)] = []

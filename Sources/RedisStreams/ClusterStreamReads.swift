@@ -1,0 +1,105 @@
+import EventLoop
+
+/// The router's read of new calls on Redis Cluster, where one `XREADGROUP` cannot name the
+/// streams of several apps (each app is in a slot of its own): one blocking read per app, each
+/// on a connection of its own to the app's primary (`RedisCluster.Lane`), answered to the
+/// store's `readNew` as one read over every app.
+///
+/// - A `read` answers at once with what reads that already came back hold (entries of the
+///   apps asked for); otherwise it arms a read for every app asked for that has none out and
+///   answers with the first entries that come, or with nothing after `blockMs`.
+/// - Reads outlive the `read` that armed them: each blocks for `Config.blockMs` (longer than
+///   the router's wait), so an idle app costs one command per `Config.blockMs`, whatever the
+///   router's read period. What a read brings while no `read` waits is kept for the next one.
+/// - An error is answered to the waiting `read` when nothing else is there; a `NOGROUP`
+///   re-creates the app's group first. The app's read is armed again by the next `read`.
+///
+/// Entries held here are pending for the consumer in Redis, so a process that dies with
+/// them is taken over like any other. Loop-owned.
+final class ClusterStreamReads {
+    private let cluster: RedisCluster
+    private let group: String
+    private let groupStartID: String
+    /// How long each app's read blocks, ms.
+    let blockMs: Int64
+    private var out: Set<AppKeys> = []
+    private var held: [AppKeys: [StreamEntry]] = [:]
+    private var failure: RedisError?
+    private var waiter: (apps: Set<AppKeys>, completion: (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void)?
+    private var waitTimer: LoopTimer!
+    private var closed = false
+
+    init(cluster: RedisCluster, group: String, groupStartID: String, blockMs: Int64) {
+        self.cluster = cluster
+        self.group = group
+        self.groupStartID = groupStartID
+        self.blockMs = blockMs
+        waitTimer = LoopTimer(loop: cluster.loop) { [unowned self] in self.answer(timedOut: true) }
+    }
+
+    func read(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
+              completion: @escaping (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void) {
+        precondition(waiter == nil, "one read at a time")
+        guard !closed else { return completion(.failure(.closed)) }
+        waiter = (Set(apps), completion)
+        if answer(timedOut: false) { return }
+        for app in apps where !out.contains(app) && held[app] == nil { arm(app, consumer: consumer, count: count) }
+        waitTimer.schedule(afterMs: max(0, blockMs ?? 0))
+    }
+
+    func close() {
+        closed = true
+        waitTimer.close()
+        if let waiter {
+            self.waiter = nil
+            waiter.completion(.failure(.closed))
+        }
+    }
+
+    private func arm(_ app: AppKeys, consumer: String, count: Int) {
+        out.insert(app)
+        let args = ["XREADGROUP", "GROUP", group, consumer, "COUNT", String(count), "BLOCK", String(blockMs), "STREAMS", app.calls, ">"]
+        let slot = HashSlot(key: app.calls)
+        cluster.send(command: RedisCommand(args), slot: slot, lane: RedisCluster.Lane("read:" + app.app), blockMs: blockMs,
+                     decodingInPlace: { reply in Array(try StreamReplies.read(reply).values.joined()) },
+                     completion: { [weak self] (result: Result<[StreamEntry], RedisError>) in
+            guard let self, !self.closed else { return }
+            self.out.remove(app)
+            switch result {
+            case .success(let entries) where !entries.isEmpty:
+                self.held[app, default: []] += entries
+            case .success:
+                break
+            case .failure(let error):
+                if error.serverCode == "NOGROUP" {
+                    self.cluster.send(["XGROUP", "CREATE", app.calls, self.group, self.groupStartID, "MKSTREAM"], slot: slot) { _ in }
+                }
+                self.failure = error
+            }
+            self.answer(timedOut: false)
+        })
+    }
+
+    /// Answers the waiting read if there is something for it (or its time is up). True when it did.
+    @discardableResult
+    private func answer(timedOut: Bool) -> Bool {
+        guard let waiter else { return false }
+        var found: [AppKeys: [StreamEntry]] = [:]
+        for app in waiter.apps { if let entries = held.removeValue(forKey: app) { found[app] = entries } }
+        let result: Result<[AppKeys: [StreamEntry]], RedisError>
+        if !found.isEmpty {
+            result = .success(found)
+        } else if let failure {
+            self.failure = nil
+            result = .failure(failure)
+        } else if timedOut {
+            result = .success([:])
+        } else {
+            return false
+        }
+        self.waiter = nil
+        waitTimer.cancel()
+        waiter.completion(result)
+        return true
+    }
+}
