@@ -1,0 +1,116 @@
+import Foundation
+import Glibc
+import RedisStreams
+import TestSupport
+import XCTest
+
+/// `pushgw run` on a real Redis Cluster of three primaries (`LocalRedisCluster`, one per
+/// class): six apps whose slots fall on all three primaries, events added on each app's owner,
+/// every outcome checked from the results streams, retries counted with `MONITOR` on every
+/// node, and no `CROSSSLOT` anywhere.
+final class ClusterProcessTests: XCTestCase {
+    nonisolated(unsafe) private static var cluster: LocalRedisCluster?
+    nonisolated(unsafe) private static var startFailure: String?
+
+    override class func setUp() {
+        super.setUp()
+        do { cluster = try LocalRedisCluster.start(primaries: 3) } catch { startFailure = "\(error)" }
+    }
+
+    override class func tearDown() {
+        cluster?.stop()
+        cluster = nil
+        super.tearDown()
+    }
+
+    override func setUp() {
+        if let failure = Self.startFailure { XCTFail("cannot start the cluster: \(failure)") }
+    }
+
+    /// Two app ids on each primary.
+    private func appsOverEveryPrimary(_ cluster: LocalRedisCluster) throws -> [String] {
+        var byPrimary: [Int: [String]] = [:]
+        for i in 0..<100 {
+            let app = "cl-app-\(i)"
+            let owner = try cluster.owner(of: HashSlot(key: app)).port
+            if byPrimary[owner, default: []].count < 2 { byPrimary[owner, default: []].append(app) }
+        }
+        XCTAssertEqual(byPrimary.count, 3)
+        return byPrimary.values.flatMap { $0 }.sorted()
+    }
+
+    /// `redis-cli MONITOR` of every node, each into a file of its own.
+    private func monitors(_ cluster: LocalRedisCluster, in directory: String) throws -> [(ChildProcess, String)] {
+        try cluster.nodes.enumerated().map { i, node in
+            let file = directory + "/monitor-\(i).txt"
+            let monitor = try ChildProcess("/bin/sh", ["-c", "exec stdbuf -oL redis-cli -p \(node.port) monitor > '\(file)'"],
+                                           captureOutput: false)
+            try waitUntil("MONITOR to show a command") {
+                _ = try node.cli(["ECHO", "monitor-ready"])
+                return textSoFar(file).contains("monitor-ready")
+            }
+            return (monitor, file)
+        }
+    }
+
+    func testTheRouterOnThreePrimaries() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let apps = try appsOverEveryPrimary(cluster)
+        let world = try ProcessWorld(simulator: #""scenarios": { "0a290002": "too_many", "dead0001": "unregistered" }"#)
+        defer { world.stop() }
+        let app = ProcessWorld.app(#""retry": { "voip": { "max_attempts": 2, "base_ms": 100, "cap_ms": 300 } }"#)
+        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
+        let config = try world.writeConfig(apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, app) }),
+                                           redis: #""cluster": { "seeds": [\#(seeds)] }"#,
+                                           redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
+        let watched = try monitors(cluster, in: world.directory)
+        defer { watched.forEach { $0.0.stop() } }
+        let log = world.directory + "/gateway.log"
+        let gateway = try world.gateway(config: config, consumer: "gw-cluster", arguments: ["--role", "router,retry"], log: log)
+
+        // Per app: a call delivered as VoIP, one throttled (429, one retry, then the alert),
+        // one whose VoIP token is gone (the alert, and feedback), and one invalid event.
+        for name in apps {
+            let owner = try cluster.owner(of: HashSlot(key: name))
+            let calls = "pushgw:{\(name)}:calls"
+            for (id, voip) in [("ok", "a0a0"), ("throttled", "0a290002"), ("gone", "dead0001")] {
+                let event = #"{"v":1,"id":"\#(name)-\#(id)","type":"incoming_call","voip_token":"\#(voip)","alert_token":"b1b1"}"#
+                _ = try owner.cli(["XADD", calls, "*", "event", event])
+            }
+            _ = try owner.cli(["XADD", calls, "*", "event", "not json"])
+        }
+        func results(_ name: String) -> [String] {
+            guard let owner = try? cluster.owner(of: HashSlot(key: name)),
+                  let text = try? owner.cli(["XRANGE", "pushgw:{\(name)}:results", "-", "+"]) else { return [] }
+            return text.split(separator: "\n").filter { $0.hasPrefix("{") }.map(String.init)
+        }
+        guard waitUntil("four results in every app", timeoutMs: 60_000, { !gateway.isRunning || apps.allSatisfy { results($0).count >= 4 } }), gateway.isRunning else {
+            return print("the gateway's log:\n" + textSoFar(log).split(separator: "\n").suffix(30).joined(separator: "\n"))
+        }
+        for name in apps {
+            let outcomes = results(name).compactMap { line -> String? in
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                return (object?["id"] as? String ?? "invalid") + "=" + (object?["outcome"] as? String ?? "?")
+            }.sorted()
+            XCTAssertEqual(outcomes, ["\(name)-gone=delivered_alert", "\(name)-ok=delivered_voip",
+                                      "\(name)-throttled=delivered_alert", "invalid=dead_lettered"], name)
+            let owner = try cluster.owner(of: HashSlot(key: name))
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:calls"]), "0\n", "every entry acknowledged and deleted")
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:dead"]), "1\n", "the invalid event is a dead letter")
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:feedback"]), "1\n", "the gone token's feedback")
+        }
+        XCTAssertEqual(gateway.isRunning, true)
+
+        // Retries, counted on every node: one schedule (its index command) and one move (the
+        // XADD of the mover's script) per throttled call.
+        let lines = watched.flatMap { textSoFar($0.1).split(separator: "\n") }
+        let scheduled = lines.filter { $0.contains(#""ZADD" "pushgw:retry-due" "LT""#) }.count
+        let moved = lines.filter { $0.contains("[0 lua]") && $0.contains(#""XADD""#) && $0.contains(#""retry""#) && $0.contains(":calls") }.count
+        XCTAssertEqual(scheduled, apps.count, "one retry scheduled per throttled call")
+        XCTAssertEqual(moved, apps.count, "and moved once")
+        let logText = textSoFar(log)
+        XCTAssertFalse(logText.contains("CROSSSLOT"), "no command spanned slots")
+        XCTAssertFalse(lines.contains { $0.contains("CROSSSLOT") })
+        print("cluster e2e: \(apps.count) apps on 3 primaries, \(scheduled) retries scheduled and \(moved) moved (MONITOR), no CROSSSLOT")
+    }
+}
