@@ -143,6 +143,11 @@ final class GatewayProcess {
         store.close()
         cluster?.close()
         sentinels?.close()
+        for (name, client) in [("write", cluster), ("retry", moverCluster)] {
+            guard let stats = client?.stats else { continue }
+            log.info("redis cluster redirects followed", ["connection": name, "moved": stats.moved, "asked": stats.asked,
+                                                          "retried_later": stats.retriedLater, "map_refreshes": stats.refreshes])
+        }
         log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
         return exitStatus
     }

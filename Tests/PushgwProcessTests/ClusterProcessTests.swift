@@ -113,4 +113,65 @@ final class ClusterProcessTests: XCTestCase {
         XCTAssertFalse(lines.contains { $0.contains("CROSSSLOT") })
         print("cluster e2e: \(apps.count) apps on 3 primaries, \(scheduled) retries scheduled and \(moved) moved (MONITOR), no CROSSSLOT")
     }
+
+    /// One app's slot migrated to another primary, key by key (`CLUSTER SETSLOT … MIGRATING /
+    /// IMPORTING` + `MIGRATE`), while 2,000 of its events are added and routed: every event
+    /// gets exactly one result, and the gateway says how many redirects it followed.
+    func testAnAppsSlotMigratedWhileItsEventsRoute() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let name = "reshard-app"
+        let slot = HashSlot(key: name)
+        let world = try ProcessWorld()
+        defer { world.stop() }
+        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
+        let config = try world.writeConfig(apps: [name: ProcessWorld.app()], redis: #""cluster": { "seeds": [\#(seeds)] }"#,
+                                           redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
+        let log = world.directory + "/gateway.log"
+        let gateway = try world.gateway(config: config, consumer: "gw-reshard", arguments: ["--role", "router,retry"], log: log)
+        let from = try cluster.owner(of: slot)
+        let to = try XCTUnwrap(try cluster.primaries().first { $0 !== from })
+        let total = 2_000
+        // 400 events a second through redis-py's cluster client, which follows redirects too.
+        let producer = try ChildProcess("/usr/bin/python3", ["-c", """
+            import json, time
+            from redis.cluster import RedisCluster, ClusterNode
+            r = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", \(cluster.seeds[0].port))])
+            start = time.time()
+            for i in range(\(total)):
+                r.xadd("pushgw:{\(name)}:calls", {"event": json.dumps({"v": 1, "id": f"rs-{i}", "type": "incoming_call",
+                       "voip_token": f"{i:08x}"})})
+                time.sleep(max(0, start + (i + 1) / 400 - time.time()))
+            """], captureOutput: false)
+        defer { producer.stop(signal: SIGKILL) }
+        func results(on node: RedisServer) -> Int {
+            Int((try? node.cli(["XLEN", "pushgw:{\(name)}:results"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        }
+        XCTAssertTrue(waitUntil("the first results", timeoutMs: 30_000) { results(on: from) >= 200 })
+        try cluster.beginMigration(of: slot, from: from, to: to)
+        var movedKeys = 0
+        while true {
+            let n = try cluster.migrateKeys(of: slot, from: from, to: to, count: 50)
+            if n == 0 { break }
+            movedKeys += n
+            usleep(20_000)
+        }
+        try cluster.finishMigration(of: slot, from: from, to: to)
+        XCTAssertTrue(waitUntil("a result for every event", timeoutMs: 90_000) { !gateway.isRunning || results(on: to) >= total })
+        XCTAssertEqual(producer.waitForExit(), 0)
+        usleep(500_000)
+        let lines = try to.cli(["XRANGE", "pushgw:{\(name)}:results", "-", "+"]).split(separator: "\n").filter { $0.hasPrefix("{") }
+        let ids = lines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String
+        }
+        XCTAssertEqual(ids.count, total, "one result per event")
+        XCTAssertEqual(Set(ids).count, total, "no event has two")
+        XCTAssertEqual(try to.cli(["XLEN", "pushgw:{\(name)}:calls"]), "0\n", "every entry acknowledged")
+        XCTAssertEqual(gateway.stop(), 0)
+        let followed = ProcessWorld.logLines(log, message: "redis cluster redirects followed")
+        let write = followed.first { $0["connection"] as? String == "write" }
+        let moved = write?["moved"] as? Int ?? -1, asked = write?["asked"] as? Int ?? -1
+        XCTAssertGreaterThan(moved + asked, 0, "the migration was followed through redirects")
+        XCTAssertFalse(textSoFar(log).contains("CROSSSLOT"))
+        print("resharding: slot \(slot) of \(name) moved from :\(from.port) to :\(to.port) (\(movedKeys) keys) while \(total) events routed: \(ids.count) results, \(Set(ids).count) distinct; the gateway followed \(asked) ASK and \(moved) MOVED redirects, retried \(write?["retried_later"] ?? 0) TRYAGAIN/CLUSTERDOWN answers later")
+    }
 }
