@@ -20,11 +20,7 @@ final class ClusterFailoverTests: XCTestCase {
         let slot = HashSlot(key: name)
         let world = try ProcessWorld()
         defer { world.stop() }
-        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
-        let config = try world.writeConfig(apps: [name: ProcessWorld.app()], redis: #""cluster": { "seeds": [\#(seeds)] }"#,
-                                           redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
-        let log = world.directory + "/gateway.log"
-        let gateway = try world.gateway(config: config, consumer: "gw-failover", arguments: ["--role", "router,retry"], log: log)
+        let (gateway, log) = try world.gateway(on: cluster, apps: [name: ProcessWorld.app()], consumer: "gw-failover")
         let primary = try cluster.owner(of: slot)
         let seed = try XCTUnwrap(cluster.nodes.first { $0 !== primary })
 

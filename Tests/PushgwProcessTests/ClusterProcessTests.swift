@@ -59,14 +59,10 @@ final class ClusterProcessTests: XCTestCase {
         let world = try ProcessWorld(simulator: #""scenarios": { "0a290002": "too_many", "dead0001": "unregistered" }"#)
         defer { world.stop() }
         let app = ProcessWorld.app(#""retry": { "voip": { "max_attempts": 2, "base_ms": 100, "cap_ms": 300 } }"#)
-        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
-        let config = try world.writeConfig(apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, app) }),
-                                           redis: #""cluster": { "seeds": [\#(seeds)] }"#,
-                                           redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
         let watched = try monitors(cluster, in: world.directory)
         defer { watched.forEach { $0.0.stop() } }
-        let log = world.directory + "/gateway.log"
-        let gateway = try world.gateway(config: config, consumer: "gw-cluster", arguments: ["--role", "router,retry"], log: log)
+        let (gateway, log) = try world.gateway(on: cluster, apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, app) }),
+                                               consumer: "gw-cluster")
 
         // Per app: a call delivered as VoIP, one throttled (429, one retry, then the alert),
         // one whose VoIP token is gone (the alert, and feedback), and one invalid event.
@@ -114,6 +110,44 @@ final class ClusterProcessTests: XCTestCase {
         print("cluster e2e: \(apps.count) apps on 3 primaries, \(scheduled) retries scheduled and \(moved) moved (MONITOR), no CROSSSLOT")
     }
 
+    /// A second gateway SIGKILLed while its pushes are out: the first takes its entries over
+    /// once its lease lapsed, and every event gets exactly one result.
+    func testAKilledGatewaysEntriesAreTakenOver() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let name = "takeover-app"
+        let owner = try cluster.owner(of: HashSlot(key: name))
+        // Pushes take 2 s: the killed gateway holds its calls in flight.
+        let world = try ProcessWorld(simulator: #""default_scenario": "slow:2000""#)
+        defer { world.stop() }
+        let (doomed, _) = try world.gateway(on: cluster, apps: [name: ProcessWorld.app()], consumer: "gw-doomed")
+        let total = 20
+        for i in 0..<total {
+            let event = #"{"v":1,"id":"to-\#(i)","type":"incoming_call","voip_token":"\#(String(format: "%08x", i))"}"#
+            _ = try owner.cli(["XADD", "pushgw:{\(name)}:calls", "*", "event", event])
+        }
+        func pending() -> Int {
+            Int((try? owner.cli(["XPENDING", "pushgw:{\(name)}:calls", "pushgw"]))?.split(separator: "\n").first ?? "") ?? 0
+        }
+        XCTAssertTrue(waitUntil("the doomed gateway to read every event", timeoutMs: 30_000) { pending() == total })
+        doomed.stop(signal: SIGKILL)
+        let (survivor, log) = try world.gateway(on: cluster, apps: [name: ProcessWorld.app()], consumer: "gw-survivor")
+        func results() -> [String] {
+            ((try? owner.cli(["XRANGE", "pushgw:{\(name)}:results", "-", "+"])) ?? "").split(separator: "\n")
+                .filter { $0.hasPrefix("{") }.compactMap { line in
+                    (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String
+                }
+        }
+        XCTAssertTrue(waitUntil("a result for every event", timeoutMs: 60_000) { results().count >= total })
+        usleep(500_000)
+        XCTAssertEqual(results().count, total, "one result per event")
+        XCTAssertEqual(Set(results()).count, total)
+        XCTAssertEqual(pending(), 0)
+        XCTAssertTrue(survivor.isRunning)
+        XCTAssertFalse(ProcessWorld.logLines(log, message: "took over abandoned entries (of dead consumers, or left pending here after an error)").isEmpty,
+                       "the survivor says it took them over")
+        XCTAssertFalse(textSoFar(log).contains("CROSSSLOT"))
+    }
+
     /// One app's slot migrated to another primary, key by key (`CLUSTER SETSLOT … MIGRATING /
     /// IMPORTING` + `MIGRATE`), while 2,000 of its events are added and routed: every event
     /// gets exactly one result, and the gateway says how many redirects it followed.
@@ -123,11 +157,7 @@ final class ClusterProcessTests: XCTestCase {
         let slot = HashSlot(key: name)
         let world = try ProcessWorld()
         defer { world.stop() }
-        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
-        let config = try world.writeConfig(apps: [name: ProcessWorld.app()], redis: #""cluster": { "seeds": [\#(seeds)] }"#,
-                                           redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
-        let log = world.directory + "/gateway.log"
-        let gateway = try world.gateway(config: config, consumer: "gw-reshard", arguments: ["--role", "router,retry"], log: log)
+        let (gateway, log) = try world.gateway(on: cluster, apps: [name: ProcessWorld.app()], consumer: "gw-reshard")
         let from = try cluster.owner(of: slot)
         let to = try XCTUnwrap(try cluster.primaries().first { $0 !== from })
         let total = 2_000
@@ -173,5 +203,17 @@ final class ClusterProcessTests: XCTestCase {
         XCTAssertGreaterThan(moved + asked, 0, "the migration was followed through redirects")
         XCTAssertFalse(textSoFar(log).contains("CROSSSLOT"))
         print("resharding: slot \(slot) of \(name) moved from :\(from.port) to :\(to.port) (\(movedKeys) keys) while \(total) events routed: \(ids.count) results, \(Set(ids).count) distinct; the gateway followed \(asked) ASK and \(moved) MOVED redirects, retried \(write?["retried_later"] ?? 0) TRYAGAIN/CLUSTERDOWN answers later")
+    }
+}
+
+extension ProcessWorld {
+    /// `pushgw run --role router,retry` on `cluster` (`redis.cluster.seeds`: every node) for
+    /// `apps`, logging to a file of `directory`; the gateway and its log's path.
+    func gateway(on cluster: LocalRedisCluster, apps: [String: String], consumer: String) throws -> (ChildProcess, String) {
+        let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
+        let config = try writeConfig(apps: apps, redis: #""cluster": { "seeds": [\#(seeds)] }"#,
+                                     redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
+        let log = directory + "/\(consumer).log"
+        return (try gateway(config: config, consumer: consumer, arguments: ["--role", "router,retry"], log: log), log)
     }
 }
