@@ -110,6 +110,43 @@ final class ClusterProcessTests: XCTestCase {
         print("cluster e2e: \(apps.count) apps on 3 primaries, \(scheduled) retries scheduled and \(moved) moved (MONITOR), no CROSSSLOT")
     }
 
+    /// What an idle gateway with 100 apps sends to the cluster, counted with `MONITOR` on every
+    /// node over 35 s (one whole period of the per-app blocking reads, which block 30 s).
+    func testAnIdleGatewayWithAHundredApps() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let world = try ProcessWorld()
+        defer { world.stop() }
+        let apps = Dictionary(uniqueKeysWithValues: (0..<100).map { ("idle-\($0)", ProcessWorld.app()) })
+        let (gateway, _) = try world.gateway(on: cluster, apps: apps, consumer: "gw-idle")
+        // Start-up work (groups, script loads, the first reads) is over once every app's group exists.
+        XCTAssertTrue(waitUntil("every app's group", timeoutMs: 30_000) {
+            apps.keys.allSatisfy { name in
+                ((try? cluster.owner(of: HashSlot(key: name)).cli(["EXISTS", "pushgw:{\(name)}:calls"])) ?? "") == "1\n"
+            }
+        })
+        sleep(2)
+        let watched = try monitors(cluster, in: world.directory)
+        let windowS: UInt32 = 35
+        sleep(windowS)
+        watched.forEach { $0.0.stop() }
+        XCTAssertEqual(gateway.stop(), 0)
+        var perCommand: [String: Int] = [:]
+        for (_, file) in watched {
+            for line in textSoFar(file).split(separator: "\n") where !line.contains("[0 lua]") && !line.contains("monitor-ready") {
+                guard let close = line.firstIndex(of: "]") else { continue }
+                let command = line[line.index(after: close)...].split(separator: " ").first.map {
+                    $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).uppercased() } ?? "?"
+                perCommand[command, default: 0] += 1
+            }
+        }
+        let total = perCommand.values.reduce(0, +)
+        let perSecond = Double(total) / Double(windowS)
+        print("idle gateway on the cluster (100 apps, 3 primaries, roles router,retry): \(total) commands in \(windowS) s = \(String(format: "%.1f", perSecond))/s; by command \(perCommand)")
+        XCTAssertGreaterThan(perCommand["XREADGROUP"] ?? 0, 0, "the per-app reads are counted")
+        XCTAssertLessThanOrEqual(perCommand["XREADGROUP"] ?? 0, 2 * apps.count, "one read per app per 30 s, not per router read")
+        XCTAssertLessThan(perSecond, 50, "nothing polls per app: \(perCommand)")
+    }
+
     /// A second gateway SIGKILLed while its pushes are out: the first takes its entries over
     /// once its lease lapsed, and every event gets exactly one result.
     func testAKilledGatewaysEntriesAreTakenOver() throws {
