@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Glibc
 import RedisStreams
 import TestSupport
@@ -16,6 +17,7 @@ final class ClusterFailoverTests: XCTestCase {
     func testAKilledPrimaryIsReplacedByItsReplicaAndEveryLaterEventGetsItsResult() throws {
         let cluster = try LocalRedisCluster.start(primaries: 3, replicasPerPrimary: 1)
         defer { cluster.stop() }
+        try cluster.setUser(GatewayRedis.aclUser, password: GatewayRedis.aclPassword, rules: ClusterProcessTests.clusterLeastPrivilege)
         let name = "failover-app"
         let slot = HashSlot(key: name)
         let world = try ProcessWorld()

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Glibc
 import RedisStreams
 import TestSupport
@@ -11,10 +12,19 @@ import XCTest
 final class ClusterProcessTests: XCTestCase {
     nonisolated(unsafe) private static var cluster: LocalRedisCluster?
     nonisolated(unsafe) private static var startFailure: String?
+    /// The gateways run as the least-privileged user of one Redis, plus what the cluster client
+    /// reads the slot map with (docs/operations.md, "Redis Cluster"), set on every node.
+    static let clusterLeastPrivilege = GatewayRedis.leastPrivilege + ["+cluster|shards", "+cluster|slots", "+asking"]
 
     override class func setUp() {
         super.setUp()
-        do { cluster = try LocalRedisCluster.start(primaries: 3) } catch { startFailure = "\(error)" }
+        do {
+            let started = try LocalRedisCluster.start(primaries: 3)
+            try started.setUser(GatewayRedis.aclUser, password: GatewayRedis.aclPassword, rules: clusterLeastPrivilege)
+            cluster = started
+        } catch {
+            startFailure = "\(error)"
+        }
     }
 
     override class func tearDown() {
@@ -107,6 +117,9 @@ final class ClusterProcessTests: XCTestCase {
         let logText = textSoFar(log)
         XCTAssertFalse(logText.contains("CROSSSLOT"), "no command spanned slots")
         XCTAssertFalse(lines.contains { $0.contains("CROSSSLOT") })
+        for node in cluster.nodes {
+            XCTAssertEqual(try node.cli(["ACL", "LOG"]).trimmingCharacters(in: .whitespacesAndNewlines), "", "the least-privileged user was refused nothing on :\(node.port)")
+        }
         print("cluster e2e: \(apps.count) apps on 3 primaries, \(scheduled) retries scheduled and \(moved) moved (MONITOR), no CROSSSLOT")
     }
 
@@ -245,11 +258,13 @@ final class ClusterProcessTests: XCTestCase {
 
 extension ProcessWorld {
     /// `pushgw run --role router,retry` on `cluster` (`redis.cluster.seeds`: every node) for
-    /// `apps`, logging to a file of `directory`; the gateway and its log's path.
+    /// `apps`, as the least-privileged ACL user (`ClusterProcessTests.clusterLeastPrivilege`,
+    /// which the cluster's nodes must have), logging to a file of `directory`; the gateway and
+    /// its log's path.
     func gateway(on cluster: LocalRedisCluster, apps: [String: String], consumer: String) throws -> (ChildProcess, String) {
         let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
         let config = try writeConfig(apps: apps, redis: #""cluster": { "seeds": [\#(seeds)] }"#,
-                                     redisURL: "redis://127.0.0.1:\(cluster.seeds[0].port)/0")
+                                     redisURL: "redis://\(GatewayRedis.aclUser):\(GatewayRedis.aclPassword)@127.0.0.1:\(cluster.seeds[0].port)/0")
         let log = directory + "/\(consumer).log"
         return (try gateway(config: config, consumer: consumer, arguments: ["--role", "router,retry"], log: log), log)
     }
