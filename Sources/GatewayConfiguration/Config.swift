@@ -49,7 +49,7 @@ package struct RedisConfig: Equatable, Sendable {
     /// The sentinels that name the primary, when Redis runs under Sentinel.
     package var sentinel: RedisSentinelOptions?
 
-    package static let defaultPrefix = "pushgw"
+    static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
                 sentinel: RedisSentinelOptions? = nil) {
@@ -86,7 +86,7 @@ package struct AdminConfig: Equatable, Sendable {
     /// pages, never to replay or purge. Nil: no read-only access.
     package var readonlyTokenFile: String?
 
-    package static let defaultListen = "127.0.0.1:9464"
+    static let defaultListen = "127.0.0.1:9464"
 
     package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
         self.listen = listen
@@ -152,13 +152,13 @@ package struct APNsConfig: Equatable, Sendable {
     /// with `ApnsClientError.queueFull`.
     package var maxQueued: Int
 
-    package static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
+    static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
                                                            port: APNsEnvironment.defaultPort)
-    package static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
+    static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
                                                         port: APNsEnvironment.defaultPort)
-    package static let defaultConnections = 2
-    package static let defaultRequestTimeoutMs = 10_000
-    package static let defaultMaxQueued = 10_000
+    static let defaultConnections = 2
+    static let defaultRequestTimeoutMs = 10_000
+    static let defaultMaxQueued = 10_000
 
     package init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
                 sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
@@ -214,7 +214,7 @@ package struct AppConfig: Equatable, Sendable {
     /// Retention of the app's dead-letter stream (`dead_letters`).
     package var deadLetters: DeadLetterRetentionPolicy
 
-    package static let defaultRingTimeoutSeconds = 30
+    static let defaultRingTimeoutSeconds = 30
 
     package init(bundleId: String, credential: String, environment: APNsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
@@ -239,9 +239,9 @@ package struct RetryPolicies: Equatable, Sendable {
     /// How long an alert fallback may keep retrying, in seconds from the event.
     package var alertTTLSeconds: Int
 
-    package static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
-    package static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
-    package static let defaultAlertTTLSeconds = 86_400
+    static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
+    static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
+    static let defaultAlertTTLSeconds = 86_400
 
     package init(voip: RetryPolicy = RetryPolicies.defaultVoip, alert: RetryPolicy = RetryPolicies.defaultAlert,
                 alertTTLSeconds: Int = RetryPolicies.defaultAlertTTLSeconds) {

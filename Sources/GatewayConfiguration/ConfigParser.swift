@@ -406,20 +406,20 @@ struct ConfigParser {
 
 extension GatewayConfig {
     /// The largest config file read, in bytes.
-    package static let maxFileBytes = 4 * 1024 * 1024
+    static let maxFileBytes = 4 * 1024 * 1024
 
     /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
     /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
-    package static let maxBundleIDCharacters = 255
+    static let maxBundleIDCharacters = 255
 
     /// What `isName` accepts, for messages.
-    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+    static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
 
     /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
     /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
     /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
     /// control characters.
-    package static func isName(_ name: String) -> Bool {
+    static func isName(_ name: String) -> Bool {
         let utf8 = name.utf8
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)

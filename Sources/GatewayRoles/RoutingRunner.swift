@@ -18,8 +18,8 @@ package struct RoutingRunnerSettings: Sendable {
     package var perAppInFlight = 1_000
     /// Heartbeat period and lifetime: a consumer whose heartbeat is older than `heartbeatTTLMs`
     /// is dead and its in-flight entries are taken over.
-    package var heartbeatEveryMs: Int64 = 1_000
-    package var heartbeatTTLMs: Int64 = 3_000
+    var heartbeatEveryMs: Int64 = 1_000
+    var heartbeatTTLMs: Int64 = 3_000
     /// How often this process reads the consumer registry for dead consumers, and how idle
     /// their entries must be to be taken over.
     package var claimEveryMs: Int64 = 1_000
@@ -36,16 +36,16 @@ package struct RoutingRunnerSettings: Sendable {
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
     package var redeliveryLimit: Int64 = 5
     /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
-    package var cancelTTLSeconds = 86_400
+    var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
-    package var scheduleAgainAfterMs: Int64 = 250
+    var scheduleAgainAfterMs: Int64 = 250
     /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
     /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
     /// record). It is released as soon as the call leaves the process; the TTL only frees the
     /// claim of a process that died.
-    package var inFlightClaimMs: Int64 = 60_000
+    var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
-    package var copyRecheckEveryMs: Int64 = 250
+    var copyRecheckEveryMs: Int64 = 250
 
     package init(consumer: String) { self.consumer = consumer }
 }

@@ -5,9 +5,9 @@ import GatewayConfiguration
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
 /// with which credential to send it. What `pushgw push` hands to the APNs client.
-package struct ManualPushPlan: Equatable, Sendable {
+struct ManualPushPlan: Equatable, Sendable {
     package let notification: PushNotification
-    package let appId: String
+    let appId: String
     package let credentialName: String
     package let credential: Credential
     /// The app's environment, or sandbox when `--sandbox` was given.
