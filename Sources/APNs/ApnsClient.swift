@@ -41,7 +41,7 @@ public struct ApnsClientConfiguration {
     /// return.
     public var reconnectCapWhileWaitingMs: Int64 = 1_000
 
-    public init(host: String, port: Int = APNsEnvironment.defaultPort, caFile: String? = nil,
+    public init(host: String, port: Int = ApnsEnvironment.defaultPort, caFile: String? = nil,
                 authentication: ApnsAuthentication) {
         self.host = host
         self.port = port

@@ -59,7 +59,7 @@ public enum Priority: Int, Sendable, CaseIterable {
 }
 
 /// Which APNs service: production or the sandbox (development) one.
-public enum APNsEnvironment: String, Sendable, CaseIterable {
+public enum ApnsEnvironment: String, Sendable, CaseIterable {
     case production, sandbox
 
     /// Apple's host for this environment.

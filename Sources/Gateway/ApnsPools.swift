@@ -13,7 +13,7 @@ public final class ApnsPools {
     /// Identifies one pool.
     public struct Key: Hashable, Sendable {
         public let credential: String
-        public let environment: APNsEnvironment
+        public let environment: ApnsEnvironment
     }
 
     private let loop: EventLoop
@@ -31,7 +31,7 @@ public final class ApnsPools {
     }
 
     /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
-    public func client(credential name: String, environment: APNsEnvironment) throws -> ApnsClient {
+    public func client(credential name: String, environment: ApnsEnvironment) throws -> ApnsClient {
         let key = Key(credential: name, environment: environment)
         if let client = clients[key] { return client }
         guard let credential = config.credentials[name] else {

@@ -14,13 +14,13 @@ import RedisStreams
 public struct GatewayConfig: Equatable, Sendable {
     public var redis: RedisConfig
     public var admin: AdminConfig
-    public var apns: APNsConfig
+    public var apns: ApnsConfig
     /// Credentials by name; apps refer to them by that name, so one team's key serves many apps.
     public var credentials: [String: Credential]
     /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
     public var apps: [String: AppConfig]
 
-    public init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
+    public init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig]) {
         self.redis = redis
         self.admin = admin
@@ -128,7 +128,7 @@ public struct Endpoint: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.
-public struct APNsConfig: Equatable, Sendable {
+public struct ApnsConfig: Equatable, Sendable {
     public var productionEndpoint: Endpoint
     public var sandboxEndpoint: Endpoint
     /// CA bundle to verify APNs (or the simulator) against; nil uses the system trust store.
@@ -141,19 +141,19 @@ public struct APNsConfig: Equatable, Sendable {
     /// with `ApnsClientError.queueFull`.
     public var maxQueued: Int
 
-    public static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
-                                                           port: APNsEnvironment.defaultPort)
-    public static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
-                                                        port: APNsEnvironment.defaultPort)
+    public static let defaultProductionEndpoint = Endpoint(host: ApnsEnvironment.production.defaultHost,
+                                                           port: ApnsEnvironment.defaultPort)
+    public static let defaultSandboxEndpoint = Endpoint(host: ApnsEnvironment.sandbox.defaultHost,
+                                                        port: ApnsEnvironment.defaultPort)
     public static let defaultConnections = 2
     public static let defaultRequestTimeoutMs = 10_000
     public static let defaultMaxQueued = 10_000
 
-    public init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
-                sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
-                caFile: String? = nil, connections: Int = APNsConfig.defaultConnections,
-                requestTimeoutMs: Int = APNsConfig.defaultRequestTimeoutMs,
-                maxQueued: Int = APNsConfig.defaultMaxQueued) {
+    public init(productionEndpoint: Endpoint = ApnsConfig.defaultProductionEndpoint,
+                sandboxEndpoint: Endpoint = ApnsConfig.defaultSandboxEndpoint,
+                caFile: String? = nil, connections: Int = ApnsConfig.defaultConnections,
+                requestTimeoutMs: Int = ApnsConfig.defaultRequestTimeoutMs,
+                maxQueued: Int = ApnsConfig.defaultMaxQueued) {
         self.productionEndpoint = productionEndpoint
         self.sandboxEndpoint = sandboxEndpoint
         self.caFile = caFile
@@ -163,7 +163,7 @@ public struct APNsConfig: Equatable, Sendable {
     }
 
     /// The endpoint pushes for `environment` go to.
-    public func endpoint(for environment: APNsEnvironment) -> Endpoint {
+    public func endpoint(for environment: ApnsEnvironment) -> Endpoint {
         switch environment {
         case .production: return productionEndpoint
         case .sandbox: return sandboxEndpoint
@@ -195,7 +195,7 @@ public struct AppConfig: Equatable, Sendable {
     public var bundleId: String
     /// Name of an entry of `GatewayConfig.credentials`.
     public var credential: String
-    public var environment: APNsEnvironment
+    public var environment: ApnsEnvironment
     /// How long a call rings when its event carries no deadline, in seconds.
     public var ringTimeoutSeconds: Int
     public var retry: RetryPolicies
@@ -205,7 +205,7 @@ public struct AppConfig: Equatable, Sendable {
 
     public static let defaultRingTimeoutSeconds = 30
 
-    public init(bundleId: String, credential: String, environment: APNsEnvironment,
+    public init(bundleId: String, credential: String, environment: ApnsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
                 retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
                 deadLetters: DeadLetterRetentionPolicy = .default) {

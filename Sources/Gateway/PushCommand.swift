@@ -10,7 +10,7 @@ public struct ManualPushPlan: Equatable, Sendable {
     public let credentialName: String
     public let credential: Credential
     /// The app's environment, or sandbox when `--sandbox` was given.
-    public let environment: APNsEnvironment
+    public let environment: ApnsEnvironment
     public let endpoint: Endpoint
     /// From `apns.ca_file`; nil for the system trust store.
     public let caFile: String?
@@ -178,7 +178,7 @@ enum PushCommand: Command {
         } catch {
             throw usage(error.description)
         }
-        let environment: APNsEnvironment = a.flags.contains("--sandbox") ? .sandbox : app.environment
+        let environment: ApnsEnvironment = a.flags.contains("--sandbox") ? .sandbox : app.environment
         let plan = ManualPushPlan(notification: notification, appId: appId, credentialName: app.credential,
                             credential: credential, environment: environment,
                             endpoint: config.apns.endpoint(for: environment), caFile: config.apns.caFile,

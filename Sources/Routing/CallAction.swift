@@ -61,7 +61,7 @@ public struct PushPlan: Equatable, Sendable {
     /// 1 for the first attempt on this channel.
     public let attempt: Int
     /// The event's `sandbox`, else the app's environment.
-    public let environment: APNsEnvironment
+    public let environment: ApnsEnvironment
     /// The push itself. VoIP: topic `<bundle>.voip`, type voip, priority 10, `apns-expiration`
     /// = the deadline in unix seconds, rounded down (so APNs never holds it past the deadline),
     /// no collapse id, no `apns-id` (APNs generates one). Alert: topic = bundle id, type alert,

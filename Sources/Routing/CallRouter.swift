@@ -300,13 +300,13 @@ public struct CallRouter: Sendable {
 
     /// APNs answered the push in flight (accepted or rejected).
     public mutating func apnsAnswered(_ response: PushNotificationResponse, now: Int64) -> CallAction {
-        answered(APNsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
+        answered(ApnsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
                  apnsID: response.apnsID, now: now)
     }
 
     /// The push in flight got no answer (timeout, connection lost, …).
     public mutating func apnsFailed(_ error: ApnsClientError, now: Int64) -> CallAction {
-        answered(APNsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
+        answered(ApnsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
     }
 
     /// The time of the scheduled retry came.
@@ -368,7 +368,7 @@ public struct CallRouter: Sendable {
 
     // MARK: Transitions
 
-    private mutating func answered(_ verdict: APNsVerdict, status: Int?, reason: String?, error: String?,
+    private mutating func answered(_ verdict: ApnsVerdict, status: Int?, reason: String?, error: String?,
                                    apnsID: String?, now: Int64) -> CallAction {
         switch state {
         case .idle, .voipWaiting, .alertWaiting:
@@ -393,7 +393,7 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID)
@@ -423,7 +423,7 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause)
@@ -534,12 +534,12 @@ public struct CallRouter: Sendable {
                       latencyMs: call.lastAnswerAtMs.map { $0.clampedDifference(call.event.entryTimeMs) }, attempts: call.attempts)
     }
 
-    private func environment(_ event: CallEvent) -> APNsEnvironment {
+    private func environment(_ event: CallEvent) -> ApnsEnvironment {
         guard let sandbox = event.sandbox else { return policy.environment }
         return sandbox ? .sandbox : .production
     }
 
-    private static func isFailure(_ verdict: APNsVerdict) -> Bool {
+    private static func isFailure(_ verdict: ApnsVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
     }

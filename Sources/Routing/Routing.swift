@@ -3,7 +3,7 @@
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // Gateway's runner performs.
 // Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallAction
-// (what the runner does), OutcomeRecord (the result JSON), APNsVerdict (reading APNs' answers
+// (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output).
 

@@ -22,7 +22,7 @@ final class RouterHarness {
     let sim: SimTestServer
     /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
     /// sandbox endpoint.
-    let sandboxSim: APNsSimulator?
+    let sandboxSim: ApnsSimulator?
     var loop: EventLoop { sim.loop }
     let config: GatewayConfig
     let apps: [AppRuntime]
@@ -56,7 +56,7 @@ final class RouterHarness {
             var sandboxConfig = sim.simulator.config
             sandboxConfig.sandbox = true
             sandboxConfig.logFile = nil
-            let second = try APNsSimulator(loop: sim.loop, config: sandboxConfig)
+            let second = try ApnsSimulator(loop: sim.loop, config: sandboxConfig)
             try second.start()
             sandboxSim = second
             sandboxEndpoint = Endpoint(host: "127.0.0.1", port: second.port)
@@ -74,7 +74,7 @@ final class RouterHarness {
         }
         config = GatewayConfig(
             redis: access.config,
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],

@@ -10,7 +10,7 @@ import XCTest
 final class CallRouterResumeTests: XCTestCase {
     /// Plays the same call twice, once firing retries in memory and once resuming fresh routers
     /// from snapshots; `answers` are the APNs statuses in order. Every action must match.
-    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, APNsReason?)],
+    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, ApnsReason?)],
                                              policy: AppRoutingPolicy = Fixture.policy(), late: Int64 = 0,
                                              file: StaticString = #filePath, line: UInt = #line) throws -> OutcomeRecord? {
         var memory = Harness(event, policy: policy)

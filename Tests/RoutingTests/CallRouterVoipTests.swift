@@ -9,7 +9,7 @@ final class CallRouterVoipTests: XCTestCase {
 
     /// A VoIP failure: an APNs rejection or a transport error.
     private enum Failure: CustomStringConvertible {
-        case answer(Int, APNsReason?)
+        case answer(Int, ApnsReason?)
         case transport(ApnsClientError)
 
         var description: String {
@@ -70,7 +70,7 @@ final class CallRouterVoipTests: XCTestCase {
     }
 
     func testVoipTokenInvalidAnswersGiveFeedbackAndTheAlertAtOnce() throws {
-        let rows: [(Int, APNsReason, Int64?)] = [
+        let rows: [(Int, ApnsReason, Int64?)] = [
             (410, .unregistered, 1_764_000_000_000),
             (410, .expiredToken, nil),
             (400, .badDeviceToken, nil),
@@ -227,7 +227,7 @@ final class CallRouterVoipTests: XCTestCase {
     }
 
     func testOtherRequestErrorsDeadLetterWithoutMarkingTheApp() throws {
-        let rows: [(Int, APNsReason?, String)] = [
+        let rows: [(Int, ApnsReason?, String)] = [
             (400, .badExpirationDate, "apns_request: BadExpirationDate"),
             (400, .badPriority, "apns_request: BadPriority"),
             (400, .payloadEmpty, "apns_request: PayloadEmpty"),

@@ -61,7 +61,7 @@ enum Fixture {
         }
     }
 
-    static func response(_ status: Int, _ reason: APNsReason? = nil, apnsID: String? = "00000000-0000-0000-0000-000000000001",
+    static func response(_ status: Int, _ reason: ApnsReason? = nil, apnsID: String? = "00000000-0000-0000-0000-000000000001",
                          timestampMs: Int64? = nil) -> PushNotificationResponse {
         PushNotificationResponse(status: status, reason: reason, apnsID: apnsID, invalidationTimestampMs: timestampMs)
     }
@@ -189,7 +189,7 @@ struct Harness {
     }
 
     @discardableResult
-    mutating func answer(_ status: Int, _ reason: APNsReason? = nil, after ms: Int64 = 40,
+    mutating func answer(_ status: Int, _ reason: ApnsReason? = nil, after ms: Int64 = 40,
                          timestampMs: Int64? = nil) throws -> CallAction {
         guard model.inFlight != nil else { throw IllegalMove(description: "an answer with no push in flight") }
         model.inFlight = nil
