@@ -163,21 +163,6 @@ enum CallStoreLua {
         return {recorded, acked, deadID}
         """
 
-    /// Puts an event back on the calls stream, forgets its recorded outcome and removes
-    /// its dead letter. KEYS: calls, dead[, result key]. ARGV: event, dead entry id ('' = none).
-    /// Returns the new calls entry id.
-    static let replay = """
-        local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
-        if KEYS[3] then redis.call('DEL', KEYS[3]) end
-        if ARGV[2] ~= '' then redis.call('XDEL', KEYS[2], ARGV[2]) end
-        return id
-        """
-
-    /// Acknowledges and deletes entries. KEYS: calls. ARGV: group, ids… Returns acked count.
-    static let acknowledge = acknowledging + """
-        return acknowledge(KEYS[1], ARGV[1], {unpack(ARGV, 2)})
-        """
-
     /// Takes over pending entries idle ≥ min-idle whose owner is not live, scanning at most
     /// max-pages pages of XPENDING; and, when own-idle is given, the consumer's own entries
     /// idle ≥ own-idle (ones it left pending after an error). KEYS: calls.
@@ -363,12 +348,5 @@ enum CallStoreLua {
           out[#out + 1] = holder
         end
         return out
-        """
-
-    /// The consumers whose lease has not lapsed (Redis-server clock). KEYS: consumers.
-    static let liveConsumers = """
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
         """
 }

@@ -226,8 +226,6 @@ public final class RedisConnection: TLSStreamDelegate {
     public var isReady: Bool { machine.isReady }
     /// Commands sent and not answered yet.
     public var inFlightCount: Int { pending.count }
-    /// Commands waiting for a connection.
-    public var waitingCount: Int { waiting.count }
 
     /// Starts connecting. Commands sent before are queued.
     public func start() {

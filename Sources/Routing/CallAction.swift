@@ -45,14 +45,6 @@ public struct CallAction: Equatable, Sendable {
 
     /// No feedback, nothing to do.
     public static let none = CallAction(step: .none)
-
-    /// True when the step ends the call (the router is finished afterwards).
-    public var isFinal: Bool {
-        switch step {
-        case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
-        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
-        }
-    }
 }
 
 /// One push to send for a call: which channel, which attempt, to which APNs environment.

@@ -351,21 +351,6 @@ public struct CallRouter: Sendable {
         }
     }
 
-    /// The call's deadline timer fired. Only a waiting VoIP retry cares: it is dropped and the
-    /// alert goes (the in-flight push carries the deadline as its expiration; its answer decides).
-    public mutating func deadlinePassed(now: Int64) -> CallAction {
-        switch state {
-        case .idle:
-            preconditionFailure("CallRouter.deadlinePassed before start")
-        case let .voipWaiting(s):
-            // A timer that fired early changes nothing.
-            guard now >= s.call.deadlineMs else { return .none }
-            return fallback(s.call, .deadline, now: now)
-        case .voipInFlight, .alertInFlight, .alertWaiting, .finished:
-            return .none
-        }
-    }
-
     // MARK: Transitions
 
     private mutating func answered(_ verdict: ApnsVerdict, status: Int?, reason: String?, error: String?,

@@ -251,18 +251,17 @@ struct Harness {
         try model.apply(action)
         return action
     }
-
-    @discardableResult
-    mutating func deadlinePassed(at time: Int64) throws -> CallAction {
-        model.now = time
-        let action = router.deadlinePassed(now: time)
-        if action != CallAction.none { model.scheduled = nil }
-        try model.apply(action)
-        return action
-    }
 }
 
 extension CallAction {
+    /// True when the step ends the call.
+    var isFinal: Bool {
+        switch step {
+        case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
+        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
+        }
+    }
+
     var voipPlan: PushPlan? {
         if case let .sendVoip(p) = step { return p }
         return nil
