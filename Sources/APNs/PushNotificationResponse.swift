@@ -32,7 +32,11 @@ public struct PushNotificationResponse: Sendable, Equatable {
     }
 }
 
-/// Why a push got no answer from APNs. All of these may be retried: none says the push is wrong.
+/// Why a push got no answer from APNs. The transport ones (`timeout`, `connectionLost`,
+/// `connectionFailed`, `queueFull`, `clientClosed`) may be retried: none says the push is
+/// wrong, and the push may or may not have arrived. `credentialUnusable` (the app's signing
+/// key) and `unsendable` (this push can never be written) will fail the same way again: the
+/// router dead-letters them (`ApnsVerdict`).
 public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No answer within the request timeout. APNs may or may not have delivered it.
     case timeout

@@ -1,16 +1,20 @@
 import EventLoop
 
-/// The typed Redis operations of the router and the workers: reading call events,
-/// recording outcomes, dead letters, cancellations, known-invalid tokens, consumer
-/// liveness and the take-over of abandoned entries.
+/// The typed Redis operations of the router and the workers: reading call events, looking
+/// them up (with the in-flight claim), recording outcomes, dead letters and known-invalid
+/// tokens, consumer liveness and the take-over of abandoned entries. Cancellations and
+/// retries are `RetrySchedule`'s.
 ///
 /// Invariants:
-/// - Every operation that changes state is one Lua script (one atomic step); reads are one
-///   round trip.
-/// - Keys come from `AppKeys`/`GatewayKeys` only; a script touches one app's hash slot.
+/// - Every operation that changes state, but the consumer group's creation, is one Lua
+///   script (one atomic step); reads are one round trip.
+/// - Keys come from `AppKeys`/`GatewayKeys` only; a script for one app touches only that
+///   app's hash slot (the consumer registry and the scripts over several apps need a single
+///   Redis).
 /// - An outcome is recorded at most once per event id within the idempotency window
 ///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
-///   that records its outcome, so delivery is at least once (docs/protocol.md).
+///   that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
+///   at least once (docs/protocol.md).
 /// - Two connections: `blocking` carries only `readNew` (a blocked XREADGROUP holds up its
 ///   connection), `commands` everything else. `blocking` re-creates the consumer group of
 ///   every configured app on each (re)connect before any read, so `NOGROUP` does not stick
@@ -536,7 +540,7 @@ public final class CallStore {
         return result
     }
 
-    // MARK: Metrics and reading back
+    // MARK: Metrics
 
     /// The backlogs of `apps` in one command (one Lua step), so that sampling a hundred apps
     /// for metrics costs one round trip, not two hundred commands.
@@ -555,19 +559,6 @@ public final class CallStore {
                     out[app] = Backlog(length: length, pending: pending)
                 }
                 return .success(out)
-            })
-        }
-    }
-
-    /// XRANGE of one of the app's streams (`app.results`, `app.feedback`, `app.dead`, …),
-    /// from `start` to `end` (`-`/`+` for the ends, `(id` exclusive), at most `count`.
-    public func range(_ stream: String, start: String = "-", end: String = "+", count: Int,
-                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
-        commands.send(["XRANGE", stream, start, end, "COUNT", String(count)]) { result in
-            completion(result.flatMap { reply in
-                do { return .success(try StreamReplies.range(reply)) } catch {
-                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
-                }
             })
         }
     }

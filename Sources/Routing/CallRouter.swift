@@ -31,7 +31,8 @@ import Retry
 ///   `cancelled`, a credential/config/request error still its dead letter (a human must fix
 ///   it). No missed-call alert is sent after a cancel.
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
-///   `apns_credentials`, app unhealthy). `ExpiredProviderToken` is handled by the APNs client.
+///   `apns_credentials`, app unhealthy) and `unsendable` (dead letter `invalid_push`: the push
+///   can never be written). `ExpiredProviderToken` is handled by the APNs client.
 /// - A waiting call can leave the process: `waiting` is its serializable snapshot (the durable
 ///   retry schedule keeps it in Redis), and `resume(_:from:now:)` on a fresh router continues
 ///   exactly where `retryDue(now:)` would have. The deadline is the snapshot's, fixed when the
@@ -309,13 +310,15 @@ public struct CallRouter: Sendable {
         answered(ApnsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
     }
 
-    /// The time of the scheduled retry came.
+    /// The time of the scheduled retry came, on the router that scheduled it. The gateway does
+    /// not keep that router: `resume` continues a fresh one from the snapshot through here
+    /// (tests call it directly to check that both paths agree).
     public mutating func retryDue(now: Int64) -> CallAction {
         switch state {
         case .idle:
             preconditionFailure("CallRouter.retryDue before start")
         case let .voipWaiting(s):
-            // Never a VoIP push after the deadline, even if the timer fired late.
+            // Never a VoIP push after the deadline, even if the retry came due late.
             guard now < s.call.deadlineMs else { return fallback(s.call, .deadline, now: now) }
             return sendVoip(s.call, attempt: s.attemptsMade + 1, now: now)
         case let .alertWaiting(s):
@@ -324,7 +327,7 @@ public struct CallRouter: Sendable {
             }
             return sendAlert(s.call, cause: s.cause, attempt: s.attemptsMade + 1, windowEndMs: s.windowEndMs, now: now)
         case .voipInFlight, .alertInFlight, .finished:
-            // Tolerated: a timer of a retry that was dropped (cancel, deadline) may still fire.
+            // Tolerated: a retry dropped meanwhile (a cancel) may still come due.
             return .none
         }
     }

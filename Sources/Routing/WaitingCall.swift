@@ -150,7 +150,7 @@ private struct Wire {
         var apnsID: String?
     }
 
-    /// The text, keys in byte order (as `JSONEncoder`'s `.sortedKeys` wrote them before).
+    /// The text: keys in byte order, absent fields left out (the same text for the same value).
     func json() -> [UInt8] {
         var w = JSONWriter()
         w.object { o in
