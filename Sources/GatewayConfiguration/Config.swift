@@ -20,13 +20,13 @@ import RedisStreams
 package struct GatewayConfig: Equatable, Sendable {
     package var redis: RedisConfig
     package var admin: AdminConfig
-    package var apns: APNsConfig
+    package var apns: ApnsConfig
     /// Credentials by name; apps refer to them by that name, so one team's key serves many apps.
     package var credentials: [String: Credential]
     /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
     package var apps: [String: AppConfig]
 
-    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
+    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig]) {
         self.redis = redis
         self.admin = admin
@@ -139,7 +139,7 @@ package struct Endpoint: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.
-package struct APNsConfig: Equatable, Sendable {
+package struct ApnsConfig: Equatable, Sendable {
     package var productionEndpoint: Endpoint
     package var sandboxEndpoint: Endpoint
     /// CA bundle to verify APNs (or the simulator) against; nil uses the system trust store.
@@ -152,19 +152,19 @@ package struct APNsConfig: Equatable, Sendable {
     /// with `ApnsClientError.queueFull`.
     package var maxQueued: Int
 
-    static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
-                                                           port: APNsEnvironment.defaultPort)
-    static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
-                                                        port: APNsEnvironment.defaultPort)
+    static let defaultProductionEndpoint = Endpoint(host: ApnsEnvironment.production.defaultHost,
+                                                           port: ApnsEnvironment.defaultPort)
+    static let defaultSandboxEndpoint = Endpoint(host: ApnsEnvironment.sandbox.defaultHost,
+                                                        port: ApnsEnvironment.defaultPort)
     static let defaultConnections = 2
     static let defaultRequestTimeoutMs = 10_000
     static let defaultMaxQueued = 10_000
 
-    package init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
-                sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
-                caFile: String? = nil, connections: Int = APNsConfig.defaultConnections,
-                requestTimeoutMs: Int = APNsConfig.defaultRequestTimeoutMs,
-                maxQueued: Int = APNsConfig.defaultMaxQueued) {
+    package init(productionEndpoint: Endpoint = ApnsConfig.defaultProductionEndpoint,
+                sandboxEndpoint: Endpoint = ApnsConfig.defaultSandboxEndpoint,
+                caFile: String? = nil, connections: Int = ApnsConfig.defaultConnections,
+                requestTimeoutMs: Int = ApnsConfig.defaultRequestTimeoutMs,
+                maxQueued: Int = ApnsConfig.defaultMaxQueued) {
         self.productionEndpoint = productionEndpoint
         self.sandboxEndpoint = sandboxEndpoint
         self.caFile = caFile
@@ -174,7 +174,7 @@ package struct APNsConfig: Equatable, Sendable {
     }
 
     /// The endpoint pushes for `environment` go to.
-    package func endpoint(for environment: APNsEnvironment) -> Endpoint {
+    package func endpoint(for environment: ApnsEnvironment) -> Endpoint {
         switch environment {
         case .production: return productionEndpoint
         case .sandbox: return sandboxEndpoint
@@ -206,7 +206,7 @@ package struct AppConfig: Equatable, Sendable {
     package var bundleId: String
     /// Name of an entry of `GatewayConfig.credentials`.
     package var credential: String
-    package var environment: APNsEnvironment
+    package var environment: ApnsEnvironment
     /// How long a call rings when its event carries no deadline, in seconds.
     package var ringTimeoutSeconds: Int
     package var retry: RetryPolicies
@@ -216,7 +216,7 @@ package struct AppConfig: Equatable, Sendable {
 
     static let defaultRingTimeoutSeconds = 30
 
-    package init(bundleId: String, credential: String, environment: APNsEnvironment,
+    package init(bundleId: String, credential: String, environment: ApnsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
                 retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
                 deadLetters: DeadLetterRetentionPolicy = .default) {

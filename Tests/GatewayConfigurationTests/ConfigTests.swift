@@ -28,7 +28,7 @@ final class ConfigTests: XCTestCase {
         let dir = fixture.directory
         XCTAssertEqual(config.redis, RedisConfig(url: "redis://127.0.0.1:6379/0", prefix: "pushgw"))
         XCTAssertEqual(config.admin, AdminConfig(listen: "127.0.0.1:9464", tokenFile: dir + "/secrets/admin-token"))
-        XCTAssertEqual(config.apns, APNsConfig(), "the example spells out the defaults")
+        XCTAssertEqual(config.apns, ApnsConfig(), "the example spells out the defaults")
         XCTAssertEqual(config.apns.productionEndpoint, Endpoint(host: "api.push.apple.com", port: 443))
         XCTAssertEqual(config.apns.sandboxEndpoint.description, "api.sandbox.push.apple.com:443")
         XCTAssertEqual(config.credentials["acme-key"],

@@ -23,7 +23,7 @@ package final class RouterHarness {
     package let sim: SimTestServer
     /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
     /// sandbox endpoint.
-    package let sandboxSim: APNsSimulator?
+    package let sandboxSim: ApnsSimulator?
     package var loop: EventLoop { sim.loop }
     package let config: GatewayConfig
     package let apps: [AppRuntime]
@@ -57,7 +57,7 @@ package final class RouterHarness {
             var sandboxConfig = sim.simulator.config
             sandboxConfig.sandbox = true
             sandboxConfig.logFile = nil
-            let second = try APNsSimulator(loop: sim.loop, config: sandboxConfig)
+            let second = try ApnsSimulator(loop: sim.loop, config: sandboxConfig)
             try second.start()
             sandboxSim = second
             sandboxEndpoint = Endpoint(host: "127.0.0.1", port: second.port)
@@ -75,7 +75,7 @@ package final class RouterHarness {
         }
         config = GatewayConfig(
             redis: access.config,
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],

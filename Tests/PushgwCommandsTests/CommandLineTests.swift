@@ -1,4 +1,5 @@
 import APNs
+import DeadLetters
 import Foundation
 import GatewayConfiguration
 import GatewayTestSupport
@@ -236,8 +237,8 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testJSONStringsAreEscaped() {
-        XCTAssertEqual(JSONText.string("a\"b\\c\n\u{1}é"), #""a\"b\\c\n\u0001é""#)
-        XCTAssertEqual(JSONText.string(nil as String?), "null")
+        XCTAssertEqual(OrderedJSON.string("a\"b\\c\n\u{1}é").text, #""a\"b\\c\n\u0001é""#)
+        XCTAssertEqual(OrderedJSON.string(nil as String?).text, "null")
     }
 
     // MARK: The executable

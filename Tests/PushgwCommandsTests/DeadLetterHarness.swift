@@ -58,7 +58,7 @@ final class DeadLetterHarness {
                                      alert: RetryPolicy(maxAttempts: 2, baseMs: 20, capMs: 50), alertTTLSeconds: 60)
         return GatewayConfig(
             redis: access.config,
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert,
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.otherJWTKey)],

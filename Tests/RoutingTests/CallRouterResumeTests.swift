@@ -10,7 +10,7 @@ import XCTest
 final class CallRouterResumeTests: XCTestCase {
     /// Plays the same call twice, once firing retries in memory and once resuming fresh routers
     /// from snapshots; `answers` are the APNs statuses in order. Every action must match.
-    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, APNsReason?)],
+    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, ApnsReason?)],
                                              policy: AppRoutingPolicy = Fixture.policy(), late: Int64 = 0,
                                              file: StaticString = #filePath, line: UInt = #line) throws -> OutcomeRecord? {
         var memory = Harness(event, policy: policy)
@@ -156,6 +156,22 @@ final class CallRouterResumeTests: XCTestCase {
                            attempts: [AttemptRecord(sentAtMs: t + 1, channel: .voip, status: 503, reason: "ServiceUnavailable",
                                                     error: nil, apnsID: nil)],
                            lastAnswerAtMs: t + 2, firstFailureAtMs: t + 2).json()
+    }
+
+    func testTheSnapshotTextIsCompactWithSortedKeysAndNoAbsentFields() {
+        let t = Fixture.entry
+        let alert = WaitingCall(callID: "c/1", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: t + 9_000),
+                                dueAtMs: t + 100, deadlineMs: t + 30_000, entryTimeMs: t, entryID: "\(t)-0", alertUsable: true,
+                                attempts: [AttemptRecord(sentAtMs: t + 1, channel: .alert, status: nil, reason: nil,
+                                                         error: "connection lost: \"x\"\n", apnsID: "A-1")],
+                                lastAnswerAtMs: nil, firstFailureAtMs: t + 2)
+        XCTAssertEqual(alert.json(), #"{"alert_usable":true,"attempts":[{"apns_id":"A-1","channel":"alert","error":"connection lost: \"x\"\n","t":\#(t + 1)}],"#
+                       + #""cause":"retries_exhausted","channel":"alert","deadline":\#(t + 30_000),"due":\#(t + 100),"entry":"\#(t)-0","#
+                       + #""entry_time":\#(t),"first_failure":\#(t + 2),"id":"c/1","made":1,"v":1,"window_end":\#(t + 9_000)}"#)
+        XCTAssertEqual(try WaitingCall.decode(alert.json()), alert)
+        XCTAssertEqual(goodSnapshot, #"{"alert_usable":true,"attempts":[{"channel":"voip","reason":"ServiceUnavailable","status":503,"#
+                       + #""t":\#(t + 1)}],"channel":"voip","deadline":\#(t + 30_000),"due":\#(t + 100),"entry_time":\#(t),"#
+                       + #""first_failure":\#(t + 2),"id":"c","last_answer":\#(t + 2),"made":1,"v":1}"#)
     }
 
     func testUnreadableSnapshotsAreRefusedWithTheirProblem() {

@@ -35,7 +35,7 @@ enum EndToEnd {
         let redisCA = o.string("redis-ca", "")
         let config = GatewayConfig(
             redis: RedisConfig(url: o.string("redis"), tls: RedisTLSOptions(caFile: redisCA.isEmpty ? nil : redisCA)),
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: o.string("ca"),
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: o.string("ca"),
                              connections: o.int("connections", 2), requestTimeoutMs: 30_000, maxQueued: 20_000),
             credentials: ["k": .token(teamId: "TEAM123456", keyId: "KEY1234567", keyFile: o.string("key"))],
             apps: Dictionary(uniqueKeysWithValues: appIDs.map {
