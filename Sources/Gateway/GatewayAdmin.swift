@@ -3,10 +3,14 @@ import EventLoop
 import Foundation
 import OperatorsConsole
 import RedisStreams
+import Routing
 
 /// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and
 /// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
 /// the Redis probe; reads everything else from the service's objects at scrape time.
+///
+/// It is the router's `RouterObservations` (the owner sets `RoutingRunner.observations` to it):
+/// what the router reports goes to the metrics and to the console's live figures.
 ///
 /// Lifecycle: create it with the service's objects, `start()` before the loop runs, `close()`
 /// after it stopped. A port already in use does not stop the gateway: the error is logged and
@@ -30,7 +34,7 @@ public final class GatewayAdmin {
         public init() {}
     }
 
-    /// The metrics; also the router's `RouterObservations`.
+    /// The metrics, fed by the router through this endpoint's `RouterObservations`.
     public let metrics = GatewayMetrics()
     /// Set while the service drains: `/readyz` then answers 503.
     public var draining = false
@@ -81,7 +85,7 @@ public final class GatewayAdmin {
     /// The port the endpoint listens on; nil while it is not bound.
     public var port: Int? { server?.boundPort }
 
-    /// Reads the token, starts the probe, observes recorded outcomes and listens.
+    /// Reads the token, opens the console, starts the probe and listens.
     public func start() {
         loop.assertInLoop()
         var token: AdminToken?
@@ -109,15 +113,6 @@ public final class GatewayAdmin {
             }
             console.handle(request, answer: answer)
         }
-        if let runner {
-            runner.observations = metrics
-            let previous = runner.onRecorded
-            runner.onRecorded = { [metrics, console] app, record in
-                metrics.callRecorded(app: app, record: record)
-                console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
-                previous?(app, record)
-            }
-        }
         probe.start()
         guard let endpoint = Endpoint(parsing: config.listen) else {
             // `config check` refuses such a value; reaching here means a config built in code.
@@ -134,7 +129,7 @@ public final class GatewayAdmin {
                                     "admin_api": token == nil ? "closed" : "open"])
     }
 
-    /// Stops listening and probing. The runner's `onRecorded` keeps feeding the metrics,
+    /// Stops listening and probing. What the router still reports keeps feeding the metrics,
     /// which is harmless.
     public func close() {
         rebindTimer?.close()
@@ -258,6 +253,29 @@ public final class GatewayAdmin {
     /// 127.0.0.0/8, ::1 and localhost.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+extension GatewayAdmin: RouterObservations {
+    public func eventsReceived(app: String, claimed: Bool, count: Int) {
+        metrics.eventsReceived(app: app, claimed: claimed, count: count)
+    }
+
+    public func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        metrics.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    public func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        metrics.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    public func fallback(app: String, cause: FallbackCause) {
+        metrics.fallback(app: app, cause: cause)
+    }
+
+    public func callRecorded(app: String, record: OutcomeRecord) {
+        metrics.callRecorded(app: app, record: record)
+        console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
     }
 }
 
