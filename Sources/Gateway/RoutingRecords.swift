@@ -80,7 +80,7 @@ extension LookupQuery {
     /// The lookup of an event before routing: its outcome, its cancellation, and for a new
     /// event (not a resumed retry, whose snapshot knows its tokens) the tokens' known-invalid
     /// marks; an `incoming_call` also takes its in-flight claim.
-    init(_ event: CallEvent, resumed: Bool) {
+    init(_ event: borrowing CallEvent, resumed: Bool) {
         let claim = event.kind == .incomingCall
         self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
                   claim: claim)
@@ -93,7 +93,7 @@ extension ResultEntry {
     static func cancelEventID(_ callID: String) -> String { "cancel:" + callID }
 
     /// `record` as the results entry (and result key value) of event `callID`.
-    init(_ record: OutcomeRecord, callID: String, keying: Keying = .once) {
+    init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
         let eventId = record.type == .callCancelled ? Self.cancelEventID(callID) : callID
         self.init(eventId: eventId, keying: keying, resultJSON: record.jsonString)
     }

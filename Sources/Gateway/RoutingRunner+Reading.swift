@@ -139,10 +139,9 @@ extension RoutingRunner {
     func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool = false) {
         let call = a.call
         let done = found.recordedOutcome
-        let action = call.life.onLookupAnswered(cancelled: found.cancelled || cancelledInRead) { cancelled in
-            CallCopies.decide(kind: a.event.kind, alreadyDone: done != nil, cancelled: cancelled, claimHolder: found.claimHolder,
-                              consumer: settings.consumer, copyRoutingHere: copyRouting(besides: call) != nil)
-        }
+        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled || cancelledInRead,
+                                                claimHolder: found.claimHolder, consumer: settings.consumer,
+                                                copyRoutingHere: copyRouting(besides: call) != nil)
         switch action {
         case let .startRouter(cancelled):
             let routerAction: CallAction

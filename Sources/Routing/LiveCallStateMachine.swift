@@ -83,14 +83,18 @@ public struct LiveCallStateMachine: Equatable, Sendable {
 
     // MARK: Events
 
-    /// The lookup answered. `decide` is `CallCopies.decide` given whether the call counts as
-    /// cancelled (by Redis' marker, by a cancel in the same read, or one heard meanwhile).
-    /// Tolerated: an entry gone meanwhile (its lookup had failed in another batch) is ignored.
-    public mutating func onLookupAnswered(cancelled: Bool, decide: (_ cancelled: Bool) -> CallCopies.Decision) -> Action {
+    /// The lookup answered: what `CallCopies` decides for the entry (`kind`, `alreadyDone`,
+    /// `claimHolder`, `consumer`, `copyRoutingHere` as it takes them), the call counting as
+    /// cancelled when Redis' marker or a cancel in the same read (`cancelled`) or one heard
+    /// meanwhile says so. Tolerated: an entry gone meanwhile (its lookup had failed in another
+    /// batch) is ignored.
+    public mutating func onLookupAnswered(_ kind: CallEvent.Kind, alreadyDone: Bool, cancelled: Bool, claimHolder: String?,
+                                          consumer: String, copyRoutingHere: Bool) -> Action {
         switch state {
         case let .lookingUp(cancelHeard), let .waitingForCopy(cancelHeard):
             let cancelled = cancelled || cancelHeard
-            switch decide(cancelled) {
+            switch CallCopies.decide(kind: kind, alreadyDone: alreadyDone, cancelled: cancelled, claimHolder: claimHolder,
+                                     consumer: consumer, copyRoutingHere: copyRoutingHere) {
             case .route:
                 state = .routing
                 return .startRouter(cancelled: cancelled)

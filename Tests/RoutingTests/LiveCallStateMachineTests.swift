@@ -12,12 +12,27 @@ final class LiveCallStateMachineTests: XCTestCase {
         let expected: LiveCallStateMachine.Action
     }
 
-    private static func route(_: Bool) -> CallCopies.Decision { .route }
+    /// What the lookup found about the call's copies, as `CallCopies` takes it.
+    private enum Copies: String {
+        /// No other copy routes: the entry is routed.
+        case none
+        /// Another entry of the call routes in this process.
+        case routingHere
+        /// Another live consumer holds the call's in-flight claim.
+        case routingElsewhere
+    }
 
-    private static func lookup(cancelled: Bool = false, decision: CallCopies.Decision = .route,
+    private static func answer(_ machine: inout LiveCallStateMachine, cancelled: Bool = false, alreadyDone: Bool = false,
+                               copies: Copies = .none) -> LiveCallStateMachine.Action {
+        machine.onLookupAnswered(.incomingCall, alreadyDone: alreadyDone, cancelled: cancelled,
+                                 claimHolder: copies == .routingElsewhere ? "other" : "me", consumer: "me",
+                                 copyRoutingHere: copies == .routingHere)
+    }
+
+    private static func lookup(cancelled: Bool = false, alreadyDone: Bool = false, copies: Copies = .none,
                                _ expected: LiveCallStateMachine.Action) -> Step {
-        Step(event: "lookup answered (cancelled: \(cancelled), \(decision))",
-             play: { $0.onLookupAnswered(cancelled: cancelled) { _ in decision } }, expected: expected)
+        Step(event: "lookup answered (cancelled: \(cancelled), done: \(alreadyDone), copies: \(copies))",
+             play: { answer(&$0, cancelled: cancelled, alreadyDone: alreadyDone, copies: copies) }, expected: expected)
     }
 
     private static func cancelHeard(_ expected: LiveCallStateMachine.Action) -> Step {
@@ -142,19 +157,26 @@ final class LiveCallStateMachineTests: XCTestCase {
         ], endsIn: .gone)
     }
 
-    func testACopyWaitsThenRoutesAsADuplicateRememberingACancelHeardMeanwhile() {
+    func testACopyWaitsWhileAnotherRoutesThenRoutesToBeAnsweredAsADuplicate() {
         play([
-            Self.lookup(decision: .waitForCopyHere, .waitForCopyHere),
+            Self.lookup(copies: .routingHere, .waitForCopyHere),
+            Self.lookup(copies: .routingElsewhere, .waitForCopyElsewhere),
+            Self.lookup(alreadyDone: true, copies: .routingElsewhere, .startRouter(cancelled: false)),
+        ], endsIn: .routing)
+    }
+
+    func testACopyThatHeardACancelWhileWaitingRoutesCancelledAtItsNextLookup() {
+        play([
+            Self.lookup(copies: .routingHere, .waitForCopyHere),
             Self.cancelHeard(.none),
-            Self.lookup(decision: .waitForCopyElsewhere(holder: "other"), .waitForCopyElsewhere),
-            Self.lookup(decision: .route, .startRouter(cancelled: true)),
+            Self.lookup(copies: .routingHere, .startRouter(cancelled: true)),
         ], endsIn: .routing)
     }
 
     func testAFailedLookupOrRecordLeavesWithNothingForTheCopies() {
         play([Self.stepFailed(.leave(duplicatesOf: nil))], endsIn: .gone)
         play([
-            Self.lookup(decision: .waitForCopyHere, .waitForCopyHere),
+            Self.lookup(copies: .routingHere, .waitForCopyHere),
             Self.stepFailed(.leave(duplicatesOf: nil)),
         ], endsIn: .gone)
         play([
@@ -184,9 +206,9 @@ final class LiveCallStateMachineTests: XCTestCase {
     func testOnlyAnEntryWhoseRouterRanIsTheCopyOthersWaitFor() {
         var machine = LiveCallStateMachine()
         XCTAssertFalse(machine.hasStarted, "looking up")
-        _ = machine.onLookupAnswered(cancelled: false) { _ in .waitForCopyHere }
+        _ = Self.answer(&machine, copies: .routingHere)
         XCTAssertFalse(machine.hasStarted, "waiting for a copy")
-        _ = machine.onLookupAnswered(cancelled: false, decide: Self.route)
+        _ = Self.answer(&machine)
         XCTAssertTrue(machine.hasStarted, "routing")
         _ = machine.onScheduleRequested()
         XCTAssertTrue(machine.hasStarted, "scheduling")
@@ -195,16 +217,5 @@ final class LiveCallStateMachineTests: XCTestCase {
         XCTAssertTrue(machine.hasStarted, "recording")
         _ = machine.onRecorded(outcome: .cancelled)
         XCTAssertFalse(machine.hasStarted, "gone")
-    }
-
-    func testTheCopiesDecisionSeesACancelHeardBeforeTheLookupAnswered() {
-        var machine = LiveCallStateMachine()
-        _ = machine.onCancelHeard()
-        var seen: Bool?
-        _ = machine.onLookupAnswered(cancelled: false) { cancelled in
-            seen = cancelled
-            return .route
-        }
-        XCTAssertEqual(seen, true, "CallCopies routes a cancelled call to its router (which finishes it cancelled)")
     }
 }
