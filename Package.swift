@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// pushgw: a VoIP-first Apple push gateway. One module per box of DESIGN.md §4;
+// pushgw: a VoIP-first Apple push gateway. One module per room of docs/architecture.md;
 // C libraries come from Debian through the system-library targets at the bottom.
 import PackageDescription
 
@@ -20,11 +20,25 @@ let package = Package(
         .target(name: "DeadLetters", dependencies: ["RedisStreams", "EventLoop", "COpenSSL"]),
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
         .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "VisibleText"]),
-        .target(name: "Gateway", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry", "DeadLetters",
-                                                "VisibleText", "OperatorsConsole"]),
-        .executableTarget(name: "pushgw", dependencies: ["Gateway"]),
+        // The process around the modules above, one room per job in a one-way chain that the
+        // compiler enforces: configuration <- roles <- admin endpoint <- command line.
+        // The config file read and checked: values only, no loop and no logging.
+        .target(name: "GatewayConfiguration", dependencies: ["APNs", "RedisStreams", "Routing", "Retry", "DeadLetters",
+                                                             "EventLoop", "VisibleText"]),
+        // The process roles that run the pure machines' actions on the loop, and the log.
+        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "RedisStreams", "Routing",
+                                                     "Retry", "DeadLetters", "VisibleText"]),
+        // Observability and operators: metrics, the HTTP admin server, the console's wiring.
+        .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "RedisStreams",
+                                                      "Routing", "DeadLetters", "OperatorsConsole", "CLibEvent"]),
+        // The command line: one file per verb, and the one place that wires a process together.
+        .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
+                                                       "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry",
+                                                       "DeadLetters", "VisibleText", "OperatorsConsole"]),
+        .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "Gateway", "RedisStreams", "Routing"],
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "RedisStreams", "Routing",
+                                                               "GatewayConfiguration", "GatewayRoles", "AdminEndpoint"],
                          path: "bench/PushgwBench"),
 
         // MARK: C libraries (Debian packages, see scripts/debian-packages.txt)
@@ -40,7 +54,26 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "Retry", "RedisStreams", "Routing", "APNs", "APNsSimulator", "EventLoop", "DeadLetters", "VisibleText"]),
+        // Harnesses the Gateway modules' tests share: a config directory with keys, Redis per
+        // deployment, the router on real parts. Only package API: no @testable here.
+        .target(name: "GatewayTestSupport", dependencies: ["GatewayConfiguration", "GatewayRoles", "TestSupport", "APNs", "APNsSimulator",
+                                                           "EventLoop", "RedisStreams", "Retry", "Routing"],
+                path: "Tests/GatewayTestSupport"),
+        .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+                                                                      "APNs", "DeadLetters", "RedisStreams", "Retry", "Routing"]),
+        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+                                                              "APNs", "APNsSimulator", "EventLoop", "RedisStreams", "Retry", "Routing"]),
+        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
+                                                               "TestSupport", "APNs", "APNsSimulator", "EventLoop", "RedisStreams",
+                                                               "Routing"]),
+        .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
+                                                                "GatewayTestSupport", "TestSupport", "APNs", "APNsSimulator",
+                                                                "DeadLetters", "EventLoop", "RedisStreams", "Retry", "Routing",
+                                                                "VisibleText"]),
+        // Tests that start the `pushgw` binary (beside the test bundle) and talk to it as
+        // operators and producers do.
+        .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
+        .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks what ships for deployment without a container engine or a systemd host. Run by the
-# tests (Tests/GatewayTests/DeploymentTests.swift) after `make test` built the image's binary
+# tests (Tests/PushgwProcessTests/DeploymentTests.swift) after `make test` built the image's binary
 # with the image's own build step (docker/build-pushgw.sh .build/image/pushgw debug).
 #
 #   scripts/check-deploy.sh image BIN    BIN starts, and links only libraries of the `runtime:`
@@ -179,7 +179,7 @@ def ignored(path):
     return False
 must = [".git/HEAD", ".build/debug/pushgw", "config/demo-secrets/AuthKey.p8", "docker/secrets/AuthKey.p8",
         "docker/secrets/admin-token", "config/secrets/beta-voip.key", "bench/out/x"]
-keep = ["Package.swift", "Sources/Gateway/Config.swift", "Tests/GatewayTests/Fixtures.swift", "bench/run.sh",
+keep = ["Package.swift", "Sources/GatewayConfiguration/Config.swift", "Tests/GatewayTestSupport/ConfigFixture.swift", "bench/run.sh",
         "scripts/debian-packages.txt", "docker/build-pushgw.sh", "docker/pushgw.json"]
 wrong = [p for p in must if not ignored(p)] + [f"{p} (needed by the build)" for p in keep if ignored(p)]
 if wrong:

@@ -3,7 +3,7 @@ import Retry
 
 /// How Routing treats the calls of one app: the bundle id its pushes go to, how long a call
 /// rings, how patient each channel is, and the "missed call" alert used when an event brings
-/// none. A plain value built by the Gateway from the app's config entry (config/README.md); all
+/// none. A plain value built by `AppRuntime` from the app's config entry (config/README.md); all
 /// durations are milliseconds.
 public struct AppRoutingPolicy: Equatable, Sendable {
     /// The app id (the `{APP}` of the Redis keys); written as `app` in outcome records.

@@ -1,6 +1,6 @@
 import APNs
 
-/// What the Gateway's runner must do after one event of a `CallRouter`: an optional token
+/// What the runner (`RoutingRunner`) must do after one event of a `CallRouter`: an optional token
 /// feedback, then one step. The runner performs it and reports back (`apnsAnswered`,
 /// `retryDue`, …); it decides nothing itself.
 public struct CallAction: Equatable, Sendable {

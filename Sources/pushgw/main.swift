@@ -1,5 +1,5 @@
-// The pushgw executable; everything lives in module Gateway.
+// The pushgw executable; the command line and the process's wiring live in PushgwCommands.
 import Foundation
-import Gateway
+import PushgwCommands
 
 exit(pushgwMain(Array(CommandLine.arguments.dropFirst())))

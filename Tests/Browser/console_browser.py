@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The operators' console in a real browser: headless Chromium driven by Selenium (Debian's
 chromium, chromium-driver and python3-selenium), against a live `pushgw run`, its Redis and
-the APNs simulator that Tests/GatewayTests/ConsoleBrowserTests.swift started.
+the APNs simulator that Tests/PushgwProcessTests/ConsoleBrowserTests.swift started.
 
     console_browser.py SETTINGS.json
 

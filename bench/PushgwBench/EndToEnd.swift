@@ -1,7 +1,9 @@
 import APNs
+import AdminEndpoint
 import EventLoop
 import Foundation
-import Gateway
+import GatewayConfiguration
+import GatewayRoles
 import RedisStreams
 import Routing
 

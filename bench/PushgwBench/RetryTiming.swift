@@ -1,6 +1,6 @@
 import EventLoop
 import Foundation
-import Gateway
+import GatewayRoles
 import RedisStreams
 
 /// `pushgw-bench retry-timing`: the durable retry schedule's timing figure

@@ -1,0 +1,175 @@
+import Foundation
+
+/// The admin API's bearer token, read from `admin.token_file`.
+///
+/// A secret: it never prints. `description`, `debugDescription` and reflection show
+/// `<redacted>`, so interpolating it into a log line or an error cannot leak it; the bytes
+/// are reachable only by `matches(authorization:)`.
+package struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable, Sendable {
+    private let bytes: [UInt8]
+
+    /// A token from its text; surrounding white space (a file's final newline) is dropped.
+    /// Nil when nothing is left.
+    package init?(_ text: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { return nil }
+        bytes = Array(trimmed.utf8)
+    }
+
+    /// Reads the token file. The error names the file and the problem, never its content.
+    package static func load(file: String) throws(AdminTokenError) -> AdminToken {
+        guard let data = FileManager.default.contents(atPath: file) else { throw AdminTokenError(file: file, problem: "cannot be read") }
+        guard let text = String(data: data, encoding: .utf8) else { throw AdminTokenError(file: file, problem: "is not UTF-8 text") }
+        guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
+        return token
+    }
+
+    /// Whether `presented` (a token typed into the console's sign-in form) is this token, in
+    /// the same constant time as `matches(authorization:)`.
+    package func matches(presented: String) -> Bool {
+        AdminToken.constantTimeEqual(Array(presented.trimmingCharacters(in: .whitespacesAndNewlines).utf8)[...], bytes)
+    }
+
+    /// Whether an `Authorization` header value is `Bearer <this token>` (scheme case-insensitive,
+    /// RFC 6750). The comparison takes the same time wherever the first difference is, and
+    /// depends on the length of the stored token only, so timing reveals nothing of it.
+    package func matches(authorization: String?) -> Bool {
+        guard let authorization else { return false }
+        let header = Array(authorization.utf8)
+        let scheme = Array("bearer".utf8)
+        guard header.count > scheme.count + 1, header[scheme.count] == 0x20 else { return false }
+        for i in 0..<scheme.count where header[i] | 0x20 != scheme[i] { return false }  // | 0x20: ASCII lower case
+        var start = scheme.count
+        while start < header.count, header[start] == 0x20 { start += 1 }
+        return AdminToken.constantTimeEqual(header[start...], bytes)
+    }
+
+    /// True when `presented` equals `expected`; the loop always runs `expected.count` times.
+    static func constantTimeEqual(_ presented: ArraySlice<UInt8>, _ expected: [UInt8]) -> Bool {
+        var difference: UInt8 = presented.count == expected.count ? 0 : 1
+        let base = presented.startIndex
+        for i in 0..<expected.count {
+            let p: UInt8 = i < presented.count ? presented[base + i] : 0
+            difference |= p ^ expected[i]
+        }
+        return difference == 0
+    }
+
+    package var description: String { "<redacted>" }
+    package var debugDescription: String { "<redacted>" }
+    package var customMirror: Mirror { Mirror(self, children: []) }
+}
+
+/// `admin.token_file` could not give a token.
+package struct AdminTokenError: Error, Equatable, CustomStringConvertible {
+    package let file: String
+    package let problem: String
+    package var description: String { "admin.token_file \(file) \(problem)" }
+}
+
+/// Who may see what on the admin endpoint: the pure decision behind every request.
+///
+/// `/metrics`, `/healthz` and `/readyz` are open (the endpoint listens on loopback by default;
+/// a scraper or a probe has no token). Everything else is the admin API and needs
+/// `Authorization: Bearer <token>`; without a configured token file it is closed.
+package enum AdminAccess: Equatable, Sendable {
+    /// One of the three open paths.
+    case open
+    /// The right bearer token: route the request (an unknown path is then a 404).
+    case granted
+    /// 401: no `Authorization`, another scheme, or a wrong token.
+    case unauthorized
+    /// 403: the admin API is closed because no `admin.token_file` is configured.
+    case closed
+
+    /// The paths anyone may read.
+    package static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
+
+    package static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
+        if openPaths.contains(path) { return .open }
+        guard let token else { return .closed }
+        return token.matches(authorization: authorization) ? .granted : .unauthorized
+    }
+}
+
+/// Whether this process should receive work, and if not, why (`/readyz`).
+package struct Readiness: Equatable, Sendable {
+    /// One reason not to be ready.
+    package struct Problem: Equatable, Sendable {
+        /// `redis`, `app`, `apns` or `draining`.
+        package var check: String
+        /// The app concerned (`app` problems only).
+        package var app: String?
+        package var detail: String
+        /// The APNs pool concerned (`apns` problems only).
+        package var credential: String? = nil
+        package var environment: String? = nil
+    }
+
+    /// An APNs pool that cannot connect: since how long (ms) and why.
+    package struct UnreachablePool: Equatable, Sendable {
+        package var credential: String
+        package var environment: String
+        package var forMs: Int64
+        package var reason: String?
+
+        package init(credential: String, environment: String, forMs: Int64, reason: String?) {
+            self.credential = credential
+            self.environment = environment
+            self.forMs = forMs
+            self.reason = reason
+        }
+    }
+
+    package var problems: [Problem]
+    package var isReady: Bool { problems.isEmpty }
+
+    /// Ready when Redis answered a PING at most `maxPingAgeMs` ago, no app is marked unhealthy
+    /// by APNs credential or config errors, and the process is not draining.
+    ///
+    /// - Parameters:
+    ///   - nowMs, lastPingOkMs: monotonic milliseconds; `lastPingOkMs` nil = never.
+    ///   - lastPingError: the last PING's failure, for the detail.
+    ///   - unhealthyApps: app id → reason (`RoutingRunner.unhealthyApps`).
+    ///   - unreachablePools: APNs pools whose connects fail, one problem each.
+    package static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
+                                unhealthyApps: [String: String], draining: Bool,
+                                unreachablePools: [UnreachablePool] = []) -> Readiness {
+        var problems: [Problem] = []
+        if draining { problems.append(Problem(check: "draining", app: nil, detail: "the process is draining for shutdown")) }
+        if let last = lastPingOkMs, nowMs - last <= maxPingAgeMs {
+            // fresh
+        } else {
+            var detail = lastPingOkMs.map { "no successful PING for \(nowMs - $0) ms" }
+                ?? "no successful PING yet"
+            if let lastPingError { detail += " (last error: \(lastPingError))" }
+            problems.append(Problem(check: "redis", app: nil, detail: detail))
+        }
+        for app in unhealthyApps.keys.sorted() {
+            problems.append(Problem(check: "app", app: app, detail: unhealthyApps[app]!))
+        }
+        for pool in unreachablePools.sorted(by: { ($0.credential, $0.environment) < ($1.credential, $1.environment) }) {
+            var detail = "cannot connect to APNs for \(pool.forMs / 1000) s"
+            if let reason = pool.reason { detail += " (last error: \(reason))" }
+            problems.append(Problem(check: "apns", app: nil, detail: detail, credential: pool.credential,
+                                    environment: pool.environment))
+        }
+        return Readiness(problems: problems)
+    }
+
+    /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"app":…,"detail":…},…]}`.
+    package func json() -> String {
+        var object: [String: Any] = ["ready": isReady]
+        if !isReady {
+            object["problems"] = problems.map { p -> [String: Any] in
+                var o: [String: Any] = ["check": p.check, "detail": p.detail]
+                if let app = p.app { o["app"] = app }
+                if let credential = p.credential { o["credential"] = credential }
+                if let environment = p.environment { o["environment"] = environment }
+                return o
+            }
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}

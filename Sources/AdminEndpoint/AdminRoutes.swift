@@ -1,0 +1,131 @@
+import Foundation
+import OperatorsConsole
+
+/// One request to the admin endpoint, as much of it as the routes need.
+package struct AdminRequest: Equatable, Sendable {
+    /// `GET`, `HEAD`, `POST`, …
+    package var method: String
+    /// The path without query, as sent (not percent-decoded: only exact paths match).
+    package var path: String
+    /// The `Authorization` header; nil when absent.
+    package var authorization: String?
+    /// The query after `?`, undecoded; empty when absent.
+    package var query: String
+    /// The headers of `consoleHeaderNames` that came, by lower-case name.
+    package var headers: [String: String]
+    /// The body (the console's forms).
+    package var body: [UInt8]
+    /// `address:port` of the client.
+    package var peer: String?
+
+    /// The headers the server copies for the operators' console.
+    package static let consoleHeaderNames = ConsoleRequest.headerNames
+
+    package init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
+                body: [UInt8] = [], peer: String? = nil) {
+        self.method = method
+        self.path = path
+        self.authorization = authorization
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.peer = peer
+    }
+}
+
+/// The answer to an `AdminRequest`.
+package struct AdminResponse: Equatable, Sendable {
+    package var status: Int
+    package var contentType: String
+    package var body: [UInt8]
+    /// Extra headers (`WWW-Authenticate`, `Allow`).
+    package var headers: [String: String]
+
+    package init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
+        self.status = status
+        self.contentType = contentType
+        self.body = Array(body.utf8)
+        self.headers = headers
+    }
+
+    /// A JSON body `{"error": message}`.
+    package static func error(_ status: Int, _ message: String, headers: [String: String] = [:]) -> AdminResponse {
+        let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
+        return AdminResponse(status: status, contentType: "application/json", body: String(decoding: data, as: UTF8.self),
+                             headers: headers)
+    }
+
+    /// The HTTP reason phrase of `status`.
+    package var reasonPhrase: String {
+        switch status {
+        case 200: return "OK"
+        case 303: return "See Other"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 409: return "Conflict"
+        case 429: return "Too Many Requests"
+        case 503: return "Service Unavailable"
+        default: return "Status"
+        }
+    }
+}
+
+/// What the admin endpoint answers: `/metrics`, `/healthz`, `/readyz` for anyone, and the
+/// admin API (routes added with `addRoute`) behind the bearer token (`AdminAccess`).
+///
+/// Independent of HTTP plumbing: `handle` maps a request to a response, so the rules are
+/// tested without sockets and `AdminServer` only carries bytes. Loop-owned.
+package final class AdminRoutes {
+    package typealias Handler = (AdminRequest) -> AdminResponse
+
+    private let token: AdminToken?
+    private let metrics: () -> String
+    private let readiness: () -> Readiness
+    private var api: [String: Handler] = [:]
+
+    /// - Parameters:
+    ///   - token: the admin API's token; nil closes the admin API (403).
+    ///   - metrics: renders the Prometheus text of a scrape.
+    ///   - readiness: evaluates `/readyz`.
+    package init(token: AdminToken?, metrics: @escaping () -> String, readiness: @escaping () -> Readiness) {
+        self.token = token
+        self.metrics = metrics
+        self.readiness = readiness
+    }
+
+    /// Adds an admin API route at `path` (exact match), reachable with the bearer token only.
+    package func addRoute(_ path: String, handler: @escaping Handler) {
+        precondition(!AdminAccess.openPaths.contains(path), "\(path) is an open path")
+        api[path] = handler
+    }
+
+    package func handle(_ request: AdminRequest) -> AdminResponse {
+        switch AdminAccess.decide(path: request.path, authorization: request.authorization, token: token) {
+        case .open:
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return .error(405, "\(request.path) answers GET and HEAD only", headers: ["Allow": "GET, HEAD"])
+            }
+            switch request.path {
+            case "/healthz":
+                // Answered on the loop: if this runs, the loop runs.
+                return AdminResponse(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
+            case "/readyz":
+                let r = readiness()
+                return AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json())
+            default:
+                return AdminResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
+            }
+        case .closed:
+            return .error(403, "the admin API is closed: no admin.token_file is configured")
+        case .unauthorized:
+            return .error(401, "this path needs Authorization: Bearer with the admin token",
+                          headers: ["WWW-Authenticate": "Bearer realm=\"pushgw\""])
+        case .granted:
+            guard let handler = api[request.path] else { return .error(404, "no such path: \(request.path)") }
+            return handler(request)
+        }
+    }
+}

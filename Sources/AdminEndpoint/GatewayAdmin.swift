@@ -1,0 +1,303 @@
+// AdminEndpoint: observability and operators' access of a running gateway: the metrics
+// (GatewayMetrics over the registry of Metrics.swift), the gateway snapshot, the HTTP admin
+// server (AdminServer on evhttp) with its routes and access rules, the Redis probe behind
+// /readyz, and the wiring of the operators' console (GatewayConsole).
+// Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
+// Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
+// at scrape time and is told about events; the command line wires it into a process.
+import APNs
+import EventLoop
+import Foundation
+import GatewayConfiguration
+import GatewayRoles
+import OperatorsConsole
+import RedisStreams
+import Routing
+
+/// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and
+/// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
+/// the Redis probe; reads everything else from the service's objects at scrape time.
+///
+/// It is the router's `RouterObservations` (the owner sets `RoutingRunner.observations` to it):
+/// what the router reports goes to the metrics and to the console's live figures.
+///
+/// Lifecycle: create it with the service's objects, `start()` before the loop runs, `close()`
+/// after it stopped. A port already in use does not stop the gateway: the error is logged and
+/// the bind is retried every `rebindEveryMs` (routing matters more than metrics; a health
+/// probe that cannot connect says the rest). An unreadable token file closes the admin API
+/// (403) instead of opening it. Loop-owned.
+package final class GatewayAdmin {
+    package struct Settings: Sendable {
+        /// `/readyz` wants a successful PING at most this old.
+        package var maxPingAgeMs: Int64 = 5_000
+        package var probe = RedisProbe.Settings()
+        /// Retry period of a failed bind.
+        package var rebindEveryMs: Int64 = 5_000
+        /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
+        package var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
+        /// The bounds on the endpoint's connections.
+        package var limits = AdminServer.Limits()
+        /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
+        /// the loop one rendering per interval, not one per request.
+        package var metricsMaxAgeMs: Int64 = 1_000
+        package init() {}
+    }
+
+    /// The metrics, fed by the router through this endpoint's `RouterObservations`.
+    package let metrics = GatewayMetrics()
+    /// Set while the service drains: `/readyz` then answers 503.
+    package var draining = false
+
+    private let loop: EventLoop
+    private let config: AdminConfig
+    private var apps: [AppRuntime]
+    private let store: CallStore
+    private let pools: ApnsPools
+    private let runner: RoutingRunner?
+    /// The deadletters role, for retention figures; nil when this process runs none.
+    package var deadLetters: DeadLettersRole?
+    /// Opens the operators' console with the admin token (`start` calls it when the token file
+    /// is usable); nil: no console (`/console` answers 403).
+    package var openConsole: ((AdminToken) -> GatewayConsole)?
+    /// The console, once open.
+    package private(set) var console: GatewayConsole?
+    private let log: Log
+    private let settings: Settings
+    private let probe: RedisProbe
+    private var server: AdminServer?
+    private var routes: AdminRoutes?
+    private var rebindTimer: LoopTimer?
+    private var endpoint: Endpoint?
+    private var bindFailures = 0
+    private var metricsText: RenderCache
+
+    /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
+    package func updateApps(_ newApps: [AppRuntime]) {
+        apps = newApps
+        probe.apps = newApps.map(\.keys)
+    }
+
+    package init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
+                runner: RoutingRunner?, log: Log, settings: Settings = Settings()) {
+        self.loop = loop
+        self.config = config
+        self.apps = apps
+        self.store = store
+        self.pools = pools
+        self.runner = runner
+        self.log = log
+        self.settings = settings
+        metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
+        probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
+    }
+
+    /// The port the endpoint listens on; nil while it is not bound.
+    package var port: Int? { server?.boundPort }
+
+    /// Reads the token, opens the console, starts the probe and listens.
+    package func start() {
+        loop.assertInLoop()
+        var token: AdminToken?
+        if let file = config.tokenFile {
+            do {
+                token = try AdminToken.load(file: file)
+            } catch {
+                log.error("admin API closed: the token file is unusable", ["problem": error.description])
+            }
+        }
+        let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
+                                 readiness: { [unowned self] in self.readiness() })
+        routes.addRoute("/status") { [unowned self] _ in self.status() }
+        self.routes = routes
+        if let token, let openConsole {
+            let console = openConsole(token)
+            console.start()
+            self.console = console
+        }
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
+                             log: log) { [weak self] request, answer in
+            guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
+            guard let console = self?.console else {
+                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
+            }
+            console.handle(request, answer: answer)
+        }
+        probe.start()
+        guard let endpoint = Endpoint(parsing: config.listen) else {
+            // `config check` refuses such a value; reaching here means a config built in code.
+            log.error("admin endpoint not started: admin.listen is not host:port", ["listen": config.listen])
+            return
+        }
+        self.endpoint = endpoint
+        if !Endpoint.isLoopback(endpoint.host) {
+            log.warn("admin endpoint listens beyond loopback: protect /metrics and /readyz with a firewall",
+                     ["listen": endpoint.description])
+        }
+        bind()
+        log.info("admin endpoint", ["listen": endpoint.description, "port": port ?? endpoint.port,
+                                    "admin_api": token == nil ? "closed" : "open"])
+    }
+
+    /// Stops listening and probing. What the router still reports keeps feeding the metrics,
+    /// which is harmless.
+    package func close() {
+        rebindTimer?.close()
+        rebindTimer = nil
+        server?.close()
+        server = nil
+        console?.close()
+        console = nil
+        probe.close()
+    }
+
+    private func bind() {
+        guard let server, let endpoint else { return }
+        do {
+            try server.bind(endpoint)
+            if bindFailures > 0 { log.info("admin endpoint listening after all", ["listen": endpoint.description]) }
+            bindFailures = 0
+        } catch {
+            if bindFailures == 0 {
+                log.error("admin endpoint cannot listen; retrying", ["problem": error.description,
+                                                                     "retry_ms": settings.rebindEveryMs,
+                                                                     "fix": "set admin.listen (or PUSHGW_ADMIN_LISTEN) to a free address"])
+            }
+            bindFailures += 1
+            if rebindTimer == nil { rebindTimer = LoopTimer(loop: loop) { [unowned self] in self.bind() } }
+            rebindTimer?.schedule(afterMs: settings.rebindEveryMs)
+        }
+    }
+
+    // MARK: Answers
+
+    /// `/readyz`.
+    package func readiness() -> Readiness {
+        let now = Clock.monotonicMs()
+        let unreachable = pools.all.compactMap { key, client -> Readiness.UnreachablePool? in
+            client.unreachableSinceMs.map {
+                Readiness.UnreachablePool(credential: key.credential, environment: key.environment.rawValue, forMs: now - $0,
+                                          reason: client.unreachableReason)
+            }
+        }
+        return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
+                                  lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
+                                  draining: draining, unreachablePools: unreachable)
+    }
+
+    /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
+    /// `Settings.metricsMaxAgeMs`; scrapes in between get the same text.
+    package func scrape() -> String {
+        metricsText.text(nowMs: Clock.monotonicMs()) {
+            metrics.update(snapshot())
+            return metrics.render()
+        }
+    }
+
+    /// The pulled figures of this moment.
+    package func snapshot() -> GatewaySnapshot {
+        let now = Clock.monotonicMs()
+        var s = GatewaySnapshot()
+        s.apps = apps.map(\.id)
+        if let runner {
+            s.router = runner.stats
+            s.callsInFlight = runner.inFlight
+            s.unhealthyApps = runner.unhealthyApps
+        }
+        for (key, client) in pools.all {
+            var pool = GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
+                                            stats: client.stats, inFlight: client.inFlightCount, queued: client.queuedCount,
+                                            connectionsByState: client.connectionsByState)
+            pool.unreachableForMs = client.unreachableSinceMs.map { now - $0 }
+            s.pools.append(pool)
+            // One source per key, shared by both environments' pools: the same figure twice.
+            if case let .token(source) = client.configuration.authentication {
+                s.jwtRenewals[key.credential] = source.renewals
+            }
+        }
+        s.redisLinks = [GatewaySnapshot.RedisLink(name: "read", ready: store.blocking.isReady, stats: store.blocking.stats),
+                        GatewaySnapshot.RedisLink(name: "write", ready: store.commands.isReady, stats: store.commands.stats)]
+        s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
+        s.backlog = probe.backlog(nowMs: now)
+        if let deadLetters {
+            s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
+            s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }
+        }
+        return s
+    }
+
+    /// The console overview's figures of this moment (no I/O).
+    package func consoleFigures() -> ConsoleFigures {
+        let s = snapshot()
+        let apps = self.apps.map { a in
+            ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
+                               refusal: s.unhealthyApps[a.id], backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
+        }
+        let problems = readiness().problems.map { p in
+            [p.check, p.app, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
+        }
+        return ConsoleFigures(apps: apps, redisReachable: s.redisReachable, callsInFlight: s.callsInFlight, readinessProblems: problems)
+    }
+
+    /// `GET /status` (admin API): what this process is doing, as JSON.
+    private func status() -> AdminResponse {
+        let s = snapshot()
+        let ready = readiness()
+        var object: [String: Any] = [
+            "apps": s.apps,
+            "ready": ready.isReady,
+            "draining": draining,
+            "redis_reachable": s.redisReachable,
+            "calls_in_flight": s.callsInFlight,
+            "unhealthy_apps": s.unhealthyApps,
+        ]
+        object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
+            ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,
+             "connections": p.connectionsByState, "sent": p.stats.sent, "answered": p.stats.answered]
+        }
+        object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+    }
+}
+
+extension GatewayAdmin: RouterObservations {
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {
+        metrics.eventsReceived(app: app, claimed: claimed, count: count)
+    }
+
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        metrics.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        metrics.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    package func fallback(app: String, cause: FallbackCause) {
+        metrics.fallback(app: app, cause: cause)
+    }
+
+    package func callRecorded(app: String, record: OutcomeRecord) {
+        metrics.callRecorded(app: app, record: record)
+        console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
+    }
+}
+
+/// A text rendered at most once per `maxAgeMs` and served again in between. Pure: the caller
+/// passes the time.
+struct RenderCache {
+    let maxAgeMs: Int64
+    private var last: (text: String, atMs: Int64)?
+
+    init(maxAgeMs: Int64) {
+        precondition(maxAgeMs >= 0, "a cache age is not negative")
+        self.maxAgeMs = maxAgeMs
+    }
+
+    mutating func text(nowMs: Int64, render: () -> String) -> String {
+        if let last, nowMs - last.atMs < maxAgeMs { return last.text }
+        let text = render()
+        last = (text, nowMs)
+        return text
+    }
+}

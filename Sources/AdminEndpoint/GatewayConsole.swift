@@ -1,0 +1,80 @@
+import DeadLetters
+import EventLoop
+import GatewayConfiguration
+import GatewayRoles
+import OperatorsConsole
+import RedisStreams
+
+/// The operators' console of a running gateway (docs/operations.md, "Console"): the
+/// `OperatorsConsole` module's pages, given a Redis connection of their own (a page's reads
+/// never queue behind the router's writes), the dead-letter operations of `pushgw dead`, the
+/// tokens, and the admin endpoint's figures. `GatewayAdmin` routes `/console/…` here.
+///
+/// Loop-owned: `start` after the loop exists (the connection connects lazily), `close` at the end.
+package final class GatewayConsole {
+    package let connection: RedisConnection
+    let console: OperatorsConsole
+    private let operations: DeadLetterOperations
+
+    /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
+    /// An unreadable read-only token file leaves read-only access off (logged).
+    package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
+         log: Log, figures: @escaping () -> ConsoleFigures) {
+        var settings = redis
+        settings.clientName = "pushgw-console"
+        connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
+        let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
+                                              policies: config.apps.mapValues(\.deadLetters))
+        self.operations = operations
+        var readonly: AdminToken?
+        if let file = config.admin.readonlyTokenFile {
+            do {
+                readonly = try AdminToken.load(file: file)
+            } catch {
+                log.error("console read-only access off: the token file is unusable", ["problem": "\(error)"])
+            }
+        }
+        let admin = adminToken
+        console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readonly != nil, role: { presented in
+            if admin.matches(presented: presented) { return .admin }
+            if readonly?.matches(presented: presented) == true { return .readOnly }
+            return nil
+        }, figures: figures)
+        console.log = { level, message, fields in
+            let object = Dictionary(fields, uniquingKeysWith: { a, _ in a }) as [String: Any]
+            switch level {
+            case .info: log.info(message, object)
+            case .warn: log.warn(message, object, limited: true)
+            }
+        }
+        log.follow(connection, name: "console")
+    }
+
+    package func start() { connection.start() }
+
+    /// The apps of a reloaded config (their dead-letter policies).
+    package func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
+
+    package func close() {
+        console.close()
+        connection.close()
+    }
+
+    /// The router's record hook: one call counted in the overview's last hour.
+    func recorded(app: String, outcome: String, cause: String?, latencyMs: Int64?) {
+        console.recordOutcome(app: app, outcome: outcome, cause: cause, latencyMs: latencyMs)
+    }
+
+    /// Answers a `/console…` request of the admin endpoint.
+    func handle(_ request: AdminRequest, answer: @escaping (AdminResponse) -> Void) {
+        let consoleRequest = ConsoleRequest(method: request.method, path: request.path, query: request.query, headers: request.headers,
+                                            body: request.body, peer: request.peer)
+        console.handle(consoleRequest) { response in
+            var headers: [String: String] = [:]
+            for (name, value) in response.headers { headers[name] = value }
+            var out = AdminResponse(status: response.status, contentType: response.contentType, body: "", headers: headers)
+            out.body = response.body
+            answer(out)
+        }
+    }
+}

@@ -1,0 +1,365 @@
+import APNs
+import GatewayRoles
+import RedisStreams
+import Routing
+
+/// Every metric pushgw exposes on `/metrics` (documented one by one in docs/operations.md).
+///
+/// Two kinds of sources:
+/// - pushed: `RouterObservations` calls made by the router as things happen (per app, per
+///   channel, latencies) and each recorded outcome (`callRecorded`);
+/// - pulled: the counters the modules keep anyway (`RoutingRunner.Stats`, `ApnsClientStats`,
+///   `RedisConnection.Stats`, the backlog probe), copied into the registry by `update(_:)`
+///   right before each scrape is rendered, so the hot path pays nothing for them.
+///
+/// Loop-owned, like the registry.
+package final class GatewayMetrics: RouterObservations {
+    package let registry: MetricsRegistry
+
+    /// Upper bounds of the APNs answer latency, seconds: APNs answers in tens of ms; a
+    /// second or more means a slow or overloaded path.
+    package static let apnsLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    /// Upper bounds of the XADD-to-answer latency, seconds: from a few ms for a direct VoIP
+    /// push to minutes for an alert that needed retries.
+    package static let eventLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+
+    // MARK: Events (pushed)
+    let eventsReceived: CounterFamily
+    let eventsFinished: CounterFamily
+    let duplicates: CounterFamily
+    let deadLetters: CounterFamily
+    let fallbacks: CounterFamily
+    let deadlineMisses: CounterFamily
+    let eventLatency: HistogramFamily
+    // MARK: APNs answers (pushed)
+    let apnsResponses: CounterFamily
+    let apnsFailures: CounterFamily
+    let apnsLatency: HistogramFamily
+    // MARK: Router (pulled)
+    let callsInFlight: GaugeFamily
+    let invalidEvents: CounterFamily
+    let poisonEntries: CounterFamily
+    let lostEntries: CounterFamily
+    let retriesScheduled: CounterFamily
+    let retriesFired: CounterFamily
+    let routerRedisErrors: CounterFamily
+    let appUnhealthy: GaugeFamily
+    // MARK: APNs pools (pulled)
+    let apnsRequests: CounterFamily
+    let apnsAnswers: CounterFamily
+    let apnsTimeouts: CounterFamily
+    let apnsLost: CounterFamily
+    let apnsResends: CounterFamily
+    let apnsGoaways: CounterFamily
+    let apnsConnectionsOpened: CounterFamily
+    let apnsConnectFailures: CounterFamily
+    let apnsDeadConnections: CounterFamily
+    let apnsQueueFull: CounterFamily
+    let apnsInFlight: GaugeFamily
+    let apnsQueued: GaugeFamily
+    let apnsConnections: GaugeFamily
+    let apnsUp: GaugeFamily
+    let apnsUnreachableSeconds: GaugeFamily
+    let jwtRenewals: CounterFamily
+    // MARK: Redis (pulled)
+    let redisUp: GaugeFamily
+    let redisConnectionReady: GaugeFamily
+    let redisConnects: CounterFamily
+    let redisConnectFailures: CounterFamily
+    let redisDisconnects: CounterFamily
+    let redisWatchdogFirings: CounterFamily
+    let backlogEntries: GaugeFamily
+    let deadLettersToTrim: GaugeFamily
+    let deadLettersTrimmed: CounterFamily
+    let pendingEntries: GaugeFamily
+    // MARK: The registry itself
+    let droppedSeries: CounterFamily
+
+    package init(registry: MetricsRegistry = MetricsRegistry()) {
+        self.registry = registry
+        let r = registry
+        eventsReceived = r.counter("pushgw_events_received_total",
+                                   help: "Call events that started routing in this process, by app and source (read from the stream, or claimed from a dead consumer).",
+                                   labels: ["app", "source"])
+        eventsFinished = r.counter("pushgw_events_finished_total",
+                                   help: "Call events whose outcome was recorded and whose entry was acknowledged, by app and outcome.",
+                                   labels: ["app", "outcome"])
+        duplicates = r.counter("pushgw_duplicate_events_total",
+                               help: "Call events whose id already had an outcome, answered with a duplicate result and nothing sent, by app and the first outcome.",
+                               labels: ["app", "first_outcome"])
+        deadLetters = r.counter("pushgw_dead_letters_total",
+                                help: "Events written to the dead-letter stream, by app and reason code.",
+                                labels: ["app", "reason"])
+        fallbacks = r.counter("pushgw_fallbacks_total",
+                              help: "Calls that fell back from the VoIP push to the alert push, by app and cause.",
+                              labels: ["app", "cause"])
+        deadlineMisses = r.counter("pushgw_deadline_misses_total",
+                                   help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline, or outcome expired), by app.",
+                                   labels: ["app"])
+        eventLatency = r.histogram("pushgw_event_latency_seconds",
+                                   help: "From the stream entry's time (XADD) to the APNs answer that finished the call, by the channel of that answer.",
+                                   labels: ["channel"], buckets: GatewayMetrics.eventLatencyBuckets)
+        apnsResponses = r.counter("pushgw_apns_responses_total",
+                                  help: "APNs answers to pushes, by app, channel, HTTP status and Apple's reason (empty when accepted).",
+                                  labels: ["app", "channel", "status", "reason"])
+        apnsFailures = r.counter("pushgw_apns_failures_total",
+                                 help: "Pushes that got no answer from APNs, by app, channel and error.",
+                                 labels: ["app", "channel", "error"])
+        apnsLatency = r.histogram("pushgw_apns_answer_latency_seconds",
+                                  help: "From handing a push to the APNs client to APNs' answer, by channel.",
+                                  labels: ["channel"], buckets: GatewayMetrics.apnsLatencyBuckets)
+
+        callsInFlight = r.gauge("pushgw_calls_in_flight", help: "Call events being routed by this process.")
+        invalidEvents = r.counter("pushgw_invalid_events_total", help: "Stream entries that were not a valid call event (dead-lettered).")
+        poisonEntries = r.counter("pushgw_poison_entries_total",
+                                  help: "Stream entries dead-lettered after too many deliveries without an outcome.")
+        lostEntries = r.counter("pushgw_lost_entries_total",
+                                help: "Pending entries of dead consumers that were gone from the stream when claimed.")
+        retriesScheduled = r.counter("pushgw_retries_scheduled_total", help: "Push retries scheduled after transient failures.")
+        retriesFired = r.counter("pushgw_retries_fired_total", help: "Scheduled push retries that came due.")
+        routerRedisErrors = r.counter("pushgw_router_redis_errors_total",
+                                      help: "Redis operations of the router that failed (the entry stays pending and is routed again).")
+        appUnhealthy = r.gauge("pushgw_app_unhealthy",
+                               help: "1 when APNs refused the app's credentials or configuration lately, else 0, by app.",
+                               labels: ["app"])
+
+        let pool = ["credential", "environment"]
+        apnsRequests = r.counter("pushgw_apns_requests_total",
+                                 help: "Pushes written to an APNs stream, resends included, by pool.", labels: pool)
+        apnsAnswers = r.counter("pushgw_apns_answers_total",
+                                help: "Pushes APNs answered (any status), by pool.", labels: pool)
+        apnsTimeouts = r.counter("pushgw_apns_timeouts_total",
+                                 help: "Pushes that got no answer within the request timeout, by pool.", labels: pool)
+        apnsLost = r.counter("pushgw_apns_lost_total",
+                             help: "Pushes written and then lost with their connection (APNs may have delivered them), by pool.",
+                             labels: pool)
+        apnsResends = r.counter("pushgw_apns_resends_total",
+                                help: "Pushes resent by the client, not counted as attempts: unprocessed (REFUSED_STREAM, GOAWAY) or provider_token (after 403 ExpiredProviderToken), by pool.",
+                                labels: pool + ["why"])
+        apnsGoaways = r.counter("pushgw_apns_goaways_total", help: "GOAWAY frames received from APNs, by pool.", labels: pool)
+        apnsConnectionsOpened = r.counter("pushgw_apns_connections_opened_total",
+                                          help: "Connections to APNs started, by pool.", labels: pool)
+        apnsConnectFailures = r.counter("pushgw_apns_connect_failures_total",
+                                        help: "Connections to APNs that failed before becoming ready, by pool.", labels: pool)
+        apnsDeadConnections = r.counter("pushgw_apns_dead_connections_total",
+                                        help: "Connections to APNs closed because a PING went unanswered, by pool.", labels: pool)
+        apnsQueueFull = r.counter("pushgw_apns_queue_full_total",
+                                  help: "Pushes refused at once because the pool's queue was full, by pool.", labels: pool)
+        apnsInFlight = r.gauge("pushgw_apns_in_flight", help: "Pushes written and waiting for APNs' answer, by pool.", labels: pool)
+        apnsQueued = r.gauge("pushgw_apns_queued", help: "Pushes waiting for a free stream, by pool.", labels: pool)
+        apnsConnections = r.gauge("pushgw_apns_connections", help: "Connections to APNs, by pool and state.",
+                                  labels: pool + ["state"])
+        apnsUp = r.gauge("pushgw_apns_up",
+                         help: "0 while the pool cannot connect to APNs (its connects fail and none is up), else 1, by pool.",
+                         labels: pool)
+        apnsUnreachableSeconds = r.gauge("pushgw_apns_unreachable_seconds",
+                                         help: "How long the pool has been unable to connect to APNs, 0 when it can, by pool.",
+                                         labels: pool)
+        jwtRenewals = r.counter("pushgw_apns_jwt_renewals_total",
+                                help: "Provider tokens (JWT) replaced by a new one, by credential.", labels: ["credential"])
+
+        redisUp = r.gauge("pushgw_redis_up", help: "1 when Redis answered a PING lately, else 0.")
+        redisConnectionReady = r.gauge("pushgw_redis_connection_ready",
+                                       help: "1 when the Redis connection is connected and its handshake done, by connection (read, write).",
+                                       labels: ["connection"])
+        redisConnects = r.counter("pushgw_redis_connects_total",
+                                  help: "Times the Redis connection became ready, by connection.", labels: ["connection"])
+        redisConnectFailures = r.counter("pushgw_redis_connect_failures_total",
+                                         help: "Failed Redis connection attempts, by connection.", labels: ["connection"])
+        redisDisconnects = r.counter("pushgw_redis_disconnects_total",
+                                     help: "Ready Redis connections that were lost, by connection.", labels: ["connection"])
+        redisWatchdogFirings = r.counter("pushgw_redis_watchdog_firings_total",
+                                         help: "Times a Redis connection was dropped because its replies stalled, by connection.",
+                                         labels: ["connection"])
+        deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
+                                    help: "Dead letters the next retention run will remove (by age within one interval, and by count), per app.",
+                                    labels: ["app"])
+        deadLettersTrimmed = r.counter("pushgw_dead_letters_trimmed_total",
+                                       help: "Dead letters removed by retention, per app and why (age or count).",
+                                       labels: ["app", "why"])
+        backlogEntries = r.gauge("pushgw_backlog_entries",
+                                 help: "Entries in the app's calls stream (not yet finished: waiting or in flight), by app; refreshed every few seconds.",
+                                 labels: ["app"])
+        pendingEntries = r.gauge("pushgw_pending_entries",
+                                 help: "Entries of the app's calls stream delivered to a gateway and not yet acknowledged, by app; refreshed every few seconds.",
+                                 labels: ["app"])
+        droppedSeries = r.counter("pushgw_metrics_dropped_series_total",
+                                  help: "Observations dropped because their metric had too many label sets.")
+    }
+
+    // MARK: Pushed
+
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {
+        eventsReceived.inc([app, claimed ? "claimed" : "read"], by: Double(count))
+    }
+
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        apnsResponses.inc([app, channel.rawValue, String(status), reason ?? ""])
+        apnsLatency.observe([channel.rawValue], latencySeconds)
+    }
+
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        apnsFailures.inc([app, channel.rawValue, error.metricLabel])
+    }
+
+    package func fallback(app: String, cause: FallbackCause) {
+        fallbacks.inc([app, cause.rawValue])
+        if cause == .deadline { deadlineMisses.inc([app]) }
+    }
+
+    package func callRecorded(app: String, record: OutcomeRecord) {
+        if record.outcome == .duplicate {
+            // Not an outcome of its own: the first one was counted when it was recorded.
+            duplicates.inc([app, record.firstOutcome?.rawValue ?? "unknown"])
+            return
+        }
+        eventsFinished.inc([app, record.outcome.rawValue])
+        switch record.outcome {
+        case .deadLettered:
+            // The code part only (`apns_credentials`, not `apns_credentials: BadTopic`): bounded.
+            let reason = record.reason.map { String($0.prefix { $0 != ":" }) } ?? "unknown"
+            deadLetters.inc([app, reason])
+        case .expired:
+            deadlineMisses.inc([app])
+        case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled, .duplicate:
+            break
+        }
+        if let latencyMs = record.latencyMs,
+           let channel = record.channel ?? record.attempts.last?.channel {
+            eventLatency.observe([channel.rawValue], Double(latencyMs) / 1000)
+        }
+    }
+
+    // MARK: Pulled
+
+    /// Copies `snapshot` into the pulled families. Call right before `render()`.
+    package func update(_ snapshot: GatewaySnapshot) {
+        if let stats = snapshot.router {
+            callsInFlight.set([], Double(snapshot.callsInFlight))
+            invalidEvents.set(total: Double(stats.invalidEvents))
+            poisonEntries.set(total: Double(stats.poison))
+            lostEntries.set(total: Double(stats.lostEntries))
+            retriesScheduled.set(total: Double(stats.retriesScheduled))
+            retriesFired.set(total: Double(stats.retriesFired))
+            routerRedisErrors.set(total: Double(stats.redisErrors))
+        }
+        appUnhealthy.removeAll()
+        for app in snapshot.apps { appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1) }
+
+        let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
+                                           apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
+                                           apnsInFlight, apnsQueued, apnsConnections, apnsUp, apnsUnreachableSeconds,
+                                           jwtRenewals]
+        for family in poolFamilies { family.removeAll() }
+        for pool in snapshot.pools {
+            let l = [pool.credential, pool.environment]
+            let s = pool.stats
+            apnsRequests.set(l, total: Double(s.sent))
+            apnsAnswers.set(l, total: Double(s.answered))
+            apnsTimeouts.set(l, total: Double(s.timeouts))
+            apnsLost.set(l, total: Double(s.lost))
+            apnsResends.set(l + ["unprocessed"], total: Double(s.resentUnprocessed))
+            apnsResends.set(l + ["provider_token"], total: Double(s.resentAfterTokenRenewal))
+            apnsGoaways.set(l, total: Double(s.goaways))
+            apnsConnectionsOpened.set(l, total: Double(s.connectionsOpened))
+            apnsConnectFailures.set(l, total: Double(s.connectFailures))
+            apnsDeadConnections.set(l, total: Double(s.deadConnections))
+            apnsQueueFull.set(l, total: Double(s.queueFullRejections))
+            apnsInFlight.set(l, Double(pool.inFlight))
+            apnsQueued.set(l, Double(pool.queued))
+            for (state, count) in pool.connectionsByState { apnsConnections.set(l + [state], Double(count)) }
+            apnsUp.set(l, pool.unreachableForMs == nil ? 1 : 0)
+            apnsUnreachableSeconds.set(l, Double(pool.unreachableForMs ?? 0) / 1000)
+        }
+        for (credential, renewals) in snapshot.jwtRenewals { jwtRenewals.set([credential], total: Double(renewals)) }
+
+        redisUp.set([], snapshot.redisReachable ? 1 : 0)
+        for link in snapshot.redisLinks {
+            redisConnectionReady.set([link.name], link.ready ? 1 : 0)
+            redisConnects.set([link.name], total: Double(link.stats.ready))
+            redisConnectFailures.set([link.name], total: Double(link.stats.connectFailures))
+            redisDisconnects.set([link.name], total: Double(link.stats.lost))
+            redisWatchdogFirings.set([link.name], total: Double(link.stats.watchdogFirings))
+        }
+        // Stale figures are worse than none: an app whose backlog could not be read lately
+        // has no series until it can.
+        backlogEntries.removeAll()
+        pendingEntries.removeAll()
+        for (app, backlog) in snapshot.backlog {
+            backlogEntries.set([app], Double(backlog.length))
+            pendingEntries.set([app], Double(backlog.pending))
+        }
+        deadLettersToTrim.removeAll()
+        for (app, count) in snapshot.deadLettersToTrim { deadLettersToTrim.set([app], Double(count)) }
+        for (app, trimmed) in snapshot.deadLettersTrimmed {
+            deadLettersTrimmed.set([app, "age"], total: Double(trimmed.byAge))
+            deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
+        }
+        droppedSeries.set(total: Double(registry.droppedSeries))
+    }
+
+    /// The registry as Prometheus text.
+    package func render() -> String { registry.render() }
+}
+
+/// The pulled figures of one scrape, gathered from the live objects by `GatewayAdmin` (or
+/// built by hand in tests).
+package struct GatewaySnapshot {
+    /// One APNs pool (credential × environment).
+    package struct Pool {
+        package var credential: String
+        package var environment: String
+        package var stats: ApnsClientStats
+        package var inFlight: Int
+        package var queued: Int
+        /// Connection counts by state name (`active`, …).
+        package var connectionsByState: [String: Int]
+        /// How long the pool has been unable to connect (ms); nil while it can.
+        package var unreachableForMs: Int64?
+
+        package init(credential: String, environment: String, stats: ApnsClientStats, inFlight: Int, queued: Int,
+                    connectionsByState: [String: Int]) {
+            self.credential = credential
+            self.environment = environment
+            self.stats = stats
+            self.inFlight = inFlight
+            self.queued = queued
+            self.connectionsByState = connectionsByState
+        }
+    }
+
+    /// One Redis connection of the process (`read`: the blocking reads; `write`: the rest).
+    package struct RedisLink {
+        package var name: String
+        package var ready: Bool
+        package var stats: RedisConnection.Stats
+
+        package init(name: String, ready: Bool, stats: RedisConnection.Stats) {
+            self.name = name
+            self.ready = ready
+            self.stats = stats
+        }
+    }
+
+    /// The router's counters; nil when this process runs no router.
+    package var router: RoutingRunner.Stats?
+    package var callsInFlight = 0
+    /// Every configured app id.
+    package var apps: [String] = []
+    /// App id → why APNs refused it (`RoutingRunner.unhealthyApps`).
+    package var unhealthyApps: [String: String] = [:]
+    package var pools: [Pool] = []
+    /// Credential name → `ProviderTokenSource.renewals` (token credentials only).
+    package var jwtRenewals: [String: Int] = [:]
+    package var redisLinks: [RedisLink] = []
+    /// Whether Redis answered a PING lately (`RedisProbe`).
+    package var redisReachable = false
+    /// App id → its stream's length and pending count, for apps read lately.
+    package var backlog: [String: Backlog] = [:]
+    /// App id → dead letters the next retention run will remove (deadletters role only).
+    package var deadLettersToTrim: [String: Int64] = [:]
+    /// App id → dead letters removed by retention so far, by age and by count.
+    package var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
+
+    package init() {}
+}

@@ -1,0 +1,101 @@
+import EventLoop
+import RedisStreams
+
+/// Watches Redis for health and metrics: a PING every `pingEveryMs` (for `/readyz` and
+/// `pushgw_redis_up`) and every app's backlog (XLEN + XPENDING, one Lua step for all apps)
+/// every `backlogEveryMs`.
+///
+/// Both go over the store's `commands` connection, the one every outcome is written on, so
+/// "reachable" means reachable for the work that matters. At most one PING and one round of
+/// backlog reads are outstanding at a time: while Redis is down they wait in the connection's
+/// queue instead of piling up, and the figures simply age. Scrapes read the last figures and
+/// never wait for Redis.
+///
+/// Loop-owned; `start()` once, `close()` before dropping it.
+package final class RedisProbe {
+    package struct Settings: Sendable {
+        package var pingEveryMs: Int64 = 2_000
+        package var backlogEveryMs: Int64 = 5_000
+        package init() {}
+    }
+
+    private let store: CallStore
+    /// The apps whose backlog is sampled; replaced on a config reload.
+    var apps: [AppKeys]
+    private let settings: Settings
+    private var timer: LoopTimer!
+    private var pingOutstanding = false
+    private var backlogOutstanding = 0
+    private var lastBacklogRoundMs: Int64?
+    private var backlogByApp: [String: (backlog: Backlog, atMs: Int64)] = [:]
+    /// Monotonic ms of the last successful PING; nil before the first.
+    package private(set) var lastPingOkMs: Int64?
+    /// The last failed PING's error; nil after a success.
+    package private(set) var lastPingError: String?
+
+    package init(loop: EventLoop, store: CallStore, apps: [AppKeys], settings: Settings = Settings()) {
+        precondition(settings.pingEveryMs > 0 && settings.backlogEveryMs > 0, "probe periods must be positive")
+        self.store = store
+        self.apps = apps
+        self.settings = settings
+        timer = LoopTimer(loop: loop) { [unowned self] in self.tick() }
+    }
+
+    /// Sends the first PING now, then keeps probing.
+    package func start() { tick() }
+
+    package func close() { timer.close() }
+
+    /// Backlogs read at most three backlog periods ago, by app id (older ones are stale).
+    package func backlog(nowMs: Int64) -> [String: Backlog] {
+        backlogByApp.filter { nowMs - $0.value.atMs <= 3 * settings.backlogEveryMs }.mapValues(\.backlog)
+    }
+
+    private func tick() {
+        let now = Clock.monotonicMs()
+        if !pingOutstanding {
+            pingOutstanding = true
+            // weak: the store may complete it with `.closed` after this probe is gone.
+            store.commands.send(["PING"]) { [weak self] result in
+                guard let self else { return }
+                self.pingOutstanding = false
+                switch result {
+                case let .success(reply) where reply.isPong:
+                    self.lastPingOkMs = Clock.monotonicMs()
+                    self.lastPingError = nil
+                case let .success(reply):
+                    self.lastPingError = "unexpected reply \(reply)"
+                case let .failure(error):
+                    self.lastPingError = "\(error)"
+                }
+            }
+        }
+        if backlogOutstanding == 0, now - (lastBacklogRoundMs ?? .min / 2) >= settings.backlogEveryMs {
+            lastBacklogRoundMs = now
+            backlogOutstanding = 1
+            let sampled = apps
+            // One command for every app: an idle gateway with a hundred apps stays near the
+            // mover's ~20 commands a second.
+            store.backlogs(sampled) { [weak self] result in
+                guard let self else { return }
+                self.backlogOutstanding = 0
+                let at = Clock.monotonicMs()
+                for app in sampled {
+                    if case let .success(found) = result, let b = found[app] {
+                        self.backlogByApp[app.app] = (b, at)
+                    } else {
+                        self.backlogByApp[app.app] = nil
+                    }
+                }
+            }
+        }
+        timer.schedule(afterMs: settings.pingEveryMs)
+    }
+}
+
+private extension RedisReply {
+    var isPong: Bool {
+        if case let .status(text) = self { return text == "PONG" }
+        return false
+    }
+}

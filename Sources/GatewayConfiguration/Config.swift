@@ -1,0 +1,253 @@
+// GatewayConfiguration: the config file of config/README.md read, checked and typed: the
+// config values (here), the parser and its typed JSON reader, file checks, key-file
+// inspection, environment overrides, JSON paths, the problems with their fixes, and the
+// did-you-mean suggestion the command line shares.
+// Owns: what the operator wrote and whether it is usable. Holds no business rules: it hands
+// typed values to the modules that act on them.
+// Must not: run a loop, open a connection or log (it is a leaf below the roles, the admin
+// endpoint and the command line); OpenSSL (TLSContext) is used only to check that files load.
+import Routing
+import Retry
+import APNs
+import DeadLetters
+import RedisStreams
+
+/// The whole configuration of one pushgw process (config/README.md), after parsing, environment
+/// overrides and checks. Every file path in it is already resolved against the config file's
+/// directory. Secrets appear only as paths: no key, password or token is ever held here.
+///
+/// Build one with `GatewayConfig.load(file:environment:)`; `ConfigReport` says what was wrong.
+package struct GatewayConfig: Equatable, Sendable {
+    package var redis: RedisConfig
+    package var admin: AdminConfig
+    package var apns: APNsConfig
+    /// Credentials by name; apps refer to them by that name, so one team's key serves many apps.
+    package var credentials: [String: Credential]
+    /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
+    package var apps: [String: AppConfig]
+
+    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
+                credentials: [String: Credential], apps: [String: AppConfig]) {
+        self.redis = redis
+        self.admin = admin
+        self.apns = apns
+        self.credentials = credentials
+        self.apps = apps
+    }
+}
+
+/// Where Redis is and the key prefix of every key pushgw reads or writes.
+package struct RedisConfig: Equatable, Sendable {
+    /// `redis://[user:password@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. May hold a
+    /// password: never log it, use `redactedURL`. With `sentinel`, its host and port are not
+    /// used (the sentinels name the primary); scheme, credentials and db are.
+    package var url: String
+    /// The first part of every key (`PREFIX:{APP}:calls`); no braces, colons or spaces.
+    package var prefix: String
+    /// Trust and client certificate for `rediss://` and for sentinels reached over TLS.
+    package var tls: RedisTLSOptions
+    /// The sentinels that name the primary, when Redis runs under Sentinel.
+    package var sentinel: RedisSentinelOptions?
+
+    package static let defaultPrefix = "pushgw"
+
+    package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
+                sentinel: RedisSentinelOptions? = nil) {
+        self.url = url
+        self.prefix = prefix
+        self.tls = tls
+        self.sentinel = sentinel
+    }
+
+    /// The URL with any user and password replaced by `***`, and the sentinels: safe for logs.
+    package var redactedURL: String {
+        var text = url
+        if let schemeEnd = url.range(of: "://"), let at = url[schemeEnd.upperBound...].lastIndex(of: "@") {
+            text = String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
+        }
+        return sentinel.map { "\(text) via \($0)" } ?? text
+    }
+
+    /// The settings of every Redis connection pushgw makes, named `clientName` in Redis.
+    /// Throws the URL's parse error (`config check` reports it first).
+    package func connection(clientName: String? = nil) throws -> RedisConnection.Config {
+        RedisConnection.Config(url: try RedisURL(parsing: url), tls: tls, sentinel: sentinel, clientName: clientName)
+    }
+}
+
+/// The admin endpoint: health, metrics and the admin API (evhttp).
+package struct AdminConfig: Equatable, Sendable {
+    /// `host:port` to listen on.
+    package var listen: String
+    /// File holding the bearer token of the admin API; nil leaves the admin API closed
+    /// (health and metrics stay open).
+    package var tokenFile: String?
+    /// File holding the read-only token of the operators' console: it signs in to see the
+    /// pages, never to replay or purge. Nil: no read-only access.
+    package var readonlyTokenFile: String?
+
+    package static let defaultListen = "127.0.0.1:9464"
+
+    package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
+        self.listen = listen
+        self.tokenFile = tokenFile
+        self.readonlyTokenFile = readonlyTokenFile
+    }
+}
+
+/// A `host:port` pair, checked: a non-empty host without spaces and a port in 1...65535.
+/// IPv6 hosts are written in brackets (`[::1]:443`) and kept without them in `host`.
+package struct Endpoint: Equatable, Sendable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
+
+    package init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port`; nil when either part is missing or invalid.
+    package init?(parsing text: String) {
+        let hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"),
+                  text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            portPart = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+            if hostPart.contains(":") { return nil } // unbracketed IPv6
+        }
+        // A host name is at most 253 characters (DNS), of visible ASCII: it becomes the
+        // `:authority` of every request and the TLS server name.
+        guard !hostPart.isEmpty, hostPart.utf8.count <= 253, hostPart.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
+              !hostPart.contains("/"),
+              portPart.allSatisfy(\.isASCII), let port = Int(portPart), (1...65535).contains(port) else { return nil }
+        self.host = String(hostPart)
+        self.port = port
+    }
+
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// 127.0.0.0/8, ::1 and localhost: an admin endpoint listening elsewhere is warned about.
+    package static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.
+package struct APNsConfig: Equatable, Sendable {
+    package var productionEndpoint: Endpoint
+    package var sandboxEndpoint: Endpoint
+    /// CA bundle to verify APNs (or the simulator) against; nil uses the system trust store.
+    package var caFile: String?
+    /// HTTP/2 connections per credential and environment.
+    package var connections: Int
+    /// Time allowed for one push, from queueing to APNs' answer, in milliseconds.
+    package var requestTimeoutMs: Int
+    /// Pushes waiting for a stream per credential and environment before sends fail fast
+    /// with `ApnsClientError.queueFull`.
+    package var maxQueued: Int
+
+    package static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
+                                                           port: APNsEnvironment.defaultPort)
+    package static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
+                                                        port: APNsEnvironment.defaultPort)
+    package static let defaultConnections = 2
+    package static let defaultRequestTimeoutMs = 10_000
+    package static let defaultMaxQueued = 10_000
+
+    package init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
+                sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
+                caFile: String? = nil, connections: Int = APNsConfig.defaultConnections,
+                requestTimeoutMs: Int = APNsConfig.defaultRequestTimeoutMs,
+                maxQueued: Int = APNsConfig.defaultMaxQueued) {
+        self.productionEndpoint = productionEndpoint
+        self.sandboxEndpoint = sandboxEndpoint
+        self.caFile = caFile
+        self.connections = connections
+        self.requestTimeoutMs = requestTimeoutMs
+        self.maxQueued = maxQueued
+    }
+
+    /// The endpoint pushes for `environment` go to.
+    package func endpoint(for environment: APNsEnvironment) -> Endpoint {
+        switch environment {
+        case .production: return productionEndpoint
+        case .sandbox: return sandboxEndpoint
+        }
+    }
+}
+
+/// How pushgw proves to APNs that it may push for an app. Only file paths: the key, the
+/// certificate key and the PKCS#12 password are read by the APNs module when it connects.
+package enum Credential: Equatable, Sendable {
+    /// Token auth: an ES256 JWT signed with the team's `.p8` key (EC P-256, PKCS#8 PEM).
+    case token(teamId: String, keyId: String, keyFile: String)
+    /// Certificate auth with a PEM certificate (chain) and its PEM private key.
+    case certificate(certFile: String, keyFile: String)
+    /// Certificate auth with a PKCS#12 bundle; the password, if any, is the first line of
+    /// `passwordFile`.
+    case pkcs12(file: String, passwordFile: String?)
+
+    /// True for token auth, which every push type accepts; certificates do not cover all.
+    package var isToken: Bool {
+        if case .token = self { return true }
+        return false
+    }
+}
+
+/// One app: where its pushes go, with which credential, and how patient to be.
+package struct AppConfig: Equatable, Sendable {
+    /// Reverse-DNS bundle id without any push-type suffix (pushgw adds `.voip`).
+    package var bundleId: String
+    /// Name of an entry of `GatewayConfig.credentials`.
+    package var credential: String
+    package var environment: APNsEnvironment
+    /// How long a call rings when its event carries no deadline, in seconds.
+    package var ringTimeoutSeconds: Int
+    package var retry: RetryPolicies
+    package var fallbackAlert: FallbackTemplate
+    /// Retention of the app's dead-letter stream (`dead_letters`).
+    package var deadLetters: DeadLetterRetentionPolicy
+
+    package static let defaultRingTimeoutSeconds = 30
+
+    package init(bundleId: String, credential: String, environment: APNsEnvironment,
+                ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
+                retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
+                deadLetters: DeadLetterRetentionPolicy = .default) {
+        self.bundleId = bundleId
+        self.credential = credential
+        self.environment = environment
+        self.ringTimeoutSeconds = ringTimeoutSeconds
+        self.retry = retry
+        self.fallbackAlert = fallbackAlert
+        self.deadLetters = deadLetters
+    }
+}
+
+/// The retry policies of one app, one per channel. The Retry module turns them into delays.
+package struct RetryPolicies: Equatable, Sendable {
+    /// VoIP retries; always bounded by the call's deadline as well.
+    package var voip: RetryPolicy
+    /// Alert fallback retries; bounded by `alertTTLSeconds`.
+    package var alert: RetryPolicy
+    /// How long an alert fallback may keep retrying, in seconds from the event.
+    package var alertTTLSeconds: Int
+
+    package static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
+    package static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
+    package static let defaultAlertTTLSeconds = 86_400
+
+    package init(voip: RetryPolicy = RetryPolicies.defaultVoip, alert: RetryPolicy = RetryPolicies.defaultAlert,
+                alertTTLSeconds: Int = RetryPolicies.defaultAlertTTLSeconds) {
+        self.voip = voip
+        self.alert = alert
+        self.alertTTLSeconds = alertTTLSeconds
+    }
+}
+

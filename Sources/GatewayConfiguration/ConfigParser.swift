@@ -1,0 +1,441 @@
+import Routing
+import Retry
+import APNs
+import Foundation
+import RedisStreams
+
+extension GatewayConfig {
+    /// The config file used when none is named.
+    package static let defaultFile = "config/pushgw.json"
+
+    /// Reads `file`, applies the environment's overrides (`ConfigEnvironment`), and checks
+    /// everything: every problem is reported, not only the first. Relative paths in the file
+    /// are resolved against the file's directory. Reads only the headers of key files.
+    package static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+                            workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
+        let absolute = file.hasPrefix("/") ? file : workingDirectory + "/" + file
+        let directory = URL(fileURLWithPath: absolute).deletingLastPathComponent().standardizedFileURL.path
+        // Only a regular file, opened without blocking (a FIFO would hang the check), and at
+        // most a few MiB (a config is a few KiB).
+        let data: Data
+        switch KeyFileInspection.readRegular(absolute, limit: GatewayConfig.maxFileBytes) {
+        case let .success(bytes):
+            data = Data(bytes)
+        case let .failure(reason):
+            let problem = ConfigError(.error, file: file, path: "", problem: "cannot read the config file: \(reason.text)",
+                                      fix: "check the path, or name another file with --config FILE (a regular file)")
+            return ConfigReport(config: nil, problems: [problem])
+        }
+        return parse(data, file: file, baseDirectory: directory, environment: environment,
+                     workingDirectory: workingDirectory)
+    }
+
+    /// Checks config text already in memory; `file` only names it in messages and
+    /// `baseDirectory` resolves its relative paths.
+    package static func parse(_ data: Data, file: String, baseDirectory: String,
+                             environment: [String: String] = [:],
+                             workingDirectory: String = FileManager.default.currentDirectoryPath) -> ConfigReport {
+        let reader = ConfigReader(file: file, baseDirectory: baseDirectory, workingDirectory: workingDirectory,
+                                  environment: environment)
+        let json: Any
+        do {
+            json = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "invalid JSON"
+            reader.error(.root, "is not valid JSON (\(detail))",
+                         fix: "fix the syntax; JSON allows no comments and no trailing commas")
+            return ConfigReport(config: nil, problems: reader.problems)
+        }
+        guard let root = json as? [String: Any] else {
+            reader.error(.root, "the top level is \(JSONKind(json).name), not an object",
+                         fix: "write one object with redis, admin, apns, credentials and apps")
+            return ConfigReport(config: nil, problems: reader.problems)
+        }
+        // JSONSerialization keeps the last of keys written twice, silently: an app or a
+        // credential defined twice would lose its first definition without a word.
+        for keys in JSONDuplicateKeys.paths(in: [UInt8](data)) ?? [] {
+            reader.warning(JSONPath(components: keys), "defined more than once in the same object; only the last one is used",
+                           fix: "remove or rename the other definitions")
+        }
+        let config = ConfigParser(reader).parse(root)
+        return ConfigReport(config: reader.hasErrors ? nil : config, problems: reader.problems)
+    }
+}
+
+/// Turns the JSON of a config into `GatewayConfig`, section by section, recording problems in
+/// its `ConfigReader`. Each section returns a value even when parts are wrong (defaults fill
+/// the gaps), so that later sections are still checked; the caller drops the result when any
+/// error was recorded.
+struct ConfigParser {
+    let reader: ConfigReader
+
+    init(_ reader: ConfigReader) { self.reader = reader }
+
+    func parse(_ root: [String: Any]) -> GatewayConfig {
+        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps"])
+        let redis = parseRedis(root)
+        let admin = parseAdmin(root)
+        let apns = parseAPNs(root)
+        let (credentials, declared) = parseCredentials(root)
+        let apps = parseApps(root, declaredCredentials: declared)
+        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps)
+    }
+
+    // MARK: admin
+
+    private func parseAdmin(_ root: [String: Any]) -> AdminConfig {
+        let path = JSONPath.root.appending("admin")
+        guard let section = reader.section(root, "admin", in: .root) else { return AdminConfig() }
+        reader.unknownKeys(section, at: path, known: ["listen", "token_file", "readonly_token_file"])
+        var config = AdminConfig()
+        if let (listen, at) = reader.string(section, "listen", in: path, required: false, example: AdminConfig.defaultListen) {
+            if Endpoint(parsing: listen) == nil {
+                reader.error(at, "\(reader.quoted(listen)) is not host:port", fix: "write an address such as \"\(AdminConfig.defaultListen)\"")
+            } else {
+                config.listen = listen
+            }
+        }
+        config.tokenFile = reader.filePath(section, "token_file", in: path, role: .adminToken, required: false,
+                                           example: "secrets/admin-token")
+        config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
+                                                   example: "secrets/console-readonly-token")
+        if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
+            let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
+            reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
+                           + (config.tokenFile == nil ? ", and without admin.token_file nothing asks who it is" : ""),
+                           fix: "listen on 127.0.0.1, or let only the scrapers reach the port (firewall)"
+                               + (config.tokenFile == nil ? "; set admin.token_file to open the admin API with a token" : ""))
+        }
+        return config
+    }
+
+    // MARK: apns
+
+    private func parseAPNs(_ root: [String: Any]) -> APNsConfig {
+        let path = JSONPath.root.appending("apns")
+        guard let section = reader.section(root, "apns", in: .root) else { return APNsConfig() }
+        reader.unknownKeys(section, at: path,
+                           known: ["production", "sandbox", "ca_file", "connections", "request_timeout_ms", "max_queued"])
+        var config = APNsConfig()
+        config.productionEndpoint = parseEndpoint(section, "production", in: path,
+                                                  fallback: APNsConfig.defaultProductionEndpoint)
+        config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: APNsConfig.defaultSandboxEndpoint)
+        config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
+                                        example: "/etc/ssl/certs/ca-certificates.crt")
+        config.connections = reader.positiveInteger(section, "connections", in: path, fallback: APNsConfig.defaultConnections,
+                                                    most: 64) ?? config.connections
+        config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
+                                                         fallback: APNsConfig.defaultRequestTimeoutMs,
+                                                         most: 600_000) ?? config.requestTimeoutMs
+        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path, fallback: APNsConfig.defaultMaxQueued,
+                                                  most: 1_000_000) ?? config.maxQueued
+        return config
+    }
+
+    private func parseEndpoint(_ apns: [String: Any], _ key: String, in parent: JSONPath, fallback: Endpoint) -> Endpoint {
+        let path = parent.appending(key)
+        guard let section = reader.section(apns, key, in: parent) else { return fallback }
+        reader.unknownKeys(section, at: path, known: ["endpoint"])
+        guard let (text, at) = reader.string(section, "endpoint", in: path, required: false,
+                                             example: fallback.description) else { return fallback }
+        guard let endpoint = Endpoint(parsing: text) else {
+            reader.error(at, "\(reader.quoted(text)) is not host:port with a port in 1-65535 (a host of at most 253 visible ASCII characters)",
+                         fix: "write host:port, such as \"\(fallback)\" (no scheme, no path)")
+            return fallback
+        }
+        return endpoint
+    }
+
+    // MARK: credentials
+
+    /// The credentials that parsed, and the names of all declared ones (apps naming a broken
+    /// credential get that credential's problems, not an "unknown credential" one too).
+    private func parseCredentials(_ root: [String: Any]) -> ([String: Credential], [String]) {
+        let path = JSONPath.root.appending("credentials")
+        guard let section = reader.section(root, "credentials", in: .root) else { return ([:], []) }
+        if section.isEmpty {
+            reader.error(path, "no credentials declared",
+                         fix: "declare one, such as \"acme-key\": { \"team_id\": …, \"key_id\": …, \"key_file\": … }")
+        }
+        var credentials: [String: Credential] = [:]
+        for name in section.keys.sorted() {
+            let at = path.appending(name)
+            if !GatewayConfig.isName(name) {
+                reader.error(at, "credential name \(reader.quoted(name)) must be \(GatewayConfig.nameRule)",
+                             fix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics")
+            }
+            guard let entry = section[name] as? [String: Any] else {
+                reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)",
+                             fix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }")
+                continue
+            }
+            if let credential = parseCredential(entry, at: at) { credentials[name] = credential }
+        }
+        return (credentials, section.keys.sorted())
+    }
+
+    private func parseCredential(_ entry: [String: Any], at path: JSONPath) -> Credential? {
+        let isToken = entry["team_id"] != nil || entry["key_id"] != nil
+        let isCertificate = entry["cert_file"] != nil
+        let isPKCS12 = entry["p12_file"] != nil
+        let kinds = "team_id + key_id + key_file for a .p8 token key, cert_file + key_file for a PEM certificate, or p12_file (+ password_file) for a PKCS#12 bundle"
+        switch (isToken, isCertificate, isPKCS12) {
+        case (true, false, false):
+            reader.unknownKeys(entry, at: path, known: ["team_id", "key_id", "key_file"])
+            let team = appleID(entry, "team_id", in: path, what: "Team ID",
+                               fix: "copy the 10-character Team ID from Membership details in the Apple developer account")
+            let key = appleID(entry, "key_id", in: path, what: "Key ID",
+                              fix: "copy the 10-character Key ID shown with the key (it is also in the file name AuthKey_KEYID.p8)")
+            let file = reader.filePath(entry, "key_file", in: path, role: .tokenKey, required: true,
+                                       example: "secrets/AuthKey_KEY1234567.p8")
+            guard let team, let key, let file else { return nil }
+            return .token(teamId: team, keyId: key, keyFile: file)
+        case (false, true, false):
+            reader.unknownKeys(entry, at: path, known: ["cert_file", "key_file"])
+            let cert = reader.filePath(entry, "cert_file", in: path, role: .certificate, required: true,
+                                       example: "secrets/voip.pem")
+            let key = reader.filePath(entry, "key_file", in: path, role: .certificateKey, required: true,
+                                      example: "secrets/voip.key")
+            guard let cert, let key else { return nil }
+            return .certificate(certFile: cert, keyFile: key)
+        case (false, false, true):
+            reader.unknownKeys(entry, at: path, known: ["p12_file", "password_file"])
+            let file = reader.filePath(entry, "p12_file", in: path, role: .pkcs12, required: true,
+                                       example: "secrets/voip.p12")
+            let password = reader.filePath(entry, "password_file", in: path, role: .password, required: false,
+                                           example: "secrets/voip.p12.password")
+            guard let file else { return nil }
+            return .pkcs12(file: file, passwordFile: password)
+        case (false, false, false):
+            reader.error(path, "cannot tell what kind of credential this is", fix: "write \(kinds)")
+            return nil
+        default:
+            reader.error(path, "mixes the keys of different kinds of credential", fix: "write only one of: \(kinds)")
+            return nil
+        }
+    }
+
+    /// A Team ID or Key ID: ten upper-case letters or digits, as Apple issues them.
+    private func appleID(_ entry: [String: Any], _ key: String, in path: JSONPath, what: String, fix: String) -> String? {
+        guard let (id, at) = reader.string(entry, key, in: path, required: true, example: "ABCDE12345") else { return nil }
+        guard id.count == 10, id.unicodeScalars.allSatisfy({ ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") }) else {
+            reader.error(at, "\(reader.quoted(id)) is not an Apple \(what) (10 upper-case letters or digits)", fix: fix)
+            return nil
+        }
+        return id
+    }
+
+    // MARK: apps
+
+    private func parseApps(_ root: [String: Any], declaredCredentials: [String]) -> [String: AppConfig] {
+        let path = JSONPath.root.appending("apps")
+        guard let section = reader.section(root, "apps", in: .root) else { return [:] }
+        if section.isEmpty {
+            reader.error(path, "no apps declared",
+                         fix: "declare one, such as \"acme\": { \"bundle_id\": …, \"credential\": …, \"environment\": … }")
+        }
+        var apps: [String: AppConfig] = [:]
+        var used = Set<String>()
+        for id in section.keys.sorted() {
+            let at = path.appending(id)
+            if !GatewayConfig.isName(id) {
+                reader.error(at, "app id \(reader.quoted(id)) must be \(GatewayConfig.nameRule)",
+                             fix: "rename the app; its id becomes the {APP} part of every Redis key")
+            }
+            guard let entry = section[id] as? [String: Any] else {
+                reader.error(at, "expected an object, found \(JSONKind(section[id] as Any).name)",
+                             fix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }")
+                continue
+            }
+            if let name = entry["credential"] as? String { used.insert(name) }
+            if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
+        }
+        // An unused credential is worth a warning, unless some app names one that does not
+        // exist: then the unused one is probably what it meant, and the error says so already.
+        let allNamesKnown = used.allSatisfy { declaredCredentials.contains($0) }
+        for name in declaredCredentials where !used.contains(name) && !section.isEmpty && allNamesKnown {
+            reader.warning(JSONPath.root.appending("credentials").appending(name), "no app uses this credential",
+                           fix: "remove it, or name it in an app's \"credential\"")
+        }
+        warnAboutDuplicates(apps)
+        return apps
+    }
+
+    private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
+        reader.unknownKeys(entry, at: path,
+                           known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
+                                   "dead_letters"])
+        let bundleId = parseBundleID(entry, in: path)
+        var credential: String?
+        if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
+            if declaredCredentials.contains(name) {
+                credential = name
+            } else {
+                let declared = declaredCredentials.isEmpty ? "none" : declaredCredentials.joined(separator: ", ")
+                reader.error(at, "no credential named \(reader.quoted(name)) (declared: \(declared))",
+                             fix: "fix the name or declare it under credentials")
+            }
+        }
+        var environment: APNsEnvironment?
+        if let (text, at) = reader.string(entry, "environment", in: path, required: true, example: "production") {
+            environment = APNsEnvironment(rawValue: text)
+            if environment == nil {
+                reader.error(at, "\(reader.quoted(text)) is not an APNs environment",
+                             fix: "write \"production\" (App Store, TestFlight) or \"sandbox\" (builds run from Xcode)")
+            }
+        }
+        let ring = reader.positiveInteger(entry, "ring_timeout_s", in: path, fallback: AppConfig.defaultRingTimeoutSeconds,
+                                          most: 86_400)
+        let retry = parseRetry(entry, in: path)
+        let fallback = parseFallbackAlert(entry, in: path)
+        let deadLetters = parseDeadLetters(entry, in: path)
+        guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let deadLetters else {
+            return nil
+        }
+        return AppConfig(bundleId: bundleId, credential: credential, environment: environment,
+                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, deadLetters: deadLetters)
+    }
+
+    private func parseBundleID(_ entry: [String: Any], in path: JSONPath) -> String? {
+        guard let (id, at) = reader.string(entry, "bundle_id", in: path, required: true, example: "com.acme.phone") else {
+            return nil
+        }
+        guard id.utf8.count <= GatewayConfig.maxBundleIDCharacters else {
+            reader.error(at, "\(reader.quoted(id)) is \(id.count) characters, over the \(GatewayConfig.maxBundleIDCharacters)-character limit",
+                         fix: "write the app's bundle id, such as \"com.acme.phone\"")
+            return nil
+        }
+        guard GatewayConfig.isBundleID(id) else {
+            reader.error(at, "\(reader.quoted(id)) is not a bundle id",
+                         fix: "write the app's reverse-DNS bundle id, such as \"com.acme.phone\" (letters, digits and hyphens in at least two dot-separated parts)")
+            return nil
+        }
+        if id.lowercased().hasSuffix(".voip") {
+            reader.warning(at, "\(reader.quoted(id)) ends with .voip, the suffix of the VoIP topic",
+                           fix: "write the bare bundle id \"\(id.dropLast(5))\"; pushgw adds .voip to VoIP pushes itself")
+        }
+        return id
+    }
+
+    private func parseRetry(_ entry: [String: Any], in parent: JSONPath) -> RetryPolicies? {
+        let path = parent.appending("retry")
+        guard let section = reader.section(entry, "retry", in: parent) else { return nil }
+        reader.unknownKeys(section, at: path, known: ["voip", "alert"])
+        let voip = parsePolicy(section, "voip", in: path, fallback: RetryPolicies.defaultVoip, extraKeys: [])
+        let alert = parsePolicy(section, "alert", in: path, fallback: RetryPolicies.defaultAlert, extraKeys: ["ttl_s"])
+        var ttl: Int? = RetryPolicies.defaultAlertTTLSeconds
+        if let alertSection = section["alert"] as? [String: Any] {
+            ttl = reader.positiveInteger(alertSection, "ttl_s", in: path.appending("alert"),
+                                         fallback: RetryPolicies.defaultAlertTTLSeconds, most: 30 * 86_400)
+        }
+        guard let voip, let alert, let ttl else { return nil }
+        return RetryPolicies(voip: voip, alert: alert, alertTTLSeconds: ttl)
+    }
+
+    private func parsePolicy(_ retry: [String: Any], _ key: String, in parent: JSONPath, fallback: RetryPolicy,
+                             extraKeys: [String]) -> RetryPolicy? {
+        let path = parent.appending(key)
+        guard let section = reader.section(retry, key, in: parent) else { return nil }
+        reader.unknownKeys(section, at: path, known: ["max_attempts", "base_ms", "cap_ms"] + extraKeys)
+        let attempts = reader.positiveInteger(section, "max_attempts", in: path, fallback: fallback.maxAttempts,
+                                              most: RetryPolicy.attemptsLimit)
+        let base = reader.positiveInteger(section, "base_ms", in: path, fallback: fallback.baseMs, most: RetryPolicy.delayLimitMs)
+        let cap = reader.positiveInteger(section, "cap_ms", in: path, fallback: fallback.capMs, most: RetryPolicy.delayLimitMs)
+        guard let attempts, let base, let cap else { return nil }
+        guard cap >= base else {
+            reader.error(path.appending("cap_ms"), "cap_ms \(cap) is below base_ms \(base)",
+                         fix: "make cap_ms at least base_ms (it bounds the growing delay)")
+            return nil
+        }
+        return RetryPolicy(maxAttempts: attempts, baseMs: base, capMs: cap)
+    }
+
+    private func parseFallbackAlert(_ entry: [String: Any], in parent: JSONPath) -> FallbackTemplate? {
+        let path = parent.appending("fallback_alert")
+        guard let section = reader.section(entry, "fallback_alert", in: parent) else { return nil }
+        reader.unknownKeys(section, at: path, known: ["title", "body", "sound"])
+        var alert = FallbackTemplate()
+        var ok = true
+        // An alert is at most 4096 bytes: the template's texts and the sound leave room for the
+        // caller's name and the call id (pushgw shortens a name that does not fit).
+        func bounded(_ text: String, _ at: JSONPath, most: Int) -> Bool {
+            guard text.utf8.count > most else { return true }
+            reader.error(at, "\(reader.quoted(text)) is \(text.utf8.count) bytes, over the \(most)-byte limit",
+                         fix: "shorten it: the whole alert must fit in 4096 bytes")
+            return false
+        }
+        for key in ["title", "body"] {
+            guard section[key] != nil else { continue }
+            if let (text, at) = reader.string(section, key, in: path, required: false, example: "Missed call"),
+               bounded(text, at, most: FallbackTemplate.maxTextBytes) {
+                if key == "title" { alert.title = text } else { alert.body = text }
+            } else {
+                ok = false
+            }
+        }
+        if section["sound"] != nil {
+            if section["sound"] is NSNull {
+                alert.sound = nil
+            } else if let (sound, at) = reader.string(section, "sound", in: path, required: false, example: "default"),
+                      bounded(sound, at, most: FallbackTemplate.maxSoundBytes) {
+                alert.sound = sound
+            } else {
+                ok = false
+            }
+        }
+        return ok ? alert : nil
+    }
+
+    /// Apps that share bundle id and environment push to the same devices under two ids:
+    /// likely a copy-paste slip, so a warning, on every app after the first.
+    private func warnAboutDuplicates(_ apps: [String: AppConfig]) {
+        var first: [String: String] = [:]
+        for id in apps.keys.sorted() {
+            let app = apps[id]!
+            let key = "\(app.bundleId) \(app.environment.rawValue)"
+            if let earlier = first[key] {
+                reader.warning(JSONPath.root.appending("apps").appending(id).appending("bundle_id"),
+                               "app \"\(id)\" has the same bundle id and environment as app \"\(earlier)\" (\(app.bundleId), \(app.environment.rawValue))",
+                               fix: "remove one of them, or correct the bundle id or environment")
+            } else {
+                first[key] = id
+            }
+        }
+    }
+}
+
+extension GatewayConfig {
+    /// The largest config file read, in bytes.
+    package static let maxFileBytes = 4 * 1024 * 1024
+
+    /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
+    /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
+    package static let maxBundleIDCharacters = 255
+
+    /// What `isName` accepts, for messages.
+    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+
+    /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
+    /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
+    /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
+    /// control characters.
+    package static func isName(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
+            (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)
+                || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
+        }
+    }
+
+    /// True for a reverse-DNS bundle id: at least two dot-separated parts of ASCII letters,
+    /// digits and hyphens, at most `maxBundleIDCharacters` long.
+    package static func isBundleID(_ id: String) -> Bool {
+        guard id.utf8.count <= maxBundleIDCharacters else { return false }
+        let parts = id.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count >= 2 && parts.allSatisfy { part in
+            !part.isEmpty && part.unicodeScalars.allSatisfy {
+                ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-"
+            }
+        }
+    }
+}

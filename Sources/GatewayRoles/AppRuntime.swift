@@ -1,0 +1,31 @@
+import APNs
+import GatewayConfiguration
+import RedisStreams
+import Routing
+
+/// What the router needs to know about one configured app at run time: its Redis keys, its
+/// routing policy, and which credential's pools carry its pushes. Built once from the config;
+/// a class, so the many live calls of an app share it instead of each copying its keys and policy.
+package final class AppRuntime: Sendable {
+    package let id: String
+    package let keys: AppKeys
+    package let policy: AppRoutingPolicy
+    /// Name of the credential in `GatewayConfig.credentials`.
+    package let credential: String
+
+    package init(id: String, config: AppConfig, prefix: String) {
+        self.id = id
+        keys = AppKeys(prefix: prefix, app: id)
+        credential = config.credential
+        policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
+                                  ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
+                                  voipRetry: config.retry.voip, alertRetry: config.retry.alert,
+                                  alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
+                                  fallbackAlert: config.fallbackAlert)
+    }
+
+    /// Every app of `config`, in a stable order (by id).
+    package static func all(_ config: GatewayConfig) -> [AppRuntime] {
+        config.apps.keys.sorted().map { AppRuntime(id: $0, config: config.apps[$0]!, prefix: config.redis.prefix) }
+    }
+}

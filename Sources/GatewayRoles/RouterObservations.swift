@@ -1,0 +1,52 @@
+import APNs
+import Routing
+
+/// What the router tells the world as it happens: the events no counter of `RoutingRunner`
+/// or `ApnsClient` carries (per app, per channel, with latencies), and each recorded outcome.
+/// The runner's one door out (`RoutingRunner.observations`, held weakly, called on the loop
+/// thread): `GatewayAdmin` implements it for a running gateway (its metrics and console),
+/// `GatewayMetrics` for the metrics alone, tests to see the outcomes. Every method does nothing
+/// unless implemented, so an observer implements only what it needs.
+///
+/// Everything else is pulled at scrape time from the counters that exist (`RoutingRunner.Stats`,
+/// `ApnsClientStats`, …), so the hot path pays only for these calls: a dictionary update each.
+package protocol RouterObservations: AnyObject {
+    /// `count` stream entries of `app` started routing: read (`claimed` false) or taken over
+    /// from a dead consumer (`claimed` true). Called once per read, not per entry.
+    func eventsReceived(app: String, claimed: Bool, count: Int)
+    /// APNs answered a push of `app` on `channel` with `status` (and Apple's `reason` text for
+    /// a rejection) `latencySeconds` after it was handed to the client.
+    func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double)
+    /// A push of `app` on `channel` got no answer (`ApnsClientError`) after `latencySeconds`.
+    func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double)
+    /// The router fell back from VoIP to the alert push for `cause` (once per call: the
+    /// alert's first attempt). A `deadline` cause is also a deadline miss.
+    func fallback(app: String, cause: FallbackCause)
+    /// An outcome was recorded and its entry acknowledged (or, for a call cancelled while in
+    /// the retry schedule, its scheduled retry removed).
+    func callRecorded(app: String, record: OutcomeRecord)
+}
+
+extension RouterObservations {
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {}
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {}
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {}
+    package func fallback(app: String, cause: FallbackCause) {}
+    package func callRecorded(app: String, record: OutcomeRecord) {}
+}
+
+extension ApnsClientError {
+    /// A short, bounded label value for metrics (`timeout`, `connection_lost`, …): the
+    /// associated texts are free-form and must not become label values.
+    package var metricLabel: String {
+        switch self {
+        case .timeout: return "timeout"
+        case .connectionLost: return "connection_lost"
+        case .connectionFailed: return "connection_failed"
+        case .queueFull: return "queue_full"
+        case .clientClosed: return "client_closed"
+        case .credentialUnusable: return "credential_unusable"
+        case .unsendable: return "unsendable"
+        }
+    }
+}

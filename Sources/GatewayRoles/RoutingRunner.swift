@@ -1,0 +1,396 @@
+import APNs
+import EventLoop
+import Foundation
+import RedisStreams
+import Retry
+import Routing
+
+/// Settings of the router role.
+package struct RoutingRunnerSettings: Sendable {
+    /// This process's consumer name in the apps' consumer groups; unique per process.
+    package var consumer: String
+    /// Entries read per app per XREADGROUP.
+    package var readBatch = 100
+    /// How long one XREADGROUP blocks when there is nothing to read.
+    package var blockMs: Int64 = 1_000
+    /// Calls of one app in flight at once in this process; reads of that app pause beyond it,
+    /// so one app's flood or slow APNs cannot take all of the process.
+    package var perAppInFlight = 1_000
+    /// Heartbeat period and lifetime: a consumer whose heartbeat is older than `heartbeatTTLMs`
+    /// is dead and its in-flight entries are taken over.
+    package var heartbeatEveryMs: Int64 = 1_000
+    package var heartbeatTTLMs: Int64 = 3_000
+    /// How often this process reads the consumer registry for dead consumers, and how idle
+    /// their entries must be to be taken over.
+    package var claimEveryMs: Int64 = 1_000
+    package var claimMinIdleMs: Int64 = 1_000
+    /// The apps' pending entries are swept (one script per app) when the registry shows a
+    /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
+    /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
+    package var fullClaimSweepEveryMs: Int64 = 30_000
+    /// Entries of this process idle this long that it is not routing — left pending when a
+    /// Redis step failed (lookup, record) — are claimed back and routed again by the full
+    /// sweep. Well above a call's stay in the process (pushes time out after 10 s; waits for a
+    /// retry leave the process), so a live call is not claimed from under itself.
+    package var ownEntriesIdleMs: Int64 = 120_000
+    /// An entry delivered this many times without an outcome is dead-lettered (poison).
+    package var redeliveryLimit: Int64 = 5
+    /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
+    package var cancelTTLSeconds = 86_400
+    /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
+    package var scheduleAgainAfterMs: Int64 = 250
+    /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
+    /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
+    /// record). It is released as soon as the call leaves the process; the TTL only frees the
+    /// claim of a process that died.
+    package var inFlightClaimMs: Int64 = 60_000
+    /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
+    package var copyRecheckEveryMs: Int64 = 250
+
+    package init(consumer: String) { self.consumer = consumer }
+}
+
+/// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
+/// per event, and performs what each returns — APNs pushes, the durable retry schedule, and
+/// the atomic Redis records that acknowledge the entry. It decides nothing: every decision
+/// comes from `CallRouter` (Routing), every key from `CallStore` (RedisStreams).
+///
+/// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
+/// records its outcome or puts the call in the retry schedule; entries of dead processes are
+/// taken over after their heartbeat lapses.
+///
+/// Retries: a call that must wait leaves this process. `.scheduleRetry` runs the
+/// schedule step (`RetrySchedule.schedule`: the router's snapshot and the raw event into the
+/// app's schedule, the entry acknowledged, in one Lua script); the retry mover later puts the
+/// call back on its calls stream as a new entry with field `retry`, which any router reads
+/// and continues with `CallRouter.resume`. Nothing waits in memory, so a crash loses no retry
+/// and a drain has no timers to hand back. If the schedule step fails (Redis unreachable) the
+/// call stays here, its entry pending, and the step is tried again every
+/// `scheduleAgainAfterMs` — never dropped.
+///
+/// Batching (Redis work per event is most of the gateway's cost): the entries of one read
+/// are looked up with one `MGET` per app, and the outcomes reached in one loop turn are
+/// recorded by one `finish` script per app (`TurnBatch`), each record still written and
+/// acknowledged atomically. A lone call waits one loop iteration for its record; a burst of
+/// answers from one TLS read shares one script.
+///
+/// Files by concern: this one holds the state and the tables of live calls; `+Reading` reads
+/// and admits entries and starts their routers, `+Performing` turns a router's actions into
+/// I/O, `+Retries` the retry schedule and cancellations, `+Records` the outcomes' records,
+/// `+TakeOver` the consumer lease, heartbeats and taking entries over. Each live call's own life
+/// (looked up, routing, scheduling, recording, gone) is `LiveCallStateMachine` (Routing).
+///
+/// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
+/// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
+/// `retriesFired`: a push the router decided to try again).
+package final class RoutingRunner {
+    /// One event being routed. The router's state lives here between I/O steps; which of the
+    /// runner's steps may happen to it now is its `life`.
+    final class LiveCall {
+        let app: AppRuntime
+        /// The stream entry, acknowledged with the outcome.
+        let entryID: String
+        /// The entry the producer's XADD made (`entryID`, or for a resumed retry the call's
+        /// first entry): the `entry` of the call's result.
+        let producerEntryID: String
+        /// The entry's `event` field, its bytes as Redis holds them (kept exactly in a dead letter).
+        let rawEvent: [UInt8]
+        var router: CallRouter
+        let callID: String
+        var life: LiveCallStateMachine
+        var feedback: [InvalidToken] = []
+        var firstFailureMs: Int64?
+        /// The next live entry of the same app and call id (`liveByCall` lists them: usually
+        /// one, two while a cancel or a producer's duplicate is in flight with its call).
+        var nextOfCall: LiveCall?
+        /// A `call_cancelled` entry (it never pushes, so copies never wait for it).
+        let isCancel: Bool
+        /// Copies of this call that wait for it to leave the process (`CallCopies`).
+        var copiesWaiting: [Admitted] = []
+
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
+             callID: String, isCancel: Bool = false, life: LiveCallStateMachine = LiveCallStateMachine()) {
+            self.app = app
+            self.entryID = entryID
+            self.producerEntryID = producerEntryID ?? entryID
+            self.rawEvent = rawEvent
+            self.router = router
+            self.callID = callID
+            self.isCancel = isCancel
+            self.life = life
+        }
+    }
+
+    /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
+    /// the router's snapshot (then only the outcome and the cancellation are looked up).
+    final class Admitted {
+        let call: LiveCall
+        let event: CallEvent
+        let snapshot: WaitingCall?
+
+        init(call: LiveCall, event: CallEvent, snapshot: WaitingCall?) {
+            self.call = call
+            self.event = event
+            self.snapshot = snapshot
+        }
+
+        var query: LookupQuery { LookupQuery(event, resumed: snapshot != nil) }
+    }
+
+    /// An app's entry id or call id: keys of the live tables (two strings, no concatenation).
+    struct LiveKey: Hashable {
+        let app: String
+        let id: String
+    }
+
+    /// Counters for metrics and tests.
+    package struct Stats: Equatable, Sendable {
+        /// New entries read (producers' events and moved retries).
+        package var read = 0
+        /// Crash redeliveries: entries taken over from dead consumers (delivery count ≥ 2).
+        package var claimed = 0
+        package var finished: [String: Int] = [:]
+        package var invalidEvents = 0
+        /// Entries dead-lettered for too many deliveries.
+        package var poison = 0
+        /// Entries whose event id already had an outcome, answered with a `duplicate` result.
+        package var duplicates = 0
+        /// Error retries put in the durable schedule, in all and per channel (`voip`, `alert`).
+        package var retriesScheduled = 0
+        package var retriesScheduledByChannel: [String: Int] = [:]
+        /// Due retries read back from the schedule and resumed.
+        package var retriesFired = 0
+        /// Scheduled retries removed by a `call_cancelled`.
+        package var retriesCancelled = 0
+        package var redisErrors = 0
+        package var lostEntries = 0
+    }
+
+    // MARK: State
+
+    let loop: EventLoop
+    let store: CallStore
+    let pools: ApnsPools
+    var apps: [AppRuntime]
+    var appsByKeys: [AppKeys: AppRuntime]
+    let settings: RoutingRunnerSettings
+    let log: Log
+    /// Tells this process's lease apart from another process's under the same name.
+    let instance = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+
+    /// The live calls by app + entry id: every entry this process routes now.
+    var live: [LiveKey: LiveCall] = [:]
+    /// App + call id → the first of its live entries (the others follow `nextOfCall`).
+    var liveByCall: [LiveKey: LiveCall] = [:]
+    var inFlightPerApp: [String: Int] = [:]
+    /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
+    var copiesElsewhere: [Admitted] = []
+    /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
+    var scheduleAgain: [LiveCall] = []
+    /// Outcomes reached this loop turn, recorded together at its end.
+    var records: TurnBatch<PendingRecord>!
+    /// Seeded once; each call's router gets a stream split off it (no system call per call).
+    var jitter = Jitter.random()
+
+    /// An XREADGROUP is in flight.
+    var reading = false
+    /// Draining: nothing new is read or taken over.
+    var stopping = false
+    /// True once this process holds its consumer name's lease (`register`): reading waits for it.
+    var registered = false
+    /// Sweeps of this process's own pending entries still to run (`claimOwnEntries`): after a
+    /// reconnect of the reading connection and after a failed lookup or record.
+    var ownSweepsDue = 0
+    /// A sweep of this process's own entries is in flight.
+    var sweepingOwn = false
+    /// Monotonic ms of the last full take-over sweep (`claim`).
+    var lastFullSweepMs: Int64 = 0
+
+    var readRetryTimer: LoopTimer!
+    var heartbeatTimer: LoopTimer!
+    var claimTimer: LoopTimer!
+    var scheduleAgainTimer: LoopTimer!
+    var recheckTimer: LoopTimer!
+    var registerTimer: LoopTimer!
+    /// What `registerTimer` does next (the registration, with what it saw so far).
+    var registerAgain: ((RoutingRunner) -> Void)?
+    var drainTimer: LoopTimer?
+
+    /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
+    package internal(set) var unhealthyApps: [String: String] = [:]
+    package internal(set) var stats = Stats()
+    /// Told about events as they happen, for metrics (`GatewayAdmin`) and tests: the one door
+    /// out of the runner. Held weakly; nil tells nobody.
+    package weak var observations: RouterObservations?
+    /// Called when the consumer name is in use by another live process (`start` then gives up:
+    /// the owner should stop with a clear message); the argument says what was found.
+    package var onConsumerNameTaken: ((String) -> Void)?
+    /// Called after a retry due at the given unix ms was put in the schedule (the process's
+    /// own mover wakes up for it).
+    package var onRetryScheduled: ((Int64) -> Void)?
+
+    package init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
+                settings: RoutingRunnerSettings, log: Log) {
+        self.loop = loop
+        self.store = store
+        self.pools = pools
+        self.apps = apps
+        self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
+        self.settings = settings
+        self.log = log
+        readRetryTimer = LoopTimer(loop: loop) { [unowned self] in self.readNext() }
+        heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
+        claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
+        scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
+        recheckTimer = LoopTimer(loop: loop) { [unowned self] in self.recheckCopiesElsewhere() }
+        registerTimer = LoopTimer(loop: loop) { [unowned self] in self.registerAgain?(self) }
+        records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
+        store.onReadConnectionReconnected = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
+    }
+
+    /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
+    /// they started with; new reads use the new apps; a removed app's stream is no longer read.
+    /// Unhealthy marks are cleared: a reload is how an operator fixes a credential, and a still
+    /// broken one is marked again by its next push.
+    package func updateApps(_ newApps: [AppRuntime]) {
+        apps = newApps
+        appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
+        unhealthyApps.removeAll()
+        readNext()
+    }
+
+    /// Calls being routed by this process.
+    package var inFlight: Int { live.count }
+
+    /// Registers the consumer name, then starts reading, heart-beating and taking over
+    /// entries of dead consumers.
+    package func start() {
+        register(firstSeen: nil)
+    }
+
+    /// Stops reading new entries; calls in flight carry on to their outcome. `done` runs once
+    /// none is left or after `timeoutMs` (what is left stays pending in Redis for another
+    /// process: at least once).
+    package func drain(timeoutMs: Int64, done: @escaping () -> Void) {
+        stopping = true
+        claimTimer.cancel()
+        readRetryTimer.cancel()
+        drainTick(deadline: Clock.monotonicMs() + timeoutMs, done: done)
+    }
+
+    /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule
+    /// (none waits in memory), then retires this consumer so whatever is still pending (calls
+    /// cut off by the timeout) is claimable by other processes at once.
+    private func drainTick(deadline: Int64, done: @escaping () -> Void) {
+        if live.isEmpty || Clock.monotonicMs() >= deadline {
+            heartbeatTimer.cancel()
+            scheduleAgainTimer.cancel()
+            recheckTimer.cancel()
+            registerTimer.cancel()
+            store.retire(consumer: settings.consumer, instance: instance) { _ in done() }
+            return
+        }
+        if drainTimer == nil {
+            drainTimer = LoopTimer(loop: loop) { [unowned self] in self.drainTick(deadline: deadline, done: done) }
+        }
+        drainTimer?.schedule(afterMs: 20)
+    }
+
+    // MARK: The live tables
+
+    func key(_ app: AppRuntime, _ entryID: String) -> LiveKey { LiveKey(app: app.id, id: entryID) }
+    func callKey(_ app: AppRuntime, _ callID: String) -> LiveKey { LiveKey(app: app.id, id: callID) }
+
+    func register(_ call: LiveCall) {
+        let k = key(call.app, call.entryID)
+        live[k] = call
+        let ck = callKey(call.app, call.callID)
+        call.nextOfCall = liveByCall[ck]
+        liveByCall[ck] = call
+        inFlightPerApp[call.app.id, default: 0] += 1
+    }
+
+    /// Whether `call` is the one routed for its entry (not one that left).
+    func isLive(_ call: LiveCall) -> Bool { live[key(call.app, call.entryID)] === call }
+
+    /// The live entries of one app's call id (a copy: acting on them may forget some).
+    func liveCalls(of callKey: LiveKey) -> [LiveCall] {
+        var out: [LiveCall] = []
+        var next = liveByCall[callKey]
+        while let call = next {
+            out.append(call)
+            next = call.nextOfCall
+        }
+        return out
+    }
+
+    /// Another entry of `call`'s call that has started routing here (the one its copies wait for).
+    func copyRouting(besides call: LiveCall) -> LiveCall? {
+        var next = liveByCall[callKey(call.app, call.callID)]
+        while let other = next {
+            if other !== call, other.life.hasStarted, !other.isCancel { return other }
+            next = other.nextOfCall
+        }
+        return nil
+    }
+
+    // MARK: A live call's life
+
+    /// Performs what a live call's `LiveCallStateMachine` returned, for the actions that are the
+    /// same whichever step led there. `.write` is performed by the step that asked (it holds
+    /// what to write); `.startRouter` and the waits by `start` (they need the lookup).
+    func run(_ action: LiveCallStateMachine.Action, for call: LiveCall) {
+        switch action {
+        case .none, .write, .startRouter, .waitForCopyHere, .waitForCopyElsewhere:
+            break
+        case .tellRouterCancelled:
+            perform(call.router.cancelReceived(now: Clock.unixMs()), for: call)
+        case .scheduleAgainLater:
+            scheduleAgain.append(call)
+            if !scheduleAgainTimer.isScheduled { scheduleAgainTimer.schedule(afterMs: settings.scheduleAgainAfterMs) }
+        case let .leave(duplicatesOf: outcome):
+            leave(call, duplicatesOf: outcome)
+        }
+    }
+
+    /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
+    private func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
+        guard let i = live.index(forKey: key(call.app, call.entryID)), live.values[i] === call else {
+            preconditionFailure("call \(call.callID) (entry \(call.entryID)) left the process twice")
+        }
+        live.remove(at: i)
+        let ck = callKey(call.app, call.callID)
+        if liveByCall[ck] === call {
+            liveByCall[ck] = call.nextOfCall
+        } else {
+            var previous = liveByCall[ck]
+            while let p = previous, p.nextOfCall !== call { previous = p.nextOfCall }
+            previous?.nextOfCall = call.nextOfCall
+        }
+        call.nextOfCall = nil
+        inFlightPerApp[call.app.id, default: 1] -= 1
+        // Its waiting copies: duplicates of a recorded outcome; otherwise (the call went to the
+        // retry schedule, or a step failed) each looks the call up again.
+        let copies = call.copiesWaiting
+        call.copiesWaiting = []
+        if let outcome {
+            for copy in copies { start(copy, found: EventLookup(recorded: outcome)) }
+        } else if !copies.isEmpty {
+            lookUp(copies, app: copies[0].call.app)
+        }
+        readNext()
+    }
+
+    /// A Redis step for `calls` (lookup, record, cancellation) failed: it is counted and logged,
+    /// and the calls leave the process with their entries pending in Redis; this process claims
+    /// them back once Redis answers (`claimOwnEntries`), so no outcome is dropped.
+    func stepFailed(_ calls: some Sequence<LiveCall>, _ level: Log.Level, _ message: String, error: some Error,
+                    _ fields: [String: Any]) {
+        stats.redisErrors += 1
+        ownSweepsDue = max(ownSweepsDue, 1)
+        var fields = fields
+        fields["error"] = "\(error)"
+        log.log(level, message, fields, limited: true)
+        for call in calls { run(call.life.onStepFailed(), for: call) }
+    }
+}

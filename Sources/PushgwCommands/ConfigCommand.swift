@@ -1,0 +1,88 @@
+import GatewayConfiguration
+
+/// `pushgw config check [--config F | F] [--json]`: validates a config file and prints every
+/// problem, one per line, with its JSON path and fix.
+enum ConfigCommand: Command {
+    static let name = "config"
+    static let summary = "check a config file and name every problem"
+    static let help = """
+        usage: pushgw config check [--config FILE | FILE] [--json]
+
+        Reads the config (default \(GatewayConfig.defaultFile)), applies the PUSHGW_* environment
+        overrides, and prints every problem on its own line:
+          FILE: JSON.PATH: [warning: ]PROBLEM; FIX
+        followed by a summary line. Key files are checked by their header only; no secret is
+        ever printed.
+
+          --config FILE   the config file (or give it as the only argument)
+          --json          print one JSON object instead:
+                          {"file":…,"ok":…,"errors":N,"warnings":N,"problems":[{"severity":…,
+                           "path":…,"problem":…,"fix":…}]}
+
+        Exit status: 0 when the config is usable (warnings alone do not fail it), 1 when it has
+        errors, 2 on bad usage.
+        """
+
+    static func run(_ args: [String], context: CommandContext) -> Int32 {
+        guard let sub = args.first else {
+            return context.usage(UsageError("config needs a subcommand: check", verb: name))
+        }
+        switch sub {
+        case "--help", "-h", "help":
+            context.console.out(help)
+            return 0
+        case "check":
+            return check(Array(args.dropFirst()), context: context)
+        default:
+            return context.usage(UsageError("unknown config subcommand \"\(sub)\" (known: check)", verb: name))
+        }
+    }
+
+    private static func check(_ args: [String], context: CommandContext) -> Int32 {
+        let arguments: Arguments
+        do {
+            switch try Arguments.parse(args, verb: name, flags: ["--json"], options: ["--config"], maxPositionals: 1) {
+            case .help:
+                context.console.out(help)
+                return 0
+            case let .arguments(parsed):
+                arguments = parsed
+            }
+        } catch {
+            return context.usage(error)
+        }
+        if arguments.values["--config"] != nil && !arguments.positionals.isEmpty {
+            return context.usage(UsageError("give the config file either with --config or as an argument, not both", verb: name))
+        }
+        let file = arguments.values["--config"] ?? arguments.positionals.first ?? GatewayConfig.defaultFile
+        let report = GatewayConfig.load(file: file, environment: context.environment,
+                                        workingDirectory: context.workingDirectory)
+        if arguments.flags.contains("--json") {
+            context.console.out(jsonReport(report, file: file))
+        } else {
+            report.problems.forEach { context.console.out($0.description) }
+            context.console.out(summary(report, file: file))
+        }
+        return report.errors.isEmpty ? 0 : 1
+    }
+
+    static func summary(_ report: ConfigReport, file: String) -> String {
+        let warnings = report.warnings.count
+        let warningText = warnings == 1 ? "1 warning" : "\(warnings) warnings"
+        if let config = report.config {
+            return "\(file): usable: \(config.apps.count) apps, \(config.credentials.count) credentials, \(warningText)"
+        }
+        let errors = report.errors.count
+        return "\(file): not usable: \(errors == 1 ? "1 error" : "\(errors) errors"), \(warningText)"
+    }
+
+    static func jsonReport(_ report: ConfigReport, file: String) -> String {
+        let problems = report.problems.map {
+            "{\"severity\":\(JSONText.string($0.severity.rawValue)),\"path\":\(JSONText.string($0.path)),"
+                + "\"problem\":\(JSONText.string($0.problem)),\"fix\":\(JSONText.string($0.fix))}"
+        }
+        return "{\"file\":\(JSONText.string(file)),\"ok\":\(report.errors.isEmpty),"
+            + "\"errors\":\(report.errors.count),\"warnings\":\(report.warnings.count),"
+            + "\"problems\":[\(problems.joined(separator: ","))]}"
+    }
+}

@@ -1,0 +1,96 @@
+import DeadLetters
+import EventLoop
+import GatewayConfiguration
+import VisibleText
+
+/// `pushgw dead purge`: deletes dead letters, after confirmation.
+enum DeadPurgeCommand: Command {
+    static let name = "purge"
+    static let summary = "delete dead letters (asks for confirmation)"
+    static let help = """
+        usage: pushgw dead purge ID… [--app A] [--dry-run] [--yes] [--config FILE]
+               pushgw dead purge --all [--app A[,B…]] [--reason R] [--call ID] [--since T]
+                                 [--older-than D] [--dry-run] [--yes] [--config FILE]
+
+        Deletes dead letters for good (and the replay history their events carried). Asks for
+        confirmation on a terminal; without a terminal it refuses (exit 2) unless --yes is given.
+
+          ID…             dead letters as pushgw dead list prints them (APP/ID names the app)
+          --all           every dead letter that passes the filters (the same as list shows)
+          --app A[,B…]    only these apps
+          --reason R      with --all: reasons equal to R or starting with it
+          --call ID       with --all: the dead letters of this call id
+          --since T       with --all: dead at or after T
+          --older-than D  with --all: dead before D ago, or before a date
+                          (T and D: \(TimeArgument.forms))
+          --dry-run       print what would be deleted and change nothing
+          --yes           do not ask
+          --config FILE   the config (default \(GatewayConfig.defaultFile))
+
+        Writes an audit record (who, when, which, how many, the filters) to stderr and to the
+        stream PREFIX:audit. Exit status: 0 purged, 1 failed or not confirmed, 2 bad usage or
+        config error.
+
+        Examples: pushgw dead purge 1764412345000-0
+                  pushgw dead purge --all --app acme --reason invalid_event --older-than 3d --yes
+        """
+
+    static func run(_ args: [String], context: CommandContext) -> Int32 {
+        DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
+            guard let a = try DeadArguments.parse(args, verb: name, flags: ["--all", "--dry-run", "--yes"],
+                                                  options: ["--config", "--app", "--reason", "--call", "--since", "--older-than"],
+                                                  maxPositionals: 100_000) else {
+                context.console.out(help)
+                return 0
+            }
+            let (references, all) = try a.selection(action: "purge", filterOptions: ["--reason", "--call", "--since", "--older-than"])
+            let now = Clock.unixMs()
+            let filter = try a.filter(nowMs: now)
+            let dryRun = a.flag("--dry-run")
+            let mustConfirm = !dryRun && !a.flag("--yes")
+            if mustConfirm && !context.terminal.isInteractive {
+                throw a.usage("purge needs confirmation and stdin is not a terminal: add --yes")
+            }
+
+            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
+            defer { session.close() }
+            let targets = try session.select(all: all, filter: filter, references: references)
+            guard !targets.isEmpty else {
+                context.console.out("no dead letters match; nothing purged")
+                return 0
+            }
+            let apps = Array(Set(targets.map(\.app))).sorted()
+            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
+            if dryRun {
+                for r in targets {
+                    context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(now - r.deadAtMs)) old  "
+                                        + "call \(TerminalText.field(r.callID ?? "-"))  \(TerminalText.field(r.reason))")
+                }
+                context.console.out("dry run: \(what) would be purged; nothing changed")
+                return 0
+            }
+            if mustConfirm {
+                let filters = all ? " matching \(filter.json.text)" : ""
+                if !DeadCommand.confirm("Delete \(what)\(filters) for good?", context: context) {
+                    throw .failed("pushgw dead purge: not confirmed; nothing purged")
+                }
+            }
+
+            let summary = session.wait { session.operations.purge(targets, completion: $0) }
+            let purged = summary.purged
+            let ids = summary.ids
+            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
+            let (user, sudo) = DeadSession.user(context)
+            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: user, sudoUser: sudo, ids: ids,
+                                     requested: targets.count, done: purged, filter: all ? filter : nil)
+            do throws(DeadFailure) {
+                try session.audit(record, context: context)
+            } catch {
+                if failure == nil { failure = error }
+            }
+            context.console.out("purged \(purged) of \(what)")
+            if let failure { throw failure }
+            return 0
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import DeadLetters
+import EventLoop
+import GatewayConfiguration
+import VisibleText
+
+/// `pushgw dead replay`: puts dead letters back on their app's calls stream, paced, marked as
+/// replays, after the operator fixed what killed them.
+enum DeadReplayCommand: Command {
+    static let name = "replay"
+    static let summary = "put dead letters back on their app's calls stream (after fixing the cause)"
+    static let help = """
+        usage: pushgw dead replay ID… [--app A] [--rate N/s] [--dry-run] [--config FILE]
+               pushgw dead replay --all [--app A[,B…]] [--reason R] [--call ID] [--since T]
+                                  [--rate N/s] [--dry-run] [--yes] [--config FILE]
+
+        Puts each dead letter's event, unchanged, back on its app's stream PREFIX:{APP}:calls
+        (fields event, replay = the dead letter's id, replays = how many times it has now been
+        replayed), forgets the outcome recorded for its call id so the router routes it again,
+        and deletes the dead letter — one atomic step per dead letter. If the event dies again,
+        its new dead letter keeps the earlier attempts and its replay count grows.
+        Fix the cause first (the app's key, topic or config) and restart the gateway with it.
+        The router never sends a VoIP push after the call's deadline: a replayed call whose
+        deadline passed gets the missed-call alert (or ends expired).
+
+          ID…             dead letters as pushgw dead list prints them (APP/ID names the app)
+          --all           every dead letter that passes the filters (the same as list shows)
+          --app A[,B…]    only these apps
+          --reason R      with --all: reasons equal to R or starting with it
+          --call ID       with --all: the dead letters of this call id
+          --since T       with --all: dead at or after T: \(TimeArgument.forms)
+          --rate N/s      replays per second at most (default \(ReplayRate.default); N/m and N/h too)
+          --dry-run       print what would be replayed and change nothing
+          --yes           do not ask: --all asks for confirmation on a terminal and, without
+                          one, refuses (exit 2) unless --yes is given
+          --config FILE   the config (default \(GatewayConfig.defaultFile))
+
+        Writes an audit record (who, when, which, how many, the filters) to stderr and to the
+        stream PREFIX:audit. Exit status: 0 all replayed, 1 some were not (gone meanwhile, Redis
+        failed, not confirmed), 2 bad usage or config error.
+
+        Examples: pushgw dead replay 1764412345000-0 1764412346000-0
+                  pushgw dead replay --all --app acme --reason apns_credentials --rate 20/s --yes
+        """
+
+    static func run(_ args: [String], context: CommandContext) -> Int32 {
+        DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
+            guard let a = try DeadArguments.parse(args, verb: name, flags: ["--all", "--dry-run", "--yes"],
+                                                  options: ["--config", "--app", "--reason", "--call", "--since", "--rate"],
+                                                  maxPositionals: 100_000) else {
+                context.console.out(help)
+                return 0
+            }
+            let (references, all) = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
+            var rate = ReplayRate.default
+            if let text = a.value("--rate") {
+                guard let parsed = ReplayRate(parsing: text) else {
+                    throw a.usage("--rate must be a positive number per second, minute or hour (20/s, 300/m), not \"\(text)\"")
+                }
+                rate = parsed
+            }
+            let now = Clock.unixMs()
+            let filter = try a.filter(nowMs: now)
+            let dryRun = a.flag("--dry-run")
+            let mustConfirm = all && !dryRun && !a.flag("--yes")
+            if mustConfirm && !context.terminal.isInteractive {
+                throw a.usage("replay --all needs confirmation and stdin is not a terminal: add --yes")
+            }
+
+            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
+            defer { session.close() }
+            let targets = try session.select(all: all, filter: filter, references: references)
+            guard !targets.isEmpty else {
+                context.console.out("no dead letters match; nothing replayed")
+                return 0
+            }
+            let apps = Array(Set(targets.map(\.app))).sorted()
+            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
+            if dryRun {
+                for r in targets {
+                    context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
+                                        + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1))"
+                        + DeadFormat.deadlineNote(r, nowMs: now))
+                }
+                context.console.out("dry run: \(what) would be replayed at \(rate); nothing changed")
+                return 0
+            }
+            if mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
+                throw .failed("pushgw dead replay: not confirmed; nothing replayed")
+            }
+
+            let summary = session.wait { done in
+                session.operations.replayPaced(targets, rate: rate, onStep: { r, step in
+                    switch step {
+                    case let .replayed(entry):
+                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  (replay #\(r.replays + 1))"
+                            + DeadFormat.deadlineNote(r, nowMs: Clock.unixMs()))
+                    case .gone:
+                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): gone meanwhile (replayed or purged by someone else)")
+                    }
+                }, completion: done)
+            }
+            let replayed = summary.replayed
+            let gone = summary.gone
+            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
+            let (user, sudo) = DeadSession.user(context)
+            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: user, sudoUser: sudo, ids: replayed,
+                                     requested: targets.count, done: replayed.count, filter: all ? filter : nil,
+                                     options: [("rate", .string(rate.description))])
+            do throws(DeadFailure) {
+                try session.audit(record, context: context)
+            } catch {
+                if failure == nil { failure = error }
+            }
+            context.console.out("replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""))
+            if let failure { throw failure }
+            return replayed.count == targets.count ? 0 : 1
+        }
+    }
+}

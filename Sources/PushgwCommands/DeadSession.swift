@@ -1,0 +1,151 @@
+import DeadLetters
+import EventLoop
+import Foundation
+import GatewayConfiguration
+import RedisStreams
+
+/// Why a `pushgw dead` verb stops, and its exit status.
+enum DeadFailure: Error {
+    /// Bad usage (one line, exit 2).
+    case usage(UsageError)
+    /// An unusable config (exit 2), the text already prefixed.
+    case config(String)
+    /// The verb's own failure (exit 1): Redis unreachable, no such dead letter, …
+    case failed(String)
+
+    /// Prints the one line and returns the exit status.
+    func report(_ context: CommandContext) -> Int32 {
+        switch self {
+        case let .usage(error):
+            context.console.err(error.line)
+            return 2
+        case let .config(line):
+            context.console.err(line)
+            return 2
+        case let .failed(line):
+            context.console.err(line)
+            return 1
+        }
+    }
+}
+
+/// One run of a `pushgw dead` verb: the config, a Redis connection on a loop of its own, and
+/// the shared dead-letter operations (`DeadLetterOperations`, which the operators' console
+/// calls too), made blocking: a CLI does one thing after another, so each step runs the loop
+/// until its answer is in.
+///
+/// Single-threaded: everything runs on the calling thread; `close()` at the end.
+final class DeadSession {
+    let verb: String
+    let config: GatewayConfig
+    /// The apps the command looks at (the `--app` list, or every configured app), sorted.
+    let apps: [String]
+    let loop = EventLoop()
+    let connection: RedisConnection
+    let operations: DeadLetterOperations
+
+    /// Loads the config (`--config`, environment overrides as for `pushgw run`), checks the
+    /// `--app` list against it and connects (lazily: the first command connects).
+    init(verb: String, configFile: String?, appFilter: [String]?, context: CommandContext) throws(DeadFailure) {
+        self.verb = verb
+        let file = configFile ?? GatewayConfig.defaultFile
+        let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
+        guard let config = report.config else {
+            let errors = report.errors
+            let more = errors.count > 1 ? " (and \(errors.count - 1) more errors)" : ""
+            throw .config("pushgw dead \(verb): \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
+        }
+        if let appFilter {
+            for app in appFilter where config.apps[app] == nil {
+                throw .usage(UsageError("no app \"\(app)\" in \(file) (declared: \(config.apps.keys.sorted().joined(separator: ", ")))",
+                                        verb: "dead \(verb)"))
+            }
+        }
+        let settings: RedisConnection.Config
+        do {
+            settings = try config.redis.connection(clientName: "pushgw-dead")
+        } catch {
+            throw .config("pushgw dead \(verb): \(file): redis.url: \(error)")
+        }
+        self.config = config
+        apps = (appFilter ?? Array(config.apps.keys)).sorted()
+        connection = RedisConnection(loop: loop, config: settings)
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
+                                          policies: config.apps.mapValues(\.deadLetters))
+        connection.start()
+    }
+
+    /// Closes the connection (outside any callback, so its context is freed at once) and
+    /// the loop.
+    func close() {
+        connection.close()
+        loop.close()
+    }
+
+    /// Starts an operation and runs the loop until it completes.
+    func wait<T, E: Error & CustomStringConvertible>(_ start: (@escaping (Result<T, E>) -> Void) -> Void) throws(DeadFailure) -> T {
+        var result: Result<T, E>?
+        start { result = $0 }
+        loop.run(until: { result != nil })
+        switch result! {
+        case let .success(value): return value
+        case let .failure(error): throw .failed("pushgw dead \(verb): \(error)")
+        }
+    }
+
+    /// Starts an operation that cannot fail and runs the loop until it completes.
+    func wait<T>(_ start: (@escaping (T) -> Void) -> Void) -> T {
+        var result: T?
+        start { result = $0 }
+        loop.run(until: { result != nil })
+        return result!
+    }
+
+    // MARK: Reading dead letters
+
+    /// The matching dead letters of every selected app, newest first, at most `limit`.
+    func newest(filter: DeadLetterFilter, limit: Int) throws(DeadFailure) -> [DeadLetterRecord] {
+        try wait { operations.newest(apps: apps, filter: filter, limit: limit, completion: $0) }
+    }
+
+    /// Every dead letter matching `filter` with `--all`, else the `references` named.
+    func select(all: Bool, filter: DeadLetterFilter, references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
+        all ? try wait { operations.all(apps: apps, filter: filter, completion: $0) } : try find(references)
+    }
+
+    /// Finds each named dead letter among the selected apps (or its `APP/` prefix); all or
+    /// nothing (`DeadLetterOperations.find`).
+    func find(_ references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
+        var result: Result<[DeadLetterRecord], DeadLetterOperationError>?
+        operations.find(references, among: apps) { result = $0 }
+        loop.run(until: { result != nil })
+        switch result! {
+        case let .success(records): return records
+        case let .failure(error):
+            switch error {
+            case .unknownApp: throw .usage(UsageError(error.description, verb: "dead \(verb)"))
+            case .notFound: throw .failed("pushgw dead \(verb): \(error); nothing done")
+            case .redis: throw .failed("pushgw dead \(verb): \(error)")
+            }
+        }
+    }
+
+    // MARK: Audit
+
+    /// Writes `record` as a JSON line on stderr (the operator's log) and to the audit stream.
+    func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
+        guard case let .object(fields) = record.json else { preconditionFailure("an audit record is an object") }
+        let line = JSONValue.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
+                                     ("msg", .string("dead letters \(record.verb)"))] + fields)
+        context.console.err(line.text)
+        _ = try wait { operations.audit(record, completion: $0) }
+    }
+
+    /// `$USER` (or `$LOGNAME`) and `$SUDO_USER` of the environment.
+    static func user(_ context: CommandContext) -> (String, String?) {
+        let env = context.environment
+        let user = [env["USER"], env["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty } ?? "unknown"
+        let sudo = env["SUDO_USER"].flatMap { $0.isEmpty ? nil : $0 }
+        return (user, sudo)
+    }
+}

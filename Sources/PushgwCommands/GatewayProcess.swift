@@ -1,0 +1,166 @@
+import AdminEndpoint
+import EventLoop
+import GatewayConfiguration
+import GatewayRoles
+import Glibc
+import RedisStreams
+
+/// The running service, and the one place that wires a pushgw process together: it owns the
+/// loop and every long-lived object (the store, the APNs pools, the roles, the admin
+/// endpoint), connects them to each other, keeps them out of top-level code (C callbacks
+/// must not touch globals), and tears them down in order. `pushgw run` (`RunCommand`) parses
+/// the command line and hands the checked config here.
+final class GatewayProcess {
+    private let loop = EventLoop()
+    private var config: GatewayConfig
+    /// Reads the config file again (SIGHUP), with the same path and environment as at start.
+    var loadConfig: (() -> ConfigReport)?
+    /// The router role's parts (nil without it).
+    private let store: CallStore
+    private let pools: ApnsPools
+    private let runner: RoutingRunner?
+    /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
+    private let sentinels: RedisSentinels?
+    /// The retry role's parts: the mover has a connection of its own, so its looks never wait
+    /// behind the router's commands (nil without the role).
+    private let moverConnection: RedisConnection?
+    private let mover: RetryMover?
+    private let log: Log
+    private let drainMs: Int64
+    private var signals: [SignalWatch] = []
+    private var draining = false
+    private let deadLetters: DeadLettersRole?
+    private let admin: GatewayAdmin
+    /// Told why the service refuses to run: its consumer name is another live gateway's.
+    var onConsumerNameTaken: ((String) -> Void)?
+    private var exitStatus: Int32 = 0
+
+    /// `redis`: how every Redis connection of the process connects (`RedisConfig.connection`).
+    init(config: GatewayConfig, redis: RedisConnection.Config, roles: Set<ServiceRole>, consumer: String, drainMs: Int64, log: Log) {
+        self.config = config
+        self.log = log
+        self.drainMs = drainMs
+        let apps = AppRuntime.all(config)
+        let loop = self.loop
+        let sentinels = redis.sentinel.map { RedisSentinels(loop: loop, options: $0, tls: redis.tls, watchdogMs: redis.watchdogMs) }
+        self.sentinels = sentinels
+        // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
+        let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel,
+                                                                   prefix: config.redis.prefix),
+                              apps: apps.map(\.keys), sentinels: sentinels)
+        let pools = ApnsPools(loop: loop, config: config, log: log)
+        self.store = store
+        self.pools = pools
+        runner = roles.contains(.router)
+            ? RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
+                            settings: RoutingRunnerSettings(consumer: consumer), log: log)
+            : nil
+        if roles.contains(.retry) {
+            var settings = redis
+            settings.clientName = "pushgw-retry"
+            let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
+            moverConnection = connection
+            mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+                               log: log)
+        } else {
+            moverConnection = nil
+            mover = nil
+        }
+        if let runner, let mover {
+            runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
+        }
+        deadLetters = roles.contains(.deadletters)
+            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, log: log)
+            : nil
+        log.follow(store.blocking, name: "read")
+        log.follow(store.commands, name: "write")
+        if let moverConnection { log.follow(moverConnection, name: "retry") }
+        if let deadLetters { log.follow(deadLetters.connection, name: "deadletters") }
+        admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
+                             runner: runner, log: log)
+        admin.deadLetters = deadLetters
+        runner?.observations = admin
+        admin.openConsole = { [unowned admin = self.admin] token in
+            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, adminToken: token, log: log,
+                           figures: { admin.consoleFigures() })
+        }
+        log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
+                                     "consumer": consumer, "redis": config.redis.redactedURL])
+    }
+
+    /// Runs until a signal drained the service; returns the exit status.
+    func run() -> Int32 {
+        for sig in [SIGTERM, SIGINT] {
+            signals.append(SignalWatch(loop: loop, signal: sig) { [unowned self] s in self.shutdown(signal: s) })
+        }
+        signals.append(SignalWatch(loop: loop, signal: SIGHUP) { [unowned self] _ in self.reload() })
+        runner?.onConsumerNameTaken = { [unowned self] problem in
+            self.onConsumerNameTaken?(problem)
+            self.exitStatus = 2
+            self.draining = true
+            self.mover?.stop()
+            self.loop.stop()
+        }
+        admin.start()
+        store.start()
+        moverConnection?.start()
+        runner?.start()
+        mover?.start()
+        deadLetters?.start()
+        loop.run()
+        admin.close()
+        for s in signals { s.close() }
+        mover?.close()
+        moverConnection?.close()
+        deadLetters?.close()
+        pools.close()
+        store.close()
+        sentinels?.close()
+        log.info("pushgw stopped", ["finished": runner?.stats.finished ?? [:], "retries_moved": mover?.stats.moved ?? 0])
+        return exitStatus
+    }
+
+    /// SIGHUP: applies a new config without a restart. A config with errors is refused and the
+    /// running one stays. Pools of unchanged credentials keep their connections; apps are
+    /// added, changed and removed for new reads (calls in flight finish as they started).
+    /// Redis and the admin endpoint are not reloaded: they need a restart, and a config that
+    /// changes them is refused so the operator is not misled.
+    private func reload() {
+        guard !draining, let report = loadConfig?() else { return }
+        guard let newConfig = report.config else {
+            log.error("config reload refused; the running config stays",
+                      ["problems": report.errors.map(\.description)])
+            return
+        }
+        guard newConfig.redis == config.redis, newConfig.admin == config.admin else {
+            log.error("config reload refused; the running config stays",
+                      ["problems": ["redis and admin settings change only with a restart"]])
+            return
+        }
+        for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        let reopened = pools.apply(newConfig)
+        let apps = AppRuntime.all(newConfig)
+        store.updateApps(apps.map(\.keys))
+        runner?.updateApps(apps)
+        admin.updateApps(apps)
+        admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))
+        let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
+        let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
+        log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),
+                                     "apps_removed": before.subtracting(after).sorted(),
+                                     "apps_changed": changed.sorted(), "credentials_reopened": reopened])
+        config = newConfig
+    }
+
+    /// Stops the mover at once (a move in flight completes in Redis either way) and drains the
+    /// router; the loop stops when the router is done.
+    private func shutdown(signal: Int32) {
+        guard !draining else { return }
+        draining = true
+        admin.draining = true  // /readyz answers 503 while draining
+        log.info("draining", ["signal": signal, "in_flight": runner?.inFlight ?? 0])
+        mover?.stop()
+        guard let runner else { return loop.stop() }
+        runner.drain(timeoutMs: drainMs) { [unowned self] in self.loop.stop() }
+    }
+}

@@ -1,0 +1,43 @@
+import APNs
+import Foundation
+
+/// Prints APNs' answer to a hand-made push on stdout and returns `pushgw push`'s exit status:
+/// 0 accepted, 1 rejected or no answer (transport trouble). With `json`, one line
+/// `{"status":200,"apns_id":"…","reason":null,"timestamp":null}`, where `timestamp` is the
+/// 410 invalidation time in unix milliseconds; a transport error gives `"status":null` and an
+/// `"error"` key.
+package func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> Int32 {
+    printPushAnswer(result, json: json, console: .standard)
+}
+
+func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool,
+                     console: Console) -> Int32 {
+    switch result {
+    case let .success(response):
+        if json {
+            console.out("{\"status\":\(response.status),\"apns_id\":\(JSONText.string(response.apnsID)),"
+                        + "\"reason\":\(JSONText.string(response.reason?.text)),"
+                        + "\"timestamp\":\(JSONText.number(response.invalidationTimestampMs))}")
+        } else if response.isAccepted {
+            console.out("accepted: 200, apns-id \(response.apnsID ?? "(none)")")
+        } else {
+            var line = "rejected: \(response.status) \(response.reason?.text ?? "(no reason)")"
+            if let kind = response.rejectionKind { line += " (\(kind.rawValue))" }
+            if let ms = response.invalidationTimestampMs {
+                let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+                line += ", token invalid since \(ISO8601DateFormatter().string(from: date))"
+            }
+            line += ", apns-id \(response.apnsID ?? "(none)")"
+            console.out(line)
+        }
+        return response.isAccepted ? 0 : 1
+    case let .failure(error):
+        if json {
+            console.out("{\"status\":null,\"apns_id\":null,\"reason\":null,\"timestamp\":null,"
+                        + "\"error\":\(JSONText.string(error.description))}")
+        } else {
+            console.err("pushgw push: no answer from APNs: \(error.description)")
+        }
+        return 1
+    }
+}

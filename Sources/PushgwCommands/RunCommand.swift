@@ -1,0 +1,92 @@
+import EventLoop
+import Foundation
+import GatewayConfiguration
+import GatewayRoles
+import Glibc
+import RedisStreams
+
+/// `pushgw run`: the service (docs/architecture.md). Loads and checks the config, connects to
+/// Redis, and runs the chosen roles on the process's one loop until SIGTERM or SIGINT, which
+/// drain: no new reads, calls in flight finish or go to the retry schedule (bounded), the
+/// mover stops.
+enum RunCommand: Command {
+    static let name = "run"
+    static let summary = "run the gateway service"
+    static let help = """
+        usage: pushgw run [--config FILE] [--role router,retry,deadletters] [--consumer NAME] [--log-level debug|info|warn|error]
+
+        Runs the gateway: reads call events from every app's stream, sends the VoIP push,
+        falls back to the alert push, and records one result per event. Any number of
+        processes may share one Redis (consumer groups); each needs a unique --consumer
+        (default: host-pid): a name another live gateway uses is refused (exit 2), and a
+        restart under its own name waits up to a lease (3 s) for the previous run's lease to
+        lapse. SIGTERM or SIGINT drains and exits 0.
+
+          --role ROLES     comma-separated modules to run (default: router,retry,deadletters):
+                             router       routes call events; a push to retry goes to the
+                                          durable retry schedule in Redis
+                             retry        moves due retries from the schedule back to work
+                             deadletters  trims the apps' dead letters by count and age
+                           Without a retry role somewhere, scheduled retries wait.
+          --drain-ms MS    how long a drain waits for calls in flight (default 10000)
+        """
+
+    static func run(_ args: [String], context: CommandContext) -> Int32 {
+        let parsed: Arguments.Parsed
+        do {
+            parsed = try Arguments.parse(args, verb: name, options: ["--config", "--role", "--consumer", "--log-level", "--drain-ms"])
+        } catch {
+            context.console.err(error.line)
+            return 2
+        }
+        guard case let .arguments(a) = parsed else {
+            context.console.out(help)
+            return 0
+        }
+        func usage(_ problem: String) -> Int32 {
+            context.console.err(UsageError(problem, verb: name).line)
+            return 2
+        }
+        let roleNames = (a.values["--role"] ?? "router,retry,deadletters").split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard roleNames.allSatisfy({ ServiceRole(rawValue: $0) != nil }) else {
+            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry, deadletters)")
+        }
+        let roles = Set(roleNames.compactMap(ServiceRole.init(rawValue:)))
+        guard let level = Log.Level(rawValue: a.values["--log-level"] ?? "info") else {
+            return usage("--log-level must be debug, info, warn or error")
+        }
+        let drainMs = Int64(a.values["--drain-ms"] ?? "10000") ?? -1
+        guard drainMs >= 0 else { return usage("--drain-ms must be a number of milliseconds") }
+        let file = a.values["--config"] ?? GatewayConfig.defaultFile
+        let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
+        guard let config = report.config else {
+            for problem in report.errors { context.console.err("pushgw run: \(problem)") }
+            return 2
+        }
+        let redis: RedisConnection.Config
+        do {
+            redis = try config.redis.connection()
+        } catch {
+            context.console.err("pushgw run: \(file): redis.url: \(error)")
+            return 2
+        }
+        var hostname = [CChar](repeating: 0, count: 256)
+        gethostname(&hostname, hostname.count)
+        let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
+        let log = Log(minimum: level)
+        for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        let descriptors = DescriptorLimit.raiseSoftToHard()
+        if descriptors.after.soft > descriptors.before.soft {
+            log.info("file descriptor limit raised", ["from": descriptors.before.soft, "to": descriptors.after.soft])
+        }
+        let service = GatewayProcess(config: config, redis: redis, roles: roles, consumer: consumer, drainMs: drainMs, log: log)
+        service.loadConfig = {
+            GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
+        }
+        service.onConsumerNameTaken = { problem in
+            context.console.err("pushgw run: \(problem); give each process its own --consumer (default: host-pid)")
+        }
+        return service.run()
+    }
+}

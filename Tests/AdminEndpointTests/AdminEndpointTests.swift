@@ -1,0 +1,292 @@
+import APNsSimulator
+import EventLoop
+import Foundation
+import GatewayConfiguration
+import GatewayRoles
+import TestSupport
+import XCTest
+@testable import AdminEndpoint
+
+/// The admin endpoint over real HTTP on loopback, on the router's loop, with a real
+/// redis-server and the APNs simulator behind the router (`AdminHarness`).
+final class AdminEndpointTests: XCTestCase {
+    private var h: AdminHarness!
+    private var directory: String?
+
+    override func tearDown() {
+        h?.close()
+        h = nil
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// Writes a token file (mode 600) and returns (path, token).
+    private func tokenFile() throws -> (String, String) {
+        let dir = makeTemporaryDirectory("pushgw-admin")
+        directory = dir
+        let token = "admin-SECRET-\(UUID().uuidString)"
+        let path = dir + "/admin-token"
+        try (token + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        return (path, token)
+    }
+
+    private func lines(_ reply: HTTPReply) -> [Substring] { reply.body.split(separator: "\n") }
+
+    func testHealthzAnswersOkWhileTheLoopRuns() throws {
+        h = try AdminHarness()
+        let reply = try h.get("/healthz")
+        XCTAssertEqual(reply.status, 200)
+        XCTAssertEqual(reply.body, "ok\n")
+        XCTAssertEqual(reply.headers["cache-control"], "no-store")
+        XCTAssertEqual(try h.get("/healthz", method: "HEAD").status, 200)
+    }
+
+    func testReadyzFollowsRedis() throws {
+        h = try AdminHarness()
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        let ready = try h.get("/readyz")
+        XCTAssertEqual(ready.status, 200, ready.body)
+        XCTAssertEqual(ready.body, #"{"ready":true}"#)
+
+        h.router.redis.stop()
+        XCTAssertTrue(h.wait("unreadiness once PINGs stop succeeding") { !h.admin.readiness().isReady })
+        let down = try h.get("/readyz")
+        XCTAssertEqual(down.status, 503)
+        XCTAssertEqual(down.headers["content-type"], "application/json")
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(down.body.utf8)) as? [String: Any], down.body)
+        XCTAssertEqual(json["ready"] as? Bool, false)
+        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
+        XCTAssertEqual(problems.map { $0["check"] as? String }, ["redis"], "the body names what is not ready: \(down.body)")
+        XCTAssertTrue(lines(try h.get("/metrics")).contains("pushgw_redis_up 0"))
+        XCTAssertEqual(try h.get("/healthz").status, 200, "alive even when not ready")
+
+        try h.router.redis.restart()
+        XCTAssertTrue(h.wait("readiness again after Redis came back") { h.admin.readiness().isReady })
+        XCTAssertEqual(try h.get("/readyz").status, 200)
+    }
+
+    func testAnAppRefusedByAPNsMakesTheProcessNotReady() throws {
+        h = try AdminHarness()
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        h.router.call("b1", voip: "a0a0", alert: "b0b0", app: "broken")
+        XCTAssertTrue(h.router.waitForRecords(1))
+        let reply = try h.get("/readyz")
+        XCTAssertEqual(reply.status, 503)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any])
+        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
+        XCTAssertEqual(problems.first?["check"] as? String, "app")
+        XCTAssertEqual(problems.first?["app"] as? String, "broken")
+        XCTAssertEqual(problems.first?["detail"] as? String, "apns_credentials: InvalidProviderToken")
+        let metrics = lines(try h.get("/metrics"))
+        XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="broken"} 1"#))
+        XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="acme"} 0"#))
+        XCTAssertTrue(metrics.contains(#"pushgw_dead_letters_total{app="broken",reason="apns_credentials"} 1"#))
+    }
+
+    func testMetricsAfterKnownTraffic() throws {
+        h = try AdminHarness(simulator: { $0.scenarios = ["dead0001": .unregistered] })
+        for i in 1...3 { h.router.call("ok-\(i)", voip: "a0a0000\(i)", alert: "b0b0000\(i)") }
+        h.router.call("gone-1", voip: "dead0001", alert: "a1e70001")
+        h.router.xaddRaw("acme", "{not json")
+        XCTAssertTrue(h.router.waitForRecords(5))
+        // Let the backlog probe see the stream after the last acknowledgement.
+        h.router.runFor(300)
+
+        let reply = try h.get("/metrics")
+        XCTAssertEqual(reply.status, 200)
+        XCTAssertEqual(reply.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8")
+        let got = lines(reply)
+        for line in [
+            #"pushgw_events_finished_total{app="acme",outcome="delivered_voip"} 3"#,
+            #"pushgw_events_finished_total{app="acme",outcome="delivered_alert"} 1"#,
+            #"pushgw_events_finished_total{app="acme",outcome="dead_lettered"} 1"#,
+            #"pushgw_dead_letters_total{app="acme",reason="invalid_event"} 1"#,
+            #"pushgw_event_latency_seconds_count{channel="voip"} 3"#,
+            #"pushgw_event_latency_seconds_count{channel="alert"} 1"#,
+            "pushgw_invalid_events_total 1",
+            "pushgw_calls_in_flight 0",
+            // 3 VoIP pushes accepted, 1 VoIP push answered 410, 1 alert push accepted: one shared pool.
+            #"pushgw_apns_requests_total{credential="good",environment="production"} 5"#,
+            #"pushgw_apns_answers_total{credential="good",environment="production"} 5"#,
+            #"pushgw_apns_timeouts_total{credential="good",environment="production"} 0"#,
+            #"pushgw_apns_in_flight{credential="good",environment="production"} 0"#,
+            #"pushgw_apns_queued{credential="good",environment="production"} 0"#,
+            #"pushgw_apns_connections{credential="good",environment="production",state="active"} 1"#,
+            #"pushgw_apns_connections{credential="good",environment="production",state="connecting"} 0"#,
+            // Pushed by the router as it happens.
+            #"pushgw_events_received_total{app="acme",source="read"} 5"#,
+            #"pushgw_apns_responses_total{app="acme",channel="voip",status="200",reason=""} 3"#,
+            #"pushgw_apns_responses_total{app="acme",channel="voip",status="410",reason="Unregistered"} 1"#,
+            #"pushgw_apns_responses_total{app="acme",channel="alert",status="200",reason=""} 1"#,
+            #"pushgw_apns_answer_latency_seconds_count{channel="voip"} 4"#,
+            #"pushgw_apns_answer_latency_seconds_count{channel="alert"} 1"#,
+            #"pushgw_fallbacks_total{app="acme",cause="voip_token_invalid"} 1"#,
+            #"pushgw_apns_connections_opened_total{credential="good",environment="production"} 1"#,
+            #"pushgw_apns_jwt_renewals_total{credential="good"} 0"#,
+            #"pushgw_app_unhealthy{app="acme"} 0"#,
+            "pushgw_redis_up 1",
+            #"pushgw_redis_connection_ready{connection="read"} 1"#,
+            #"pushgw_redis_connection_ready{connection="write"} 1"#,
+            #"pushgw_backlog_entries{app="acme"} 0"#,
+            #"pushgw_pending_entries{app="acme"} 0"#,
+        ] {
+            XCTAssertTrue(got.contains(Substring(line)), "missing line: \(line)\n\(reply.body)")
+        }
+        XCTAssertEqual(PrometheusFormatCheck.problems(reply.body), [], "the text is well-formed Prometheus 0.0.4")
+        XCTAssertNil(PrometheusFormatCheck.referenceParserComplaint(reply.body), "prometheus_client parses the text")
+    }
+
+    func testTheAdminAPIRefusesWithoutOrWithAWrongTokenAndAcceptsTheRightOne() throws {
+        let (file, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: file)
+        var seen: [HTTPReply] = []
+        let none = try h.get("/status")
+        XCTAssertEqual(none.status, 401)
+        XCTAssertEqual(none.headers["www-authenticate"], "Bearer realm=\"pushgw\"")
+        let wrong = try h.get("/status", headers: ["Authorization": "Bearer not-" + token])
+        XCTAssertEqual(wrong.status, 401)
+        let unknownWithoutToken = try h.get("/dead-letters")
+        XCTAssertEqual(unknownWithoutToken.status, 401, "unknown paths are 404 only after authentication")
+        let right = try h.get("/status", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(right.status, 200, right.body)
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(right.body.utf8)) as? [String: Any])
+        XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])
+        let unknown = try h.get("/dead-letters", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(unknown.status, 404)
+        seen += [none, wrong, unknownWithoutToken, right, unknown, try h.get("/metrics"), try h.get("/readyz")]
+
+        for reply in seen {
+            XCTAssertFalse(reply.raw.contains(token), "the token never appears in a response: \(reply.raw)")
+        }
+        XCTAssertFalse(h.logLines.all.isEmpty, "the admin endpoint logs its start")
+        for line in h.logLines.all {
+            XCTAssertFalse(line.contains(token), "the token never appears in the log: \(line)")
+        }
+    }
+
+    func testWithoutATokenFileEverythingBeyondTheOpenPathsIsForbidden() throws {
+        h = try AdminHarness()
+        let reply = try h.get("/status", headers: ["Authorization": "Bearer guess"])
+        XCTAssertEqual(reply.status, 403)
+        XCTAssertTrue(reply.body.contains("no admin.token_file"), reply.body)
+        XCTAssertEqual(try h.get("/metrics").status, 200)
+    }
+
+    func testAnUnreadableTokenFileClosesTheAdminAPI() throws {
+        h = try AdminHarness(tokenFile: "/nonexistent/admin-token")
+        XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer x"]).status, 403, "fails closed")
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("admin API closed") && $0.contains("nonexistent") },
+                      "\(h.logLines.all)")
+    }
+
+    func testAPortInUseIsRetriedWithoutStoppingTheGateway() throws {
+        h = try AdminHarness()
+        var lines: [String] = []
+        var settings = GatewayAdmin.Settings()
+        settings.rebindEveryMs = 100
+        let second = GatewayAdmin(loop: h.loop, config: AdminConfig(listen: "127.0.0.1:\(h.port)"), apps: h.router.apps,
+                                  store: h.router.store, pools: h.router.pools, runner: nil,
+                                  log: Log(minimum: .info) { lines.append($0) }, settings: settings)
+        second.start()
+        defer { second.close() }
+        XCTAssertNil(second.port, "the port is taken")
+        let refused = lines.filter { $0.contains(#""msg":"admin endpoint cannot listen; retrying""#) }
+        XCTAssertEqual(refused.count, 1, "the error is logged once, with its fix: \(lines)")
+        XCTAssertTrue(refused.first?.contains("PUSHGW_ADMIN_LISTEN") == true && refused.first?.contains(#""retry_ms":100"#) == true,
+                      refused.first ?? "")
+        h.router.call("still-routing", voip: "a0a0")
+        XCTAssertTrue(h.router.waitForRecords(1), "the router works without its admin endpoint")
+
+        // The port is freed: the next try binds it.
+        h.admin.close()
+        XCTAssertTrue(h.wait("the second endpoint to bind the freed port") { second.port != nil })
+        XCTAssertEqual(second.port, h.port)
+        XCTAssertTrue(lines.contains { $0.contains(#""msg":"admin endpoint listening after all""#) }, "\(lines)")
+        XCTAssertEqual(lines.filter { $0.contains("cannot listen") }.count, 1, "retries are not logged one by one")
+        XCTAssertEqual(try LoopbackHTTP.request("GET", "/healthz", port: h.port, loop: h.loop).status, 200)
+        XCTAssertEqual(GatewayAdmin.Settings().rebindEveryMs, 5_000, "the documented retry period")
+    }
+
+    // MARK: Limits (docs/operations.md)
+
+    func testRequestHeadersOver8KiBAreRefused() throws {
+        h = try AdminHarness()
+        let within = try h.get("/healthz", headers: ["X-Pad": String(repeating: "a", count: 7 * 1024)])
+        XCTAssertEqual(within.status, 200, "7 KiB of headers are served")
+        let over = try h.get("/healthz", headers: ["X-Pad": String(repeating: "a", count: 9 * 1024)])
+        XCTAssertTrue([400, 413, 431].contains(over.status), "9 KiB of headers are refused, got \(over.status): \(over.raw.prefix(200))")
+        XCTAssertNotEqual(over.body, "ok\n", "the refused request was not served")
+        XCTAssertEqual(try h.get("/healthz").status, 200, "the endpoint still serves")
+    }
+
+    func testBodiesOver64KiBAreRefused() throws {
+        h = try AdminHarness()
+        // The open paths answer GET and HEAD only: a POST within the limit reaches the routes (405).
+        let within = try h.get("/healthz", method: "POST", body: String(repeating: "b", count: 60 * 1024))
+        XCTAssertEqual(within.status, 405, "a 60 KiB body reaches the routes")
+        let over = try h.get("/healthz", method: "POST", body: String(repeating: "b", count: 65 * 1024))
+        XCTAssertEqual(over.status, 413, "a 65 KiB body is refused before the routes: \(over.raw.prefix(200))")
+    }
+
+    func testAConnectionIdlePastTheLimitIsClosed() throws {
+        h = try AdminHarness(settings: { $0.idleTimeoutSeconds = 1 })
+        // Nothing sent: the server closes the connection (the client would give up after 10 s).
+        let silent = try LoopbackHTTP.exchange("", port: h.port, on: h.loop)
+        XCTAssertEqual(silent.status, 0, "closed without an answer: \(silent.raw)")
+        // Half a request, then silence: closed too (or answered with an error, never held open).
+        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n", port: h.port, on: h.loop)
+        XCTAssertNotEqual(half.status, 200, "a request that never ends is not served: \(half.raw)")
+        XCTAssertEqual(try h.get("/healthz").status, 200, "a prompt request is served")
+        XCTAssertEqual(GatewayAdmin.Settings().idleTimeoutSeconds, 10, "the documented limit")
+    }
+
+    func testAnAddressBeyondLoopbackIsWarnedAbout() throws {
+        h = try AdminHarness()
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("beyond loopback") }, "127.0.0.1 is loopback: no warning")
+        // 192.0.2.1 (TEST-NET-1) is on no interface here: the bind fails, so no socket ever
+        // listens beyond loopback, but the start-up check sees the address.
+        var lines: [String] = []
+        let outside = GatewayAdmin(loop: h.loop, config: AdminConfig(listen: "192.0.2.1:9464"), apps: h.router.apps,
+                                   store: h.router.store, pools: h.router.pools, runner: nil,
+                                   log: Log(minimum: .info) { lines.append($0) })
+        outside.start()
+        defer { outside.close() }
+        let warning = lines.filter { $0.contains(#""msg":"admin endpoint listens beyond loopback"#) }
+        XCTAssertEqual(warning.count, 1, "\(lines)")
+        XCTAssertTrue(warning.first?.contains(#""level":"warn""#) == true && warning.first?.contains("192.0.2.1:9464") == true,
+                      warning.first ?? "")
+    }
+
+    func testStatusReportsEveryDocumentedField() throws {
+        let (file, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: file)
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        h.router.call("s1", voip: "a0a0", app: "acme")
+        h.router.call("s2", voip: "a0a0", app: "broken")
+        XCTAssertTrue(h.router.waitForRecords(2))
+        XCTAssertTrue(h.wait("the backlog probe to see acme's empty stream") { h.admin.snapshot().backlog["acme"]?.length == 0 })
+        let reply = try h.get("/status", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(reply.status, 200, reply.body)
+        XCTAssertEqual(reply.headers["content-type"], "application/json")
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
+        XCTAssertEqual(Set(status.keys), ["apps", "ready", "draining", "redis_reachable", "calls_in_flight", "unhealthy_apps",
+                                          "pools", "backlog"], reply.body)
+        XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])
+        XCTAssertEqual(status["ready"] as? Bool, false, "the broken app makes the process not ready")
+        XCTAssertEqual(status["draining"] as? Bool, false)
+        XCTAssertEqual(status["redis_reachable"] as? Bool, true)
+        XCTAssertEqual(status["calls_in_flight"] as? Int, 0)
+        XCTAssertEqual(status["unhealthy_apps"] as? [String: String], ["broken": "apns_credentials: InvalidProviderToken"])
+        let pools = try XCTUnwrap(status["pools"] as? [[String: Any]], reply.body)
+        XCTAssertEqual(pools.map { "\($0["credential"] ?? "")/\($0["environment"] ?? "")" }, ["good/production", "wrong/production"])
+        let good = try XCTUnwrap(pools.first)
+        XCTAssertEqual(Set(good.keys), ["credential", "environment", "in_flight", "queued", "connections", "sent", "answered"])
+        XCTAssertEqual(good["sent"] as? Int, 1)
+        XCTAssertEqual(good["answered"] as? Int, 1)
+        XCTAssertEqual(good["in_flight"] as? Int, 0)
+        XCTAssertEqual(good["queued"] as? Int, 0)
+        XCTAssertEqual((good["connections"] as? [String: Int])?["active"], 1)
+        let backlog = try XCTUnwrap(status["backlog"] as? [String: [String: Int]], reply.body)
+        XCTAssertEqual(backlog["acme"], ["length": 0, "pending": 0])
+    }
+}

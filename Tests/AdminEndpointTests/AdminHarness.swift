@@ -1,0 +1,66 @@
+import APNsSimulator
+import EventLoop
+import Foundation
+import GatewayConfiguration
+import GatewayRoles
+import GatewayTestSupport
+import Glibc
+import TestSupport
+import XCTest
+@testable import AdminEndpoint
+
+/// A `RouterHarness` (real Redis, the simulator, the router) with the gateway's admin endpoint
+/// on the same loop, listening on a free loopback port, and its log lines kept for checks.
+final class AdminHarness {
+    final class Lines: @unchecked Sendable {
+        var all: [String] = []
+    }
+
+    let router: RouterHarness
+    let admin: GatewayAdmin
+    let port: Int
+    let logLines = Lines()
+    var loop: EventLoop { router.loop }
+
+    /// - Parameters:
+    ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
+    ///   - simulator: the simulator's configuration, as for `RouterHarness`.
+    ///   - settings: changes to the endpoint's settings (probes every 100 ms here).
+    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+         settings change: (inout GatewayAdmin.Settings) -> Void = { _ in }) throws {
+        router = try RouterHarness(simulator: configure)
+        let listenPort = freeLoopbackPort()
+        var settings = GatewayAdmin.Settings()
+        settings.maxPingAgeMs = 1_000
+        settings.probe.pingEveryMs = 100
+        settings.probe.backlogEveryMs = 100
+        change(&settings)
+        let lines = logLines
+        let log = Log(minimum: .debug) { line in lines.all.append(line) }
+        admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile),
+                             apps: router.apps, store: router.store, pools: router.pools, runner: router.runner,
+                             log: log, settings: settings)
+        router.outcomes.next = admin
+        admin.start()
+        guard let bound = admin.port else { throw TestSupportError("the admin endpoint did not bind: \(logLines.all)") }
+        port = bound
+    }
+
+    func close() {
+        admin.close()
+        router.close()
+    }
+
+    /// One request to the admin endpoint.
+    func get(_ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "",
+             file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
+        try LoopbackHTTP.request(method, path, port: port, headers: headers, body: body, loop: loop, file: file, line: line)
+    }
+
+    /// Runs the loop until `condition` holds; after `timeoutMs` fails the test, naming `what`.
+    @discardableResult
+    func wait(_ what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+              file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) -> Bool {
+        router.runUntil(what(), timeoutMs: timeoutMs, file: file, line: line, condition)
+    }
+}

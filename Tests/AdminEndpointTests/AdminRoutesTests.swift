@@ -1,0 +1,116 @@
+import GatewayConfiguration
+import XCTest
+@testable import AdminEndpoint
+
+/// Who may see what on the admin endpoint, and `/readyz`'s verdict: the pure rules, no sockets.
+final class AdminRoutesTests: XCTestCase {
+    private let secret = "s3cret-admin-token-0123456789"
+
+    private func routes(token: String?, ready: Readiness = Readiness(problems: [])) -> AdminRoutes {
+        let r = AdminRoutes(token: token.flatMap(AdminToken.init), metrics: { "pushgw_x 1\n" }, readiness: { ready })
+        r.addRoute("/status") { _ in AdminResponse(status: 200, contentType: "application/json", body: "{}") }
+        return r
+    }
+
+    func testTheThreeOpenPathsNeedNoToken() {
+        let r = routes(token: secret)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).status, 200)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).body, Array("ok\n".utf8))
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/readyz")).status, 200)
+        let metrics = r.handle(AdminRequest(method: "HEAD", path: "/metrics"))
+        XCTAssertEqual(metrics.status, 200)
+        XCTAssertEqual(metrics.contentType, "text/plain; version=0.0.4; charset=utf-8")
+        let post = r.handle(AdminRequest(method: "POST", path: "/metrics"))
+        XCTAssertEqual(post.status, 405, "the open paths are read-only")
+        XCTAssertEqual(post.headers["Allow"], "GET, HEAD")
+    }
+
+    func testEverythingElseNeedsTheBearerToken() {
+        let r = routes(token: secret)
+        let none = r.handle(AdminRequest(method: "GET", path: "/status"))
+        XCTAssertEqual(none.status, 401)
+        XCTAssertEqual(none.headers["WWW-Authenticate"], "Bearer realm=\"pushgw\"")
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer wrong")).status, 401)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret + "x")).status, 401,
+                       "a longer token is wrong")
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret.dropLast())).status, 401,
+                       "a prefix of the token is wrong")
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Basic " + secret)).status, 401,
+                       "another scheme is refused")
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: secret)).status, 401)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret)).status, 200)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "bearer  " + secret)).status, 200,
+                       "the scheme is case-insensitive (RFC 7235)")
+    }
+
+    func testUnknownPathsAre404OnlyAfterAuthentication() {
+        let r = routes(token: secret)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope")).status, 401,
+                       "without the token an unknown path is not revealed as unknown")
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope", authorization: "Bearer " + secret)).status, 404)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/metrics/", authorization: nil)).status, 401,
+                       "only the exact open paths are open")
+    }
+
+    func testWithoutATokenFileTheAdminAPIIsClosed() {
+        let r = routes(token: nil)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer anything")).status, 403)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope")).status, 403)
+        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).status, 200, "the open paths stay open")
+        XCTAssertNil(AdminToken("  \n"), "an empty token file gives no token: the API stays closed")
+    }
+
+    func testTheTokenNeverPrints() throws {
+        let token = try XCTUnwrap(AdminToken(secret + "\n"))
+        XCTAssertEqual("\(token)", "<redacted>")
+        XCTAssertEqual(String(reflecting: token), "<redacted>")
+        var dumped = ""
+        dump(token, to: &dumped)
+        XCTAssertFalse(dumped.contains(secret), dumped)
+        XCTAssertTrue(token.matches(authorization: "Bearer " + secret), "the file's trailing newline is not part of the token")
+    }
+
+    func testConstantTimeComparison() {
+        XCTAssertTrue(AdminToken.constantTimeEqual(ArraySlice(Array("abc".utf8)), Array("abc".utf8)))
+        XCTAssertFalse(AdminToken.constantTimeEqual(ArraySlice(Array("abd".utf8)), Array("abc".utf8)))
+        XCTAssertFalse(AdminToken.constantTimeEqual(ArraySlice(Array("ab".utf8)), Array("abc".utf8)))
+        XCTAssertFalse(AdminToken.constantTimeEqual(ArraySlice(Array("abc\0".utf8)), Array("abc".utf8)))
+        XCTAssertFalse(AdminToken.constantTimeEqual(ArraySlice([]), Array("abc".utf8)))
+        let slice = Array("xxabc".utf8)[2...]
+        XCTAssertTrue(AdminToken.constantTimeEqual(slice, Array("abc".utf8)), "slices not starting at 0")
+    }
+
+    // MARK: Readiness
+
+    func testReadyWhenRedisAnsweredLatelyAndNoAppIsUnhealthy() {
+        let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil,
+                                   unhealthyApps: [:], draining: false)
+        XCTAssertTrue(r.isReady)
+        XCTAssertEqual(r.json(), #"{"ready":true}"#)
+    }
+
+    func testNotReadyNamesEveryProblem() throws {
+        let r = Readiness.evaluate(nowMs: 20_000, lastPingOkMs: 9_000, maxPingAgeMs: 5_000, lastPingError: "disconnected",
+                                   unhealthyApps: ["beta": "apns_config: BadTopic", "acme": "apns_credentials: InvalidProviderToken"],
+                                   draining: true)
+        XCTAssertFalse(r.isReady)
+        XCTAssertEqual(r.problems.map(\.check), ["draining", "redis", "app", "app"])
+        XCTAssertEqual(r.problems.compactMap(\.app), ["acme", "beta"])
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json().utf8)) as? [String: Any])
+        XCTAssertEqual(json["ready"] as? Bool, false)
+        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
+        XCTAssertEqual(problems[1]["detail"] as? String, "no successful PING for 11000 ms (last error: disconnected)")
+        XCTAssertEqual(problems[2]["app"] as? String, "acme")
+        XCTAssertEqual(Readiness.evaluate(nowMs: 1, lastPingOkMs: nil, maxPingAgeMs: 5_000, lastPingError: nil,
+                                          unhealthyApps: [:], draining: false).problems.first?.detail,
+                       "no successful PING yet")
+    }
+
+    func testLoopbackHostsAreRecognised() {
+        XCTAssertTrue(Endpoint.isLoopback("127.0.0.1"))
+        XCTAssertTrue(Endpoint.isLoopback("::1"))
+        XCTAssertTrue(Endpoint.isLoopback("localhost"))
+        XCTAssertFalse(Endpoint.isLoopback("0.0.0.0"))
+        XCTAssertFalse(Endpoint.isLoopback("10.0.0.5"))
+    }
+}

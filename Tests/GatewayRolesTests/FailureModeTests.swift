@@ -1,0 +1,103 @@
+import APNs
+import APNsSimulator
+import EventLoop
+import Foundation
+import GatewayTestSupport
+import RedisStreams
+import Retry
+import Routing
+import TestSupport
+import XCTest
+@testable import GatewayRoles
+
+/// Failure modes of the router against real parts: where sandbox pushes go, Redis pausing
+/// while a call is in flight, and the capped results and feedback streams. APNs connections
+/// lost with pushes in flight or refusing streams, as counted in the metrics, are in
+/// `RouterFailureMetricsTests`.
+final class FailureModeTests: XCTestCase {
+    private var h: RouterHarness?
+
+    override func tearDown() {
+        h?.close()
+        h = nil
+    }
+
+    // MARK: Sandbox
+
+    func testEachPushGoesToTheEnvironmentItsAppOrEventNames() throws {
+        let h = try RouterHarness(separateSandbox: true)
+        self.h = h
+        let sandbox = try XCTUnwrap(h.sandboxSim)
+        // acme is a production app, sandy a sandbox app; an event's `sandbox` overrides either.
+        let cases: [(id: String, app: String, sandbox: Bool?, token: String, toSandbox: Bool)] = [
+            ("prod-app", "acme", nil, "a0a00001", false),
+            ("prod-app-sandbox-event", "acme", true, "a0a00002", true),
+            ("sandbox-app", "sandy", nil, "a0a00003", true),
+            ("sandbox-app-production-event", "sandy", false, "a0a00004", false),
+        ]
+        for c in cases {
+            h.call(c.id, voip: c.token, app: c.app, extra: c.sandbox.map { ["sandbox": $0] } ?? [:])
+        }
+        XCTAssertTrue(h.waitForRecords(cases.count))
+        for c in cases {
+            XCTAssertEqual(h.record(c.id)?.outcome, .deliveredVoip, c.id)
+            let production = h.requests(c.token).count
+            let sandboxed = sandbox.recorded.filter { $0.token == c.token }.count
+            XCTAssertEqual([production, sandboxed], c.toSandbox ? [0, 1] : [1, 0],
+                           "\(c.id): pushed to \(c.toSandbox ? "the sandbox" : "production") only")
+        }
+    }
+
+    // MARK: Redis
+
+    /// Redis stops taking writes while a call's push is out (`CLIENT PAUSE … WRITE`, as during
+    /// a failover): the outcome cannot be recorded, the entry stays pending, and once Redis
+    /// takes writes again this process's sweep routes it again: one result, no loss.
+    func testAnOutcomeRedisCouldNotTakeLeavesTheEntryPendingAndItIsRoutedAgain() throws {
+        let h = try RouterHarness(simulator: { $0.scenarios = ["5a0e0001": .slow(300)] },
+                                  settings: { $0.claimEveryMs = 100; $0.fullClaimSweepEveryMs = 100; $0.ownEntriesIdleMs = 500 },
+                                  store: { $0.watchdogMs = 300; $0.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
+        self.h = h
+        let stream = h.keys("acme").calls
+        h.call("paused", voip: "5a0e0001")
+        XCTAssertTrue(h.runUntil("the push to reach APNs") { h.sim.simulator.requestCount(for: "5a0e0001") == 1 })
+        _ = try h.redis.cli(["CLIENT", "PAUSE", "60000", "WRITE"])
+        // The answer comes, the recording script waits for Redis, the connection's watchdog
+        // gives up: the call is forgotten, its entry left pending.
+        XCTAssertTrue(h.runUntil("the router to give up recording the call") { h.runner.inFlight == 0 })
+        XCTAssertGreaterThanOrEqual(h.runner.stats.redisErrors, 1)
+        XCTAssertTrue(h.recorded.isEmpty, "no outcome recorded while Redis takes no writes")
+        XCTAssertEqual(try h.redis.cli(["XLEN", stream]).trimmingCharacters(in: .whitespacesAndNewlines), "1",
+                       "the entry is still in the stream")
+        _ = try h.redis.cli(["CLIENT", "UNPAUSE"])
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(h.record("paused")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.requests("5a0e0001").count, 2, "routed again for real: a second push")
+        XCTAssertGreaterThanOrEqual(h.runner.stats.claimed, 1, "taken back by this process's sweep")
+        XCTAssertEqual(h.entries(h.keys("acme").results).count, 1, "one result")
+        XCTAssertTrue(h.runUntil("the entry to be acknowledged and deleted") { h.entries(stream).isEmpty })
+    }
+
+    // MARK: Stream caps
+
+    /// The results and feedback streams are capped per app (`MAXLEN ~`, 100,000 by default):
+    /// a small cap here, and streams of 10-entry nodes, so that the cap is reached with few calls.
+    func testResultsAndFeedbackStreamsAreCapped() throws {
+        XCTAssertEqual(CallStore.Config(url: try RedisURL(parsing: "redis://127.0.0.1:1/0")).resultsMaxLen, 100_000)
+        XCTAssertEqual(CallStore.Config(url: try RedisURL(parsing: "redis://127.0.0.1:1/0")).feedbackMaxLen, 100_000)
+        let h = try RouterHarness(simulator: { $0.defaultScenario = .unregistered },
+                                  store: { $0.resultsMaxLen = 10; $0.feedbackMaxLen = 10 })
+        self.h = h
+        _ = try h.redis.cli(["CONFIG", "SET", "stream-node-max-entries", "10"])
+        // Each call: VoIP 410 (a feedback entry), alert 410 (another), undeliverable (a result).
+        let calls = 40
+        for i in 0..<calls { h.call("capped-\(i)", voip: String(format: "aa%06x", i), alert: String(format: "bb%06x", i)) }
+        XCTAssertTrue(h.waitForRecords(calls))
+        XCTAssertEqual(Set(h.recorded.map(\.record.outcome)), [.undeliverable])
+        let results = h.entries(h.keys("acme").results), feedback = h.entries(h.keys("acme").feedback)
+        XCTAssertTrue((10..<20).contains(results.count), "\(calls) results capped near 10: \(results.count)")
+        XCTAssertTrue((10..<20).contains(feedback.count), "\(2 * calls) feedback entries capped near 10: \(feedback.count)")
+        let newest = try XCTUnwrap(h.recorded.last?.record.id)
+        XCTAssertTrue(results.last?.fields["result"]?.contains(#""id":"\#(newest)""#) == true, "the newest result is kept")
+    }
+}

@@ -1,0 +1,74 @@
+import EventLoop
+import Foundation
+import GatewayTestSupport
+import TestSupport
+import XCTest
+@testable import GatewayRoles
+
+/// The producers of `examples/producers/` — real clients in six languages, each with the Redis
+/// client Debian packages — against a live router. Each sends a call whose VoIP token APNs
+/// declares gone, that call's cancel and an invalid event; reads each result by id and
+/// through its own consumer group, and the feedback; and prints what it read.
+final class ProducerExampleTests: XCTestCase {
+    private static let root = packageRoot + "/examples/producers/"
+
+    func testPythonProducer() throws {
+        try run("python", ["python3", Self.root + "python/producer.py"], n: 1)
+    }
+
+    func testNodeProducer() throws {
+        try run("node", ["node", Self.root + "node/producer.js"], n: 2, environment: ["NODE_PATH": "/usr/share/nodejs"])
+    }
+
+    func testGoProducer() throws {
+        try run("go", ["go", "run", Self.root + "go/producer.go"], n: 3,
+                environment: ["GO111MODULE": "off", "GOPATH": "/usr/share/gocode"])
+    }
+
+    func testRubyProducer() throws {
+        try run("ruby", ["ruby", Self.root + "ruby/producer.rb"], n: 4)
+    }
+
+    func testPHPProducer() throws {
+        try run("php", ["php", Self.root + "php/producer.php"], n: 5)
+    }
+
+    func testShellProducer() throws {
+        try run("shell", ["bash", Self.root + "shell/producer.sh"], n: 6)
+    }
+
+    /// Runs one producer to its end (at most 120 s: `go run` compiles first) against a router
+    /// whose APNs declares its VoIP token unregistered, and checks what it printed.
+    private func run(_ language: String, _ command: [String], n: Int, environment: [String: String] = [:],
+                     file: StaticString = #filePath, line: UInt = #line) throws {
+        let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
+        let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] })
+        defer { h.close() }
+        let env = environment.merging(["REDIS_URL": h.redis.url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
+                                       "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"]) { $1 }
+        let producer = try ChildProcess(command[0], Array(command.dropFirst()), environment: env)
+        let finished = h.runUntil("the \(language) producer to end", timeoutMs: 120_000, file: file, line: line) {
+            !producer.isRunning
+        }
+        if !finished { producer.stop(signal: SIGKILL, file: file, line: line) }
+        let out = producer.output, err = producer.errorOutput
+        XCTAssertTrue(finished, "the \(language) producer ended within 120 s: \(out)\(err)", file: file, line: line)
+        XCTAssertEqual(producer.exitStatus, 0, "the \(language) producer got every result:\n\(out)\(err)",
+                       file: file, line: line)
+        print("\(language) producer:\n\(out)")
+        let lines = out.split(separator: "\n").map(String.init)
+        func has(_ pattern: String, _ rule: String) {
+            XCTAssertTrue(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
+                          "\(language): \(rule) (a line matching \(pattern)):\n\(out)", file: file, line: line)
+        }
+        has(#"^result call-\S+ incoming_call delivered_alert voip_token_invalid$"#, "the call's outcome, found by id")
+        has(#"^result call-\S+ call_cancelled cancelled -$"#, "the cancel's own result, found by id")
+        has(#"^result call-\S+-bad incoming_call dead_lettered invalid_event: voip_token: not a hex string$"#,
+            "the invalid event's result, with its id")
+        has("^group producer-\(language) 3 results$", "the three results read through its own consumer group")
+        has("^feedback voip \(voipToken) Unregistered [0-9]+$", "the feedback for its VoIP token")
+        XCTAssertEqual(h.requests(voipToken).count, 1, "one VoIP push", file: file, line: line)
+        XCTAssertEqual(h.requests(alertToken).count, 1, "one alert push", file: file, line: line)
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1, "the invalid event is a dead letter", file: file, line: line)
+    }
+}

@@ -1,0 +1,13 @@
+import TestSupport
+@testable import PushgwCommands
+
+/// Output of a command, captured line by line.
+final class CapturedConsole {
+    var out: [String] = []
+    var err: [String] = []
+
+    func context(environment: [String: String] = [:], workingDirectory: String = TestScratch.root) -> CommandContext {
+        CommandContext(console: Console(out: { self.out.append($0) }, err: { self.err.append($0) }),
+                       environment: environment, workingDirectory: workingDirectory)
+    }
+}

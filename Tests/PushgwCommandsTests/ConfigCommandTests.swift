@@ -1,0 +1,58 @@
+import Foundation
+import GatewayTestSupport
+import TestSupport
+import XCTest
+@testable import PushgwCommands
+
+/// `pushgw config check` never prints a secret: not a key file's content, the Redis or
+/// sentinel password, nor the admin token, in its text or its JSON (config/README.md).
+final class ConfigCommandTests: XCTestCase {
+    var fixture: ConfigFixture!
+
+    override func setUpWithError() throws {
+        fixture = try ConfigFixture()
+        try fixture.makeSecrets()
+    }
+
+    override func tearDown() {
+        fixture.cleanUp()
+    }
+
+    func testNoMessageEverContainsASecretFileOrTheRedisPassword() throws {
+        let secretText = "TOPSECRET-9a8b7c-do-not-print"
+        try fixture.write("secrets/fake.p8", secretText + "\n" + secretText + "\n", mode: 0o644)
+        try fixture.write("secrets/fake.key", "-----BEGIN NOT A KEY-----\n" + secretText + "\n", mode: 0o644)
+        try fixture.write("secrets/pw", secretText, mode: 0o666)
+        try fixture.write("secrets/enc.p8", "-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + secretText + "\n", mode: 0o644)
+        try fixture.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "secrets/rsa.p8"])
+        try fixture.chmod("secrets/admin-token", 0o644)
+        var json = setting(ConfigFixture.example, "credentials.acme-key.key_file", "secrets/fake.p8")
+        json = setting(json, "credentials.beta-cert.key_file", "secrets/fake.key")
+        json = setting(json, "credentials.p12", ["p12_file": "secrets/pw", "password_file": "secrets/pw"])
+        json = setting(json, "credentials.enc", ["team_id": "ABCDE12345", "key_id": "KEY1234567", "key_file": "secrets/enc.p8"])
+        json = setting(json, "credentials.rsa", ["team_id": "ABCDE12345", "key_id": "KEY1234567", "key_file": "secrets/rsa.p8"])
+        json = setting(json, "redis.url", "redis//:\(secretText)@host:6379/0")
+        let report = try fixture.check(json)
+        XCTAssertGreaterThanOrEqual(report.problems.count, 6, report.problems.map(\.description).joined(separator: "\n"))
+        let rsaBody = try fixture.contents("secrets/rsa.p8").split(separator: "\n")[1]
+        let token = try fixture.contents("secrets/admin-token").trimmingCharacters(in: .whitespacesAndNewlines)
+        let console = CapturedConsole()
+        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
+        _ = pushgwMain(["config", "check", "--json", fixture.directory + "/pushgw.json"], context: console.context())
+        let everything = (report.problems.map(\.description) + console.out + console.err).joined(separator: "\n")
+        XCTAssertFalse(everything.contains("TOPSECRET"), "a secret file's contents or the Redis password leaked:\n\(everything)")
+        XCTAssertFalse(everything.contains(String(rsaBody.prefix(16))), "key material leaked")
+        XCTAssertFalse(everything.contains(token), "the admin token leaked")
+    }
+
+    func testNoMessageContainsTheSentinelPassword() throws {
+        let console = CapturedConsole()
+        try fixture.writeConfig(setting(ConfigFixture.example, "redis", [
+            "url": "redis://m/0",
+            "sentinel": ["master": "m", "addresses": ["bad address"], "password": "SENTINEL-SECRET"],
+        ]))
+        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
+        XCTAssertFalse((console.out + console.err).joined().contains("SENTINEL-SECRET"), "\(console.out)")
+        XCTAssertTrue(console.out.joined().contains("redis.sentinel.addresses.0"), "\(console.out)")
+    }
+}
