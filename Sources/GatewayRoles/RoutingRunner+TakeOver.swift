@@ -69,14 +69,7 @@ extension RoutingRunner {
             self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
             for app in swept {
                 guard let found = byApp[app.keys] else { continue }
-                let taken = found.entries.filter { self.live[self.key(app, $0.entry.id)] == nil }
-                if !taken.isEmpty {
-                    self.log.info("claimed back own pending entries", ["app": app.id, "count": taken.count])
-                    self.observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
-                }
-                self.stats.lostEntries += found.lostIDs.count
-                self.stats.claimed += taken.count
-                self.route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
+                self.routeTakenOver(found, app: app, "claimed back own pending entries")
             }
         }
     }
@@ -128,17 +121,8 @@ extension RoutingRunner {
                                           count: 1000, liveConsumers: liveSet,
                                           ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
                     if case let .success(found) = claimed {
-                        // Own entries this process is still routing may come back (claimed by the
-                        // own-idle rule): they are not new work.
-                        let taken = found.entries.filter { self.live[self.key(app, $0.entry.id)] == nil }
-                        if !taken.isEmpty {
-                            self.log.info("took over abandoned entries (of dead consumers, or left pending here after an error)",
-                                          ["app": app.id, "count": taken.count])
-                            self.observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
-                        }
-                        self.stats.lostEntries += found.lostIDs.count
-                        self.stats.claimed += taken.count
-                        self.route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
+                        self.routeTakenOver(found, app: app,
+                                            "took over abandoned entries (of dead consumers, or left pending here after an error)")
                         if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
                     } else {
                         self.stats.redisErrors += 1
@@ -151,5 +135,18 @@ extension RoutingRunner {
                 }
             }
         }
+    }
+
+    /// Routes the entries a take-over claimed, except those this process is still routing (a
+    /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).
+    private func routeTakenOver(_ found: ClaimResult, app: AppRuntime, _ message: String) {
+        let taken = found.entries.filter { live[key(app, $0.entry.id)] == nil }
+        if !taken.isEmpty {
+            log.info(message, ["app": app.id, "count": taken.count])
+            observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
+        }
+        stats.lostEntries += found.lostIDs.count
+        stats.claimed += taken.count
+        route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
     }
 }

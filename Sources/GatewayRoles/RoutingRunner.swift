@@ -238,14 +238,20 @@ package final class RoutingRunner {
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
         self.settings = settings
         self.log = log
-        readRetryTimer = LoopTimer(loop: loop) { [unowned self] in self.readNext() }
-        heartbeatTimer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
-        claimTimer = LoopTimer(loop: loop) { [unowned self] in self.claim() }
-        scheduleAgainTimer = LoopTimer(loop: loop) { [unowned self] in self.retrySchedulingSteps() }
-        recheckTimer = LoopTimer(loop: loop) { [unowned self] in self.recheckCopiesElsewhere() }
-        registerTimer = LoopTimer(loop: loop) { [unowned self] in self.registerAgain?(self) }
+        readRetryTimer = timer { $0.readNext() }
+        heartbeatTimer = timer { $0.beat() }
+        claimTimer = timer { $0.claim() }
+        scheduleAgainTimer = timer { $0.retrySchedulingSteps() }
+        recheckTimer = timer { $0.recheckCopiesElsewhere() }
+        registerTimer = timer { $0.registerAgain?($0) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
         store.onReadConnectionReconnected = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
+    }
+
+    /// A timer on the loop that runs `body` with this runner, held unowned: the runner owns its
+    /// timers, which go with it.
+    private func timer(_ body: @escaping (RoutingRunner) -> Void) -> LoopTimer {
+        LoopTimer(loop: loop) { [unowned self] in body(self) }
     }
 
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
@@ -291,7 +297,7 @@ package final class RoutingRunner {
             return
         }
         if drainTimer == nil {
-            drainTimer = LoopTimer(loop: loop) { [unowned self] in self.drainTick(deadline: deadline, done: done) }
+            drainTimer = timer { $0.drainTick(deadline: deadline, done: done) }
         }
         drainTimer?.schedule(afterMs: 20)
     }

@@ -218,4 +218,11 @@ final class LiveCallStateMachineTests: XCTestCase {
         _ = machine.onRecorded(outcome: .cancelled)
         XCTAssertFalse(machine.hasStarted, "gone")
     }
+
+    func testACancelEntryRoutesAtOnceEvenWhileACopyOfItsCallRoutesHere() {
+        var machine = LiveCallStateMachine()
+        XCTAssertEqual(machine.onLookupAnswered(.callCancelled, alreadyDone: false, cancelled: false, claimHolder: nil,
+                                                consumer: "me", copyRoutingHere: true),
+                       .startRouter(cancelled: false), "a call_cancelled entry never pushes: it records the cancellation now")
+    }
 }
