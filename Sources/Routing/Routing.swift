@@ -2,7 +2,8 @@
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // `RoutingRunner` (GatewayRoles) performs.
-// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallAction
+// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallCopies and
+// LiveCallStateMachine (an entry's stay in the router process, beside its copies), CallAction
 // (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output of

@@ -35,8 +35,9 @@ package final class RouterHarness {
     package let producer: RedisConnection
     /// The router's consumer name in the apps' groups.
     package let consumer: String
-    /// Every outcome recorded, in order, with its app.
-    package private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
+    /// The router's observer: every outcome recorded, in order, with its app.
+    package let outcomes = RecordedOutcomes()
+    package var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
 
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
@@ -95,7 +96,7 @@ package final class RouterHarness {
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
-        runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
+        runner.observations = outcomes
         runner.onRetryScheduled = { [unowned self] due in self.mover.retryScheduled(dueAtMs: due) }
         producer.start()
         store.start()
