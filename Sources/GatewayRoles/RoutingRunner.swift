@@ -39,7 +39,7 @@ package struct RoutingRunnerSettings: Sendable {
     var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
     var scheduleAgainAfterMs: Int64 = 250
-    /// How long a call's in-flight claim lasts (`AppKeys.result`, `InFlightClaim`), ms: longer than a call
+    /// How long a call's in-flight claim lasts (`AppKeys.result`), ms: longer than a call
     /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
     /// record). It is released as soon as the call leaves the process; the TTL only frees the
     /// claim of a process that died.

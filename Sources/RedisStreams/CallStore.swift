@@ -330,7 +330,7 @@ public final class CallStore {
     /// together): per event, the outcome already recorded for its id (read from its result
     /// key), whether it is cancelled, and since when its tokens are known invalid. Answers in
     /// the order of `queries`. A result key holding an in-flight
-    /// claim (`InFlightClaim`) or an invalid event's result is no outcome
+    /// claim (`AppKeys.result`) or an invalid event's result is no outcome
     /// (`ResultEntry.claimedOutcome`).
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's

@@ -5,8 +5,8 @@
 
 enum CallStoreLua {
     /// What a per-event result key (`AppKeys.result`) holds, shared by every script that reads
-    /// or writes one (`ResultEntry.claimedOutcome` and `InFlightClaim` read values the same way
-    /// in Swift): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
+    /// or writes one (`ResultEntry.claimedOutcome` reads values the same way in Swift, and the
+    /// lookup script returns a claim's holder): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
     /// (`isClaim`); or a result JSON, which starts with `{"outcome":"…",`. An invalid event's
     /// result (`dead_lettered` with reason `invalid_event: …`, `isProvisional`) claims nothing:
     /// a later event with its id takes the key over.
