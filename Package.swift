@@ -33,8 +33,7 @@ let package = Package(
                                                       "Routing", "DeadLetters", "OperatorsConsole", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
-                                                       "APNs", "APNsSimulator", "RedisStreams", "Routing", "Retry",
-                                                       "DeadLetters", "VisibleText", "OperatorsConsole"]),
+                                                       "APNs", "APNsSimulator", "RedisStreams", "DeadLetters", "VisibleText"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
         .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "RedisStreams", "Routing",

@@ -41,7 +41,7 @@ public struct ApnsClientConfiguration {
     /// return.
     public var reconnectCapWhileWaitingMs: Int64 = 1_000
 
-    public init(host: String, port: Int = APNsEnvironment.defaultPort, caFile: String? = nil,
+    public init(host: String, port: Int = ApnsEnvironment.defaultPort, caFile: String? = nil,
                 authentication: ApnsAuthentication) {
         self.host = host
         self.port = port
@@ -101,7 +101,8 @@ public struct ApnsClientStats: Equatable, Sendable {
 /// Lifecycle: create it on the loop, call `send` as often as needed (connections open on the
 /// first send), and `close()` it when done. Loop-owned: every method runs on the loop thread,
 /// and completions run there too. No push is left hanging: each `send` gets exactly one
-/// completion, an answer from APNs or an `ApnsClientError`, within `requestTimeoutMs`.
+/// completion, an answer from APNs or an `ApnsClientError`, within its two budgets of
+/// `requestTimeoutMs` (one to be written, one to be answered).
 /// A rejection (any non-200) is an answer, not an error.
 public final class ApnsClient: ApnsConnectionDelegate {
     public let configuration: ApnsClientConfiguration

@@ -1,33 +1,6 @@
 import CNGHTTP2
 import EventLoop
 
-/// The life of one connection to APNs. Pure: `ApnsConnection` applies I/O around it.
-///
-/// ```
-/// connecting ──TLS up──▶ awaitingSettings ──first SETTINGS──▶ active ──GOAWAY──▶ goingAway
-///      └──────────────── any failure ─────────────────────────────┴──────────────▶ closed
-/// ```
-/// Streams open only in `active`: nghttp2 assumes 100 concurrent streams until the peer's
-/// first SETTINGS, and APNs allows 1 at first (docs/architecture.md).
-enum ConnectionState: Equatable {
-    case connecting
-    case awaitingSettings
-    case active
-    /// The server sent GOAWAY: streams up to `lastStreamID` still get answers, none open.
-    case goingAway(lastStreamID: Int32)
-    case closed
-
-    /// True when new streams may be opened.
-    var acceptsStreams: Bool { self == .active }
-    /// True when the pool should count this connection as one of its live ones.
-    var isLive: Bool {
-        switch self {
-        case .connecting, .awaitingSettings, .active: return true
-        case .goingAway, .closed: return false
-        }
-    }
-}
-
 /// What a connection tells its pool. Called on the loop, never from inside nghttp2 (events
 /// raised during a callback are delivered once nghttp2 returns).
 protocol ApnsConnectionDelegate: AnyObject {
@@ -50,10 +23,13 @@ protocol ApnsConnectionDelegate: AnyObject {
 ///
 /// Loop-owned. Keeps its own table of in-flight streams because `nghttp2_session_del` does
 /// not report the streams it drops; every push it takes ends in exactly one delegate call.
+/// Its life is `StateMachine` (ApnsConnection+StateMachine.swift); the callbacks below feed it
+/// events and `run(_:)` performs what it answers.
 final class ApnsConnection: TLSStreamDelegate {
     let id: Int
     private unowned(unsafe) let delegate: ApnsConnectionDelegate
-    private(set) var state: ConnectionState = .connecting
+    private var machine = StateMachine()
+    var state: StateMachine.State { machine.state }
     private var stream: TLSStream?
     private var session: OpaquePointer?
     private var streams = InFlightTable()
@@ -93,7 +69,7 @@ final class ApnsConnection: TLSStreamDelegate {
         do {
             stream = try TLSStream.connect(loop: loop, context: tls, host: host, port: port, delegate: self)
         } catch {
-            finish(reason: error.message, notify: true)
+            run(machine.onFailure(reason: error.message))
         }
     }
 
@@ -185,55 +161,36 @@ final class ApnsConnection: TLSStreamDelegate {
 
     /// Sends a PING; its ACK proves the peer is alive.
     func ping(nowMs: Int64) {
-        guard let session, pingSentMs == nil, state != .closed else { return }
+        guard let session, pingSentMs == nil else { return }
         nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
         pingSentMs = nowMs
         flush()
     }
 
     /// True until the first SETTINGS arrived: TCP, TLS or HTTP/2 set-up still under way.
-    var isConnecting: Bool { state == .connecting || state == .awaitingSettings }
+    var isConnecting: Bool { state.isConnecting }
 
     /// Gives up a connect that is taking too long; the pool hears `connectionClosed`.
     func abandonConnect(reason: String) {
-        guard isConnecting else { return }
-        fail(reason: reason)
+        run(machine.onConnectTimedOut(reason: reason))
     }
 
     /// Closes now. Pushes still in flight are reported lost (they may have been delivered),
     /// those never written are returned. `graceful` sends GOAWAY first.
     func close(reason: String, graceful: Bool) {
-        if graceful, let session, state != .closed {
+        // GOAWAY leaves before the machine closes: nghttp2 may close the streams it had not
+        // sent yet inside this flush, and those are settled like any other stream.
+        if graceful, let session {
             nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
             if let stream { _ = HTTP2Wire.flush(session, to: stream) }
         }
-        finish(reason: reason, notify: false)
+        run(machine.onCloseRequested(reason: reason))
     }
 
     // MARK: TLSStreamDelegate
 
     func tlsStreamDidConnect(_ stream: TLSStream) {
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        installCallbacks(callbacks)
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        defer { nghttp2_option_del(option) }
-        // Until the first SETTINGS, assume APNs' starting limit of one stream.
-        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
-        var session: OpaquePointer?
-        guard nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option) == 0 else {
-            fail(reason: "nghttp2_session_client_new failed")
-            return
-        }
-        self.session = session
-        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-                        nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)]
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        state = .awaitingSettings
-        lastReadMs = Clock.monotonicMs()
-        flush()
+        run(machine.onTransportConnected())
     }
 
     func tlsStream(_ stream: TLSStream, didRead bytes: UnsafeRawBufferPointer) {
@@ -252,7 +209,52 @@ final class ApnsConnection: TLSStreamDelegate {
     func tlsStreamDidDrainOutput(_ stream: TLSStream) { flush() }
 
     func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?) {
-        finish(reason: reason ?? "closed by APNs", notify: true)
+        fail(reason: reason ?? "closed by APNs")
+    }
+
+    // MARK: Performing the machine's actions
+
+    /// Does what the machine decided: the only place where its state becomes I/O or a report
+    /// to the pool.
+    private func run(_ action: StateMachine.Action) {
+        switch action {
+        case .none:
+            break
+        case .openSession:
+            openSession()
+        case .reportCapacity:
+            capacityChanged = true
+        case .reportGoingAway(let reason):
+            goAwayReason = .some(reason)
+        case .close(let closing):
+            tearDown(closing)
+        }
+    }
+
+    private func fail(reason: String) { run(machine.onFailure(reason: reason)) }
+
+    /// Creates the nghttp2 client session on the connected transport and sends our SETTINGS.
+    private func openSession() {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        installCallbacks(callbacks)
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // Until the first SETTINGS, assume APNs' starting limit of one stream.
+        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
+        var session: OpaquePointer?
+        guard nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(self).toOpaque(), option) == 0 else {
+            fail(reason: "nghttp2_session_client_new failed")
+            return
+        }
+        self.session = session
+        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+                        nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        lastReadMs = Clock.monotonicMs()
+        flush()
     }
 
     // MARK: nghttp2 callbacks
@@ -317,16 +319,14 @@ final class ApnsConnection: TLSStreamDelegate {
                 let announced = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
                 peakAnnouncedStreams = max(peakAnnouncedStreams, announced)
             }
-            if state == .awaitingSettings { state = .active }
-            capacityChanged = true
+            run(machine.onSettingsReceived())
         case UInt8(NGHTTP2_GOAWAY.rawValue):
             let goaway = frame.pointee.goaway
             let text = goaway.opaque_data_len > 0
                 ? String(decoding: UnsafeBufferPointer(start: goaway.opaque_data, count: goaway.opaque_data_len), as: UTF8.self)
                 : nil
             let reason = text.map { ErrorBody.stringValue(of: "reason", in: Array($0.utf8)) ?? $0 }
-            if state != .closed { state = .goingAway(lastStreamID: goaway.last_stream_id) }
-            goAwayReason = .some(reason)
+            run(machine.onGoAwayReceived(lastStreamID: goaway.last_stream_id, reason: reason))
         case UInt8(NGHTTP2_PING.rawValue) where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
             pingSentMs = nil
         default:
@@ -337,19 +337,14 @@ final class ApnsConnection: TLSStreamDelegate {
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let push = push(on: streamID), streams.remove(push) else { return }
         capacityChanged = true
-        if push.status != 0 {
-            answered.append((push, push.response()))
-        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || !push.headersSent || isAboveGoAway(streamID) {
-            returned.append(push)
-        } else {
+        switch machine.onStreamClosed(streamID, hasStatus: push.status != 0, refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue,
+                                      headersSent: push.headersSent) {
+        case .answered: answered.append((push, push.response()))
+        case .returned: returned.append(push)
+        case .lost:
             lost.append(push)
             lostReason = "stream reset by APNs (HTTP/2 error \(errorCode))"
         }
-    }
-
-    private func isAboveGoAway(_ streamID: Int32) -> Bool {
-        if case let .goingAway(last) = state { return streamID > last }
-        return false
     }
 
     private func readPayload(streamID: Int32, into buf: UnsafeMutablePointer<UInt8>, length: Int,
@@ -400,42 +395,33 @@ final class ApnsConnection: TLSStreamDelegate {
             capacityChanged = false
             if state.acceptsStreams { delegate.connectionHasCapacity(self) }
         }
-        if case .goingAway = state, streams.isEmpty {
-            close(reason: "drained after GOAWAY", graceful: false)
-            delegate.connectionClosed(self, reason: "GOAWAY", wasReady: true)
-        }
+        run(machine.onEventsDelivered(inFlight: streams.count))
     }
 
-    private func fail(reason: String) { finish(reason: reason, notify: true) }
-
-    /// Tears down the session and the stream and settles every push still held.
-    private func finish(reason: String, notify: Bool) {
-        guard state != .closed else { return }
-        let wasReady: Bool
-        switch state {
-        case .active, .goingAway: wasReady = true
-        default: wasReady = false
-        }
-        let goingAwayLast: Int32? = { if case let .goingAway(l) = state { return l }; return nil }()
-        state = .closed
+    /// Tears down the session and the stream, settles every push still held, delivers what
+    /// was collected and tells the pool when the machine says so.
+    private func tearDown(_ closing: StateMachine.Closing) {
         stream?.close()
         stream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
         for push in streams.removeAll().sorted(by: { $0.streamID < $1.streamID }) {
-            let id = push.streamID
-            if push.status != 0 {
+            switch StateMachine.outcome(ofStream: push.streamID, hasStatus: push.status != 0, refused: false,
+                                        headersSent: push.headersSent, lastProcessedStreamID: closing.lastProcessedStreamID) {
+            case .answered:
                 // Headers came but the body did not: the status alone still tells the outcome.
                 answered.append((push, push.response()))
-            } else if !push.headersSent || (goingAwayLast.map { id > $0 } ?? false) {
+            case .returned:
                 returned.append(push)
-            } else {
+            case .lost:
                 lost.append(push)
-                lostReason = reason
+                lostReason = closing.reason
             }
         }
         capacityChanged = false
         deliverEvents()
-        if notify { delegate.connectionClosed(self, reason: reason, wasReady: wasReady) }
+        if let report = closing.report {
+            delegate.connectionClosed(self, reason: report.reason, wasReady: report.wasReady)
+        }
     }
 }

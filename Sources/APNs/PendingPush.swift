@@ -68,11 +68,11 @@ final class PendingPush {
     /// The typed answer from what the stream received. The body is APNs' JSON error
     /// (`{"reason": …, "timestamp": ms}`), empty on success.
     func response() -> PushNotificationResponse {
-        var reason: APNsReason?
+        var reason: ApnsReason?
         var timestamp: Int64?
         if status != 200 {
             let parsed = ErrorBody.parse(body)
-            reason = parsed.reason.map { APNsReason(text: $0, status: status) }
+            reason = parsed.reason.map { ApnsReason(text: $0, status: status) }
             if status == 410 { timestamp = parsed.timestampMs }
         }
         return PushNotificationResponse(status: status, reason: reason, apnsID: apnsID,

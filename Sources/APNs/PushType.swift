@@ -59,14 +59,14 @@ public enum Priority: Int, Sendable, CaseIterable {
 }
 
 /// Which APNs service: production or the sandbox (development) one.
-public enum APNsEnvironment: String, Sendable, CaseIterable {
+public enum ApnsEnvironment: String, Sendable, CaseIterable {
     case production, sandbox
 
     /// Apple's host for this environment.
     public var defaultHost: String {
         self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
     }
-    /// Port 443; 2197 is the documented alternative for firewalls that block other HTTPS.
+    /// Port 443 (Apple documents 2197 as the alternative for firewalls that block other
+    /// HTTPS; set it with the endpoint's port).
     public static let defaultPort = 443
-    public static let alternativePort = 2197
 }

@@ -40,7 +40,7 @@ final class ProviderTokenVerifier {
     }
 
     /// nil when `authorization` carries a valid, fresh token; otherwise the reason APNs gives.
-    func check(authorization: String?, nowSeconds: Int64) -> APNsReason? {
+    func check(authorization: String?, nowSeconds: Int64) -> ApnsReason? {
         guard let authorization, !authorization.isEmpty else { return .missingProviderToken }
         let prefix = "bearer "
         guard authorization.utf8.count > prefix.utf8.count,

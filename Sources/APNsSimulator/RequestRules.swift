@@ -19,7 +19,7 @@ struct IncomingRequest {
 /// A value a rule extracted from a request, or the reason APNs would refuse the request.
 enum Checked<Value> {
     case passed(Value)
-    case rejected(APNsReason)
+    case rejected(ApnsReason)
 }
 
 /// The simulator's verdict on one request, with what it learned on the way (for the log).
@@ -48,7 +48,7 @@ enum RequestRules {
     }
 
     /// Headers APNs reads that arrived more than once make the request ambiguous.
-    static func duplicateHeaders(_ request: IncomingRequest) -> APNsReason? {
+    static func duplicateHeaders(_ request: IncomingRequest) -> ApnsReason? {
         var seen = Set<String>()
         for h in request.headers where h.name.hasPrefix("apns-") || h.name == "authorization" {
             if !seen.insert(h.name).inserted { return .duplicateHeaders }
@@ -70,7 +70,7 @@ enum RequestRules {
 
     /// Whether `topic` is right for `type`. With a certificate the topic must be that app's;
     /// with a token it must belong to one of `bundleIDs` (any app when empty).
-    static func topic(_ topic: String, type: PushType, certificateBundle: String?, bundleIDs: [String]) -> APNsReason? {
+    static func topic(_ topic: String, type: PushType, certificateBundle: String?, bundleIDs: [String]) -> ApnsReason? {
         if let certificateBundle {
             // Certificate connections support only a subset of push types (Apple, "Sending…").
             if type.requiresTokenAuth { return .topicDisallowed }
@@ -84,7 +84,7 @@ enum RequestRules {
 
     /// The checks of `apns-priority`, `apns-id`, `apns-collapse-id`, `apns-expiration` and the
     /// payload size, in that order.
-    static func fields(_ request: IncomingRequest, type: PushType) -> APNsReason? {
+    static func fields(_ request: IncomingRequest, type: PushType) -> ApnsReason? {
         if let text = request.header("apns-priority") {
             guard let n = Int(text), let priority = Priority(rawValue: n), type.allows(priority) else { return .badPriority }
         }
@@ -121,7 +121,7 @@ struct RequestJudge {
             verdict.outcome = fault
             return verdict
         }
-        func reject(_ reason: APNsReason) -> Verdict {
+        func reject(_ reason: ApnsReason) -> Verdict {
             verdict.outcome = .answer(reason)
             return verdict
         }

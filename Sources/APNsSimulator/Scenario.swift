@@ -117,7 +117,7 @@ public struct ScenarioParseError: Error, Equatable, Sendable, CustomStringConver
 /// What the simulator does with a request that passed validation.
 enum Outcome: Equatable {
     /// Answer now: 200 when `reason` is nil.
-    case answer(APNsReason?)
+    case answer(ApnsReason?)
     /// Answer 200 after `ms` milliseconds.
     case answerLater(ms: Int)
     /// Keep the stream open and never answer.

@@ -1,7 +1,7 @@
 import EventLoop
 import Glibc
 
-/// The `pushgw simulator --config FILE [--port N]` verb: runs an `APNsSimulator` on its own
+/// The `pushgw simulator --config FILE [--port N]` verb: runs an `ApnsSimulator` on its own
 /// loop until SIGTERM or SIGINT.
 ///
 /// Once listening it prints one JSON line, `{"listening":"127.0.0.1:PORT"}`, so a script can
@@ -20,9 +20,9 @@ public func runSimulatorCommand(arguments: [String]) -> Int32 {
     }
     let loop = EventLoop()
     defer { loop.close() }
-    let simulator: APNsSimulator
+    let simulator: ApnsSimulator
     do {
-        simulator = try APNsSimulator(loop: loop, config: config)
+        simulator = try ApnsSimulator(loop: loop, config: config)
         try simulator.start()
     } catch {
         printError("pushgw simulator: \(error)")

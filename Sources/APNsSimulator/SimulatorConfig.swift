@@ -1,12 +1,12 @@
 import Foundation
 
-/// Everything an `APNsSimulator` needs to start: where to listen, its TLS identity, the
+/// Everything an `ApnsSimulator` needs to start: where to listen, its TLS identity, the
 /// credentials it accepts, the scenarios it plays and its connection-level faults.
 /// Build it in code or read it with `load(jsonFile:)` (format in docs/simulator.md).
 public struct SimulatorConfig: Sendable, Equatable {
     /// IPv4 address to listen on. Only loopback makes sense: this is a test double.
     public var host: String = "127.0.0.1"
-    /// Port to listen on; 0 picks a free one (read it back from `APNsSimulator.port`).
+    /// Port to listen on; 0 picks a free one (read it back from `ApnsSimulator.port`).
     public var port: Int = 0
     /// PEM server certificate (chain) and its key.
     public var certFile: String
@@ -37,7 +37,7 @@ public struct SimulatorConfig: Sendable, Equatable {
     public var sandbox: Bool = false
     /// A JWT whose `iat` is older than this gets 403 ExpiredProviderToken (Apple: one hour).
     public var maxTokenAgeSeconds: Int = 3600
-    /// How many recent requests `APNsSimulator.recorded` keeps, with headers and body.
+    /// How many recent requests `ApnsSimulator.recorded` keeps, with headers and body.
     public var recordLimit: Int = 256
 
     public init(certFile: String, keyFile: String) {

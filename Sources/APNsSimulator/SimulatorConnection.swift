@@ -18,7 +18,7 @@ final class SimulatorConnection: TLSStreamDelegate {
     /// What the connection knows of one open stream.
     private struct StreamState {
         var request = IncomingRequest()
-        /// The body, kept up to `APNsSimulator.maxRecordedBody` bytes.
+        /// The body, kept up to `ApnsSimulator.maxRecordedBody` bytes.
         var body: [UInt8] = []
         /// Set once judged: the `apns-id` of the answer.
         var apnsID: String?
@@ -30,7 +30,7 @@ final class SimulatorConnection: TLSStreamDelegate {
     }
 
     let id: Int
-    private unowned let server: APNsSimulator
+    private unowned let server: ApnsSimulator
     private var stream: TLSStream?
     private var session: OpaquePointer?
     private var streams: [Int32: StreamState] = [:]
@@ -53,7 +53,7 @@ final class SimulatorConnection: TLSStreamDelegate {
     static let lingerMs = 1000
 
     /// Creates the nghttp2 session and queues the server's first SETTINGS; `attach` adds the stream.
-    init(id: Int, server: APNsSimulator) {
+    init(id: Int, server: ApnsSimulator) {
         self.id = id
         self.server = server
         let callbacks = Self.makeCallbacks()
@@ -120,7 +120,7 @@ final class SimulatorConnection: TLSStreamDelegate {
     }
 
     /// Submits `:status`, `apns-id` (and in sandbox `apns-unique-id`), plus a JSON body for a rejection.
-    private func submitAnswer(streamID: Int32, reason: APNsReason?, apnsID: String) {
+    private func submitAnswer(streamID: Int32, reason: ApnsReason?, apnsID: String) {
         guard let session else { return }
         var headers = HeaderList()
         headers.add(":status", String(reason?.status ?? 200))
@@ -176,7 +176,7 @@ final class SimulatorConnection: TLSStreamDelegate {
     private func bodyChunk(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
         guard streams[streamID] != nil else { return }
         streams[streamID]!.request.bodyCount += bytes.count
-        let room = APNsSimulator.maxRecordedBody - streams[streamID]!.body.count
+        let room = ApnsSimulator.maxRecordedBody - streams[streamID]!.body.count
         if room > 0 { streams[streamID]!.body.append(contentsOf: bytes.prefix(room)) }
     }
 

@@ -27,7 +27,7 @@ public struct SimulatorStats: Sendable, Equatable {
     public func count(status: Int) -> Int { statusCounts[status, default: 0] }
 }
 
-/// One judged request with its headers and body, as kept by `APNsSimulator.recorded`.
+/// One judged request with its headers and body, as kept by `ApnsSimulator.recorded`.
 public struct RecordedRequest: Sendable, Equatable {
     /// A header field as received.
     public struct Header: Sendable, Equatable {
@@ -44,14 +44,14 @@ public struct RecordedRequest: Sendable, Equatable {
     public let token: String?
     /// Regular header fields in arrival order (pseudo-headers are `method` and `path`).
     public let headers: [Header]
-    /// The body, up to `APNsSimulator.maxRecordedBody` bytes.
+    /// The body, up to `ApnsSimulator.maxRecordedBody` bytes.
     public let body: [UInt8]
     /// Bytes of body received.
     public let bodyCount: Int
     /// The status sent (or to be sent); nil for a blackholed request.
     public let status: Int?
     /// The reason sent; nil for 200 and blackholed requests.
-    public let reason: APNsReason?
+    public let reason: ApnsReason?
     /// The `apns-id` of the answer (the request's or a generated one).
     public let apnsID: String
 

@@ -83,7 +83,7 @@ package enum AdminAccess: Equatable, Sendable {
     case closed
 
     /// The paths anyone may read.
-    package static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
+    static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
 
     package static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
         if openPaths.contains(path) { return .open }

@@ -19,7 +19,7 @@ package struct AdminRequest: Equatable, Sendable {
     package var peer: String?
 
     /// The headers the server copies for the operators' console.
-    package static let consoleHeaderNames = ConsoleRequest.headerNames
+    static let consoleHeaderNames = ConsoleRequest.headerNames
 
     package init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
                 body: [UInt8] = [], peer: String? = nil) {
@@ -56,7 +56,7 @@ package struct AdminResponse: Equatable, Sendable {
     }
 
     /// The HTTP reason phrase of `status`.
-    package var reasonPhrase: String {
+    var reasonPhrase: String {
         switch status {
         case 200: return "OK"
         case 303: return "See Other"

@@ -42,7 +42,7 @@ package final class AdminServer {
         /// within this many of the process's limit is closed at once.
         package var reservedDescriptors = 128
         /// How long accepting pauses after a failed accept or a connection refused for the reserve.
-        package var pauseMs: Int64 = 1_000
+        var pauseMs: Int64 = 1_000
 
         package init() {}
     }
@@ -53,9 +53,9 @@ package final class AdminServer {
         /// Connections closed because no whole request arrived in time.
         package var closedAtDeadline = 0
         /// Connections closed at once to keep the descriptor reserve.
-        package var refusedForReserve = 0
+        var refusedForReserve = 0
         /// `accept` failures (the listener then pauses).
-        package var acceptFailures = 0
+        var acceptFailures = 0
         /// Times the listener stopped at the connection cap.
         package var stopsAtCap = 0
     }
@@ -80,11 +80,11 @@ package final class AdminServer {
     private var listening = true
     package private(set) var stats = Stats()
     /// The port actually bound (useful with port 0); nil until `bind` succeeds.
-    package private(set) var boundPort: Int?
+    private(set) var boundPort: Int?
 
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
-    package static let maxHeadersBytes = 8 * 1024
-    package static let maxBodyBytes = 64 * 1024
+    static let maxHeadersBytes = 8 * 1024
+    static let maxBodyBytes = 64 * 1024
     /// Idle connections and slow requests or replies are dropped after this many seconds (by
     /// default; evhttp's own timeout, beside the request deadline of `Limits`).
     package static let timeoutSeconds: Int32 = 10

@@ -12,10 +12,14 @@ import GatewayConfiguration
 import GatewayRoles
 import OperatorsConsole
 import RedisStreams
+import Routing
 
 /// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and
 /// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
 /// the Redis probe; reads everything else from the service's objects at scrape time.
+///
+/// It is the router's `RouterObservations` (the owner sets `RoutingRunner.observations` to it):
+/// what the router reports goes to the metrics and to the console's live figures.
 ///
 /// Lifecycle: create it with the service's objects, `start()` before the loop runs, `close()`
 /// after it stopped. A port already in use does not stop the gateway: the error is logged and
@@ -39,7 +43,7 @@ package final class GatewayAdmin {
         package init() {}
     }
 
-    /// The metrics; also the router's `RouterObservations`.
+    /// The metrics, fed by the router through this endpoint's `RouterObservations`.
     package let metrics = GatewayMetrics()
     /// Set while the service drains: `/readyz` then answers 503.
     package var draining = false
@@ -90,7 +94,7 @@ package final class GatewayAdmin {
     /// The port the endpoint listens on; nil while it is not bound.
     package var port: Int? { server?.boundPort }
 
-    /// Reads the token, starts the probe, observes recorded outcomes and listens.
+    /// Reads the token, opens the console, starts the probe and listens.
     package func start() {
         loop.assertInLoop()
         var token: AdminToken?
@@ -118,15 +122,6 @@ package final class GatewayAdmin {
             }
             console.handle(request, answer: answer)
         }
-        if let runner {
-            runner.observations = metrics
-            let previous = runner.onRecorded
-            runner.onRecorded = { [metrics, console] app, record in
-                metrics.callRecorded(app: app, record: record)
-                console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
-                previous?(app, record)
-            }
-        }
         probe.start()
         guard let endpoint = Endpoint(parsing: config.listen) else {
             // `config check` refuses such a value; reaching here means a config built in code.
@@ -143,7 +138,7 @@ package final class GatewayAdmin {
                                     "admin_api": token == nil ? "closed" : "open"])
     }
 
-    /// Stops listening and probing. The runner's `onRecorded` keeps feeding the metrics,
+    /// Stops listening and probing. What the router still reports keeps feeding the metrics,
     /// which is harmless.
     package func close() {
         rebindTimer?.close()
@@ -261,6 +256,29 @@ package final class GatewayAdmin {
         object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+    }
+}
+
+extension GatewayAdmin: RouterObservations {
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {
+        metrics.eventsReceived(app: app, claimed: claimed, count: count)
+    }
+
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        metrics.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        metrics.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    package func fallback(app: String, cause: FallbackCause) {
+        metrics.fallback(app: app, cause: cause)
+    }
+
+    package func callRecorded(app: String, record: OutcomeRecord) {
+        metrics.callRecorded(app: app, record: record)
+        console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
     }
 }
 

@@ -18,10 +18,10 @@ package final class GatewayMetrics: RouterObservations {
 
     /// Upper bounds of the APNs answer latency, seconds: APNs answers in tens of ms; a
     /// second or more means a slow or overloaded path.
-    package static let apnsLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let apnsLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     /// Upper bounds of the XADD-to-answer latency, seconds: from a few ms for a direct VoIP
     /// push to minutes for an alert that needed retries.
-    package static let eventLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+    static let eventLatencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
 
     // MARK: Events (pushed)
     let eventsReceived: CounterFamily
@@ -357,9 +357,9 @@ package struct GatewaySnapshot {
     /// App id → its stream's length and pending count, for apps read lately.
     package var backlog: [String: Backlog] = [:]
     /// App id → dead letters the next retention run will remove (deadletters role only).
-    package var deadLettersToTrim: [String: Int64] = [:]
+    var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age and by count.
-    package var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
+    var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
 
     package init() {}
 }

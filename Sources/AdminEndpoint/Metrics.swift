@@ -245,7 +245,7 @@ package enum PrometheusText {
     }
 
     /// A label value inside double quotes: backslash, double quote and line feed escaped.
-    package static func escapeLabelValue(_ value: String) -> String {
+    static func escapeLabelValue(_ value: String) -> String {
         guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else {
             return value
         }
@@ -262,7 +262,7 @@ package enum PrometheusText {
     }
 
     /// A HELP text: backslash and line feed escaped (double quotes stay).
-    package static func escapeHelp(_ text: String) -> String {
+    static func escapeHelp(_ text: String) -> String {
         text.replacingAll("\\", with: "\\\\").replacingAll("\n", with: "\\n")
     }
 

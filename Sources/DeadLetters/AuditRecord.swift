@@ -20,13 +20,13 @@ public struct AuditRecord: Sendable {
     /// The filters of a bulk action (`--all`); nil when ids were named.
     public var filter: DeadLetterFilter?
     /// Other options worth keeping (`rate`, …), in order.
-    public var options: [(String, JSONValue)]
+    public var options: [(String, OrderedJSON)]
 
     /// At most this many ids go into the stream's `ids` field (the count is always exact).
     public static let maxIDs = 100
 
     public init(timeMs: Int64, verb: String, user: String, sudoUser: String? = nil, ids: [String], requested: Int,
-                done: Int, filter: DeadLetterFilter?, options: [(String, JSONValue)] = []) {
+                done: Int, filter: DeadLetterFilter?, options: [(String, OrderedJSON)] = []) {
         self.timeMs = timeMs
         self.verb = verb
         self.user = user
@@ -38,15 +38,15 @@ public struct AuditRecord: Sendable {
         self.options = options
     }
 
-    private var shownIDs: JSONValue {
-        var list = ids.prefix(AuditRecord.maxIDs).map { JSONValue.string($0) }
+    private var shownIDs: OrderedJSON {
+        var list = ids.prefix(AuditRecord.maxIDs).map { OrderedJSON.string($0) }
         if ids.count > AuditRecord.maxIDs { list.append(.string("… \(ids.count - AuditRecord.maxIDs) more")) }
         return .array(list)
     }
 
     /// The record as one JSON object (the log line's fields).
-    public var json: JSONValue {
-        var fields: [(String, JSONValue)] = [("time_ms", .int(timeMs)), ("verb", .string(verb)), ("user", .string(user))]
+    public var json: OrderedJSON {
+        var fields: [(String, OrderedJSON)] = [("time_ms", .int(timeMs)), ("verb", .string(verb)), ("user", .string(user))]
         if let sudoUser { fields.append(("sudo_user", .string(sudoUser))) }
         fields += [("requested", .int(requested)), ("done", .int(done)), ("ids", shownIDs),
                    ("filters", filter?.json ?? .null), ("options", .object(options))]
@@ -58,7 +58,7 @@ public struct AuditRecord: Sendable {
         var fields = [("time_ms", String(timeMs)), ("verb", verb), ("user", user)]
         if let sudoUser { fields.append(("sudo_user", sudoUser)) }
         fields += [("requested", String(requested)), ("done", String(done)), ("ids", shownIDs.text),
-                   ("filters", (filter?.json ?? .null).text), ("options", JSONValue.object(options).text)]
+                   ("filters", (filter?.json ?? .null).text), ("options", OrderedJSON.object(options).text)]
         return fields
     }
 }

@@ -66,8 +66,8 @@ public struct DeadLetterFilter: Equatable, Sendable {
     }
 
     /// The filters as an ordered JSON object (for audit records), absent ones left out.
-    public var json: JSONValue {
-        var fields: [(String, JSONValue)] = []
+    public var json: OrderedJSON {
+        var fields: [(String, OrderedJSON)] = []
         if let apps { fields.append(("app", .array(apps.map { .string($0) }))) }
         if let reason { fields.append(("reason", .string(reason))) }
         if let callID { fields.append(("call", .string(callID))) }

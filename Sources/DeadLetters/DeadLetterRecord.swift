@@ -219,7 +219,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
     // MARK: JSON output
 
     /// The one-line summary of `pushgw dead list --json`.
-    public func summaryJSON(nowMs: Int64) -> JSONValue {
+    public func summaryJSON(nowMs: Int64) -> OrderedJSON {
         .object([
             ("id", .string(id)), ("app", .string(app)), ("time_ms", .int(deadAtMs)),
             ("age_s", .int(max(0, nowMs - deadAtMs) / 1000)), ("reason", .string(reason)),
@@ -233,7 +233,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
     /// `attempts` (each with its round) and `event` (the event as JSON when it is valid JSON,
     /// else its text as a string; when its bytes are not UTF-8, that text has U+FFFD for each
     /// bad sequence and `event_base64` follows with the exact bytes).
-    public func detailJSON(nowMs: Int64) -> JSONValue {
+    public func detailJSON(nowMs: Int64) -> OrderedJSON {
         guard case var .object(fields) = summaryJSON(nowMs: nowMs) else { preconditionFailure("summary is an object") }
         fields.append(("rounds", .array(rounds.map { r in
             .object([("round", .int(r.round)), ("dead_id", .string(r.deadEntryID)), ("reason", .string(r.reason)),
@@ -253,8 +253,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
 
 extension DeadLetterAttempt {
     /// `{"t","channel","token","status","reason","error","apns_id"[,"round"]}`.
-    func json(withRound: Bool) -> JSONValue {
-        var fields: [(String, JSONValue)] = [
+    func json(withRound: Bool) -> OrderedJSON {
+        var fields: [(String, OrderedJSON)] = [
             ("t", .int(timeMs)), ("channel", .string(channel)), ("token", .string(token)), ("status", .int(status)),
             ("reason", .string(reason)), ("error", .string(error)), ("apns_id", .string(apnsID)),
         ]
@@ -294,7 +294,7 @@ public struct ReplayHistory: Equatable, Sendable {
     }
 
     public var json: String {
-        JSONValue.object([("rounds", .array(rounds.map { r in
+        OrderedJSON.object([("rounds", .array(rounds.map { r in
             .object([("round", .int(r.round)), ("dead_id", .string(r.deadEntryID)), ("reason", .string(r.reason)),
                      ("first_failure_ms", .int(r.firstFailureMs)), ("last_failure_ms", .int(r.lastFailureMs)),
                      ("attempts", .array(r.attempts.map { $0.json(withRound: false) }))])

@@ -3,10 +3,13 @@
 // retention, and the audit of what operators did.
 // Owns: what happens to an event a human must look at. Must not decide routing: a replayed
 // event goes back to the calls stream and the router decides again.
-// Files: DeadLetterRecord (one dead letter read back, joined with its replay history),
-// ReplayHistory (the ledger's JSON), DeadLetterFilter, EventDigest, ReplayPacer (rate
-// limit), AuditRecord, JSONOutput (ordered JSON and pretty printing), DeadLetterRetention
-// (the retention runner). Redis commands and scripts live in RedisStreams' DeadLetterStore.
+// Files: DeadLetterRecord (one dead letter read back, joined with its replay history, and
+// `ReplayHistory`, the ledger's JSON), DeadLetterOperations (listing, finding, replay, purge,
+// counts and the audit stream, for the command line and the console alike), DeadLetterFilter,
+// DeadLetterReference (naming one dead letter), TimeArgument (`--since`/`--older-than` values),
+// DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), AuditRecord,
+// JSONOutput (ordered JSON and pretty printing), DeadLetterRetention (the retention runner).
+// Redis commands and scripts live in RedisStreams' DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).
 public struct DeadLetterRetentionPolicy: Equatable, Sendable {

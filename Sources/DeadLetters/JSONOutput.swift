@@ -2,20 +2,20 @@ import Foundation
 
 /// A JSON value for output whose key order is part of the format (scripts read `--json`
 /// lines; people read the same keys in the same order every time).
-public indirect enum JSONValue: Sendable {
+public indirect enum OrderedJSON: Sendable {
     case null
     case bool(Bool)
     case int(Int64)
     case string(String)
-    case array([JSONValue])
-    case object([(String, JSONValue)])
+    case array([OrderedJSON])
+    case object([(String, OrderedJSON)])
     /// JSON text inserted as is; the caller guarantees it is valid JSON.
     case raw(String)
 
     /// An optional string, `null` when nil.
-    public static func string(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }
+    public static func string(_ s: String?) -> OrderedJSON { s.map { .string($0) } ?? .null }
     /// An optional integer, `null` when nil.
-    public static func int<N: BinaryInteger>(_ n: N?) -> JSONValue { n.map { .int(Int64($0)) } ?? .null }
+    public static func int<N: BinaryInteger>(_ n: N?) -> OrderedJSON { n.map { .int(Int64($0)) } ?? .null }
 
     /// Compact text, keys in the order given.
     public var text: String {
@@ -29,7 +29,7 @@ public indirect enum JSONValue: Sendable {
         case .null: out += "null"
         case let .bool(b): out += b ? "true" : "false"
         case let .int(n): out += String(n)
-        case let .string(s): JSONValue.quote(s, into: &out)
+        case let .string(s): OrderedJSON.quote(s, into: &out)
         case let .raw(text): out += text
         case let .array(items):
             out += "["
@@ -42,7 +42,7 @@ public indirect enum JSONValue: Sendable {
             out += "{"
             for (i, (key, value)) in fields.enumerated() {
                 if i > 0 { out += "," }
-                JSONValue.quote(key, into: &out)
+                OrderedJSON.quote(key, into: &out)
                 out += ":"
                 value.write(to: &out)
             }

@@ -20,13 +20,13 @@ import RedisStreams
 package struct GatewayConfig: Equatable, Sendable {
     package var redis: RedisConfig
     package var admin: AdminConfig
-    package var apns: APNsConfig
+    package var apns: ApnsConfig
     /// Credentials by name; apps refer to them by that name, so one team's key serves many apps.
     package var credentials: [String: Credential]
     /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
     package var apps: [String: AppConfig]
 
-    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: APNsConfig = APNsConfig(),
+    package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig]) {
         self.redis = redis
         self.admin = admin
@@ -52,7 +52,7 @@ package struct RedisConfig: Equatable, Sendable {
     /// scheme, credentials (and db 0).
     package var clusterSeeds: [RedisNodeAddress]?
 
-    package static let defaultPrefix = "pushgw"
+    static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
                 sentinel: RedisSentinelOptions? = nil, clusterSeeds: [RedisNodeAddress]? = nil) {
@@ -98,7 +98,7 @@ package struct AdminConfig: Equatable, Sendable {
     /// pages, never to replay or purge. Nil: no read-only access.
     package var readonlyTokenFile: String?
 
-    package static let defaultListen = "127.0.0.1:9464"
+    static let defaultListen = "127.0.0.1:9464"
 
     package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
         self.listen = listen
@@ -151,7 +151,7 @@ package struct Endpoint: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// How pushgw talks to APNs: the two endpoints, the trust store and the pool sizes.
-package struct APNsConfig: Equatable, Sendable {
+package struct ApnsConfig: Equatable, Sendable {
     package var productionEndpoint: Endpoint
     package var sandboxEndpoint: Endpoint
     /// CA bundle to verify APNs (or the simulator) against; nil uses the system trust store.
@@ -164,19 +164,19 @@ package struct APNsConfig: Equatable, Sendable {
     /// with `ApnsClientError.queueFull`.
     package var maxQueued: Int
 
-    package static let defaultProductionEndpoint = Endpoint(host: APNsEnvironment.production.defaultHost,
-                                                           port: APNsEnvironment.defaultPort)
-    package static let defaultSandboxEndpoint = Endpoint(host: APNsEnvironment.sandbox.defaultHost,
-                                                        port: APNsEnvironment.defaultPort)
-    package static let defaultConnections = 2
-    package static let defaultRequestTimeoutMs = 10_000
-    package static let defaultMaxQueued = 10_000
+    static let defaultProductionEndpoint = Endpoint(host: ApnsEnvironment.production.defaultHost,
+                                                           port: ApnsEnvironment.defaultPort)
+    static let defaultSandboxEndpoint = Endpoint(host: ApnsEnvironment.sandbox.defaultHost,
+                                                        port: ApnsEnvironment.defaultPort)
+    static let defaultConnections = 2
+    static let defaultRequestTimeoutMs = 10_000
+    static let defaultMaxQueued = 10_000
 
-    package init(productionEndpoint: Endpoint = APNsConfig.defaultProductionEndpoint,
-                sandboxEndpoint: Endpoint = APNsConfig.defaultSandboxEndpoint,
-                caFile: String? = nil, connections: Int = APNsConfig.defaultConnections,
-                requestTimeoutMs: Int = APNsConfig.defaultRequestTimeoutMs,
-                maxQueued: Int = APNsConfig.defaultMaxQueued) {
+    package init(productionEndpoint: Endpoint = ApnsConfig.defaultProductionEndpoint,
+                sandboxEndpoint: Endpoint = ApnsConfig.defaultSandboxEndpoint,
+                caFile: String? = nil, connections: Int = ApnsConfig.defaultConnections,
+                requestTimeoutMs: Int = ApnsConfig.defaultRequestTimeoutMs,
+                maxQueued: Int = ApnsConfig.defaultMaxQueued) {
         self.productionEndpoint = productionEndpoint
         self.sandboxEndpoint = sandboxEndpoint
         self.caFile = caFile
@@ -186,7 +186,7 @@ package struct APNsConfig: Equatable, Sendable {
     }
 
     /// The endpoint pushes for `environment` go to.
-    package func endpoint(for environment: APNsEnvironment) -> Endpoint {
+    package func endpoint(for environment: ApnsEnvironment) -> Endpoint {
         switch environment {
         case .production: return productionEndpoint
         case .sandbox: return sandboxEndpoint
@@ -218,7 +218,7 @@ package struct AppConfig: Equatable, Sendable {
     package var bundleId: String
     /// Name of an entry of `GatewayConfig.credentials`.
     package var credential: String
-    package var environment: APNsEnvironment
+    package var environment: ApnsEnvironment
     /// How long a call rings when its event carries no deadline, in seconds.
     package var ringTimeoutSeconds: Int
     package var retry: RetryPolicies
@@ -226,9 +226,9 @@ package struct AppConfig: Equatable, Sendable {
     /// Retention of the app's dead-letter stream (`dead_letters`).
     package var deadLetters: DeadLetterRetentionPolicy
 
-    package static let defaultRingTimeoutSeconds = 30
+    static let defaultRingTimeoutSeconds = 30
 
-    package init(bundleId: String, credential: String, environment: APNsEnvironment,
+    package init(bundleId: String, credential: String, environment: ApnsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
                 retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
                 deadLetters: DeadLetterRetentionPolicy = .default) {
@@ -251,9 +251,9 @@ package struct RetryPolicies: Equatable, Sendable {
     /// How long an alert fallback may keep retrying, in seconds from the event.
     package var alertTTLSeconds: Int
 
-    package static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
-    package static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
-    package static let defaultAlertTTLSeconds = 86_400
+    static let defaultVoip = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000)
+    static let defaultAlert = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000)
+    static let defaultAlertTTLSeconds = 86_400
 
     package init(voip: RetryPolicy = RetryPolicies.defaultVoip, alert: RetryPolicy = RetryPolicies.defaultAlert,
                 alertTTLSeconds: Int = RetryPolicies.defaultAlertTTLSeconds) {

@@ -2,7 +2,7 @@
 /// (config/README.md). A variable that is set but empty counts as unset, so a compose file may
 /// list them all. Paths given this way are resolved against the working directory, not the
 /// config file's directory.
-package enum ConfigEnvironment {
+enum ConfigEnvironment {
     /// Each variable and the JSON path whose value it replaces.
     package static let overrides: [(variable: String, path: String)] = [
         ("PUSHGW_REDIS_URL", "redis.url"),

@@ -32,7 +32,7 @@ package struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible 
         self.fix = fix
     }
 
-    package var isWarning: Bool { severity == .warning }
+    var isWarning: Bool { severity == .warning }
 
     /// `file: path: [warning: ]problem; fix`, one line.
     package var description: String {

@@ -111,23 +111,23 @@ struct ConfigParser {
 
     // MARK: apns
 
-    private func parseAPNs(_ root: [String: Any]) -> APNsConfig {
+    private func parseAPNs(_ root: [String: Any]) -> ApnsConfig {
         let path = JSONPath.root.appending("apns")
-        guard let section = reader.section(root, "apns", in: .root) else { return APNsConfig() }
+        guard let section = reader.section(root, "apns", in: .root) else { return ApnsConfig() }
         reader.unknownKeys(section, at: path,
                            known: ["production", "sandbox", "ca_file", "connections", "request_timeout_ms", "max_queued"])
-        var config = APNsConfig()
+        var config = ApnsConfig()
         config.productionEndpoint = parseEndpoint(section, "production", in: path,
-                                                  fallback: APNsConfig.defaultProductionEndpoint)
-        config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: APNsConfig.defaultSandboxEndpoint)
+                                                  fallback: ApnsConfig.defaultProductionEndpoint)
+        config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: ApnsConfig.defaultSandboxEndpoint)
         config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
                                         example: "/etc/ssl/certs/ca-certificates.crt")
-        config.connections = reader.positiveInteger(section, "connections", in: path, fallback: APNsConfig.defaultConnections,
+        config.connections = reader.positiveInteger(section, "connections", in: path, fallback: ApnsConfig.defaultConnections,
                                                     most: 64) ?? config.connections
         config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
-                                                         fallback: APNsConfig.defaultRequestTimeoutMs,
+                                                         fallback: ApnsConfig.defaultRequestTimeoutMs,
                                                          most: 600_000) ?? config.requestTimeoutMs
-        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path, fallback: APNsConfig.defaultMaxQueued,
+        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path, fallback: ApnsConfig.defaultMaxQueued,
                                                   most: 1_000_000) ?? config.maxQueued
         return config
     }
@@ -276,9 +276,9 @@ struct ConfigParser {
                              fix: "fix the name or declare it under credentials")
             }
         }
-        var environment: APNsEnvironment?
+        var environment: ApnsEnvironment?
         if let (text, at) = reader.string(entry, "environment", in: path, required: true, example: "production") {
-            environment = APNsEnvironment(rawValue: text)
+            environment = ApnsEnvironment(rawValue: text)
             if environment == nil {
                 reader.error(at, "\(reader.quoted(text)) is not an APNs environment",
                              fix: "write \"production\" (App Store, TestFlight) or \"sandbox\" (builds run from Xcode)")
@@ -406,20 +406,20 @@ struct ConfigParser {
 
 extension GatewayConfig {
     /// The largest config file read, in bytes.
-    package static let maxFileBytes = 4 * 1024 * 1024
+    static let maxFileBytes = 4 * 1024 * 1024
 
     /// The longest bundle id accepted: a reverse-DNS name is at most as long as a DNS name
     /// (253 characters); 255 leaves the rounding. It becomes `apns-topic` with a suffix.
-    package static let maxBundleIDCharacters = 255
+    static let maxBundleIDCharacters = 255
 
     /// What `isName` accepts, for messages.
-    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+    static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
 
     /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
     /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
     /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
     /// control characters.
-    package static func isName(_ name: String) -> Bool {
+    static func isName(_ name: String) -> Bool {
         let utf8 = name.utf8
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)

@@ -14,7 +14,7 @@ package final class ApnsPools {
     /// Identifies one pool.
     package struct Key: Hashable, Sendable {
         package let credential: String
-        package let environment: APNsEnvironment
+        package let environment: ApnsEnvironment
     }
 
     private let loop: EventLoop
@@ -32,7 +32,7 @@ package final class ApnsPools {
     }
 
     /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
-    package func client(credential name: String, environment: APNsEnvironment) throws -> ApnsClient {
+    package func client(credential name: String, environment: ApnsEnvironment) throws -> ApnsClient {
         let key = Key(credential: name, environment: environment)
         if let client = clients[key] { return client }
         guard let credential = config.credentials[name] else {

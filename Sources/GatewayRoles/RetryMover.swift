@@ -8,15 +8,15 @@ package struct RetryMoverSettings: Sendable {
     /// an idle mover sends at most `1000 / idlePollMs` commands a second.
     package var idlePollMs: Int64 = 50
     /// Apps read from the due index per look (the earliest first).
-    package var appsPerLook = 100
+    var appsPerLook = 100
     /// Retries moved per app per step; a full batch makes the mover look again at once.
-    package var moveBatch = 500
+    var moveBatch = 500
     /// How long to wait after a Redis error before the next look, ms.
-    package var errorBackoffMs: Int64 = 200
+    var errorBackoffMs: Int64 = 200
     /// How often the due index is repaired from the apps' schedules (`RetrySchedule.repairDueIndex`,
     /// one read per app): it finds the retries of a process that died between a schedule step
     /// and its index command. Also once at start.
-    package var repairEveryMs: Int64 = 300_000
+    var repairEveryMs: Int64 = 300_000
 
     package init() {}
 }
@@ -46,8 +46,8 @@ package final class RetryMover {
         /// Retries dropped for missing data (should stay 0).
         package var dropped = 0
         /// Moved later than 50 ms after their due time (docs/architecture.md), and the worst lateness.
-        package var movedLate = 0
-        package var maxLatenessMs: Int64 = 0
+        var movedLate = 0
+        var maxLatenessMs: Int64 = 0
         package var redisErrors = 0
     }
 

@@ -1,9 +1,12 @@
 import APNs
 import Routing
 
-/// What the router tells the metrics as it happens: the events no counter of `RoutingRunner`
-/// or `ApnsClient` carries (per app, per channel, with latencies). `GatewayMetrics` implements
-/// it; the runner holds it weakly (`observations`) and calls it on the loop thread.
+/// What the router tells the world as it happens: the events no counter of `RoutingRunner`
+/// or `ApnsClient` carries (per app, per channel, with latencies), and each recorded outcome.
+/// The runner's one door out (`RoutingRunner.observations`, held weakly, called on the loop
+/// thread): `GatewayAdmin` implements it for a running gateway (its metrics and console),
+/// `GatewayMetrics` for the metrics alone, tests to see the outcomes. Every method does nothing
+/// unless implemented, so an observer implements only what it needs.
 ///
 /// Everything else is pulled at scrape time from the counters that exist (`RoutingRunner.Stats`,
 /// `ApnsClientStats`, …), so the hot path pays only for these calls: a dictionary update each.
@@ -19,8 +22,17 @@ package protocol RouterObservations: AnyObject {
     /// The router fell back from VoIP to the alert push for `cause` (once per call: the
     /// alert's first attempt). A `deadline` cause is also a deadline miss.
     func fallback(app: String, cause: FallbackCause)
-    /// An outcome was recorded and its entry acknowledged (`RoutingRunner.onRecorded`).
+    /// An outcome was recorded and its entry acknowledged (or, for a call cancelled while in
+    /// the retry schedule, its scheduled retry removed).
     func callRecorded(app: String, record: OutcomeRecord)
+}
+
+extension RouterObservations {
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {}
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {}
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {}
+    package func fallback(app: String, cause: FallbackCause) {}
+    package func callRecorded(app: String, record: OutcomeRecord) {}
 }
 
 extension ApnsClientError {

@@ -375,7 +375,7 @@ public final class OperatorsConsole {
                                                           text: "Confirm a preview of 1 to \(OperatorsConsole.maxTargets) dead letters.",
                                                           back: ("/console/dead", "Dead letters"))))
         }
-        let who = [("via", JSONValue.string("console")), ("access", .string(session.role.rawValue)), ("from", .string(request.peer ?? "?"))]
+        let who = [("via", OrderedJSON.string("console")), ("access", .string(session.role.rawValue)), ("from", .string(request.peer ?? "?"))]
         select(references: references, all: false, filter: filter) { [weak self] result in
             guard let self else { return }
             let targets: [DeadLetterRecord]

@@ -1,3 +1,4 @@
+import DeadLetters
 import GatewayConfiguration
 
 /// `pushgw config check [--config F | F] [--json]`: validates a config file and prints every
@@ -78,11 +79,11 @@ enum ConfigCommand: Command {
 
     static func jsonReport(_ report: ConfigReport, file: String) -> String {
         let problems = report.problems.map {
-            "{\"severity\":\(JSONText.string($0.severity.rawValue)),\"path\":\(JSONText.string($0.path)),"
-                + "\"problem\":\(JSONText.string($0.problem)),\"fix\":\(JSONText.string($0.fix))}"
+            OrderedJSON.object([("severity", .string($0.severity.rawValue)), ("path", .string($0.path)),
+                                ("problem", .string($0.problem)), ("fix", .string($0.fix))])
         }
-        return "{\"file\":\(JSONText.string(file)),\"ok\":\(report.errors.isEmpty),"
-            + "\"errors\":\(report.errors.count),\"warnings\":\(report.warnings.count),"
-            + "\"problems\":[\(problems.joined(separator: ","))]}"
+        return OrderedJSON.object([("file", .string(file)), ("ok", .bool(report.errors.isEmpty)),
+                                   ("errors", .int(report.errors.count)), ("warnings", .int(report.warnings.count)),
+                                   ("problems", .array(problems))]).text
     }
 }

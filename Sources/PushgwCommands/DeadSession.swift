@@ -135,7 +135,7 @@ final class DeadSession {
     /// Writes `record` as a JSON line on stderr (the operator's log) and to the audit stream.
     func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
         guard case let .object(fields) = record.json else { preconditionFailure("an audit record is an object") }
-        let line = JSONValue.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
+        let line = OrderedJSON.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
                                      ("msg", .string("dead letters \(record.verb)"))] + fields)
         context.console.err(line.text)
         _ = try wait { operations.audit(record, completion: $0) }

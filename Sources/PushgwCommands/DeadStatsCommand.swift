@@ -43,7 +43,7 @@ enum DeadStatsCommand: Command {
         }
     }
 
-    static func json(_ stats: [AppStats], total: Int, nowMs: Int64) -> JSONValue {
+    static func json(_ stats: [AppStats], total: Int, nowMs: Int64) -> OrderedJSON {
         .object([
             ("apps", .array(stats.map { s in
                 .object([

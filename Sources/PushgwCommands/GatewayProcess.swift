@@ -104,6 +104,7 @@ final class GatewayProcess {
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
+        runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, adminToken: token, log: log,
                            figures: { admin.consoleFigures() })

@@ -1,4 +1,5 @@
 import APNs
+import DeadLetters
 import Foundation
 
 /// Prints APNs' answer to a hand-made push on stdout and returns `pushgw push`'s exit status:
@@ -15,9 +16,9 @@ func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>
     switch result {
     case let .success(response):
         if json {
-            console.out("{\"status\":\(response.status),\"apns_id\":\(JSONText.string(response.apnsID)),"
-                        + "\"reason\":\(JSONText.string(response.reason?.text)),"
-                        + "\"timestamp\":\(JSONText.number(response.invalidationTimestampMs))}")
+            console.out(OrderedJSON.object([("status", .int(response.status)), ("apns_id", .string(response.apnsID)),
+                                            ("reason", .string(response.reason?.text)),
+                                            ("timestamp", .int(response.invalidationTimestampMs))]).text)
         } else if response.isAccepted {
             console.out("accepted: 200, apns-id \(response.apnsID ?? "(none)")")
         } else {
@@ -33,8 +34,8 @@ func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>
         return response.isAccepted ? 0 : 1
     case let .failure(error):
         if json {
-            console.out("{\"status\":null,\"apns_id\":null,\"reason\":null,\"timestamp\":null,"
-                        + "\"error\":\(JSONText.string(error.description))}")
+            console.out(OrderedJSON.object([("status", .null), ("apns_id", .null), ("reason", .null), ("timestamp", .null),
+                                            ("error", .string(error.description))]).text)
         } else {
             console.err("pushgw push: no answer from APNs: \(error.description)")
         }

@@ -5,13 +5,13 @@ import GatewayConfiguration
 
 /// A hand-made push, checked and resolved against the config: the push itself and where and
 /// with which credential to send it. What `pushgw push` hands to the APNs client.
-package struct ManualPushPlan: Equatable, Sendable {
+struct ManualPushPlan: Equatable, Sendable {
     package let notification: PushNotification
-    package let appId: String
+    let appId: String
     package let credentialName: String
     package let credential: Credential
     /// The app's environment, or sandbox when `--sandbox` was given.
-    package let environment: APNsEnvironment
+    package let environment: ApnsEnvironment
     package let endpoint: Endpoint
     /// From `apns.ca_file`; nil for the system trust store.
     package let caFile: String?
@@ -179,7 +179,7 @@ enum PushCommand: Command {
         } catch {
             throw usage(error.description)
         }
-        let environment: APNsEnvironment = a.flags.contains("--sandbox") ? .sandbox : app.environment
+        let environment: ApnsEnvironment = a.flags.contains("--sandbox") ? .sandbox : app.environment
         let plan = ManualPushPlan(notification: notification, appId: appId, credentialName: app.credential,
                             credential: credential, environment: environment,
                             endpoint: config.apns.endpoint(for: environment), caFile: config.apns.caFile,

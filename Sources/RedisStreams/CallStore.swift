@@ -1,16 +1,20 @@
 import EventLoop
 
-/// The typed Redis operations of the router and the workers: reading call events,
-/// recording outcomes, dead letters, cancellations, known-invalid tokens, consumer
-/// liveness and the take-over of abandoned entries.
+/// The typed Redis operations of the router and the workers: reading call events, looking
+/// them up (with the in-flight claim), recording outcomes, dead letters and known-invalid
+/// tokens, consumer liveness and the take-over of abandoned entries. Cancellations and
+/// retries are `RetrySchedule`'s.
 ///
 /// Invariants:
-/// - Every operation that changes state is one Lua script (one atomic step); reads are one
-///   round trip.
-/// - Keys come from `AppKeys`/`GatewayKeys` only; a script touches one app's hash slot.
+/// - Every operation that changes state, but the consumer group's creation, is one Lua
+///   script (one atomic step); reads are one round trip.
+/// - Keys come from `AppKeys`/`GatewayKeys` only; a script for one app touches only that
+///   app's hash slot (the consumer registry and the scripts over several apps need a single
+///   Redis).
 /// - An outcome is recorded at most once per event id within the idempotency window
 ///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
-///   that records its outcome, so delivery is at least once (docs/protocol.md).
+///   that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
+///   at least once (docs/protocol.md).
 /// - Two connections: `blocking` carries only `readNew` (a blocked XREADGROUP holds up its
 ///   connection), `commands` everything else. `blocking` re-creates the consumer group of
 ///   every configured app on each (re)connect before any read, so `NOGROUP` does not stick
@@ -107,8 +111,6 @@ public final class CallStore {
     private var appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
     private let deadLetterScript = RedisScript(CallStoreLua.deadLetter)
-    private let replayScript = RedisScript(CallStoreLua.replay)
-    private let acknowledgeScript = RedisScript(CallStoreLua.acknowledge)
     private let claimScript = RedisScript(CallStoreLua.claim)
     private let heartbeatScript = RedisScript(CallStoreLua.heartbeat)
     private let registerScript = RedisScript(CallStoreLua.register)
@@ -276,25 +278,15 @@ public final class CallStore {
 
     // MARK: Recording outcomes
 
-    /// Records an event's outcome in one step: SET result key = `record.resultJSON` EX
-    /// `doneTTLSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
-    /// entry and one known-invalid key (EX `invalidTokenTTLSeconds`) per `invalidTokens`, then
-    /// XACK + XDEL of `entryID` if given. If a result already claims the event id, only the
-    /// record's `duplicate` result is written (`ResultEntry.Keying`).
-    public func finish(_ app: AppKeys, entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [],
-                       completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
-        finish(app, [FinishRecord(entryID: entryID, record: record, invalidTokens: invalidTokens)]) { result in
-            completion(result.map { RecordReport(recorded: $0.recorded[0], firstOutcome: $0.firstOutcomes[0],
-                                                 acknowledged: $0.acknowledged == 1, deadEntryID: nil) })
-        }
-    }
-
-    /// `finish` for several events of one app in one step (one script), the result replacing
-    /// the call's in-flight claim in its result key: under load the router
+    /// Records the outcomes of several events of one app in one step (one script), each
+    /// result replacing the call's in-flight claim in its result key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
-    /// app per turn instead of one per event. Each record is written, or skipped as already
-    /// recorded, exactly as `finish` would; the entries are acknowledged and deleted by one
-    /// XACK and one XDEL. Every `records[i].record.eventId` must be set.
+    /// app per turn instead of one per event. Per record: SET result key = `record.resultJSON`
+    /// EX `doneTTLSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
+    /// entry and one known-invalid key (EX `invalidTokenTTLSeconds`) per `invalidTokens`; if a
+    /// result already claims the event id, only the record's `duplicate` result is written
+    /// (`ResultEntry.Keying`). Then the entries are acknowledged and deleted by one XACK and
+    /// one XDEL. Every `records[i].record.eventId` must be set.
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
@@ -390,45 +382,13 @@ public final class CallStore {
         }
     }
 
-    /// Puts `event` (raw text) back on the calls stream as a new entry, forgets the outcome
-    /// recorded for `eventId` (so the replay is routed, not skipped as done) and deletes the
-    /// dead letter `deadEntryID`, in one step. Returns the new calls entry id.
-    public func replay(_ app: AppKeys, event: String, eventId: String?, deadEntryID: String?,
-                       completion: @escaping (Result<String, RedisError>) -> Void) {
-        var keys = [app.calls, app.dead]
-        if let eventId { keys.append(app.result(eventId)) }
-        replayScript.run(on: channel(keys[0]), keys: keys, args: [event, deadEntryID ?? ""]) { result in
-            completion(result.flatMap { reply in
-                reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
-            })
-        }
-    }
-
-    /// XACK + XDEL of entries that need no record (e.g. an event already done). Returns how
-    /// many were pending.
-    public func acknowledge(_ app: AppKeys, entryIDs: [String], completion: @escaping (Result<Int64, RedisError>) -> Void) {
-        guard !entryIDs.isEmpty else { return completion(.success(0)) }
-        acknowledgeScript.run(on: channel(app.calls), keys: [app.calls], args: [config.group] + entryIDs) { result in
-            completion(result.flatMap { reply in
-                reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("acknowledge script \(reply)"))
-            })
-        }
-    }
-
     // MARK: Looking up
 
-    /// One MGET: the outcome already recorded for `eventId` (read from its result key),
-    /// whether it is cancelled, and since when its tokens are known invalid.
-    public func lookup(_ app: AppKeys, eventId: String, voipToken: String?, alertToken: String?,
-                       completion: @escaping (Result<EventLookup, RedisError>) -> Void) {
-        lookup(app, [LookupQuery(eventId: eventId, voipToken: voipToken, alertToken: alertToken)]) { result in
-            completion(result.map { $0[0] })
-        }
-    }
-
-    /// `lookup` for several events of one app in one MGET (the router looks up every event
-    /// of a read together). Answers in the order of `queries`. A result key holding an in-flight
-    /// claim (`InFlightClaim`) or an invalid event's result is no outcome
+    /// One MGET for several events of one app (the router looks up every event of a read
+    /// together): per event, the outcome already recorded for its id (read from its result
+    /// key), whether it is cancelled, and since when its tokens are known invalid. Answers in
+    /// the order of `queries`. A result key holding an in-flight
+    /// claim (`AppKeys.result`) or an invalid event's result is no outcome
     /// (`ResultEntry.claimedOutcome`).
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
@@ -520,15 +480,6 @@ public final class CallStore {
                     return .success(out)
                 })
             }
-        }
-    }
-
-    /// Marks `eventId` cancelled for `ttlSeconds` (SET … EX).
-    public func markCancelled(_ app: AppKeys, eventId: String, ttlSeconds: Int,
-                              completion: @escaping (Result<Void, RedisError>) -> Void) {
-        precondition(ttlSeconds > 0, "a cancellation needs a positive TTL")
-        channel(app.calls).send(command: RedisCommand(["SET", app.cancelled(eventId), "1", "EX", String(ttlSeconds)]), blockMs: 0) { result in
-            completion(result.map { _ in () })
         }
     }
 
@@ -696,14 +647,7 @@ public final class CallStore {
         return result
     }
 
-    // MARK: Metrics and reading back
-
-    /// XLEN and the pending count of the app's calls stream (two pipelined commands).
-    public func backlog(_ app: AppKeys, completion: @escaping (Result<Backlog, RedisError>) -> Void) {
-        backlogs([app]) { result in
-            completion(result.flatMap { found in found[app].map { .success($0) } ?? .failure(.unexpectedReply("backlog")) })
-        }
-    }
+    // MARK: Metrics
 
     /// The backlogs of `apps` in one command (one Lua step), so that sampling a hundred apps
     /// for metrics costs one round trip, not two hundred commands.
@@ -748,19 +692,6 @@ public final class CallStore {
                 remaining -= 1
                 if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(merged)) }
             }
-        }
-    }
-
-    /// XRANGE of one of the app's streams (`app.results`, `app.feedback`, `app.dead`, …),
-    /// from `start` to `end` (`-`/`+` for the ends, `(id` exclusive), at most `count`.
-    public func range(_ stream: String, start: String = "-", end: String = "+", count: Int,
-                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
-        channel(stream).send(command: RedisCommand(["XRANGE", stream, start, end, "COUNT", String(count)]), blockMs: 0) { result in
-            completion(result.flatMap { reply in
-                do { return .success(try StreamReplies.range(reply)) } catch {
-                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
-                }
-            })
         }
     }
 }

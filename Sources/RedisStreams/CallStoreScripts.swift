@@ -5,8 +5,8 @@
 
 enum CallStoreLua {
     /// What a per-event result key (`AppKeys.result`) holds, shared by every script that reads
-    /// or writes one (`ResultEntry.claimedOutcome` and `InFlightClaim` read values the same way
-    /// in Swift): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
+    /// or writes one (`ResultEntry.claimedOutcome` reads values the same way in Swift, and the
+    /// lookup script returns a claim's holder): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
     /// (`isClaim`); or a result JSON, which starts with `{"outcome":"…",`. An invalid event's
     /// result (`dead_lettered` with reason `invalid_event: …`, `isProvisional`) claims nothing:
     /// a later event with its id takes the key over.
@@ -33,6 +33,10 @@ enum CallStoreLua {
     /// already there is put back (`KEEPTTL`), which only a duplicate costs.
     /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
     /// outcome `duplicate`, `first_outcome`, then the record's own fields.
+    /// `recordResultOnce(key, json, ttl, results, maxlen)` applies `recordOnce` and, when the id
+    /// was taken, appends the `duplicate` result to the results stream; it returns 1 when the
+    /// caller writes the record (`appendResult` and what goes with it), the first outcome when
+    /// only the duplicate was written, 0 when nothing is to be written (`ownResult`).
     static let resultRules = resultValues + """
         local function ownResult(prev, json)
           local entry = string.match(json, ',"entry":"([^"]*)"')
@@ -51,8 +55,37 @@ enum CallStoreLua {
           if string.sub(json, 1, 12) ~= '{"outcome":"' or not comma then return head .. '}' end
           return head .. string.sub(json, comma)
         end
+        local function appendResult(results, maxlen, json)
+          redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', 'result', json)
+        end
+        local function recordResultOnce(key, json, ttl, results, maxlen)
+          local write, first = recordOnce(key, json, ttl)
+          if first then
+            appendResult(results, maxlen, duplicateOf(json, first))
+            return first
+          end
+          if write then return 1 end
+          return 0
+        end
 
         """
+
+    /// `acknowledge(calls, group, ids)`: XACK then XDEL of calls entries, after what they
+    /// caused is written in the same script, so an entry leaves the group's pending list and
+    /// the stream together, never before its record. Returns how many were pending.
+    static let acknowledging = """
+        local function acknowledge(calls, group, ids)
+          if #ids == 0 then return 0 end
+          local acked = redis.call('XACK', calls, group, unpack(ids))
+          redis.call('XDEL', calls, unpack(ids))
+          return acked
+        end
+
+        """
+
+    /// The rule of every script that finishes a calls entry: record its result once per event
+    /// id (`resultRules`), then acknowledge the entry (`acknowledging`).
+    static let recordThenAcknowledge = resultRules + acknowledging
 
     /// Records outcomes once per event id and acknowledges their stream entries, for one
     /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
@@ -64,26 +97,20 @@ enum CallStoreLua {
     /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
     /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
     /// was written (its entry's own result is there already: `ownResult`).
-    static let finish = resultRules + """
+    static let finish = recordThenAcknowledge + """
         local out, ids = {}, {}
         local a, k = 7, 4
         for r = 1, tonumber(ARGV[6]) do
-          local entry, m = ARGV[a], tonumber(ARGV[a + 3])
-          local write, first = true, nil
+          local entry, json, m = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
+          local recorded = 1
           if ARGV[a + 2] == 'once' then
-            write, first = recordOnce(KEYS[k], ARGV[a + 1], ARGV[2])
+            recorded = recordResultOnce(KEYS[k], json, ARGV[2], KEYS[2], ARGV[3])
           else
             local prev = redis.call('GET', KEYS[k])
-            write = not (prev and ownResult(prev, ARGV[a + 1]))
+            if prev and ownResult(prev, json) then recorded = 0 end
           end
-          local recorded = 1
-          if first then
-            recorded = first
-            redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', duplicateOf(ARGV[a + 1], first))
-          elseif not write then
-            recorded = 0
-          else
-            redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'result', ARGV[a + 1])
+          if recorded == 1 then
+            appendResult(KEYS[2], ARGV[3], json)
             for i = 0, m - 1 do
               local b = a + 4 + 4 * i
               redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
@@ -96,12 +123,7 @@ enum CallStoreLua {
           a = a + 4 + 4 * m
           k = k + 1 + m
         end
-        local acked = 0
-        if #ids > 0 then
-          acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
-          redis.call('XDEL', KEYS[1], unpack(ids))
-        end
-        out[#out + 1] = acked
+        out[#out + 1] = acknowledge(KEYS[1], ARGV[1], ids)
         return out
         """
 
@@ -115,20 +137,14 @@ enum CallStoreLua {
     /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
     ///          or 0 (nothing written: its entry's own result is there already), acked,
     ///          dead entry id or false}.
-    static let deadLetter = resultRules + """
+    static let deadLetter = recordThenAcknowledge + """
         local recorded = 1
         if KEYS[4] then
           if ARGV[4] == 'provisional' then
             local prev = redis.call('SET', KEYS[4], ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
             if prev and ownResult(prev, ARGV[3]) then recorded = 0 end
           else
-            local write, first = recordOnce(KEYS[4], ARGV[3], ARGV[5])
-            if first then
-              recorded = first
-              redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
-            elseif not write then
-              recorded = 0
-            end
+            recorded = recordResultOnce(KEYS[4], ARGV[3], ARGV[5], KEYS[2], ARGV[6])
           end
         end
         local deadID = false
@@ -140,31 +156,11 @@ enum CallStoreLua {
           else
             deadID = redis.call('XADD', KEYS[3], '*', unpack(fields))
           end
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
+          appendResult(KEYS[2], ARGV[6], ARGV[3])
         end
         local acked = 0
-        if ARGV[2] ~= '' then
-          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-          redis.call('XDEL', KEYS[1], ARGV[2])
-        end
+        if ARGV[2] ~= '' then acked = acknowledge(KEYS[1], ARGV[1], {ARGV[2]}) end
         return {recorded, acked, deadID}
-        """
-
-    /// Puts an event back on the calls stream, forgets its recorded outcome and removes
-    /// its dead letter. KEYS: calls, dead[, result key]. ARGV: event, dead entry id ('' = none).
-    /// Returns the new calls entry id.
-    static let replay = """
-        local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
-        if KEYS[3] then redis.call('DEL', KEYS[3]) end
-        if ARGV[2] ~= '' then redis.call('XDEL', KEYS[2], ARGV[2]) end
-        return id
-        """
-
-    /// Acknowledges and deletes entries. KEYS: calls. ARGV: group, ids… Returns acked count.
-    static let acknowledge = """
-        local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-        redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
-        return acked
         """
 
     /// Takes over pending entries idle ≥ min-idle whose owner is not live, scanning at most

@@ -1,4 +1,4 @@
-/// One command's arguments, flattened into a single byte buffer for `redisAsyncCommandArgv`
+/// One command's arguments, flattened into a single byte buffer for `redisFormatSdsCommandArgv`
 /// (binary-safe: arguments may hold any bytes, including NUL).
 ///
 /// Invariant: `lengths.count` is the argument count and `lengths` sums to `bytes.count - 1`;

@@ -58,7 +58,7 @@ extension RedisConnection {
     }
 
     /// The life of one `RedisConnection`, as a value: each event of the connection is a
-    /// `mutating func` that moves the state and returns what the connection must do, and
+    /// `mutating func on…` that moves the state and returns what the connection must do, and
     /// does no I/O itself (`RedisConnection.run(_:)` performs the action, in one place).
     ///
     /// ```
@@ -110,13 +110,13 @@ extension RedisConnection {
         /// What to do.
         enum Action: Equatable, Sendable {
             case none
-            /// Find the address (`located` or `locateFailed` follows) and arm the watchdog for
+            /// Find the address (`onLocated` or `onLocateFailed` follows) and arm the watchdog for
             /// the attempt.
             case locate(watchdogMs: Int64)
-            /// Open the transport to this address (`transportConnected` or `transportClosed`
+            /// Open the transport to this address (`onTransportConnected` or `onTransportClosed`
             /// follows).
             case openTransport(host: RedisURL.Endpoint)
-            /// Send these handshake commands (each answer: `handshakeAnswered`).
+            /// Send these handshake commands (each answer: `onHandshakeAnswered`).
             case sendHandshake([HandshakeStep])
             /// Report `.ready`, run `onReady`, then send the commands that waited, in order.
             case becomeReady
@@ -178,7 +178,7 @@ extension RedisConnection {
         // MARK: Events
 
         /// The owner calls `start()`. Starting twice, or after `close()`, does nothing.
-        mutating func start(nowMs: Int64) -> Action {
+        mutating func onStart(nowMs: Int64) -> Action {
             switch state {
             case .idle:
                 return beginAttempt(nowMs: nowMs)
@@ -188,7 +188,7 @@ extension RedisConnection {
         }
 
         /// The owner sends a command; `waiting` commands wait already, at most `maxQueued`.
-        func send(waiting: Int, maxQueued: Int) -> SendAction {
+        func onSend(waiting: Int, maxQueued: Int) -> SendAction {
             switch state {
             case .ready:
                 return .write
@@ -200,7 +200,7 @@ extension RedisConnection {
         }
 
         /// The address to connect to is known; `target` describes it (redacted).
-        mutating func located(_ host: RedisURL.Endpoint, target: String) -> Action {
+        mutating func onLocated(_ host: RedisURL.Endpoint, target: String) -> Action {
             switch state {
             case .locating(var attempt):
                 attempt.host = host
@@ -215,19 +215,19 @@ extension RedisConnection {
         }
 
         /// No address: no sentinel answered (the reason says why, per sentinel).
-        mutating func locateFailed(reason: String) -> Action {
+        mutating func onLocateFailed(reason: String) -> Action {
             switch state {
             case .locating:
                 return failAttempt(reason)
             case .closed:
-                return .none  // as in `located`
+                return .none  // as in `onLocated`
             case .idle, .connecting, .handshaking, .ready, .backingOff:
                 preconditionFailure("redis connection: locateFailed in state \(state)")
             }
         }
 
         /// The transport is open (TLS handshake done, for TLS).
-        mutating func transportConnected() -> Action {
+        mutating func onTransportConnected() -> Action {
             switch state {
             case .connecting(let attempt):
                 guard !handshake.isEmpty else { return becomeReady(attempt) }
@@ -240,7 +240,7 @@ extension RedisConnection {
 
         /// Redis answered the first handshake step not answered yet; `refusal` is nil when the
         /// answer accepts the connection (`HandshakeStep.refusal(of:)`).
-        mutating func handshakeAnswered(refusal: String?) -> Action {
+        mutating func onHandshakeAnswered(refusal: String?) -> Action {
             switch state {
             case .handshaking(let attempt, var remaining):
                 let step = remaining.removeFirst()
@@ -257,7 +257,7 @@ extension RedisConnection {
 
         /// The transport closed by itself: the server closed it, an I/O or TLS error, or a
         /// reply Redis's protocol does not allow. `reason` says which.
-        mutating func transportClosed(reason: String) -> Action {
+        mutating func onTransportClosed(reason: String) -> Action {
             switch state {
             case .connecting(let attempt), .handshaking(let attempt, _):
                 return failAttempt("\(attempt.target ?? "redis"): \(reason)")
@@ -273,7 +273,7 @@ extension RedisConnection {
         /// Redis answered a command with an error whose code (first word) is `code`.
         /// Through sentinels, `READONLY` and `LOADING` mean the address is no longer the
         /// primary (or is still loading after a restart): ask the sentinels again.
-        mutating func errorReplied(code: Substring?) -> Action {
+        mutating func onErrorReplied(code: Substring?) -> Action {
             switch state {
             case .ready(_, let target):
                 guard viaSentinels, let code, code == "READONLY" || code == "LOADING" else { return .none }
@@ -286,7 +286,7 @@ extension RedisConnection {
 
         /// The watchdog fired. `oldestUnanswered` is when the oldest command in flight was
         /// sent (or became the oldest) and how long it may wait; nil when none is in flight.
-        mutating func watchdogFired(nowMs: Int64, oldestUnanswered: (sinceMs: Int64, allowanceMs: Int64)?) -> Action {
+        mutating func onWatchdogFired(nowMs: Int64, oldestUnanswered: (sinceMs: Int64, allowanceMs: Int64)?) -> Action {
             switch state {
             case .locating(let attempt), .connecting(let attempt), .handshaking(let attempt, _):
                 let deadline = attempt.startedMs + watchdogMs
@@ -306,18 +306,18 @@ extension RedisConnection {
         }
 
         /// The reconnect timer fired.
-        mutating func backoffElapsed(nowMs: Int64) -> Action {
+        mutating func onBackoffElapsed(nowMs: Int64) -> Action {
             switch state {
             case .backingOff:
                 return beginAttempt(nowMs: nowMs)
             case .idle, .locating, .connecting, .handshaking, .ready, .closed:
-                return .none  // armed before `primaryMoved` started the attempt early, or before close
+                return .none  // armed before `onPrimaryMoved` started the attempt early, or before close
             }
         }
 
         /// The sentinels announced a new primary at `host` (`+switch-master`). A connection
         /// there already (it asked after the failover) stays.
-        mutating func primaryMoved(to host: RedisURL.Endpoint, nowMs: Int64) -> Action {
+        mutating func onPrimaryMoved(to host: RedisURL.Endpoint, nowMs: Int64) -> Action {
             switch state {
             case .ready(let current, let target):
                 guard current != host else { return .none }
@@ -334,7 +334,7 @@ extension RedisConnection {
         }
 
         /// The owner calls `close()`.
-        mutating func closeRequested() -> Action {
+        mutating func onCloseRequested() -> Action {
             switch state {
             case .closed:
                 return .none

@@ -213,11 +213,11 @@ public final class RedisConnection: TLSStreamDelegate {
         watchdog = LoopTimer(loop: loop) { [unowned self] in
             self.inCallback {
                 let oldest = self.pending.first.map { (sinceMs: self.headSinceMs, allowanceMs: $0.allowanceMs) }
-                self.run(self.machine.watchdogFired(nowMs: Clock.monotonicMs(), oldestUnanswered: oldest))
+                self.run(self.machine.onWatchdogFired(nowMs: Clock.monotonicMs(), oldestUnanswered: oldest))
             }
         }
         reconnectTimer = LoopTimer(loop: loop) { [unowned self] in
-            self.inCallback { self.run(self.machine.backoffElapsed(nowMs: Clock.monotonicMs())) }
+            self.inCallback { self.run(self.machine.onBackoffElapsed(nowMs: Clock.monotonicMs())) }
         }
         keepAlive = Unmanaged.passRetained(self)
     }
@@ -226,13 +226,14 @@ public final class RedisConnection: TLSStreamDelegate {
     public var isReady: Bool { machine.isReady }
     /// Commands sent and not answered yet.
     public var inFlightCount: Int { pending.count }
-    /// Commands waiting for a connection.
+    /// Commands waiting for a connection (a cluster client closes a node's connection only when
+    /// none waits or is in flight).
     public var waitingCount: Int { waiting.count }
 
     /// Starts connecting. Commands sent before are queued.
     public func start() {
         loop.assertInLoop()
-        let action = machine.start(nowMs: Clock.monotonicMs())
+        let action = machine.onStart(nowMs: Clock.monotonicMs())
         if action != .none, case .primary(let sentinels, _) = addresses { sentinels.follow(self) }
         run(action)
     }
@@ -275,7 +276,7 @@ public final class RedisConnection: TLSStreamDelegate {
     private func send(command: RedisCommand, blockMs: Int64, inPlace: InPlaceDecoder?, completion: @escaping Completion) {
         loop.assertInLoop()
         let allowance = config.watchdogMs + max(0, blockMs)
-        switch machine.send(waiting: waiting.count, maxQueued: config.maxQueued) {
+        switch machine.onSend(waiting: waiting.count, maxQueued: config.maxQueued) {
         case .write:
             write(command, .command(completion, inPlace), allowanceMs: allowance)
         case .wait:
@@ -298,13 +299,13 @@ public final class RedisConnection: TLSStreamDelegate {
     /// `.closed`, later sends `.closed`. Safe to call from a completion.
     public func close() {
         loop.assertInLoop()
-        run(machine.closeRequested())
+        run(machine.onCloseRequested())
     }
 
     /// The sentinels announced a new primary at `host:port`.
     func primaryMoved(host: String, port: Int) {
         let url = config.url.with(host: host, port: port)
-        inCallback { run(machine.primaryMoved(to: url.endpoint, nowMs: Clock.monotonicMs())) }
+        inCallback { run(machine.onPrimaryMoved(to: url.endpoint, nowMs: Clock.monotonicMs())) }
     }
 
     // MARK: Performing the machine's actions
@@ -358,10 +359,10 @@ public final class RedisConnection: TLSStreamDelegate {
     private func locate() {
         switch addresses {
         case .url:
-            run(machine.located(config.url.endpoint, target: config.url.redacted))
+            run(machine.onLocated(config.url.endpoint, target: config.url.redacted))
         case .eachSentinel(let options):
             let url = options.url(of: machine.stats.connectFailures + machine.stats.lost)
-            run(machine.located(url.endpoint, target: url.redacted))
+            run(machine.onLocated(url.endpoint, target: url.redacted))
         case .primary(let sentinels, _):
             let id = attemptID
             sentinels.locatePrimary { [weak self] result in
@@ -370,11 +371,11 @@ public final class RedisConnection: TLSStreamDelegate {
                     switch result {
                     case let .success(address):
                         let url = self.config.url.with(host: address.host, port: address.port)
-                        self.run(self.machine.located(url.endpoint, target: "\(url.redacted) (primary of '\(sentinels.options.master)')"))
+                        self.run(self.machine.onLocated(url.endpoint, target: "\(url.redacted) (primary of '\(sentinels.options.master)')"))
                     case let .failure(.connectFailed(reason)):
-                        self.run(self.machine.locateFailed(reason: reason))
+                        self.run(self.machine.onLocateFailed(reason: reason))
                     case let .failure(error):
-                        self.run(self.machine.locateFailed(reason: error.description))
+                        self.run(self.machine.onLocateFailed(reason: error.description))
                     }
                 }
             }
@@ -400,7 +401,7 @@ public final class RedisConnection: TLSStreamDelegate {
                 stream = try TLSStream.connect(loop: loop, context: context, host: hostName, port: port,
                                                serverName: config.tls.serverName, delegate: self)
             } catch {
-                run(machine.transportClosed(reason: "TLS: \(error)"))
+                run(machine.onTransportClosed(reason: "TLS: \(error)"))
             }
         }
     }
@@ -494,7 +495,7 @@ public final class RedisConnection: TLSStreamDelegate {
     }
 
     public func tlsStreamDidConnect(_ stream: TLSStream) {
-        inCallback { run(machine.transportConnected()) }
+        inCallback { run(machine.onTransportConnected()) }
     }
 
     /// Bytes handed to hiredis's reader at a time: what hiredis's own reads take. After each
@@ -511,7 +512,7 @@ public final class RedisConnection: TLSStreamDelegate {
             while offset < bytes.count, stream === self.stream {
                 let end = min(bytes.count, offset + Self.feedSize)
                 guard reader.feed(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) else {
-                    return run(machine.transportClosed(reason: "reply buffer: out of memory"))
+                    return run(machine.onTransportClosed(reason: "reply buffer: out of memory"))
                 }
                 offset = end
                 while stream === self.stream {
@@ -523,7 +524,7 @@ public final class RedisConnection: TLSStreamDelegate {
                         freeReplyObject(reply)
                         continue
                     case .protocolError(let message):
-                        return run(machine.transportClosed(reason: "protocol error: \(message)"))
+                        return run(machine.onTransportClosed(reason: "protocol error: \(message)"))
                     }
                     break
                 }
@@ -534,7 +535,7 @@ public final class RedisConnection: TLSStreamDelegate {
     public func tlsStreamDidDrainOutput(_ stream: TLSStream) {}
 
     public func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?) {
-        inCallback { run(machine.transportClosed(reason: reason ?? "connection closed by the server")) }
+        inCallback { run(machine.onTransportClosed(reason: reason ?? "connection closed by the server")) }
     }
 
     /// One complete reply, valid during the call.
@@ -545,7 +546,7 @@ public final class RedisConnection: TLSStreamDelegate {
             return
         }
         guard let head = pending.popFirst() else {
-            return run(machine.transportClosed(reason: "protocol error: a reply with no command waiting for it"))
+            return run(machine.onTransportClosed(reason: "protocol error: a reply with no command waiting for it"))
         }
         headSinceMs = Clock.monotonicMs()
         let isError = reply.pointee.type == REDIS_REPLY_ERROR
@@ -554,7 +555,7 @@ public final class RedisConnection: TLSStreamDelegate {
             let answer: Result<RedisReply, RedisError>
             let copy = RedisReply(copying: reply)
             if case .error(let message) = copy { answer = .failure(.server(scrub(message))) } else { answer = .success(copy) }
-            run(machine.handshakeAnswered(refusal: step.refusal(of: answer)))
+            run(machine.onHandshakeAnswered(refusal: step.refusal(of: answer)))
         case .command(_, let inPlace?) where !isError:
             inPlace(HiredisReply(reply))  // completes the command itself
         case .command(let completion, _):
@@ -562,7 +563,7 @@ public final class RedisConnection: TLSStreamDelegate {
             if case .error(let message) = value {
                 let error = RedisError.server(message)
                 completion(.failure(error))
-                if stream != nil, machine.isReady { run(machine.errorReplied(code: error.serverCode)) }
+                if stream != nil, machine.isReady { run(machine.onErrorReplied(code: error.serverCode)) }
             } else {
                 completion(.success(value))
             }

@@ -54,10 +54,12 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
     /// A `call_cancelled` event's own result is under `result("cancel:" + id)`. Before the
     /// result, while a consumer routes the call, it holds that consumer's in-flight claim
-    /// (`InFlightClaim`, not JSON, a shorter TTL): taken in the lookup before the first push,
-    /// replaced by the result when it is recorded, removed when the call goes to the retry
-    /// schedule, so a copy of the call read meanwhile waits instead of pushing again, at the
-    /// cost of one write per call and none at its record (docs/protocol.md, "Finding a result").
+    /// (`in_flight:` + the consumer's name, with a shorter TTL; not JSON, so a producer reading
+    /// the key tells it from a result, which starts with `{`): taken in the lookup before the
+    /// first push, replaced by the result when it is recorded, removed when the call goes to
+    /// the retry schedule, so a copy of the call read meanwhile waits instead of pushing again,
+    /// at the cost of one write per call and none at its record (docs/protocol.md, "Finding
+    /// results").
     public func result(_ eventId: String) -> String { resultPrefix + eventId }
 
     // MARK: Internal keys (not part of the contract)
@@ -101,18 +103,6 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     public var retryByCall: String { base + "retry:byCall" }
 
     public var description: String { base }
-}
-
-/// The value a call's result key (`AppKeys.result`) holds while a consumer routes the call:
-/// `in_flight:` + the consumer's name. Not JSON: a result starts with `{`, so a producer reading
-/// the key tells the two apart by the first character.
-public enum InFlightClaim {
-    public static let prefix = "in_flight:"
-
-    /// The consumer a result key's value names, or nil when the value is a result.
-    public static func holder(_ value: String) -> String? {
-        value.hasPrefix(prefix) ? String(value.dropFirst(prefix.count)) : nil
-    }
 }
 
 /// The keys shared by all apps of one prefix (not in any app's slot). No script touches one of

@@ -16,4 +16,9 @@ public enum RedisTopology {
         case .cluster(let cluster): return cluster.channel(slot: HashSlot(key: key))
         }
     }
+
+    /// Sends `args` (`args[0]` is the command's name) where `key` lives.
+    public func send(_ args: [String], key: String, completion: @escaping RedisConnection.Completion) {
+        channel(for: key).send(command: RedisCommand(args), blockMs: 0, completion: completion)
+    }
 }

@@ -247,15 +247,6 @@ public final class RetrySchedule {
         }
     }
 
-    // MARK: Reading back (metrics, tests)
-
-    /// How many retries the app has scheduled (ZCARD).
-    public func count(_ app: AppKeys, completion: @escaping (Result<Int64, RedisError>) -> Void) {
-        send(["ZCARD", app.retrySchedule]) { result in
-            completion(result.flatMap { $0.integer.map { .success($0) } ?? .failure(.unexpectedReply("ZCARD \($0)")) })
-        }
-    }
-
     /// A sorted-set score as whole milliseconds (Redis prints integral doubles without a point).
     static func ms(_ text: String) -> Int64? {
         if let n = Int64(text) { return n }

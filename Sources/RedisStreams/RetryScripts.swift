@@ -26,7 +26,7 @@ enum RetryLua {
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
     /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
     /// another consumer, which carries on with it).
-    static let schedule = CallStoreLua.resultValues + """
+    static let schedule = CallStoreLua.resultValues + CallStoreLua.acknowledging + """
         local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
         if #p == 0 or p[1][2] ~= ARGV[2] then return 'not_owned' end
         if redis.call('EXISTS', KEYS[5]) == 1 then return 'cancelled' end
@@ -36,8 +36,7 @@ enum RetryLua {
         redis.call('HSET', KEYS[4], ARGV[5], id)
         local claim = redis.call('GET', KEYS[6])
         if claim and isClaim(claim) then redis.call('DEL', KEYS[6]) end
-        redis.call('XACK', KEYS[1], ARGV[1], id)
-        redis.call('XDEL', KEYS[1], id)
+        acknowledge(KEYS[1], ARGV[1], {id})
         return 'scheduled'
         """
 
@@ -94,7 +93,7 @@ enum RetryLua {
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
     /// was recorded}.
-    static let cancel = CallStoreLua.resultRules + """
+    static let cancel = CallStoreLua.recordThenAcknowledge + """
         redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
@@ -105,26 +104,21 @@ enum RetryLua {
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
             if recordOnce(KEYS[8], json, ARGV[5]) then
-              redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', json)
+              appendResult(KEYS[2], ARGV[6], json)
               recorded[#recorded + 1] = id
             end
           end
         end
         local cancelRecorded = 0
-        local write, first = recordOnce(KEYS[3], ARGV[3], ARGV[5])
-        if write then
+        local own = recordResultOnce(KEYS[3], ARGV[3], ARGV[5], KEYS[2], ARGV[6])
+        if own == 1 then
           cancelRecorded = 1
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', ARGV[3])
-        elseif first then
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'result', duplicateOf(ARGV[3], first))
-        else
+          appendResult(KEYS[2], ARGV[6], ARGV[3])
+        elseif own == 0 then
           cancelRecorded = -1
         end
         local acked = 0
-        if ARGV[2] ~= '' then
-          acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-          redis.call('XDEL', KEYS[1], ARGV[2])
-        end
+        if ARGV[2] ~= '' then acked = acknowledge(KEYS[1], ARGV[1], {ARGV[2]}) end
         return {cancelRecorded, acked, removed, recorded}
         """
 }

@@ -44,40 +44,6 @@ public struct StreamEntry: Equatable, Sendable {
     }
 }
 
-/// An entry of the pending entries list (XPENDING's extended form).
-public struct PendingEntry: Equatable, Sendable {
-    /// The stream entry id.
-    public let id: String
-    /// The consumer that owns it now.
-    public let consumer: String
-    /// Milliseconds since it was last delivered.
-    public let idleMs: Int64
-    /// How many times it was delivered (1 after the first read; each claim adds one).
-    public let deliveries: Int64
-}
-
-/// XPENDING's summary form.
-public struct PendingSummary: Equatable, Sendable {
-    /// Number of delivered, unacknowledged entries of the group.
-    public let count: Int64
-    /// The smallest and largest pending ids, nil when `count == 0`.
-    public let smallestID: String?
-    public let largestID: String?
-    /// Pending count per consumer that has any.
-    public let perConsumer: [String: Int64]
-}
-
-/// An XAUTOCLAIM page.
-public struct AutoClaimPage: Equatable, Sendable {
-    /// The cursor for the next call; `0-0` when the scan is complete.
-    public let cursor: String
-    /// The claimed entries.
-    public let entries: [StreamEntry]
-    /// Pending ids whose entries no longer exist (deleted or trimmed): Redis 7 dropped them
-    /// from the pending list, so that work is lost and must be counted.
-    public let deletedIDs: [String]
-}
-
 /// Parsers of stream replies. Each throws `RedisError.unexpectedReply` on a reply of the
 /// wrong shape and never traps.
 public enum StreamReplies {
@@ -144,52 +110,5 @@ public enum StreamReplies {
             if !entries.isEmpty { result[key, default: []].append(contentsOf: entries) }
         }
         return result
-    }
-
-    /// XAUTOCLAIM: `[cursor, [entries…], [deleted ids…]]` (the third element is Redis 7+).
-    public static func autoClaim(_ reply: RedisReply) throws -> AutoClaimPage {
-        guard let parts = reply.array, parts.count >= 2, let cursor = parts[0].string else {
-            throw RedisError.unexpectedReply("XAUTOCLAIM \(reply)")
-        }
-        let (entries, nilEntries) = try entryList(parts[1])
-        var deleted = nilEntries
-        if parts.count >= 3 {
-            guard let ids = parts[2].array else { throw RedisError.unexpectedReply("XAUTOCLAIM deleted ids") }
-            for id in ids {
-                guard let text = id.string else { throw RedisError.unexpectedReply("XAUTOCLAIM deleted id \(id)") }
-                deleted.append(text)
-            }
-        }
-        return AutoClaimPage(cursor: cursor, entries: entries, deletedIDs: deleted)
-    }
-
-    /// XPENDING key group [IDLE ms] start end count: `[[id, consumer, idle, deliveries], …]`.
-    public static func pendingEntries(_ reply: RedisReply) throws -> [PendingEntry] {
-        guard let items = reply.array else { throw RedisError.unexpectedReply("XPENDING \(reply)") }
-        return try items.map { item in
-            guard let f = item.array, f.count == 4, let id = f[0].string, let consumer = f[1].string,
-                  let idle = f[2].integer, let deliveries = f[3].integer else {
-                throw RedisError.unexpectedReply("XPENDING entry \(item)")
-            }
-            return PendingEntry(id: id, consumer: consumer, idleMs: idle, deliveries: deliveries)
-        }
-    }
-
-    /// XPENDING key group: `[count, smallest, largest, [[consumer, count], …]]`
-    /// (`[0, nil, nil, nil]` when nothing is pending).
-    public static func pendingSummary(_ reply: RedisReply) throws -> PendingSummary {
-        guard let f = reply.array, f.count == 4, let count = f[0].integer else {
-            throw RedisError.unexpectedReply("XPENDING summary \(reply)")
-        }
-        var perConsumer: [String: Int64] = [:]
-        if let consumers = f[3].array {
-            for c in consumers {
-                guard let pair = c.array, pair.count == 2, let name = pair[0].string, let n = pair[1].integer else {
-                    throw RedisError.unexpectedReply("XPENDING consumer \(c)")
-                }
-                perConsumer[name] = n
-            }
-        }
-        return PendingSummary(count: count, smallestID: f[1].string, largestID: f[2].string, perConsumer: perConsumer)
     }
 }

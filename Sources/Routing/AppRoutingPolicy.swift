@@ -13,7 +13,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// `apns-topic` of the app's VoIP pushes, built once rather than per push.
     public let voipTopic: String
     /// The environment of tokens whose event does not say `sandbox`.
-    public var environment: APNsEnvironment
+    public var environment: ApnsEnvironment
     /// How long a call rings when its event has no `deadline`, counted from the stream entry.
     public var ringTimeoutMs: Int64
     /// VoIP retries; also bounded by the call's deadline.
@@ -26,7 +26,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// The alert sent when an event carries no `alert` object, and the sound of every alert.
     public var fallbackAlert: FallbackTemplate
 
-    public init(appID: String, bundleID: String, environment: APNsEnvironment = .production,
+    public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
                 ringTimeoutMs: Int64 = 30_000,
                 voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),

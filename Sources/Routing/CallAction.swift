@@ -2,7 +2,8 @@ import APNs
 
 /// What the runner (`RoutingRunner`) must do after one event of a `CallRouter`: an optional token
 /// feedback, then one step. The runner performs it and reports back (`apnsAnswered`,
-/// `retryDue`, …); it decides nothing itself.
+/// `apnsFailed`, `cancelReceived`; a retry comes back through `resume`); it decides nothing
+/// itself.
 public struct CallAction: Equatable, Sendable {
     /// Write this to the feedback stream and remember the token as invalid since its timestamp;
     /// done before `step`.
@@ -12,15 +13,15 @@ public struct CallAction: Equatable, Sendable {
 
     /// What the runner does next for the call.
     public enum Step: Equatable, Sendable {
-        /// Nothing (a tolerated late timer, a cancel that waits for the push in flight, …).
+        /// Nothing (a dropped retry coming due, a cancel that waits for the push in flight, …).
         case none
         /// Send this VoIP push, then call `apnsAnswered` or `apnsFailed`.
         case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
         case sendAlert(PushPlan, cause: FallbackCause)
-        /// Wait until `RetryPlan.atMs`, then call `retryDue` — or, as the gateway does, keep the
-        /// router's `waiting` snapshot in the durable retry schedule and `resume` a fresh router
-        /// from it when due (in any process).
+        /// Keep the router's `waiting` snapshot in the durable retry schedule (which
+        /// acknowledges the entry); at `RetryPlan.atMs` a fresh router, in any process, continues
+        /// from it with `resume`.
         case scheduleRetry(RetryPlan)
         /// Write the record to the results stream, then acknowledge the entry. Final.
         case finish(OutcomeRecord)
@@ -45,14 +46,6 @@ public struct CallAction: Equatable, Sendable {
 
     /// No feedback, nothing to do.
     public static let none = CallAction(step: .none)
-
-    /// True when the step ends the call (the router is finished afterwards).
-    public var isFinal: Bool {
-        switch step {
-        case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
-        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
-        }
-    }
 }
 
 /// One push to send for a call: which channel, which attempt, to which APNs environment.
@@ -61,7 +54,7 @@ public struct PushPlan: Equatable, Sendable {
     /// 1 for the first attempt on this channel.
     public let attempt: Int
     /// The event's `sandbox`, else the app's environment.
-    public let environment: APNsEnvironment
+    public let environment: ApnsEnvironment
     /// The push itself. VoIP: topic `<bundle>.voip`, type voip, priority 10, `apns-expiration`
     /// = the deadline in unix seconds, rounded down (so APNs never holds it past the deadline),
     /// no collapse id, no `apns-id` (APNs generates one). Alert: topic = bundle id, type alert,
@@ -72,7 +65,7 @@ public struct PushPlan: Equatable, Sendable {
     public var writeByUnixMs: Int64? = nil
 }
 
-/// A retry to fire later: `CallRouter.retryDue(now:)` (or `resume` from the snapshot) at `atMs`.
+/// A retry to fire later: `CallRouter.resume` from the router's `waiting` snapshot at `atMs`.
 public struct RetryPlan: Equatable, Sendable {
     public let channel: PushChannel
     /// The number the retried attempt will have on its channel (2 for the first retry).

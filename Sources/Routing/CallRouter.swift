@@ -31,7 +31,8 @@ import Retry
 ///   `cancelled`, a credential/config/request error still its dead letter (a human must fix
 ///   it). No missed-call alert is sent after a cancel.
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
-///   `apns_credentials`, app unhealthy). `ExpiredProviderToken` is handled by the APNs client.
+///   `apns_credentials`, app unhealthy) and `unsendable` (dead letter `invalid_push`: the push
+///   can never be written). `ExpiredProviderToken` is handled by the APNs client.
 /// - A waiting call can leave the process: `waiting` is its serializable snapshot (the durable
 ///   retry schedule keeps it in Redis), and `resume(_:from:now:)` on a fresh router continues
 ///   exactly where `retryDue(now:)` would have. The deadline is the snapshot's, fixed when the
@@ -300,22 +301,24 @@ public struct CallRouter: Sendable {
 
     /// APNs answered the push in flight (accepted or rejected).
     public mutating func apnsAnswered(_ response: PushNotificationResponse, now: Int64) -> CallAction {
-        answered(APNsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
+        answered(ApnsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
                  apnsID: response.apnsID, now: now)
     }
 
     /// The push in flight got no answer (timeout, connection lost, …).
     public mutating func apnsFailed(_ error: ApnsClientError, now: Int64) -> CallAction {
-        answered(APNsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
+        answered(ApnsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
     }
 
-    /// The time of the scheduled retry came.
+    /// The time of the scheduled retry came, on the router that scheduled it. The gateway does
+    /// not keep that router: `resume` continues a fresh one from the snapshot through here
+    /// (tests call it directly to check that both paths agree).
     public mutating func retryDue(now: Int64) -> CallAction {
         switch state {
         case .idle:
             preconditionFailure("CallRouter.retryDue before start")
         case let .voipWaiting(s):
-            // Never a VoIP push after the deadline, even if the timer fired late.
+            // Never a VoIP push after the deadline, even if the retry came due late.
             guard now < s.call.deadlineMs else { return fallback(s.call, .deadline, now: now) }
             return sendVoip(s.call, attempt: s.attemptsMade + 1, now: now)
         case let .alertWaiting(s):
@@ -324,7 +327,7 @@ public struct CallRouter: Sendable {
             }
             return sendAlert(s.call, cause: s.cause, attempt: s.attemptsMade + 1, windowEndMs: s.windowEndMs, now: now)
         case .voipInFlight, .alertInFlight, .finished:
-            // Tolerated: a timer of a retry that was dropped (cancel, deadline) may still fire.
+            // Tolerated: a retry dropped meanwhile (a cancel) may still come due.
             return .none
         }
     }
@@ -351,24 +354,9 @@ public struct CallRouter: Sendable {
         }
     }
 
-    /// The call's deadline timer fired. Only a waiting VoIP retry cares: it is dropped and the
-    /// alert goes (the in-flight push carries the deadline as its expiration; its answer decides).
-    public mutating func deadlinePassed(now: Int64) -> CallAction {
-        switch state {
-        case .idle:
-            preconditionFailure("CallRouter.deadlinePassed before start")
-        case let .voipWaiting(s):
-            // A timer that fired early changes nothing.
-            guard now >= s.call.deadlineMs else { return .none }
-            return fallback(s.call, .deadline, now: now)
-        case .voipInFlight, .alertInFlight, .alertWaiting, .finished:
-            return .none
-        }
-    }
-
     // MARK: Transitions
 
-    private mutating func answered(_ verdict: APNsVerdict, status: Int?, reason: String?, error: String?,
+    private mutating func answered(_ verdict: ApnsVerdict, status: Int?, reason: String?, error: String?,
                                    apnsID: String?, now: Int64) -> CallAction {
         switch state {
         case .idle, .voipWaiting, .alertWaiting:
@@ -393,7 +381,7 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID)
@@ -423,7 +411,7 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: APNsVerdict, now: Int64) -> CallAction {
+    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause)
@@ -534,12 +522,12 @@ public struct CallRouter: Sendable {
                       latencyMs: call.lastAnswerAtMs.map { $0.clampedDifference(call.event.entryTimeMs) }, attempts: call.attempts)
     }
 
-    private func environment(_ event: CallEvent) -> APNsEnvironment {
+    private func environment(_ event: CallEvent) -> ApnsEnvironment {
         guard let sandbox = event.sandbox else { return policy.environment }
         return sandbox ? .sandbox : .production
     }
 
-    private static func isFailure(_ verdict: APNsVerdict) -> Bool {
+    private static func isFailure(_ verdict: ApnsVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
     }

@@ -286,6 +286,11 @@ struct ObjectWriter {
         key(k); writer.int(v)
     }
 
+    mutating func bool(_ k: StaticString, _ v: Bool) {
+        key(k)
+        if v { writer.raw("true") } else { writer.raw("false") }
+    }
+
     mutating func object(_ k: StaticString, _ body: (inout ObjectWriter) -> Void) {
         key(k); writer.object(body)
     }

@@ -2,10 +2,12 @@
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // `RoutingRunner` (GatewayRoles) performs.
-// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallAction
-// (what the runner does), OutcomeRecord (the result JSON), APNsVerdict (reading APNs' answers
+// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallCopies and
+// LiveCallStateMachine (an entry's stay in the router process, beside its copies), CallAction
+// (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
-// JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output).
+// JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output of
+// payloads, records and retry snapshots; docs/architecture.md, "JSON").
 
 /// The final outcome of a call event, as written to the results stream (docs/protocol.md).
 public enum CallOutcome: String, Sendable, CaseIterable {

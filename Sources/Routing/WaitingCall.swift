@@ -1,4 +1,3 @@
-import Foundation
 import Retry
 
 /// A call waiting for its next attempt, as the durable retry schedule keeps it in Redis:
@@ -81,11 +80,7 @@ public struct WaitingCall: Equatable, Sendable {
 
     /// The snapshot as compact JSON with sorted keys (the same text for the same value).
     public func json() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding plain strings and integers cannot fail.
-        let data = try! encoder.encode(Wire(self))
-        return String(decoding: data, as: UTF8.self)
+        String(decoding: Wire(self).json(), as: UTF8.self)
     }
 
     /// Reads `json()`'s text back, checking every value as untrusted input: the call id's
@@ -128,8 +123,9 @@ public struct InvalidWaitingCall: Error, Equatable, Sendable, CustomStringConver
 }
 
 /// The JSON form of `WaitingCall`; field names are short and stable. Written with
-/// `JSONEncoder`, read back with `JSONParser` (field by field, each problem naming its field).
-private struct Wire: Encodable {
+/// `JSONWriter` (keys sorted, absent fields left out), read back with `JSONParser` (field by
+/// field, each problem naming its field).
+private struct Wire {
     var v: Int
     var id: String
     var channel: String
@@ -145,24 +141,44 @@ private struct Wire: Encodable {
     var firstFailure: Int64?
     var attempts: [Attempt]
 
-    enum CodingKeys: String, CodingKey {
-        case v, id, channel, made, cause, due, deadline, attempts, entry
-        case windowEnd = "window_end", entryTime = "entry_time", alertUsable = "alert_usable"
-        case lastAnswer = "last_answer", firstFailure = "first_failure"
-    }
-
-    struct Attempt: Encodable {
+    struct Attempt {
         var t: Int64
         var channel: String
         var status: Int?
         var reason: String?
         var error: String?
         var apnsID: String?
+    }
 
-        enum CodingKeys: String, CodingKey {
-            case t, channel, status, reason, error
-            case apnsID = "apns_id"
+    /// The text: keys in byte order, absent fields left out (the same text for the same value).
+    func json() -> [UInt8] {
+        var w = JSONWriter()
+        w.object { o in
+            o.bool("alert_usable", alertUsable)
+            o.array("attempts", attempts) { w, a in
+                w.object { o in
+                    o.string("apns_id", a.apnsID)
+                    o.string("channel", a.channel)
+                    o.string("error", a.error)
+                    o.string("reason", a.reason)
+                    o.int("status", a.status.map { Int64($0) })
+                    o.int("t", a.t)
+                }
+            }
+            o.string("cause", cause)
+            o.string("channel", channel)
+            o.int("deadline", deadline)
+            o.int("due", due)
+            o.string("entry", entry)
+            o.int("entry_time", entryTime)
+            o.int("first_failure", firstFailure)
+            o.string("id", id)
+            o.int("last_answer", lastAnswer)
+            o.int("made", Int64(made))
+            o.int("v", Int64(v))
+            o.int("window_end", windowEnd)
         }
+        return w.finish()
     }
 
     /// Reads the fields of a snapshot; unknown fields are ignored.

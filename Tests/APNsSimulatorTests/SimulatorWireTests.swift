@@ -57,7 +57,7 @@ final class SimulatorWireTests: XCTestCase {
                                    on: server.loop)
     }
 
-    private func assertRejected(_ result: NghttpResult, _ reason: APNsReason, _ message: String,
+    private func assertRejected(_ result: NghttpResult, _ reason: ApnsReason, _ message: String,
                                 file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(result.statuses, [reason.status], "\(message): status", file: file, line: line)
         XCTAssertEqual(result.errorBody, "{\"reason\":\"\(reason.text)\"}", "\(message): body", file: file, line: line)
@@ -101,7 +101,7 @@ final class SimulatorWireTests: XCTestCase {
     func testRequestsAPNsWouldRefuseGetAppleReasons() throws {
         let tooBig = try bodyFile("{\"pad\":\"" + String(repeating: "x", count: 5120) + "\"}")
         let empty = try bodyFile("")
-        let cases: [(String, NghttpResult, APNsReason)] = [
+        let cases: [(String, NghttpResult, ApnsReason)] = [
             ("method other than POST", try push(headers: [":method: PUT"]), .methodNotAllowed),
             ("path outside /3/device/", try push(path: "/3/devices/\(token)"), .badPath),
             ("no token in the path", try push(path: "/3/device/"), .missingDeviceToken),
@@ -175,13 +175,13 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(result.statuses, [410], result.run.output)
         let body = try XCTUnwrap(result.errorBody)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
-        XCTAssertEqual(json["reason"] as? String, APNsReason.unregistered.text)
+        XCTAssertEqual(json["reason"] as? String, ApnsReason.unregistered.text)
         let timestamp = try XCTUnwrap((json["timestamp"] as? NSNumber)?.int64Value, "410 carries a timestamp")
         XCTAssertTrue((before...after).contains(timestamp), "the 410 timestamp is unix milliseconds, got \(timestamp)")
     }
 
     func testScenariosAnswerWithTheirReasons() throws {
-        let table: [(Scenario, APNsReason)] = [
+        let table: [(Scenario, ApnsReason)] = [
             (.expiredToken, .expiredToken), (.badToken, .badDeviceToken), (.notForTopic, .deviceTokenNotForTopic),
             (.tooMany, .tooManyRequests), (.error500, .internalServerError), (.unavailable, .serviceUnavailable),
         ]
@@ -275,7 +275,7 @@ final class SimulatorWireTests: XCTestCase {
         XCTAssertEqual(lines.count, 2, "one line per request")
         let entries = try lines.map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
         XCTAssertEqual(entries[0]["status"] as? Int, 410)
-        XCTAssertEqual(entries[0]["reason"] as? String, APNsReason.unregistered.text)
+        XCTAssertEqual(entries[0]["reason"] as? String, ApnsReason.unregistered.text)
         XCTAssertEqual(entries[0]["token"] as? String, token)
         XCTAssertEqual(entries[1]["status"] as? Int, 200)
         XCTAssertTrue(entries[1]["reason"] is NSNull)

@@ -140,7 +140,7 @@ final class ApnsClientBudgetTests: XCTestCase {
         config.tokenKeys = [pkiServer.keyID: pkiServer.pki.jwtPublicKey]
         config.teamId = pkiServer.teamID
         config.port = port
-        let apns = try APNsSimulator(loop: pkiServer.loop, config: config)
+        let apns = try ApnsSimulator(loop: pkiServer.loop, config: config)
         try apns.start()
         defer { apns.close() }
         pkiServer.loop.run(waitingFor: "the waiting push answered", timeoutMs: 5_000) { answer != nil }

@@ -40,6 +40,7 @@ final class AdminHarness {
         admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile),
                              apps: router.apps, store: router.store, pools: router.pools, runner: router.runner,
                              log: log, settings: settings)
+        router.outcomes.next = admin
         admin.start()
         guard let bound = admin.port else { throw TestSupportError("the admin endpoint did not bind: \(logLines.all)") }
         port = bound

@@ -30,6 +30,7 @@ final class MetricsCacheTests: XCTestCase {
         let admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(freeLoopbackPort())"),
                                  apps: router.apps, store: router.store, pools: router.pools, runner: router.runner,
                                  log: Log(minimum: .error) { _ in }, settings: settings)
+        router.outcomes.next = admin
         admin.start()
         defer { admin.close(); router.close() }
         let port = try XCTUnwrap(admin.port)

@@ -9,12 +9,7 @@ final class ConfigDeadLettersTests: XCTestCase {
     var fixture: ConfigFixture!
 
     override func setUpWithError() throws {
-        fixture = try ConfigFixture()
-        try fixture.makeSecrets()
-    }
-
-    override func tearDown() {
-        fixture.cleanUp()
+        fixture = try ConfigFixture.make(removedAfter: self)
     }
 
     func testRetentionDefaultsToTenThousandEntriesAndFourteenDays() throws {

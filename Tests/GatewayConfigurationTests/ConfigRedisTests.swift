@@ -12,13 +12,8 @@ final class ConfigRedisTests: XCTestCase {
     var pki: TestPKI!
 
     override func setUpWithError() throws {
-        fixture = try ConfigFixture()
-        try fixture.makeSecrets()
+        fixture = try ConfigFixture.make(removedAfter: self)
         pki = try TestPKI.shared()
-    }
-
-    override func tearDown() {
-        fixture.cleanUp()
     }
 
     private func with(_ redis: [String: Any]) -> [String: Any] {

@@ -11,12 +11,7 @@ final class ConfigTests: XCTestCase {
     var fixture: ConfigFixture!
 
     override func setUpWithError() throws {
-        fixture = try ConfigFixture()
-        try fixture.makeSecrets()
-    }
-
-    override func tearDown() {
-        fixture.cleanUp()
+        fixture = try ConfigFixture.make(removedAfter: self)
     }
 
     // MARK: A good config
@@ -28,7 +23,7 @@ final class ConfigTests: XCTestCase {
         let dir = fixture.directory
         XCTAssertEqual(config.redis, RedisConfig(url: "redis://127.0.0.1:6379/0", prefix: "pushgw"))
         XCTAssertEqual(config.admin, AdminConfig(listen: "127.0.0.1:9464", tokenFile: dir + "/secrets/admin-token"))
-        XCTAssertEqual(config.apns, APNsConfig(), "the example spells out the defaults")
+        XCTAssertEqual(config.apns, ApnsConfig(), "the example spells out the defaults")
         XCTAssertEqual(config.apns.productionEndpoint, Endpoint(host: "api.push.apple.com", port: 443))
         XCTAssertEqual(config.apns.sandboxEndpoint.description, "api.sandbox.push.apple.com:443")
         XCTAssertEqual(config.credentials["acme-key"],
@@ -87,31 +82,6 @@ final class ConfigTests: XCTestCase {
         let p = try XCTUnwrap(problem(at: "credentials.acme-key.key_file", in: report))
         XCTAssertEqual(p.problem, "cannot read \(fixture.directory)/secrets: is a directory")
         XCTAssertEqual(p.fix, "point it at a readable file")
-    }
-
-    func testUnreadableKeyFileIsAnError() throws {
-        try fixture.chmod("secrets/AuthKey_KEY1234567.p8", 0o000)
-        let config = try fixture.writeConfig(ConfigFixture.example)
-        // Root reads a file whatever its mode, so as root the check runs as the unprivileged
-        // user nobody (65534), to whom the fixture is handed: only the mode stands in its way.
-        let pushgw = try builtPushgw()
-        let check = ["config", "check", "--json", config]
-        var (executable, arguments) = (pushgw, check)
-        if getuid() == 0 {
-            let (status, _, err) = try runCommand("chown", ["-R", "65534:65534", fixture.directory])
-            XCTAssertEqual(status, 0, err)
-            (executable, arguments) = ("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", pushgw] + check)
-        }
-        let (status, out, err) = try runCommand(executable, arguments)
-        XCTAssertEqual(status, 1, "a config with an unreadable key is unusable: \(out) \(err)")
-        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], out)
-        let problems = (report["problems"] as? [[String: String]] ?? []).filter { $0["path"] == "credentials.acme-key.key_file" }
-        XCTAssertEqual(problems.count, 1, out)
-        XCTAssertEqual(problems.first?["severity"], "error")
-        XCTAssertTrue(problems.first?["problem"]?.contains("Permission denied") == true, out)
-        XCTAssertTrue(problems.first?["fix"]?.contains("chmod 600") == true, out)
-        XCTAssertEqual((report["problems"] as? [[String: String]])?.filter { $0["severity"] == "error" }.count, 1,
-                       "the key file is the only problem: \(out)")
     }
 
     func testSEC1ECKeyIsRejectedWithTheConversionCommand() throws {

@@ -13,7 +13,7 @@ final class ApnsPoolsTests: XCTestCase {
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
         var config = GatewayConfig(
             redis: RedisConfig(url: "redis://127.0.0.1:1/0"),
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert),
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert),
             credentials: ["a": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.jwtKey),
                           "b": .certificate(certFile: sim.pki.clientCert, keyFile: sim.pki.clientKey)],
             apps: [:])

@@ -80,8 +80,9 @@ final class RetryIntegrationTests: XCTestCase {
         settings.blockMs = 100
         let second = RoutingRunner(loop: h.loop, store: store, pools: h.pools, apps: h.apps, settings: settings,
                                    log: Log(minimum: .error))
-        var records: [OutcomeRecord] = []
-        second.onRecorded = { records.append($1) }
+        let outcomes = RecordedOutcomes()
+        second.observations = outcomes
+        var records: [OutcomeRecord] { outcomes.all.map(\.record) }
         store.start()
         second.start()
         h.mover.start()

@@ -16,6 +16,15 @@ package final class ConfigFixture {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// A fixture for one test, removed when `test` ends; with the example's key material
+    /// (`makeSecrets`) unless `secrets` is false.
+    package static func make(removedAfter test: XCTestCase, secrets: Bool = true) throws -> ConfigFixture {
+        let fixture = try ConfigFixture()
+        test.addTeardownBlock { fixture.cleanUp() }
+        if secrets { try fixture.makeSecrets() }
+        return fixture
+    }
+
     /// Writes `text` to `name` (relative to the directory) with `mode`; returns the full path.
     @discardableResult
     package func write(_ name: String, _ text: String, mode: Int = 0o600) throws -> String {

@@ -23,7 +23,7 @@ package final class RouterHarness {
     package let sim: SimTestServer
     /// With `separateSandbox`: a second simulator (`sandbox: true`) on the same loop, the
     /// sandbox endpoint.
-    package let sandboxSim: APNsSimulator?
+    package let sandboxSim: ApnsSimulator?
     package var loop: EventLoop { sim.loop }
     package let config: GatewayConfig
     package let apps: [AppRuntime]
@@ -35,8 +35,9 @@ package final class RouterHarness {
     package let producer: RedisConnection
     /// The router's consumer name in the apps' groups.
     package let consumer: String
-    /// Every outcome recorded, in order, with its app.
-    package private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
+    /// The router's observer: every outcome recorded, in order, with its app.
+    package let outcomes = RecordedOutcomes()
+    package var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
 
     /// Apps `acme` and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
@@ -57,7 +58,7 @@ package final class RouterHarness {
             var sandboxConfig = sim.simulator.config
             sandboxConfig.sandbox = true
             sandboxConfig.logFile = nil
-            let second = try APNsSimulator(loop: sim.loop, config: sandboxConfig)
+            let second = try ApnsSimulator(loop: sim.loop, config: sandboxConfig)
             try second.start()
             sandboxSim = second
             sandboxEndpoint = Endpoint(host: "127.0.0.1", port: second.port)
@@ -75,7 +76,7 @@ package final class RouterHarness {
         }
         config = GatewayConfig(
             redis: access.config,
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
@@ -96,7 +97,7 @@ package final class RouterHarness {
         mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
         mover.apps = apps.map(\.keys)
-        runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
+        runner.observations = outcomes
         runner.onRetryScheduled = { [unowned self] due in self.mover.retryScheduled(dueAtMs: due) }
         producer.start()
         store.start()

@@ -10,12 +10,7 @@ final class ConfigCommandTests: XCTestCase {
     var fixture: ConfigFixture!
 
     override func setUpWithError() throws {
-        fixture = try ConfigFixture()
-        try fixture.makeSecrets()
-    }
-
-    override func tearDown() {
-        fixture.cleanUp()
+        fixture = try ConfigFixture.make(removedAfter: self)
     }
 
     func testNoMessageEverContainsASecretFileOrTheRedisPassword() throws {

@@ -26,8 +26,9 @@ final class DeadLetterHarness {
     var loop: EventLoop { sim.loop }
     let directory: String
     let producer: RedisConnection
-    /// Every outcome recorded by the routers started so far, in order.
-    private(set) var recorded: [(app: String, record: OutcomeRecord)] = []
+    /// Every outcome recorded by the routers started so far, in order (their observer).
+    let outcomes = RecordedOutcomes()
+    var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
     private var router: (store: CallStore, pools: ApnsPools, runner: RoutingRunner)?
 
     init(redis deployment: RedisDeployment = .tcp) throws {
@@ -58,7 +59,7 @@ final class DeadLetterHarness {
                                      alert: RetryPolicy(maxAttempts: 2, baseMs: 20, capMs: 50), alertTTLSeconds: 60)
         return GatewayConfig(
             redis: access.config,
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert,
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: sim.pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.otherJWTKey)],
@@ -80,7 +81,7 @@ final class DeadLetterHarness {
         settings.blockMs = 100
         let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings,
                                    log: Log(minimum: .error, write: { _ in }))
-        runner.onRecorded = { [unowned self] app, record in self.recorded.append((app, record)) }
+        runner.observations = outcomes
         store.start()
         runner.start()
         router = (store, pools, runner)

@@ -8,8 +8,6 @@ import XCTest
 /// roles over TLS and through Sentinel, and a TLS server it must not trust refused with the
 /// cause in the log and in `/readyz`.
 final class RedisDeploymentProcessTests: XCTestCase {
-    private let pushgw = packageRoot + "/.build/debug/pushgw"
-
     /// A running `pushgw run`, its admin port and its log.
     private struct Gateway {
         let process: ChildProcess
@@ -34,6 +32,7 @@ final class RedisDeploymentProcessTests: XCTestCase {
         let file = dir + "/gw.json"
         try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys]).write(to: URL(fileURLWithPath: file))
         let log = dir + "/gw.log"
+        let pushgw = try builtPushgw()
         let process = try ChildProcess("/bin/sh", ["-c", "exec '\(pushgw)' run --config '\(file)' --role \(roles) --consumer deploy-test > '\(log)' 2>&1"],
                                        captureOutput: false)
         try waitForPort(adminPort)

@@ -12,7 +12,7 @@ import XCTest
 /// the promotion got its result, and the gateway never exited.
 final class SentinelFailoverTests: XCTestCase {
     func testAKilledPrimaryUnderSteadyLoadIsReplacedAndEveryLaterEventGetsItsResult() throws {
-        let pushgw = packageRoot + "/.build/debug/pushgw"
+        let pushgw = try builtPushgw()
         let primary = try RedisServer.start()
         defer { primary.stop() }
         let replica = try RedisServer.start(extraArguments: ["--replicaof", "127.0.0.1", String(primary.port)])

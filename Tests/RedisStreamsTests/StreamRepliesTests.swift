@@ -38,24 +38,6 @@ final class StreamRepliesTests: XCTestCase {
         XCTAssertEqual(try StreamReplies.range(reply).count, 1)
     }
 
-    func testXAUTOCLAIMCarriesCursorEntriesAndDeletedIDs() throws {
-        let reply = RedisReply.array([b("0-0"), .array([entry("5-0", [("event", "e")])]), .array([b("4-0"), b("4-1")])])
-        let page = try StreamReplies.autoClaim(reply)
-        XCTAssertEqual(page, AutoClaimPage(cursor: "0-0", entries: [StreamEntry(id: "5-0", fields: ["event": "e"])], deletedIDs: ["4-0", "4-1"]))
-    }
-
-    func testXPENDINGForms() throws {
-        XCTAssertEqual(try StreamReplies.pendingSummary(.array([.integer(0), .null, .null, .null])),
-                       PendingSummary(count: 0, smallestID: nil, largestID: nil, perConsumer: [:]))
-        let summary = try StreamReplies.pendingSummary(.array([.integer(3), b("1-0"), b("3-0"),
-                                                               .array([.array([b("c1"), b("2")]), .array([b("c2"), b("1")])])]))
-        XCTAssertEqual(summary.count, 3)
-        XCTAssertEqual(summary.perConsumer, ["c1": 2, "c2": 1])
-        XCTAssertEqual(summary.smallestID, "1-0")
-        let entries = try StreamReplies.pendingEntries(.array([.array([b("1-0"), b("c1"), .integer(1500), .integer(2)])]))
-        XCTAssertEqual(entries, [PendingEntry(id: "1-0", consumer: "c1", idleMs: 1500, deliveries: 2)])
-    }
-
     func testMalformedRepliesThrowInsteadOfTrapping() {
         let bad: [RedisReply] = [.integer(1), .array([.integer(1)]), .array([.array([b("s")])]),
                                  .array([.array([b("s"), .array([.array([b("1-0"), .array([b("odd")])])])])])]
@@ -64,8 +46,6 @@ final class StreamRepliesTests: XCTestCase {
                 guard case RedisError.unexpectedReply = error else { return XCTFail("wrong error \(error)") }
             }
         }
-        XCTAssertThrowsError(try StreamReplies.pendingSummary(.array([])))
-        XCTAssertThrowsError(try StreamReplies.autoClaim(.array([b("0-0")])))
     }
 
     func testClaimScriptReplySeparatesClaimedFromLost() throws {

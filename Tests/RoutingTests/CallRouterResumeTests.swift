@@ -10,7 +10,7 @@ import XCTest
 final class CallRouterResumeTests: XCTestCase {
     /// Plays the same call twice, once firing retries in memory and once resuming fresh routers
     /// from snapshots; `answers` are the APNs statuses in order. Every action must match.
-    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, APNsReason?)],
+    private func assertResumeMatchesRetryDue(_ event: CallEvent, answers: [(Int, ApnsReason?)],
                                              policy: AppRoutingPolicy = Fixture.policy(), late: Int64 = 0,
                                              file: StaticString = #filePath, line: UInt = #line) throws -> OutcomeRecord? {
         var memory = Harness(event, policy: policy)
@@ -158,6 +158,22 @@ final class CallRouterResumeTests: XCTestCase {
                            lastAnswerAtMs: t + 2, firstFailureAtMs: t + 2).json()
     }
 
+    func testTheSnapshotTextIsCompactWithSortedKeysAndNoAbsentFields() {
+        let t = Fixture.entry
+        let alert = WaitingCall(callID: "c/1", stage: .alert(cause: .retriesExhausted, attemptsMade: 1, windowEndMs: t + 9_000),
+                                dueAtMs: t + 100, deadlineMs: t + 30_000, entryTimeMs: t, entryID: "\(t)-0", alertUsable: true,
+                                attempts: [AttemptRecord(sentAtMs: t + 1, channel: .alert, status: nil, reason: nil,
+                                                         error: "connection lost: \"x\"\n", apnsID: "A-1")],
+                                lastAnswerAtMs: nil, firstFailureAtMs: t + 2)
+        XCTAssertEqual(alert.json(), #"{"alert_usable":true,"attempts":[{"apns_id":"A-1","channel":"alert","error":"connection lost: \"x\"\n","t":\#(t + 1)}],"#
+                       + #""cause":"retries_exhausted","channel":"alert","deadline":\#(t + 30_000),"due":\#(t + 100),"entry":"\#(t)-0","#
+                       + #""entry_time":\#(t),"first_failure":\#(t + 2),"id":"c/1","made":1,"v":1,"window_end":\#(t + 9_000)}"#)
+        XCTAssertEqual(try WaitingCall.decode(alert.json()), alert)
+        XCTAssertEqual(goodSnapshot, #"{"alert_usable":true,"attempts":[{"channel":"voip","reason":"ServiceUnavailable","status":503,"#
+                       + #""t":\#(t + 1)}],"channel":"voip","deadline":\#(t + 30_000),"due":\#(t + 100),"entry_time":\#(t),"#
+                       + #""first_failure":\#(t + 2),"id":"c","last_answer":\#(t + 2),"made":1,"v":1}"#)
+    }
+
     func testUnreadableSnapshotsAreRefusedWithTheirProblem() {
         let good = goodSnapshot
         XCTAssertNoThrow(try WaitingCall.decode(good), good)
@@ -269,31 +285,5 @@ final class CallRouterResumeTests: XCTestCase {
         XCTAssertEqual(again, event, "same entry time, same deadline, same payloads")
         let push = try XCTUnwrap(try h.resumeRetry(event: again).voipPlan)
         XCTAssertEqual(push.notification.expiration, event.deadlineMs / 1000)
-    }
-
-    // MARK: The mover's pacing
-
-    func testTheMoverSleepsUntilTheEarliestDueTimeButNeverLongerThanTheIdlePoll() {
-        var p = MoverPacing(idlePollMs: 50, spread: 0.2)
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.5), 50, "idle: the poll interval")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0), 45, "spread: 5 ms less")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0.9999), 54, "or up to 5 ms more")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 1_020, more: false, random: 0.5), 20, "until the earliest due")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: false, random: 0.5), 50, "capped by the idle poll")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 990, more: false, random: 0), 0, "overdue: at once")
-        XCTAssertEqual(p.lookDone(now: 1_000, earliestDueMs: 9_000, more: true, random: 0), 0, "a full batch: at once")
-        XCTAssertEqual(p.nextLookAtMs, 1_000)
-    }
-
-    func testARetryScheduledHereWakesTheMoverEarlierButNeverLater() {
-        var p = MoverPacing(idlePollMs: 50, spread: 0)
-        _ = p.lookDone(now: 1_000, earliestDueMs: nil, more: false, random: 0)
-        XCTAssertEqual(p.retryScheduled(dueAtMs: 1_010, now: 1_002), 8, "earlier than the planned look at 1050")
-        XCTAssertNil(p.retryScheduled(dueAtMs: 1_030, now: 1_003), "later than the new plan at 1010")
-        p.lookStarted()
-        XCTAssertNil(p.retryScheduled(dueAtMs: 1_020, now: 1_011), "during a look: remembered, not scheduled")
-        XCTAssertEqual(p.lookDone(now: 1_012, earliestDueMs: nil, more: false, random: 0), 8,
-                       "the look may have missed it: the remembered due time counts")
-        XCTAssertEqual(p.lookDone(now: 1_013, earliestDueMs: nil, more: false, random: 0), 50, "and only once")
     }
 }

@@ -61,7 +61,7 @@ enum Fixture {
         }
     }
 
-    static func response(_ status: Int, _ reason: APNsReason? = nil, apnsID: String? = "00000000-0000-0000-0000-000000000001",
+    static func response(_ status: Int, _ reason: ApnsReason? = nil, apnsID: String? = "00000000-0000-0000-0000-000000000001",
                          timestampMs: Int64? = nil) -> PushNotificationResponse {
         PushNotificationResponse(status: status, reason: reason, apnsID: apnsID, invalidationTimestampMs: timestampMs)
     }
@@ -189,7 +189,7 @@ struct Harness {
     }
 
     @discardableResult
-    mutating func answer(_ status: Int, _ reason: APNsReason? = nil, after ms: Int64 = 40,
+    mutating func answer(_ status: Int, _ reason: ApnsReason? = nil, after ms: Int64 = 40,
                          timestampMs: Int64? = nil) throws -> CallAction {
         guard model.inFlight != nil else { throw IllegalMove(description: "an answer with no push in flight") }
         model.inFlight = nil
@@ -251,18 +251,17 @@ struct Harness {
         try model.apply(action)
         return action
     }
-
-    @discardableResult
-    mutating func deadlinePassed(at time: Int64) throws -> CallAction {
-        model.now = time
-        let action = router.deadlinePassed(now: time)
-        if action != CallAction.none { model.scheduled = nil }
-        try model.apply(action)
-        return action
-    }
 }
 
 extension CallAction {
+    /// True when the step ends the call.
+    var isFinal: Bool {
+        switch step {
+        case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
+        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
+        }
+    }
+
     var voipPlan: PushPlan? {
         if case let .sendVoip(p) = step { return p }
         return nil

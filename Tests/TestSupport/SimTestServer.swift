@@ -2,7 +2,7 @@ import APNsSimulator
 import EventLoop
 import Foundation
 
-/// An `APNsSimulator` on a fresh loop with the test PKI, listening on a free loopback port,
+/// An `ApnsSimulator` on a fresh loop with the test PKI, listening on a free loopback port,
 /// for any test target that needs an APNs to talk to.
 ///
 /// Token auth accepts JWTs from `pki.jwtKey` with `keyID`/`teamID`; certificate auth accepts
@@ -10,7 +10,7 @@ import Foundation
 public final class SimTestServer {
     public let loop: EventLoop
     public let pki: TestPKI
-    public let simulator: APNsSimulator
+    public let simulator: ApnsSimulator
     public let keyID = "KEY1234567"
     public let teamID = "TEAM123456"
     public let bundleID = "com.example.app"
@@ -29,7 +29,7 @@ public final class SimTestServer {
         config.bundleIDs = [bundleID]
         config.logFile = logFile
         configure(&config)
-        simulator = try APNsSimulator(loop: loop, config: config)
+        simulator = try ApnsSimulator(loop: loop, config: config)
         try simulator.start()
     }
 

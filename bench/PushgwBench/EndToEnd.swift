@@ -21,6 +21,37 @@ import Routing
 /// 3. with `--scrapers N` (> 0): the same steady phase again while the admin endpoint runs on
 ///    the loop and N threads fetch `/metrics` from it back to back; prints that p99 and the
 ///    scrapes served (`--metrics-max-age-ms` sets the rendering's reuse, 0 = every scrape renders).
+/// The router's observer in the bench: what `pushgw run`'s router reports goes to `target` (the
+/// metrics alone, or an admin endpoint while one runs, as `pushgw run` wires it), and each
+/// recorded outcome to the bench's count.
+final class BenchObservations: RouterObservations {
+    var target: RouterObservations
+    var onRecorded: (OutcomeRecord) -> Void = { _ in }
+
+    init(reportingTo target: RouterObservations) { self.target = target }
+
+    func eventsReceived(app: String, claimed: Bool, count: Int) {
+        target.eventsReceived(app: app, claimed: claimed, count: count)
+    }
+
+    func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        target.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        target.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    func fallback(app: String, cause: FallbackCause) {
+        target.fallback(app: app, cause: cause)
+    }
+
+    func callRecorded(app: String, record: OutcomeRecord) {
+        target.callRecorded(app: app, record: record)
+        onRecorded(record)
+    }
+}
+
 enum EndToEnd {
     static func run(_ o: Options) {
         let loop = EventLoop()
@@ -35,7 +66,7 @@ enum EndToEnd {
         let redisCA = o.string("redis-ca", "")
         let config = GatewayConfig(
             redis: RedisConfig(url: o.string("redis"), tls: RedisTLSOptions(caFile: redisCA.isEmpty ? nil : redisCA)),
-            apns: APNsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: o.string("ca"),
+            apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: endpoint, caFile: o.string("ca"),
                              connections: o.int("connections", 2), requestTimeoutMs: 30_000, maxQueued: 20_000),
             credentials: ["k": .token(teamId: "TEAM123456", keyId: "KEY1234567", keyFile: o.string("key"))],
             apps: Dictionary(uniqueKeysWithValues: appIDs.map {
@@ -54,7 +85,8 @@ enum EndToEnd {
         let log = Log(minimum: .info, write: { line in devNull.write(Data((line + "\n").utf8)) })
         let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
         let metrics = GatewayMetrics()
-        runner.observations = metrics
+        let observer = BenchObservations(reportingTo: metrics)
+        runner.observations = observer
         let producer = RedisConnection(loop: loop, config: redis)
         producer.start()
         store.start()
@@ -71,8 +103,7 @@ enum EndToEnd {
         var recorded = 0
         var sentAtUs: [String: Int64] = [:]
         var latenciesUs: [Int64] = []
-        runner.onRecorded = { app, record in
-            metrics.callRecorded(app: app, record: record)
+        observer.onRecorded = { record in
             recorded += 1
             if let id = record.id, let t = sentAtUs.removeValue(forKey: id) { latenciesUs.append(Clock.monotonicUs() - t) }
         }
@@ -134,6 +165,7 @@ enum EndToEnd {
             let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())"), apps: apps,
                                      store: store, pools: pools, runner: runner, log: log, settings: adminSettings)
             admin.start()
+            observer.target = admin
             guard let port = admin.port else { fatalError("the admin endpoint did not listen") }
             let scrapes = ScrapeFlood(port: port, threads: scrapers)
             let flooded = steadyLatencies()
@@ -164,6 +196,7 @@ enum EndToEnd {
                                figures: { admin.consoleFigures() })
             }
             admin.start()
+            observer.target = admin
             guard let port = admin.port else { fatalError("the admin endpoint did not listen") }
             let viewer = ConsoleViewer(port: port, token: token, pagesPerSecond: consoleViews, apps: appIDs)
             let viewed = steadyLatencies()

@@ -9,7 +9,7 @@ import EventLoop
 /// every connection and flushes the log. Everything, including reading `stats` and
 /// `recorded`, happens on the loop's thread. For tests, the demo and benchmarks only:
 /// never in a production path (docs/architecture.md).
-public final class APNsSimulator {
+public final class ApnsSimulator {
     /// Bodies longer than this are recorded truncated (their size is kept in full).
     public static let maxRecordedBody = 16 * 1024
 
@@ -141,7 +141,7 @@ public final class APNsSimulator {
     func record(_ verdict: Verdict, request: IncomingRequest, body: [UInt8], apnsID: String,
                 connectionID: Int, streamID: Int32) {
         let status: Int?
-        let reason: APNsReason?
+        let reason: ApnsReason?
         var delayMs: Int?
         switch verdict.outcome {
         case let .answer(r): status = r?.status ?? 200; reason = r

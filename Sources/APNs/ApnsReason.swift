@@ -1,5 +1,5 @@
 /// What a caller should do about an APNs answer. Each reason is classified exactly once, in
-/// `APNsReason.table`; retry workers and the router read this, never the reason strings.
+/// `ApnsReason.table`; retry workers and the router read this, never the reason strings.
 public enum ReasonClass: String, Sendable, CaseIterable {
     /// The device token is gone or wrong: never retry it; report it as feedback.
     case tokenInvalid
@@ -16,7 +16,7 @@ public enum ReasonClass: String, Sendable, CaseIterable {
 ///
 /// Every reason string of Apple's response table appears once, in `table`;
 /// an unknown string keeps its text and is classified by its HTTP status.
-public enum APNsReason: Hashable, Sendable {
+public enum ApnsReason: Hashable, Sendable {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
     case missingTopic, payloadEmpty, topicDisallowed
@@ -32,7 +32,7 @@ public enum APNsReason: Hashable, Sendable {
     case unknown(String, status: Int)
 
     /// The one table: reason, Apple's string, the HTTP status Apple pairs it with, its class.
-    public static let table: [(reason: APNsReason, text: String, status: Int, kind: ReasonClass)] = [
+    public static let table: [(reason: ApnsReason, text: String, status: Int, kind: ReasonClass)] = [
         (.badCollapseId, "BadCollapseId", 400, .requestError),
         (.badDeviceToken, "BadDeviceToken", 400, .tokenInvalid),
         (.badExpirationDate, "BadExpirationDate", 400, .requestError),
@@ -73,15 +73,15 @@ public enum APNsReason: Hashable, Sendable {
     private static let byText: [String: Int] = Dictionary(
         uniqueKeysWithValues: table.enumerated().map { ($1.text, $0) })
 
-    private var row: (reason: APNsReason, text: String, status: Int, kind: ReasonClass)? {
+    private var row: (reason: ApnsReason, text: String, status: Int, kind: ReasonClass)? {
         if case .unknown = self { return nil }
-        return APNsReason.table.first { $0.reason == self }
+        return ApnsReason.table.first { $0.reason == self }
     }
 
     /// The reason for Apple's `text`; an unknown text becomes `.unknown(text, status:)`.
     public init(text: String, status: Int) {
-        if let i = APNsReason.byText[text] {
-            self = APNsReason.table[i].reason
+        if let i = ApnsReason.byText[text] {
+            self = ApnsReason.table[i].reason
         } else {
             self = .unknown(text, status: status)
         }

@@ -3,18 +3,18 @@ import XCTest
 @testable import APNs
 
 /// Apple's reason table: one row per string, each classified once.
-final class APNsReasonTests: XCTestCase {
+final class ApnsReasonTests: XCTestCase {
     func testEveryReasonStringAppearsOnceAndRoundTrips() {
-        let texts = APNsReason.table.map(\.text)
+        let texts = ApnsReason.table.map(\.text)
         XCTAssertEqual(Set(texts).count, texts.count, "no reason string twice in the table")
-        for row in APNsReason.table {
-            let parsed = APNsReason(text: row.text, status: row.status)
+        for row in ApnsReason.table {
+            let parsed = ApnsReason(text: row.text, status: row.status)
             XCTAssertEqual(parsed, row.reason, "\(row.text) parses to its case")
             XCTAssertEqual(parsed.text, row.text)
             XCTAssertEqual(parsed.status, row.status)
         }
         for newer in ["UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "ExpiredToken"] {
-            XCTAssertFalse(APNsReason(text: newer, status: 0).isUnknown, "\(newer) is in the table")
+            XCTAssertFalse(ApnsReason(text: newer, status: 0).isUnknown, "\(newer) is in the table")
         }
     }
 
@@ -29,17 +29,17 @@ final class APNsReasonTests: XCTestCase {
             ("PayloadTooLarge", .requestError), ("BadPriority", .requestError),
         ]
         for (text, kind) in expected {
-            XCTAssertEqual(APNsReason(text: text, status: 0).kind, kind, text)
+            XCTAssertEqual(ApnsReason(text: text, status: 0).kind, kind, text)
         }
     }
 
     func testUnknownReasonsGoByStatus() {
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 410).kind, .tokenInvalid)
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 403).kind, .credentialOrConfig)
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 502).kind, .retryable)
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 429).kind, .retryable)
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 400).kind, .requestError)
-        XCTAssertEqual(APNsReason(text: "SomethingNew", status: 400).text, "SomethingNew")
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 410).kind, .tokenInvalid)
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 403).kind, .credentialOrConfig)
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 502).kind, .retryable)
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 429).kind, .retryable)
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 400).kind, .requestError)
+        XCTAssertEqual(ApnsReason(text: "SomethingNew", status: 400).text, "SomethingNew")
     }
 
     func testErrorBodyParsing() {
@@ -58,6 +58,6 @@ final class APNsReasonTests: XCTestCase {
     }
 }
 
-extension APNsReason {
+extension ApnsReason {
     var isUnknown: Bool { if case .unknown = self { return true }; return false }
 }

@@ -3,7 +3,7 @@ import APNs
 /// What one APNs answer (or transport failure) means for a call, read only through the APNs
 /// reason table (`PushNotificationResponse.rejectionKind`) and the HTTP status, never through
 /// reason strings.
-enum APNsVerdict: Equatable {
+enum ApnsVerdict: Equatable {
     case accepted(apnsID: String?)
     /// The token is gone: feedback, never retry it. `timestampMs` is APNs' 410 timestamp.
     case tokenInvalid(reason: String, timestampMs: Int64?)

@@ -1,0 +1,122 @@
+import RedisStreams
+import Routing
+
+// The one place where Routing's values become RedisStreams' records and back. Routing decides
+// without knowing Redis; RedisStreams stores without knowing the router; the router role
+// (`RoutingRunner`) converts here and nowhere else, so a new channel, outcome or record field
+// is added in one file, and a mismatch fails to compile instead of crashing at a forced unwrap.
+
+extension TokenChannel {
+    /// The channel a token of `channel`'s push belongs to (feedback field `channel`,
+    /// known-invalid key names: docs/protocol.md).
+    init(_ channel: PushChannel) {
+        switch channel {
+        case .voip: self = .voip
+        case .alert: self = .alert
+        }
+    }
+}
+
+extension InvalidToken {
+    /// The feedback entry (and known-invalid key) of a token APNs declared invalid.
+    init(_ feedback: TokenFeedback) {
+        self.init(token: feedback.token, channel: TokenChannel(feedback.channel), reason: feedback.reason,
+                  timestampMs: feedback.timestampMs)
+    }
+}
+
+// Outcomes read back from Redis (a result's `outcome` field) are texts; nil for a text no
+// version of the gateway writes.
+
+extension EventLookup {
+    /// What a copy waiting for another entry of its call knows once that entry recorded
+    /// `outcome`: the call is done (the copy is answered as its duplicate).
+    init(recorded outcome: CallOutcome) { self.init(outcome: outcome.rawValue, cancelled: false) }
+
+    /// The outcome already recorded for the event, if any.
+    var recordedOutcome: CallOutcome? { outcome.flatMap(CallOutcome.init(rawValue:)) }
+}
+
+/// What a recording script did with a record (`FinishReport`, `RecordReport`, `CancelReport`).
+enum RecordAnswer: Equatable {
+    /// The record was written, its entry acknowledged.
+    case recorded
+    /// The id had an outcome already (a copy routed at the same time): the copy's `duplicate`
+    /// result was written, naming `first` (nil: a text no version of the gateway writes).
+    case duplicate(first: CallOutcome?)
+    /// Nothing was written: the result there is this entry's own (it was delivered again
+    /// after its record ran), which said all there was to say.
+    case ownResultThere
+
+    init(recorded: Bool, firstOutcome: String?) {
+        if recorded {
+            self = .recorded
+        } else if let firstOutcome {
+            self = .duplicate(first: CallOutcome(rawValue: firstOutcome))
+        } else {
+            self = .ownResultThere
+        }
+    }
+}
+
+extension FinishReport {
+    /// What the script did with record `i` of the batch.
+    func answer(_ i: Int) -> RecordAnswer { RecordAnswer(recorded: recorded[i], firstOutcome: firstOutcomes[i]) }
+}
+
+extension RecordReport {
+    var answer: RecordAnswer { RecordAnswer(recorded: recorded, firstOutcome: firstOutcome) }
+}
+
+extension CancelReport {
+    /// What the script did with the cancel event's own result: a cancel recorded before makes
+    /// this one a duplicate of that `cancelled`.
+    var answer: RecordAnswer {
+        cancelRecorded ? .recorded : answeredBefore ? .ownResultThere : .duplicate(first: .cancelled)
+    }
+}
+
+extension LookupQuery {
+    /// The lookup of an event before routing: its outcome, its cancellation, and for a new
+    /// event (not a resumed retry, whose snapshot knows its tokens) the tokens' known-invalid
+    /// marks; an `incoming_call` also takes its in-flight claim.
+    init(_ event: borrowing CallEvent, resumed: Bool) {
+        let claim = event.kind == .incomingCall
+        self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
+                  claim: claim)
+    }
+}
+
+extension ResultEntry {
+    /// The result key's id of a call cancelled by a `call_cancelled` event: apart from the
+    /// call's own outcome, so the cancel and the call each have one result (docs/protocol.md).
+    static func cancelEventID(_ callID: String) -> String { "cancel:" + callID }
+
+    /// `record` as the results entry (and result key value) of event `callID`.
+    init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
+        let eventId = record.type == .callCancelled ? Self.cancelEventID(callID) : callID
+        self.init(eventId: eventId, keying: keying, resultJSON: record.jsonString)
+    }
+
+    /// The result of a dead-lettered event: keyed by the id the record names. An invalid
+    /// event's result does not claim its id (`provisional`): a corrected event may follow.
+    init(deadLettered record: OutcomeRecord, _ deadLetter: DeadLetter) {
+        self.init(eventId: record.id, keying: deadLetter.isInvalidEvent ? .provisional : .once, resultJSON: record.jsonString)
+    }
+}
+
+extension ScheduledRetry {
+    /// A waiting router's snapshot as the retry schedule's member for calls entry `retryID`.
+    init(_ snapshot: WaitingCall, retryID: String, callID: String, event: [UInt8]) {
+        self.init(retryID: retryID, callID: callID, dueAtMs: snapshot.dueAtMs, event: event, state: snapshot.json())
+    }
+}
+
+extension DeadLetterEntry {
+    /// The dead letter of `event` (its bytes as read), with `record` (the router's, stamped with
+    /// its calls entry) as its attempts.
+    init(_ deadLetter: DeadLetter, record: OutcomeRecord, event: [UInt8], firstFailureMs: Int64, nowMs: Int64) {
+        self.init(event: event, reason: deadLetter.reason.text, attemptsJSON: String(decoding: record.json(), as: UTF8.self),
+                  firstFailureMs: firstFailureMs, lastFailureMs: nowMs)
+    }
+}

@@ -1,0 +1,175 @@
+import EventLoop
+import RedisStreams
+import Routing
+
+// Reading: entries come in (read, or taken over), are admitted as live calls or
+// dead-lettered, are looked up in one step per app, and each call's router starts.
+extension RoutingRunner {
+    func readNext() {
+        guard !reading, !stopping, registered else { return }
+        let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
+        guard !ready.isEmpty else { return }  // a finishing call resumes reading
+        reading = true
+        let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
+        store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
+                      blockMs: settings.blockMs) { [unowned self] result in
+            self.reading = false
+            switch result {
+            case let .success(byApp):
+                for (keys, entries) in byApp {
+                    guard let app = self.appsByKeys[keys] else { continue }
+                    self.stats.read += entries.count
+                    self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
+                    self.route(entries, app: app)
+                }
+                self.readNext()
+            case let .failure(error):
+                guard !self.stopping else { return }
+                self.stats.redisErrors += 1
+                self.log.warn("reading call events failed", ["error": "\(error)"], limited: true)
+                self.readRetryTimer.schedule(afterMs: 200)
+            }
+        }
+    }
+
+    /// Starts routing stream entries of one app (new, or taken over: `deliveries[i]` > 1; nil
+    /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
+    /// are looked up in one MGET, then each call's router starts (or resumes) with what Redis knew.
+    func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime) {
+        var admitted: [Admitted] = []
+        admitted.reserveCapacity(entries.count)
+        for (i, entry) in entries.enumerated() {
+            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
+        }
+        lookUp(admitted, app: app)
+    }
+
+    /// Looks admitted calls up (one step per app: the outcome, the cancellation, the tokens, and
+    /// for `incoming_call`s the in-flight claim), then starts each.
+    func lookUp(_ admitted: [Admitted], app: AppRuntime) {
+        guard !admitted.isEmpty else { return }
+        let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
+        store.lookup(app.keys, admitted.map(\.query), claimAs: settings.consumer,
+                     claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
+            switch result {
+            case let .success(found):
+                for (i, (a, f)) in zip(admitted, found).enumerated() { self.start(a, found: f, cancelledInRead: cancelledHere[i]) }
+            case let .failure(error):
+                // Without the lookup, routing could repeat a finished call.
+                self.stepFailed(admitted.lazy.map(\.call), .warn, "lookup failed; entries left pending", error: error,
+                                ["app": app.id, "count": admitted.count])
+            }
+        }
+    }
+
+    /// Registers a live call for `entry`, or dead-letters the entry (poison, invalid event,
+    /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
+    func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) -> Admitted? {
+        guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
+        // The event's bytes as read (hiredis's reply copied once, no text decoding): what the
+        // decoder checks, and what a dead letter keeps.
+        let eventField = entry.values["event"]
+        let raw = eventField ?? []
+        let entryTimeMs = entry.timeMs ?? Clock.unixMs()
+        if deliveries >= settings.redeliveryLimit {
+            stats.poison += 1
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+            deadLetterEntry(app, entry: entry, raw: raw,
+                            DeadLetter.redeliveryLimit(deliveries, callID: identity.id, type: identity.kind, app: app.id,
+                                                       entry: entry.id))
+            return nil
+        }
+        if let state = entry.values["retry"] { return admitRetry(entry, state: state, app: app) }
+        let event: CallEvent
+        do throws(InvalidEvent) {
+            guard eventField != nil else {
+                throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
+            }
+            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+        } catch {
+            stats.invalidEvents += 1
+            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                     limited: true)
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
+            return nil
+        }
+        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            isCancel: event.kind == .callCancelled)
+        register(call)
+        return Admitted(call: call, event: event, snapshot: nil)
+    }
+
+    /// A due retry came back from the schedule (an entry with field `retry`): the call continues
+    /// from its snapshot once the lookup says whether it was finished or cancelled meanwhile.
+    func admitRetry(_ entry: StreamEntry, state: [UInt8], app: AppRuntime) -> Admitted? {
+        let raw = entry.values["event"] ?? []
+        let snapshot: WaitingCall
+        let event: CallEvent
+        do throws(InvalidWaitingCall) {
+            snapshot = try WaitingCall.decode(state)
+            do {
+                event = try snapshot.event(from: raw, policy: app.policy)
+            } catch {
+                throw InvalidWaitingCall(problem: "its event: \(error)")
+            }
+        } catch {
+            // Only a bug or a hand-edited schedule gets here: a human must look.
+            stats.invalidEvents += 1
+            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+                      limited: true)
+            let entryTimeMs = entry.timeMs ?? Clock.unixMs()
+            let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+            let invalid = InvalidEvent(field: "retry", problem: error.description, callID: identity.id, kind: identity.kind)
+            deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(invalid, app: app.id, entry: entry.id))
+            return nil
+        }
+        stats.retriesFired += 1
+        // Snapshots written before the producer's entry was kept in them: this entry stands in.
+        let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
+        call.firstFailureMs = snapshot.firstFailureAtMs
+        register(call)
+        return Admitted(call: call, event: event, snapshot: snapshot)
+    }
+
+    /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
+    /// call's router starts (or resumes) and its first action runs. `cancelledInRead`: its
+    /// cancel came in the same read (`CallRouter.cancelledInRead`).
+    func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool = false) {
+        let call = a.call
+        let done = found.recordedOutcome
+        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled || cancelledInRead,
+                                                claimHolder: found.claimHolder, consumer: settings.consumer,
+                                                copyRoutingHere: copyRouting(besides: call) != nil)
+        switch action {
+        case let .startRouter(cancelled):
+            let routerAction: CallAction
+            if let snapshot = a.snapshot {
+                routerAction = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
+            } else {
+                routerAction = call.router.start(a.event, now: Clock.unixMs(),
+                                                 knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                                 alreadyDone: done, cancelled: cancelled)
+            }
+            perform(routerAction, for: call)
+        case .waitForCopyHere:
+            copyRouting(besides: call)!.copiesWaiting.append(a)
+        case .waitForCopyElsewhere:
+            copiesElsewhere.append(a)
+            if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
+        case .none, .tellRouterCancelled, .write, .scheduleAgainLater, .leave:
+            run(action, for: call)
+        }
+    }
+
+    /// Looks the copies waiting for another process's copy up again: each then routes, waits
+    /// on, or is acknowledged as a duplicate.
+    func recheckCopiesElsewhere() {
+        let waiting = copiesElsewhere
+        copiesElsewhere = []
+        var byApp: [String: [Admitted]] = [:]
+        for a in waiting where isLive(a.call) { byApp[a.call.app.id, default: []].append(a) }
+        for (_, copies) in byApp { lookUp(copies, app: copies[0].call.app) }
+    }
+}

@@ -1,0 +1,122 @@
+import EventLoop
+import RedisStreams
+import Routing
+
+// Records: the outcomes reached in one loop turn are written by one script per app; dead
+// letters one by one; each answer tells the call's life, which lets the call leave.
+extension RoutingRunner {
+    /// One outcome waiting for the end of the loop turn, to be recorded with the others.
+    final class PendingRecord {
+        let call: LiveCall
+        let record: OutcomeRecord
+        let finish: FinishRecord
+
+        init(call: LiveCall, record: OutcomeRecord, finish: FinishRecord) {
+            self.call = call
+            self.record = record
+            self.finish = finish
+        }
+    }
+
+    /// Outcomes are recorded in batches: every outcome reached in one loop turn goes to Redis
+    /// in one script per app (`CallStore.finish`), in chunks of at most this many.
+    private static let recordChunk = 256
+
+    /// The router's record with the calls entry it answers (the router knows no stream ids).
+    func stamped(_ record: consuming OutcomeRecord, _ call: LiveCall) -> OutcomeRecord {
+        if record.entry == nil { record.entry = call.producerEntryID }
+        return record
+    }
+
+    /// Queues a routed call's record for the end of the loop turn (its life is `recording`).
+    func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
+        let record = stamped(record, call)
+        let entry = ResultEntry(record, callID: call.callID, keying: keying)
+        records.add(PendingRecord(call: call, record: record,
+                                  finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback)))
+    }
+
+    /// One `finish` script per app (and chunk) for the turn's outcomes.
+    func writeRecords(_ batch: [PendingRecord]) {
+        var byApp: [String: [PendingRecord]] = [:]
+        var order: [String] = []
+        for p in batch {
+            if byApp[p.call.app.id] == nil { order.append(p.call.app.id) }
+            byApp[p.call.app.id, default: []].append(p)
+        }
+        for id in order {
+            let pending = byApp[id]!
+            for start in stride(from: 0, to: pending.count, by: Self.recordChunk) {
+                let chunk = Array(pending[start..<min(pending.count, start + Self.recordChunk)])
+                store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
+                    switch result {
+                    case let .success(report):
+                        for (i, p) in chunk.enumerated() { self.answered(p.record, call: p.call, report.answer(i)) }
+                    case let .failure(error):
+                        self.stepFailed(chunk.lazy.map(\.call), .error, "recording outcomes failed; entries left pending",
+                                        error: error, ["app": id, "count": chunk.count])
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes a call's dead letter (its life is `recording`).
+    func writeDeadLetter(_ deadLetter: DeadLetter, for call: LiveCall) {
+        let now = Clock.unixMs()
+        let record = stamped(deadLetter.record, call)
+        let entry = DeadLetterEntry(deadLetter, record: record, event: call.rawEvent, firstFailureMs: call.firstFailureMs ?? now,
+                                    nowMs: now)
+        store.deadLetter(call.app.keys, entryID: call.entryID, deadLetter: entry,
+                         record: ResultEntry(deadLettered: record, deadLetter)) { [unowned self] result in
+            switch result {
+            case let .success(report):
+                self.answered(record, call: call, report.answer)
+            case let .failure(error):
+                self.stepFailed(CollectionOfOne(call), .error, "dead-lettering failed; entry left pending", error: error,
+                                ["app": call.app.id])
+            }
+        }
+    }
+
+    /// Dead-letters an entry that never became a live call (invalid, poison).
+    func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: [UInt8], _ deadLetter: DeadLetter) {
+        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+                            router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "",
+                            life: .refusedAtAdmission)
+        register(call)
+        writeDeadLetter(deadLetter, for: call)
+    }
+
+    /// What a recording script did with `record`: wrote it; or, the id having an outcome
+    /// already (a copy routed at the same time), wrote its `duplicate` result naming
+    /// `firstOutcome`; or wrote nothing, the result there being this entry's own (the entry
+    /// delivered again after its record ran, e.g. claimed back while a hung Redis still had the
+    /// record to run): it said all there was to say then.
+    func answered(_ record: OutcomeRecord, call: LiveCall, _ answer: RecordAnswer) {
+        switch answer {
+        case .recorded:
+            recorded(record, call: call)
+        case let .duplicate(first):
+            recorded(record.duplicate(of: first ?? record.outcome), call: call)
+        case .ownResultThere:
+            run(call.life.onRecorded(outcome: nil), for: call)
+        }
+    }
+
+    func recorded(_ record: OutcomeRecord, call: LiveCall) {
+        if record.outcome == .duplicate {
+            stats.duplicates += 1
+            log.debug("duplicate event answered", ["app": call.app.id, "event": call.callID, "entry": call.entryID,
+                                                   "first_outcome": record.firstOutcome?.rawValue ?? ""])
+        } else {
+            stats.finished[record.outcome.rawValue, default: 0] += 1
+            log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
+                                       "entry": call.entryID])
+        }
+        observations?.callRecorded(app: call.app.id, record: record)
+        // Its waiting copies are duplicates of the outcome it recorded (for a duplicate, the
+        // first outcome it names).
+        run(call.life.onRecorded(outcome: record.outcome == .duplicate ? record.firstOutcome : record.outcome), for: call)
+    }
+}

@@ -1,0 +1,113 @@
+import EventLoop
+import RedisStreams
+import Routing
+
+// Retries and cancellations: a waiting call leaves the process for the durable retry schedule
+// (`RetrySchedule`), and a `call_cancelled` event removes a scheduled retry and tells the
+// call's live entries.
+extension RoutingRunner {
+    /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
+    /// only, and this process forgets it.
+    func schedule(_ call: LiveCall, channel: PushChannel) {
+        guard var snapshot = call.router.waiting else {
+            preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
+        }
+        snapshot.entryID = call.producerEntryID
+        let retry = ScheduledRetry(snapshot, retryID: call.entryID, callID: call.callID, event: call.rawEvent)
+        store.retries.schedule(call.app.keys, consumer: settings.consumer, retry: retry) { [unowned self] result in
+            switch result {
+            case .success(.scheduled):
+                self.stats.retriesScheduled += 1
+                self.stats.retriesScheduledByChannel[channel.rawValue, default: 0] += 1
+                self.run(call.life.onScheduled(), for: call)
+                self.onRetryScheduled?(snapshot.dueAtMs)
+            case .success(.cancelled):
+                // A cancel was recorded while the push was out: finish as cancelled now.
+                self.run(call.life.onScheduleFoundCancelled(), for: call)
+            case .success(.notOwned):
+                // Tolerated: this process stalled past its lease and another took the entry
+                // over (or finished it); that one carries on.
+                self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
+                              ["app": call.app.id, "event": call.callID, "entry": call.entryID], limited: true)
+                self.run(call.life.onScheduled(), for: call)
+            case let .failure(error):
+                self.stats.redisErrors += 1
+                self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
+                                                                         "error": "\(error)"], limited: true)
+                self.run(call.life.onScheduleFailed(), for: call)
+            }
+        }
+    }
+
+    /// The schedule steps that failed, tried again after `scheduleAgainAfterMs`.
+    func retrySchedulingSteps() {
+        let calls = scheduleAgain
+        scheduleAgain = []
+        for call in calls where call.life.onScheduleAgainDue() == .write {
+            guard let channel = call.router.waiting.map({ waiting -> PushChannel in
+                if case .voip = waiting.stage { return .voip }
+                return .alert
+            }) else { continue }
+            schedule(call, channel: channel)
+        }
+    }
+
+    /// A `call_cancelled` event, as one Redis step (`RetrySchedule.cancel`): the cancellation
+    /// marker, the call's scheduled retry removed with its `cancelled` outcome (built here by a
+    /// router resumed from the retry's snapshot, so the record keeps the attempts), and the
+    /// cancel event's own result and acknowledgement. Calls of that id in flight in this
+    /// process are told, so they send nothing more after their answer.
+    ///
+    /// Races, each closed by the marker: a retry scheduled after the read of the call's retry
+    /// is found by nobody here, and is stopped when it is resumed; a call whose retry is being
+    /// scheduled meets the marker in the schedule step.
+    func cancel(callID: String, app: AppRuntime, cancelRecord: OutcomeRecord, cancelEntry: LiveCall) {
+        store.retries.pending(app.keys, callID: callID) { [unowned self] result in
+            let found: ScheduledRetry?
+            switch result {
+            case let .success(pending):
+                found = pending
+            case let .failure(error):
+                return self.stepFailed(CollectionOfOne(cancelEntry), .error, "reading a cancelled call's retry failed; entry left pending",
+                                       error: error, ["app": app.id, "event": callID])
+            }
+            var removing: [(retryID: String, resultJSON: String)] = []
+            var records: [String: OutcomeRecord] = [:]
+            if let found, let snapshot = try? WaitingCall.decode(found.state),
+               let event = try? snapshot.event(from: found.event, policy: app.policy) {
+                var router = CallRouter(policy: app.policy, jitter: .constant(0))
+                if case var .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
+                    record.entry = snapshot.entryID ?? found.retryID
+                    removing.append((found.retryID, record.jsonString))
+                    records[found.retryID] = record
+                }
+            }
+            // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
+            let entry = ResultEntry(eventId: ResultEntry.cancelEventID(callID), resultJSON: cancelRecord.jsonString)
+            self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, record: entry,
+                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
+                switch result {
+                case let .failure(error):
+                    self.stepFailed(CollectionOfOne(cancelEntry), .error, "recording a cancellation failed; entry left pending",
+                                    error: error, ["app": app.id, "event": callID])
+                case let .success(report):
+                    self.stats.retriesCancelled += report.removed.count
+                    for id in report.recorded {
+                        guard let record = records[id] else { continue }
+                        self.stats.finished[record.outcome.rawValue, default: 0] += 1
+                        self.log.debug("call finished", ["app": app.id, "event": callID, "outcome": record.outcome.rawValue,
+                                                        "retry": id])
+                        self.observations?.callRecorded(app: app.id, record: record)
+                    }
+                    // Its lookup may have answered before the marker was set: tell it.
+                    for target in self.liveCalls(of: self.callKey(app, callID)) where target !== cancelEntry {
+                        self.run(target.life.onCancelHeard(), for: target)
+                    }
+                    // A cancel of this call recorded meanwhile (two cancels at once): the script
+                    // answered this one as a duplicate.
+                    self.answered(cancelRecord, call: cancelEntry, report.answer)
+                }
+            }
+        }
+    }
+}

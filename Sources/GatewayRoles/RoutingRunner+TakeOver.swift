@@ -1,0 +1,152 @@
+import EventLoop
+import RedisStreams
+import Routing
+
+// Liveness and take-over: the consumer name's lease, the heartbeat, and taking over the entries
+// of dead consumers (and this process's own entries left pending after an error).
+extension RoutingRunner {
+    /// Takes the consumer name's lease (`CallStore.register`). A live lease of another process
+    /// under the name is either this gateway's previous run, killed less than a lease ago, or a
+    /// second gateway started with the same `--consumer`: the first stops renewing and lapses
+    /// within `heartbeatTTLMs`, the second renews it. So the registration waits, looking again
+    /// every heartbeat, until the lease lapses (then it is taken) or is renewed (then the name is
+    /// in use: `onConsumerNameTaken`, and nothing is read). A Redis error retries after a beat.
+    func register(firstSeen: Int64?) {
+        guard !stopping else { return }
+        store.register(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+            let again = { (seen: Int64?) in
+                self.registerAgain = { $0.register(firstSeen: seen) }
+                self.registerTimer.schedule(afterMs: self.settings.heartbeatEveryMs)
+            }
+            switch result {
+            case .success(.registered):
+                self.registered = true
+                // Entries a previous run under this name left pending are this process's now.
+                self.ownSweepsDue = max(self.ownSweepsDue, 1)
+                self.beat()
+                self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+                self.readNext()
+            case let .success(.taken(holder, leaseUntil)):
+                if let firstSeen, leaseUntil > firstSeen {
+                    let problem = "consumer name \"\(self.settings.consumer)\" is in use by another live gateway "
+                        + "(instance \(holder ?? "unknown") renewed its lease while this one waited)"
+                    self.log.error("consumer name in use; not starting", ["consumer": self.settings.consumer,
+                                                                         "instance": holder ?? "unknown"])
+                    self.onConsumerNameTaken?(problem)
+                    return
+                }
+                if firstSeen == nil {
+                    self.log.info("consumer name leased by an earlier process; waiting for its lease to lapse or be renewed",
+                                  ["consumer": self.settings.consumer, "lease_ms": self.settings.heartbeatTTLMs])
+                }
+                again(firstSeen ?? leaseUntil)
+            case let .failure(error):
+                self.log.warn("registering the consumer failed; trying again", ["error": "\(error)"], limited: true)
+                again(firstSeen)
+            }
+        }
+    }
+
+    /// Claims back this process's own pending entries that it is not routing, in every app (one
+    /// script per app, `CallStore.claimOwn`), and routes them. Due after the reading connection
+    /// reconnected — a read served by Redis on the connection the watchdog had dropped left its
+    /// entries pending here with their reply lost — twice, since Redis may serve that read
+    /// only after the new connection is up; and after a failed lookup or record. So every
+    /// event finishes within seconds of Redis coming back, not at the 2-minute own-entries
+    /// rule of the full sweep. A sweep that fails stays due.
+    func claimOwnEntries() {
+        guard !sweepingOwn else { return }
+        sweepingOwn = true
+        var routing: [AppKeys: [String]] = [:]
+        for call in live.values { routing[call.app.keys, default: []].append(call.entryID) }
+        let swept = apps
+        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: 1_000, routing: routing) { [unowned self] result in
+            self.sweepingOwn = false
+            guard case let .success(byApp) = result else {
+                self.stats.redisErrors += 1
+                return
+            }
+            self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
+            for app in swept {
+                guard let found = byApp[app.keys] else { continue }
+                self.routeTakenOver(found, app: app, "claimed back own pending entries")
+            }
+        }
+    }
+
+    func beat() {
+        store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+            switch result {
+            case .success(nil):
+                break
+            case let .success(other?):
+                // Another process beats under this name (started before names were checked, or
+                // both waited out a lapsed lease at once): their take-overs will misfire.
+                self.log.error("another live gateway uses this consumer name; give each process its own --consumer",
+                               ["consumer": self.settings.consumer, "instance": other], limited: true)
+            case .failure:
+                self.stats.redisErrors += 1
+            }
+        }
+        if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
+    }
+
+    /// Takes over in-flight entries of consumers whose heartbeat lapsed.
+    ///
+    /// Every `claimEveryMs` one read of the consumer registry; the per-app sweep (one script per
+    /// app) runs only when it shows a lapsed consumer, or every `fullClaimSweepEveryMs` — so an
+    /// idle process with many apps does not send a command per app every second. A sweep that
+    /// found less than a page in every app forgets the lapsed consumers it was for (nothing of
+    /// theirs is left); whatever the page limits hid is found by the next full sweep.
+    func claim() {
+        guard !stopping else { return }
+        if ownSweepsDue > 0 { claimOwnEntries() }
+        store.consumerRegistry { [unowned self] result in
+            guard case let .success(registry) = result else {
+                self.stats.redisErrors += 1
+                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+            }
+            let now = Clock.monotonicMs()
+            let lapsed = registry.lapsed.subtracting([self.settings.consumer])
+            guard !lapsed.isEmpty || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
+                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+            }
+            self.lastFullSweepMs = now
+            var liveSet = registry.live
+            liveSet.insert(self.settings.consumer)
+            var remaining = self.apps.count
+            var cleared = true
+            for app in self.apps {
+                self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
+                                          count: 1000, liveConsumers: liveSet,
+                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
+                    if case let .success(found) = claimed {
+                        self.routeTakenOver(found, app: app,
+                                            "took over abandoned entries (of dead consumers, or left pending here after an error)")
+                        if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
+                    } else {
+                        self.stats.redisErrors += 1
+                        cleared = false
+                    }
+                    remaining -= 1
+                    guard remaining == 0 else { return }
+                    if cleared { self.store.forgetLapsed(lapsed.sorted()) { _ in } }
+                    if !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
+                }
+            }
+        }
+    }
+
+    /// Routes the entries a take-over claimed, except those this process is still routing (a
+    /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).
+    private func routeTakenOver(_ found: ClaimResult, app: AppRuntime, _ message: String) {
+        let taken = found.entries.filter { live[key(app, $0.entry.id)] == nil }
+        if !taken.isEmpty {
+            log.info(message, ["app": app.id, "count": taken.count])
+            observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
+        }
+        stats.lostEntries += found.lostIDs.count
+        stats.claimed += taken.count
+        route(taken.map(\.entry), deliveries: taken.map(\.deliveries), app: app)
+    }
+}

@@ -1,0 +1,35 @@
+import APNs
+import GatewayRoles
+import Routing
+
+/// A router's `RouterObservations` in tests: every outcome it recorded, in order, with its app.
+/// Each report is passed on to `next` (the admin endpoint under test, when there is one), as
+/// `pushgw run` has the router report to its `GatewayAdmin`.
+package final class RecordedOutcomes: RouterObservations {
+    package private(set) var all: [(app: String, record: OutcomeRecord)] = []
+    /// Also told everything, after the recording.
+    package weak var next: RouterObservations?
+
+    package init() {}
+
+    package func eventsReceived(app: String, claimed: Bool, count: Int) {
+        next?.eventsReceived(app: app, claimed: claimed, count: count)
+    }
+
+    package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        next?.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        next?.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    package func fallback(app: String, cause: FallbackCause) {
+        next?.fallback(app: app, cause: cause)
+    }
+
+    package func callRecorded(app: String, record: OutcomeRecord) {
+        all.append((app, record))
+        next?.callRecorded(app: app, record: record)
+    }
+}
