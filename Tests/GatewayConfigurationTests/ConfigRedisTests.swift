@@ -104,4 +104,30 @@ final class ConfigRedisTests: XCTestCase {
         report = try fixture.check(with(["url": "unix:///run/redis.sock", "sentinel": ["master": "m", "addresses": ["h:1"]]]))
         XCTAssertTrue(problem(at: "redis.url", in: report)?.problem.contains("unix socket cannot be combined") == true)
     }
+
+    func testClusterSeedsAreReadAndTheirProblemsNameTheirPathAndFix() throws {
+        let report = try fixture.check(with(["url": "rediss://pushgw:pw@cluster/0",
+                                             "cluster": ["seeds": ["10.0.0.1:7000", "[::1]:7001"]]]))
+        let redis = try XCTUnwrap(report.config?.redis)
+        XCTAssertEqual(redis.clusterSeeds, [RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "::1", port: 7001)])
+        let cluster = try XCTUnwrap(try redis.cluster(clientName: "pushgw-write"))
+        XCTAssertEqual(cluster.seeds.count, 2)
+        XCTAssertTrue(cluster.connection.url.usesTLS, "the URL's scheme, user and password serve every node")
+        XCTAssertEqual(cluster.connection.url.user, "pushgw")
+        XCTAssertFalse(redis.redactedURL.contains("pw@"), redis.redactedURL)
+        XCTAssertNil(try fixture.check(ConfigFixture.example).config?.redis.clusterSeeds, "single Redis stays the default")
+
+        var bad = try fixture.check(with(["url": "redis://c/0", "cluster": [:] as [String: Any]]))
+        XCTAssertEqual(problem(at: "redis.cluster.seeds", in: bad)?.problem, "missing required key \"seeds\"")
+        bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["10.0.0.1:7000", "nowhere"]]]))
+        XCTAssertEqual(problem(at: "redis.cluster.seeds.1", in: bad)?.fix, "write a cluster node's address, such as \"10.0.0.1:7000\"")
+        bad = try fixture.check(with(["url": "redis://c/3", "cluster": ["seeds": ["h:1"]]]))
+        XCTAssertEqual(problem(at: "redis.url", in: bad)?.fix, "end redis.url with /0")
+        bad = try fixture.check(with(["url": "unix:///run/redis.sock", "cluster": ["seeds": ["h:1"]]]))
+        XCTAssertTrue(problem(at: "redis.url", in: bad)?.problem.contains("unix socket cannot be combined with redis.cluster") == true)
+        bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"]], "sentinel": ["master": "m", "addresses": ["h:2"]]]))
+        XCTAssertTrue(problem(at: "redis.cluster", in: bad)?.problem.contains("cannot be combined with redis.sentinel") == true)
+        bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"], "nodes": 3]]))
+        XCTAssertNotNil(problem(at: "redis.cluster.nodes", in: bad), "an unknown key is named")
+    }
 }
