@@ -23,6 +23,8 @@
 #   moved by the retry mover; lateness of the moves p50/p99 (target p99 ≤ 50 ms). Then an
 #   idle `pushgw run` (router + retry, 100 apps): the commands it sends to Redis per second,
 #   counted with MONITOR for 2 s (target: about 20).
+#   Redis Cluster (bench/cluster.sh): the binary's end-to-end phase again on a local cluster of
+#   three primaries, beside the single Redis figure, and an idle gateway with 100 apps on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -260,3 +262,7 @@ idle=$(grep -E '^[0-9]+\.[0-9]+ \[' "$work/idle-monitor.txt" | grep -vc '\[0 lua
 printf '%-34s %12s /s (target: about 20; %s in 2 s)\n' "idle pushgw run, Redis commands" \
   "$(python3 -c "print(f'{$idle/2:.1f}')")" "$(grep -E '^[0-9]+\.[0-9]+ \[' "$work/idle-monitor.txt" | grep -v '\[0 lua\]' \
      | awk '{print $4}' | tr -d '"' | sort | uniq -c | awk '{printf "%s%s %s", sep, $2, $1; sep=", "}')"
+
+echo
+echo "== Redis Cluster: the same $EVENTS events across the same 4 apps on three local primaries, pushgw run --role router, ${ROUNDS} rounds"
+source bench/cluster.sh
