@@ -10,7 +10,9 @@ import RedisStreams
 /// Loop-owned. To run it in a service: `let role = DeadLettersRole(loop:config:redis:log:)`,
 /// `role.start()` after the loop exists, `role.close()` on the way out.
 package final class DeadLettersRole {
-    package let connection: RedisConnection
+    /// Its own connection to one Redis, or its own cluster client (`redis.cluster`).
+    package let connection: RedisConnection?
+    package let cluster: RedisCluster?
     package let store: DeadLetterStore
     package let retention: DeadLetterRetention
     /// Per app, what the next trim will remove, sampled once per retention interval so that metrics
@@ -21,13 +23,23 @@ package final class DeadLettersRole {
     private var sampleEveryMs: Int64 { retention.intervalMs }
 
     /// `redis`: how to connect (`RedisConfig.connection`); `sentinels` the process's shared
-    /// watch of them, if any.
+    /// watch of them, if any; `cluster` the cluster client's settings on Redis Cluster.
     package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
-                log: Log, intervalMs: Int64 = 60_000) {
-        var settings = redis
-        settings.clientName = "pushgw-deadletters"
-        connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
-        store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
+                cluster clusterSettings: RedisCluster.Config? = nil, log: Log, intervalMs: Int64 = 60_000) {
+        if var clusterSettings {
+            clusterSettings.connection.clientName = "pushgw-deadletters"
+            let cluster = RedisCluster(loop: loop, config: clusterSettings)
+            self.cluster = cluster
+            connection = nil
+            store = DeadLetterStore(topology: .cluster(cluster), prefix: config.redis.prefix)
+        } else {
+            var settings = redis
+            settings.clientName = "pushgw-deadletters"
+            let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
+            self.connection = connection
+            cluster = nil
+            store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
+        }
         let apps = config.apps.keys.sorted().map { id in
             DeadLetterRetention.App(keys: AppKeys(prefix: config.redis.prefix, app: id), policy: config.apps[id]!.deadLetters)
         }
@@ -42,7 +54,8 @@ package final class DeadLettersRole {
     }
 
     package func start() {
-        connection.start()
+        connection?.start()
+        cluster?.start()
         retention.start()
         sample()
     }
@@ -60,6 +73,7 @@ package final class DeadLettersRole {
     package func close() {
         sampler.close()
         retention.close()
-        connection.close()
+        connection?.close()
+        cluster?.close()
     }
 }

@@ -41,7 +41,9 @@ final class DeadSession {
     /// The apps the command looks at (the `--app` list, or every configured app), sorted.
     let apps: [String]
     let loop = EventLoop()
-    let connection: RedisConnection
+    /// One Redis's connection, or the cluster's client (`redis.cluster`).
+    let connection: RedisConnection?
+    let cluster: RedisCluster?
     let operations: DeadLetterOperations
 
     /// Loads the config (`--config`, environment overrides as for `pushgw run`), checks the
@@ -62,23 +64,38 @@ final class DeadSession {
             }
         }
         let settings: RedisConnection.Config
+        let clusterSettings: RedisCluster.Config?
         do {
             settings = try config.redis.connection(clientName: "pushgw-dead")
+            clusterSettings = try config.redis.cluster(clientName: "pushgw-dead")
         } catch {
             throw .config("pushgw dead \(verb): \(file): redis.url: \(error)")
         }
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
-        connection = RedisConnection(loop: loop, config: settings)
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
+        let topology: RedisTopology
+        if let clusterSettings {
+            let cluster = RedisCluster(loop: loop, config: clusterSettings)
+            self.cluster = cluster
+            connection = nil
+            topology = .cluster(cluster)
+            cluster.start()
+        } else {
+            let connection = RedisConnection(loop: loop, config: settings)
+            self.connection = connection
+            cluster = nil
+            topology = .single(connection)
+            connection.start()
+        }
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
                                           policies: config.apps.mapValues(\.deadLetters))
-        connection.start()
     }
 
     /// Closes the connection (outside any callback, so its context is freed at once) and
     /// the loop.
     func close() {
-        connection.close()
+        connection?.close()
+        cluster?.close()
         loop.close()
     }
 

@@ -91,7 +91,7 @@ final class GatewayProcess {
             runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
         }
         deadLetters = roles.contains(.deadletters)
-            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, log: log)
+            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig.flatMap { $0 }, log: log)
             : nil
         if let cluster {
             log.follow(cluster, name: "write")
@@ -100,7 +100,8 @@ final class GatewayProcess {
         }
         if let moverCluster { log.follow(moverCluster, name: "retry") }
         if let moverConnection { log.follow(moverConnection, name: "retry") }
-        if let deadLetters { log.follow(deadLetters.connection, name: "deadletters") }
+        if let connection = deadLetters?.connection { log.follow(connection, name: "deadletters") }
+        if let cluster = deadLetters?.cluster { log.follow(cluster, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters

@@ -71,9 +71,6 @@ enum RunCommand: Command {
             context.console.err("pushgw run: \(file): redis.url: \(error)")
             return 2
         }
-        if roles.contains(.deadletters), config.redis.clusterSeeds != nil {
-            return usage("--role deadletters does not run on Redis Cluster yet (redis.cluster): run router,retry")
-        }
         var hostname = [CChar](repeating: 0, count: 256)
         gethostname(&hostname, hostname.count)
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"

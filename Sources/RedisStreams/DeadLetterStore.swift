@@ -13,18 +13,23 @@
 ///   module joins the two when it reads.
 ///
 /// Completions run on the loop, once each, with a `RedisError` on failure.
-/// Loop-owned: call everything on the loop thread of `connection`, which the caller owns
-/// (starts and closes).
+/// Loop-owned: call everything on the loop thread of its connection (or cluster), which the
+/// caller owns (starts and closes). On a cluster each command goes to its key's slot owner.
 public final class DeadLetterStore {
-    public let connection: RedisConnection
+    /// Where its commands go: one connection, or a cluster.
+    public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys
     private let replayScript = RedisScript(DeadLetterLua.replay)
     private let purgeScript = RedisScript(DeadLetterLua.purge)
     private let trimScript = RedisScript(DeadLetterLua.trim)
     private let pendingTrimScript = RedisScript(DeadLetterLua.pendingTrim)
 
-    public init(connection: RedisConnection, prefix: String) {
-        self.connection = connection
+    public convenience init(connection: RedisConnection, prefix: String) {
+        self.init(topology: .single(connection), prefix: prefix)
+    }
+
+    public init(topology: RedisTopology, prefix: String) {
+        self.topology = topology
         self.gatewayKeys = GatewayKeys(prefix: prefix)
     }
 
@@ -38,7 +43,7 @@ public final class DeadLetterStore {
         precondition(count > 0, "range needs a positive count")
         let args = newestFirst ? ["XREVRANGE", app.dead, end, start, "COUNT", String(count)]
                                : ["XRANGE", app.dead, start, end, "COUNT", String(count)]
-        connection.send(args) { result in
+        topology.send(args, key: args[1]) { result in
             completion(result.flatMap { reply in
                 do { return .success(try StreamReplies.range(reply)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
@@ -56,7 +61,7 @@ public final class DeadLetterStore {
 
     /// XLEN of the app's dead stream.
     public func length(_ app: AppKeys, completion: @escaping (Result<Int64, RedisError>) -> Void) {
-        connection.send(["XLEN", app.dead]) { result in
+        topology.send(["XLEN", app.dead], key: app.dead) { result in
             completion(result.flatMap { reply in
                 reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("XLEN \(reply)"))
             })
@@ -73,7 +78,7 @@ public final class DeadLetterStore {
         var failure: RedisError?
         var remaining = unique.count
         for digest in unique {
-            connection.send(["HGETALL", app.replayLedger(digest)]) { result in
+            topology.send(["HGETALL", app.replayLedger(digest)], key: app.dead) { result in
                 switch result {
                 case let .success(reply):
                     if let items = reply.array, items.count % 2 == 0 {
@@ -136,7 +141,7 @@ public final class DeadLetterStore {
         if let eventId = replay.eventId { keys.append(app.result(eventId)) }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
                                      .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds))]
-        replayScript.run(on: connection, keys: keys, arguments: args) { result in
+        replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(nil) }
                 return reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
@@ -150,7 +155,7 @@ public final class DeadLetterStore {
                       completion: @escaping (Result<Int64, RedisError>) -> Void) {
         guard !ids.isEmpty else { return completion(.success(0)) }
         let keys = [app.dead] + Array(Set(ledgerDigests)).sorted().map(app.replayLedger)
-        purgeScript.run(on: connection, keys: keys, args: ids) { result in
+        purgeScript.run(on: topology.channel(for: keys[0]), keys: keys, args: ids) { result in
             completion(result.flatMap { reply in
                 reply.integer.map { .success($0) } ?? .failure(.unexpectedReply("purge script \(reply)"))
             })
@@ -174,7 +179,7 @@ public final class DeadLetterStore {
     /// (Redis-server clock), exactly.
     public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, completion: @escaping (Result<Trim, RedisError>) -> Void) {
         precondition(maxEntries > 0 && maxAgeMs > 0, "retention needs a positive count and age")
-        trimScript.run(on: connection, keys: [app.dead], args: [String(maxEntries), String(maxAgeMs)]) { result in
+        trimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: [String(maxEntries), String(maxAgeMs)]) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, let age = parts[0].integer, let count = parts[1].integer,
                       let now = parts[2].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
@@ -202,7 +207,7 @@ public final class DeadLetterStore {
                             completion: @escaping (Result<PendingTrim, RedisError>) -> Void) {
         precondition(maxEntries > 0 && maxAgeMs > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
         let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit)]
-        pendingTrimScript.run(on: connection, keys: [app.dead], args: args) { result in
+        pendingTrimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: args) { result in
             completion(result.flatMap { reply in
                 guard let p = reply.array, p.count == 5, let len = p[0].integer, let age = p[1].integer,
                       let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer else {
@@ -219,7 +224,7 @@ public final class DeadLetterStore {
     /// exclusive), newest first.
     public func auditRange(end: String = "+", count: Int, completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
         precondition(count > 0, "auditRange needs a positive count")
-        connection.send(["XREVRANGE", gatewayKeys.audit, end, "-", "COUNT", String(count)]) { result in
+        topology.send(["XREVRANGE", gatewayKeys.audit, end, "-", "COUNT", String(count)], key: gatewayKeys.audit) { result in
             completion(result.flatMap { reply in
                 do { return .success(try StreamReplies.range(reply)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
@@ -234,7 +239,7 @@ public final class DeadLetterStore {
         precondition(!fields.isEmpty && maxLen > 0, "an audit record needs fields and a cap")
         var args = ["XADD", gatewayKeys.audit, "MAXLEN", "~", String(maxLen), "*"]
         for (name, value) in fields { args += [name, value] }
-        connection.send(args) { result in
+        topology.send(args, key: args[1]) { result in
             completion(result.flatMap { reply in
                 reply.string.map { .success($0) } ?? .failure(.unexpectedReply("XADD audit \(reply)"))
             })

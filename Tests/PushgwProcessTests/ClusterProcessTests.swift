@@ -72,7 +72,7 @@ final class ClusterProcessTests: XCTestCase {
         let watched = try monitors(cluster, in: world.directory)
         defer { watched.forEach { $0.0.stop() } }
         let (gateway, log) = try world.gateway(on: cluster, apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, app) }),
-                                               consumer: "gw-cluster")
+                                               consumer: "gw-cluster", roles: nil)
 
         // Per app: a call delivered as VoIP, one throttled (429, one retry, then the alert),
         // one whose VoIP token is gone (the alert, and feedback), and one invalid event.
@@ -106,6 +106,17 @@ final class ClusterProcessTests: XCTestCase {
             XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:feedback"]), "1\n", "the gone token's feedback")
         }
         XCTAssertEqual(gateway.isRunning, true)
+
+        // Every dead letter replayed with the CLI on the cluster: routed again (dead-lettered
+        // again, the event is still invalid), the old dead letter gone, a fifth result.
+        let (status, out, err) = try runCommand(world.pushgw, ["dead", "replay", "--all", "--yes", "--config", world.directory + "/gateway.json"])
+        XCTAssertEqual(status, 0, out + err)
+        XCTAssertTrue(waitUntil("the replays' results", timeoutMs: 30_000) { apps.allSatisfy { results($0).count >= 5 } })
+        for name in apps {
+            let owner = try cluster.owner(of: HashSlot(key: name))
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:dead"]), "1\n", "the replay's own dead letter, the old one gone")
+            XCTAssertEqual(try owner.cli(["XLEN", "pushgw:{\(name)}:calls"]), "0\n")
+        }
 
         // Retries, counted on every node: one schedule (its index command) and one move (the
         // XADD of the mover's script) per throttled call.
@@ -257,15 +268,16 @@ final class ClusterProcessTests: XCTestCase {
 }
 
 extension ProcessWorld {
-    /// `pushgw run --role router,retry` on `cluster` (`redis.cluster.seeds`: every node) for
+    /// `pushgw run --role ROLES` (all roles with nil) on `cluster` (`redis.cluster.seeds`: every node) for
     /// `apps`, as the least-privileged ACL user (`ClusterProcessTests.clusterLeastPrivilege`,
     /// which the cluster's nodes must have), logging to a file of `directory`; the gateway and
     /// its log's path.
-    func gateway(on cluster: LocalRedisCluster, apps: [String: String], consumer: String) throws -> (ChildProcess, String) {
+    func gateway(on cluster: LocalRedisCluster, apps: [String: String], consumer: String,
+                 roles: String? = "router,retry") throws -> (ChildProcess, String) {
         let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
         let config = try writeConfig(apps: apps, redis: #""cluster": { "seeds": [\#(seeds)] }"#,
                                      redisURL: "redis://\(GatewayRedis.aclUser):\(GatewayRedis.aclPassword)@127.0.0.1:\(cluster.seeds[0].port)/0")
         let log = directory + "/\(consumer).log"
-        return (try gateway(config: config, consumer: consumer, arguments: ["--role", "router,retry"], log: log), log)
+        return (try gateway(config: config, consumer: consumer, arguments: roles.map { ["--role", $0] } ?? [], log: log), log)
     }
 }
