@@ -54,13 +54,8 @@ enum DeadPurgeCommand: Command {
 
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
             defer { session.close() }
-            let targets = try session.select(all: all, filter: filter, references: references)
-            guard !targets.isEmpty else {
-                context.console.out("no dead letters match; nothing purged")
-                return 0
-            }
-            let apps = Array(Set(targets.map(\.app))).sorted()
-            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
+            guard case let (targets, what)? = try session.selectToChange(all: all, filter: filter, references: references,
+                                                                        done: "purged", context: context) else { return 0 }
             if dryRun {
                 for r in targets {
                     context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(now - r.deadAtMs)) old  "
@@ -77,19 +72,9 @@ enum DeadPurgeCommand: Command {
             }
 
             let summary = session.wait { session.operations.purge(targets, completion: $0) }
-            let purged = summary.purged
-            let ids = summary.ids
-            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
-            let (user, sudo) = DeadSession.user(context)
-            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: user, sudoUser: sudo, ids: ids,
-                                     requested: targets.count, done: purged, filter: all ? filter : nil)
-            do throws(DeadFailure) {
-                try session.audit(record, context: context)
-            } catch {
-                if failure == nil { failure = error }
-            }
-            context.console.out("purged \(purged) of \(what)")
-            if let failure { throw failure }
+            try session.finishAudited(ids: summary.ids, requested: targets.count, done: summary.purged,
+                                      filter: all ? filter : nil, failure: summary.failure,
+                                      summary: "purged \(summary.purged) of \(what)", context: context)
             return 0
         }
     }

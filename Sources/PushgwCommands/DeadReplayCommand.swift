@@ -68,13 +68,8 @@ enum DeadReplayCommand: Command {
 
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
             defer { session.close() }
-            let targets = try session.select(all: all, filter: filter, references: references)
-            guard !targets.isEmpty else {
-                context.console.out("no dead letters match; nothing replayed")
-                return 0
-            }
-            let apps = Array(Set(targets.map(\.app))).sorted()
-            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
+            guard case let (targets, what)? = try session.selectToChange(all: all, filter: filter, references: references,
+                                                                        done: "replayed", context: context) else { return 0 }
             if dryRun {
                 for r in targets {
                     context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
@@ -101,18 +96,11 @@ enum DeadReplayCommand: Command {
             }
             let replayed = summary.replayed
             let gone = summary.gone
-            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
-            let (user, sudo) = DeadSession.user(context)
-            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: user, sudoUser: sudo, ids: replayed,
-                                     requested: targets.count, done: replayed.count, filter: all ? filter : nil,
-                                     options: [("rate", .string(rate.description))])
-            do throws(DeadFailure) {
-                try session.audit(record, context: context)
-            } catch {
-                if failure == nil { failure = error }
-            }
-            context.console.out("replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""))
-            if let failure { throw failure }
+            try session.finishAudited(ids: replayed, requested: targets.count, done: replayed.count,
+                                      filter: all ? filter : nil, options: [("rate", .string(rate.description))],
+                                      failure: summary.failure,
+                                      summary: "replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""),
+                                      context: context)
             return replayed.count == targets.count ? 0 : 1
         }
     }
