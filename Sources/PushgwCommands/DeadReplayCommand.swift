@@ -50,7 +50,7 @@ enum DeadReplayCommand: Command {
                 context.console.out(help)
                 return 0
             }
-            let (references, all) = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
+            let selection = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
             var rate = ReplayRate.default
             if let text = a.value("--rate") {
                 guard let parsed = ReplayRate(parsing: text) else {
@@ -58,28 +58,20 @@ enum DeadReplayCommand: Command {
                 }
                 rate = parsed
             }
-            let now = Clock.unixMs()
-            let filter = try a.filter(nowMs: now)
-            let dryRun = a.flag("--dry-run")
-            let mustConfirm = all && !dryRun && !a.flag("--yes")
-            if mustConfirm && !context.terminal.isInteractive {
-                throw a.usage("replay --all needs confirmation and stdin is not a terminal: add --yes")
-            }
-
-            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
+            let change = try a.change(selection, action: "replay", asks: .withAll, interactive: context.terminal.isInteractive)
+            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
-            guard case let (targets, what)? = try session.selectToChange(all: all, filter: filter, references: references,
-                                                                        done: "replayed", context: context) else { return 0 }
-            if dryRun {
+            guard case let (targets, what)? = try session.selectToChange(change, done: "replayed", context: context) else { return 0 }
+            if change.dryRun {
                 for r in targets {
                     context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
                                         + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1))"
-                        + DeadFormat.deadlineNote(r, nowMs: now))
+                        + DeadFormat.deadlineNote(r, nowMs: change.nowMs))
                 }
                 context.console.out("dry run: \(what) would be replayed at \(rate); nothing changed")
                 return 0
             }
-            if mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
+            if change.mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
                 throw .failed("pushgw dead replay: not confirmed; nothing replayed")
             }
 
@@ -97,7 +89,7 @@ enum DeadReplayCommand: Command {
             let replayed = summary.replayed
             let gone = summary.gone
             try session.finishAudited(ids: replayed, requested: targets.count, done: replayed.count,
-                                      filter: all ? filter : nil, options: [("rate", .string(rate.description))],
+                                      filter: change.all ? change.filter : nil, options: [("rate", .string(rate.description))],
                                       failure: summary.failure,
                                       summary: "replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""),
                                       context: context)

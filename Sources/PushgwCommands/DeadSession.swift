@@ -116,9 +116,9 @@ final class DeadSession {
     /// The dead letters a changing verb (`purge`, `replay`) acts on (`select`), with how its
     /// messages name them ("3 dead letters of acme"); nil, after printing that nothing
     /// matched and so nothing was `done`, when there are none.
-    func selectToChange(all: Bool, filter: DeadLetterFilter, references: [DeadLetterReference], done: String,
+    func selectToChange(_ change: DeadChange, done: String,
                         context: CommandContext) throws(DeadFailure) -> (targets: [DeadLetterRecord], what: String)? {
-        let targets = try select(all: all, filter: filter, references: references)
+        let targets = try select(all: change.all, filter: change.filter, references: change.references)
         guard !targets.isEmpty else {
             context.console.out("no dead letters match; nothing \(done)")
             return nil
