@@ -18,13 +18,13 @@ final class GatewayProcess {
     /// The router role's parts (nil without it).
     private let store: CallStore
     private let pools: ApnsPools
-    private let runner: RoutingRunner?
+    private let runner: RouterRole?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
     /// The retry role's parts: the mover has a connection of its own, so its looks never wait
     /// behind the router's commands (nil without the role).
     private let moverConnection: RedisConnection?
-    private let mover: RetryMover?
+    private let mover: RetryRole?
     private let log: Log
     private let drainMs: Int64
     private var signals: [SignalWatch] = []
@@ -52,15 +52,15 @@ final class GatewayProcess {
         self.store = store
         self.pools = pools
         runner = roles.contains(.router)
-            ? RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
-                            settings: RoutingRunnerSettings(consumer: consumer), log: log)
+            ? RouterRole(loop: loop, store: store, pools: pools, apps: apps,
+                            settings: RouterRoleSettings(consumer: consumer), log: log)
             : nil
         if roles.contains(.retry) {
             var settings = redis
             settings.clientName = "pushgw-retry"
             let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
             moverConnection = connection
-            mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+            mover = RetryRole(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
                                log: log)
         } else {
             moverConnection = nil

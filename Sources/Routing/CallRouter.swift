@@ -4,7 +4,7 @@ import Retry
 /// The per-call state machine: VoIP push first, then the alert fallback, then an outcome
 /// (docs/protocol.md). One router per call event; it does no I/O and reads no clock: each method is
 /// named for what happened, takes the time as unix ms, and returns the `CallAction` the
-/// `RoutingRunner` (GatewayRoles) performs. Runs on the loop thread; a plain value.
+/// `RouterRole` (GatewayRoles) performs. Runs on the loop thread; a plain value.
 ///
 /// States (one enum case per state, each with the data meaningful in it):
 ///
