@@ -30,13 +30,7 @@ final class RequestLog {
 
     /// Writes what is pending. A failing disk only loses log lines, never requests.
     func flush() {
-        var offset = 0
-        while offset < pending.count {
-            let n = pending.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            offset += n
-        }
+        writeAll(pending, to: fd)
         pending.removeAll(keepingCapacity: true)
     }
 
@@ -87,5 +81,17 @@ struct LogLine {
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: name.utf8)
         bytes.append(contentsOf: "\":".utf8)
+    }
+}
+
+/// Writes `bytes` to `fd` with write(2), again after an interrupted or short write; stops at
+/// the first failure (the simulator's log and its command line have nobody to tell).
+func writeAll(_ bytes: [UInt8], to fd: Int32) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return }
+        offset += n
     }
 }

@@ -87,12 +87,5 @@ private func printError(_ line: String) {
 }
 
 private func writeLine(_ line: String, to fd: Int32) {
-    let bytes = Array((line + "\n").utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return }
-        offset += n
-    }
+    writeAll(Array((line + "\n").utf8), to: fd)
 }

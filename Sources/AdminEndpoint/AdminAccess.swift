@@ -130,7 +130,7 @@ package struct Readiness: Equatable, Sendable {
     /// - Parameters:
     ///   - nowMs, lastPingOkMs: monotonic milliseconds; `lastPingOkMs` nil = never.
     ///   - lastPingError: the last PING's failure, for the detail.
-    ///   - unhealthyApps: app id → reason (`RoutingRunner.unhealthyApps`).
+    ///   - unhealthyApps: app id → reason (`RouterRole.unhealthyApps`).
     ///   - unreachablePools: APNs pools whose connects fail, one problem each.
     package static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
                                 unhealthyApps: [String: String], draining: Bool,

@@ -18,7 +18,7 @@ import Routing
 /// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
 /// the Redis probe; reads everything else from the service's objects at scrape time.
 ///
-/// It is the router's `RouterObservations` (the owner sets `RoutingRunner.observations` to it):
+/// It is the router's `RouterObservations` (the owner sets `RouterRole.observations` to it):
 /// what the router reports goes to the metrics and to the console's live figures.
 ///
 /// Lifecycle: create it with the service's objects, `start()` before the loop runs, `close()`
@@ -53,7 +53,7 @@ package final class GatewayAdmin {
     private var apps: [AppRuntime]
     private let store: CallStore
     private let pools: ApnsPools
-    private let runner: RoutingRunner?
+    private let runner: RouterRole?
     /// The deadletters role, for retention figures; nil when this process runs none.
     package var deadLetters: DeadLettersRole?
     /// Opens the operators' console with the admin token (`start` calls it when the token file
@@ -78,7 +78,7 @@ package final class GatewayAdmin {
     }
 
     package init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
-                runner: RoutingRunner?, log: Log, settings: Settings = Settings()) {
+                runner: RouterRole?, log: Log, settings: Settings = Settings()) {
         self.loop = loop
         self.config = config
         self.apps = apps

@@ -8,7 +8,7 @@ import Routing
 /// Two kinds of sources:
 /// - pushed: `RouterObservations` calls made by the router as things happen (per app, per
 ///   channel, latencies) and each recorded outcome (`callRecorded`);
-/// - pulled: the counters the modules keep anyway (`RoutingRunner.Stats`, `ApnsClientStats`,
+/// - pulled: the counters the modules keep anyway (`RouterRole.Stats`, `ApnsClientStats`,
 ///   `RedisConnection.Stats`, the backlog probe), copied into the registry by `update(_:)`
 ///   right before each scrape is rendered, so the hot path pays nothing for them.
 ///
@@ -342,11 +342,11 @@ package struct GatewaySnapshot {
     }
 
     /// The router's counters; nil when this process runs no router.
-    package var router: RoutingRunner.Stats?
+    package var router: RouterRole.Stats?
     package var callsInFlight = 0
     /// Every configured app id.
     package var apps: [String] = []
-    /// App id → why APNs refused it (`RoutingRunner.unhealthyApps`).
+    /// App id → why APNs refused it (`RouterRole.unhealthyApps`).
     package var unhealthyApps: [String: String] = [:]
     package var pools: [Pool] = []
     /// Credential name → `ProviderTokenSource.renewals` (token credentials only).

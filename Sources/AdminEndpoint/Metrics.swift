@@ -132,7 +132,7 @@ package final class CounterFamily: ValueFamily, MetricFamily {
     }
 
     /// Sets the series to `total`: for counters mirrored at scrape time from a cumulative
-    /// source (`ApnsClientStats`, `RoutingRunner.Stats`) that only ever grows.
+    /// source (`ApnsClientStats`, `RouterRole.Stats`) that only ever grows.
     package func set(_ labels: [String] = [], total: Double) {
         update(labels) { $0 = total }
     }

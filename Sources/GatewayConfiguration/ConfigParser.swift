@@ -151,27 +151,17 @@ struct ConfigParser {
     /// The credentials that parsed, and the names of all declared ones (apps naming a broken
     /// credential get that credential's problems, not an "unknown credential" one too).
     private func parseCredentials(_ root: [String: Any]) -> ([String: Credential], [String]) {
-        let path = JSONPath.root.appending("credentials")
-        guard let section = reader.section(root, "credentials", in: .root) else { return ([:], []) }
-        if section.isEmpty {
-            reader.error(path, "no credentials declared",
-                         fix: "declare one, such as \"acme-key\": { \"team_id\": …, \"key_id\": …, \"key_file\": … }")
-        }
         var credentials: [String: Credential] = [:]
-        for name in section.keys.sorted() {
-            let at = path.appending(name)
-            if !GatewayConfig.isName(name) {
-                reader.error(at, "credential name \(reader.quoted(name)) must be \(GatewayConfig.nameRule)",
-                             fix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics")
-            }
-            guard let entry = section[name] as? [String: Any] else {
-                reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)",
-                             fix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }")
-                continue
-            }
-            if let credential = parseCredential(entry, at: at) { credentials[name] = credential }
-        }
-        return (credentials, section.keys.sorted())
+        guard let names = forEachNamedObject(
+            root, "credentials", nameKind: "credential name",
+            emptyFix: "declare one, such as \"acme-key\": { \"team_id\": …, \"key_id\": …, \"key_file\": … }",
+            renameFix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics",
+            objectFix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }",
+            { name, at, entry in
+                if let credential = parseCredential(entry, at: at) { credentials[name] = credential }
+            })
+        else { return ([:], []) }
+        return (credentials, names)
     }
 
     private func parseCredential(_ entry: [String: Any], at path: JSONPath) -> Credential? {
@@ -225,35 +215,54 @@ struct ConfigParser {
         return id
     }
 
+    /// Walks a top-level section of named objects (`credentials`, `apps`) in name order,
+    /// handing each entry that is an object to `parse` with its path, and returns every name.
+    /// Reports an empty section, a name that breaks `GatewayConfig.nameRule` (the entry is
+    /// still parsed, so its own problems show too) and an entry that is not an object
+    /// (skipped), each before the entry's own problems. Nil when the section is not an object
+    /// (`ConfigReader.section` reported it).
+    private func forEachNamedObject(_ root: [String: Any], _ key: String, nameKind: String, emptyFix: String,
+                                    renameFix: String, objectFix: String,
+                                    _ parse: (_ name: String, _ at: JSONPath, _ entry: [String: Any]) -> Void) -> [String]? {
+        let path = JSONPath.root.appending(key)
+        guard let section = reader.section(root, key, in: .root) else { return nil }
+        if section.isEmpty {
+            reader.error(path, "no \(key) declared", fix: emptyFix)
+        }
+        let names = section.keys.sorted()
+        for name in names {
+            let at = path.appending(name)
+            if !GatewayConfig.isName(name) {
+                reader.error(at, "\(nameKind) \(reader.quoted(name)) must be \(GatewayConfig.nameRule)", fix: renameFix)
+            }
+            guard let entry = section[name] as? [String: Any] else {
+                reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)", fix: objectFix)
+                continue
+            }
+            parse(name, at, entry)
+        }
+        return names
+    }
+
     // MARK: apps
 
     private func parseApps(_ root: [String: Any], declaredCredentials: [String]) -> [String: AppConfig] {
-        let path = JSONPath.root.appending("apps")
-        guard let section = reader.section(root, "apps", in: .root) else { return [:] }
-        if section.isEmpty {
-            reader.error(path, "no apps declared",
-                         fix: "declare one, such as \"acme\": { \"bundle_id\": …, \"credential\": …, \"environment\": … }")
-        }
         var apps: [String: AppConfig] = [:]
         var used = Set<String>()
-        for id in section.keys.sorted() {
-            let at = path.appending(id)
-            if !GatewayConfig.isName(id) {
-                reader.error(at, "app id \(reader.quoted(id)) must be \(GatewayConfig.nameRule)",
-                             fix: "rename the app; its id becomes the {APP} part of every Redis key")
-            }
-            guard let entry = section[id] as? [String: Any] else {
-                reader.error(at, "expected an object, found \(JSONKind(section[id] as Any).name)",
-                             fix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }")
-                continue
-            }
-            if let name = entry["credential"] as? String { used.insert(name) }
-            if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
-        }
+        guard let names = forEachNamedObject(
+            root, "apps", nameKind: "app id",
+            emptyFix: "declare one, such as \"acme\": { \"bundle_id\": …, \"credential\": …, \"environment\": … }",
+            renameFix: "rename the app; its id becomes the {APP} part of every Redis key",
+            objectFix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }",
+            { id, at, entry in
+                if let name = entry["credential"] as? String { used.insert(name) }
+                if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
+            })
+        else { return [:] }
         // An unused credential is worth a warning, unless some app names one that does not
         // exist: then the unused one is probably what it meant, and the error says so already.
         let allNamesKnown = used.allSatisfy { declaredCredentials.contains($0) }
-        for name in declaredCredentials where !used.contains(name) && !section.isEmpty && allNamesKnown {
+        for name in declaredCredentials where !used.contains(name) && !names.isEmpty && allNamesKnown {
             reader.warning(JSONPath.root.appending("credentials").appending(name), "no app uses this credential",
                            fix: "remove it, or name it in an app's \"credential\"")
         }

@@ -1,14 +1,14 @@
 import APNs
 import Routing
 
-/// What the router tells the world as it happens: the events no counter of `RoutingRunner`
+/// What the router tells the world as it happens: the events no counter of `RouterRole`
 /// or `ApnsClient` carries (per app, per channel, with latencies), and each recorded outcome.
-/// The runner's one door out (`RoutingRunner.observations`, held weakly, called on the loop
+/// The runner's one door out (`RouterRole.observations`, held weakly, called on the loop
 /// thread): `GatewayAdmin` implements it for a running gateway (its metrics and console),
 /// `GatewayMetrics` for the metrics alone, tests to see the outcomes. Every method does nothing
 /// unless implemented, so an observer implements only what it needs.
 ///
-/// Everything else is pulled at scrape time from the counters that exist (`RoutingRunner.Stats`,
+/// Everything else is pulled at scrape time from the counters that exist (`RouterRole.Stats`,
 /// `ApnsClientStats`, …), so the hot path pays only for these calls: a dictionary update each.
 package protocol RouterObservations: AnyObject {
     /// `count` stream entries of `app` started routing: read (`claimed` false) or taken over

@@ -3,7 +3,7 @@ import Routing
 
 // The one place where Routing's values become RedisStreams' records and back. Routing decides
 // without knowing Redis; RedisStreams stores without knowing the router; the router role
-// (`RoutingRunner`) converts here and nowhere else, so a new channel, outcome or record field
+// (`RouterRole`) converts here and nowhere else, so a new channel, outcome or record field
 // is added in one file, and a mismatch fails to compile instead of crashing at a forced unwrap.
 
 extension TokenChannel {

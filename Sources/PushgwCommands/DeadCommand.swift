@@ -1,4 +1,5 @@
 import DeadLetters
+import EventLoop
 import Foundation
 import GatewayConfiguration
 
@@ -145,6 +146,23 @@ struct DeadArguments {
         return (references, all)
     }
 
+    /// Everything a mutating verb (`replay`, `purge`) was asked, checked: its `selection`, the
+    /// filter as of now, `--dry-run`, and whether it must ask first — when the verb `asks`
+    /// and neither a dry run nor `--yes`; refused when there is no terminal to ask on.
+    func change(_ selection: (references: [DeadLetterReference], all: Bool), action: String, asks: DeadChange.Asking,
+                interactive: Bool) throws(DeadFailure) -> DeadChange {
+        let (references, all) = selection
+        let now = Clock.unixMs()
+        let filter = try filter(nowMs: now)
+        let dryRun = flag("--dry-run")
+        let mustConfirm = (asks == .always || all) && !dryRun && !flag("--yes")
+        if mustConfirm && !interactive {
+            throw usage("\(action)\(asks == .withAll ? " --all" : "") needs confirmation and stdin is not a terminal: add --yes")
+        }
+        return DeadChange(references: references, all: all, nowMs: now, filter: filter, dryRun: dryRun,
+                          mustConfirm: mustConfirm)
+    }
+
     /// The positionals as dead-letter references.
     func references() throws(DeadFailure) -> [DeadLetterReference] {
         var seen = Set<String>()
@@ -157,4 +175,23 @@ struct DeadArguments {
         }
         return out
     }
+}
+
+/// What a mutating verb (`replay`, `purge`) was asked to do (`DeadArguments.change`).
+struct DeadChange {
+    /// When a verb asks for confirmation (unless a dry run or `--yes`).
+    enum Asking {
+        /// Every time (`purge`: nothing brings a purged dead letter back).
+        case always
+        /// With `--all` only (`replay`: named ids are what the operator chose one by one).
+        case withAll
+    }
+
+    let references: [DeadLetterReference]
+    let all: Bool
+    /// When the verb started, unix ms: the filter's times and the ages it prints count from it.
+    let nowMs: Int64
+    let filter: DeadLetterFilter
+    let dryRun: Bool
+    let mustConfirm: Bool
 }

@@ -1,5 +1,4 @@
 import DeadLetters
-import EventLoop
 import GatewayConfiguration
 import VisibleText
 
@@ -43,33 +42,21 @@ enum DeadPurgeCommand: Command {
                 context.console.out(help)
                 return 0
             }
-            let (references, all) = try a.selection(action: "purge", filterOptions: ["--reason", "--call", "--since", "--older-than"])
-            let now = Clock.unixMs()
-            let filter = try a.filter(nowMs: now)
-            let dryRun = a.flag("--dry-run")
-            let mustConfirm = !dryRun && !a.flag("--yes")
-            if mustConfirm && !context.terminal.isInteractive {
-                throw a.usage("purge needs confirmation and stdin is not a terminal: add --yes")
-            }
-
-            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
+            let selection = try a.selection(action: "purge", filterOptions: ["--reason", "--call", "--since", "--older-than"])
+            let change = try a.change(selection, action: "purge", asks: .always, interactive: context.terminal.isInteractive)
+            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
-            let targets = try session.select(all: all, filter: filter, references: references)
-            guard !targets.isEmpty else {
-                context.console.out("no dead letters match; nothing purged")
-                return 0
-            }
-            let apps = Array(Set(targets.map(\.app))).sorted()
-            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
-            if dryRun {
+            guard case let (targets, what)? = try session.selectToChange(change, done: "purged", context: context) else { return 0 }
+            let (all, filter) = (change.all, change.filter)
+            if change.dryRun {
                 for r in targets {
-                    context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(now - r.deadAtMs)) old  "
+                    context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(change.nowMs - r.deadAtMs)) old  "
                                         + "call \(TerminalText.field(r.callID ?? "-"))  \(TerminalText.field(r.reason))")
                 }
                 context.console.out("dry run: \(what) would be purged; nothing changed")
                 return 0
             }
-            if mustConfirm {
+            if change.mustConfirm {
                 let filters = all ? " matching \(filter.json.text)" : ""
                 if !DeadCommand.confirm("Delete \(what)\(filters) for good?", context: context) {
                     throw .failed("pushgw dead purge: not confirmed; nothing purged")
@@ -77,19 +64,9 @@ enum DeadPurgeCommand: Command {
             }
 
             let summary = session.wait { session.operations.purge(targets, completion: $0) }
-            let purged = summary.purged
-            let ids = summary.ids
-            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
-            let (user, sudo) = DeadSession.user(context)
-            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: user, sudoUser: sudo, ids: ids,
-                                     requested: targets.count, done: purged, filter: all ? filter : nil)
-            do throws(DeadFailure) {
-                try session.audit(record, context: context)
-            } catch {
-                if failure == nil { failure = error }
-            }
-            context.console.out("purged \(purged) of \(what)")
-            if let failure { throw failure }
+            try session.finishAudited(ids: summary.ids, requested: targets.count, done: summary.purged,
+                                      filter: all ? filter : nil, failure: summary.failure,
+                                      summary: "purged \(summary.purged) of \(what)", context: context)
             return 0
         }
     }

@@ -50,7 +50,7 @@ enum DeadReplayCommand: Command {
                 context.console.out(help)
                 return 0
             }
-            let (references, all) = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
+            let selection = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
             var rate = ReplayRate.default
             if let text = a.value("--rate") {
                 guard let parsed = ReplayRate(parsing: text) else {
@@ -58,33 +58,20 @@ enum DeadReplayCommand: Command {
                 }
                 rate = parsed
             }
-            let now = Clock.unixMs()
-            let filter = try a.filter(nowMs: now)
-            let dryRun = a.flag("--dry-run")
-            let mustConfirm = all && !dryRun && !a.flag("--yes")
-            if mustConfirm && !context.terminal.isInteractive {
-                throw a.usage("replay --all needs confirmation and stdin is not a terminal: add --yes")
-            }
-
-            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: filter.apps, context: context)
+            let change = try a.change(selection, action: "replay", asks: .withAll, interactive: context.terminal.isInteractive)
+            let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
-            let targets = try session.select(all: all, filter: filter, references: references)
-            guard !targets.isEmpty else {
-                context.console.out("no dead letters match; nothing replayed")
-                return 0
-            }
-            let apps = Array(Set(targets.map(\.app))).sorted()
-            let what = "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))"
-            if dryRun {
+            guard case let (targets, what)? = try session.selectToChange(change, done: "replayed", context: context) else { return 0 }
+            if change.dryRun {
                 for r in targets {
                     context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
                                         + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1))"
-                        + DeadFormat.deadlineNote(r, nowMs: now))
+                        + DeadFormat.deadlineNote(r, nowMs: change.nowMs))
                 }
                 context.console.out("dry run: \(what) would be replayed at \(rate); nothing changed")
                 return 0
             }
-            if mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
+            if change.mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
                 throw .failed("pushgw dead replay: not confirmed; nothing replayed")
             }
 
@@ -101,18 +88,11 @@ enum DeadReplayCommand: Command {
             }
             let replayed = summary.replayed
             let gone = summary.gone
-            var failure = summary.failure.map { DeadFailure.failed("pushgw dead \(name): \($0)") }
-            let (user, sudo) = DeadSession.user(context)
-            let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: user, sudoUser: sudo, ids: replayed,
-                                     requested: targets.count, done: replayed.count, filter: all ? filter : nil,
-                                     options: [("rate", .string(rate.description))])
-            do throws(DeadFailure) {
-                try session.audit(record, context: context)
-            } catch {
-                if failure == nil { failure = error }
-            }
-            context.console.out("replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""))
-            if let failure { throw failure }
+            try session.finishAudited(ids: replayed, requested: targets.count, done: replayed.count,
+                                      filter: change.all ? change.filter : nil, options: [("rate", .string(rate.description))],
+                                      failure: summary.failure,
+                                      summary: "replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""),
+                                      context: context)
             return replayed.count == targets.count ? 0 : 1
         }
     }

@@ -130,6 +130,20 @@ final class DeadSession {
         all ? try wait { operations.all(apps: apps, filter: filter, completion: $0) } : try find(references)
     }
 
+    /// The dead letters a changing verb (`purge`, `replay`) acts on (`select`), with how its
+    /// messages name them ("3 dead letters of acme"); nil, after printing that nothing
+    /// matched and so nothing was `done`, when there are none.
+    func selectToChange(_ change: DeadChange, done: String,
+                        context: CommandContext) throws(DeadFailure) -> (targets: [DeadLetterRecord], what: String)? {
+        let targets = try select(all: change.all, filter: change.filter, references: change.references)
+        guard !targets.isEmpty else {
+            context.console.out("no dead letters match; nothing \(done)")
+            return nil
+        }
+        let apps = Array(Set(targets.map(\.app))).sorted()
+        return (targets, "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))")
+    }
+
     /// Finds each named dead letter among the selected apps (or its `APP/` prefix); all or
     /// nothing (`DeadLetterOperations.find`).
     func find(_ references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
@@ -149,8 +163,27 @@ final class DeadSession {
 
     // MARK: Audit
 
+    /// Ends a changing verb (`purge`, `replay`): writes its audit record (who, when, which, how
+    /// many, the filters) even after a part-way `failure`, so that what was done is on record;
+    /// prints `summary`; then throws the verb's own failure, else the audit's.
+    func finishAudited(ids: [String], requested: Int, done: Int, filter: DeadLetterFilter?,
+                       options: [(String, OrderedJSON)] = [], failure: RedisError?, summary: String,
+                       context: CommandContext) throws(DeadFailure) {
+        var failure = failure.map { DeadFailure.failed("pushgw dead \(verb): \($0)") }
+        let (user, sudo) = Self.user(context)
+        let record = AuditRecord(timeMs: Clock.unixMs(), verb: verb, user: user, sudoUser: sudo, ids: ids,
+                                 requested: requested, done: done, filter: filter, options: options)
+        do throws(DeadFailure) {
+            try audit(record, context: context)
+        } catch {
+            if failure == nil { failure = error }
+        }
+        context.console.out(summary)
+        if let failure { throw failure }
+    }
+
     /// Writes `record` as a JSON line on stderr (the operator's log) and to the audit stream.
-    func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
+    private func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
         guard case let .object(fields) = record.json else { preconditionFailure("an audit record is an object") }
         let line = OrderedJSON.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
                                      ("msg", .string("dead letters \(record.verb)"))] + fields)
@@ -159,7 +192,7 @@ final class DeadSession {
     }
 
     /// `$USER` (or `$LOGNAME`) and `$SUDO_USER` of the environment.
-    static func user(_ context: CommandContext) -> (String, String?) {
+    private static func user(_ context: CommandContext) -> (String, String?) {
         let env = context.environment
         let user = [env["USER"], env["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty } ?? "unknown"
         let sudo = env["SUDO_USER"].flatMap { $0.isEmpty ? nil : $0 }

@@ -18,7 +18,7 @@ final class GatewayProcess {
     /// The router role's parts (nil without it).
     private let store: CallStore
     private let pools: ApnsPools
-    private let runner: RoutingRunner?
+    private let runner: RouterRole?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
     /// On Redis Cluster: the store's cluster client, and the mover's own (its looks never wait
@@ -28,7 +28,7 @@ final class GatewayProcess {
     /// The retry role's parts: the mover has a connection of its own, so its looks never wait
     /// behind the router's commands (nil without the role).
     private let moverConnection: RedisConnection?
-    private let mover: RetryMover?
+    private let mover: RetryRole?
     private let log: Log
     private let drainMs: Int64
     private var signals: [SignalWatch] = []
@@ -59,29 +59,29 @@ final class GatewayProcess {
         self.store = store
         self.pools = pools
         runner = roles.contains(.router)
-            ? RoutingRunner(loop: loop, store: store, pools: pools, apps: apps,
-                            settings: RoutingRunnerSettings(consumer: consumer), log: log)
+            ? RouterRole(loop: loop, store: store, pools: pools, apps: apps,
+                            settings: RouterRoleSettings(consumer: consumer), log: log)
             : nil
         if roles.contains(.retry), var moverSettings = clusterConfig.flatMap({ $0 }) {
             moverSettings.connection.clientName = "pushgw-retry"
             let moverCluster = RedisCluster(loop: loop, config: moverSettings)
             self.moverCluster = moverCluster
             moverConnection = nil
-            let retryMover = RetryMover(loop: loop, schedule: RetrySchedule(topology: .cluster(moverCluster),
-                                                                            config: .init(prefix: config.redis.prefix)),
-                                        log: log)
-            retryMover.apps = apps.map(\.keys)
-            mover = retryMover
+            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: .cluster(moverCluster),
+                                                                          config: .init(prefix: config.redis.prefix)),
+                                      log: log)
+            retryRole.apps = apps.map(\.keys)
+            mover = retryRole
         } else if roles.contains(.retry) {
             moverCluster = nil
             var settings = redis
             settings.clientName = "pushgw-retry"
             let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
             moverConnection = connection
-            let retryMover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
-                                        log: log)
-            retryMover.apps = apps.map(\.keys)
-            mover = retryMover
+            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+                                      log: log)
+            retryRole.apps = apps.map(\.keys)
+            mover = retryRole
         } else {
             moverCluster = nil
             moverConnection = nil

@@ -4,7 +4,7 @@
 // Files: the policy (here), the pure backoff (Backoff.swift, Jitter.swift) and the mover's
 // timing (MoverPacing.swift). The durable schedule's keys and Lua scripts live in RedisStreams
 // (RetrySchedule.swift: every key and command is there), and the mover's I/O in GatewayRoles
-// (RetryMover.swift), so this module stays free of sockets and libevent types.
+// (RetryRole.swift), so this module stays free of sockets and libevent types.
 
 /// A per-app retry policy for one channel (VoIP or alert): how many attempts, and the bounds
 /// of the exponential backoff between them (`delayMs(forRetry:random:throttled:)`).

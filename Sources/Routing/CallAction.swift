@@ -1,6 +1,6 @@
 import APNs
 
-/// What the runner (`RoutingRunner`) must do after one event of a `CallRouter`: an optional token
+/// What the runner (`RouterRole`) must do after one event of a `CallRouter`: an optional token
 /// feedback, then one step. The runner performs it and reports back (`apnsAnswered`,
 /// `apnsFailed`, `cancelReceived`; a retry comes back through `resume`); it decides nothing
 /// itself.

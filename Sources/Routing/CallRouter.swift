@@ -4,7 +4,7 @@ import Retry
 /// The per-call state machine: VoIP push first, then the alert fallback, then an outcome
 /// (docs/protocol.md). One router per call event; it does no I/O and reads no clock: each method is
 /// named for what happened, takes the time as unix ms, and returns the `CallAction` the
-/// `RoutingRunner` (GatewayRoles) performs. Runs on the loop thread; a plain value.
+/// `RouterRole` (GatewayRoles) performs. Runs on the loop thread; a plain value.
 ///
 /// States (one enum case per state, each with the data meaningful in it):
 ///
@@ -101,12 +101,6 @@ public struct CallRouter: Sendable {
         let sentAtMs: Int64
         /// A cancel arrived while in flight: nothing more is sent.
         var cancelled = false
-
-        init(call: Call, attempt: Int, sentAtMs: Int64) {
-            self.call = call
-            self.attempt = attempt
-            self.sentAtMs = sentAtMs
-        }
     }
 
     /// A VoIP retry is scheduled.
@@ -115,18 +109,6 @@ public struct CallRouter: Sendable {
         /// Attempts made so far.
         let attemptsMade: Int
         let dueAtMs: Int64
-
-        init(from inFlight: VoipInFlight, call: Call, dueAtMs: Int64) {
-            self.call = call
-            self.attemptsMade = inFlight.attempt
-            self.dueAtMs = dueAtMs
-        }
-
-        init(call: Call, attemptsMade: Int, dueAtMs: Int64) {
-            self.call = call
-            self.attemptsMade = attemptsMade
-            self.dueAtMs = dueAtMs
-        }
     }
 
     /// An alert push is with the APNs client.
@@ -138,14 +120,6 @@ public struct CallRouter: Sendable {
         /// The fallback's start + alert TTL: the alert's expiration and its retry bound.
         let windowEndMs: Int64
         var cancelled = false
-
-        init(call: Call, cause: FallbackCause, attempt: Int, sentAtMs: Int64, windowEndMs: Int64) {
-            self.call = call
-            self.cause = cause
-            self.attempt = attempt
-            self.sentAtMs = sentAtMs
-            self.windowEndMs = windowEndMs
-        }
     }
 
     /// An alert retry is scheduled.
@@ -155,22 +129,6 @@ public struct CallRouter: Sendable {
         let attemptsMade: Int
         let windowEndMs: Int64
         let dueAtMs: Int64
-
-        init(from inFlight: AlertInFlight, call: Call, dueAtMs: Int64) {
-            self.call = call
-            self.cause = inFlight.cause
-            self.attemptsMade = inFlight.attempt
-            self.windowEndMs = inFlight.windowEndMs
-            self.dueAtMs = dueAtMs
-        }
-
-        init(call: Call, cause: FallbackCause, attemptsMade: Int, windowEndMs: Int64, dueAtMs: Int64) {
-            self.call = call
-            self.cause = cause
-            self.attemptsMade = attemptsMade
-            self.windowEndMs = windowEndMs
-            self.dueAtMs = dueAtMs
-        }
     }
 
     // MARK: Reading
@@ -400,7 +358,7 @@ public struct CallRouter: Sendable {
             let delay = policy.voipRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled)
             // The retry must be able to leave before the deadline; else the alert goes now.
             guard now + delay < deadline else { return fallback(call, .deadline, now: now) }
-            state = .voipWaiting(VoipWaiting(from: s, call: call, dueAtMs: now + delay))
+            state = .voipWaiting(VoipWaiting(call: call, attemptsMade: s.attempt, dueAtMs: now + delay))
             return CallAction(step: .scheduleRetry(RetryPlan(channel: .voip, attempt: s.attempt + 1,
                                                              atMs: now + delay, delayMs: delay)))
         case .payloadTooLarge:
@@ -429,7 +387,8 @@ public struct CallRouter: Sendable {
             guard now + delay < s.windowEndMs else {
                 return deadLetter(call, .retriesExhausted(.alert), appUnhealthy: false)
             }
-            state = .alertWaiting(AlertWaiting(from: s, call: call, dueAtMs: now + delay))
+            state = .alertWaiting(AlertWaiting(call: call, cause: s.cause, attemptsMade: s.attempt,
+                                               windowEndMs: s.windowEndMs, dueAtMs: now + delay))
             return CallAction(step: .scheduleRetry(RetryPlan(channel: .alert, attempt: s.attempt + 1,
                                                              atMs: now + delay, delayMs: delay)))
         case .payloadTooLarge:

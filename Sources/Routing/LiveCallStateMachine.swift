@@ -6,7 +6,7 @@
 /// waiting for it are answered once it leaves (docs/architecture.md, *How a call event travels
 /// through the router*).
 ///
-/// Pure: no clock, no I/O. The runner (`RoutingRunner`, GatewayRoles) calls one `on…` method per
+/// Pure: no clock, no I/O. The runner (`RouterRole`, GatewayRoles) calls one `on…` method per
 /// thing that happened and performs the returned `Action`. Races the runner tolerates return
 /// `.none` and say so; a pair that cannot happen stops the process with what happened.
 ///

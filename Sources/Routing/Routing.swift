@@ -1,7 +1,7 @@
 // Routing: event decoding and validation, the per-call state machine (VoIP first, alert
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
-// `RoutingRunner` (GatewayRoles) performs.
+// `RouterRole` (GatewayRoles) performs.
 // Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallCopies and
 // LiveCallStateMachine (an entry's stay in the router process, beside its copies), CallAction
 // (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers

@@ -158,7 +158,7 @@ final class MetricsTests: XCTestCase {
                                                          type: .incomingCall, app: "acme"))
 
         var s = GatewaySnapshot()
-        var router = RoutingRunner.Stats()
+        var router = RouterRole.Stats()
         router.retriesScheduled = 4
         router.retriesFired = 3
         router.invalidEvents = 1

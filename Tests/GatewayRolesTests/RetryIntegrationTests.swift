@@ -76,9 +76,9 @@ final class RetryIntegrationTests: XCTestCase {
         XCTAssertTrue(h.runUntil("the first router to drain") { drained })
         let url = try RedisURL(parsing: h.redis.url)
         let store = CallStore(loop: h.loop, config: CallStore.Config(url: url), apps: h.apps.map(\.keys))
-        var settings = RoutingRunnerSettings(consumer: "second")
+        var settings = RouterRoleSettings(consumer: "second")
         settings.blockMs = 100
-        let second = RoutingRunner(loop: h.loop, store: store, pools: h.pools, apps: h.apps, settings: settings,
+        let second = RouterRole(loop: h.loop, store: store, pools: h.pools, apps: h.apps, settings: settings,
                                    log: Log(minimum: .error))
         let outcomes = RecordedOutcomes()
         second.observations = outcomes

@@ -12,7 +12,7 @@ import XCTest
 
 /// A router under test with real parts: a redis-server child process (reached as `deployment`
 /// says: TCP, TLS, an ACL user, a sentinel), the APNs simulator on the test's loop, and the
-/// gateway's `RoutingRunner`, `CallStore`, `ApnsPools` and retry mover (`RetryMover`, on a
+/// gateway's `RouterRole`, `CallStore`, `ApnsPools` and retry mover (`RetryRole`, on a
 /// connection of its own, as in `pushgw run`) on the same loop. Producers write with a plain
 /// Redis connection, as any language would.
 package final class RouterHarness {
@@ -29,9 +29,9 @@ package final class RouterHarness {
     package let apps: [AppRuntime]
     package let store: CallStore
     package let pools: ApnsPools
-    package let runner: RoutingRunner
+    package let runner: RouterRole
     package let moverConnection: RedisConnection
-    package let mover: RetryMover
+    package let mover: RetryRole
     package let producer: RedisConnection
     /// The router's consumer name in the apps' groups.
     package let consumer: String
@@ -46,7 +46,7 @@ package final class RouterHarness {
          separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
-         settings: (inout RoutingRunnerSettings) -> Void = { _ in },
+         settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         access = try GatewayRedis(deployment)
@@ -88,13 +88,13 @@ package final class RouterHarness {
         store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)
         consumer = "test-\(getpid())"
-        var s = RoutingRunnerSettings(consumer: consumer)
+        var s = RouterRoleSettings(consumer: consumer)
         s.blockMs = 100
         settings(&s)
-        runner = RoutingRunner(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
+        runner = RouterRole(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: access.admin)
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
-        mover = RetryMover(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
+        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
                            log: Log(minimum: .error))
         mover.apps = apps.map(\.keys)
         runner.observations = outcomes

@@ -13,7 +13,7 @@ import XCTest
 @testable import PushgwCommands
 
 /// Real dead letters for the `pushgw dead` tests: one redis-server and one APNs simulator for
-/// the whole test, and a router (`RoutingRunner`) that can be stopped and started again with
+/// the whole test, and a router (`RouterRole`) that can be stopped and started again with
 /// another config — app `broken` with the wrong key (every push `403 InvalidProviderToken`,
 /// dead letter `apns_credentials: InvalidProviderToken`) or, once "fixed", with the good one.
 /// App `acme` always has the good key. The CLI runs in-process through `pushgwMain`, reading
@@ -29,7 +29,7 @@ final class DeadLetterHarness {
     /// Every outcome recorded by the routers started so far, in order (their observer).
     let outcomes = RecordedOutcomes()
     var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
-    private var router: (store: CallStore, pools: ApnsPools, runner: RoutingRunner)?
+    private var router: (store: CallStore, pools: ApnsPools, runner: RouterRole)?
 
     init(redis deployment: RedisDeployment = .tcp) throws {
         access = try GatewayRedis(deployment)
@@ -77,9 +77,9 @@ final class DeadLetterHarness {
         let store = CallStore(loop: loop, config: CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel),
                               apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
-        var settings = RoutingRunnerSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")
+        var settings = RouterRoleSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")
         settings.blockMs = 100
-        let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings,
+        let runner = RouterRole(loop: loop, store: store, pools: pools, apps: apps, settings: settings,
                                    log: Log(minimum: .error, write: { _ in }))
         runner.observations = outcomes
         store.start()

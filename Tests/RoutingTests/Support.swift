@@ -4,7 +4,7 @@ import Retry
 @testable import Routing
 import XCTest
 
-// Fixtures and an in-memory model of the runner (`RoutingRunner`) that throws on every move the routing
+// Fixtures and an in-memory model of the runner (`RouterRole`) that throws on every move the routing
 // rules forbid (docs/protocol.md), so a router that ever asks for one fails the test that drove it.
 
 enum Fixture {
@@ -72,7 +72,7 @@ struct IllegalMove: Error, CustomStringConvertible {
     let description: String
 }
 
-/// The runner (`RoutingRunner`) and its Redis and APNs, in memory. `apply` performs an action and throws
+/// The runner (`RouterRole`) and its Redis and APNs, in memory. `apply` performs an action and throws
 /// `IllegalMove` for: a VoIP push at or after the deadline, any push or retry for a cancelled
 /// call, a second push while one is in flight, a VoIP retry scheduled at or after the deadline,
 /// a push of the wrong form (topic, type, priority, expiration), feedback for a token the event

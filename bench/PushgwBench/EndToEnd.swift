@@ -77,13 +77,13 @@ enum EndToEnd {
         do { redis = try config.redis.connection() } catch { fatalError("\(error)") }
         let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls), apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
-        var settings = RoutingRunnerSettings(consumer: "bench")
+        var settings = RouterRoleSettings(consumer: "bench")
         settings.blockMs = 50
         // As `pushgw run` runs the router by default: metrics observed, info-level log (here
         // written to /dev/null, so terminal speed is not measured).
         let devNull = FileHandle(forWritingAtPath: "/dev/null")!
         let log = Log(minimum: .info, write: { line in devNull.write(Data((line + "\n").utf8)) })
-        let runner = RoutingRunner(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
+        let runner = RouterRole(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
         let metrics = GatewayMetrics()
         let observer = BenchObservations(reportingTo: metrics)
         runner.observations = observer

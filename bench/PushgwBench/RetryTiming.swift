@@ -11,7 +11,7 @@ import RedisStreams
 ///    (pending, as a router holds them), then each is put in the schedule by the router's own
 ///    step (`RetrySchedule.schedule`) with a due time spread uniformly over `--spread-ms`,
 ///    starting `--lead-ms` after the scheduling began.
-/// 2. One `RetryMover` with the production settings moves them back; the lateness of each
+/// 2. One `RetryRole` with the production settings moves them back; the lateness of each
 ///    retry is the time its move step answered minus its due time (an upper bound: the entry
 ///    was back in its stream slightly earlier). Prints p50, p99 and the worst.
 /// 3. With the schedule empty, the mover's own commands per second over `--idle-s` seconds.
@@ -83,7 +83,7 @@ enum RetryTiming {
         // 2. The mover.
         let connection = RedisConnection(loop: loop, config: .init(url: url, clientName: "pushgw-retry"))
         connection.start()
-        let mover = RetryMover(loop: loop, schedule: RetrySchedule(connection: connection, config: .init()),
+        let mover = RetryRole(loop: loop, schedule: RetrySchedule(connection: connection, config: .init()),
                                log: Log(minimum: .error))
         var lateness: [Int64] = []
         lateness.reserveCapacity(total)

@@ -5,7 +5,7 @@ import Routing
 // Retries and cancellations: a waiting call leaves the process for the durable retry schedule
 // (`RetrySchedule`), and a `call_cancelled` event removes a scheduled retry and tells the
 // call's live entries.
-extension RoutingRunner {
+extension RouterRole {
     /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
     /// only, and this process forgets it.
     func schedule(_ call: LiveCall, channel: PushChannel) {

@@ -6,7 +6,7 @@ import Retry
 import Routing
 
 /// Settings of the router role.
-package struct RoutingRunnerSettings: Sendable {
+package struct RouterRoleSettings: Sendable {
     /// This process's consumer name in the apps' consumer groups; unique per process.
     package var consumer: String
     /// Entries read per app per XREADGROUP.
@@ -83,7 +83,7 @@ package struct RoutingRunnerSettings: Sendable {
 /// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
 /// `retriesFired`: a push the router decided to try again).
-package final class RoutingRunner {
+package final class RouterRole {
     /// One event being routed. The router's state lives here between I/O steps; which of the
     /// runner's steps may happen to it now is its `life`.
     final class LiveCall {
@@ -173,7 +173,7 @@ package final class RoutingRunner {
     let pools: ApnsPools
     var apps: [AppRuntime]
     var appsByKeys: [AppKeys: AppRuntime]
-    let settings: RoutingRunnerSettings
+    let settings: RouterRoleSettings
     let log: Log
     /// Tells this process's lease apart from another process's under the same name.
     let instance = String(UInt64.random(in: 1...UInt64.max), radix: 16)
@@ -213,7 +213,7 @@ package final class RoutingRunner {
     var recheckTimer: LoopTimer!
     var registerTimer: LoopTimer!
     /// What `registerTimer` does next (the registration, with what it saw so far).
-    var registerAgain: ((RoutingRunner) -> Void)?
+    var registerAgain: ((RouterRole) -> Void)?
     var drainTimer: LoopTimer?
 
     /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
@@ -230,7 +230,7 @@ package final class RoutingRunner {
     package var onRetryScheduled: ((Int64) -> Void)?
 
     package init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
-                settings: RoutingRunnerSettings, log: Log) {
+                settings: RouterRoleSettings, log: Log) {
         self.loop = loop
         self.store = store
         self.pools = pools
@@ -250,7 +250,7 @@ package final class RoutingRunner {
 
     /// A timer on the loop that runs `body` with this runner, held unowned: the runner owns its
     /// timers, which go with it.
-    private func timer(_ body: @escaping (RoutingRunner) -> Void) -> LoopTimer {
+    private func timer(_ body: @escaping (RouterRole) -> Void) -> LoopTimer {
         LoopTimer(loop: loop) { [unowned self] in body(self) }
     }
 

@@ -4,7 +4,7 @@ import Routing
 
 // Records: the outcomes reached in one loop turn are written by one script per app; dead
 // letters one by one; each answer tells the call's life, which lets the call leave.
-extension RoutingRunner {
+extension RouterRole {
     /// One outcome waiting for the end of the loop turn, to be recorded with the others.
     final class PendingRecord {
         let call: LiveCall

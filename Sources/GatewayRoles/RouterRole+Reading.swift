@@ -4,7 +4,7 @@ import Routing
 
 // Reading: entries come in (read, or taken over), are admitted as live calls or
 // dead-lettered, are looked up in one step per app, and each call's router starts.
-extension RoutingRunner {
+extension RouterRole {
     func readNext() {
         guard !reading, !stopping, registered else { return }
         let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }

@@ -3,7 +3,7 @@ import RedisStreams
 import Retry
 
 /// Settings of the retry role.
-package struct RetryMoverSettings: Sendable {
+package struct RetryRoleSettings: Sendable {
     /// The longest sleep between two looks at the due index, ms (`MoverPacing.idlePollMs`):
     /// an idle mover sends at most `1000 / idlePollMs` commands a second.
     package var idlePollMs: Int64 = 50
@@ -34,7 +34,7 @@ package struct RetryMoverSettings: Sendable {
 /// atomic, so two movers never move one retry twice, and the loser of a race moves nothing.
 ///
 /// Loop-owned: call everything on the loop thread. The caller owns the schedule's connection.
-package final class RetryMover {
+package final class RetryRole {
     /// Counters for metrics, tests and the bench.
     package struct Stats: Equatable, Sendable {
         /// Looks at the due index (one Redis command each).
@@ -53,7 +53,7 @@ package final class RetryMover {
 
     private let loop: EventLoop
     private let schedule: RetrySchedule
-    private let settings: RetryMoverSettings
+    private let settings: RetryRoleSettings
     private let log: Log
     private var pacing: MoverPacing
     private var timer: LoopTimer!
@@ -68,7 +68,7 @@ package final class RetryMover {
     /// of each retry it moved.
     package var onMoved: ((String, [Int64]) -> Void)?
 
-    package init(loop: EventLoop, schedule: RetrySchedule, settings: RetryMoverSettings = RetryMoverSettings(), log: Log) {
+    package init(loop: EventLoop, schedule: RetrySchedule, settings: RetryRoleSettings = RetryRoleSettings(), log: Log) {
         self.loop = loop
         self.schedule = schedule
         self.settings = settings

@@ -4,7 +4,7 @@ import Routing
 
 // Liveness and take-over: the consumer name's lease, the heartbeat, and taking over the entries
 // of dead consumers (and this process's own entries left pending after an error).
-extension RoutingRunner {
+extension RouterRole {
     /// Takes the consumer name's lease (`CallStore.register`). A live lease of another process
     /// under the name is either this gateway's previous run, killed less than a lease ago, or a
     /// second gateway started with the same `--consumer`: the first stops renewing and lapses

@@ -5,7 +5,7 @@ import Routing
 
 // Performing: the only place a router's actions become I/O — pushes, the retry schedule, the
 // records — and where APNs' answers go back to the router.
-extension RoutingRunner {
+extension RouterRole {
     /// Performs one action of a call's router.
     func perform(_ action: CallAction, for call: LiveCall) {
         if let feedback = action.feedback {
