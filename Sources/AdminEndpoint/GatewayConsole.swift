@@ -12,18 +12,19 @@ import RedisStreams
 ///
 /// Loop-owned: `start` after the loop exists (the connection connects lazily), `close` at the end.
 package final class GatewayConsole {
-    package let connection: RedisConnection
+    /// Its own connection to one Redis, or its own cluster client (`redis.cluster`).
+    package let topology: RedisTopology
     let console: OperatorsConsole
     private let operations: DeadLetterOperations
 
     /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
     /// An unreadable read-only token file leaves read-only access off (logged).
-    package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?, adminToken: AdminToken,
-         log: Log, figures: @escaping () -> ConsoleFigures) {
-        var settings = redis
-        settings.clientName = "pushgw-console"
-        connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
-        let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: config.redis.prefix),
+    package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?,
+                 cluster clusterSettings: RedisCluster.Config? = nil, adminToken: AdminToken,
+                 log: Log, figures: @escaping () -> ConsoleFigures) {
+        topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-console")
+        log.follow(topology, name: "console")
+        let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
                                               policies: config.apps.mapValues(\.deadLetters))
         self.operations = operations
         var readonly: AdminToken?
@@ -47,17 +48,16 @@ package final class GatewayConsole {
             case .warn: log.warn(message, object, limited: true)
             }
         }
-        log.follow(connection, name: "console")
     }
 
-    package func start() { connection.start() }
+    package func start() { topology.start() }
 
     /// The apps of a reloaded config (their dead-letter policies).
     package func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
 
     package func close() {
         console.close()
-        connection.close()
+        topology.close()
     }
 
     /// The router's record hook: one call counted in the overview's last hour.

@@ -11,8 +11,7 @@ import RedisStreams
 /// `role.start()` after the loop exists, `role.close()` on the way out.
 package final class DeadLettersRole {
     /// Its own connection to one Redis, or its own cluster client (`redis.cluster`).
-    package let connection: RedisConnection?
-    package let cluster: RedisCluster?
+    package let topology: RedisTopology
     package let store: DeadLetterStore
     package let retention: DeadLetterRetention
     /// Per app, what the next trim will remove, sampled once per retention interval so that metrics
@@ -26,20 +25,8 @@ package final class DeadLettersRole {
     /// watch of them, if any; `cluster` the cluster client's settings on Redis Cluster.
     package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
                 cluster clusterSettings: RedisCluster.Config? = nil, log: Log, intervalMs: Int64 = 60_000) {
-        if var clusterSettings {
-            clusterSettings.connection.clientName = "pushgw-deadletters"
-            let cluster = RedisCluster(loop: loop, config: clusterSettings)
-            self.cluster = cluster
-            connection = nil
-            store = DeadLetterStore(topology: .cluster(cluster), prefix: config.redis.prefix)
-        } else {
-            var settings = redis
-            settings.clientName = "pushgw-deadletters"
-            let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
-            self.connection = connection
-            cluster = nil
-            store = DeadLetterStore(connection: connection, prefix: config.redis.prefix)
-        }
+        topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-deadletters")
+        store = DeadLetterStore(topology: topology, prefix: config.redis.prefix)
         let apps = config.apps.keys.sorted().map { id in
             DeadLetterRetention.App(keys: AppKeys(prefix: config.redis.prefix, app: id), policy: config.apps[id]!.deadLetters)
         }
@@ -54,8 +41,7 @@ package final class DeadLettersRole {
     }
 
     package func start() {
-        connection?.start()
-        cluster?.start()
+        topology.start()
         retention.start()
         sample()
     }
@@ -73,7 +59,6 @@ package final class DeadLettersRole {
     package func close() {
         sampler.close()
         retention.close()
-        connection?.close()
-        cluster?.close()
+        topology.close()
     }
 }

@@ -45,4 +45,12 @@ extension Log {
             }
         }
     }
+
+    /// `follow` for a connection or a cluster client.
+    package func follow(_ topology: RedisTopology, name: String) {
+        switch topology {
+        case .single(let connection): follow(connection, name: name)
+        case .cluster(let cluster): follow(cluster, name: name)
+        }
+    }
 }

@@ -42,8 +42,7 @@ final class DeadSession {
     let apps: [String]
     let loop = EventLoop()
     /// One Redis's connection, or the cluster's client (`redis.cluster`).
-    let connection: RedisConnection?
-    let cluster: RedisCluster?
+    let topology: RedisTopology
     let operations: DeadLetterOperations
 
     /// Loads the config (`--config`, environment overrides as for `pushgw run`), checks the
@@ -73,20 +72,8 @@ final class DeadSession {
         }
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
-        let topology: RedisTopology
-        if let clusterSettings {
-            let cluster = RedisCluster(loop: loop, config: clusterSettings)
-            self.cluster = cluster
-            connection = nil
-            topology = .cluster(cluster)
-            cluster.start()
-        } else {
-            let connection = RedisConnection(loop: loop, config: settings)
-            self.connection = connection
-            cluster = nil
-            topology = .single(connection)
-            connection.start()
-        }
+        topology = .own(loop: loop, redis: settings, cluster: clusterSettings, clientName: "pushgw-dead")
+        topology.start()
         operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
                                           policies: config.apps.mapValues(\.deadLetters))
     }
@@ -94,8 +81,7 @@ final class DeadSession {
     /// Closes the connection (outside any callback, so its context is freed at once) and
     /// the loop.
     func close() {
-        connection?.close()
-        cluster?.close()
+        topology.close()
         loop.close()
     }
 

@@ -100,14 +100,14 @@ final class GatewayProcess {
         }
         if let moverCluster { log.follow(moverCluster, name: "retry") }
         if let moverConnection { log.follow(moverConnection, name: "retry") }
-        if let connection = deadLetters?.connection { log.follow(connection, name: "deadletters") }
-        if let cluster = deadLetters?.cluster { log.follow(cluster, name: "deadletters") }
+        if let deadLetters { log.follow(deadLetters.topology, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
-            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, adminToken: token, log: log,
+            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig.flatMap { $0 },
+                           adminToken: token, log: log,
                            figures: { admin.consoleFigures() })
         }
         log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),

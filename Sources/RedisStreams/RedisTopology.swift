@@ -1,3 +1,5 @@
+import EventLoop
+
 /// Where a store's commands go: one Redis, or the owners of their keys' slots on a cluster.
 ///
 /// The stores (`CallStore`, `RetrySchedule`) ask it for the channel of each command's first key
@@ -20,5 +22,35 @@ public enum RedisTopology {
     /// Sends `args` (`args[0]` is the command's name) where `key` lives.
     public func send(_ args: [String], key: String, completion: @escaping RedisConnection.Completion) {
         channel(for: key).send(command: RedisCommand(args), blockMs: 0, completion: completion)
+    }
+
+    /// A topology of its own for one part of a process: a cluster client when `cluster` is
+    /// set, else one connection (through `sentinels`, if any); named `clientName` in Redis.
+    /// Nothing connects before `start()`.
+    public static func own(loop: EventLoop, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
+                           cluster: RedisCluster.Config?, clientName: String) -> RedisTopology {
+        if var cluster {
+            cluster.connection.clientName = clientName
+            return .cluster(RedisCluster(loop: loop, config: cluster))
+        }
+        var settings = redis
+        settings.clientName = clientName
+        return .single(RedisConnection(loop: loop, config: settings, sentinels: sentinels))
+    }
+
+    /// Starts the connection, or the cluster client.
+    public func start() {
+        switch self {
+        case .single(let connection): connection.start()
+        case .cluster(let cluster): cluster.start()
+        }
+    }
+
+    /// Closes the connection, or the cluster client.
+    public func close() {
+        switch self {
+        case .single(let connection): connection.close()
+        case .cluster(let cluster): cluster.close()
+        }
     }
 }
