@@ -57,5 +57,12 @@ failed=$(echo "$summary" | sed -nE 's/.* ([0-9]+) failures? .*/\1/p')
 skipped=$(echo "$summary" | sed -nE 's/.* with ([0-9]+) tests? skipped.*/\1/p')
 total=${total:-0}; failed=${failed:-0}; skipped=${skipped:-0}
 if [ "$total" -eq 0 ]; then echo "no test ran"; exit 1; fi
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  # The test process died (a crash ends it without a final count): what ran before it is
+  # not a result, and the test that was running is the one to read about above.
+  current=$(sed -nE "s/^Test Case '(.*)' started.*/\1/p" "$log" | tail -1)
+  echo "the test process exited with status $status before the end (a crash: see above); the test running was: ${current:-none had started}"
+  exit "$status"
+fi
 echo "$((total - failed - skipped)) passed, $failed failed, $skipped skipped"
 exit "$status"
