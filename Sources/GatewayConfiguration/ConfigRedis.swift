@@ -155,7 +155,7 @@ extension ConfigParser {
                              fix: "write \(what)'s address, such as \(example.dropFirst().prefix { $0 != "," })")
                 continue
             }
-            addresses.append(RedisSentinelOptions.Address(host: endpoint.host, port: endpoint.port))
+            addresses.append(endpoint)
         }
         return addresses.count == list.count ? addresses : nil
     }

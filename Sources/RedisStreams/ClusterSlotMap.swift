@@ -1,31 +1,9 @@
+import EventLoop
+
 /// Where a Redis server listens: a cluster node as the cluster names it (the address its
-/// clients connect to), or a sentinel.
-public struct RedisNodeAddress: Hashable, Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// Parses `host:port` (the last `:` separates the port; an IPv6 host may be in brackets).
-    /// An empty host (a node that does not know its own address) is `defaultHost`.
-    public init?(parsing text: Substring, defaultHost: String? = nil) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (1...65_535).contains(port) else { return nil }
-        var host = text[..<colon]
-        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        if host.isEmpty || host == "?" {
-            guard let defaultHost else { return nil }
-            self.init(host: defaultHost, port: port)
-        } else {
-            self.init(host: String(host), port: port)
-        }
-    }
-
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
+/// clients connect to), or a sentinel. The same checked `host:port` as every other address;
+/// what a node reports is read by `Endpoint(parsing:defaultHost:)`.
+public typealias RedisNodeAddress = Endpoint
 
 /// Which primary owns each of the 16,384 slots, as one node answered `CLUSTER SHARDS` (Redis 7)
 /// or `CLUSTER SLOTS` (older servers), corrected slot by slot by `-MOVED` answers.
