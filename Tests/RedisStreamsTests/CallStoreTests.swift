@@ -26,7 +26,7 @@ class CallStoreTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)),
+        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))),
                           apps: [acme, beta, gamma])
         store.start()
         producer = try connect(loop, server.url)
