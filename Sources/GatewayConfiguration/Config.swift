@@ -51,12 +51,12 @@ package struct RedisConfig: Equatable, Sendable {
     package var sentinel: RedisSentinelOptions?
     /// The seed nodes of a Redis Cluster (`redis.cluster.seeds`); the URL then gives only the
     /// scheme, credentials (and db 0).
-    package var clusterSeeds: [RedisNodeAddress]?
+    package var clusterSeeds: [Endpoint]?
 
     static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
-                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [RedisNodeAddress]? = nil) {
+                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [Endpoint]? = nil) {
         self.url = url
         self.prefix = prefix
         self.tls = tls
