@@ -2,8 +2,8 @@
 /// a port in 1...65535. IPv6 hosts are written in brackets (`[::1]:443`) and kept without
 /// them in `host`.
 ///
-/// One value for every place that dials or listens: the APNs endpoints and the admin listener
-/// of the config file (config/README.md), and the Redis nodes a cluster or the sentinels name.
+/// One value for every address the process dials or listens on: those an operator writes
+/// (config/README.md) and those a server reports, each read by its own parser below.
 public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
     public var host: String
     public var port: Int
@@ -33,10 +33,11 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         self.init(checkedHost: hostPart, port: portPart)
     }
 
-    /// Parses `host:port` as a Redis node reports an address (`-MOVED`/`-ASK` answers, Redis's
-    /// cluster specification): the last `:` separates the port, so an IPv6 host may come with or
-    /// without brackets, and an empty host or `?` (a node that does not know the address it is
-    /// reached at) stands for `defaultHost`, the host that was asked.
+    /// Parses `host:port` as a server reports an address, such as a Redis node in a `-MOVED` or
+    /// `-ASK` answer (Redis's cluster specification): lenient, as the server is not to be argued
+    /// with. The last `:` separates the port, so an IPv6 host may come with or without brackets;
+    /// an empty host or `?` (a node that does not know the address it is reached at) stands for
+    /// `defaultHost`, the host that was asked.
     public init?(parsing text: Substring, defaultHost: String) {
         guard let colon = text.lastIndex(of: ":") else { return nil }
         var hostPart = text[..<colon]
