@@ -59,7 +59,7 @@ let package = Package(
                                                            "EventLoop", "RedisStreams", "Retry", "Routing"],
                 path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
-                                                                      "APNs", "DeadLetters", "RedisStreams", "Retry", "Routing"]),
+                                                                      "APNs", "DeadLetters", "EventLoop", "RedisStreams", "Retry", "Routing"]),
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                               "APNs", "APNsSimulator", "EventLoop", "RedisStreams", "Retry", "Routing"]),
         .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",

@@ -1,5 +1,5 @@
 // EventLoop: the process's one libevent `event_base` and what rides on it
-// (timers, signals, TLS byte streams, TCP listeners).
+// (timers, signals, TLS byte streams, TCP listeners, `host:port` addresses).
 // Owns: the loop thread, time, transports. Must not know about HTTP/2, APNs, Redis or apps.
 import CLibEvent
 import Glibc

@@ -10,6 +10,7 @@ import Routing
 import Retry
 import APNs
 import DeadLetters
+import EventLoop
 import RedisStreams
 
 /// The whole configuration of one pushgw process (config/README.md), after parsing, environment
@@ -50,12 +51,12 @@ package struct RedisConfig: Equatable, Sendable {
     package var sentinel: RedisSentinelOptions?
     /// The seed nodes of a Redis Cluster (`redis.cluster.seeds`); the URL then gives only the
     /// scheme, credentials (and db 0).
-    package var clusterSeeds: [RedisNodeAddress]?
+    package var clusterSeeds: [Endpoint]?
 
     static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
-                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [RedisNodeAddress]? = nil) {
+                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [Endpoint]? = nil) {
         self.url = url
         self.prefix = prefix
         self.tls = tls
@@ -104,49 +105,6 @@ package struct AdminConfig: Equatable, Sendable {
         self.listen = listen
         self.tokenFile = tokenFile
         self.readonlyTokenFile = readonlyTokenFile
-    }
-}
-
-/// A `host:port` pair, checked: a non-empty host without spaces and a port in 1...65535.
-/// IPv6 hosts are written in brackets (`[::1]:443`) and kept without them in `host`.
-package struct Endpoint: Equatable, Sendable, CustomStringConvertible {
-    package var host: String
-    package var port: Int
-
-    package init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// Parses `host:port`; nil when either part is missing or invalid.
-    package init?(parsing text: String) {
-        let hostPart: Substring
-        let portPart: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"),
-                  text[text.index(after: close)...].hasPrefix(":") else { return nil }
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            portPart = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            hostPart = text[..<colon]
-            portPart = text[text.index(after: colon)...]
-            if hostPart.contains(":") { return nil } // unbracketed IPv6
-        }
-        // A host name is at most 253 characters (DNS), of visible ASCII: it becomes the
-        // `:authority` of every request and the TLS server name.
-        guard !hostPart.isEmpty, hostPart.utf8.count <= 253, hostPart.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
-              !hostPart.contains("/"),
-              portPart.allSatisfy(\.isASCII), let port = Int(portPart), (1...65535).contains(port) else { return nil }
-        self.host = String(hostPart)
-        self.port = port
-    }
-
-    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-
-    /// 127.0.0.0/8, ::1 and localhost: an admin endpoint listening elsewhere is warned about.
-    package static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }
 

@@ -1,6 +1,7 @@
 import Routing
 import Retry
 import APNs
+import EventLoop
 import Foundation
 import RedisStreams
 

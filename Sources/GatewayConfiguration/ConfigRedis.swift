@@ -111,7 +111,7 @@ extension ConfigParser {
     }
 
     /// `redis.cluster`: `seeds` (required), the nodes asked for the slot map.
-    private func parseCluster(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?, withSentinel: Bool) -> [RedisNodeAddress]? {
+    private func parseCluster(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?, withSentinel: Bool) -> [Endpoint]? {
         let path = parent.appending("cluster")
         guard redis["cluster"] != nil, let section = reader.section(redis, "cluster", in: parent) else { return nil }
         reader.unknownKeys(section, at: path, known: ["seeds"])
@@ -137,7 +137,7 @@ extension ConfigParser {
 
     /// A non-empty array of `host:port` under `key`.
     private func parseAddresses(_ section: [String: Any], _ key: String, in parent: JSONPath, of what: String,
-                                example: String) -> [RedisNodeAddress]? {
+                                example: String) -> [Endpoint]? {
         let path = parent.appending(key)
         guard let found = reader.lookup(section, key, in: parent) else {
             reader.missing(path, example: example)
@@ -155,7 +155,7 @@ extension ConfigParser {
                              fix: "write \(what)'s address, such as \(example.dropFirst().prefix { $0 != "," })")
                 continue
             }
-            addresses.append(RedisSentinelOptions.Address(host: endpoint.host, port: endpoint.port))
+            addresses.append(endpoint)
         }
         return addresses.count == list.count ? addresses : nil
     }

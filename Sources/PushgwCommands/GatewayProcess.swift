@@ -49,7 +49,7 @@ final class GatewayProcess {
         let sentinels = redis.sentinel.map { RedisSentinels(loop: loop, options: $0, tls: redis.tls, watchdogMs: redis.watchdogMs) }
         self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
-        let storeConfig = CallStore.Config(url: redis.url, tls: redis.tls, sentinel: redis.sentinel, prefix: config.redis.prefix)
+        let storeConfig = CallStore.Config(connection: redis, prefix: config.redis.prefix)
         let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
         let cluster = clusterConfig.flatMap { $0 }.map { RedisCluster(loop: loop, config: $0) }
         self.cluster = cluster

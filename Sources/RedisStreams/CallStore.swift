@@ -26,11 +26,9 @@ import EventLoop
 public final class CallStore {
     /// Names, caps and windows. Defaults are the production values.
     public struct Config: Sendable {
-        public var url: RedisURL
-        /// TLS options for `rediss://` (and sentinels over TLS).
-        public var tls: RedisTLSOptions
-        /// The sentinels that name the primary, if Redis runs under Sentinel.
-        public var sentinel: RedisSentinelOptions?
+        /// How the store's connections reach Redis (URL, TLS, sentinels, watchdog, backoff):
+        /// each connection is this with its own client name.
+        public var connection: RedisConnection.Config
         /// The key prefix; must equal every `AppKeys.prefix` given to the store.
         public var prefix: String
         /// The consumer group on every calls stream.
@@ -51,21 +49,16 @@ public final class CallStore {
         public var consumerForgetMs: Int64
         /// `claimAbandoned` reads at most this many XPENDING pages per call.
         public var claimScanPages: Int
-        public var watchdogMs: Int64
-        public var backoff: ReconnectBackoff
 
-        public init(url: RedisURL, tls: RedisTLSOptions = RedisTLSOptions(), sentinel: RedisSentinelOptions? = nil,
+        public init(connection: RedisConnection.Config,
                     prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
                     doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
-                    consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10,
-                    watchdogMs: Int64 = 5000, backoff: ReconnectBackoff = ReconnectBackoff()) {
+                    consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10) {
             precondition(resultsMaxLen > 0 && feedbackMaxLen > 0 && (deadMaxLen ?? 1) > 0, "stream caps must be positive")
             precondition(doneTTLSeconds > 0 && invalidTokenTTLSeconds > 0, "TTLs must be positive")
             precondition(claimScanPages > 0, "claimScanPages must be positive")
-            self.url = url
-            self.tls = tls
-            self.sentinel = sentinel
+            self.connection = connection
             self.prefix = prefix
             self.group = group
             self.groupStartID = groupStartID
@@ -76,8 +69,6 @@ public final class CallStore {
             self.invalidTokenTTLSeconds = invalidTokenTTLSeconds
             self.consumerForgetMs = consumerForgetMs
             self.claimScanPages = claimScanPages
-            self.watchdogMs = watchdogMs
-            self.backoff = backoff
         }
 
         /// The retry schedule's names, caps and windows, the store's.
@@ -87,8 +78,9 @@ public final class CallStore {
 
         /// The settings of one of the store's connections.
         func connection(named name: String) -> RedisConnection.Config {
-            RedisConnection.Config(url: url, tls: tls, sentinel: sentinel, watchdogMs: watchdogMs, backoff: backoff,
-                                   clientName: name)
+            var named = connection
+            named.clientName = name
+            return named
         }
     }
 
@@ -123,7 +115,7 @@ public final class CallStore {
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
     private let backlogsScript = RedisScript(CallStoreLua.backlogs)
 
-    /// With `config.sentinel`, `sentinels` shares the process's watch of them (else each
+    /// With `config.connection.sentinel`, `sentinels` shares the process's watch of them (else each
     /// connection makes its own).
     public init(loop: EventLoop, config: Config, apps: [AppKeys], sentinels: RedisSentinels? = nil) {
         precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
@@ -149,7 +141,7 @@ public final class CallStore {
         }
     }
 
-    /// A store on a Redis Cluster (`config.url` gives only the credentials, db and TLS; the
+    /// A store on a Redis Cluster (`config.connection.url` gives only the credentials, db and TLS; the
     /// cluster's connections are its own). Each app's stream is read by a blocking read of its
     /// own that blocks `readBlockMs` (`ClusterStreamReads`), every other command goes to the
     /// owner of its key's slot. The caller starts nothing and closes the cluster after the store.

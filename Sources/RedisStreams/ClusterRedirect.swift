@@ -10,8 +10,8 @@ import EventLoop
 /// - `-TRYAGAIN`: a multi-key command whose keys are split by an ongoing migration: retry later.
 /// - `-CLUSTERDOWN`: the cluster cannot serve the slot now (a failover in progress): retry later.
 public enum ClusterRedirect: Equatable, Sendable {
-    case moved(HashSlot, RedisNodeAddress)
-    case ask(HashSlot, RedisNodeAddress)
+    case moved(HashSlot, Endpoint)
+    case ask(HashSlot, Endpoint)
     case tryAgain
     case clusterDown
 
@@ -25,7 +25,7 @@ public enum ClusterRedirect: Equatable, Sendable {
         case "CLUSTERDOWN": self = .clusterDown
         case "MOVED", "ASK":
             guard words.count >= 3, let number = Int(words[1]), let slot = HashSlot(number),
-                  let node = RedisNodeAddress(parsing: words[2], defaultHost: currentHost) else { return nil }
+                  let node = Endpoint(parsing: words[2], defaultHost: currentHost) else { return nil }
             self = code == "MOVED" ? .moved(slot, node) : .ask(slot, node)
         default: return nil
         }
@@ -46,9 +46,9 @@ public struct ClusterCommandCourse: Equatable, Sendable {
         case complete
         /// Send the command again to the owner of its slot in the map: the map was corrected
         /// for `slot` (a `-MOVED`), and a refresh of the whole map is due (rate-limited).
-        case resendAfterMove(HashSlot, RedisNodeAddress)
+        case resendAfterMove(HashSlot, Endpoint)
         /// Send `ASKING` and the command to `node`, once, without touching the map.
-        case resendAsking(RedisNodeAddress)
+        case resendAsking(Endpoint)
         /// Send the command again to its slot's owner after `delayMs`, and refresh the map.
         case retryLater(delayMs: Int64)
     }

@@ -1,31 +1,4 @@
-/// Where a Redis server listens: a cluster node as the cluster names it (the address its
-/// clients connect to), or a sentinel.
-public struct RedisNodeAddress: Hashable, Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    /// Parses `host:port` (the last `:` separates the port; an IPv6 host may be in brackets).
-    /// An empty host (a node that does not know its own address) is `defaultHost`.
-    public init?(parsing text: Substring, defaultHost: String? = nil) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (1...65_535).contains(port) else { return nil }
-        var host = text[..<colon]
-        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        if host.isEmpty || host == "?" {
-            guard let defaultHost else { return nil }
-            self.init(host: defaultHost, port: port)
-        } else {
-            self.init(host: String(host), port: port)
-        }
-    }
-
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
+import EventLoop
 
 /// Which primary owns each of the 16,384 slots, as one node answered `CLUSTER SHARDS` (Redis 7)
 /// or `CLUSTER SLOTS` (older servers), corrected slot by slot by `-MOVED` answers.
@@ -35,7 +8,7 @@ public struct RedisNodeAddress: Hashable, Sendable, CustomStringConvertible {
 /// being built) have no owner: commands for them wait for a later refresh.
 public struct ClusterSlotMap: Equatable, Sendable {
     /// The primaries that own at least one slot, in the order the cluster listed them.
-    public private(set) var primaries: [RedisNodeAddress]
+    public private(set) var primaries: [Endpoint]
     /// Per slot, the index of its owner in `primaries`, or -1.
     private var owners: [Int16]
 
@@ -46,7 +19,7 @@ public struct ClusterSlotMap: Equatable, Sendable {
     }
 
     /// The primary that serves `slot`, if any.
-    public func owner(of slot: HashSlot) -> RedisNodeAddress? {
+    public func owner(of slot: HashSlot) -> Endpoint? {
         let index = Int(owners[slot.value])
         return index < 0 ? nil : primaries[index]
     }
@@ -55,13 +28,13 @@ public struct ClusterSlotMap: Equatable, Sendable {
     public var coveredSlots: Int { owners.reduce(0) { $0 + ($1 >= 0 ? 1 : 0) } }
 
     /// The slots `node` owns.
-    public func slots(of node: RedisNodeAddress) -> [HashSlot] {
+    public func slots(of node: Endpoint) -> [HashSlot] {
         guard let index = primaries.firstIndex(of: node) else { return [] }
         return owners.indices.filter { owners[$0] == Int16(index) }.compactMap(HashSlot.init)
     }
 
     /// Gives `slots` to `node` (a `-MOVED` answer, or one range of a map being read).
-    public mutating func assign(_ slots: ClosedRange<Int>, to node: RedisNodeAddress) {
+    public mutating func assign(_ slots: ClosedRange<Int>, to node: Endpoint) {
         let index: Int
         if let known = primaries.firstIndex(of: node) {
             index = known
@@ -78,7 +51,7 @@ public struct ClusterSlotMap: Equatable, Sendable {
         for owner in owners where owner >= 0 { used[Int(owner)] = true }
         guard used.contains(false) else { return }
         var renumbered = Array(repeating: Int16(-1), count: primaries.count)
-        var kept: [RedisNodeAddress] = []
+        var kept: [Endpoint] = []
         for (i, node) in primaries.enumerated() where used[i] {
             renumbered[i] = Int16(kept.count)
             kept.append(node)
@@ -104,7 +77,7 @@ public struct ClusterSlotMap: Equatable, Sendable {
             let fields = try Self.fields(shard, "shard")
             guard let ranges = fields["slots"]?.array, ranges.count % 2 == 0,
                   let nodes = fields["nodes"]?.array else { throw ParseError(description: "CLUSTER SHARDS: a shard without slots or nodes") }
-            var owner: RedisNodeAddress?
+            var owner: Endpoint?
             for node in nodes {
                 let info = try Self.fields(node, "node")
                 guard info["role"]?.string == "master", info["health"]?.string == "online" else { continue }
@@ -113,7 +86,7 @@ public struct ClusterSlotMap: Equatable, Sendable {
                 if host.isEmpty || host == "?" { host = info["ip"]?.string ?? "" }
                 if host.isEmpty || host == "?" { host = askedHost }
                 guard let port, (1...65_535).contains(port) else { throw ParseError(description: "CLUSTER SHARDS: a node without a port") }
-                owner = RedisNodeAddress(host: host, port: port)
+                owner = Endpoint(host: host, port: port)
             }
             guard let owner else { continue }   // no primary online: its slots wait for a promotion
             for i in stride(from: 0, to: ranges.count, by: 2) {
@@ -137,7 +110,7 @@ public struct ClusterSlotMap: Equatable, Sendable {
             }
             var host = primary[0].string ?? ""
             if host.isEmpty || host == "?" { host = askedHost }
-            assign(start...end, to: RedisNodeAddress(host: host, port: port))
+            assign(start...end, to: Endpoint(host: host, port: port))
         }
     }
 

@@ -27,7 +27,7 @@ public final class RedisCluster {
     /// How to reach the cluster.
     public struct Config: Sendable {
         /// Nodes asked for the slot map until one answers (any node of the cluster will do).
-        public var seeds: [RedisNodeAddress]
+        public var seeds: [Endpoint]
         /// The settings of every node connection; the URL's host and port are replaced by the
         /// node's, its user, password, db and TLS kept. No sentinels.
         public var connection: RedisConnection.Config
@@ -36,7 +36,7 @@ public final class RedisCluster {
         /// Two refreshes start at least this far apart, ms (a burst of `-MOVED` costs one).
         public var minRefreshGapMs: Int64
 
-        public init(seeds: [RedisNodeAddress], connection: RedisConnection.Config, refreshEveryMs: Int64 = 30_000,
+        public init(seeds: [Endpoint], connection: RedisConnection.Config, refreshEveryMs: Int64 = 30_000,
                     minRefreshGapMs: Int64 = 250) {
             precondition(!seeds.isEmpty, "a cluster needs at least one seed")
             precondition(connection.sentinel == nil, "cluster nodes are not found through sentinels")
@@ -85,7 +85,7 @@ public final class RedisCluster {
     public var onConnectionEvent: ((_ name: String, RedisConnection.Event) -> Void)?
 
     private struct ConnectionKey: Hashable {
-        let node: RedisNodeAddress
+        let node: Endpoint
         let lane: Lane
     }
     private var connections: [ConnectionKey: RedisConnection] = [:]
@@ -172,7 +172,7 @@ public final class RedisCluster {
     }
 
     /// The connection of `lane` to `node`, made (and started) on first use.
-    public func connection(to node: RedisNodeAddress, lane: Lane = .commands) -> RedisConnection {
+    public func connection(to node: Endpoint, lane: Lane = .commands) -> RedisConnection {
         let key = ConnectionKey(node: node, lane: lane)
         if let existing = connections[key] { return existing }
         var settings = config.connection
@@ -285,7 +285,7 @@ public final class RedisCluster {
         ask(candidates, index: 0, problems: [])
     }
 
-    private func ask(_ candidates: [RedisNodeAddress], index: Int, problems: [String]) {
+    private func ask(_ candidates: [Endpoint], index: Int, problems: [String]) {
         guard !closed else { return }
         guard index < candidates.count else {
             return refreshDone(.failure(.connectFailed("redis cluster: no node gave the slot map: " + problems.joined(separator: "; "))))
@@ -344,7 +344,7 @@ public final class RedisCluster {
     }
 
     /// Gives `slot` to `node` in the map, as a stale map would (tests of `-MOVED`).
-    func testOnlyAssign(_ slot: HashSlot, to node: RedisNodeAddress) {
+    func testOnlyAssign(_ slot: HashSlot, to node: Endpoint) {
         map.assign(slot.value...slot.value, to: node)
     }
 

@@ -1,3 +1,5 @@
+import EventLoop
+
 /// Where and as whom to connect to Redis, parsed from a URL:
 ///
 /// - `redis://[[user]:password@]host[:port][/db]` (port 6379 and db 0 by default; an IPv6
@@ -203,7 +205,7 @@ public struct RedisTLSOptions: Equatable, Sendable {
 /// Invariant: `password` is never printed (`description` shows `***`).
 public struct RedisSentinelOptions: Equatable, Sendable, CustomStringConvertible {
     /// A sentinel's address.
-    public typealias Address = RedisNodeAddress
+    public typealias Address = Endpoint
 
     /// The name the sentinels monitor the primary under (`sentinel monitor NAME …`).
     public var master: String

@@ -1,3 +1,4 @@
+import EventLoop
 import GatewayConfiguration
 import XCTest
 @testable import AdminEndpoint

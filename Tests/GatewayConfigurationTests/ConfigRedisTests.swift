@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 import GatewayTestSupport
 import RedisStreams
@@ -109,7 +110,7 @@ final class ConfigRedisTests: XCTestCase {
         let report = try fixture.check(with(["url": "rediss://pushgw:pw@cluster/0",
                                              "cluster": ["seeds": ["10.0.0.1:7000", "[::1]:7001"]]]))
         let redis = try XCTUnwrap(report.config?.redis)
-        XCTAssertEqual(redis.clusterSeeds, [RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "::1", port: 7001)])
+        XCTAssertEqual(redis.clusterSeeds, [Endpoint(host: "10.0.0.1", port: 7000), Endpoint(host: "::1", port: 7001)])
         let cluster = try XCTUnwrap(try redis.cluster(clientName: "pushgw-write"))
         XCTAssertEqual(cluster.seeds.count, 2)
         XCTAssertTrue(cluster.connection.url.usesTLS, "the URL's scheme, user and password serve every node")

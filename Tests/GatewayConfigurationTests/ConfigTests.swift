@@ -1,4 +1,5 @@
 import APNs
+import EventLoop
 import Foundation
 import GatewayTestSupport
 import Retry

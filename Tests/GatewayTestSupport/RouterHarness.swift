@@ -83,7 +83,7 @@ package final class RouterHarness {
             apps: appConfigs)
         apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        var storeConfig = CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)
+        var storeConfig = CallStore.Config(connection: RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel))
         storeSettings(&storeConfig)
         store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
         pools = ApnsPools(loop: sim.loop, config: config)

@@ -1,5 +1,6 @@
 import APNs
 import DeadLetters
+import EventLoop
 import Foundation
 import GatewayConfiguration
 import GatewayTestSupport

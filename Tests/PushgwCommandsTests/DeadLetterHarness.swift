@@ -74,7 +74,7 @@ final class DeadLetterHarness {
         let config = config(fixed: fixed)
         let apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        let store = CallStore(loop: loop, config: CallStore.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel),
+        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)),
                               apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RouterRoleSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")

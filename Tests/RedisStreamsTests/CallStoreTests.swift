@@ -26,7 +26,7 @@ class CallStoreTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)),
+        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))),
                           apps: [acme, beta, gamma])
         store.start()
         producer = try connect(loop, server.url)
@@ -484,12 +484,11 @@ class CallStoreTests: XCTestCase {
 final class CallStoreOnClusterNodeTests: CallStoreTests {
     override class var onClusterNode: Bool { true }
 
-    override func testReadNewReadsEveryAppInOneCallWithACountPerApp() throws {
-        throw XCTSkip("one XREADGROUP over several apps' streams spans slots: a cluster reads each app's stream on its own")
-    }
-    override func testReadNewSurvivesARestartWithoutNOGROUP() throws {
-        throw XCTSkip("a restarted cluster node comes back without its slots")
-    }
+    // Linux's test discovery runs only what this class declares, so the two tests that cannot
+    // apply to a cluster are left out here rather than skipped: one XREADGROUP over several
+    // apps' streams spans slots (a cluster reads each app's stream on its own, tested in
+    // RedisClusterTests and the cluster process tests), and a restarted cluster node comes back
+    // without its slots.
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }

@@ -1,3 +1,4 @@
+import EventLoop
 import XCTest
 @testable import RedisStreams
 
@@ -71,13 +72,13 @@ final class ClusterProtocolTests: XCTestCase {
             (slots: [5461, 5999, 6001, 10922], nodes: [(7002, nil, "10.0.0.2", "master", "failed"), (7005, nil, "10.0.0.5", "master", "online")]),
         ])
         let map = try ClusterSlotMap(shards: reply, tls: false, askedHost: "seed")
-        XCTAssertEqual(map.owner(of: HashSlot(0)!), RedisNodeAddress(host: "10.0.0.1", port: 7001))
-        XCTAssertEqual(map.owner(of: HashSlot(6000)!), RedisNodeAddress(host: "10.0.0.1", port: 7001))
-        XCTAssertEqual(map.owner(of: HashSlot(6001)!), RedisNodeAddress(host: "10.0.0.5", port: 7005), "the promoted replica, not the failed primary")
-        XCTAssertEqual(map.owner(of: HashSlot(16383)!), RedisNodeAddress(host: "10.0.0.3", port: 7003), "never a replica")
+        XCTAssertEqual(map.owner(of: HashSlot(0)!), Endpoint(host: "10.0.0.1", port: 7001))
+        XCTAssertEqual(map.owner(of: HashSlot(6000)!), Endpoint(host: "10.0.0.1", port: 7001))
+        XCTAssertEqual(map.owner(of: HashSlot(6001)!), Endpoint(host: "10.0.0.5", port: 7005), "the promoted replica, not the failed primary")
+        XCTAssertEqual(map.owner(of: HashSlot(16383)!), Endpoint(host: "10.0.0.3", port: 7003), "never a replica")
         XCTAssertEqual(map.coveredSlots, 16_384)
-        XCTAssertEqual(Set(map.primaries), [RedisNodeAddress(host: "10.0.0.1", port: 7001), RedisNodeAddress(host: "10.0.0.5", port: 7005),
-                                            RedisNodeAddress(host: "10.0.0.3", port: 7003)])
+        XCTAssertEqual(Set(map.primaries), [Endpoint(host: "10.0.0.1", port: 7001), Endpoint(host: "10.0.0.5", port: 7005),
+                                            Endpoint(host: "10.0.0.3", port: 7003)])
     }
 
     func testShardsWithoutAnOnlinePrimaryLeaveTheirSlotsUnowned() throws {
@@ -87,7 +88,7 @@ final class ClusterProtocolTests: XCTestCase {
         ])
         let map = try ClusterSlotMap(shards: reply, tls: true, askedHost: "seed")
         XCTAssertNil(map.owner(of: HashSlot(0)!))
-        XCTAssertEqual(map.owner(of: HashSlot(8192)!), RedisNodeAddress(host: "10.0.0.2", port: 7102), "TLS picks the tls-port")
+        XCTAssertEqual(map.owner(of: HashSlot(8192)!), Endpoint(host: "10.0.0.2", port: 7102), "TLS picks the tls-port")
         XCTAssertEqual(map.coveredSlots, 8192)
     }
 
@@ -105,14 +106,14 @@ final class ClusterProtocolTests: XCTestCase {
             .array([.integer(5461), .integer(16383), .array([Self.text(""), .integer(17002), Self.text("id2")])]),
         ])
         let map = try ClusterSlotMap(slots: reply, askedHost: "10.1.1.1")
-        XCTAssertEqual(map.owner(of: HashSlot(5460)!), RedisNodeAddress(host: "127.0.0.1", port: 17001))
-        XCTAssertEqual(map.owner(of: HashSlot(5461)!), RedisNodeAddress(host: "10.1.1.1", port: 17002), "no host: the node asked")
+        XCTAssertEqual(map.owner(of: HashSlot(5460)!), Endpoint(host: "127.0.0.1", port: 17001))
+        XCTAssertEqual(map.owner(of: HashSlot(5461)!), Endpoint(host: "10.1.1.1", port: 17002), "no host: the node asked")
         XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(3), .integer(1)])]), askedHost: "h"))
     }
 
     func testMovedSlotsChangeHandsAndPrimariesWithoutSlotsLeave() {
         var map = ClusterSlotMap()
-        let a = RedisNodeAddress(host: "a", port: 1), b = RedisNodeAddress(host: "b", port: 2)
+        let a = Endpoint(host: "a", port: 1), b = Endpoint(host: "b", port: 2)
         map.assign(0...9, to: a)
         map.assign(10...16383, to: b)
         map.assign(5...5, to: b)
@@ -127,12 +128,12 @@ final class ClusterProtocolTests: XCTestCase {
 
     func testRedirectsAreRead() {
         XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 3999 127.0.0.1:6381", currentHost: "x"),
-                       .moved(HashSlot(3999)!, RedisNodeAddress(host: "127.0.0.1", port: 6381)))
+                       .moved(HashSlot(3999)!, Endpoint(host: "127.0.0.1", port: 6381)))
         XCTAssertEqual(ClusterRedirect(errorMessage: "ASK 3999 10.0.0.2:7002", currentHost: "x"),
-                       .ask(HashSlot(3999)!, RedisNodeAddress(host: "10.0.0.2", port: 7002)))
+                       .ask(HashSlot(3999)!, Endpoint(host: "10.0.0.2", port: 7002)))
         XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 1 :7000", currentHost: "10.9.9.9"),
-                       .moved(HashSlot(1)!, RedisNodeAddress(host: "10.9.9.9", port: 7000)), "no endpoint: the node that answered")
-        XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 1 [::1]:7000", currentHost: "x"), .moved(HashSlot(1)!, RedisNodeAddress(host: "::1", port: 7000)))
+                       .moved(HashSlot(1)!, Endpoint(host: "10.9.9.9", port: 7000)), "no endpoint: the node that answered")
+        XCTAssertEqual(ClusterRedirect(errorMessage: "MOVED 1 [::1]:7000", currentHost: "x"), .moved(HashSlot(1)!, Endpoint(host: "::1", port: 7000)))
         XCTAssertEqual(ClusterRedirect(errorMessage: "TRYAGAIN Multiple keys request during rehashing of slot", currentHost: "x"), .tryAgain)
         XCTAssertEqual(ClusterRedirect(errorMessage: "CLUSTERDOWN The cluster is down", currentHost: "x"), .clusterDown)
         XCTAssertNil(ClusterRedirect(errorMessage: "CROSSSLOT Keys in request don't hash to the same slot", currentHost: "x"))
@@ -146,8 +147,8 @@ final class ClusterProtocolTests: XCTestCase {
         course.maxRedirects = 2
         XCTAssertEqual(course.onAnswer(error: nil, currentHost: "a", random: 0), .complete)
         XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "a", random: 0),
-                       .resendAfterMove(HashSlot(7)!, RedisNodeAddress(host: "b", port: 2)))
-        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 c:3"), currentHost: "b", random: 0), .resendAsking(RedisNodeAddress(host: "c", port: 3)))
+                       .resendAfterMove(HashSlot(7)!, Endpoint(host: "b", port: 2)))
+        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 c:3"), currentHost: "b", random: 0), .resendAsking(Endpoint(host: "c", port: 3)))
         XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "c", random: 0), .complete,
                        "past the limit the redirect goes to the caller as an error")
         XCTAssertEqual(course.redirects, 2)

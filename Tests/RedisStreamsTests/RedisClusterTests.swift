@@ -32,7 +32,7 @@ final class RedisClusterTests: XCTestCase {
         loop.close()
     }
 
-    private func client(seeds: [RedisNodeAddress]? = nil) throws -> RedisCluster {
+    private func client(seeds: [Endpoint]? = nil) throws -> RedisCluster {
         let cluster = try XCTUnwrap(Self.cluster)
         let client = RedisCluster(loop: loop, config: .init(seeds: seeds ?? [cluster.seeds[0]],
                                                             connection: .init(url: try RedisURL(parsing: "redis://127.0.0.1/0"),

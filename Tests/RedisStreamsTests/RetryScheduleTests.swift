@@ -28,7 +28,7 @@ class RetryScheduleTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)), apps: [acme, beta])
+        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))), apps: [acme, beta])
         store.start()
         plain = try connect(loop, server.url)
         for app in [acme, beta] { XCTAssertNotNil(complete(loop) { store.ensureGroup(app, completion: $0) }.value()) }

@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 import Glibc
 import RedisStreams
@@ -13,7 +14,7 @@ public final class LocalRedisCluster: @unchecked Sendable {
     public let nodes: [RedisServer]
 
     /// `127.0.0.1:PORT` of every node: what pushgw's `redis.cluster.seeds` names.
-    public var seeds: [RedisNodeAddress] { nodes.map { RedisNodeAddress(host: "127.0.0.1", port: $0.port) } }
+    public var seeds: [Endpoint] { nodes.map { Endpoint(host: "127.0.0.1", port: $0.port) } }
 
     private init(nodes: [RedisServer]) {
         self.nodes = nodes

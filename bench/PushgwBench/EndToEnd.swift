@@ -75,7 +75,7 @@ enum EndToEnd {
         let apps = AppRuntime.all(config)
         let redis: RedisConnection.Config
         do { redis = try config.redis.connection() } catch { fatalError("\(error)") }
-        let store = CallStore(loop: loop, config: CallStore.Config(url: redis.url, tls: redis.tls), apps: apps.map(\.keys))
+        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: redis.url, tls: redis.tls)), apps: apps.map(\.keys))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RouterRoleSettings(consumer: "bench")
         settings.blockMs = 50

@@ -27,7 +27,7 @@ enum RetryTiming {
         let url: RedisURL
         do { url = try RedisURL(parsing: o.string("redis")) } catch { fatalError("\(error)") }
         let apps = (0..<appCount).map { AppKeys(app: "rt\($0)") }
-        let store = CallStore(loop: loop, config: CallStore.Config(url: url), apps: apps)
+        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: url)), apps: apps)
         store.start()
         func wait(_ what: String, timeoutMs: Int64 = 60_000, until condition: () -> Bool) {
             let end = Clock.monotonicMs() + timeoutMs
