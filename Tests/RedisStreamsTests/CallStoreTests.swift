@@ -484,11 +484,12 @@ class CallStoreTests: XCTestCase {
 final class CallStoreOnClusterNodeTests: CallStoreTests {
     override class var onClusterNode: Bool { true }
 
-    // Linux's test discovery runs only what this class declares, so the two tests that cannot
-    // apply to a cluster are left out here rather than skipped: one XREADGROUP over several
-    // apps' streams spans slots (a cluster reads each app's stream on its own, tested in
-    // RedisClusterTests and the cluster process tests), and a restarted cluster node comes back
-    // without its slots.
+    override func testReadNewReadsEveryAppInOneCallWithACountPerApp() throws {
+        throw XCTSkip("one XREADGROUP over several apps' streams spans slots: a cluster reads each app's stream on its own")
+    }
+    override func testReadNewSurvivesARestartWithoutNOGROUP() throws {
+        throw XCTSkip("a restarted cluster node comes back without its slots")
+    }
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
