@@ -232,17 +232,27 @@ public struct ProviderTokenSigner: Sendable {
         let header: String
         let claims: String
         do {
+            let encoder = JSONEncoder()
             // Sorted keys give `alg,kid` and `iat,iss`: stable bytes for the same input.
-            let options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
-            header = base64URL(try JSONSerialization.data(withJSONObject: ["alg": "ES256", "kid": keyId], options: options))
-            claims = base64URL(try JSONSerialization.data(withJSONObject: ["iss": teamId, "iat": unixSeconds] as [String: Any],
-                                                          options: options))
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            header = base64URL(try encoder.encode(Header(alg: "ES256", kid: keyId)))
+            claims = base64URL(try encoder.encode(Claims(iss: teamId, iat: unixSeconds)))
         } catch {
             throw ProviderTokenError("cannot encode the APNs provider token as JSON: \(error)")
         }
         let signingInput = header + "." + claims
         let signature = try key.sign(Array(signingInput.utf8))
         return signingInput + "." + base64URL(signature)
+    }
+
+    private struct Header: Encodable {
+        let alg: String
+        let kid: String
+    }
+
+    private struct Claims: Encodable {
+        let iss: String
+        let iat: Int64
     }
 }
 
