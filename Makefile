@@ -3,9 +3,11 @@
 # scripts/debian-packages.txt; Python packages come from Debian too), as root or through sudo.
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
-# Debian installs some of the servers the tests and the benchmarks start in /usr/sbin
-# (nghttpd), which a non-root user's PATH leaves out.
-export PATH := $(PATH):/usr/sbin:/sbin
+# Debian's /usr/bin comes first: the tests, the demo and the benchmarks run `python3` and need
+# the one that sees Debian's Python packages, not a pyenv or virtualenv shim earlier in PATH.
+# Debian installs some of the servers they start in /usr/sbin (nghttpd), which a non-root
+# user's PATH leaves out.
+export PATH := /usr/bin:/bin:$(PATH):/usr/sbin:/sbin
 DEMO_DEPS = build test python
 TEST_DEPS = $(DEMO_DEPS) browser producers deploy deploy-tools
 

@@ -42,7 +42,8 @@ fi
 for g in "${groups[@]}"; do
   case "$g" in
     python)
-      # The tests run `python3` from PATH: it must be one that sees Debian's packages.
+      # The tests run `python3` from PATH: it must be one that sees Debian's packages (the
+      # Makefile puts /usr/bin first; this catches a run that goes around it).
       if ! python3 -c 'import redis, cryptography, prometheus_client, yaml' 2>/dev/null; then
         echo "install-deps: $(command -v python3) cannot import redis, cryptography, prometheus_client and yaml;" \
              "Debian's /usr/bin/python3 has them (python group of scripts/debian-packages.txt): put /usr/bin first in PATH" >&2
