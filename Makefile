@@ -26,8 +26,9 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
-# on free loopback ports; see Tests/TestSupport. The container image's build step links the
-# debug build into .build/image/pushgw for the deployment checks (DeploymentTests). The tests
+# on free loopback ports; see Tests/TestSupport. The container image's build step builds
+# pushgw in debug (in .build/static) into .build/image/pushgw for the deployment checks
+# (DeploymentTests). The tests
 # that read hostile input run first under AddressSanitizer (scripts/test-asan.sh, its own
 # build in .build/asan).
 test: deps-test

@@ -5,7 +5,10 @@
 # statically, so the run stage needs only the Debian libraries of the `runtime:` line of
 # scripts/debian-packages.txt.
 # Usage: docker/build-pushgw.sh OUT_FILE [release|debug]   (default release; `make test`
-# links its debug build, which links the same libraries, instead of compiling again)
+# takes a debug build, quicker to compile and linking the same libraries)
+# It builds in .build/static, apart from `swift build`'s own folder: objects compiled for a
+# static link name Foundation's static libraries, and a later ordinary build that reused
+# them would fail to link (`cannot find -lCoreFoundation`).
 set -euo pipefail
 out=${1:?usage: docker/build-pushgw.sh OUT_FILE [release|debug]}
 configuration=${2:-release}
@@ -20,5 +23,6 @@ for lib in Foundation FoundationEssentials FoundationInternationalization _Found
   link+=(-Xlinker "-l$lib")
 done
 link+=(-Xlinker --end-group)
-swift build -c "$configuration" --static-swift-stdlib --product pushgw "${link[@]}"
-install -D -m 755 "$(swift build -c "$configuration" --static-swift-stdlib --show-bin-path)/pushgw" "$out"
+build=(swift build -c "$configuration" --static-swift-stdlib --scratch-path .build/static)
+"${build[@]}" --product pushgw "${link[@]}"
+install -D -m 755 "$("${build[@]}" --show-bin-path)/pushgw" "$out"

@@ -49,8 +49,9 @@ extension RouterRole {
 
     /// Claims back this process's own pending entries that it is not routing, in every app (one
     /// script per app, `CallStore.claimOwn`), and routes them. Due after the reading connection
-    /// reconnected — a read served by Redis on the connection the watchdog had dropped left its
-    /// entries pending here with their reply lost — twice, since Redis may serve that read
+    /// reconnected (on a cluster: after an app's read was lost with its connection) — a read
+    /// served by Redis on the connection the watchdog had dropped left its entries pending
+    /// here with their reply lost — twice, since Redis may serve that read
     /// only after the new connection is up; and after a failed lookup or record. So every
     /// event finishes within seconds of Redis coming back, not at the 2-minute own-entries
     /// rule of the full sweep. A sweep that fails stays due.

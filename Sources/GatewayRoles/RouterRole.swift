@@ -245,7 +245,7 @@ package final class RouterRole {
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
         registerTimer = timer { $0.registerAgain?($0) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
-        store.onReadConnectionReconnected = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
+        store.onReadReplyMayBeLost = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
     }
 
     /// A timer on the loop that runs `body` with this runner, held unowned: the runner owns its

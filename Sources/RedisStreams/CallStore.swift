@@ -137,7 +137,7 @@ public final class CallStore {
             for app in self.apps {
                 CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in }
             }
-            if connection.stats.ready > 1 { self.onReadConnectionReconnected?() }
+            if connection.stats.ready > 1 { self.onReadReplyMayBeLost?() }
         }
     }
 
@@ -157,13 +157,15 @@ public final class CallStore {
         clusterReads = ClusterStreamReads(cluster: cluster, group: config.group, groupStartID: config.groupStartID,
                                           blockMs: readBlockMs)
         retries = RetrySchedule(topology: .cluster(cluster), config: config.retryScheduleConfig)
+        clusterReads?.onReadLost = { [unowned self] in self.onReadReplyMayBeLost?() }
     }
 
-    /// Runs after every reconnect of `blocking`, once its groups are re-created. A read in
-    /// flight on a dropped connection may still have been served by Redis (a hung Redis reads
-    /// its input when it resumes): its entries are then pending for the consumer with their
-    /// reply lost, and the router claims them back (`claimOwn`).
-    public var onReadConnectionReconnected: (() -> Void)?
+    /// Runs when a read of new entries may have been served by Redis with its reply lost: on
+    /// one Redis after every reconnect of `blocking`, once its groups are re-created (a hung
+    /// Redis reads its input when it resumes, so a read in flight on the dropped connection
+    /// may still be served); on a cluster when an app's read failed with its connection. Its
+    /// entries are then pending for the consumer, and the router claims them back (`claimOwn`).
+    public var onReadReplyMayBeLost: (() -> Void)?
 
     /// Switches to a new set of apps (a config reload): their groups are created now and on
     /// every later connect; removed apps are no longer read (their streams stay in Redis).

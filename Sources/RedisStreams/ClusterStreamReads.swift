@@ -13,6 +13,9 @@ import EventLoop
 ///   router's read period. What a read brings while no `read` waits is kept for the next one.
 /// - An error is answered to the waiting `read` when nothing else is there; a `NOGROUP`
 ///   re-creates the app's group first. The app's read is armed again by the next `read`.
+/// - A read lost with its connection (`.disconnected`) may still have been served by Redis:
+///   its entries are then pending for the consumer with their reply lost. `onReadLost` tells
+///   the store, whose owner claims its own entries back (as after a reconnect on one Redis).
 ///
 /// Entries held here are pending for the consumer in Redis, so a process that dies with
 /// them is taken over like any other. Loop-owned.
@@ -28,6 +31,8 @@ final class ClusterStreamReads {
     private var waiter: (apps: Set<AppKeys>, completion: (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void)?
     private var waitTimer: LoopTimer!
     private var closed = false
+    /// Called when an app's read failed with its connection (see the type's comment).
+    var onReadLost: (() -> Void)?
 
     init(cluster: RedisCluster, group: String, groupStartID: String, blockMs: Int64) {
         self.cluster = cluster
@@ -74,6 +79,7 @@ final class ClusterStreamReads {
                 if error.serverCode == "NOGROUP" {
                     self.cluster.send(["XGROUP", "CREATE", app.calls, self.group, self.groupStartID, "MKSTREAM"], slot: slot) { _ in }
                 }
+                if error == .disconnected { self.onReadLost?() }
                 self.failure = error
             }
             self.answer(timedOut: false)

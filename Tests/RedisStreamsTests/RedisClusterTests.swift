@@ -170,4 +170,43 @@ final class RedisClusterTests: XCTestCase {
         XCTAssertEqual(client.map.owner(of: slot)?.port, to.port)
         print("slot \(slot) migrated from :\(from.port) to :\(to.port) under \(sent) INCRs: followed \(client.stats.asked) ASK and \(client.stats.moved) MOVED redirects, \(client.stats.refreshes) map refreshes")
     }
+
+    /// An app's blocking read lost with its connection may have been served by Redis (its
+    /// entries then pending for the consumer, their reply lost): the store reports it, so the
+    /// router claims its own entries back within seconds. A read that came back does not.
+    func testAReadLostWithItsConnectionIsReportedAndAnAnsweredOneIsNot() throws {
+        let nodes = try XCTUnwrap(Self.cluster)
+        let client = try client()
+        let app = AppKeys(prefix: "pushgw", app: "lost-read")
+        let store = CallStore(config: .init(connection: .init(url: try RedisURL(parsing: "redis://127.0.0.1/0"),
+                                                              clientName: "pushgw-test")),
+                              apps: [app], cluster: client, readBlockMs: 30_000)
+        defer { store.close(); client.close() }
+        var reported = 0
+        store.onReadReplyMayBeLost = { reported += 1 }
+        XCTAssertNotNil(complete(loop) { store.ensureGroup(app, completion: $0) }.value())
+        let owner = try nodes.owner(of: HashSlot(key: app.calls))
+        _ = try owner.cli(["XADD", app.calls, "*", "event", "{}"])
+        let answered = complete(loop) { store.readNew(apps: [app], consumer: "c1", count: 10, blockMs: 5_000, completion: $0) }
+        XCTAssertEqual(answered.value()?[app]?.count, 1, "the entry written before the read")
+        XCTAssertEqual(reported, 0, "an answered read is not reported")
+
+        var lost: Result<[AppKeys: [StreamEntry]], RedisError>?
+        store.readNew(apps: [app], consumer: "c1", count: 10, blockMs: 20_000) { lost = $0 }
+        /// The id of the app's read connection while it blocks in `XREADGROUP` on the owner.
+        func blockedRead() -> String? {
+            let list = (try? owner.cli(["CLIENT", "LIST"])) ?? ""
+            return list.split(separator: "\n").first { $0.contains(" name=pushgw-test-read:lost-read ") && $0.contains(" cmd=xreadgroup") }
+                .flatMap { $0.split(separator: " ").first { $0.hasPrefix("id=") }?.dropFirst(3) }.map(String.init)
+        }
+        var killed = false
+        drive(loop, waitingFor: "the app's read blocking on its primary, then killed", until: {
+            guard !killed, let id = blockedRead() else { return killed }
+            killed = (try? owner.cli(["CLIENT", "KILL", "ID", id])) == "1\n"
+            return false
+        })
+        drive(loop, waitingFor: "the lost read's answer", until: { lost != nil })
+        guard case .failure(.disconnected)? = lost else { return XCTFail("the read fails with its connection: \(String(describing: lost))") }
+        XCTAssertEqual(reported, 1, "the lost read is reported once")
+    }
 }
