@@ -190,6 +190,13 @@ final class ApnsConnection: TLSStreamDelegate {
     // MARK: TLSStreamDelegate
 
     func tlsStreamDidConnect(_ stream: TLSStream) {
+        // APNs speaks only HTTP/2, chosen in the TLS handshake (ALPN). A server that did not
+        // pick h2 (a proxy or a host that is not APNs) would answer the connection preface
+        // with HTTP/1.1 or nothing; the connect fails now, saying so.
+        let alpn = stream.negotiatedALPN
+        guard alpn == "h2" else {
+            return fail(reason: "the server did not choose HTTP/2 in the TLS handshake (ALPN: \(alpn ?? "none")): not an APNs endpoint")
+        }
         run(machine.onTransportConnected())
     }
 

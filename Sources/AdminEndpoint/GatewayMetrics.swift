@@ -55,7 +55,10 @@ package final class GatewayMetrics: RouterObservations {
     let apnsConnectFailures: CounterFamily
     let apnsDeadConnections: CounterFamily
     let apnsQueueFull: CounterFamily
+    let apnsExpiredUnsent: CounterFamily
     let apnsInFlight: GaugeFamily
+    let apnsPeakInFlight: GaugeFamily
+    let apnsStreamLimit: GaugeFamily
     let apnsQueued: GaugeFamily
     let apnsConnections: GaugeFamily
     let apnsUp: GaugeFamily
@@ -145,7 +148,15 @@ package final class GatewayMetrics: RouterObservations {
                                         help: "Connections to APNs closed because a PING went unanswered, by pool.", labels: pool)
         apnsQueueFull = r.counter("pushgw_apns_queue_full_total",
                                   help: "Pushes refused at once because the pool's queue was full, by pool.", labels: pool)
+        apnsExpiredUnsent = r.counter("pushgw_apns_expired_unsent_total",
+                                      help: "Pushes whose time to be written ran out while they waited for a stream: failed unsent (also in timeouts), by pool.",
+                                      labels: pool)
         apnsInFlight = r.gauge("pushgw_apns_in_flight", help: "Pushes written and waiting for APNs' answer, by pool.", labels: pool)
+        apnsPeakInFlight = r.gauge("pushgw_apns_peak_in_flight",
+                                   help: "Most pushes ever in flight at once across the pool's connections, by pool.", labels: pool)
+        apnsStreamLimit = r.gauge("pushgw_apns_max_concurrent_streams",
+                                  help: "Highest SETTINGS_MAX_CONCURRENT_STREAMS any of the pool's connections was given by APNs, by pool.",
+                                  labels: pool)
         apnsQueued = r.gauge("pushgw_apns_queued", help: "Pushes waiting for a free stream, by pool.", labels: pool)
         apnsConnections = r.gauge("pushgw_apns_connections", help: "Connections to APNs, by pool and state.",
                                   labels: pool + ["state"])
@@ -248,7 +259,7 @@ package final class GatewayMetrics: RouterObservations {
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
-                                           apnsInFlight, apnsQueued, apnsConnections, apnsUp, apnsUnreachableSeconds,
+                                           apnsExpiredUnsent, apnsInFlight, apnsPeakInFlight, apnsStreamLimit, apnsQueued, apnsConnections, apnsUp, apnsUnreachableSeconds,
                                            jwtRenewals]
         for family in poolFamilies { family.removeAll() }
         for pool in snapshot.pools {
@@ -265,7 +276,10 @@ package final class GatewayMetrics: RouterObservations {
             apnsConnectFailures.set(l, total: Double(s.connectFailures))
             apnsDeadConnections.set(l, total: Double(s.deadConnections))
             apnsQueueFull.set(l, total: Double(s.queueFullRejections))
+            apnsExpiredUnsent.set(l, total: Double(s.expiredUnsent))
             apnsInFlight.set(l, Double(pool.inFlight))
+            apnsPeakInFlight.set(l, Double(s.peakInFlight))
+            apnsStreamLimit.set(l, Double(s.peakAnnouncedStreams))
             apnsQueued.set(l, Double(pool.queued))
             for (state, count) in pool.connectionsByState { apnsConnections.set(l + [state], Double(count)) }
             apnsUp.set(l, pool.unreachableForMs == nil ? 1 : 0)

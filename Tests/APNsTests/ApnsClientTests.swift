@@ -239,6 +239,22 @@ final class ApnsClientTests: XCTestCase {
         XCTAssertEqual(server.simulator.stats.requests, 0)
     }
 
+    /// A TLS server that does not choose HTTP/2 in ALPN (here redis-server's TLS port, with a
+    /// certificate the client trusts) is no APNs endpoint: the push fails at the connect, and
+    /// the reason says so.
+    func testAServerThatDoesNotChooseHTTP2IsRefusedWithItsReason() throws {
+        try start()
+        let redis = try RedisServer.start(.tls)
+        defer { redis.stop() }
+        let c = try client(port: redis.port) { $0.requestTimeoutMs = 2_000 }
+        defer { c.close() }
+        let results = sendAll(c, [try voip("ab")])
+        guard case let .failure(.connectionFailed(why)) = results[0] else {
+            return XCTFail("a server without HTTP/2 must not be used: \(results[0])")
+        }
+        XCTAssertTrue(why.contains("did not choose HTTP/2 in the TLS handshake (ALPN: none)"), "the reason says why: \(why)")
+    }
+
     // MARK: Connection behaviour
 
     func testStreamLimitFollowsTheServerFromOneToMany() throws {

@@ -170,6 +170,9 @@ final class MetricsTests: XCTestCase {
         stats.sent = 5
         stats.answered = 4
         stats.resentAfterTokenRenewal = 1
+        stats.expiredUnsent = 2
+        stats.peakInFlight = 7
+        stats.peakAnnouncedStreams = 1000
         s.pools = [GatewaySnapshot.Pool(credential: "acme-key", environment: "production", stats: stats, inFlight: 1, queued: 0,
                                         connectionsByState: ["active": 2])]
         s.jwtRenewals = ["acme-key": 1]
@@ -209,6 +212,9 @@ final class MetricsTests: XCTestCase {
             #"pushgw_apns_resends_total{credential="acme-key",environment="production",why="provider_token"} 1"#,
             #"pushgw_apns_connections{credential="acme-key",environment="production",state="active"} 2"#,
             #"pushgw_apns_in_flight{credential="acme-key",environment="production"} 1"#,
+            #"pushgw_apns_expired_unsent_total{credential="acme-key",environment="production"} 2"#,
+            #"pushgw_apns_peak_in_flight{credential="acme-key",environment="production"} 7"#,
+            #"pushgw_apns_max_concurrent_streams{credential="acme-key",environment="production"} 1000"#,
             #"pushgw_apns_jwt_renewals_total{credential="acme-key"} 1"#,
             "pushgw_redis_up 1",
             #"pushgw_redis_connection_ready{connection="write"} 1"#,
