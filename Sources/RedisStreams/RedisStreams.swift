@@ -66,10 +66,6 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
 
     /// String: present while `eventId` is cancelled (the caller hung up), with a TTL.
     public func cancelled(_ eventId: String) -> String { cancelledPrefix + eventId }
-    /// String: unix ms since when `token` is known to be invalid on `channel`, with a TTL.
-    public func invalidToken(_ channel: TokenChannel, _ token: String) -> String {
-        invalidPrefix(channel) + token
-    }
 
     // The per-event keys above are prefix + id. The prefixes are built once, so the router
     // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
@@ -77,6 +73,8 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
+    /// `invalidPrefix(channel) + token`, a string: unix ms since when `token` is known to be
+    /// invalid on `channel`, with a TTL.
     func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix

@@ -138,8 +138,8 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "a finished entry is deleted")
         XCTAssertEqual(redis("XPENDING", acme.calls, "pushgw")?.array?.first?.integer, 0, "and acknowledged")
         XCTAssertEqual(fields(acme.feedback), [["token": "aa01", "channel": "voip", "reason": "Unregistered", "timestamp": "1764412345000"]])
-        XCTAssertEqual(redis("GET", acme.invalidToken(.voip, "aa01"))?.string, "1764412345000")
-        let invalidTTL = redis("TTL", acme.invalidToken(.voip, "aa01"))?.integer ?? -1
+        XCTAssertEqual(redis("GET", acme.invalidPrefix(.voip) + "aa01")?.string, "1764412345000")
+        let invalidTTL = redis("TTL", acme.invalidPrefix(.voip) + "aa01")?.integer ?? -1
         XCTAssertTrue((29 * 86_400...30 * 86_400).contains(invalidTTL), "known-invalid tokens are kept 30 days: \(invalidTTL)")
 
         // The same event delivered again (a crash after APNs answered): only its duplicate
@@ -191,7 +191,7 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(redis("GET", acme.result("done-before"))?.string, result("delivered_voip", "done-before"),
                        "the first outcome stands")
         XCTAssertEqual(fields(acme.feedback).map { $0["token"] }, ["dd01", "dd01", "ee02"], "every record's feedback")
-        XCTAssertEqual(redis("GET", acme.invalidToken(.alert, "ee02"))?.string, "8", "invalid-token keys of a later record")
+        XCTAssertEqual(redis("GET", acme.invalidPrefix(.alert) + "ee02")?.string, "8", "invalid-token keys of a later record")
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "every entry of the batch is deleted")
         XCTAssertEqual(redis("XPENDING", acme.calls, "pushgw")?.array?.first?.integer, 0)
 

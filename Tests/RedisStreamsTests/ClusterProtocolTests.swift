@@ -32,7 +32,7 @@ final class ClusterProtocolTests: XCTestCase {
         let app = AppKeys(prefix: "pushgw", app: "com.example.voip")
         let slot = HashSlot(key: "com.example.voip")
         for key in [app.calls, app.results, app.dead, app.feedback, app.result("1-0"), app.cancelled("x"),
-                    app.retrySchedule, app.retryData, app.retryByCall, app.invalidToken(.voip, "ab")] {
+                    app.retrySchedule, app.retryData, app.retryByCall, app.invalidPrefix(.voip) + "ab"] {
             XCTAssertEqual(HashSlot(key: key), slot, key)
         }
     }
