@@ -61,7 +61,7 @@ class CallStoreTests: XCTestCase {
             .value(file: file, line: line) ?? [:]
     }
 
-    private func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+    fileprivate func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         call(producer, args, file: file, line: line).value(file: file, line: line)
     }
 
@@ -533,6 +533,31 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() { super.testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() }
     override func testBacklogCountsUnfinishedAndInFlightEntries() { super.testBacklogCountsUnfinishedAndInFlightEntries() }
     override func testPythonRedisAndRedisCliReadTheContractStreams() throws { try super.testPythonRedisAndRedisCliReadTheContractStreams() }
+
+    /// A cluster node answers `PING` while the cluster refuses every keyed command (a slot
+    /// without a primary): the probe behind `/readyz` must fail then, on a cluster store.
+    func testTheProbeOfAClusterStoreFailsWhileTheClusterIsDown() throws {
+        let node = try XCTUnwrap(clusterNode)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
+        clusterStore.start()
+        defer {
+            clusterStore.close()
+            cluster.close()
+        }
+        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
+        let slot = String(HashSlot(key: "unowned").value)
+        _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
+        try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
+        XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
+        let down = complete(loop) { clusterStore.ping(completion: $0) }
+        guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
+        XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
+        _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
+        try node.waitUntilHealthy()
+        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+    }
 
     func testEveryTestRunsOnTheClusterNode() throws {
         XCTAssertEqual(try testsMissingFromVariants(of: "CallStoreTests", ["CallStoreOnClusterNodeTests"], in: "Tests/RedisStreamsTests/CallStoreTests.swift"), [])
