@@ -4,11 +4,11 @@ import RedisStreams
 import TestSupport
 import XCTest
 
-/// The admin endpoint and the operators' console of `pushgw run` on the three primaries of
-/// `ClusterProcessTests`' cluster. On `redis.cluster` the console opens a cluster client of
-/// its own and the probe behind `/readyz` reads every app's backlog one command per app: both
-/// are checked over real HTTP on loopback, with one app's dead letter on each primary.
 extension ClusterProcessTests {
+    /// The admin endpoint and the operators' console of `pushgw run` on the three primaries of
+    /// the class's cluster. On `redis.cluster` the console opens a cluster client of its own,
+    /// and the probe behind `/readyz` and the backlog figures sends one command per app: both
+    /// are checked over real HTTP on loopback, with one app's dead letter on each primary.
     func testTheConsoleAndTheAdminEndpointOnThreePrimaries() throws {
         let cluster = try XCTUnwrap(Self.cluster)
         let apps = try appsOverEveryPrimary(cluster, named: "console-app", perPrimary: 1)
