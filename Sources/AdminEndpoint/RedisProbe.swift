@@ -2,11 +2,13 @@ import EventLoop
 import RedisStreams
 
 /// Watches Redis for health and metrics: a PING every `pingEveryMs` (for `/readyz` and
-/// `pushgw_redis_up`) and every app's backlog (XLEN + XPENDING, one Lua step for all apps)
-/// every `backlogEveryMs`.
+/// `pushgw_redis_up`; `CallStore.ping`, which on a cluster is a keyed command, so that a
+/// cluster refusing commands counts as down) and every app's backlog (XLEN + XPENDING, one
+/// Lua step for all apps) every `backlogEveryMs`.
 ///
-/// Both go over the store's `commands` connection, the one every outcome is written on, so
-/// "reachable" means reachable for the work that matters. At most one PING and one round of
+/// Both go over the store's `commands` connection, the one every outcome is written on (on a
+/// cluster, the store's connections to the primaries), so "reachable" means reachable for the
+/// work that matters. At most one PING and one round of
 /// backlog reads are outstanding at a time: while Redis is down they wait in the connection's
 /// queue instead of piling up, and the figures simply age. Scrapes read the last figures and
 /// never wait for Redis.
@@ -68,11 +70,9 @@ package final class RedisProbe {
                 guard let self else { return }
                 self.pingOutstanding = false
                 switch result {
-                case let .success(reply) where reply.isPong:
+                case .success:
                     self.lastPingOkMs = Clock.monotonicMs()
                     self.lastPingError = nil
-                case let .success(reply):
-                    self.lastPingError = "unexpected reply \(reply)"
                 case let .failure(error):
                     self.lastPingError = "\(error)"
                 }
@@ -98,12 +98,5 @@ package final class RedisProbe {
             }
         }
         timer.schedule(afterMs: settings.pingEveryMs)
-    }
-}
-
-private extension RedisReply {
-    var isPong: Bool {
-        if case let .status(text) = self { return text == "PONG" }
-        return false
     }
 }

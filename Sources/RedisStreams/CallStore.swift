@@ -206,9 +206,25 @@ public final class CallStore {
         }
     }
 
-    /// `PING`, on `commands` or the registry's node: the admin endpoint's probe.
-    public func ping(completion: @escaping RedisConnection.Completion) {
-        channel(gatewayKeys.consumers).send(command: RedisCommand(["PING"]), blockMs: 0, completion: completion)
+    /// The admin endpoint's probe: succeeds when Redis serves commands. `PING` on `commands`;
+    /// on a cluster `EXISTS` of the registry's key on its primary instead, because a cluster
+    /// node answers `PING` even while it refuses every keyed command (`-CLUSTERDOWN`: a slot
+    /// without a primary, as between a primary's loss and its replica's promotion), and the
+    /// probe must fail then.
+    public func ping(completion: @escaping (Result<Void, RedisError>) -> Void) {
+        let probe: [String]
+        switch topology {
+        case .single: probe = ["PING"]
+        case .cluster: probe = ["EXISTS", gatewayKeys.consumers]
+        }
+        channel(gatewayKeys.consumers).send(command: RedisCommand(probe), blockMs: 0) { result in
+            completion(result.flatMap { reply in
+                switch reply {
+                case .status("PONG"), .integer: return .success(())
+                default: return .failure(.unexpectedReply("\(probe[0]) \(reply)"))
+                }
+            })
+        }
     }
 
     /// Where a command whose first key is `key` goes.

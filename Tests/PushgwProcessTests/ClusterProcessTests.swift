@@ -10,7 +10,7 @@ import XCTest
 /// every outcome checked from the results streams, retries counted with `MONITOR` on every
 /// node, and no `CROSSSLOT` anywhere.
 final class ClusterProcessTests: XCTestCase {
-    nonisolated(unsafe) private static var cluster: LocalRedisCluster?
+    nonisolated(unsafe) private(set) static var cluster: LocalRedisCluster?
     nonisolated(unsafe) private static var startFailure: String?
     /// The gateways run as the least-privileged user of one Redis, plus what the cluster client
     /// reads the slot map with (docs/operations.md, "Redis Cluster"), set on every node.
@@ -37,13 +37,13 @@ final class ClusterProcessTests: XCTestCase {
         if let failure = Self.startFailure { XCTFail("cannot start the cluster: \(failure)") }
     }
 
-    /// Two app ids on each primary.
-    private func appsOverEveryPrimary(_ cluster: LocalRedisCluster) throws -> [String] {
+    /// `perPrimary` app ids (`NAME-N`) on each primary.
+    func appsOverEveryPrimary(_ cluster: LocalRedisCluster, named name: String = "cl-app", perPrimary: Int = 2) throws -> [String] {
         var byPrimary: [Int: [String]] = [:]
         for i in 0..<100 {
-            let app = "cl-app-\(i)"
+            let app = "\(name)-\(i)"
             let owner = try cluster.owner(of: HashSlot(key: app)).port
-            if byPrimary[owner, default: []].count < 2 { byPrimary[owner, default: []].append(app) }
+            if byPrimary[owner, default: []].count < perPrimary { byPrimary[owner, default: []].append(app) }
         }
         XCTAssertEqual(byPrimary.count, 3)
         return byPrimary.values.flatMap { $0 }.sorted()
@@ -271,11 +271,11 @@ extension ProcessWorld {
     /// `pushgw run --role ROLES` (all roles with nil) on `cluster` (`redis.cluster.seeds`: every node) for
     /// `apps`, as the least-privileged ACL user (`ClusterProcessTests.clusterLeastPrivilege`,
     /// which the cluster's nodes must have), logging to a file of `directory`; the gateway and
-    /// its log's path.
+    /// its log's path. `admin` is the admin section's members, as for `writeConfig`.
     func gateway(on cluster: LocalRedisCluster, apps: [String: String], consumer: String,
-                 roles: String? = "router,retry") throws -> (ChildProcess, String) {
+                 roles: String? = "router,retry", admin: String? = nil) throws -> (ChildProcess, String) {
         let seeds = cluster.seeds.map { "\"\($0)\"" }.joined(separator: ", ")
-        let config = try writeConfig(apps: apps, redis: #""cluster": { "seeds": [\#(seeds)] }"#,
+        let config = try writeConfig(apps: apps, admin: admin, redis: #""cluster": { "seeds": [\#(seeds)] }"#,
                                      redisURL: "redis://\(GatewayRedis.aclUser):\(GatewayRedis.aclPassword)@127.0.0.1:\(cluster.seeds[0].port)/0")
         let log = directory + "/\(consumer).log"
         return (try gateway(config: config, consumer: consumer, arguments: roles.map { ["--role", $0] } ?? [], log: log), log)

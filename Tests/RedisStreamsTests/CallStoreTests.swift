@@ -46,12 +46,12 @@ class CallStoreTests: XCTestCase {
         #"{"outcome":"\#(outcome)","id":"\#(id)""# + (rest.isEmpty ? "" : ",\(rest)") + "}"
     }
 
-    private func event(_ id: String) -> String {
+    fileprivate func event(_ id: String) -> String {
         #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"aa01","alert_token":"bb02"}"#
     }
 
     @discardableResult
-    private func produce(_ app: AppKeys, _ id: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+    fileprivate func produce(_ app: AppKeys, _ id: String, file: StaticString = #filePath, line: UInt = #line) -> String {
         call(producer, ["XADD", app.calls, "*", "event", event(id)], file: file, line: line).value(file: file, line: line)?.string ?? ""
     }
 
@@ -61,7 +61,7 @@ class CallStoreTests: XCTestCase {
             .value(file: file, line: line) ?? [:]
     }
 
-    private func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+    fileprivate func redis(_ args: String..., file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
         call(producer, args, file: file, line: line).value(file: file, line: line)
     }
 
@@ -101,7 +101,9 @@ class CallStoreTests: XCTestCase {
         guard let before = read([acme])[acme]?.first else { return XCTFail("no entry read") }
         let first = complete(loop) { store.finish(acme, entryID: before.id, record: .init(eventId: "before", resultJSON: result("delivered_voip", "before")), completion: $0) }
         XCTAssertEqual(first.value()?.recorded, true)
-        try server.restart()   // no persistence: streams and groups are gone
+        // No persistence: streams and groups are gone. A cluster node keeps its slots (its
+        // nodes.conf) and serves them again before the loop runs and the store reconnects.
+        if let clusterNode { try clusterNode.restart(server) } else { try server.restart() }
         XCTAssertNotNil(callUntilSuccess(producer, ["XADD", acme.calls, "*", "event", event("after")]))
         var errors: [RedisError] = []
         var got: [StreamEntry] = []
@@ -484,12 +486,39 @@ class CallStoreTests: XCTestCase {
 final class CallStoreOnClusterNodeTests: CallStoreTests {
     override class var onClusterNode: Bool { true }
 
+    /// One `XREADGROUP` over several apps' streams spans slots, so on a cluster pushgw's store
+    /// reads each app's stream on its own (`ClusterStreamReads`, through `RedisCluster`): what
+    /// the router gets is still every app's entries, `count` at most per app and read.
     override func testReadNewReadsEveryAppInOneCallWithACountPerApp() throws {
-        throw XCTSkip("one XREADGROUP over several apps' streams spans slots: a cluster reads each app's stream on its own")
+        let node = try XCTUnwrap(clusterNode)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme, beta, gamma], cluster: cluster, readBlockMs: 1_000)
+        clusterStore.start()
+        defer {
+            clusterStore.close()
+            cluster.close()
+        }
+        for i in 0..<3 { produce(acme, "a\(i)") }
+        produce(beta, "b0")
+        for i in 0..<2 { produce(gamma, "g\(i)") }
+        // Each app's read answers on its own: a read brings the apps whose entries came first.
+        var batches: [AppKeys: [[String?]]] = [:]
+        for _ in 0..<10 where batches.values.joined().joined().count < 6 {
+            let got = complete(loop) { clusterStore.readNew(apps: [acme, beta, gamma], consumer: "c1", count: 2, blockMs: 1_000, completion: $0) }
+            for (app, entries) in try got.get() { batches[app, default: []].append(entries.map { $0.fields["event"] }) }
+        }
+        XCTAssertEqual(batches[acme], [[event("a0"), event("a1")], [event("a2")]], "COUNT applies per app, in order")
+        XCTAssertEqual(batches[beta], [[event("b0")]])
+        XCTAssertEqual(batches[gamma], [[event("g0"), event("g1")]])
+        let idle = complete(loop) { clusterStore.readNew(apps: [acme, beta, gamma], consumer: "c1", count: 2, blockMs: 50, completion: $0) }
+        XCTAssertEqual(try idle.get(), [:], "BLOCK timing out gives no entries")
+        XCTAssertFalse(try server.cli(["INFO", "errorstats"]).contains("CROSSSLOT"), "no command of the cluster reads spanned slots")
+        // What the single-Redis read would send instead is refused here.
+        let oneRead = complete(loop) { store.readNew(apps: [acme, beta, gamma], consumer: "c1", count: 2, blockMs: nil, completion: $0) }
+        guard case .failure(let refusal) = oneRead else { return XCTFail("one XREADGROUP over three slots was served") }
+        XCTAssertEqual(refusal.serverCode, "CROSSSLOT")
     }
-    override func testReadNewSurvivesARestartWithoutNOGROUP() throws {
-        throw XCTSkip("a restarted cluster node comes back without its slots")
-    }
+    override func testReadNewSurvivesARestartWithoutNOGROUP() throws { try super.testReadNewSurvivesARestartWithoutNOGROUP() }
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
@@ -504,6 +533,31 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() { super.testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() }
     override func testBacklogCountsUnfinishedAndInFlightEntries() { super.testBacklogCountsUnfinishedAndInFlightEntries() }
     override func testPythonRedisAndRedisCliReadTheContractStreams() throws { try super.testPythonRedisAndRedisCliReadTheContractStreams() }
+
+    /// A cluster node answers `PING` while the cluster refuses every keyed command (a slot
+    /// without a primary): the probe behind `/readyz` must fail then, on a cluster store.
+    func testTheProbeOfAClusterStoreFailsWhileTheClusterIsDown() throws {
+        let node = try XCTUnwrap(clusterNode)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
+        clusterStore.start()
+        defer {
+            clusterStore.close()
+            cluster.close()
+        }
+        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
+        let slot = String(HashSlot(key: "unowned").value)
+        _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
+        try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
+        XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
+        let down = complete(loop) { clusterStore.ping(completion: $0) }
+        guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
+        XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
+        _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
+        try node.waitUntilHealthy()
+        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+    }
 
     func testEveryTestRunsOnTheClusterNode() throws {
         XCTAssertEqual(try testsMissingFromVariants(of: "CallStoreTests", ["CallStoreOnClusterNodeTests"], in: "Tests/RedisStreamsTests/CallStoreTests.swift"), [])

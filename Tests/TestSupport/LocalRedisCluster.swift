@@ -74,6 +74,15 @@ public final class LocalRedisCluster: @unchecked Sendable {
         guard healthy else { throw TestSupportError("the cluster was not healthy after \(deadlineMs) ms") }
     }
 
+    /// Restarts `node` empty (no persistence) but with its `nodes.conf`, so it comes back
+    /// owning the slots it had, and waits until the cluster is healthy again. A restarted
+    /// primary refuses keyed commands (`-CLUSTERDOWN`) for its first seconds, until it
+    /// declares the cluster ok: the caller's loop, not run meanwhile, reconnects after that.
+    public func restart(_ node: RedisServer, deadlineMs: Int64 = 60_000) throws {
+        try node.restart()
+        try waitUntilHealthy(deadlineMs: deadlineMs)
+    }
+
     /// Runs `ACL SETUSER user reset on >password rules…` on every node (the cluster does not
     /// propagate ACLs).
     public func setUser(_ user: String, password: String, rules: [String]) throws {

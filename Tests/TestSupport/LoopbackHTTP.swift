@@ -50,8 +50,8 @@ public enum LoopbackHTTP {
     /// Sends one request to a server in another process, blocking this thread (the client gives
     /// up after 10 s without a byte).
     public static func blockingRequest(_ path: String, method: String = "GET", port: Int,
-                                headers: [String: String] = [:]) throws -> HTTPReply {
-        try exchange(text(method, path, port: port, headers: headers), port: port).get()
+                                headers: [String: String] = [:], body: String = "") throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers, body: body), port: port).get()
     }
 
     /// A request with `Connection: close` and, when `body` is not empty, its `Content-Length`.

@@ -7,7 +7,9 @@ import RedisStreams
 ///
 /// Invariant: `port` and `unixSocket` stay the same across `restart()` and `kill9()` +
 /// `restart()`, and a restart starts empty (`--save '' --appendonly no`), which is what a
-/// Redis restart without persistence looks like to pushgw.
+/// Redis restart without persistence looks like to pushgw. The directory stays until `stop()`:
+/// a cluster node's `nodes.conf` is kept, so a restarted node comes back with its node id and
+/// its slots, as a cluster node restarted without persistence does.
 public final class RedisServer: @unchecked Sendable {
     /// How the code under test reaches the server (`url`, `tls`). The unix socket is always
     /// there too, without TLS, for the tests' own look at the data (`cli`).
@@ -111,16 +113,21 @@ public final class RedisServer: @unchecked Sendable {
     /// Stops the server (SIGTERM, after a SIGCONT in case it is paused), waits for its exit and
     /// removes its directory.
     public func stop() {
-        resume()
-        child?.stop()
-        child = nil
+        terminate()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Stops it and starts a fresh, empty one on the same port and socket.
+    /// Stops it and starts a fresh, empty one on the same port and socket (with the same
+    /// `nodes.conf`, for a cluster node).
     public func restart() throws {
-        stop()
+        terminate()
         try launch()
+    }
+
+    private func terminate() {
+        resume()
+        child?.stop()
+        child = nil
     }
 
     /// Freezes the server (SIGSTOP): connections stay open and nothing is answered, as with a
@@ -138,7 +145,6 @@ public final class RedisServer: @unchecked Sendable {
     public func kill9() {
         child?.stop(signal: SIGKILL)
         child = nil
-        try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// The server's process id, while it runs.
