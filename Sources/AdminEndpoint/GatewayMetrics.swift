@@ -259,8 +259,8 @@ package final class GatewayMetrics: RouterObservations {
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
-                                           apnsExpiredUnsent, apnsInFlight, apnsPeakInFlight, apnsStreamLimit, apnsQueued, apnsConnections, apnsUp, apnsUnreachableSeconds,
-                                           jwtRenewals]
+                                           apnsExpiredUnsent, apnsInFlight, apnsPeakInFlight, apnsStreamLimit, apnsQueued,
+                                           apnsConnections, apnsUp, apnsUnreachableSeconds, jwtRenewals]
         for family in poolFamilies { family.removeAll() }
         for pool in snapshot.pools {
             let l = [pool.credential, pool.environment]
