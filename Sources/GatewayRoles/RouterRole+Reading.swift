@@ -46,6 +46,14 @@ extension RouterRole {
 
     /// Looks admitted calls up (one step per app: the outcome, the cancellation, the tokens, and
     /// for `incoming_call`s the in-flight claim), then starts each.
+    ///
+    /// Each call starts when the lookup answers, in turn with the answers of this process's
+    /// other steps on the app's keys (records and schedule steps go on the same connection), so
+    /// the answer is not older than what the process knows: a copy routed here whose record
+    /// ran after the lookup has not left yet, and the call waits for it (`CallCopies`) and is
+    /// its duplicate. Only the calls whose claim another consumer holds wait for a second step
+    /// (`takeOverLapsedClaims`). Had the others waited with them, that copy could leave
+    /// meanwhile, and a call seeing its own claim and no copy routing here would push again.
     func lookUp(_ admitted: [Admitted], app: AppRuntime) {
         guard !admitted.isEmpty else { return }
         let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
@@ -53,11 +61,48 @@ extension RouterRole {
                      claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
             switch result {
             case let .success(found):
-                for (i, (a, f)) in zip(admitted, found).enumerated() { self.start(a, found: f, cancelledInRead: cancelledHere[i]) }
+                var heldElsewhere: [HeldElsewhere] = []
+                for (i, (a, f)) in zip(admitted, found).enumerated() {
+                    if let holder = f.claimHolder, holder != self.settings.consumer {
+                        heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder, cancelledInRead: cancelledHere[i]))
+                    } else {
+                        self.start(a, found: f, cancelledInRead: cancelledHere[i])
+                    }
+                }
+                self.takeOverLapsedClaims(heldElsewhere, app: app)
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call.
                 self.stepFailed(admitted.lazy.map(\.call), .warn, "lookup failed; entries left pending", error: error,
                                 ["app": app.id, "count": admitted.count])
+            }
+        }
+    }
+
+    /// A looked-up call whose in-flight claim another consumer holds.
+    struct HeldElsewhere {
+        var admitted: Admitted
+        var found: EventLookup
+        var holder: String
+        var cancelledInRead: Bool
+    }
+
+    /// Starts the calls whose claim another consumer held at their lookup, once the holders'
+    /// leases are read: a live holder's copy is waited for (`CallCopies`); a lapsed one's claim
+    /// is taken over if still there, and the call routed.
+    private func takeOverLapsedClaims(_ held: [HeldElsewhere], app: AppRuntime) {
+        guard !held.isEmpty else { return }
+        store.takeOverLapsedClaims(app.keys, held.map { ($0.admitted.query.eventId, $0.holder) }, claimAs: settings.consumer,
+                                   claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
+            switch result {
+            case let .success(holders):
+                for (h, holder) in zip(held, holders) {
+                    var found = h.found
+                    found.claimHolder = holder
+                    self.start(h.admitted, found: found, cancelledInRead: h.cancelledInRead)
+                }
+            case let .failure(error):
+                self.stepFailed(held.lazy.map(\.admitted.call), .warn, "lookup failed; entries left pending", error: error,
+                                ["app": app.id, "count": held.count])
             }
         }
     }

@@ -403,11 +403,13 @@ public final class CallStore {
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
     /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
-    /// round trip): taken when the call is neither done nor claimed, or claimed by a consumer
-    /// whose lease lapsed, for `claimTTLMs`. Each such answer names the holder afterwards
-    /// (`EventLookup.claimHolder`; nil when the call is done). Another consumer's claim costs
-    /// two more round trips: its lease is read from the registry (in a slot of its own on a
-    /// cluster), and a lapsed one's claim is taken over in a second step on the app's keys.
+    /// round trip): taken when the call is neither done nor claimed, for `claimTTLMs`. Each such
+    /// answer names the holder afterwards (`EventLookup.claimHolder`; nil when the call is
+    /// done): `claimAs`, or another consumer, whose claim `takeOverLapsedClaims` takes over if
+    /// that consumer's lease lapsed. That is a step of its own, so the other answers of a
+    /// lookup need not wait for it: the router acts on each answer in turn with the answers
+    /// of its other steps on the app's keys (docs/architecture.md, *How a call event travels
+    /// through the router*, Recording).
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
                        completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
@@ -454,40 +456,36 @@ public final class CallStore {
                 return .success(out)
             }
         }
-        if let claimAs, claims > 0 {
-            lookupScript.run(on: channel(app.calls), keyCount: reads, body: command) { [self] result in
-                switch parse(result) {
-                case .success(let found):
-                    takeOverLapsedClaims(app, queries, found, claimAs: claimAs, claimTTLMs: claimTTLMs, completion: completion)
-                case .failure(let error):
-                    completion(.failure(error))
-                }
-            }
+        if claims > 0 {
+            lookupScript.run(on: channel(app.calls), keyCount: reads, body: command) { completion(parse($0)) }
         } else {
             channel(app.calls).send(command: command, blockMs: 0) { completion(parse($0)) }
         }
     }
 
-    /// The claims of other consumers that `lookup` found: a live consumer's stays (its answer
-    /// names it); a lapsed one's (a dead or retired gateway's) is taken over if it is still
-    /// there, in one step on the app's keys.
-    private func takeOverLapsedClaims(_ app: AppKeys, _ queries: [LookupQuery], _ found: [EventLookup], claimAs: String,
-                                      claimTTLMs: Int64, completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
-        let foreign = found.indices.filter { found[$0].claimHolder.map { $0 != claimAs } ?? false }
-        guard !foreign.isEmpty else { return completion(.success(found)) }
+    /// The in-flight claims of other consumers that `lookup` found (event id and holder): a
+    /// live consumer's stays; a lapsed one's (a dead or retired gateway's) is taken over for
+    /// `claimAs`, for `claimTTLMs`, if it is still there. Two round trips: the leases are read
+    /// from the registry (in a slot of its own on a cluster), then the lapsed holders' claims
+    /// are taken over in one step on the app's keys. Answers each call's holder afterwards,
+    /// in the order of `claims`: `claimAs` where taken over, else the holder found.
+    public func takeOverLapsedClaims(_ app: AppKeys, _ claims: [(eventId: String, holder: String)], claimAs: String,
+                                     claimTTLMs: Int64, completion: @escaping (Result<[String], RedisError>) -> Void) {
+        let found = claims.map(\.holder)
+        guard !claims.isEmpty else { return completion(.success(found)) }
         liveConsumers { [self] result in
             guard case .success(let live) = result else { return completion(result.map { _ in found }) }
-            let lapsed = foreign.compactMap { i in found[i].claimHolder.flatMap { live.contains($0) ? nil : (i, $0) } }
+            let lapsed = claims.indices.filter { !live.contains(claims[$0].holder) }
             guard !lapsed.isEmpty else { return completion(.success(found)) }
-            takeOverScript.run(on: channel(app.calls), keys: lapsed.map { app.result(queries[$0.0].eventId) },
-                               args: [claimAs, String(claimTTLMs)] + lapsed.map(\.1)) { result in
+            takeOverScript.run(on: channel(app.calls), keys: lapsed.map { app.result(claims[$0].eventId) },
+                               args: [claimAs, String(claimTTLMs)] + lapsed.map { claims[$0].holder }) { result in
                 completion(result.flatMap { reply in
                     guard let flags = reply.array, flags.count == lapsed.count else {
                         return .failure(.unexpectedReply("take over claims \(reply)"))
                     }
-                    var out = found
-                    for ((i, _), flag) in zip(lapsed, flags) where flag.integer == 1 { out[i].claimHolder = claimAs }
-                    return .success(out)
+                    var holders = found
+                    for (i, flag) in zip(lapsed, flags) where flag.integer == 1 { holders[i] = claimAs }
+                    return .success(holders)
                 })
             }
         }

@@ -124,6 +124,43 @@ final class CallCopiesTests: XCTestCase {
         XCTAssertEqual(h.results().first?["first_outcome"] as? String, "delivered_alert", "the other gateway's outcome, named")
     }
 
+    func testACopyLookedUpWithACallHeldElsewhereIsAnsweredInTurnWithTheRecordOfItsOriginal() throws {
+        // The copy's lookup runs in Redis while the original routes here, before the original's
+        // record; the same lookup finds another call held by another live gateway, whose lease
+        // is read before that call's answer is acted on. The original's record is answered
+        // before that read: the copy, answered in its lookup's turn, waits for the original and
+        // is its duplicate; answered with the held call, after the record, it would see a claim
+        // of its own and no copy routing, and push again.
+        let h = try RouterHarness(simulator: { $0.scenarios = ["b1b1": .slow(300)] }, settings: { $0.perAppInFlight = 1 })
+        self.h = h
+        h.command("ZADD", "pushgw:consumers", String(Clock.unixMs() + 60_000), "gw-other")
+        h.command("SET", h.keys("acme").result("held"), "in_flight:gw-other", "PX", "60000")
+        h.call("twin", voip: "b1b1")
+        h.runUntil("the original is out") { h.requests("b1b1").count == 1 }
+        // One acme call at a time: the router reads acme's stream again only once the original
+        // has left, so the test reads the copy and the held call for it, as its consumer.
+        h.call("twin", voip: "b1b1")
+        h.call("held", voip: "b2b2")
+        var read: [StreamEntry]?
+        h.store.readNew(apps: [h.keys("acme")], consumer: h.consumer, count: 10, blockMs: nil) {
+            read = (try? $0.get())?.values.first ?? []
+        }
+        h.runUntil("the copy and the held call read") { read != nil }
+        XCTAssertEqual(read?.count, 2)
+        // Redis holds every client for 600 ms: the copy's lookup waits there, and the original's
+        // record (its answer comes after 300 ms) is sent behind it.
+        h.command("CLIENT", "PAUSE", "600", "ALL")
+        h.runner.route(read ?? [], app: try XCTUnwrap(h.apps.first { $0.id == "acme" }))
+        h.runUntil("the original and its copy acknowledged") { h.entries(h.keys("acme").calls).count == 1 }
+        XCTAssertEqual(h.requests("b1b1").count, 1, "the call pushed once")
+        let twins = h.results().filter { $0["id"] as? String == "twin" }.map { $0["outcome"] as? String ?? "" }
+        XCTAssertEqual(twins.sorted(), ["delivered_voip", "duplicate"], "an outcome, and the copy's duplicate result")
+        // The other gateway finishes the held call.
+        h.command("SET", h.keys("acme").result("held"), #"{"outcome":"delivered_voip","id":"held","type":"incoming_call"}"#, "EX", "60")
+        h.runUntil("the held call's copy acknowledged") { h.entries(h.keys("acme").calls).isEmpty }
+        XCTAssertEqual(h.requests("b2b2").count, 0, "and no push for the call held elsewhere")
+    }
+
     func testAClaimOfADeadGatewayIsTakenOver() throws {
         let h = try RouterHarness()
         self.h = h

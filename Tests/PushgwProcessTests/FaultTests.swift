@@ -77,12 +77,13 @@ final class FaultTests: XCTestCase {
     func testFourHundredCopiesWrittenWithTheirOriginalsArePushedOnceByOneAndByTwoGateways() throws {
         let fleet = try GatewayFleet(simulator: #", "raised_max_streams": 1000"#, app: #", "ring_timeout_s": 60"#)
         self.fleet = fleet
-        let one = try fleet.startGateway(consumer: "copies-1")
+        // At debug level each gateway logs the entries it finished: a failure names who pushed.
+        let one = try fleet.startGateway(consumer: "copies-1", logLevel: "debug")
         XCTAssertTrue(GatewayFleet.wait(seconds: 15) { one.lines("pushgw starting").count == 1 && fleet.unfinishedEntries() == 0 })
         let solo = (0..<400).map { "solo-\($0)" }
         try fleet.call(solo.flatMap { [$0, $0] })
         XCTAssertEqual(fleet.waitForResults(solo, seconds: 30), [], "every pair finished (one gateway)")
-        let two = try fleet.startGateway(consumer: "copies-2")
+        let two = try fleet.startGateway(consumer: "copies-2", logLevel: "debug")
         XCTAssertTrue(GatewayFleet.wait(seconds: 15) { two.lines("pushgw starting").count == 1 })
         usleep(1_500_000)  // both are reading
         let shared = (0..<400).map { "pair-\($0)" }
@@ -93,7 +94,7 @@ final class FaultTests: XCTestCase {
         let pushes = fleet.voipPushesByCall()
         for (label, ids) in [("one gateway", solo), ("two gateways", shared)] {
             let doubles = ids.filter { (pushes[$0] ?? 0) > 1 }
-            XCTAssertEqual(doubles, [], "\(label): no call pushed twice")
+            XCTAssertEqual(doubles, [], "\(label): no call pushed twice\n" + fleet.history(of: Array(doubles.prefix(3))))
             XCTAssertEqual(ids.filter { pushes[$0] == nil }, [], "\(label): every call pushed")
         }
         // Each call: its outcome, and the copy's `duplicate` result (docs/protocol.md).

@@ -213,6 +213,42 @@ final class GatewayFleet {
         return byCall
     }
 
+    /// What happened to each of `ids`, for a failure message that says why: the simulator's
+    /// requests for its token (time, connection, stream, status, apns-id), its results as
+    /// written, and the lines of each gateway's log that name it, warn, or take entries over.
+    func history(of ids: [String]) -> String {
+        let requests = simulatorRequests()
+        let (_, out, _) = (try? runCommand("python3", ["-c", """
+            import json, redis
+            r = redis.Redis(port=\(redis.port), decode_responses=True)
+            for entry, f in r.xrange("pushgw:{acme}:results"):
+                print(json.loads(f["result"]).get("id"), entry, f["result"])
+            """])) ?? (1, "", "")
+        let results = out.split(separator: "\n").map(String.init)
+        var text = ""
+        for id in ids {
+            let token = GatewayFleet.token(forCall: id)
+            text += "\(id):\n"
+            for r in requests where r["token"] as? String == token {
+                text += "  simulator: " + ["time_ms", "conn", "stream", "push_type", "status", "apns_id"]
+                    .map { "\($0)=\(r[$0].map { "\($0)" } ?? "-")" }.joined(separator: " ") + "\n"
+            }
+            for line in results where line.hasPrefix(id + " ") { text += "  result: \(line.dropFirst(id.count + 1))\n" }
+            for gw in gateways {
+                let log = ((try? String(contentsOfFile: gw.log, encoding: .utf8)) ?? "").split(separator: "\n")
+                for line in log where line.contains("\"event\":\"\(id)\"") { text += "  \(gw.consumer): \(line)\n" }
+            }
+        }
+        for gw in gateways {
+            let log = ((try? String(contentsOfFile: gw.log, encoding: .utf8)) ?? "").split(separator: "\n")
+            let others = log.filter { !$0.contains("\"level\":\"debug\"") && !$0.contains("\"msg\":\"pushgw starting\"") }
+            for line in others.prefix(40) {
+                text += "  \(gw.consumer): \(line)\n"
+            }
+        }
+        return text
+    }
+
     /// Waits until every one of `ids` has a result, at most `seconds`; the ids still without one.
     func waitForResults(_ ids: [String], seconds: Double) -> [String] {
         let end = Date().addingTimeInterval(seconds)

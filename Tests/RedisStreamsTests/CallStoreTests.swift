@@ -362,6 +362,29 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(commandCalls("mget") - before, 1, "three events, one MGET")
     }
 
+    func testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn() {
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
+        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        _ = redis("SET", acme.result("held"), "in_flight:live-1", "PX", "60000")
+        _ = redis("SET", acme.result("orphan"), "in_flight:dead-1", "PX", "60000")
+        _ = redis("SET", acme.result("done"), result("delivered_voip", "done"), "EX", "60")
+        pause(loop, ms: 20)
+        let found = complete(loop) {
+            store.lookup(acme, ["free", "held", "orphan", "done"].map { LookupQuery(eventId: $0, voipToken: nil, alertToken: nil, claim: true) },
+                         claimAs: "me", claimTTLMs: 60_000, completion: $0)
+        }.value()
+        XCTAssertEqual(found?.map(\.claimHolder), ["me", "live-1", "dead-1", nil],
+                       "the free call claimed; the other holders named, none taken over by the lookup; the done call has none")
+        XCTAssertEqual(redis("GET", acme.result("free"))?.string, "in_flight:me")
+        XCTAssertEqual(redis("GET", acme.result("orphan"))?.string, "in_flight:dead-1")
+        let holders = complete(loop) {
+            store.takeOverLapsedClaims(acme, [("held", "live-1"), ("orphan", "dead-1")], claimAs: "me", claimTTLMs: 60_000, completion: $0)
+        }.value()
+        XCTAssertEqual(holders, ["live-1", "me"], "only the lapsed consumer's claim is taken over")
+        XCTAssertEqual(redis("GET", acme.result("orphan"))?.string, "in_flight:me")
+        XCTAssertEqual(redis("GET", acme.result("held"))?.string, "in_flight:live-1")
+    }
+
     private func commandCalls(_ command: String) -> Int {
         TestSupport.commandCalls(command, inInfo: redis("INFO", "commandstats")?.string ?? "")
     }
@@ -527,6 +550,9 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() { super.testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() }
     override func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() { super.testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() }
     override func testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() { super.testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() }
+    override func testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn() {
+        super.testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn()
+    }
     override func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() throws { try super.testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() }
     override func testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() { super.testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() }
     override func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() { super.testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() }
