@@ -363,8 +363,8 @@ class CallStoreTests: XCTestCase {
     }
 
     func testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn() {
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.get())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.get())
         _ = redis("SET", acme.result("held"), "in_flight:live-1", "PX", "60000")
         _ = redis("SET", acme.result("orphan"), "in_flight:dead-1", "PX", "60000")
         _ = redis("SET", acme.result("done"), result("delivered_voip", "done"), "EX", "60")
@@ -397,8 +397,8 @@ class CallStoreTests: XCTestCase {
         let liveOnes = read([acme], consumer: "live-1", count: 2)[acme]?.map(\.id) ?? []
         XCTAssertEqual(deadOnes.count, 2)
         XCTAssertEqual(liveOnes.count, 2)
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.get())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.get())
         var live: Set<String> = []
         for _ in 0..<100 {
             live = complete(loop) { store.consumerRegistry(completion: $0) }.value()?.live ?? []
@@ -444,8 +444,8 @@ class CallStoreTests: XCTestCase {
     }
 
     func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() {
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.value())
-        XCTAssertNotNil(complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.value())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "live-1", ttlMs: 60_000, completion: $0) }.get())
+        XCTAssertNoThrow(try complete(loop) { store.heartbeat(consumer: "dead-1", ttlMs: 1, completion: $0) }.get())
         pause(loop, ms: 20)
         let registry = complete(loop) { store.consumerRegistry(completion: $0) }.value()
         XCTAssertEqual(registry, ConsumerRegistry(live: ["live-1"], lapsed: ["dead-1"]))
