@@ -173,7 +173,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   pids+=("$gw")
   for _ in $(seq 1 1200); do [ "$(results_total)" -ge "$EVENTS" ] && break; sleep 0.1; done
   kill -TERM "$gw"; wait "$gw" || true
-  pids=("${pids[@]/$gw}")
+  keep=(); for p in "${pids[@]}"; do [ "$p" = "$gw" ] || keep+=("$p"); done; pids=("${keep[@]}")
   run_rps+=("$(python3 - "$rport" "$EVENTS" <<'PY'
 import sys, redis
 r = redis.Redis(port=int(sys.argv[1])); n = int(sys.argv[2])

@@ -34,7 +34,7 @@ extension RouterRole {
 
     /// Starts routing stream entries of one app (new, or taken over: `deliveries[i]` > 1; nil
     /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
-    /// are looked up in one MGET, then each call's router starts (or resumes) with what Redis knew.
+    /// are looked up in one step per app, then each call's router starts (or resumes) with what Redis knew.
     func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime) {
         var admitted: [Admitted] = []
         admitted.reserveCapacity(entries.count)

@@ -69,7 +69,8 @@ package struct RouterRoleSettings: Sendable {
 /// `scheduleAgainAfterMs` — never dropped.
 ///
 /// Batching (Redis work per event is most of the gateway's cost): the entries of one read
-/// are looked up with one `MGET` per app, and the outcomes reached in one loop turn are
+/// are looked up with one step per app (an `MGET`, or the script that also takes the calls'
+/// in-flight claims), and the outcomes reached in one loop turn are
 /// recorded by one `finish` script per app (`TurnBatch`), each record still written and
 /// acknowledged atomically. A lone call waits one loop iteration for its record; a burst of
 /// answers from one TLS read shares one script.

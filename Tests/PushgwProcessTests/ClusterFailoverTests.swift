@@ -115,6 +115,7 @@ final class ClusterFailoverTests: XCTestCase {
               + "routing stopped for \(gap) ms (longest gap between results); events added after the promotion: \(after.count), "
               + "\(after.count - afterWithout.count) with their result (\(afterTwice.count) with two); added before it: \(before.count), "
               + "\(beforeWithout.count) without a result, \(beforeTwice.count) with two")
+        XCTAssertFalse(after.isEmpty, "events were added after the promotion")
         XCTAssertEqual(afterWithout.count, 0, "every event added after the promotion gets its result: missing \(afterWithout.prefix(20))")
         XCTAssertTrue(gateway.isRunning, "the gateway never exited")
         XCTAssertEqual(gateway.stop(), 0, "and it drains and exits 0 on SIGTERM")

@@ -91,7 +91,8 @@ final class ClusterProcessTests: XCTestCase {
             return text.split(separator: "\n").filter { $0.hasPrefix("{") }.map(String.init)
         }
         guard waitUntil("four results in every app", timeoutMs: 60_000, { !gateway.isRunning || apps.allSatisfy { results($0).count >= 4 } }), gateway.isRunning else {
-            return print("the gateway's log:\n" + textSoFar(log).split(separator: "\n").suffix(30).joined(separator: "\n"))
+            return XCTFail("four results in every app, the gateway running; its log:\n"
+                           + textSoFar(log).split(separator: "\n").suffix(30).joined(separator: "\n"))
         }
         for name in apps {
             let outcomes = results(name).compactMap { line -> String? in

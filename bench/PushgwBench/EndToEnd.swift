@@ -187,7 +187,7 @@ enum EndToEnd {
             loop.run(until: { written == 200 })
             let tokenFile = NSTemporaryDirectory() + "pushgw-bench-console-token-\(getpid())"
             let token = "bench-console-token"
-            FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
             defer { try? FileManager.default.removeItem(atPath: tokenFile) }
             let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())", tokenFile: tokenFile),
                                      apps: apps, store: store, pools: pools, runner: runner, log: log)
