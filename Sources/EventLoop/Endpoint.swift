@@ -46,7 +46,14 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         self.init(checkedHost: hostPart, port: text[text.index(after: colon)...])
     }
 
-    /// The checks both notations share. A host name is at most 253 characters (DNS), of visible
+    /// A host and a port a server reports apart, such as a Redis node in `CLUSTER SHARDS` or
+    /// `CLUSTER SLOTS`: the same checks, and the same stand-in for an empty or `?` host, as
+    /// `init?(parsing:defaultHost:)`.
+    public init?(reportedHost host: String, port: Int, defaultHost: String) {
+        self.init(checkedHost: host.isEmpty || host == "?" ? defaultHost[...] : host[...], port: String(port)[...])
+    }
+
+    /// The checks every notation shares. A host name is at most 253 characters (DNS), of visible
     /// ASCII: it becomes the `:authority` of every request, the TLS server name, or the address
     /// a connection dials.
     private init?(checkedHost hostPart: Substring, port portPart: Substring) {

@@ -33,8 +33,15 @@ public struct ClusterSlotMap: Equatable, Sendable {
         return owners.indices.filter { owners[$0] == Int16(index) }.compactMap(HashSlot.init)
     }
 
-    /// Gives `slots` to `node` (a `-MOVED` answer, or one range of a map being read).
+    /// Gives `slots` to `node` (a `-MOVED` answer); a primary left without slots leaves.
     public mutating func assign(_ slots: ClosedRange<Int>, to node: Endpoint) {
+        give(slots, to: node)
+        dropPrimariesWithoutSlots()
+    }
+
+    /// Gives `slots` to `node`, leaving primaries without slots in the list: a map being read
+    /// drops them once at its end, not once per range (each drop reads all 16,384 slots).
+    private mutating func give(_ slots: ClosedRange<Int>, to node: Endpoint) {
         let index: Int
         if let known = primaries.firstIndex(of: node) {
             index = known
@@ -43,7 +50,6 @@ public struct ClusterSlotMap: Equatable, Sendable {
             primaries.append(node)
         }
         for slot in slots.clamped(to: 0...(HashSlot.count - 1)) { owners[slot] = Int16(index) }
-        dropPrimariesWithoutSlots()
     }
 
     private mutating func dropPrimariesWithoutSlots() {
@@ -84,17 +90,19 @@ public struct ClusterSlotMap: Equatable, Sendable {
                 let port = (tls ? Self.number(info["tls-port"]) : nil) ?? Self.number(info["port"])
                 var host = info["endpoint"]?.string ?? ""
                 if host.isEmpty || host == "?" { host = info["ip"]?.string ?? "" }
-                if host.isEmpty || host == "?" { host = askedHost }
-                guard let port, (1...65_535).contains(port) else { throw ParseError(description: "CLUSTER SHARDS: a node without a port") }
-                owner = Endpoint(host: host, port: port)
+                guard let port, let node = Endpoint(reportedHost: host, port: port, defaultHost: askedHost) else {
+                    throw ParseError(description: "CLUSTER SHARDS: a primary without a usable host and port")
+                }
+                owner = node
             }
             guard let owner else { continue }   // no primary online: its slots wait for a promotion
             for i in stride(from: 0, to: ranges.count, by: 2) {
                 guard let start = Self.number(ranges[i]), let end = Self.number(ranges[i + 1]), 0 <= start, start <= end,
                       end < HashSlot.count else { throw ParseError(description: "CLUSTER SHARDS: a bad slot range") }
-                assign(start...end, to: owner)
+                give(start...end, to: owner)
             }
         }
+        dropPrimariesWithoutSlots()
     }
 
     /// Reads a `CLUSTER SLOTS` reply: per range `start, end, [host, port, id, …]` (the
@@ -105,13 +113,13 @@ public struct ClusterSlotMap: Equatable, Sendable {
         for range in ranges {
             guard let parts = range.array, parts.count >= 3, let start = Self.number(parts[0]), let end = Self.number(parts[1]),
                   0 <= start, start <= end, end < HashSlot.count, let primary = parts[2].array, primary.count >= 2,
-                  let port = Self.number(primary[1]), (1...65_535).contains(port) else {
+                  let port = Self.number(primary[1]),
+                  let node = Endpoint(reportedHost: primary[0].string ?? "", port: port, defaultHost: askedHost) else {
                 throw ParseError(description: "CLUSTER SLOTS: a bad range \(range)")
             }
-            var host = primary[0].string ?? ""
-            if host.isEmpty || host == "?" { host = askedHost }
-            assign(start...end, to: Endpoint(host: host, port: port))
+            give(start...end, to: node)
         }
+        dropPrimariesWithoutSlots()
     }
 
     private static func fields(_ reply: RedisReply, _ what: String) throws(ParseError) -> [String: RedisReply] {

@@ -97,6 +97,12 @@ final class ClusterProtocolTests: XCTestCase {
         XCTAssertThrowsError(try ClusterSlotMap(shards: .array([Self.node([("slots", .array([.integer(5)]))])]), tls: false, askedHost: "h"))
         XCTAssertThrowsError(try ClusterSlotMap(shards: Self.shards([(slots: [9, 20000], nodes: [(1, nil, "h", "master", "online")])]),
                                                 tls: false, askedHost: "h"), "a slot beyond 16383")
+        for port in [0, 65_536] {
+            XCTAssertThrowsError(try ClusterSlotMap(shards: Self.shards([(slots: [0, 9], nodes: [(port, nil, "h", "master", "online")])]),
+                                                    tls: false, askedHost: "h"), "port \(port)")
+        }
+        XCTAssertThrowsError(try ClusterSlotMap(shards: Self.shards([(slots: [0, 9], nodes: [(7000, nil, "a b", "master", "online")])]),
+                                                tls: false, askedHost: "h"), "a host that is no host name")
     }
 
     func testSlotsAnswerOfOlderServers() throws {
@@ -109,6 +115,11 @@ final class ClusterProtocolTests: XCTestCase {
         XCTAssertEqual(map.owner(of: HashSlot(5460)!), Endpoint(host: "127.0.0.1", port: 17001))
         XCTAssertEqual(map.owner(of: HashSlot(5461)!), Endpoint(host: "10.1.1.1", port: 17002), "no host: the node asked")
         XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(3), .integer(1)])]), askedHost: "h"))
+        for (host, port) in [("h", 0), ("h", 65_536), (String(repeating: "h", count: 254), 7000)] {
+            XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(0), .integer(9),
+                                                                           .array([Self.text(host), .integer(Int64(port))])])]),
+                                                    askedHost: "h"), "\(host.prefix(8)):\(port)")
+        }
     }
 
     func testMovedSlotsChangeHandsAndPrimariesWithoutSlotsLeave() {
@@ -139,6 +150,8 @@ final class ClusterProtocolTests: XCTestCase {
         XCTAssertNil(ClusterRedirect(errorMessage: "CROSSSLOT Keys in request don't hash to the same slot", currentHost: "x"))
         XCTAssertNil(ClusterRedirect(errorMessage: "MOVED 16384 h:1", currentHost: "x"))
         XCTAssertNil(ClusterRedirect(errorMessage: "MOVED 12 h:port", currentHost: "x"))
+        XCTAssertNil(ClusterRedirect(errorMessage: "MOVED 12 h:0", currentHost: "x"))
+        XCTAssertNil(ClusterRedirect(errorMessage: "ASK 12 h:65536", currentHost: "x"))
         XCTAssertNil(ClusterRedirect(errorMessage: "ERR MOVED 1 h:2", currentHost: "x"))
     }
 
