@@ -21,13 +21,11 @@ final class GatewayProcess {
     private let runner: RouterRole?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
-    /// On Redis Cluster: the store's cluster client, and the mover's own (its looks never wait
-    /// behind the router's commands).
+    /// On Redis Cluster: the store's cluster client.
     private let cluster: RedisCluster?
-    private let moverCluster: RedisCluster?
-    /// The retry role's parts: the mover has a connection of its own, so its looks never wait
-    /// behind the router's commands (nil without the role).
-    private let moverConnection: RedisConnection?
+    /// The retry role's parts: the mover has a connection (or cluster client) of its own, so its
+    /// looks never wait behind the router's commands (nil without the role).
+    private let moverTopology: RedisTopology?
     private let mover: RetryRole?
     private let log: Log
     private let drainMs: Int64
@@ -51,7 +49,7 @@ final class GatewayProcess {
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
         let storeConfig = CallStore.Config(connection: redis, prefix: config.redis.prefix)
         let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
-        let cluster = clusterConfig.flatMap { $0 }.map { RedisCluster(loop: loop, config: $0) }
+        let cluster = clusterConfig.map { RedisCluster(loop: loop, config: $0) }
         self.cluster = cluster
         let store = cluster.map { CallStore(config: storeConfig, apps: apps.map(\.keys), cluster: $0) }
             ?? CallStore(loop: loop, config: storeConfig, apps: apps.map(\.keys), sentinels: sentinels)
@@ -62,51 +60,37 @@ final class GatewayProcess {
             ? RouterRole(loop: loop, store: store, pools: pools, apps: apps,
                             settings: RouterRoleSettings(consumer: consumer), log: log)
             : nil
-        if roles.contains(.retry), var moverSettings = clusterConfig.flatMap({ $0 }) {
-            moverSettings.connection.clientName = "pushgw-retry"
-            let moverCluster = RedisCluster(loop: loop, config: moverSettings)
-            self.moverCluster = moverCluster
-            moverConnection = nil
-            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: .cluster(moverCluster),
-                                                                          config: .init(prefix: config.redis.prefix)),
-                                      log: log)
-            retryRole.apps = apps.map(\.keys)
-            mover = retryRole
-        } else if roles.contains(.retry) {
-            moverCluster = nil
-            var settings = redis
-            settings.clientName = "pushgw-retry"
-            let connection = RedisConnection(loop: loop, config: settings, sentinels: sentinels)
-            moverConnection = connection
-            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(connection: connection, config: .init(prefix: config.redis.prefix)),
+        if roles.contains(.retry) {
+            let topology = RedisTopology.own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
+                                             clientName: "pushgw-retry")
+            moverTopology = topology
+            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: topology, config: .init(prefix: config.redis.prefix)),
                                       log: log)
             retryRole.apps = apps.map(\.keys)
             mover = retryRole
         } else {
-            moverCluster = nil
-            moverConnection = nil
+            moverTopology = nil
             mover = nil
         }
         if let runner, let mover {
             runner.onRetryScheduled = { [unowned mover] due in mover.retryScheduled(dueAtMs: due) }
         }
         deadLetters = roles.contains(.deadletters)
-            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig.flatMap { $0 }, log: log)
+            ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig, log: log)
             : nil
         if let cluster {
             log.follow(cluster, name: "write")
         } else {
             for link in store.links { log.follow(link.connection, name: link.name) }
         }
-        if let moverCluster { log.follow(moverCluster, name: "retry") }
-        if let moverConnection { log.follow(moverConnection, name: "retry") }
+        if let moverTopology { log.follow(moverTopology, name: "retry") }
         if let deadLetters { log.follow(deadLetters.topology, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
-            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig.flatMap { $0 },
+            GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                            adminToken: token, log: log,
                            figures: { admin.consoleFigures() })
         }
@@ -129,8 +113,7 @@ final class GatewayProcess {
         }
         admin.start()
         store.start()
-        moverConnection?.start()
-        moverCluster?.start()
+        moverTopology?.start()
         runner?.start()
         mover?.start()
         deadLetters?.start()
@@ -138,13 +121,14 @@ final class GatewayProcess {
         admin.close()
         for s in signals { s.close() }
         mover?.close()
-        moverConnection?.close()
-        moverCluster?.close()
+        moverTopology?.close()
         deadLetters?.close()
         pools.close()
         store.close()
         cluster?.close()
         sentinels?.close()
+        var moverCluster: RedisCluster?
+        if case .cluster(let client)? = moverTopology { moverCluster = client }
         for (name, client) in [("write", cluster), ("retry", moverCluster)] {
             guard let stats = client?.stats else { continue }
             log.info("redis cluster redirects followed", ["connection": name, "moved": stats.moved, "asked": stats.asked,
