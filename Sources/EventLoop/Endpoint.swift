@@ -39,11 +39,10 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
     /// an empty host or `?` (a node that does not know the address it is reached at) stands for
     /// `defaultHost`, the host that was asked.
     public init?(parsing text: Substring, defaultHost: String) {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
         var hostPart = text[..<colon]
         if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
-        if hostPart.isEmpty || hostPart == "?" { hostPart = defaultHost[...] }
-        self.init(checkedHost: hostPart, port: text[text.index(after: colon)...])
+        self.init(reportedHost: String(hostPart), port: port, defaultHost: defaultHost)
     }
 
     /// A host and a port a server reports apart, such as a Redis node in `CLUSTER SHARDS` or
