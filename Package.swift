@@ -74,7 +74,7 @@ let package = Package(
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
-        .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport"]),
+        .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport", "CHiredis"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
         .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
     ],

@@ -56,6 +56,10 @@ package final class GatewayAdmin {
     private let runner: RouterRole?
     /// The deadletters role, for retention figures; nil when this process runs none.
     package var deadLetters: DeadLettersRole?
+    /// The process's other Redis clients (the retry mover's), and its sentinels, for the
+    /// counts of nodes refused as untrusted.
+    package var otherRedis: [RedisTopology] = []
+    package var sentinels: RedisSentinels?
     /// Opens the operators' console with the admin token (`start` calls it when the token file
     /// is usable); nil: no console (`/console` answers 403).
     package var openConsole: ((AdminToken) -> GatewayConsole)?
@@ -217,11 +221,24 @@ package final class GatewayAdmin {
         s.redisLinks = store.links.map { GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats) }
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
+        s.redisRefusedNodes = refusedNodes()
         if let deadLetters {
             s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
             s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }
         }
         return s
+    }
+
+    /// Nodes refused as untrusted by kind, summed over every Redis client of the process; every
+    /// kind present, so that a refusal shows as a rise from 0.
+    private func refusedNodes() -> [String: Int] {
+        var out = Dictionary(uniqueKeysWithValues: RedisNodeRefusal.Kind.allCases.map { ($0.rawValue, 0) })
+        for topology in [store.topology, deadLetters?.topology, console?.topology].compactMap({ $0 }) + otherRedis {
+            guard case .cluster(let cluster) = topology else { continue }
+            for (kind, count) in cluster.stats.refused { out[kind.rawValue, default: 0] += count }
+        }
+        out[RedisNodeRefusal.Kind.sentinel.rawValue, default: 0] += sentinels?.refused ?? 0
+        return out
     }
 
     /// The console overview's figures of this moment (no I/O).

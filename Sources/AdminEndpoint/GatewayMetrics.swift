@@ -71,6 +71,7 @@ package final class GatewayMetrics: RouterObservations {
     let redisConnectFailures: CounterFamily
     let redisDisconnects: CounterFamily
     let redisWatchdogFirings: CounterFamily
+    let redisRefusedNodes: CounterFamily
     let backlogEntries: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
@@ -194,6 +195,9 @@ package final class GatewayMetrics: RouterObservations {
         pendingEntries = r.gauge("pushgw_pending_entries",
                                  help: "Entries of the app's calls stream delivered to a gateway and not yet acknowledged, by app; refreshed every few seconds.",
                                  labels: ["app"])
+        redisRefusedNodes = r.counter("pushgw_redis_refused_nodes_total",
+                                      help: "Redis nodes not trusted with the credentials, so never dialled, by how they were named (moved, ask, slot_map, sentinel).",
+                                      labels: ["kind"])
         droppedSeries = r.counter("pushgw_metrics_dropped_series_total",
                                   help: "Observations dropped because their metric had too many label sets.")
     }
@@ -309,6 +313,7 @@ package final class GatewayMetrics: RouterObservations {
             deadLettersTrimmed.set([app, "age"], total: Double(trimmed.byAge))
             deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
         }
+        for (kind, count) in snapshot.redisRefusedNodes { redisRefusedNodes.set([kind], total: Double(count)) }
         droppedSeries.set(total: Double(registry.droppedSeries))
     }
 
@@ -370,6 +375,9 @@ package struct GatewaySnapshot {
     package var redisReachable = false
     /// App id → its stream's length and pending count, for apps read lately.
     package var backlog: [String: Backlog] = [:]
+    /// `RedisNodeRefusal.Kind` → nodes refused as untrusted, over every cluster client and the
+    /// sentinels of the process.
+    package var redisRefusedNodes: [String: Int] = [:]
     /// App id → dead letters the next retention run will remove (deadletters role only).
     var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age and by count.

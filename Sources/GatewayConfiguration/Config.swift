@@ -52,16 +52,20 @@ package struct RedisConfig: Equatable, Sendable {
     /// The seed nodes of a Redis Cluster (`redis.cluster.seeds`); the URL then gives only the
     /// scheme, credentials (and db 0).
     package var clusterSeeds: [Endpoint]?
+    /// `redis.cluster.allowed_hosts`: where redirects and slot maps may send the credentials
+    /// beside the seeds' hosts; nil: what a seed announces (`RedisNodeTrust`).
+    package var clusterAllowedHosts: [HostPattern]?
 
     static let defaultPrefix = "pushgw"
 
     package init(url: String, prefix: String = RedisConfig.defaultPrefix, tls: RedisTLSOptions = RedisTLSOptions(),
-                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [Endpoint]? = nil) {
+                sentinel: RedisSentinelOptions? = nil, clusterSeeds: [Endpoint]? = nil, clusterAllowedHosts: [HostPattern]? = nil) {
         self.url = url
         self.prefix = prefix
         self.tls = tls
         self.sentinel = sentinel
         self.clusterSeeds = clusterSeeds
+        self.clusterAllowedHosts = clusterAllowedHosts
     }
 
     /// The URL with any user and password replaced by `***`, and the sentinels: safe for logs.
@@ -78,7 +82,8 @@ package struct RedisConfig: Equatable, Sendable {
     /// the URL's scheme, credentials and TLS, named `clientName`.
     package func cluster(clientName: String? = nil) throws -> RedisCluster.Config? {
         guard let clusterSeeds else { return nil }
-        return RedisCluster.Config(seeds: clusterSeeds, connection: try connection(clientName: clientName))
+        return RedisCluster.Config(seeds: clusterSeeds, connection: try connection(clientName: clientName),
+                                   allowedHosts: clusterAllowedHosts)
     }
 
     /// The settings of every Redis connection pushgw makes, named `clientName` in Redis.

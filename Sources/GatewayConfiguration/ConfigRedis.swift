@@ -29,7 +29,8 @@ extension ConfigParser {
             }
         }
         config.sentinel = parseSentinel(section, in: path, url: url)
-        config.clusterSeeds = parseCluster(section, in: path, url: url, withSentinel: section["sentinel"] != nil)
+        (config.clusterSeeds, config.clusterAllowedHosts) = parseCluster(section, in: path, url: url,
+                                                                          withSentinel: section["sentinel"] != nil)
         config.tls = parseRedisTLS(section, in: path, used: url?.usesTLS == true || config.sentinel?.tls == true)
         return config
     }
@@ -85,11 +86,12 @@ extension ConfigParser {
         return RedisTLSOptions(caFile: caFile, certFile: certFile, keyFile: keyFile, serverName: serverName)
     }
 
-    /// `redis.sentinel`: `master` and `addresses` (required), `username`, `password`, `tls`.
+    /// `redis.sentinel`: `master` and `addresses` (required), `username`, `password`, `tls`,
+    /// `allowed_hosts`.
     private func parseSentinel(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?) -> RedisSentinelOptions? {
         let path = parent.appending("sentinel")
         guard redis["sentinel"] != nil, let section = reader.section(redis, "sentinel", in: parent) else { return nil }
-        reader.unknownKeys(section, at: path, known: ["master", "addresses", "username", "password", "tls"])
+        reader.unknownKeys(section, at: path, known: ["master", "addresses", "username", "password", "tls", "allowed_hosts"])
         if let url, case .unix = url.endpoint {
             reader.error(parent.appending("url"), "a unix socket cannot be combined with redis.sentinel",
                          fix: "write redis://[USER:PASSWORD@]ANY/DB (or rediss://) in redis.url: the sentinels give host and port")
@@ -106,15 +108,19 @@ extension ConfigParser {
         let username = reader.string(section, "username", in: path, required: false, example: "sentinel-user")?.0
         let password = reader.string(section, "password", in: path, required: false, example: "…")?.0
         let tls = reader.boolean(section, "tls", in: path, fallback: false)
+        let allowed = parseAllowedHosts(section, in: path, beside: "the sentinels' hosts")
         guard let master, let addresses, let tls else { return nil }
-        return RedisSentinelOptions(master: master, addresses: addresses, username: username, password: password, tls: tls)
+        return RedisSentinelOptions(master: master, addresses: addresses, username: username, password: password, tls: tls,
+                                    allowedHosts: allowed)
     }
 
-    /// `redis.cluster`: `seeds` (required), the nodes asked for the slot map.
-    private func parseCluster(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?, withSentinel: Bool) -> [Endpoint]? {
+    /// `redis.cluster`: `seeds` (required), the nodes asked for the slot map, and
+    /// `allowed_hosts`.
+    private func parseCluster(_ redis: [String: Any], in parent: JSONPath, url: RedisURL?,
+                              withSentinel: Bool) -> (seeds: [Endpoint]?, allowedHosts: [HostPattern]?) {
         let path = parent.appending("cluster")
-        guard redis["cluster"] != nil, let section = reader.section(redis, "cluster", in: parent) else { return nil }
-        reader.unknownKeys(section, at: path, known: ["seeds"])
+        guard redis["cluster"] != nil, let section = reader.section(redis, "cluster", in: parent) else { return (nil, nil) }
+        reader.unknownKeys(section, at: path, known: ["seeds", "allowed_hosts"])
         if withSentinel {
             reader.error(path, "cannot be combined with redis.sentinel",
                          fix: "keep redis.cluster for Redis Cluster (its primaries fail over by themselves), or redis.sentinel for one primary under Sentinel")
@@ -126,8 +132,32 @@ extension ConfigParser {
             reader.error(parent.appending("url"), "names database \(url.db), but Redis Cluster has only database 0",
                          fix: "end redis.url with /0")
         }
-        return parseAddresses(section, "seeds", in: path, of: "a cluster node",
-                              example: "[\"10.0.0.1:7000\", \"10.0.0.2:7000\", \"10.0.0.3:7000\"]")
+        let seeds = parseAddresses(section, "seeds", in: path, of: "a cluster node",
+                                   example: "[\"10.0.0.1:7000\", \"10.0.0.2:7000\", \"10.0.0.3:7000\"]")
+        return (seeds, parseAllowedHosts(section, in: path, beside: "the seeds' hosts"))
+    }
+
+    /// `allowed_hosts` of `redis.cluster` or `redis.sentinel`: an array of host names, IP
+    /// addresses and CIDR networks (`HostPattern`); nil when absent (and when it has a
+    /// problem, which is reported: the config is then refused).
+    private func parseAllowedHosts(_ section: [String: Any], in parent: JSONPath, beside configured: String) -> [HostPattern]? {
+        guard let found = reader.lookup(section, "allowed_hosts", in: parent) else { return nil }
+        let example = "[\"10.0.0.0/24\", \"redis-1.internal\"]"
+        guard let list = found.value as? [Any] else {
+            reader.error(found.path, "expected an array of host names, IP addresses or networks, found \(JSONKind(found.value).name)",
+                         fix: "list where the nodes may be besides \(configured), such as \(example), or remove it")
+            return nil
+        }
+        var patterns: [HostPattern] = []
+        for (i, item) in list.enumerated() {
+            guard let text = item as? String, let pattern = HostPattern(parsing: text) else {
+                reader.error(found.path.appending(String(i)), "\(item) is not a host name, an IP address or a network",
+                             fix: "write a name such as \"redis-1.internal\", an address such as \"10.0.0.5\", or a network such as \"10.0.0.0/24\"")
+                continue
+            }
+            patterns.append(pattern)
+        }
+        return patterns.count == list.count ? patterns : nil
     }
 
     private func parseSentinelAddresses(_ sentinel: [String: Any], in parent: JSONPath) -> [RedisSentinelOptions.Address]? {

@@ -26,8 +26,9 @@ extension Log {
 
     /// Logs what happens to every node connection of a cluster client, as `follow` does for one
     /// connection; the connection is named `name` and the node and lane (`write 10.0.0.1:7000
-    /// read:acme`).
+    /// read:acme`). A node refused as untrusted is an error (limited).
     package func follow(_ cluster: RedisCluster, name: String) {
+        cluster.onRefusal = { [unowned self] refusal in self.refused(refusal, connection: name) }
         var lastFailure: [String: String] = [:]
         cluster.onConnectionEvent = { [unowned self] node, event in
             let connection = "\(name) \(node)"
@@ -44,6 +45,19 @@ extension Log {
                 self.warn("redis connection failed; retrying with backoff", ["connection": connection, "reason": reason])
             }
         }
+    }
+
+    /// Logs the primaries the sentinels named that are not trusted with the credentials.
+    package func follow(_ sentinels: RedisSentinels) {
+        sentinels.onRefusal = { [unowned self] refusal in self.refused(refusal, connection: "sentinels") }
+    }
+
+    private func refused(_ refusal: RedisNodeRefusal, connection: String) {
+        error("redis node refused: not trusted with the credentials", ["connection": connection, "kind": refusal.kind.rawValue,
+                                                                        "node": refusal.node.description,
+                                                                        "named_by": refusal.namedBy.description,
+                                                                        "fix": "use TLS to Redis; if the node belongs to the deployment, add its host or network to \(refusal.allowListKey)"],
+              limited: true)
     }
 
     /// `follow` for a connection or a cluster client.

@@ -84,10 +84,13 @@ final class GatewayProcess {
             for link in store.links { log.follow(link.connection, name: link.name) }
         }
         if let moverTopology { log.follow(moverTopology, name: "retry") }
+        if let sentinels { log.follow(sentinels) }
         if let deadLetters { log.follow(deadLetters.topology, name: "deadletters") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
+        admin.otherRedis = [moverTopology].compactMap { $0 }
+        admin.sentinels = sentinels
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,

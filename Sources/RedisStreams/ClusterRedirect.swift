@@ -35,7 +35,10 @@ public enum ClusterRedirect: Equatable, Sendable {
 /// The life of one command sent to a cluster, from its first send to the answer its caller
 /// gets: a pure decision, the cluster client (`RedisCluster`) does the I/O.
 ///
-/// Each answer is an event; the machine says what to do next. A redirect is followed at most
+/// Each answer is an event; the machine says what to do next. A redirect to a node the
+/// cluster's `RedisNodeTrust` does not allow is refused here, the one place redirects are
+/// decided: the caller gets `RedisError.refusedNode` and nothing is sent to that node. A
+/// redirect is followed at most
 /// `maxRedirects` times and a `TRYAGAIN`/`CLUSTERDOWN` retried at most `maxRetries` times,
 /// paced by `backoff`, so a command never loops for ever between confused nodes: past the
 /// limits the last error goes to the caller, who treats it as any Redis error (retry later).
@@ -51,6 +54,9 @@ public struct ClusterCommandCourse: Equatable, Sendable {
         case resendAsking(Endpoint)
         /// Send the command again to its slot's owner after `delayMs`, and refresh the map.
         case retryLater(delayMs: Int64)
+        /// Send nothing to the node named: it is not trusted. Complete with
+        /// `RedisError.refusedNode`, report the refusal, and refresh the map from the seeds.
+        case refuse(RedisNodeRefusal)
     }
 
     public var maxRedirects = 16
@@ -62,16 +68,19 @@ public struct ClusterCommandCourse: Equatable, Sendable {
     public init() {}
 
     /// The command's answer arrived: `error` is nil for a reply, else the error it got.
-    /// `currentHost` is the host of the node that answered. `random` in [0, 1) draws the jitter.
-    public mutating func onAnswer(error: RedisError?, currentHost: String, random: Double) -> Action {
+    /// `answeredBy` is the node that answered, `trust` says which nodes a redirect may name.
+    /// `random` in [0, 1) draws the jitter.
+    public mutating func onAnswer(error: RedisError?, answeredBy: Endpoint, trust: RedisNodeTrust, random: Double) -> Action {
         guard case .server(let message)? = error,
-              let redirect = ClusterRedirect(errorMessage: message, currentHost: currentHost) else { return .complete }
+              let redirect = ClusterRedirect(errorMessage: message, currentHost: answeredBy.host) else { return .complete }
         switch redirect {
         case .moved(let slot, let node):
+            guard trust.allows(node) else { return .refuse(RedisNodeRefusal(kind: .moved, node: node, namedBy: answeredBy)) }
             guard redirects < maxRedirects else { return .complete }
             redirects += 1
             return .resendAfterMove(slot, node)
         case .ask(_, let node):
+            guard trust.allows(node) else { return .refuse(RedisNodeRefusal(kind: .ask, node: node, namedBy: answeredBy)) }
             guard redirects < maxRedirects else { return .complete }
             redirects += 1
             return .resendAsking(node)

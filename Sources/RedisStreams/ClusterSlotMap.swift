@@ -11,6 +11,10 @@ public struct ClusterSlotMap: Equatable, Sendable {
     public private(set) var primaries: [Endpoint]
     /// Per slot, the index of its owner in `primaries`, or -1.
     private var owners: [Int16]
+    /// Every node the answer named with a usable address, primaries and replicas, healthy or
+    /// not: what the cluster announces of itself (`RedisNodeTrust.learn`). Empty for a map
+    /// built by hand.
+    public private(set) var announced: Set<Endpoint> = []
 
     /// A map where no slot has an owner.
     public init() {
@@ -86,14 +90,16 @@ public struct ClusterSlotMap: Equatable, Sendable {
             var owner: Endpoint?
             for node in nodes {
                 let info = try Self.fields(node, "node")
-                guard info["role"]?.string == "master", info["health"]?.string == "online" else { continue }
                 let port = (tls ? Self.number(info["tls-port"]) : nil) ?? Self.number(info["port"])
                 var host = info["endpoint"]?.string ?? ""
                 if host.isEmpty || host == "?" { host = info["ip"]?.string ?? "" }
-                guard let port, let node = Endpoint(reportedHost: host, port: port, defaultHost: askedHost) else {
+                let address = port.flatMap { Endpoint(reportedHost: host, port: $0, defaultHost: askedHost) }
+                if let address { announced.insert(address) }
+                guard info["role"]?.string == "master", info["health"]?.string == "online" else { continue }
+                guard let address else {
                     throw ParseError(description: "CLUSTER SHARDS: a primary without a usable host and port")
                 }
-                owner = node
+                owner = address
             }
             guard let owner else { continue }   // no primary online: its slots wait for a promotion
             for i in stride(from: 0, to: ranges.count, by: 2) {
@@ -118,6 +124,12 @@ public struct ClusterSlotMap: Equatable, Sendable {
                 throw ParseError(description: "CLUSTER SLOTS: a bad range \(range)")
             }
             give(start...end, to: node)
+            announced.insert(node)
+            for replica in parts.dropFirst(3) {
+                guard let fields = replica.array, fields.count >= 2, let port = Self.number(fields[1]),
+                      let address = Endpoint(reportedHost: fields[0].string ?? "", port: port, defaultHost: askedHost) else { continue }
+                announced.insert(address)
+            }
         }
         dropPrimariesWithoutSlots()
     }

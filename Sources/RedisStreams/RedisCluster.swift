@@ -7,6 +7,12 @@ import EventLoop
 ///   a known primary, else from a seed. Refreshed after a `-MOVED`, a `-TRYAGAIN`/`-CLUSTERDOWN`
 ///   or a lost node, at most once per `Config.minRefreshGapMs`, and every `Config.refreshEveryMs`
 ///   anyway (one command per refresh: what an idle cluster client costs beyond its users).
+/// - **Trust** (`RedisNodeTrust`): a redirect or a slot map may send the credentials and the
+///   data commands only to a node the trust allows — the seeds' hosts and `allowedHosts`, or,
+///   without `allowedHosts`, what a seed announced. A redirect elsewhere completes
+///   `RedisError.refusedNode` unsent, a slot map naming such a primary is not used (the next
+///   candidate is asked), and either is counted (`Stats.refused`) and reported (`onRefusal`);
+///   the next refresh asks the seeds first, so a node the cluster really gained is learned then.
 /// - **Redirects** (`ClusterCommandCourse` decides, this class sends): `-MOVED` corrects the
 ///   slot's owner in the map at once and resends there; `-ASK` sends `ASKING` and the command
 ///   on the importing node's connection, once, without touching the map; `-TRYAGAIN` and
@@ -35,9 +41,12 @@ public final class RedisCluster {
         public var refreshEveryMs: Int64
         /// Two refreshes start at least this far apart, ms (a burst of `-MOVED` costs one).
         public var minRefreshGapMs: Int64
+        /// Hosts and networks trusted beside the seeds' hosts (`redis.cluster.allowed_hosts`);
+        /// nil: trust what a seed announces instead (`RedisNodeTrust`).
+        public var allowedHosts: [HostPattern]?
 
         public init(seeds: [Endpoint], connection: RedisConnection.Config, refreshEveryMs: Int64 = 30_000,
-                    minRefreshGapMs: Int64 = 250) {
+                    minRefreshGapMs: Int64 = 250, allowedHosts: [HostPattern]? = nil) {
             precondition(!seeds.isEmpty, "a cluster needs at least one seed")
             precondition(connection.sentinel == nil, "cluster nodes are not found through sentinels")
             precondition(refreshEveryMs > 0 && minRefreshGapMs >= 0, "refresh intervals must be positive")
@@ -45,6 +54,7 @@ public final class RedisCluster {
             self.connection = connection
             self.refreshEveryMs = refreshEveryMs
             self.minRefreshGapMs = minRefreshGapMs
+            self.allowedHosts = allowedHosts
         }
     }
 
@@ -69,6 +79,8 @@ public final class RedisCluster {
         /// Slot maps read, and refreshes that found no node to answer.
         public var refreshes = 0
         public var refreshFailures = 0
+        /// Nodes refused as untrusted, by how they were named (nothing was sent to them).
+        public var refused: [RedisNodeRefusal.Kind: Int] = [:]
         public init() {}
     }
 
@@ -81,6 +93,10 @@ public final class RedisCluster {
     public private(set) var lastProblem: String?
     /// Runs after every refresh that changed the map.
     public var onMapChanged: ((ClusterSlotMap) -> Void)?
+    /// Which nodes may get the credentials; grows with what seeds announce.
+    public private(set) var trust: RedisNodeTrust
+    /// Told of every node refused as untrusted (for the log).
+    public var onRefusal: ((RedisNodeRefusal) -> Void)?
     /// Observes every node connection's events (for logs), named `host:port lane`.
     public var onConnectionEvent: ((_ name: String, RedisConnection.Event) -> Void)?
 
@@ -99,6 +115,11 @@ public final class RedisCluster {
     private var retryTimers: [ObjectIdentifier: LoopTimer] = [:]
     /// `CLUSTER SHARDS` was refused as unknown: the server predates Redis 7.
     private var useSlotsCommand = false
+    /// A node was refused: the next refresh asks the seeds before the known primaries.
+    private var askSeedsFirst = false
+    /// Primaries of slot maps the running refresh did not use as untrusted: reported at its
+    /// end unless a seed's answer vouched for them meanwhile.
+    private var untrustedInMaps: [RedisNodeRefusal] = []
     private var started = false
     private var closed = false
     private let random: () -> Double
@@ -107,6 +128,7 @@ public final class RedisCluster {
         self.loop = loop
         self.config = config
         self.random = random
+        trust = RedisNodeTrust(configured: config.seeds, allowedHosts: config.allowedHosts, learnsFromSeeds: true)
         refreshTimer = LoopTimer(loop: loop) { [unowned self] in self.refreshNow() }
     }
 
@@ -215,12 +237,12 @@ public final class RedisCluster {
                 }
                 return requestRefresh()
             }
-            attempt(connection(to: owner, lane: lane), host: owner.host)
+            attempt(connection(to: owner, lane: lane), node: owner)
         }
-        func attempt(_ connection: RedisConnection, host: String) {
+        func attempt(_ connection: RedisConnection, node: Endpoint) {
             send(connection, command) { [unowned self] result in
                 guard case .failure(let error) = result else { return completion(result) }
-                switch course.onAnswer(error: error, currentHost: host, random: self.random()) {
+                switch course.onAnswer(error: error, answeredBy: node, trust: self.trust, random: self.random()) {
                 case .complete:
                     completion(result)
                 case let .resendAfterMove(movedSlot, node):
@@ -233,15 +255,25 @@ public final class RedisCluster {
                     self.stats.asked += 1
                     let importing = self.connection(to: node, lane: lane)
                     importing.send(["ASKING"]) { _ in }
-                    attempt(importing, host: node.host)
+                    attempt(importing, node: node)
                 case let .retryLater(delayMs):
                     self.stats.retriedLater += 1
                     self.requestRefresh()
                     self.after(delayMs, toOwner)
+                case let .refuse(refusal):
+                    self.refused(refusal)
+                    self.askSeedsFirst = true
+                    self.requestRefresh()
+                    completion(.failure(.refusedNode(refusal)))
                 }
             }
         }
         toOwner()
+    }
+
+    private func refused(_ refusal: RedisNodeRefusal) {
+        stats.refused[refusal.kind, default: 0] += 1
+        onRefusal?(refusal)
     }
 
     private func after(_ ms: Int64, _ action: @escaping () -> Void) {
@@ -279,9 +311,12 @@ public final class RedisCluster {
         refreshing = true
         refreshAgain = false
         lastRefreshStartMs = Clock.monotonicMs()
-        // Known primaries first (their connections are up), then the seeds.
-        var candidates = map.primaries
-        for seed in config.seeds where !candidates.contains(seed) { candidates.append(seed) }
+        // Known primaries first (their connections are up), then the seeds; the seeds first
+        // after a refusal, so that a node the cluster gained is learned from them at once.
+        var candidates = askSeedsFirst ? config.seeds : map.primaries
+        for node in askSeedsFirst ? map.primaries : config.seeds where !candidates.contains(node) { candidates.append(node) }
+        askSeedsFirst = false
+        untrustedInMaps = []
         ask(candidates, index: 0, problems: [])
     }
 
@@ -302,6 +337,12 @@ public final class RedisCluster {
                     if read.coveredSlots == 0 {
                         return self.ask(candidates, index: index + 1, problems: problems + ["\(node): serves no slot"])
                     }
+                    if self.config.seeds.contains(node) { self.trust.learn(read.announced) }
+                    if let stranger = read.primaries.first(where: { !self.trust.allows($0) }) {
+                        let refusal = RedisNodeRefusal(kind: .slotMap, node: stranger, namedBy: node)
+                        self.untrustedInMaps.append(refusal)
+                        return self.ask(candidates, index: index + 1, problems: problems + ["\(refusal)"])
+                    }
                     self.refreshDone(.success(read))
                 } catch {
                     self.ask(candidates, index: index + 1, problems: problems + ["\(node): \(error)"])
@@ -317,6 +358,11 @@ public final class RedisCluster {
 
     private func refreshDone(_ result: Result<ClusterSlotMap, RedisError>) {
         refreshing = false
+        for refusal in untrustedInMaps where !trust.allows(refusal.node) {
+            refused(refusal)
+            askSeedsFirst = true
+        }
+        untrustedInMaps = []
         var failure: String?
         switch result {
         case .success(let read):

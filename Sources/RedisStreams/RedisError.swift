@@ -19,6 +19,9 @@ public enum RedisError: Error, Equatable, Sendable, CustomStringConvertible {
     case unexpectedReply(String)
     /// The connection was closed by its owner; nothing more will be sent.
     case closed
+    /// A node named another one that is not trusted with the credentials (`RedisNodeTrust`):
+    /// the command was not sent there and did not run.
+    case refusedNode(RedisNodeRefusal)
 
     /// The server error's code, the first word of its message (`NOGROUP`, `BUSYGROUP`,
     /// `NOSCRIPT`, `WRONGPASS`), or nil for other errors.
@@ -34,6 +37,7 @@ public enum RedisError: Error, Equatable, Sendable, CustomStringConvertible {
         case .server(let message): return "redis: \(message)"
         case .unexpectedReply(let what): return "redis: unexpected reply: \(what)"
         case .closed: return "redis: connection closed"
+        case .refusedNode(let refusal): return "redis: \(refusal)"
         }
     }
 }

@@ -13,6 +13,12 @@ import EventLoop
 ///   a hung sentinel. An announcement for this master sends every follower to the new
 ///   primary at once (`RedisConnection.primaryMoved`), instead of after its backoff.
 ///
+/// - **Trust**: a primary whose host is neither a sentinel's nor in `allowedHosts`
+///   (`RedisSentinelOptions.trust`) is refused: the next sentinel is asked, an announcement
+///   naming it is ignored, and either is counted (`refused`) and reported (`onRefusal`). So a
+///   sentinel that is wrong or not what it claims cannot have the data credentials sent to a
+///   host of its choosing.
+///
 /// The connections that follow check with `ROLE` that what they reached is the primary, and
 /// go back to the sentinels on `READONLY` or `LOADING`: an announcement missed while the
 /// watch reconnected costs at most one refused write.
@@ -30,6 +36,11 @@ public final class RedisSentinels {
     /// The sentinel asked first: the last one that answered.
     private var preferred = 0
     private var closed = false
+    private let trust: RedisNodeTrust
+    /// Primaries refused as untrusted since creation (nothing was sent to them).
+    public private(set) var refused = 0
+    /// Told of every primary refused as untrusted (for the log).
+    public var onRefusal: ((RedisNodeRefusal) -> Void)?
 
     private struct WeakConnection {
         weak var connection: RedisConnection?
@@ -40,6 +51,7 @@ public final class RedisSentinels {
         self.options = options
         self.tls = tls
         self.watchdogMs = watchdogMs
+        trust = options.trust
     }
 
     /// Asks the sentinels for the primary's address. Completes once, on the loop: with the
@@ -68,10 +80,16 @@ public final class RedisSentinels {
             let problem: String
             switch result {
             case let .success(reply):
-                if let items = reply.array, items.count == 2, let host = items[0].string, !host.isEmpty,
-                   let port = items[1].integer, (1...65535).contains(port) {
+                if let items = reply.array, items.count == 2, let host = items[0].string,
+                   let port = items[1].integer.flatMap({ Int(exactly: $0) }),
+                   let primary = Endpoint(reportedHost: host, port: port, defaultHost: "") {
+                    guard self.trust.allows(primary) else {
+                        let refusal = RedisNodeRefusal(kind: .sentinel, node: primary, namedBy: address)
+                        self.report(refusal)
+                        return self.ask(i + 1, tried: tried + 1, problems: problems + ["sentinel \(refusal)"])
+                    }
                     self.preferred = i
-                    return self.answer(.success(RedisSentinelOptions.Address(host: host, port: Int(port))))
+                    return self.answer(.success(primary))
                 }
                 problem = reply == .null ? "does not know master '\(self.options.master)'" : "answered \(reply)"
             case let .failure(.connectFailed(why)):
@@ -124,11 +142,21 @@ public final class RedisSentinels {
     /// `+switch-master <master> <old ip> <old port> <new ip> <new port>`.
     private func switched(_ payload: String) {
         let parts = payload.split(separator: " ")
-        guard parts.count == 5, parts[0] == options.master, let port = Int(parts[4]) else { return }
-        let host = String(parts[3])
-        for follower in followers {
-            follower.connection?.primaryMoved(host: host, port: port)
+        guard parts.count == 5, parts[0] == options.master, let port = Int(parts[4]),
+              let primary = Endpoint(reportedHost: String(parts[3]), port: port, defaultHost: "") else { return }
+        guard trust.allows(primary) else {
+            // The watch is on the sentinel its attempts have reached (`AddressSource.eachSentinel`).
+            let attempts = watch.map { $0.stats.connectFailures + $0.stats.lost } ?? 0
+            return report(RedisNodeRefusal(kind: .sentinel, node: primary, namedBy: options.addresses[attempts % options.addresses.count]))
         }
+        for follower in followers {
+            follower.connection?.primaryMoved(host: primary.host, port: primary.port)
+        }
+    }
+
+    private func report(_ refusal: RedisNodeRefusal) {
+        refused += 1
+        onRefusal?(refusal)
     }
 
     /// Stops watching; later questions fail at once.

@@ -217,14 +217,24 @@ public struct RedisSentinelOptions: Equatable, Sendable, CustomStringConvertible
     public var password: String?
     /// Whether the sentinels are reached over TLS (with the connection's `RedisTLSOptions`).
     public var tls: Bool
+    /// Hosts and networks a named primary may be on beside the sentinels' own hosts
+    /// (`redis.sentinel.allowed_hosts`); nil: the sentinels' hosts only.
+    public var allowedHosts: [HostPattern]?
 
-    public init(master: String, addresses: [Address], username: String? = nil, password: String? = nil, tls: Bool = false) {
+    public init(master: String, addresses: [Address], username: String? = nil, password: String? = nil, tls: Bool = false,
+                allowedHosts: [HostPattern]? = nil) {
         precondition(!addresses.isEmpty, "at least one sentinel")
         self.master = master
         self.addresses = addresses
         self.username = username
         self.password = password
         self.tls = tls
+        self.allowedHosts = allowedHosts
+    }
+
+    /// Which primaries the sentinels may send the data credentials to.
+    public var trust: RedisNodeTrust {
+        RedisNodeTrust(configured: addresses, allowedHosts: allowedHosts, learnsFromSeeds: false)
     }
 
     /// The URL a connection to sentinel number `index` uses: its address, the sentinels'

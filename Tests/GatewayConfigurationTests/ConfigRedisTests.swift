@@ -131,4 +131,28 @@ final class ConfigRedisTests: XCTestCase {
         bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"], "nodes": 3]]))
         XCTAssertNotNil(problem(at: "redis.cluster.nodes", in: bad), "an unknown key is named")
     }
+
+    func testAllowedHostsAreReadAndTheirProblemsNameTheirPathAndFix() throws {
+        let report = try fixture.check(with(["url": "rediss://pushgw:pw@cluster/0",
+                                             "cluster": ["seeds": ["10.0.0.1:7000"], "allowed_hosts": ["10.0.0.0/24", "Redis-1.internal"]]]))
+        XCTAssertEqual(report.problems.map(\.description), [])
+        let cluster = try XCTUnwrap(try report.config?.redis.cluster(clientName: "pushgw-write"))
+        XCTAssertEqual(cluster.allowedHosts, [HostPattern(parsing: "10.0.0.0/24")!, .name("redis-1.internal")])
+        XCTAssertNil(try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"]]])).config?.redis.clusterAllowedHosts,
+                     "absent: what the seeds announce is trusted")
+        XCTAssertEqual(try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"], "allowed_hosts": [] as [Any]]]))
+                        .config?.redis.clusterAllowedHosts, [], "empty: the seeds' hosts only")
+
+        let sentinel = try fixture.check(with(["url": "redis://m/0", "sentinel": ["master": "m", "addresses": ["10.0.0.1:26379"],
+                                                                                 "allowed_hosts": ["fd00::/8"]]]))
+        XCTAssertEqual(sentinel.config?.redis.sentinel?.allowedHosts, [HostPattern(parsing: "fd00::/8")!])
+
+        var bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"], "allowed_hosts": "10.0.0.0/8"]]))
+        XCTAssertTrue(problem(at: "redis.cluster.allowed_hosts", in: bad)?.problem.contains("expected an array") == true)
+        bad = try fixture.check(with(["url": "redis://c/0", "cluster": ["seeds": ["h:1"], "allowed_hosts": ["10.0.0.0/8", "10.0.0.0/40"]]]))
+        XCTAssertEqual(problem(at: "redis.cluster.allowed_hosts.1", in: bad)?.problem, "10.0.0.0/40 is not a host name, an IP address or a network")
+        XCTAssertNil(bad.config)
+        bad = try fixture.check(with(["url": "redis://m/0", "sentinel": ["master": "m", "addresses": ["h:1"], "allowed_hosts": [7]]]))
+        XCTAssertNotNil(problem(at: "redis.sentinel.allowed_hosts.0", in: bad))
+    }
 }

@@ -79,6 +79,8 @@ final class ClusterProtocolTests: XCTestCase {
         XCTAssertEqual(map.coveredSlots, 16_384)
         XCTAssertEqual(Set(map.primaries), [Endpoint(host: "10.0.0.1", port: 7001), Endpoint(host: "10.0.0.5", port: 7005),
                                             Endpoint(host: "10.0.0.3", port: 7003)])
+        XCTAssertEqual(map.announced, Set([7001, 7002, 7003, 7005, 7006].map { Endpoint(host: "10.0.0.\($0 - 7000)", port: $0) }),
+                       "every node the cluster names, replicas and failed ones too")
     }
 
     func testShardsWithoutAnOnlinePrimaryLeaveTheirSlotsUnowned() throws {
@@ -114,6 +116,8 @@ final class ClusterProtocolTests: XCTestCase {
         let map = try ClusterSlotMap(slots: reply, askedHost: "10.1.1.1")
         XCTAssertEqual(map.owner(of: HashSlot(5460)!), Endpoint(host: "127.0.0.1", port: 17001))
         XCTAssertEqual(map.owner(of: HashSlot(5461)!), Endpoint(host: "10.1.1.1", port: 17002), "no host: the node asked")
+        XCTAssertEqual(map.announced, [Endpoint(host: "127.0.0.1", port: 17001), Endpoint(host: "127.0.0.1", port: 17004),
+                                       Endpoint(host: "10.1.1.1", port: 17002)], "the replicas listed after each primary too")
         XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(3), .integer(1)])]), askedHost: "h"))
         for (host, port) in [("h", 0), ("h", 65_536), (String(repeating: "h", count: 254), 7000)] {
             XCTAssertThrowsError(try ClusterSlotMap(slots: .array([.array([.integer(0), .integer(9),
@@ -158,15 +162,76 @@ final class ClusterProtocolTests: XCTestCase {
     func testACommandFollowsRedirectsWithinItsLimits() {
         var course = ClusterCommandCourse()
         course.maxRedirects = 2
-        XCTAssertEqual(course.onAnswer(error: nil, currentHost: "a", random: 0), .complete)
-        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "a", random: 0),
+        XCTAssertEqual(course.onAnswer(error: nil, answeredBy: Self.at("a"), trust: Self.anyNode, random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), answeredBy: Self.at("a"), trust: Self.anyNode, random: 0),
                        .resendAfterMove(HashSlot(7)!, Endpoint(host: "b", port: 2)))
-        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 c:3"), currentHost: "b", random: 0), .resendAsking(Endpoint(host: "c", port: 3)))
-        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), currentHost: "c", random: 0), .complete,
+        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 c:3"), answeredBy: Self.at("b"), trust: Self.anyNode, random: 0), .resendAsking(Endpoint(host: "c", port: 3)))
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 b:2"), answeredBy: Self.at("c"), trust: Self.anyNode, random: 0), .complete,
                        "past the limit the redirect goes to the caller as an error")
         XCTAssertEqual(course.redirects, 2)
-        XCTAssertEqual(course.onAnswer(error: .server("NOSCRIPT no"), currentHost: "a", random: 0), .complete)
-        XCTAssertEqual(course.onAnswer(error: .disconnected, currentHost: "a", random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .server("NOSCRIPT no"), answeredBy: Self.at("a"), trust: Self.anyNode, random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .disconnected, answeredBy: Self.at("a"), trust: Self.anyNode, random: 0), .complete)
+    }
+
+    /// A trust that allows the hosts of the test's made-up nodes.
+    private static let anyNode = RedisNodeTrust(configured: [], allowedHosts: ["a", "b", "c"].map { HostPattern(exactly: $0) },
+                                                learnsFromSeeds: false)
+    private static func at(_ host: String) -> Endpoint { Endpoint(host: host, port: 1) }
+
+    func testARedirectToAnUntrustedNodeIsRefusedHereAndNotCounted() {
+        let trust = RedisNodeTrust(configured: [Endpoint(host: "10.0.0.1", port: 7000)], allowedHosts: nil, learnsFromSeeds: true)
+        let seed = Endpoint(host: "10.0.0.1", port: 7000)
+        var course = ClusterCommandCourse()
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 10.0.0.1:7001"), answeredBy: seed, trust: trust, random: 0),
+                       .resendAfterMove(HashSlot(7)!, Endpoint(host: "10.0.0.1", port: 7001)), "a seed's host, any port")
+        XCTAssertEqual(course.onAnswer(error: .server("MOVED 7 10.6.6.6:7000"), answeredBy: seed, trust: trust, random: 0),
+                       .refuse(RedisNodeRefusal(kind: .moved, node: Endpoint(host: "10.6.6.6", port: 7000), namedBy: seed)))
+        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 evil.example:6379"), answeredBy: seed, trust: trust, random: 0),
+                       .refuse(RedisNodeRefusal(kind: .ask, node: Endpoint(host: "evil.example", port: 6379), namedBy: seed)))
+        XCTAssertEqual(course.onAnswer(error: .server("ASK 7 :7002"), answeredBy: seed, trust: trust, random: 0),
+                       .resendAsking(Endpoint(host: "10.0.0.1", port: 7002)), "an empty host is the node that answered")
+        XCTAssertEqual(course.redirects, 2, "refusals are not redirects followed")
+    }
+
+    func testTrustLearnsWhatSeedsAnnounceUnlessHostsAreListed() {
+        let seed = Endpoint(host: "redis-seed.internal", port: 7000)
+        let announced = Endpoint(host: "10.0.0.7", port: 7000)
+        var learning = RedisNodeTrust(configured: [seed], allowedHosts: nil, learnsFromSeeds: true)
+        XCTAssertTrue(learning.allows(Endpoint(host: "REDIS-SEED.internal.", port: 9)), "names compare without case or trailing dot")
+        XCTAssertFalse(learning.allows(announced))
+        learning.learn([announced])
+        XCTAssertTrue(learning.allows(announced))
+        XCTAssertFalse(learning.allows(Endpoint(host: "10.0.0.7", port: 7001)), "announced nodes are trusted by host and port")
+
+        var listed = RedisNodeTrust(configured: [seed], allowedHosts: [HostPattern(parsing: "10.0.0.0/24")!], learnsFromSeeds: true)
+        listed.learn([Endpoint(host: "192.168.1.1", port: 7000)])
+        XCTAssertFalse(listed.allows(Endpoint(host: "192.168.1.1", port: 7000)), "a list replaces what seeds announce")
+        XCTAssertTrue(listed.allows(Endpoint(host: "10.0.0.200", port: 7000)))
+        XCTAssertFalse(listed.allows(Endpoint(host: "10.0.1.1", port: 7000)))
+        XCTAssertTrue(listed.allows(seed), "the seeds stay trusted")
+
+        let sentinels = RedisSentinelOptions(master: "m", addresses: [Endpoint(host: "10.1.0.1", port: 26379)],
+                                             allowedHosts: [HostPattern(parsing: "fd00::/8")!]).trust
+        XCTAssertTrue(sentinels.allows(Endpoint(host: "10.1.0.1", port: 6379)), "a sentinel's host")
+        XCTAssertTrue(sentinels.allows(Endpoint(host: "fd12::1", port: 6379)))
+        XCTAssertFalse(sentinels.allows(Endpoint(host: "10.1.0.2", port: 6379)))
+        XCTAssertFalse(sentinels.allows(Endpoint(host: "::1", port: 6379)))
+    }
+
+    func testHostPatternsParseNamesAddressesAndNetworks() {
+        XCTAssertEqual(HostPattern(parsing: "10.0.0.0/8")?.description, "10.0.0.0/8")
+        XCTAssertEqual(HostPattern(parsing: "10.9.9.9/8")?.description, "10.0.0.0/8", "host bits are cleared")
+        XCTAssertEqual(HostPattern(parsing: "10.0.0.5")?.description, "10.0.0.5")
+        XCTAssertEqual(HostPattern(parsing: "FD00::1/16")?.description, "fd00::/16")
+        XCTAssertEqual(HostPattern(parsing: "Redis-1.Internal")?.description, "redis-1.internal")
+        XCTAssertTrue(HostPattern(parsing: "0.0.0.0/0")!.matches("203.0.113.9"))
+        XCTAssertFalse(HostPattern(parsing: "0.0.0.0/0")!.matches("::1"), "an IPv4 network matches no IPv6 address")
+        XCTAssertTrue(HostPattern(parsing: "192.168.0.0/23")!.matches("192.168.1.255"))
+        XCTAssertFalse(HostPattern(parsing: "192.168.0.0/23")!.matches("192.168.2.0"))
+        XCTAssertFalse(HostPattern(parsing: "10.0.0.5")!.matches("10.0.0.5.evil.example"))
+        for bad in ["", "10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/-1", "a b", "evil/8", "host:6379", "10.0.0.0/8x"] {
+            XCTAssertNil(HostPattern(parsing: bad), bad)
+        }
     }
 
     func testTryAgainAndClusterDownBackOffThenGiveUp() {
@@ -174,11 +239,11 @@ final class ClusterProtocolTests: XCTestCase {
         course.maxRetries = 3
         var delays: [Int64] = []
         for _ in 0..<3 {
-            guard case .retryLater(let ms) = course.onAnswer(error: .server("CLUSTERDOWN The cluster is down"), currentHost: "a", random: 1)
+            guard case .retryLater(let ms) = course.onAnswer(error: .server("CLUSTERDOWN The cluster is down"), answeredBy: Self.at("a"), trust: Self.anyNode, random: 1)
             else { return XCTFail("expected a retry") }
             delays.append(ms)
         }
         XCTAssertEqual(delays, [20, 40, 80], "doubling from 20 ms (the top of each jitter range)")
-        XCTAssertEqual(course.onAnswer(error: .server("TRYAGAIN"), currentHost: "a", random: 0), .complete)
+        XCTAssertEqual(course.onAnswer(error: .server("TRYAGAIN"), answeredBy: Self.at("a"), trust: Self.anyNode, random: 0), .complete)
     }
 }

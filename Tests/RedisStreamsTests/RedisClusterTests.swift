@@ -210,3 +210,47 @@ final class RedisClusterTests: XCTestCase {
         XCTAssertEqual(reported, 1, "the lost read is reported once")
     }
 }
+
+/// `RedisCluster` on a cluster that runs TLS everywhere (docs/operations.md, "Which nodes get
+/// the credentials"): clients on the TLS ports only, the cluster bus and replication over TLS
+/// (`tls-cluster yes`, `tls-replication yes`), as redis-server 7 of Debian 12 runs it. The
+/// slot map names each node's TLS port, certificates are verified against the test CA, and a
+/// stale map is corrected by `-MOVED` answers over TLS too.
+final class RedisClusterOverTLSTests: XCTestCase {
+    func testCommandsReachEveryPrimaryOverTLSAndMovedIsFollowed() throws {
+        let cluster = try LocalRedisCluster.start(primaries: 3, transport: .tls)
+        defer { cluster.stop() }
+        let loop = EventLoop()
+        defer { loop.close() }
+        let node = cluster.nodes[0]
+        let client = RedisCluster(loop: loop, config: .init(seeds: [cluster.seeds[0]],
+                                                            connection: .init(url: try RedisURL(parsing: "rediss://cluster/0"),
+                                                                              tls: node.tls, clientName: "pushgw-test")))
+        client.start()
+        defer { client.close() }
+        func call(_ args: [String], key: String) -> Result<RedisReply, RedisError> {
+            var result: Result<RedisReply, RedisError>?
+            client.send(args, key: key) { result = $0 }
+            drive(loop, waitingFor: "the reply to \(args[0])", until: { result != nil })
+            return result ?? .failure(.disconnected)
+        }
+        let apps = (0..<12).map { "app-\($0)" }
+        for app in apps {
+            XCTAssertEqual(try call(["SET", "pushgw:{\(app)}:probe", app], key: "pushgw:{\(app)}:probe").get(), .status("OK"))
+        }
+        XCTAssertEqual(Set(client.map.primaries.map(\.port)), Set(try cluster.primaries().map(\.port)),
+                       "the map names the TLS ports (the nodes have no plain port)")
+        XCTAssertEqual(Set(apps.map { try? cluster.owner(of: HashSlot(key: $0)).port }).count, 3, "every primary served")
+        let wrong = try XCTUnwrap(client.map.primaries.first)
+        var spoiled = 0
+        for app in apps where client.map.owner(of: HashSlot(key: app)) != wrong {
+            client.testOnlyAssign(HashSlot(key: app), to: wrong)
+            XCTAssertEqual(try call(["GET", "pushgw:{\(app)}:probe"], key: "pushgw:{\(app)}:probe").get().string, app)
+            spoiled += 1
+        }
+        XCTAssertEqual(client.stats.moved, spoiled)
+        XCTAssertEqual(client.stats.refused, [:], "every node of the cluster is on a seed's host")
+        let clients = try node.cli(["CLIENT", "LIST"])
+        XCTAssertTrue(clients.contains("name=pushgw-test"), "pushgw's connection is on the node")
+    }
+}

@@ -24,14 +24,21 @@ public final class LocalRedisCluster: @unchecked Sendable {
     /// declared failed (its replica is then promoted). One primary alone owns every slot: a
     /// cluster node that refuses a command or script whose keys are in two slots (`CROSSSLOT`)
     /// and never redirects, so a single-connection test runs on it as on a plain Redis.
+    /// `.tls`: every node serves TLS only on its port (`RedisServer.Transport.tls`), and the
+    /// cluster bus and replication run over TLS too (`tls-cluster yes`, `tls-replication yes`;
+    /// the bus always asks a connecting node for its certificate: nodes present the client one).
     public static func start(primaries: Int = 3, replicasPerPrimary: Int = 0, nodeTimeoutMs: Int = 1_000,
-                             deadlineMs: Int64 = 60_000) throws -> LocalRedisCluster {
+                             transport: RedisServer.Transport = .tcp, deadlineMs: Int64 = 60_000) throws -> LocalRedisCluster {
+        precondition(transport == .tcp || transport == .tls, "a test cluster runs over TCP or TLS")
         precondition(primaries == 1 && replicasPerPrimary == 0 || primaries >= 3,
                      "one primary alone, or three and more (redis-cli --cluster create needs three)")
         var nodes: [RedisServer] = []
         do {
             for _ in 0..<(primaries * (1 + replicasPerPrimary)) {
-                nodes.append(try RedisServer.start(.tcp, extraArguments: [
+                let pki = transport == .tls ? try TestPKI.shared() : nil
+                let tls = pki.map { ["--tls-cluster", "yes", "--tls-replication", "yes",
+                                     "--tls-client-cert-file", $0.redisClientCert, "--tls-client-key-file", $0.redisClientKey] } ?? []
+                nodes.append(try RedisServer.start(transport, extraArguments: tls + [
                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", String(nodeTimeoutMs),
                     // The bus port of its own (the default, port + 10000, may not exist for a high free port).
@@ -45,7 +52,8 @@ public final class LocalRedisCluster: @unchecked Sendable {
                 try cluster.waitUntilHealthy(deadlineMs: deadlineMs)
                 return cluster
             }
-            let (status, out, err) = try runCommand("redis-cli", ["--cluster", "create"] + cluster.seeds.map(\.description)
+            let tlsClient = nodes[0].pki.map { ["--tls", "--cacert", $0.caCert] } ?? []
+            let (status, out, err) = try runCommand("redis-cli", tlsClient + ["--cluster", "create"] + cluster.seeds.map(\.description)
                                                     + ["--cluster-replicas", String(replicasPerPrimary), "--cluster-yes"])
             guard status == 0 else { throw TestSupportError("redis-cli --cluster create failed: \(out) \(err)") }
             try cluster.waitUntilHealthy(deadlineMs: deadlineMs)
