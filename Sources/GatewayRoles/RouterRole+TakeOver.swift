@@ -98,7 +98,9 @@ extension RouterRole {
     /// app) runs only when it shows a lapsed consumer, or every `fullClaimSweepEveryMs` — so an
     /// idle process with many apps does not send a command per app every second. A sweep that
     /// found less than a page in every app forgets the lapsed consumers it was for (nothing of
-    /// theirs is left); whatever the page limits hid is found by the next full sweep.
+    /// theirs is left); one that filled a page sweeps again at the next round, whoever held the
+    /// entries: a consumer never registered (a producer reading as the group, a registry lost
+    /// with Redis) is taken over a page per round, as a lapsed one is, not a page per full sweep.
     func claim() {
         guard !stopping else { return }
         if ownSweepsDue > 0 { claimOwnEntries() }
@@ -109,7 +111,7 @@ extension RouterRole {
             }
             let now = Clock.monotonicMs()
             let lapsed = registry.lapsed.subtracting([self.settings.consumer])
-            guard !lapsed.isEmpty || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
+            guard !lapsed.isEmpty || self.sweepFoundMore || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
             self.lastFullSweepMs = now
@@ -117,6 +119,7 @@ extension RouterRole {
             liveSet.insert(self.settings.consumer)
             var remaining = self.apps.count
             var cleared = true
+            var foundMore = false
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
                                           count: 1000, liveConsumers: liveSet,
@@ -124,13 +127,17 @@ extension RouterRole {
                     if case let .success(found) = claimed {
                         self.routeTakenOver(found, app: app,
                                             "took over abandoned entries (of dead consumers, or left pending here after an error)")
-                        if found.entries.count + found.lostIDs.count >= 1000 { cleared = false }
+                        if found.entries.count + found.lostIDs.count >= 1000 {
+                            cleared = false
+                            foundMore = true
+                        }
                     } else {
                         self.stats.redisErrors += 1
                         cleared = false
                     }
                     remaining -= 1
                     guard remaining == 0 else { return }
+                    self.sweepFoundMore = foundMore
                     if cleared { self.store.forgetLapsed(lapsed.sorted()) { _ in } }
                     if !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
                 }

@@ -26,7 +26,8 @@ package struct RouterRoleSettings: Sendable {
     package var claimMinIdleMs: Int64 = 1_000
     /// The apps' pending entries are swept (one script per app) when the registry shows a
     /// lapsed consumer, and at least this often anyway, for entries of consumers no longer
-    /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry).
+    /// registered (retired with a drain cut short, forgotten, or a Redis that lost the registry),
+    /// and again at every claim round while the last sweep found a full page.
     package var fullClaimSweepEveryMs: Int64 = 30_000
     /// Entries of this process idle this long that it is not routing — left pending when a
     /// Redis step failed (lookup, record) — are claimed back and routed again by the full
@@ -206,6 +207,10 @@ package final class RouterRole {
     var sweepingOwn = false
     /// Monotonic ms of the last full take-over sweep (`claim`).
     var lastFullSweepMs: Int64 = 0
+    /// The last sweep filled a page in some app: more abandoned entries wait (of consumers that
+    /// are not in the registry, such as a producer reading as the group), so the next claim
+    /// round sweeps again instead of waiting `fullClaimSweepEveryMs`.
+    var sweepFoundMore = false
 
     var readRetryTimer: LoopTimer!
     var heartbeatTimer: LoopTimer!

@@ -533,6 +533,30 @@ class TakeOverTests: XCTestCase {
     }
 }
 
+/// Entries pending on a consumer that never registered — a producer whose ACL let it read the
+/// calls stream as the group, or a registry lost with Redis — are taken over a page per claim
+/// round while pages come full, as a lapsed consumer's are, not one page per full sweep.
+final class UnknownConsumerTakeOverTests: XCTestCase {
+    func testEntriesOfAnUnregisteredConsumerAreTakenOverAtTheNormalRate() throws {
+        let h = try RouterHarness(settings: {
+            $0.claimEveryMs = 100; $0.claimMinIdleMs = 0; $0.fullClaimSweepEveryMs = 120_000
+        }, startRouter: false)
+        defer { h.close() }
+        let stream = h.keys("acme").calls
+        _ = try h.redis.cli(["XGROUP", "CREATE", stream, "pushgw", "0", "MKSTREAM"])
+        let count = 2_500   // two full pages of 1,000 and a half one
+        for i in 0..<count { h.call("held-\(i)", voip: String(format: "b0%06x", i)) }
+        let read = try h.redis.cli(["XREADGROUP", "GROUP", "pushgw", "acme-backend", "COUNT", String(count), "STREAMS", stream, ">"])
+        XCTAssertTrue(read.contains("held-\(count - 1)"), "a consumer that never registered holds every entry")
+        h.runner.start()
+        // The first full sweep runs at start; the next is two minutes away: only sweeping again
+        // while pages come full finishes within the limit.
+        XCTAssertTrue(h.waitForRecords(count, timeoutMs: 30_000), "every held entry taken over and routed")
+        XCTAssertEqual(h.runner.stats.claimed, count)
+        XCTAssertEqual(h.entries(stream).count, 0)
+    }
+}
+
 /// `RouterIntegrationTests` over TLS (`rediss://`).
 final class RouterIntegrationOverTLSTests: RouterIntegrationTests {
     override class var redisDeployment: RedisDeployment { .tls }
