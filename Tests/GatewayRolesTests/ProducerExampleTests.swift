@@ -8,7 +8,9 @@ import XCTest
 /// The producers of `examples/producers/` — real clients in six languages, each with the Redis
 /// client Debian packages — against a live router. Each sends a call whose VoIP token APNs
 /// declares gone, that call's cancel and an invalid event; reads each result by id and
-/// through its own consumer group, and the feedback; and prints what it read.
+/// through its own consumer group, and the feedback; and prints what it read. Each runs as
+/// the producers' ACL user docs/operations.md gives (`DocumentedACL.producer`), and nothing it
+/// sends may be refused (`ACL LOG`).
 final class ProducerExampleTests: XCTestCase {
     private static let root = packageRoot + "/examples/producers/"
 
@@ -44,7 +46,9 @@ final class ProducerExampleTests: XCTestCase {
         let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
         let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] })
         defer { h.close() }
-        let env = environment.merging(["REDIS_URL": h.redis.url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
+        _ = try h.redis.cli(["ACL", "SETUSER", "acme-backend", "reset", "on", ">producer-PW"] + DocumentedACL.producer())
+        let url = "redis://acme-backend:producer-PW@127.0.0.1:\(h.redis.port)/0"
+        let env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
                                        "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"]) { $1 }
         let producer = try ChildProcess(command[0], Array(command.dropFirst()), environment: env)
         let finished = h.runUntil("the \(language) producer to end", timeoutMs: 120_000, file: file, line: line) {
@@ -70,5 +74,7 @@ final class ProducerExampleTests: XCTestCase {
         XCTAssertEqual(h.requests(voipToken).count, 1, "one VoIP push", file: file, line: line)
         XCTAssertEqual(h.requests(alertToken).count, 1, "one alert push", file: file, line: line)
         XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1, "the invalid event is a dead letter", file: file, line: line)
+        XCTAssertEqual(try h.redis.cli(["ACL", "LOG"]).trimmingCharacters(in: .whitespacesAndNewlines), "", "nothing the \(language) producer sent was refused to it",
+                       file: file, line: line)
     }
 }

@@ -22,18 +22,10 @@ package enum RedisDeployment: String, CaseIterable, Sendable {
 /// The Redis of one test in a deployment: the server (and its sentinel), pushgw's `redis`
 /// section for it, and a full-rights connection for the test's producers and checks.
 package final class GatewayRedis {
-    /// The least ACL permissions pushgw needs, as measured (docs/operations.md): the commands
-    /// it sends and those its Lua scripts run, on keys under its prefix, no channels.
-    package static let leastPrivilege = [
-        "resetkeys", "~pushgw:*", "resetchannels", "-@all",
-        "+xreadgroup", "+xgroup|create", "+xadd", "+xack", "+xdel", "+xlen", "+xpending", "+xrange", "+xrevrange",
-        "+xtrim", "+xclaim",
-        "+evalsha", "+eval", "+script|load",
-        "+set", "+get", "+mget", "+del", "+exists", "+expire",
-        "+hset", "+hget", "+hdel", "+hmget", "+hgetall",
-        "+zadd", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
-        "+time", "+ping", "+client|setname", "+select",
-    ]
+    /// The least ACL permissions pushgw needs, as measured, read from docs/operations.md
+    /// (`DocumentedACL`): the commands it sends and those its Lua scripts run, on keys under its
+    /// prefix, no channels.
+    package static var leastPrivilege: [String] { get throws { try DocumentedACL.gateway() } }
     package static let aclUser = "pushgw"
     package static let aclPassword = "least-privilege-SECRET"
 
@@ -63,7 +55,7 @@ package final class GatewayRedis {
             config = RedisConfig(url: server.url, tls: server.tls)
         case .leastPrivilege:
             sentinel = nil
-            _ = try server.cli(["ACL", "SETUSER", Self.aclUser, "reset", "on", ">" + Self.aclPassword] + Self.leastPrivilege)
+            _ = try server.cli(["ACL", "SETUSER", Self.aclUser, "reset", "on", ">" + Self.aclPassword] + (try Self.leastPrivilege))
             config = RedisConfig(url: "redis://\(Self.aclUser):\(Self.aclPassword)@127.0.0.1:\(server.port)/0")
         case .sentinel:
             let watcher = try RedisSentinelServer.start(watching: server)

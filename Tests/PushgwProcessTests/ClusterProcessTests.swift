@@ -14,7 +14,8 @@ final class ClusterProcessTests: XCTestCase {
     nonisolated(unsafe) private static var startFailure: String?
     /// The gateways run as the least-privileged user of one Redis, plus what the cluster client
     /// reads the slot map with (docs/operations.md, "Redis Cluster"), set on every node.
-    static let clusterLeastPrivilege = GatewayRedis.leastPrivilege + ["+cluster|shards", "+cluster|slots", "+asking"]
+    /// What docs/operations.md gives a gateway on a cluster (`DocumentedACL`).
+    static var clusterLeastPrivilege: [String] { get throws { try DocumentedACL.gatewayOnCluster() } }
 
     override class func setUp() {
         super.setUp()
