@@ -13,7 +13,7 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
         .target(name: "APNs", dependencies: ["EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
-        .target(name: "RedisStreams", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
+        .target(name: "RedisStreams", dependencies: ["EventLoop", "CHiredis", "CLibEvent", "COpenSSL"]),
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),

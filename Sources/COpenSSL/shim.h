@@ -11,3 +11,6 @@
 #include <openssl/pkcs12.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <openssl/hmac.h>
+#include <openssl/crypto.h>
+#include <openssl/params.h>

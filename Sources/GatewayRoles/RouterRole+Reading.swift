@@ -147,6 +147,9 @@ extension RouterRole {
 
     /// A due retry came back from the schedule (an entry with field `retry`): the call continues
     /// from its snapshot once the lookup says whether it was finished or cancelled meanwhile.
+    /// Only a retry pushgw signed is trusted (`RetrySigner`): any producer can `XADD` a `retry`
+    /// field, so one without a valid `retry_mac` for this app, event and state — well-formed or
+    /// not — is dead-lettered, never used.
     func admitRetry(_ entry: StreamEntry, state: [UInt8], app: AppRuntime) -> Admitted? {
         let raw = entry.values["event"] ?? []
         let snapshot: WaitingCall
@@ -158,8 +161,11 @@ extension RouterRole {
             } catch {
                 throw InvalidWaitingCall(problem: "its event: \(error)")
             }
+            guard signer.verifies(entry.values[RetrySigner.field], app: app.id, event: raw, state: state) else {
+                throw InvalidWaitingCall(problem: "not signed by pushgw (no valid \(RetrySigner.field)): a field only pushgw writes")
+            }
         } catch {
-            // Only a bug or a hand-edited schedule gets here: a human must look.
+            // A bug, a hand-edited schedule or a forged entry gets here: a human must look.
             stats.invalidEvents += 1
             log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
                       limited: true)

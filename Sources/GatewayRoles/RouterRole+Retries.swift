@@ -13,7 +13,8 @@ extension RouterRole {
             preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
         }
         snapshot.entryID = call.producerEntryID
-        let retry = ScheduledRetry(snapshot, retryID: call.entryID, callID: call.callID, event: call.rawEvent)
+        let retry = ScheduledRetry(snapshot, retryID: call.entryID, callID: call.callID, app: call.app.id, event: call.rawEvent,
+                                   signer: signer)
         store.retries.schedule(call.app.keys, consumer: settings.consumer, retry: retry) { [unowned self] result in
             switch result {
             case .success(.scheduled):

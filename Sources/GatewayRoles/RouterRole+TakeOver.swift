@@ -13,13 +13,15 @@ extension RouterRole {
     /// in use: `onConsumerNameTaken`, and nothing is read). A Redis error retries after a beat.
     func register(firstSeen: Int64?) {
         guard !stopping else { return }
-        store.register(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+        store.register(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs,
+                       signingKey: signer.keyHex) { [unowned self] result in
             let again = { (seen: Int64?) in
                 self.registerAgain = { $0.register(firstSeen: seen) }
                 self.registerTimer.schedule(afterMs: self.settings.heartbeatEveryMs)
             }
             switch result {
-            case .success(.registered):
+            case let .success(.registered(_, signingKey)):
+                self.adoptSigningKey(signingKey)
                 self.registered = true
                 // Entries a previous run under this name left pending are this process's now.
                 self.ownSweepsDue = max(self.ownSweepsDue, 1)
@@ -76,11 +78,12 @@ extension RouterRole {
     }
 
     func beat() {
-        store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs) { [unowned self] result in
+        store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs,
+                        signingKey: signer.keyHex) { [unowned self] result in
             switch result {
-            case .success(nil):
-                break
-            case let .success(other?):
+            case let .success(answer):
+                self.adoptSigningKey(answer.signingKey)
+                guard let other = answer.otherInstance else { break }
                 // Another process beats under this name (started before names were checked, or
                 // both waited out a lapsed lease at once): their take-overs will misfire.
                 self.log.error("another live gateway uses this consumer name; give each process its own --consumer",
@@ -90,6 +93,17 @@ extension RouterRole {
             }
         }
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
+    }
+
+    /// Signs with the deployment's key from now on (the one Redis holds after this process
+    /// proposed its own). A value that is not a key (written by hand) is logged and ignored.
+    private func adoptSigningKey(_ key: String?) {
+        guard let key, key != signer.keyHex else { return }
+        if !signer.adopt(key) {
+            log.error("the retry signing key in Redis is not 64 hex digits; signing with this process's own",
+                      ["key": store.gatewayKeys.retrySigningKey,
+                       "fix": "DEL the key: the gateways write a new one at their next heartbeat"], limited: true)
+        }
     }
 
     /// Takes over in-flight entries of consumers whose heartbeat lapsed.

@@ -179,6 +179,9 @@ package final class RouterRole {
     let log: Log
     /// Tells this process's lease apart from another process's under the same name.
     let instance = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    /// Signs the retries this process schedules and checks those it reads back (the key is the
+    /// deployment's once registered: `register`, `beat`).
+    let signer = RetrySigner()
 
     /// The live calls by app + entry id: every entry this process routes now.
     var live: [LiveKey: LiveCall] = [:]

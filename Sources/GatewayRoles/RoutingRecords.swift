@@ -106,9 +106,12 @@ extension ResultEntry {
 }
 
 extension ScheduledRetry {
-    /// A waiting router's snapshot as the retry schedule's member for calls entry `retryID`.
-    init(_ snapshot: WaitingCall, retryID: String, callID: String, event: [UInt8]) {
-        self.init(retryID: retryID, callID: callID, dueAtMs: snapshot.dueAtMs, event: event, state: snapshot.json())
+    /// A waiting router's snapshot as the retry schedule's member for calls entry `retryID` of
+    /// `app`, signed by `signer`.
+    init(_ snapshot: WaitingCall, retryID: String, callID: String, app: String, event: [UInt8], signer: RetrySigner) {
+        let state = snapshot.json()
+        self.init(retryID: retryID, callID: callID, dueAtMs: snapshot.dueAtMs, event: event, state: state,
+                  mac: signer.sign(app: app, event: event, state: Array(state.utf8)))
     }
 }
 

@@ -189,12 +189,27 @@ public struct EventLookup: Equatable, Sendable {
 
 /// What registering a consumer found (`CallStore.register`).
 public enum ConsumerRegistration: Equatable, Sendable {
-    /// The lease is this process's now; `live` are the consumers live at that moment.
-    case registered(live: Set<String>)
+    /// The lease is this process's now; `live` are the consumers live at that moment,
+    /// `signingKey` the deployment's retry signing key (`RetrySigner.adopt`).
+    case registered(live: Set<String>, signingKey: String?)
     /// Another process (`instance`) holds a live lease under the name until `leaseUntilMs`
     /// (Redis' clock): a second gateway with the same name, or this one's previous run whose
     /// lease has not lapsed yet. Nothing was written.
     case taken(instance: String?, leaseUntilMs: Int64)
+}
+
+/// What a heartbeat found (`CallStore.heartbeat`).
+public struct HeartbeatAnswer: Equatable, Sendable {
+    /// Another instance that held the name's live lease until this beat: two processes run
+    /// under one name.
+    public var otherInstance: String?
+    /// The deployment's retry signing key as Redis holds it after the beat.
+    public var signingKey: String?
+
+    public init(otherInstance: String?, signingKey: String?) {
+        self.otherInstance = otherInstance
+        self.signingKey = signingKey
+    }
 }
 
 /// An entry taken over from a dead consumer.

@@ -495,33 +495,39 @@ public final class CallStore {
 
     /// Declares `consumer` live for `ttlMs` from now (Redis server clock), held by `instance`
     /// (a random id per process): its score in the `GatewayKeys.consumers` sorted set becomes
-    /// now + ttl. Beat well within the TTL. Answers the other instance that held the name's
-    /// live lease until this beat, if any: two processes run under one name.
-    public func heartbeat(consumer: String, instance: String = "", ttlMs: Int64,
-                          completion: @escaping (Result<String?, RedisError>) -> Void) {
+    /// now + ttl. Beat well within the TTL. Proposes `signingKey` as the retry signing key
+    /// (`GatewayKeys.retrySigningKey`, kept when one is there). Answers the other instance that
+    /// held the name's live lease until this beat, if any (two processes run under one name),
+    /// and the signing key Redis holds.
+    public func heartbeat(consumer: String, instance: String = "", ttlMs: Int64, signingKey: String = "",
+                          completion: @escaping (Result<HeartbeatAnswer, RedisError>) -> Void) {
         precondition(ttlMs > 0, "a heartbeat needs a positive TTL")
-        heartbeatScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
-                            args: [consumer, String(ttlMs), String(config.consumerForgetMs), instance]) { result in
+        heartbeatScript.run(on: channel(gatewayKeys.consumers), keys: registryKeys,
+                            args: [consumer, String(ttlMs), String(config.consumerForgetMs), instance, signingKey]) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 2 else { return .failure(.unexpectedReply("heartbeat \(reply)")) }
-                return .success(parts[1].string)
+                guard let parts = reply.array, parts.count == 3 else { return .failure(.unexpectedReply("heartbeat \(reply)")) }
+                return .success(HeartbeatAnswer(otherInstance: parts[1].string, signingKey: parts[2].string))
             })
         }
     }
 
+    /// The registry's keys, with the signing key in their slot.
+    private var registryKeys: [String] { [gatewayKeys.consumers, gatewayKeys.consumerInstances, gatewayKeys.retrySigningKey] }
+
     /// Takes `consumer`'s lease for `instance` at start, unless another instance holds a live
-    /// one: then nothing is written and the holder and its lease's end are returned.
-    public func register(consumer: String, instance: String, ttlMs: Int64,
+    /// one: then nothing is written and the holder and its lease's end are returned. Proposes
+    /// `signingKey` as `heartbeat` does.
+    public func register(consumer: String, instance: String, ttlMs: Int64, signingKey: String = "",
                          completion: @escaping (Result<ConsumerRegistration, RedisError>) -> Void) {
         precondition(ttlMs > 0, "a lease needs a positive TTL")
-        registerScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
-                           args: [consumer, String(ttlMs), instance]) { result in
+        registerScript.run(on: channel(gatewayKeys.consumers), keys: registryKeys,
+                           args: [consumer, String(ttlMs), instance, signingKey]) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count >= 2, let flag = parts[0].integer else {
                     return .failure(.unexpectedReply("register \(reply)"))
                 }
                 if flag == 1, let live = parts[1].array {
-                    return .success(.registered(live: Set(live.compactMap(\.string))))
+                    return .success(.registered(live: Set(live.compactMap(\.string)), signingKey: parts.count > 2 ? parts[2].string : nil))
                 }
                 guard parts.count == 3, let until = parts[2].string.flatMap({ Double($0) }) else {
                     return .failure(.unexpectedReply("register \(reply)"))

@@ -196,11 +196,13 @@ enum CallStoreLua {
 
     /// Heartbeat: the consumer is live until Redis-server time + ttl, held by this instance.
     /// Also forgets consumers whose lease lapsed more than forget-ms ago, which keeps the
-    /// registry bounded.
-    /// KEYS: consumers, instances. ARGV: name, ttl ms, forget ms, instance id.
-    /// Returns {server time ms, the other instance that held the name's live lease, or false}:
-    /// a second process beating under the same name (each sees the other's id).
+    /// registry bounded, and proposes the retry signing key (kept if one is there).
+    /// KEYS: consumers, instances, retry signing key. ARGV: name, ttl ms, forget ms, instance
+    /// id, proposed signing key ('' = none).
+    /// Returns {server time ms, the other instance that held the name's live lease, or false,
+    /// the signing key}: a second process beating under the same name (each sees the other's id).
     static let heartbeat = """
+        if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5], 'NX') end
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local other = false
@@ -216,13 +218,14 @@ enum CallStoreLua {
           redis.call('ZREM', KEYS[1], unpack(old))
           redis.call('HDEL', KEYS[2], unpack(old))
         end
-        return {now, other}
+        return {now, other, redis.call('GET', KEYS[3])}
         """
 
     /// Registers a consumer at start: takes the name's lease for this instance unless another
-    /// instance holds a live one (then writes nothing).
-    /// KEYS: consumers, instances. ARGV: name, ttl ms, instance id.
-    /// Returns {1, live consumers} or {0, holding instance or false, its lease until ms}.
+    /// instance holds a live one (then writes nothing), and proposes the retry signing key.
+    /// KEYS: consumers, instances, retry signing key. ARGV: name, ttl ms, instance id, proposed key ('' = none).
+    /// Returns {1, live consumers, the signing key} or {0, holding instance or false, its lease
+    /// until ms}.
     static let register = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -233,7 +236,8 @@ enum CallStoreLua {
         end
         redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
         redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-        return {1, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')}
+        if ARGV[4] ~= '' then redis.call('SET', KEYS[3], ARGV[4], 'NX') end
+        return {1, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('GET', KEYS[3])}
         """
 
     /// Retires a consumer (clean shutdown) if this instance holds its lease, so its pending

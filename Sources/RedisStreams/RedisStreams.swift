@@ -124,6 +124,12 @@ public struct GatewayKeys: Hashable, Sendable {
     /// process start, so nothing of it needs to move (`DEL` it once).
     public var consumerInstances: String { "\(prefix):consumer-instances{\(consumers)}" }
 
+    /// String: the deployment's key for the MAC of the internal `retry` field (`RetrySigner`),
+    /// 64 hex digits, created once by the first router that registers (`SET NX`) and proposed
+    /// again at every heartbeat, which reads it back. In the registry's slot, as the scripts
+    /// that register and heart-beat touch it. No producer's ACL reaches it (docs/operations.md).
+    public var retrySigningKey: String { "\(prefix):retry-signing-key{\(consumers)}" }
+
     /// Sorted set: app id → the earliest due time (unix ms) in that app's `retrySchedule`; an
     /// app with nothing scheduled is absent. The retry mover looks at this one key instead of
     /// every app's schedule, which keeps an idle mover at one command per look. A hint kept

@@ -96,7 +96,7 @@ public final class RetrySchedule {
         let keys = [app.calls, app.retrySchedule, app.retryData, app.retryByCall, app.cancelled(retry.callID),
                     app.result(retry.callID)]
         let args: [RedisArgument] = [.text(config.group), .text(consumer), .text(retry.retryID), .text(String(retry.dueAtMs)),
-                                     .text(retry.callID), .bytes(retry.event), .text(retry.state)]
+                                     .text(retry.callID), .bytes(retry.event), .text(retry.state), .text(retry.mac)]
         scheduleScript.run(on: topology.channel(for: app.calls), keys: keys, arguments: args) { [self] result in
             if case .success(let reply) = result, reply.string == "scheduled" {
                 // Completes once the index shows it (an index command that fails is left to
@@ -266,18 +266,22 @@ public struct ScheduledRetry: Equatable, Sendable {
     public var event: [UInt8]
     /// The router's snapshot JSON, put back as field `retry`.
     public var state: String
+    /// The MAC of `state` with the event (`RetrySigner.sign`), put back as field `retry_mac`;
+    /// empty where it is not read back (`pending`).
+    public var mac: String
 
-    public init(retryID: String, callID: String, dueAtMs: Int64, event: [UInt8], state: String) {
+    public init(retryID: String, callID: String, dueAtMs: Int64, event: [UInt8], state: String, mac: String = "") {
         self.retryID = retryID
         self.callID = callID
         self.dueAtMs = dueAtMs
         self.event = event
         self.state = state
+        self.mac = mac
     }
 
     /// A retry whose event is given as text.
-    public init(retryID: String, callID: String, dueAtMs: Int64, event: String, state: String) {
-        self.init(retryID: retryID, callID: callID, dueAtMs: dueAtMs, event: Array(event.utf8), state: state)
+    public init(retryID: String, callID: String, dueAtMs: Int64, event: String, state: String, mac: String = "") {
+        self.init(retryID: retryID, callID: callID, dueAtMs: dueAtMs, event: Array(event.utf8), state: state, mac: mac)
     }
 }
 

@@ -22,7 +22,8 @@ enum RetryLua {
     /// stays) and acknowledges the calls entry it replaces, if that entry is still pending for
     /// this consumer and the call is not cancelled.
     /// KEYS: calls, retry, data, byCall, cancelled marker of the call, result key of the call.
-    /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event, state JSON.
+    /// ARGV: group, consumer, entry id (= the retry id), due ms, call id, raw event, state JSON,
+    ///       the state's MAC (`RetrySigner`).
     /// Returns 'scheduled', 'cancelled' (nothing written: the caller finishes the call as
     /// cancelled) or 'not_owned' (nothing written: the entry was taken over or finished by
     /// another consumer, which carries on with it).
@@ -31,7 +32,7 @@ enum RetryLua {
         if #p == 0 or p[1][2] ~= ARGV[2] then return 'not_owned' end
         if redis.call('EXISTS', KEYS[5]) == 1 then return 'cancelled' end
         local id = ARGV[3]
-        redis.call('HSET', KEYS[3], id .. ':state', ARGV[7], id .. ':event', ARGV[6], id .. ':call', ARGV[5])
+        redis.call('HSET', KEYS[3], id .. ':state', ARGV[7], id .. ':event', ARGV[6], id .. ':call', ARGV[5], id .. ':mac', ARGV[8])
         redis.call('ZADD', KEYS[2], ARGV[4], id)
         redis.call('HSET', KEYS[4], ARGV[5], id)
         local claim = redis.call('GET', KEYS[6])
@@ -41,7 +42,8 @@ enum RetryLua {
         """
 
     /// Moves up to `limit` retries due at `now` back to the calls stream, oldest due first:
-    /// per retry XADD calls * event <raw> retry <state>, then ZREM + HDEL.
+    /// per retry XADD calls * event <raw> retry <state> retry_mac <mac> (no `retry_mac` for a
+    /// retry scheduled before MACs were kept: the router dead-letters it), then ZREM + HDEL.
     /// KEYS: calls, retry, data, byCall. ARGV: now ms, limit.
     /// Returns {due times of the moved retries, earliest remaining due time or false,
     ///          ids dropped for missing data}.
@@ -50,15 +52,17 @@ enum RetryLua {
         local moved, dropped = {}, {}
         for i = 1, #due, 2 do
           local id = due[i]
-          local v = redis.call('HMGET', KEYS[3], id .. ':state', id .. ':event', id .. ':call')
+          local v = redis.call('HMGET', KEYS[3], id .. ':state', id .. ':event', id .. ':call', id .. ':mac')
           if v[1] and v[2] then
-            redis.call('XADD', KEYS[1], '*', 'event', v[2], 'retry', v[1])
+            local fields = {'event', v[2], 'retry', v[1]}
+            if v[4] then fields[5], fields[6] = 'retry_mac', v[4] end
+            redis.call('XADD', KEYS[1], '*', unpack(fields))
             moved[#moved + 1] = due[i + 1]
           else
             dropped[#dropped + 1] = id
           end
           redis.call('ZREM', KEYS[2], id)
-          redis.call('HDEL', KEYS[3], id .. ':state', id .. ':event', id .. ':call')
+          redis.call('HDEL', KEYS[3], id .. ':state', id .. ':event', id .. ':call', id .. ':mac')
           if v[3] and redis.call('HGET', KEYS[4], v[3]) == id then redis.call('HDEL', KEYS[4], v[3]) end
         end
         local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
@@ -101,7 +105,7 @@ enum RetryLua {
           local id, json = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
           if redis.call('ZREM', KEYS[5], id) == 1 then
             removed[#removed + 1] = id
-            redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call')
+            redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call', id .. ':mac')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
             if recordOnce(KEYS[8], json, ARGV[5]) then
               appendResult(KEYS[2], ARGV[6], json)

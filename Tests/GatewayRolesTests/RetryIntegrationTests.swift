@@ -145,6 +145,57 @@ final class RetryIntegrationTests: XCTestCase {
         XCTAssertEqual(h.command("ZCARD", h.keys("acme").retrySchedule)?.integer, 0)
     }
 
+    /// A `retry` field is trusted only with pushgw's MAC (`RetrySigner`): a well-formed snapshot
+    /// a producer wrote — a fake entry id and attempt history — is dead-lettered, not resumed,
+    /// and so is one with a wrong MAC or another app's; the same snapshot signed with the
+    /// deployment's key (read from Redis, as a router has it) is resumed with its history.
+    func testAWellFormedRetryPushgwDidNotSignIsDeadLetteredNotUsed() throws {
+        h = try RouterHarness()
+        let keyName = GatewayKeys().retrySigningKey
+        h.runUntil("the router to create the signing key") { (try? h.redis.cli(["GET", keyName]))?.count == 65 }
+        let deploymentKey = try h.redis.cli(["GET", keyName]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let signer = RetrySigner()
+        XCTAssertTrue(signer.adopt(deploymentKey))
+        let t = Clock.unixMs()
+        func forged(_ id: String, token: String) -> (event: String, state: String) {
+            let event = #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"\#(token)"}"#
+            let state = WaitingCall(callID: id, stage: .voip(attemptsMade: 1), dueAtMs: t, deadlineMs: t + 30_000, entryTimeMs: t - 1_000,
+                                    entryID: "1-1", alertUsable: false,
+                                    attempts: [AttemptRecord(sentAtMs: t - 900, channel: .voip, status: 503, reason: "ServiceUnavailable",
+                                                             error: nil, apnsID: nil)],
+                                    lastAnswerAtMs: t - 800, firstFailureAtMs: t - 800).json()
+            return (event, state)
+        }
+        let calls = h.keys("acme").calls
+        var entries: [String: String] = [:]
+        let unsigned = forged("unsigned", token: "f0f0")
+        entries["unsigned"] = h.command("XADD", calls, "*", "event", unsigned.event, "retry", unsigned.state)?.string
+        let wrong = forged("wrong-mac", token: "f0f1")
+        entries["wrong-mac"] = h.command("XADD", calls, "*", "event", wrong.event, "retry", wrong.state,
+                                         "retry_mac", String(repeating: "0", count: 64))?.string
+        let elsewhere = forged("other-app", token: "f0f2")
+        entries["other-app"] = h.command("XADD", calls, "*", "event", elsewhere.event, "retry", elsewhere.state, "retry_mac",
+                                         signer.sign(app: "other", event: Array(elsewhere.event.utf8), state: Array(elsewhere.state.utf8)))?.string
+        let genuine = forged("genuine", token: "f0f3")
+        h.command("XADD", calls, "*", "event", genuine.event, "retry", genuine.state, "retry_mac",
+                  signer.sign(app: "acme", event: Array(genuine.event.utf8), state: Array(genuine.state.utf8)))
+        XCTAssertTrue(h.waitForRecords(4))
+        for id in ["unsigned", "wrong-mac", "other-app"] {
+            let record = try XCTUnwrap(h.record(id))
+            XCTAssertEqual(record.outcome, .deadLettered, id)
+            XCTAssertTrue(record.reason?.hasPrefix("invalid_event: retry: not signed by pushgw") == true, "\(id): \(record.reason ?? "")")
+            XCTAssertTrue(record.attempts.isEmpty, "\(id): none of the forged history is kept")
+            let result = h.results().first { $0["id"] as? String == id }
+            XCTAssertEqual(result?["entry"] as? String, entries[id], "\(id): the result names the real calls entry, not the forged one")
+        }
+        XCTAssertTrue(h.requests("f0f0").isEmpty && h.requests("f0f1").isEmpty && h.requests("f0f2").isEmpty, "nothing pushed for them")
+        XCTAssertEqual(h.entries(h.keys("acme").dead).count, 3, "each is a dead letter")
+        let resumed = try XCTUnwrap(h.record("genuine"))
+        XCTAssertEqual(resumed.outcome, .deliveredVoip, "pushgw's own signature is trusted")
+        XCTAssertEqual(resumed.attempts.map(\.status), [503, 200], "resumed with the signed history")
+        XCTAssertEqual(h.requests("f0f3").count, 1)
+    }
+
     func testAnUnreadableRetryIsDeadLetteredNotDropped() throws {
         h = try RouterHarness()
         h.command("XADD", h.keys("acme").calls, "*", "event", #"{"v":1,"id":"bad-retry","type":"incoming_call","voip_token":"a0a0"}"#,

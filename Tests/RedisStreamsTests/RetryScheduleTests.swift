@@ -57,7 +57,8 @@ class RetryScheduleTests: XCTestCase {
     }
 
     private func retry(_ entry: String, _ id: String, dueAtMs: Int64) -> ScheduledRetry {
-        ScheduledRetry(retryID: entry, callID: id, dueAtMs: dueAtMs, event: event(id), state: #"{"id":"\#(id)","due":\#(dueAtMs)}"#)
+        ScheduledRetry(retryID: entry, callID: id, dueAtMs: dueAtMs, event: event(id), state: #"{"id":"\#(id)","due":\#(dueAtMs)}"#,
+                       mac: "mac-of-" + id)
     }
 
     @discardableResult
@@ -96,13 +97,16 @@ class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(redis("HGET", acme.retryData, entry + ":state")?.string, r.state)
         XCTAssertEqual(redis("HGET", acme.retryData, entry + ":event")?.bytes, r.event)
         XCTAssertEqual(redis("HGET", acme.retryData, entry + ":call")?.string, "call-1")
+        XCTAssertEqual(redis("HGET", acme.retryData, entry + ":mac")?.string, r.mac, "the MAC beside the state")
         XCTAssertEqual(redis("HGET", acme.retryByCall, "call-1")?.string, entry)
         XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "1764412345678"], "the due index")
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the entry is deleted with the scheduling")
         let pending = strings("XPENDING", acme.calls, "pushgw")
         XCTAssertEqual(redis("XPENDING", acme.calls, "pushgw")?.array?.first?.integer, 0, "and acknowledged: \(pending)")
         let found = complete(loop) { schedule.pending(acme, callID: "call-1", completion: $0) }.value()
-        XCTAssertEqual(found ?? nil, r, "the call's retry is found by its id")
+        var withoutMAC = r
+        withoutMAC.mac = ""
+        XCTAssertEqual(found ?? nil, withoutMAC, "the call's retry is found by its id (a cancel needs no MAC)")
     }
 
     func testOnlyTheConsumerHoldingTheEntryCanScheduleItAndOnlyOnce() {
@@ -149,9 +153,10 @@ class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(back.map { $0.fields["event"] }, [event("a1"), event("a2")], "due first, the raw event as field event")
         XCTAssertEqual(back.map { $0.fields["retry"] }, [retry(e1, "a1", dueAtMs: 1_000).state, retry(e2, "a2", dueAtMs: 1_005).state],
                        "with the snapshot as field retry")
+        XCTAssertEqual(back.map { $0.fields["retry_mac"] }, ["mac-of-a1", "mac-of-a2"], "and its MAC as field retry_mac")
         XCTAssertFalse(back.contains { [e1, e2].contains($0.id) }, "as new entries")
         XCTAssertEqual(strings("ZRANGE", acme.retrySchedule, "0", "-1"), [e3])
-        XCTAssertEqual(Set(strings("HKEYS", acme.retryData)), [e3 + ":state", e3 + ":event", e3 + ":call"])
+        XCTAssertEqual(Set(strings("HKEYS", acme.retryData)), [e3 + ":state", e3 + ":event", e3 + ":call", e3 + ":mac"])
         XCTAssertEqual(strings("HKEYS", acme.retryByCall), ["a3"])
         XCTAssertEqual(strings("ZRANGE", due, "0", "-1", "WITHSCORES"), ["acme", "9000"], "the index moves to the next due time")
         XCTAssertEqual(move(acme, now: 1_010)?.movedDueAtMs, [], "nothing is moved twice")
