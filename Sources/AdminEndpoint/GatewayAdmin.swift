@@ -40,6 +40,8 @@ package final class GatewayAdmin {
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
         /// the loop one rendering per interval, not one per request.
         package var metricsMaxAgeMs: Int64 = 1_000
+        /// How often the Redis nodes' memory policy is read (`RedisEvictionCheck`).
+        package var evictionCheckEveryMs: Int64 = 60_000
         package init() {}
     }
 
@@ -68,6 +70,8 @@ package final class GatewayAdmin {
     private let log: Log
     private let settings: Settings
     private let probe: RedisProbe
+    /// The Redis nodes' eviction policy and evictions (a `/readyz` problem of its own).
+    private let evictionCheck: RedisEvictionCheck
     private var server: AdminServer?
     private var routes: AdminRoutes?
     private var rebindTimer: LoopTimer?
@@ -93,6 +97,8 @@ package final class GatewayAdmin {
         self.settings = settings
         metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
+        evictionCheck = RedisEvictionCheck(loop: loop, store: store, log: log)
+        evictionCheck.everyMs = settings.evictionCheckEveryMs
     }
 
     /// The port the endpoint listens on; nil while it is not bound.
@@ -127,6 +133,7 @@ package final class GatewayAdmin {
             console.handle(request, answer: answer)
         }
         probe.start()
+        evictionCheck.start()
         guard let endpoint = Endpoint(parsing: config.listen) else {
             // `config check` refuses such a value; reaching here means a config built in code.
             log.error("admin endpoint not started: admin.listen is not host:port", ["listen": config.listen])
@@ -152,6 +159,7 @@ package final class GatewayAdmin {
         console?.close()
         console = nil
         probe.close()
+        evictionCheck.close()
     }
 
     private func bind() {
@@ -183,9 +191,11 @@ package final class GatewayAdmin {
                                           reason: client.unreachableReason)
             }
         }
-        return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
-                                  lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
-                                  draining: draining, unreachablePools: unreachable)
+        var readiness = Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
+                                           lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
+                                           draining: draining, unreachablePools: unreachable)
+        readiness.problems += evictionCheck.problems
+        return readiness
     }
 
     /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
@@ -222,6 +232,8 @@ package final class GatewayAdmin {
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
         s.redisRefusedNodes = refusedNodes()
+        s.redisEvictingNodes = evictionCheck.nodes.mapValues(\.evicts)
+        s.redisEvictedKeys = evictionCheck.evicted
         if let deadLetters {
             s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
             s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }

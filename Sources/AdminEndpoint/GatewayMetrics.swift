@@ -72,6 +72,8 @@ package final class GatewayMetrics: RouterObservations {
     let redisDisconnects: CounterFamily
     let redisWatchdogFirings: CounterFamily
     let redisRefusedNodes: CounterFamily
+    let redisEvictingPolicy: GaugeFamily
+    let redisEvictedKeys: CounterFamily
     let backlogEntries: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
@@ -198,6 +200,12 @@ package final class GatewayMetrics: RouterObservations {
         redisRefusedNodes = r.counter("pushgw_redis_refused_nodes_total",
                                       help: "Redis nodes not trusted with the credentials, so never dialled, by how they were named (moved, ask, slot_map, sentinel).",
                                       labels: ["kind"])
+        redisEvictingPolicy = r.gauge("pushgw_redis_evicting_policy",
+                                      help: "1 when the Redis node's maxmemory-policy deletes keys at its maxmemory (set noeviction), else 0, by node.",
+                                      labels: ["node"])
+        redisEvictedKeys = r.counter("pushgw_redis_evicted_keys_total",
+                                     help: "Keys the Redis node evicted (growth of its evicted_keys) while this process watched it, by node.",
+                                     labels: ["node"])
         droppedSeries = r.counter("pushgw_metrics_dropped_series_total",
                                   help: "Observations dropped because their metric had too many label sets.")
     }
@@ -314,6 +322,9 @@ package final class GatewayMetrics: RouterObservations {
             deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
         }
         for (kind, count) in snapshot.redisRefusedNodes { redisRefusedNodes.set([kind], total: Double(count)) }
+        redisEvictingPolicy.removeAll()
+        for (node, evicts) in snapshot.redisEvictingNodes { redisEvictingPolicy.set([node], evicts ? 1 : 0) }
+        for (node, count) in snapshot.redisEvictedKeys { redisEvictedKeys.set([node], total: Double(count)) }
         droppedSeries.set(total: Double(registry.droppedSeries))
     }
 
@@ -378,6 +389,10 @@ package struct GatewaySnapshot {
     /// `RedisNodeRefusal.Kind` → nodes refused as untrusted, over every cluster client and the
     /// sentinels of the process.
     package var redisRefusedNodes: [String: Int] = [:]
+    /// Node → whether its maxmemory-policy evicts (`RedisEvictionCheck`), for the nodes read lately.
+    package var redisEvictingNodes: [String: Bool] = [:]
+    /// Node → keys it evicted while this process watched it.
+    package var redisEvictedKeys: [String: Int64] = [:]
     /// App id → dead letters the next retention run will remove (deadletters role only).
     var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age and by count.

@@ -175,6 +175,13 @@ extension RedisConnection {
             return false
         }
 
+        /// Where a ready connection is connected (for a connection through sentinels, the
+        /// primary they named); nil otherwise.
+        var readyHost: RedisURL.Endpoint? {
+            if case .ready(let host, _) = state { return host }
+            return nil
+        }
+
         // MARK: Events
 
         /// The owner calls `start()`. Starting twice, or after `close()`, does nothing.

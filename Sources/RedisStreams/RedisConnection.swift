@@ -224,6 +224,15 @@ public final class RedisConnection: TLSStreamDelegate {
 
     /// Whether commands are sent at once (connected, handshake done).
     public var isReady: Bool { machine.isReady }
+    /// The address the connection is connected to while ready (through sentinels: the primary
+    /// they named), `host:port` or `unix:PATH`; nil while it is not.
+    public var connectedTo: String? {
+        switch machine.readyHost {
+        case .tcp(let host, let port)?: return Endpoint(host: host, port: port).description
+        case .unix(let path)?: return "unix:" + path
+        case nil: return nil
+        }
+    }
     /// Commands sent and not answered yet.
     public var inFlightCount: Int { pending.count }
     /// Commands waiting for a connection (a cluster client closes a node's connection only when

@@ -24,11 +24,12 @@ final class AdminHarness {
 
     /// - Parameters:
     ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
+    ///   - deployment: how the router reaches Redis, as for `RouterHarness`.
     ///   - simulator: the simulator's configuration, as for `RouterHarness`.
     ///   - settings: changes to the endpoint's settings (probes every 100 ms here).
-    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+    init(tokenFile: String? = nil, redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          settings change: (inout GatewayAdmin.Settings) -> Void = { _ in }) throws {
-        router = try RouterHarness(simulator: configure)
+        router = try RouterHarness(redis: deployment, simulator: configure)
         let listenPort = freeLoopbackPort()
         var settings = GatewayAdmin.Settings()
         settings.maxPingAgeMs = 1_000

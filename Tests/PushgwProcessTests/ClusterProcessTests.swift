@@ -173,6 +173,41 @@ final class ClusterProcessTests: XCTestCase {
         XCTAssertLessThan(perSecond, 50, "nothing polls per app: \(perCommand)")
     }
 
+    /// The eviction check reads every primary (docs/operations.md, "Redis sizing"): one primary
+    /// with an evicting policy is the one `/readyz` problem, named by its address, and the only
+    /// node whose `pushgw_redis_evicting_policy` is 1.
+    func testAnEvictingPrimaryIsNamedAlone() throws {
+        let cluster = try XCTUnwrap(Self.cluster)
+        let primaries = try cluster.primaries()
+        XCTAssertEqual(primaries.count, 3)
+        let evicting = primaries[1]
+        _ = try evicting.cli(["CONFIG", "SET", "maxmemory", "100mb", "maxmemory-policy", "volatile-lfu"])
+        defer { _ = try? evicting.cli(["CONFIG", "SET", "maxmemory", "0", "maxmemory-policy", "noeviction"]) }
+        let world = try ProcessWorld()
+        defer { world.stop() }
+        let port = freeLoopbackPort()
+        let apps = try appsOverEveryPrimary(cluster, named: "ev-app", perPrimary: 1)
+        let (gateway, _) = try world.gateway(on: cluster, apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, ProcessWorld.app()) }),
+                                             consumer: "gw-evicting", admin: #""listen": "127.0.0.1:\#(port)""#)
+        try waitForPort(port)
+        var ready = HTTPReply.closedWithoutAnswer
+        try waitUntil("/readyz to name the evicting primary") {
+            ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
+            return ready.body.contains("maxmemory-policy volatile-lfu")
+        }
+        let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(ready.body.utf8)) as? [String: Any], ready.body)
+        let details = (body["problems"] as? [[String: Any]] ?? []).compactMap { $0["detail"] as? String }
+        XCTAssertEqual(details.count, 1, ready.body)
+        XCTAssertTrue(details.first?.hasPrefix("127.0.0.1:\(evicting.port) has maxmemory-policy volatile-lfu") == true, ready.body)
+        try waitUntil("every primary's reading") {
+            let metrics = try LoopbackHTTP.blockingRequest("/metrics", port: port).body.split(separator: "\n")
+            return primaries.allSatisfy { node in
+                metrics.contains(#"pushgw_redis_evicting_policy{node="127.0.0.1:\#(node.port)"} \#(node === evicting ? 1 : 0)"#)
+            }
+        }
+        XCTAssertEqual(gateway.stop(), 0)
+    }
+
     /// A second gateway SIGKILLed while its pushes are out: the first takes its entries over
     /// once its lease lapsed, and every event gets exactly one result.
     func testAKilledGatewaysEntriesAreTakenOver() throws {
