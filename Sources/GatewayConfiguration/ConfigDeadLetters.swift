@@ -16,3 +16,9 @@ extension ConfigParser {
         return DeadLetterRetentionPolicy(maxEntries: entries, maxAgeSeconds: days * 86_400)
     }
 }
+
+extension GatewayConfig {
+    /// Each app's ring timeout, ms: what the dead-letter tools need to tell a replay's deadline
+    /// (`DeadLetterOperations.ringTimeoutsMs`).
+    package var ringTimeoutsMs: [String: Int64] { apps.mapValues { Int64($0.ringTimeoutSeconds) * 1000 } }
+}

@@ -19,6 +19,7 @@ public final class DeadLetterStore {
     /// Where its commands go: one connection, or a cluster.
     public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys
+    private let rangeScript = RedisScript(DeadLetterLua.range)
     private let replayScript = RedisScript(DeadLetterLua.replay)
     private let purgeScript = RedisScript(DeadLetterLua.purge)
     private let trimScript = RedisScript(DeadLetterLua.trim)
@@ -35,27 +36,51 @@ public final class DeadLetterStore {
 
     // MARK: Reading
 
-    /// XRANGE (oldest first) or XREVRANGE (newest first) of the app's dead stream between
-    /// `start` and `end` (`-`/`+` for the ends, `(id` exclusive; give them in XRANGE order
-    /// whatever the direction), at most `count` entries.
+    /// The most a `range` reads in one step: at most `count` entries (callers ask at most 500)
+    /// and, once this many bytes of field names and values were read, no further entry.
+    public static let rangeByteBudget = 1 << 20
+    /// An `event` longer than this is read as its first `DeadLetterEntry.keptPrefixBytes`
+    /// bytes, with `event_bytes` saying its length. It is the router's own limit
+    /// (`CallEvent.maxEventBytes`): such an event was refused for its size, replaying it
+    /// would be refused again, and reading it whole would let one dead letter cost megabytes.
+    public static let wholeEventLimit = 65_536
+
+    /// One bounded step of a range read.
+    public struct RangePage: Equatable, Sendable {
+        /// The entries, in the order asked; an `event` over `wholeEventLimit` cut to its prefix
+        /// and followed by `event_bytes` (its length).
+        public var entries: [StreamEntry]
+        /// True when the step stopped at its count or byte budget: more may follow after the
+        /// last entry. False at the end of the range.
+        public var more: Bool
+    }
+
+    /// The entries of the app's dead stream between `start` and `end` (`-`/`+` for the ends,
+    /// `(id` exclusive; give them in XRANGE order whatever the direction), oldest or newest
+    /// first: at most `count` (> 0) of them, and no more once `rangeByteBudget` bytes were
+    /// read. One script (`DeadLetterLua.range`), so Redis does a bounded amount of work per
+    /// call and the gateway holds a bounded reply, however large the entries.
     public func range(_ app: AppKeys, start: String = "-", end: String = "+", count: Int, newestFirst: Bool,
-                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+                      completion: @escaping (Result<RangePage, RedisError>) -> Void) {
         precondition(count > 0, "range needs a positive count")
-        let args = newestFirst ? ["XREVRANGE", app.dead, end, start, "COUNT", String(count)]
-                               : ["XRANGE", app.dead, start, end, "COUNT", String(count)]
-        topology.send(args, key: args[1]) { result in
+        let args = [start, end, String(count), String(DeadLetterStore.rangeByteBudget), String(DeadLetterStore.wholeEventLimit),
+                    String(DeadLetterEntry.keptPrefixBytes), newestFirst ? "1" : "0"]
+        rangeScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: args) { result in
             completion(result.flatMap { reply in
-                do { return .success(try StreamReplies.range(reply)) } catch {
+                guard let parts = reply.array, parts.count == 2, let more = parts[0].integer else {
+                    return .failure(.unexpectedReply("range script \(reply)"))
+                }
+                do { return .success(RangePage(entries: try StreamReplies.range(parts[1]), more: more == 1)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
                 }
             })
         }
     }
 
-    /// The dead letter `id` of the app, nil when there is none.
+    /// The dead letter `id` of the app, nil when there is none (its event cut as `range` cuts it).
     public func entry(_ app: AppKeys, id: String, completion: @escaping (Result<StreamEntry?, RedisError>) -> Void) {
         range(app, start: id, end: id, count: 1, newestFirst: false) { result in
-            completion(result.map { $0.first })
+            completion(result.map { $0.entries.first })
         }
     }
 
@@ -120,9 +145,13 @@ public final class DeadLetterStore {
         public var historyJSON: String
         /// How long the ledger is kept, seconds (> 0).
         public var ledgerTTLSeconds: Int
+        /// The original call's deadline, unix ms (>= 0): the new calls entry's `call_deadline`,
+        /// which the router takes as the deadline of an event without its own, and the
+        /// ledger's, for a replay of the replay.
+        public var callDeadlineMs: Int64
 
         public init(deadEntryID: String, event: [UInt8], eventId: String?, eventDigest: String, replays: Int,
-                    historyJSON: String, ledgerTTLSeconds: Int) {
+                    historyJSON: String, ledgerTTLSeconds: Int, callDeadlineMs: Int64) {
             self.deadEntryID = deadEntryID
             self.event = event
             self.eventId = eventId
@@ -130,17 +159,20 @@ public final class DeadLetterStore {
             self.replays = replays
             self.historyJSON = historyJSON
             self.ledgerTTLSeconds = ledgerTTLSeconds
+            self.callDeadlineMs = callDeadlineMs
         }
     }
 
     /// Replays one dead letter (see `DeadLetterLua.replay`). Returns the new calls entry id,
     /// or nil when the dead letter no longer exists (then nothing was written).
     public func replay(_ app: AppKeys, _ replay: Replay, completion: @escaping (Result<String?, RedisError>) -> Void) {
-        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0, "a replay counts from 1 and its ledger needs a TTL")
+        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0 && replay.callDeadlineMs >= 0,
+                     "a replay counts from 1, its ledger needs a TTL and its deadline is a unix time")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
         if let eventId = replay.eventId { keys.append(app.result(eventId)) }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
-                                     .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds))]
+                                     .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds)),
+                                     .text(String(replay.callDeadlineMs))]
         replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(nil) }

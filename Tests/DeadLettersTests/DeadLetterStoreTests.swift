@@ -54,7 +54,7 @@ final class DeadLetterStoreTests: XCTestCase {
     }
 
     private func ids(_ app: AppKeys) -> [String] {
-        (wait { store.range(app, count: 10_000, newestFirst: false, completion: $0) } ?? []).map(\.id)
+        (wait { store.range(app, count: 10_000, newestFirst: false, completion: $0) }?.entries ?? []).map(\.id)
     }
 
     // MARK: Retention
@@ -132,19 +132,22 @@ final class DeadLetterStoreTests: XCTestCase {
         let id = dead(acme, event: event)
         _ = send(["SET", acme.result("c-7"), "dead_lettered"])
         let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-7", eventDigest: EventDigest.of(event),
-                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600)
+                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600,
+                                            callDeadlineMs: 1_764_412_345_678)
         let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
         let calls = try XCTUnwrap(send(["XRANGE", acme.calls, "-", "+"])).array ?? []
         XCTAssertEqual(calls.count, 1)
         let entry = try XCTUnwrap(StreamReplies.entry(calls[0]))
         XCTAssertEqual(entry.id, callsID)
-        XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1"], "the event unchanged, marked as a replay")
+        XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1", "call_deadline": "1764412345678"],
+                       "the event unchanged, marked as a replay, with the original call's deadline")
         XCTAssertEqual(ids(acme), [], "the dead letter is gone with the replay")
         XCTAssertTrue(send(["GET", acme.result("c-7")])?.isNull ?? false, "the recorded outcome is forgotten")
         let ledger = wait { store.ledgers(acme, digests: [EventDigest.of(event), "nothing"], completion: $0) }
         XCTAssertEqual(ledger?.count, 1)
         XCTAssertEqual(ledger?[EventDigest.of(event)]?["calls_entry"], callsID)
         XCTAssertEqual(ledger?[EventDigest.of(event)]?["dead_entry"], id)
+        XCTAssertEqual(ledger?[EventDigest.of(event)]?["call_deadline"], "1764412345678", "kept for a replay of the replay")
         let ttl = send(["TTL", acme.replayLedger(EventDigest.of(event))])?.integer ?? -1
         XCTAssertTrue((590...600).contains(ttl), "the ledger expires: \(ttl)")
 
