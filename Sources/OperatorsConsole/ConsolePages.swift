@@ -123,8 +123,8 @@ enum ConsolePages {
         s += #"<span class="meta">\#(h(a.app.bundleID)) · \#(h(a.app.environment))</span></header>"#
         let deadText = a.dead.map { "\($0.length)" } ?? "–"
         let trim = a.dead.map { d in
-            d.total == 0 ? "nothing (keeps \(a.retention.maxEntries) for \(DeadFormat.age(Int64(a.retention.maxAgeSeconds) * 1000)))"
-                : "\(d.total) (\(d.byAge) by age, \(d.byCount) by count)"
+            d.total == 0 ? "nothing (keeps \(a.retention.summary))"
+                : "\(d.total) (\(d.byAge) by age, \(d.byCount) by count, \(d.bySize) by size)"
         } ?? "–"
         s += #"<dl class="stats">"#
         s += stat("Backlog", h(a.app.backlog.map { String($0) } ?? "–"))

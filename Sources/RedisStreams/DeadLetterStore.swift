@@ -204,48 +204,53 @@ public final class DeadLetterStore {
         public var byCount: Int64
         /// Redis-server time of the trim, unix ms.
         public var serverTimeMs: Int64
-        public var total: Int64 { byAge + byCount }
+        /// The oldest entries over the maximum size (after the other two).
+        public var bySize: Int64 = 0
+        public var total: Int64 { byAge + byCount + bySize }
     }
 
     /// Trims the app's dead stream to `maxEntries` entries none older than `maxAgeMs`
-    /// (Redis-server clock), exactly.
-    public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, completion: @escaping (Result<Trim, RedisError>) -> Void) {
-        precondition(maxEntries > 0 && maxAgeMs > 0, "retention needs a positive count and age")
-        trimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: [String(maxEntries), String(maxAgeMs)]) { result in
+    /// (Redis-server clock), exactly, then to about `maxBytes` of memory (`MEMORY USAGE`; at
+    /// most 8 MiB of entries go per run).
+    public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, maxBytes: Int, completion: @escaping (Result<Trim, RedisError>) -> Void) {
+        precondition(maxEntries > 0 && maxAgeMs > 0 && maxBytes > 0, "retention needs a positive count, age and size")
+        trimScript.run(on: topology.channel(for: app.dead), keys: [app.dead],
+                       args: [String(maxEntries), String(maxAgeMs), String(maxBytes)]) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 3, let age = parts[0].integer, let count = parts[1].integer,
-                      let now = parts[2].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
-                return .success(Trim(byAge: age, byCount: count, serverTimeMs: now))
+                guard let parts = reply.array, parts.count == 4, let age = parts[0].integer, let count = parts[1].integer,
+                      let now = parts[2].integer, let size = parts[3].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
+                return .success(Trim(byAge: age, byCount: count, serverTimeMs: now, bySize: size))
             })
         }
     }
 
     /// What a trim would remove: the dead stream's length and the entries a trim run
-    /// `horizonMs` from now would remove, by age and by count.
+    /// `horizonMs` from now would remove, by age, by count and by size.
     public struct PendingTrim: Equatable, Sendable {
         public var length: Int64
         public var byAge: Int64
         public var byCount: Int64
         /// Redis-server time of the count, unix ms.
         public var serverTimeMs: Int64
-        /// True when `byAge` stopped counting at the scan limit (the real number is larger).
+        /// True when a count stopped at the scan limit (the real number is larger).
         public var capped: Bool
-        public var total: Int64 { byAge + byCount }
+        public var bySize: Int64 = 0
+        public var total: Int64 { byAge + byCount + bySize }
     }
 
     /// Counts what `trim` would remove if it ran `horizonMs` from now (0: now), reading at
     /// most about `scanLimit` old entries. Changes nothing.
-    public func pendingTrim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, horizonMs: Int64, scanLimit: Int = 100_000,
+    public func pendingTrim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, maxBytes: Int, horizonMs: Int64, scanLimit: Int = 100_000,
                             completion: @escaping (Result<PendingTrim, RedisError>) -> Void) {
-        precondition(maxEntries > 0 && maxAgeMs > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
-        let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit)]
+        precondition(maxEntries > 0 && maxAgeMs > 0 && maxBytes > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
+        let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit), String(maxBytes)]
         pendingTrimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: args) { result in
             completion(result.flatMap { reply in
-                guard let p = reply.array, p.count == 5, let len = p[0].integer, let age = p[1].integer,
-                      let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer else {
+                guard let p = reply.array, p.count == 6, let len = p[0].integer, let age = p[1].integer,
+                      let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer, let size = p[5].integer else {
                     return .failure(.unexpectedReply("pending trim script \(reply)"))
                 }
-                return .success(PendingTrim(length: len, byAge: age, byCount: count, serverTimeMs: now, capped: capped != 0))
+                return .success(PendingTrim(length: len, byAge: age, byCount: count, serverTimeMs: now, capped: capped != 0, bySize: size))
             })
         }
     }

@@ -61,7 +61,7 @@ final class DeadLetterStoreTests: XCTestCase {
 
     func testTrimByCountKeepsTheNewestEntries() {
         let written = (0..<8).map { _ in dead(acme) }
-        let trim = wait { store.trim(acme, maxEntries: 5, maxAgeMs: 14 * day, completion: $0) }
+        let trim = wait { store.trim(acme, maxEntries: 5, maxAgeMs: 14 * day, maxBytes: 64 << 20, completion: $0) }
         XCTAssertEqual(trim?.byCount, 3)
         XCTAssertEqual(trim?.byAge, 0)
         XCTAssertEqual(ids(acme), Array(written.suffix(5)), "the oldest go first, exactly")
@@ -74,20 +74,44 @@ final class DeadLetterStoreTests: XCTestCase {
         let fresh = [dead(acme), dead(acme)]
         XCTAssertEqual(old.count + 1 + fresh.count, ids(acme).count)
 
-        let dueNow = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        let dueNow = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: 0, completion: $0) }
         XCTAssertEqual(dueNow?.length, 5)
         XCTAssertEqual(dueNow?.byAge, 2, "entries older than 14 days are about to go")
         XCTAssertEqual(dueNow?.byCount, 0)
         XCTAssertEqual(dueNow?.capped, false)
-        let dueInADay = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: day, completion: $0) }
+        let dueInADay = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: day, completion: $0) }
         XCTAssertEqual(dueInADay?.byAge, 3, "within the horizon, the one 13 days old is about to go too")
-        let overCount = wait { store.pendingTrim(acme, maxEntries: 2, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        let overCount = wait { store.pendingTrim(acme, maxEntries: 2, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: 0, completion: $0) }
         XCTAssertEqual(overCount?.byCount, 1, "after the age trim 3 are left, one more than the cap")
         XCTAssertEqual(overCount?.total, 3)
 
-        let trim = wait { store.trim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, completion: $0) }
+        let trim = wait { store.trim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, completion: $0) }
         XCTAssertEqual(trim?.byAge, 2, "what was predicted is what goes")
         XCTAssertEqual(ids(acme), [soon] + fresh)
+    }
+
+    /// Retention in bytes: 40 dead letters of 100 KB (4 MB) against a 1 MiB limit. What a trim
+    /// would remove is counted first (after the age and count trims), and the trim removes the
+    /// oldest until the stream's memory (`MEMORY USAGE`) is under the limit, the newest kept.
+    func testTrimBySizeRemovesTheOldestUntilTheStreamFitsAndIsPredictedBeforehand() throws {
+        let big = String(repeating: "x", count: 100_000)
+        let written = (0..<40).map { _ in dead(acme, event: #"{"id":"c","pad":"\#(big)"}"#) }
+        let usage = { self.send(["MEMORY", "USAGE", self.acme.dead, "SAMPLES", "0"])?.integer ?? 0 }
+        XCTAssertGreaterThan(usage(), 4_000_000)
+        let pending = try XCTUnwrap(wait { store.pendingTrim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, horizonMs: 0,
+                                                             completion: $0) })
+        XCTAssertEqual(pending.byCount, 5)
+        XCTAssertEqual(pending.byAge, 0)
+        XCTAssertGreaterThanOrEqual(pending.bySize, 24, "about 25 to 30 more of the 35 left must go for 1 MiB")
+        XCTAssertLessThanOrEqual(pending.bySize, 32)
+        let trim = try XCTUnwrap(wait { store.trim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, completion: $0) })
+        XCTAssertEqual(trim.byCount, 5)
+        XCTAssertLessThanOrEqual(abs(trim.bySize - pending.bySize), 1, "what was predicted is what goes, within an entry")
+        XCTAssertLessThanOrEqual(usage(), 1 << 20, "the stream fits its limit")
+        XCTAssertGreaterThanOrEqual(ids(acme).count, 4, "and keeps what fits (Redis' overhead per entry aside)")
+        XCTAssertEqual(ids(acme), Array(written.suffix(40 - 5 - Int(trim.bySize))), "the oldest went, exactly in order")
+        let again = try XCTUnwrap(wait { store.trim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, completion: $0) })
+        XCTAssertEqual(again.total, 0, "nothing more once it fits")
     }
 
     func testRetentionRunnerTrimsEveryAppByItsPolicyAndReports() {

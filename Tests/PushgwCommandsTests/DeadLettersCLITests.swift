@@ -162,7 +162,7 @@ class DeadLettersCLITests: XCTestCase {
         XCTAssertEqual(broken["count"] as? Int, 2)
         XCTAssertEqual(broken["reasons"] as? [String: Int], ["apns_credentials: InvalidProviderToken": 2])
         XCTAssertEqual((broken["oldest"] as? [String: Any])?["id"] as? String, oldest)
-        XCTAssertEqual(broken["retention"] as? [String: Int], ["max_entries": 10_000, "max_age_days": 14])
+        XCTAssertEqual(broken["retention"] as? [String: Int], ["max_entries": 10_000, "max_age_days": 14, "max_megabytes": 64])
         XCTAssertEqual(broken["trim_now"] as? Int, 0)
         XCTAssertEqual((apps[0]["reasons"] as? [String: Int])?.values.reduce(0, +), 1)
 
