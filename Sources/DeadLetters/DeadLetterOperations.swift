@@ -23,10 +23,16 @@ public final class DeadLetterOperations {
     /// Each app's ring timeout, ms (`ring_timeout_s`): a call without its own `deadline` rings
     /// that long from its first calls entry, and its replay no longer.
     public var ringTimeoutsMs: [String: Int64]
+    /// Every bulk read's steps (`page`, `stats`) go through it: one at a time, with rests.
+    private let pacing: ScanPacing
 
     /// Entries read per step while scanning (at most; `DeadLetterStore.range` also stops at
-    /// its byte budget).
-    public static let pageSize = 500
+    /// its byte budget): each step is a millisecond or two of Redis and of the loop, so
+    /// routing goes on between steps.
+    public static let pageSize = 100
+    /// Entries read per step of a `walk`: its pages are joined with their ledgers and acted
+    /// on (a preview renders them) in the same loop turn, a few milliseconds for 25.
+    public static let walkStep = 25
     /// How many audit records the audit stream keeps (approximately).
     public static let auditMaxLen = 10_000
     /// The ring timeout of an app missing from `ringTimeoutsMs` (the config's default).
@@ -38,6 +44,7 @@ public final class DeadLetterOperations {
         self.store = store
         self.policies = policies
         self.ringTimeoutsMs = ringTimeoutsMs
+        pacing = ScanPacing(loop: loop)
     }
 
     public func keys(_ app: String) -> AppKeys { AppKeys(prefix: store.gatewayKeys.prefix, app: app) }
@@ -86,19 +93,33 @@ public final class DeadLetterOperations {
         let filterEnd = end.map { DeadLetterOperations.lower($0, filter.rangeEnd) } ?? filter.rangeEnd
         let start = !newestFirst ? cursor ?? filter.rangeStart : filter.rangeStart
         let stop = newestFirst ? cursor.map { DeadLetterOperations.lower($0, filterEnd) } ?? filterEnd : filterEnd
-        store.range(keys(app), start: start, end: stop, count: count, newestFirst: newestFirst) { [weak self] result in
-            guard let self else { return completion(.failure(.closed)) }
-            switch result {
-            case let .failure(error): completion(.failure(error))
-            case let .success(range):
-                // Filters first, on the entries themselves: only the matching ones are joined
-                // with their ledgers.
-                let matching = range.entries.filter { filter.matches($0, app: app) }
-                self.records(app, matching) { read in
-                    completion(read.map { records in
-                        let next = range.more ? range.entries.last.map { "(" + $0.id } : nil
-                        return Page(records: records.filter(filter.matches), next: next, scanned: range.entries.count)
-                    })
+        // The step ends once `completion` returned: what the caller does with the page at once
+        // (a preview renders its rows) is part of the step.
+        pacing.run { [weak self] finished in
+            guard let self else {
+                completion(.failure(.closed))
+                return finished()
+            }
+            self.store.range(self.keys(app), start: start, end: stop, count: count, newestFirst: newestFirst) { [weak self] result in
+                guard let self else {
+                    completion(.failure(.closed))
+                    return finished()
+                }
+                switch result {
+                case let .failure(error):
+                    completion(.failure(error))
+                    finished()
+                case let .success(range):
+                    // Filters first, on the entries themselves: only the matching ones are
+                    // joined with their ledgers.
+                    let matching = range.entries.filter { filter.matches($0, app: app) }
+                    self.records(app, matching) { read in
+                        completion(read.map { records in
+                            Page(records: records.filter(filter.matches), next: range.more ? range.entries.last.map { "(" + $0.id } : nil,
+                                 scanned: range.entries.count)
+                        })
+                        finished()
+                    }
                 }
             }
         }
@@ -119,7 +140,7 @@ public final class DeadLetterOperations {
         func step(_ cursor: String?) {
             guard index < apps.count else { return completion(.success(nil)) }
             let app = apps[index]
-            page(app, filter: filter, newestFirst: false, cursor: cursor, end: ends[app]) { result in
+            page(app, filter: filter, newestFirst: false, cursor: cursor, end: ends[app], count: DeadLetterOperations.walkStep) { result in
                 switch result {
                 case let .failure(error): completion(.failure(error))
                 case let .success(page):
@@ -601,21 +622,27 @@ public final class DeadLetterOperations {
             var s = AppStats(app: apps[index], policy: policy(apps[index]))
             let keys = keys(apps[index])
             func read(_ start: String) {
-                store.range(keys, start: start, count: DeadLetterOperations.pageSize, newestFirst: false) { result in
-                    switch result {
-                    case let .failure(error): completion(.failure(error))
-                    case let .success(range):
-                        for entry in range.entries {
-                            if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
-                            s.count += 1
-                            s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
-                        }
-                        guard range.more, let last = range.entries.last else {
-                            stats.append(s)
-                            return count(index + 1)
-                        }
-                        read("(" + last.id)
+                pacing.run { [store] finished in
+                    store.range(keys, start: start, count: DeadLetterOperations.pageSize, newestFirst: false) { result in
+                        counted(result)
+                        finished()
                     }
+                }
+            }
+            func counted(_ result: Result<DeadLetterStore.RangePage, RedisError>) {
+                switch result {
+                case let .failure(error): completion(.failure(error))
+                case let .success(range):
+                    for entry in range.entries {
+                        if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
+                        s.count += 1
+                        s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
+                    }
+                    guard range.more, let last = range.entries.last else {
+                        stats.append(s)
+                        return count(index + 1)
+                    }
+                    read("(" + last.id)
                 }
             }
             read("-")

@@ -7,8 +7,10 @@
 // `ReplayHistory`, the ledger's JSON), DeadLetterOperations (listing, finding, replay, purge,
 // counts and the audit stream, for the command line and the console alike), DeadLetterFilter,
 // DeadLetterReference (naming one dead letter), TimeArgument (`--since`/`--older-than` values),
-// DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), AuditRecord,
-// JSONOutput (ordered JSON and pretty printing), DeadLetterRetention (the retention runner).
+// DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), ReplayForecast
+// (what a replay will do: ring, the missed-call alert only, nothing), ScanPacing (the share of
+// Redis and the loop bulk reads take), AuditRecord, JSONOutput (ordered JSON and pretty
+// printing), DeadLetterRetention (the retention runner).
 // Redis commands and scripts live in RedisStreams' DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).

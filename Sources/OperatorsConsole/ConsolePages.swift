@@ -334,17 +334,13 @@ enum ConsolePages {
             s += #"<p class="warning">A purge deletes the dead letters and their replay history for good.</p>"#
         }
         s += #"<table class="list" id="preview"><thead><tr><th>Dead letter</th><th>Call</th><th>Reason</th><th>What happens</th></tr></thead><tbody>"#
-        for r in rows {
-            let what = action == .replay ? "replay #\(r.replays + 1): " + r.forecast.text(nowMs: nowMs) : "deleted"
-            s += #"<tr data-forecast="\#(attr(r.forecast.word))"><td><a href="\#(detailHref(app: r.app, id: r.id))">\#(h(r.app))/\#(h(r.id))</a></td>"#
-                + "<td>\(h(r.callID ?? "-"))</td><td>\(h(r.reason))</td><td>\(h(what))</td></tr>"
-        }
+        for r in rows { s += r.html }
         s += "</tbody></table>"
         if rows.isEmpty {
             s += #"<p><a href="/console/dead">Back to the dead letters</a></p>"#
         } else if viewer.role.mayChange {
             s += #"<form method="post" action="/console/dead/\#(action.rawValue)" class="confirm">\#(csrfField(viewer))"#
-            for r in rows { s += #"<input type="hidden" name="ids" value="\#(attr(r.app + "/" + r.id))">"# }
+            for r in rows { s += r.input }
             if let filters { for (k, v) in filters.items where !v.isEmpty { s += #"<input type="hidden" name="f-\#(k)" value="\#(attr(v))">"# } }
             if action == .replay { s += #"<input type="hidden" name="rate" value="\#(attr(rate.description))">"# }
             s += #"<button class="\#(action == .purge ? "danger" : "primary")" id="confirm">Confirm: \#(action == .replay ? "replay" : "purge") \#(counted)</button>"#
@@ -353,6 +349,14 @@ enum ConsolePages {
             s += #"<p class="notice" id="read-only">Signed in read-only: you can see this preview but not confirm it.</p>"#
         }
         return page(title: action == .replay ? "Replay" : "Purge", section: .dead, viewer: viewer, body: s)
+    }
+
+    /// One dead letter's row of a preview, and its confirmation form's hidden input.
+    static func previewRow(_ r: DeadLetterRecord, action: Action, forecast: ReplayForecast, nowMs: Int64) -> (row: String, input: String) {
+        let what = action == .replay ? "replay #\(r.replays + 1): " + forecast.text(nowMs: nowMs) : "deleted"
+        let row = #"<tr data-forecast="\#(attr(forecast.word))"><td><a href="\#(detailHref(r))">\#(h(r.app))/\#(h(r.id))</a></td>"#
+            + "<td>\(h(r.callID ?? "-"))</td><td>\(h(r.reason))</td><td>\(h(what))</td></tr>"
+        return (row, #"<input type="hidden" name="ids" value="\#(attr(r.app + "/" + r.id))">"#)
     }
 
     /// A replay or purge under way or done.

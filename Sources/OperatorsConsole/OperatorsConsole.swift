@@ -326,22 +326,21 @@ public final class OperatorsConsole {
         FormData.unescape(Substring(text.replacingOccurrences(of: "+", with: "%2B")))
     }
 
-    /// One dead letter of a preview: what the page shows of it, not its event.
+    /// One dead letter of a preview: what the page shows of it, not its event, rendered as it
+    /// is read (a step of the scan renders its rows, so the answer only joins them).
     struct PreviewRow: Sendable {
         let app: String
         let id: String
-        let callID: String?
-        let reason: String
-        let replays: Int
         let forecast: ReplayForecast
+        /// Its `<tr>` and its confirmation form's hidden input.
+        let html: String
+        let input: String
 
-        init(_ record: DeadLetterRecord, forecast: ReplayForecast) {
+        init(_ record: DeadLetterRecord, action: ConsolePages.Action, forecast: ReplayForecast, nowMs: Int64) {
             app = record.app
             id = record.id
-            callID = record.callID
-            reason = record.reason
-            replays = record.replays
             self.forecast = forecast
+            (html, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
         }
     }
 
@@ -361,14 +360,15 @@ public final class OperatorsConsole {
     /// found, `previewScanLimit` entries were read, or `previewDeadlineMs` passed since the
     /// request came (the request's deadline stops the work, not only its answer). Only a row
     /// per dead letter is kept, never its event.
-    private func previewRows(references: [DeadLetterReference], all: Bool, filter: DeadLetterFilter, from: DeadLetterReference?,
+    private func previewRows(action: ConsolePages.Action, references: [DeadLetterReference], all: Bool, filter: DeadLetterFilter,
+                             from: DeadLetterReference?,
                              completion: @escaping (Result<([PreviewRow], PreviewScan), DeadLetterOperationError>) -> Void) {
         let nowMs = Clock.unixMs()
         var rows: [PreviewRow] = []
         guard all else {
             let named = Array(references.prefix(OperatorsConsole.maxTargets))
             operations.findEach(named, among: apps, each: { [operations] record in
-                rows.append(PreviewRow(record, forecast: operations.forecast(record, nowMs: nowMs)))
+                rows.append(PreviewRow(record, action: action, forecast: operations.forecast(record, nowMs: nowMs), nowMs: nowMs))
             }) { result in
                 completion(result.map { _ in (rows, PreviewScan(scanned: named.count)) })
             }
@@ -385,7 +385,7 @@ public final class OperatorsConsole {
                     scan.stoppedBecause = "the console lists at most \(OperatorsConsole.maxTargets) at once"
                     return proceed(false)
                 }
-                rows.append(PreviewRow(record, forecast: operations.forecast(record, nowMs: nowMs)))
+                rows.append(PreviewRow(record, action: action, forecast: operations.forecast(record, nowMs: nowMs), nowMs: nowMs))
             }
             if Clock.monotonicMs() >= deadline {
                 scan.stoppedBecause = "a preview scans for at most \(OperatorsConsole.previewDeadlineMs / 1000) s"
@@ -422,7 +422,7 @@ public final class OperatorsConsole {
         guard let rate else { return message(OperatorsConsole.rateProblem(rateText)) }
         if !fromText.isEmpty && from?.app == nil { return message("The scan's cursor must be APP/ID, not \(DeadFormat.quoted(fromText)).") }
         if !all && references.isEmpty { return message("Select dead letters first, or choose \"all matching\".") }
-        previewRows(references: references, all: all, filter: filter, from: from) { result in
+        previewRows(action: action, references: references, all: all, filter: filter, from: from) { result in
             switch result {
             case let .success((rows, scan)):
                 var more: String?

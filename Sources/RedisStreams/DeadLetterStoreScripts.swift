@@ -3,10 +3,11 @@
 // one app's hash slot. Arguments are checked in Swift beforehand.
 
 enum DeadLetterLua {
-    /// Reads a bounded step of a dead stream (`DeadLetterStore.range`): entries one small batch
-    /// at a time, each batch no larger than the bytes left in the budget could hold at the
-    /// whole-event limit, until count entries or the byte budget (names and values read) is
-    /// reached. An event longer than the whole-event limit is cut to the kept prefix, and
+    /// Reads a bounded step of a dead stream (`DeadLetterStore.range`): entries one at a time
+    /// (an entry's size is known only once it is read, so no read takes more than one entry
+    /// past the budget; measured, a batch of one costs no more per entry than larger ones),
+    /// until count entries or the byte budget (names and values read) is reached. An event
+    /// longer than the whole-event limit is cut to the kept prefix, and
     /// `event_bytes` (its length) is added after the entry's own fields (the last of a
     /// repeated name counts).
     /// KEYS: dead. ARGV: start, end (XRANGE order), count, byte budget, whole-event limit,
@@ -19,10 +20,9 @@ enum DeadLetterLua {
         local newest = ARGV[7] == '1'
         local out, read, more = {}, 0, 0
         while left > 0 do
-          local n = math.min(left, math.max(1, math.floor((budget - read) / whole)))
           local items
-          if newest then items = redis.call('XREVRANGE', KEYS[1], stop, start, 'COUNT', n)
-          else items = redis.call('XRANGE', KEYS[1], start, stop, 'COUNT', n) end
+          if newest then items = redis.call('XREVRANGE', KEYS[1], stop, start, 'COUNT', 1)
+          else items = redis.call('XRANGE', KEYS[1], start, stop, 'COUNT', 1) end
           for _, item in ipairs(items) do
             local fields = item[2]
             local cut = nil
@@ -37,7 +37,7 @@ enum DeadLetterLua {
             out[#out + 1] = item
           end
           left = left - #items
-          if #items < n then more = 0; break end
+          if #items == 0 then more = 0; break end
           more = 1
           if read >= budget then break end
           local last = items[#items][1]

@@ -53,8 +53,43 @@ final class DeadLetterStoreTests: XCTestCase {
               "attempts", "[]", "replays", "0", "app", app.app])?.string ?? ""
     }
 
+    /// Every entry id, oldest first, a bounded range step at a time.
     private func ids(_ app: AppKeys) -> [String] {
-        (wait { store.range(app, count: 10_000, newestFirst: false, completion: $0) }?.entries ?? []).map(\.id)
+        var ids: [String] = []
+        var start = "-"
+        while let page = wait({ store.range(app, start: start, count: 500, newestFirst: false, completion: $0) }) {
+            ids += page.entries.map(\.id)
+            guard page.more, let last = ids.last else { break }
+            start = "(" + last
+        }
+        return ids
+    }
+
+    // MARK: Reading
+
+    /// A range step reads at most its count and about 256 KiB: an entry of 1 MB (as a gateway
+    /// that kept refused events whole wrote them) ends its step alone, read as its first
+    /// 4,096 bytes with `event_bytes`; stepping on reads every entry once, in order.
+    func testARangeStepIsBoundedAndCutsAnEventOverTheWholeEventLimit() throws {
+        let mega = #"{"id":"big","pad":""# + String(repeating: "x", count: 1 << 20) + #""}"#
+        var written: [String] = []
+        for i in 0..<12 { written.append(dead(acme, event: i % 4 == 1 ? mega : #"{"id":"small-\#(i)"}"#)) }
+        let first = try XCTUnwrap(wait { store.range(acme, count: 500, newestFirst: false, completion: $0) })
+        XCTAssertEqual(first.entries.map(\.id), Array(written.prefix(2)), "the step ends after the first large entry")
+        XCTAssertTrue(first.more)
+        let big = first.entries[1]
+        XCTAssertEqual(big.values["event"], Array(mega.utf8.prefix(DeadLetterEntry.keptPrefixBytes)))
+        XCTAssertEqual(big.fields["event_bytes"], String(mega.utf8.count))
+        let record = DeadLetterRecord(entry: big, app: "acme", ledger: nil)
+        XCTAssertFalse(record.isEventWhole)
+        XCTAssertEqual(record.eventBytes, mega.utf8.count)
+        XCTAssertEqual(ReplayForecast(record, ringTimeoutMs: 30_000, nowMs: Clock.unixMs()),
+                       .notReplayable(keptBytes: 4_096, eventBytes: mega.utf8.count))
+        XCTAssertNil(first.entries[0].values["event_bytes"], "a whole event is read whole")
+        XCTAssertEqual(ids(acme), written, "step by step, every entry once, in order")
+        let newest = try XCTUnwrap(wait { store.range(acme, count: 3, newestFirst: true, completion: $0) })
+        XCTAssertEqual(newest.entries.map(\.id), [written[11], written[10], written[9]], "newest first, at most the count")
+        XCTAssertEqual(wait { store.entry(acme, id: written[5], completion: $0) }??.fields["event_bytes"], String(mega.utf8.count))
     }
 
     // MARK: Retention
