@@ -193,7 +193,7 @@ final class ClusterProcessTests: XCTestCase {
         var ready = HTTPReply.closedWithoutAnswer
         try waitUntil("/readyz to name the evicting primary") {
             ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
-            return ready.body.contains("maxmemory-policy volatile-lfu")
+            return ready.body.contains("maxmemory-policy volatile-lfu") && !ready.body.contains("no successful")
         }
         let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(ready.body.utf8)) as? [String: Any], ready.body)
         let details = (body["problems"] as? [[String: Any]] ?? []).compactMap { $0["detail"] as? String }
