@@ -214,7 +214,10 @@ package final class GatewayAdmin {
                 s.jwtRenewals[key.credential] = source.renewals
             }
         }
-        s.redisLinks = store.links.map { GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats) }
+        s.redisLinks = store.links.map {
+            GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats,
+                                      writeRefusals: $0.connection.writeRefusals)
+        }
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
         if let deadLetters {

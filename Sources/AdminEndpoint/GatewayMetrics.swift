@@ -71,6 +71,7 @@ package final class GatewayMetrics: RouterObservations {
     let redisConnectFailures: CounterFamily
     let redisDisconnects: CounterFamily
     let redisWatchdogFirings: CounterFamily
+    let redisWriteRefusals: CounterFamily
     let backlogEntries: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
@@ -182,6 +183,9 @@ package final class GatewayMetrics: RouterObservations {
         redisWatchdogFirings = r.counter("pushgw_redis_watchdog_firings_total",
                                          help: "Times a Redis connection was dropped because its replies stalled, by connection.",
                                          labels: ["connection"])
+        redisWriteRefusals = r.counter("pushgw_redis_write_refusals_total",
+                                       help: "Commands and scripts Redis refused because it refuses writes (OOM, NOREPLICAS, MISCONF, READONLY), by connection and reason.",
+                                       labels: ["connection", "reason"])
         deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
                                     help: "Dead letters the next retention run will remove (by age within one interval, and by count), per app.",
                                     labels: ["app"])
@@ -294,6 +298,7 @@ package final class GatewayMetrics: RouterObservations {
             redisConnectFailures.set([link.name], total: Double(link.stats.connectFailures))
             redisDisconnects.set([link.name], total: Double(link.stats.lost))
             redisWatchdogFirings.set([link.name], total: Double(link.stats.watchdogFirings))
+            for (refusal, count) in link.writeRefusals { redisWriteRefusals.set([link.name, refusal.code], total: Double(count)) }
         }
         // Stale figures are worse than none: an app whose backlog could not be read lately
         // has no series until it can.
@@ -347,11 +352,14 @@ package struct GatewaySnapshot {
         package var name: String
         package var ready: Bool
         package var stats: RedisConnection.Stats
+        /// Refused writes on the connection, by why (`RedisConnection.writeRefusals`).
+        package var writeRefusals: [RedisError.WriteRefusal: Int]
 
-        package init(name: String, ready: Bool, stats: RedisConnection.Stats) {
+        package init(name: String, ready: Bool, stats: RedisConnection.Stats, writeRefusals: [RedisError.WriteRefusal: Int] = [:]) {
             self.name = name
             self.ready = ready
             self.stats = stats
+            self.writeRefusals = writeRefusals
         }
     }
 
