@@ -24,23 +24,19 @@ extension RouterRole {
             guard call.life.onScheduleRequested() == .write else { return }
             schedule(call, channel: plan.channel)
         case let .finish(record):
-            guard call.life.onRecordRequested() == .write else { return }
-            recordOutcome(record, for: call)
+            run(call.life.onRecordRequested(.outcome(record)), for: call)
         case let .deadLetter(deadLetter):
             if deadLetter.appUnhealthy {
                 unhealthyApps[call.app.id] = deadLetter.reason.text
                 log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text], limited: true)
             }
-            guard call.life.onRecordRequested() == .write else { return }
-            writeDeadLetter(deadLetter, for: call)
+            run(call.life.onRecordRequested(.deadLetter(deadLetter)), for: call)
         case let .cancelCall(record):
-            guard call.life.onRecordRequested() == .write else { return }
-            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
+            run(call.life.onRecordRequested(.cancellation(record)), for: call)
         case let .acknowledgeDuplicate(record):
             // An already finished call, a second cancel, a copy of a call another entry
             // finished: its `duplicate` result is written and its entry acknowledged.
-            guard call.life.onRecordRequested() == .write else { return }
-            recordOutcome(record, for: call, keying: .duplicate)
+            run(call.life.onRecordRequested(.duplicate(record)), for: call)
         }
     }
 

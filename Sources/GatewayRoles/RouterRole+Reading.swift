@@ -203,7 +203,7 @@ extension RouterRole {
         case .waitForCopyElsewhere:
             copiesElsewhere.append(a)
             if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
-        case .none, .tellRouterCancelled, .write, .scheduleAgainLater, .leave:
+        case .none, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
             run(action, for: call)
         }
     }

@@ -142,6 +142,7 @@ extension RouterRole {
     /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).
     private func routeTakenOver(_ found: ClaimResult, app: AppRuntime, _ message: String) {
         let taken = found.entries.filter { live[key(app, $0.entry.id)] == nil }
+        for e in taken { refusal?.leftPending.remove(key(app, e.entry.id)) }
         if !taken.isEmpty {
             log.info(message, ["app": app.id, "count": taken.count])
             observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)
