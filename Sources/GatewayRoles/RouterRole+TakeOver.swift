@@ -21,6 +21,7 @@ extension RouterRole {
             switch result {
             case .success(.registered):
                 self.registered = true
+                self.registeredAtMs = Clock.monotonicMs()
                 // Entries a previous run under this name left pending are this process's now.
                 self.ownSweepsDue = max(self.ownSweepsDue, 1)
                 self.beat()
@@ -61,7 +62,8 @@ extension RouterRole {
         var routing: [AppKeys: [String]] = [:]
         for call in live.values { routing[call.app.keys, default: []].append(call.entryID) }
         let swept = apps
-        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: 1_000, routing: routing) { [unowned self] result in
+        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: Self.ownSweepPage, routing: routing,
+                       thisRunMs: thisRunMs) { [unowned self] result in
             self.sweepingOwn = false
             guard case let .success(byApp) = result else {
                 self.stats.redisErrors += 1
@@ -70,6 +72,9 @@ extension RouterRole {
             self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
             for app in swept {
                 guard let found = byApp[app.keys] else { continue }
+                // A full page: more of its own entries wait (a long refusal of writes left many
+                // lookups undone). The next claim tick sweeps again, not the 2-minute rule.
+                if found.entries.count + found.lostIDs.count >= Self.ownSweepPage { self.ownSweepsDue = max(self.ownSweepsDue, 1) }
                 self.routeTakenOver(found, app: app, "claimed back own pending entries")
             }
         }
@@ -120,7 +125,8 @@ extension RouterRole {
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
                                           count: 1000, liveConsumers: liveSet,
-                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
+                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs),
+                                          thisRunMs: self.thisRunMs) { [unowned self] claimed in
                     if case let .success(found) = claimed {
                         self.routeTakenOver(found, app: app,
                                             "took over abandoned entries (of dead consumers, or left pending here after an error)")
@@ -137,6 +143,13 @@ extension RouterRole {
             }
         }
     }
+
+    /// Entries of its own one sweep claims back at most, per app.
+    static let ownSweepPage = 1_000
+
+    /// How long this process has held its consumer name: its own entries delivered within it
+    /// were delivered to this live process, and claiming them back is no delivery.
+    var thisRunMs: Int64 { registeredAtMs.map { Clock.monotonicMs() - $0 } ?? 0 }
 
     /// Routes the entries a take-over claimed, except those this process is still routing (a
     /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).

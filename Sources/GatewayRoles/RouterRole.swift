@@ -210,6 +210,8 @@ package final class RouterRole {
     var stopping = false
     /// True once this process holds its consumer name's lease (`register`): reading waits for it.
     var registered = false
+    /// Monotonic ms when this process took its consumer name's lease (`thisRunMs`).
+    var registeredAtMs: Int64?
     /// Sweeps of this process's own pending entries still to run (`claimOwnEntries`): after a
     /// reconnect of the reading connection and after a failed lookup or record.
     var ownSweepsDue = 0

@@ -78,6 +78,36 @@ final class FailureModeTests: XCTestCase {
                              waitForTheFailure: { h in h.runner.stats.redisErrors >= 3 })
     }
 
+    /// Redis at `maxmemory` while calls arrive (written by a script allowed to, as an `XADD`
+    /// that got in just before): the router reads them (`XREADGROUP` is served), every lookup
+    /// is refused, and every 100 ms this live process claims its own entries back and tries
+    /// again. That is Redis trouble, not poison: the delivery count stays 1, and once memory is
+    /// back each call is routed and delivered, none dead-lettered for `redelivery_limit`.
+    func testLookupsRefusedForOutOfMemoryDoNotMakeCallsPoison() throws {
+        let h = try RouterHarness(settings: { $0.claimEveryMs = 100; $0.redeliveryLimit = 3 },
+                                  store: { $0.connection.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
+        self.h = h
+        defer { _ = try? h.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+        XCTAssertTrue(h.runUntil("the router to register") { h.runner.registered })
+        _ = try h.redis.cli(["CONFIG", "SET", "maxmemory", "1"])
+        let stream = h.keys("acme").calls
+        for i in 0..<3 {
+            let event = #"{"v":1,"id":"oom-\#(i)","type":"incoming_call","voip_token":"0ee0000\#(i)"}"#
+            XCTAssertNotNil(h.command("EVAL", "#!lua flags=allow-oom\nreturn redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])",
+                                      "1", stream, event))
+        }
+        XCTAssertTrue(h.runUntil("lookups to be refused again and again") { h.runner.stats.redisErrors >= 10 })
+        XCTAssertTrue(h.recorded.isEmpty)
+        _ = try h.redis.cli(["CONFIG", "SET", "maxmemory", "0"])
+        XCTAssertTrue(h.waitForRecords(3, timeoutMs: 5_000))
+        for i in 0..<3 {
+            XCTAssertEqual(h.record("oom-\(i)")?.outcome, .deliveredVoip, "oom-\(i): \(h.record("oom-\(i)")?.reason ?? "")")
+            XCTAssertEqual(h.requests("0ee0000\(i)").count, 1)
+        }
+        XCTAssertEqual(h.runner.stats.poison, 0, "no entry counted as poison")
+        XCTAssertTrue(h.entries(h.keys("acme").dead).isEmpty, "no dead letter")
+    }
+
     /// One call whose push is out when `refuse` makes Redis refuse its record: it must stay in
     /// the process holding its outcome (sweeps at 100 ms would claim an entry left pending and
     /// push it again), then be recorded once, within seconds of `restore`, having been pushed once.

@@ -440,7 +440,52 @@ class CallStoreTests: XCTestCase {
             store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 20, completion: $0)
         }.value()
         XCTAssertEqual(back?.entries.map(\.entry.id), mine, "its own idle entries, and not the other live consumer's \(theirs)")
-        XCTAssertEqual(back?.entries.map(\.deliveries), [2, 2], "claiming back counts as a delivery (poison detection)")
+        XCTAssertEqual(back?.entries.map(\.deliveries), [2, 2], "without its run's length, claiming back counts as a delivery")
+        pause(loop, ms: 30)
+        let withinThisRun = complete(loop) {
+            store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 20,
+                                 thisRunMs: 600_000, completion: $0)
+        }.value()
+        XCTAssertEqual(withinThisRun?.entries.map(\.deliveries), [2, 2],
+                       "entries this live process was given keep their count when it claims them back")
+        XCTAssertEqual(pendingDeliveries(mine), [2, 2], "in Redis too")
+    }
+
+    /// Claiming back one's own entries after a failed step is not a delivery: Redis refusing
+    /// writes for a while must not make calls poison. Only entries delivered before this
+    /// process's run (a previous run under the same name, which died) count one more.
+    func testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() {
+        for i in 0..<2 { produce(acme, "own-\(i)") }
+        let old = read([acme], consumer: "me", count: 1)[acme]?.map(\.id) ?? []
+        pause(loop, ms: 50)
+        // This run starts now: `old` was given to the previous run, `recent` to this one.
+        let runStart = Clock.monotonicMs()
+        pause(loop, ms: 5)
+        let recent = read([acme], consumer: "me", count: 1)[acme]?.map(\.id) ?? []
+        XCTAssertEqual(old.count + recent.count, 2)
+        for round in 1...3 {
+            let thisRun = Clock.monotonicMs() - runStart
+            let back = complete(loop) { store.claimOwn([acme], consumer: "me", count: 10, routing: [:], thisRunMs: thisRun, completion: $0) }
+                .value()?[acme]
+            let deliveries = Dictionary(uniqueKeysWithValues: (back?.entries ?? []).map { ($0.entry.id, $0.deliveries) })
+            XCTAssertEqual(deliveries[recent[0]], 1, "round \(round): this run's entry keeps its one delivery")
+            XCTAssertEqual(deliveries[old[0]], 2, "round \(round): the previous run's entry counted once, at the first claim "
+                           + "(which made it this run's)")
+        }
+        XCTAssertEqual(pendingDeliveries(old + recent), [2, 1])
+        let skipped = complete(loop) {
+            store.claimOwn([acme], consumer: "me", count: 10, routing: [acme: recent], thisRunMs: Clock.monotonicMs() - runStart,
+                           completion: $0)
+        }.value()?[acme]
+        XCTAssertEqual(skipped?.entries.map(\.entry.id), old, "entries it names as being routed are not claimed")
+    }
+
+    /// The delivery counts Redis keeps for `ids` (XPENDING), in that order.
+    private func pendingDeliveries(_ ids: [String]) -> [Int64] {
+        let items = redis("XPENDING", acme.calls, "pushgw", "-", "+", "100")?.array ?? []
+        var byID: [String: Int64] = [:]
+        for item in items { if let p = item.array, let id = p[0].string, let n = p[3].integer { byID[id] = n } }
+        return ids.map { byID[$0] ?? -1 }
     }
 
     func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() {
@@ -555,6 +600,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     }
     override func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() throws { try super.testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() }
     override func testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() { super.testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() }
+    override func testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() { super.testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() }
     override func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() { super.testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() }
     override func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() { super.testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() }
     override func testBacklogCountsUnfinishedAndInFlightEntries() { super.testBacklogCountsUnfinishedAndInFlightEntries() }
