@@ -63,7 +63,9 @@ extension RouterRole {
             case let .success(found):
                 var heldElsewhere: [HeldElsewhere] = []
                 for (i, (a, f)) in zip(admitted, found).enumerated() {
-                    if let holder = f.claimHolder, holder != self.settings.consumer {
+                    // A holder's lapsed lease is trusted only when leases are (see `claim`);
+                    // otherwise the copy waits for the holder, as for a live one.
+                    if let holder = f.claimHolder, holder != self.settings.consumer, self.leasesAreTrustworthy {
                         heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder, cancelledInRead: cancelledHere[i]))
                     } else {
                         self.start(a, found: f, cancelledInRead: cancelledHere[i])

@@ -90,9 +90,12 @@ extension RouterRole {
                 // both waited out a lapsed lease at once): their take-overs will misfire.
                 self.log.error("another live gateway uses this consumer name; give each process its own --consumer",
                                ["consumer": self.settings.consumer, "instance": other], limited: true)
-            case .failure:
+            case let .failure(error):
                 self.stats.redisErrors += 1
+                if error.writeRefusal != nil { self.writesRefused(error) }
+                return
             }
+            self.writesAccepted()
         }
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
@@ -113,12 +116,16 @@ extension RouterRole {
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
             let now = Clock.monotonicMs()
-            let lapsed = registry.lapsed.subtracting([self.settings.consumer])
+            // While Redis refuses writes, and for a lease after, no heartbeat lands: a lapsed
+            // lease is no sign of death then, and a live process's held outcomes must not be
+            // taken over and pushed again. Every registered consumer counts as live meanwhile.
+            let trusted = self.leasesAreTrustworthy
+            let lapsed = trusted ? registry.lapsed.subtracting([self.settings.consumer]) : []
             guard !lapsed.isEmpty || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
             self.lastFullSweepMs = now
-            var liveSet = registry.live
+            var liveSet = trusted ? registry.live : registry.live.union(registry.lapsed)
             liveSet.insert(self.settings.consumer)
             var remaining = self.apps.count
             var cleared = true
@@ -142,6 +149,15 @@ extension RouterRole {
                 }
             }
         }
+    }
+
+    /// Whether a lapsed lease means its consumer died: not while Redis refuses writes (no
+    /// heartbeat lands, every lease lapses), nor until a lease and a beat after the refusals
+    /// ended, so every live process has renewed its lease before any is taken for dead.
+    var leasesAreTrustworthy: Bool {
+        guard refusal == nil else { return false }
+        guard let ended = refusalEndedMs else { return true }
+        return Clock.monotonicMs() - ended >= settings.heartbeatTTLMs + settings.heartbeatEveryMs
     }
 
     /// Entries of its own one sweep claims back at most, per app.

@@ -199,6 +199,8 @@ package final class RouterRole {
     /// While Redis refuses writes: since when, the last refusal, and the entries whose lookup
     /// it refused (left pending until this process claims them back), for the log.
     var refusal: WriteRefusalSpell?
+    /// Monotonic ms when the last spell of refusals ended (`leasesAreTrustworthy`).
+    var refusalEndedMs: Int64?
     /// Outcomes reached this loop turn, recorded together at its end.
     var records: TurnBatch<PendingRecord>!
     /// Seeded once; each call's router gets a stream split off it (no system call per call).
@@ -468,6 +470,7 @@ package final class RouterRole {
     func writesAccepted() {
         guard let spell = refusal else { return }
         refusal = nil
+        refusalEndedMs = Clock.monotonicMs()
         log.info("Redis takes writes again", ["refused_for_ms": Clock.monotonicMs() - spell.sinceMs,
                                               "reason": spell.last.writeRefusal?.code ?? ""])
     }

@@ -108,6 +108,39 @@ final class FailureModeTests: XCTestCase {
         XCTAssertTrue(h.entries(h.keys("acme").dead).isEmpty, "no dead letter")
     }
 
+    /// While Redis refuses writes no heartbeat lands, so every lease lapses, the live ones too:
+    /// a process that took a lapsed consumer's entries then (`XCLAIM` is served at `maxmemory`)
+    /// would route again what a live process holds. So nothing is taken over while writes are
+    /// refused, nor until a lease and a beat after they came back; a consumer that really died
+    /// meanwhile is taken over then.
+    func testNoEntryIsTakenOverWhileRedisRefusesWritesAndEveryLeaseLapses() throws {
+        let h = try RouterHarness(settings: { $0.claimEveryMs = 100; $0.claimMinIdleMs = 0; $0.heartbeatEveryMs = 200; $0.heartbeatTTLMs = 600 })
+        self.h = h
+        defer { _ = try? h.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+        XCTAssertTrue(h.runUntil("the router to register") { h.runner.registered })
+        let stream = h.keys("acme").calls
+        // Another gateway, `peer`, beats and reads a call (in one script, before this router's
+        // read can); then Redis refuses writes.
+        let event = #"{"v":1,"id":"peers","type":"incoming_call","voip_token":"9ee90001"}"#
+        XCTAssertNotNil(h.command("EVAL", """
+            redis.call('ZADD', KEYS[2], ARGV[2], 'peer')
+            redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])
+            return redis.call('XREADGROUP', 'GROUP', 'pushgw', 'peer', 'COUNT', '1', 'STREAMS', KEYS[1], '>')
+            """, "2", stream, "pushgw:consumers", event, String(Clock.unixMs() + 600)))
+        _ = try h.redis.cli(["CONFIG", "SET", "maxmemory", "1"])
+        h.runFor(2_000)  // the peer's lease and this router's lapse; claims run every 100 ms
+        let owner = { () -> String in
+            (try? h.redis.cli(["XPENDING", stream, "pushgw", "-", "+", "1"]))?.split(separator: "\n").dropFirst().first.map(String.init) ?? ""
+        }
+        XCTAssertEqual(owner(), "peer", "nothing taken over while writes are refused")
+        _ = try h.redis.cli(["CONFIG", "SET", "maxmemory", "0"])
+        let back = Clock.monotonicMs()
+        XCTAssertTrue(h.waitForRecords(1, timeoutMs: 5_000), "the dead peer's call is taken over once leases are trusted again")
+        XCTAssertGreaterThanOrEqual(Clock.monotonicMs() - back, 700, "not before a lease and a beat after the refusals ended")
+        XCTAssertEqual(h.record("peers")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.requests("9ee90001").count, 1)
+    }
+
     /// One call whose push is out when `refuse` makes Redis refuse its record: it must stay in
     /// the process holding its outcome (sweeps at 100 ms would claim an entry left pending and
     /// push it again), then be recorded once, within seconds of `restore`, having been pushed once.
