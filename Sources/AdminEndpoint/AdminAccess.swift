@@ -96,7 +96,7 @@ package enum AdminAccess: Equatable, Sendable {
 package struct Readiness: Equatable, Sendable {
     /// One reason not to be ready.
     package struct Problem: Equatable, Sendable {
-        /// `redis`, `app`, `apns` or `draining`.
+        /// `redis`, `redis_writes`, `app`, `apns` or `draining`.
         package var check: String
         /// The app concerned (`app` problems only).
         package var app: String?
@@ -104,6 +104,8 @@ package struct Readiness: Equatable, Sendable {
         /// The APNs pool concerned (`apns` problems only).
         package var credential: String? = nil
         package var environment: String? = nil
+        /// The Redis node concerned (`redis_writes` problems only).
+        package var node: String? = nil
     }
 
     /// An APNs pool that cannot connect: since how long (ms) and why.
@@ -124,7 +126,7 @@ package struct Readiness: Equatable, Sendable {
     package var problems: [Problem]
     package var isReady: Bool { problems.isEmpty }
 
-    /// Ready when Redis answered a PING at most `maxPingAgeMs` ago, no app is marked unhealthy
+    /// Ready when Redis answered a PING at most `maxPingAgeMs` ago and no node refuses writes, no app is marked unhealthy
     /// by APNs credential or config errors, and the process is not draining.
     ///
     /// - Parameters:
@@ -132,9 +134,12 @@ package struct Readiness: Equatable, Sendable {
     ///   - lastPingError: the last PING's failure, for the detail.
     ///   - unhealthyApps: app id → reason (`RouterRole.unhealthyApps`).
     ///   - unreachablePools: APNs pools whose connects fail, one problem each.
+    ///   - refusingWrites: Redis nodes that refused the last write probe → Redis' answer
+    ///     (`RedisProbe.refusingWrites`), one problem each.
     package static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
                                 unhealthyApps: [String: String], draining: Bool,
-                                unreachablePools: [UnreachablePool] = []) -> Readiness {
+                                unreachablePools: [UnreachablePool] = [],
+                                refusingWrites: [String: String] = [:]) -> Readiness {
         var problems: [Problem] = []
         if draining { problems.append(Problem(check: "draining", app: nil, detail: "the process is draining for shutdown")) }
         if let last = lastPingOkMs, nowMs - last <= maxPingAgeMs {
@@ -144,6 +149,10 @@ package struct Readiness: Equatable, Sendable {
                 ?? "no successful PING yet"
             if let lastPingError { detail += " (last error: \(lastPingError))" }
             problems.append(Problem(check: "redis", app: nil, detail: detail))
+        }
+        // Redis answers a PING while it refuses writes, and no outcome can be recorded then.
+        for node in refusingWrites.keys.sorted() {
+            problems.append(Problem(check: "redis_writes", app: nil, detail: "refuses writes: " + refusingWrites[node]!, node: node))
         }
         for app in unhealthyApps.keys.sorted() {
             problems.append(Problem(check: "app", app: app, detail: unhealthyApps[app]!))
@@ -166,6 +175,7 @@ package struct Readiness: Equatable, Sendable {
                 if let app = p.app { o["app"] = app }
                 if let credential = p.credential { o["credential"] = credential }
                 if let environment = p.environment { o["environment"] = environment }
+                if let node = p.node { o["node"] = node }
                 return o
             }
         }

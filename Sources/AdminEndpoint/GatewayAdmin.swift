@@ -181,7 +181,7 @@ package final class GatewayAdmin {
         }
         return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
                                   lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
-                                  draining: draining, unreachablePools: unreachable)
+                                  draining: draining, unreachablePools: unreachable, refusingWrites: probe.refusingWrites)
     }
 
     /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per

@@ -227,6 +227,40 @@ public final class CallStore {
         }
     }
 
+    /// The admin endpoint's write probe: one small write on every node that holds pushgw's keys
+    /// — the one Redis, or each primary of a cluster (a key in a slot it owns) — answered per
+    /// node, so readiness names a node that refuses writes (`RedisError.writeRefusal`: `OOM`,
+    /// `NOREPLICAS`, `MISCONF`, `READONLY`), which a `PING` does not see: Redis answers it while
+    /// refusing every write. The write is `SET PREFIX:write-probe… 1 PX 10000` (a key of a few
+    /// bytes that expires; it needs only `+set` on the prefix). Nodes are named `primary` on one
+    /// Redis and by their address on a cluster.
+    public func probeWrites(completion: @escaping ([(node: String, result: Result<Void, RedisError>)]) -> Void) {
+        var probes: [(node: String, key: String)]
+        switch topology {
+        case .single:
+            probes = [("primary", gatewayKeys.writeProbe)]
+        case .cluster(let cluster):
+            let map = cluster.map
+            probes = map.primaries.map { node in
+                // The first probe key whose slot the node owns (a few tries: each node owns a
+                // share of the 16,384 slots).
+                var n = 0
+                while map.owner(of: HashSlot(key: gatewayKeys.writeProbe(n))) != node, n < 100_000 { n += 1 }
+                return (node.description, gatewayKeys.writeProbe(n))
+            }
+            if probes.isEmpty { probes = [("cluster", gatewayKeys.writeProbe)] }  // no slot map yet: wherever it goes
+        }
+        var answers: [(node: String, result: Result<Void, RedisError>)?] = Array(repeating: nil, count: probes.count)
+        var remaining = probes.count
+        for (i, probe) in probes.enumerated() {
+            channel(probe.key).send(command: RedisCommand(["SET", probe.key, "1", "PX", "10000"]), blockMs: 0) { result in
+                answers[i] = (probe.node, result.map { _ in () })
+                remaining -= 1
+                if remaining == 0 { completion(answers.compactMap { $0 }) }
+            }
+        }
+    }
+
     /// Where a command whose first key is `key` goes.
     @inline(__always)
     private func channel(_ key: String) -> any RedisCommandChannel { topology.channel(for: key) }

@@ -65,6 +65,30 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(try h.get("/readyz").status, 200)
     }
 
+    /// Redis at `maxmemory` answers PINGs but refuses every write: `/readyz` says so, per node,
+    /// and the refused writes are counted; once memory is back it is ready again.
+    func testReadyzFollowsRedisRefusingWrites() throws {
+        h = try AdminHarness()
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "1"])
+        defer { _ = try? h.router.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+        XCTAssertTrue(h.wait("unreadiness once the write probe is refused") { !h.admin.readiness().isReady })
+        let down = try h.get("/readyz")
+        XCTAssertEqual(down.status, 503)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(down.body.utf8)) as? [String: Any], down.body)
+        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
+        XCTAssertEqual(problems.map { $0["check"] as? String }, ["redis_writes"], down.body)
+        XCTAssertEqual(problems.first?["node"] as? String, "primary")
+        XCTAssertTrue((problems.first?["detail"] as? String)?.hasPrefix("refuses writes: redis: OOM ") == true, down.body)
+        let metrics = lines(try h.get("/metrics"))
+        XCTAssertTrue(metrics.contains("pushgw_redis_up 1"), "reachable: it answers")
+        XCTAssertTrue(metrics.contains { $0.hasPrefix(#"pushgw_redis_write_refusals_total{connection="write",reason="OOM"} "#) },
+                      metrics.filter { $0.contains("refusals") }.joined(separator: "\n"))
+        _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "0"])
+        XCTAssertTrue(h.wait("readiness again once writes land") { h.admin.readiness().isReady })
+        XCTAssertEqual(try h.get("/readyz").status, 200)
+    }
+
     func testAnAppRefusedByAPNsMakesTheProcessNotReady() throws {
         h = try AdminHarness()
         XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })

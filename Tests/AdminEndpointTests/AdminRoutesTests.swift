@@ -107,6 +107,20 @@ final class AdminRoutesTests: XCTestCase {
                        "no successful PING yet")
     }
 
+    /// Redis answering PINGs is not enough: a node refusing writes (no outcome can be recorded)
+    /// is a problem of its own, naming the node and Redis' answer.
+    func testANodeRefusingWritesIsAProblemThoughRedisAnswersPINGs() throws {
+        let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil,
+                                   unhealthyApps: [:], draining: false,
+                                   refusingWrites: ["primary": "redis: OOM command not allowed when used memory > 'maxmemory'."])
+        XCTAssertFalse(r.isReady)
+        XCTAssertEqual(r.problems.map(\.check), ["redis_writes"])
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json().utf8)) as? [String: Any])
+        let problem = try XCTUnwrap((json["problems"] as? [[String: Any]])?.first)
+        XCTAssertEqual(problem["node"] as? String, "primary")
+        XCTAssertEqual(problem["detail"] as? String, "refuses writes: redis: OOM command not allowed when used memory > 'maxmemory'.")
+    }
+
     func testLoopbackHostsAreRecognised() {
         XCTAssertTrue(Endpoint.isLoopback("127.0.0.1"))
         XCTAssertTrue(Endpoint.isLoopback("::1"))

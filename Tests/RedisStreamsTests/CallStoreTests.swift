@@ -510,6 +510,25 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(result?.lostIDs, [ids[0]], "Redis 7 drops deleted entries from the PEL on claim: that work is reported lost")
     }
 
+    /// Redis answers `PING` while it refuses writes: the write probe sees the refusal, naming
+    /// the node (`primary` on one Redis), and sees writes land again.
+    func testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() throws {
+        func probe() -> [(node: String, result: Result<Void, RedisError>)] {
+            var answers: [(node: String, result: Result<Void, RedisError>)]?
+            store.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            return answers ?? []
+        }
+        XCTAssertEqual(probe().map(\.node), ["primary"])
+        XCTAssertNil(probe().first?.result.error)
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "1"])
+        defer { _ = try? server.cli(["CONFIG", "SET", "min-replicas-to-write", "0"]) }
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "PING is answered")
+        XCTAssertEqual(probe().first?.result.error?.writeRefusal, .noReplicas)
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "0"])
+        XCTAssertNil(probe().first?.result.error, "and writes land again")
+    }
+
     func testBacklogCountsUnfinishedAndInFlightEntries() {
         for i in 0..<3 { produce(gamma, "c\(i)") }
         _ = read([gamma], count: 2)
@@ -604,6 +623,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() { super.testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() }
     override func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() { super.testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() }
     override func testBacklogCountsUnfinishedAndInFlightEntries() { super.testBacklogCountsUnfinishedAndInFlightEntries() }
+    override func testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() throws { try super.testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() }
     override func testPythonRedisAndRedisCliReadTheContractStreams() throws { try super.testPythonRedisAndRedisCliReadTheContractStreams() }
 
     /// A cluster node answers `PING` while the cluster refuses every keyed command (a slot
@@ -629,6 +649,31 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
         _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
         try node.waitUntilHealthy()
         XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+    }
+
+    /// On a cluster the write probe goes to every primary, each named by its address, with a
+    /// key in a slot it owns (a one-node cluster here: one primary with every slot).
+    func testTheWriteProbeOfAClusterStoreNamesEachPrimary() throws {
+        let node = try XCTUnwrap(clusterNode)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
+        clusterStore.start()
+        defer {
+            clusterStore.close()
+            cluster.close()
+        }
+        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "the slot map is read")
+        var answers: [(node: String, result: Result<Void, RedisError>)]?
+        clusterStore.probeWrites { answers = $0 }
+        drive(loop, waitingFor: "the write probe", until: { answers != nil })
+        XCTAssertEqual(answers?.map(\.node), cluster.map.primaries.map(\.description))
+        XCTAssertNil(answers?.first?.result.error)
+        _ = try server.cli(["CONFIG", "SET", "maxmemory", "1"])
+        defer { _ = try? server.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+        answers = nil
+        clusterStore.probeWrites { answers = $0 }
+        drive(loop, waitingFor: "the write probe", until: { answers != nil })
+        XCTAssertEqual(answers?.first?.result.error?.writeRefusal, .outOfMemory)
     }
 
     func testEveryTestRunsOnTheClusterNode() throws {
