@@ -180,8 +180,8 @@ package final class GatewayAdmin {
             }
         }
         return Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
-                                  lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
-                                  draining: draining, unreachablePools: unreachable, refusingWrites: probe.refusingWrites)
+                                  lastPingError: probe.lastPingError, draining: draining, unreachablePools: unreachable,
+                                  refusingWrites: probe.refusingWrites)
     }
 
     /// `/metrics`: the pulled figures copied in, then the registry rendered — at most once per
@@ -202,6 +202,7 @@ package final class GatewayAdmin {
             s.router = runner.stats
             s.callsInFlight = runner.inFlight
             s.unhealthyApps = runner.unhealthyApps
+            s.withheldApps = runner.withheldApps.mapValues { (forMs: now - $0.sinceMs, nextProbeInMs: max(0, $0.nextProbeAtMs - now)) }
         }
         for (key, client) in pools.all {
             var pool = GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
@@ -232,10 +233,10 @@ package final class GatewayAdmin {
         let s = snapshot()
         let apps = self.apps.map { a in
             ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
-                               refusal: s.unhealthyApps[a.id], backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
+                               refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
         }
         let problems = readiness().problems.map { p in
-            [p.check, p.app, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
+            [p.check, p.node, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
         }
         return ConsoleFigures(apps: apps, redisReachable: s.redisReachable, callsInFlight: s.callsInFlight, readinessProblems: problems)
     }
@@ -251,6 +252,7 @@ package final class GatewayAdmin {
             "redis_reachable": s.redisReachable,
             "calls_in_flight": s.callsInFlight,
             "unhealthy_apps": s.unhealthyApps,
+            "withheld_apps": s.withheldApps.mapValues { ["for_ms": $0.forMs, "next_probe_in_ms": $0.nextProbeInMs] },
         ]
         object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
             ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,

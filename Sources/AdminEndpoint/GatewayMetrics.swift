@@ -44,6 +44,7 @@ package final class GatewayMetrics: RouterObservations {
     let retriesFired: CounterFamily
     let routerRedisErrors: CounterFamily
     let appUnhealthy: GaugeFamily
+    let appPushesWithheld: GaugeFamily
     // MARK: APNs pools (pulled)
     let apnsRequests: CounterFamily
     let apnsAnswers: CounterFamily
@@ -126,6 +127,9 @@ package final class GatewayMetrics: RouterObservations {
         appUnhealthy = r.gauge("pushgw_app_unhealthy",
                                help: "1 when APNs refused the app's credentials or configuration lately, else 0, by app.",
                                labels: ["app"])
+        appPushesWithheld = r.gauge("pushgw_app_pushes_withheld",
+                                    help: "1 while the app's pushes are withheld after APNs refused its credentials or configuration again and again (its calls dead-lettered at once, one probe push a minute), else 0, by app.",
+                                    labels: ["app"])
 
         let pool = ["credential", "environment"]
         apnsRequests = r.counter("pushgw_apns_requests_total",
@@ -259,7 +263,11 @@ package final class GatewayMetrics: RouterObservations {
             routerRedisErrors.set(total: Double(stats.redisErrors))
         }
         appUnhealthy.removeAll()
-        for app in snapshot.apps { appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1) }
+        appPushesWithheld.removeAll()
+        for app in snapshot.apps {
+            appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1)
+            appPushesWithheld.set([app], snapshot.withheldApps[app] == nil ? 0 : 1)
+        }
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
@@ -370,6 +378,16 @@ package struct GatewaySnapshot {
     package var apps: [String] = []
     /// App id → why APNs refused it (`RouterRole.unhealthyApps`).
     package var unhealthyApps: [String: String] = [:]
+    /// App id → for how long its pushes have been withheld and when the next probe goes, ms
+    /// (`RouterRole.withheldApps`).
+    package var withheldApps: [String: (forMs: Int64, nextProbeInMs: Int64)] = [:]
+
+    /// How the operators' console says why APNs refuses an app, and whether its pushes are withheld.
+    package func refusal(of app: String) -> String? {
+        guard let reason = unhealthyApps[app] else { return nil }
+        guard let withheld = withheldApps[app] else { return reason }
+        return reason + " — pushes withheld for \(withheld.forMs / 1000) s, next probe in \(withheld.nextProbeInMs / 1000) s"
+    }
     package var pools: [Pool] = []
     /// Credential name → `ProviderTokenSource.renewals` (token credentials only).
     package var jwtRenewals: [String: Int] = [:]

@@ -51,6 +51,9 @@ package struct RouterRoleSettings: Sendable {
     var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
     var copyRecheckEveryMs: Int64 = 250
+    /// When an app's pushes are withheld after APNs refused its credential, and how often one
+    /// goes as a probe (`AppCredentialHealth`).
+    package var credentialHealth = AppCredentialHealth.Policy()
 
     package init(consumer: String) { self.consumer = consumer }
 }
@@ -233,8 +236,20 @@ package final class RouterRole {
     var registerAgain: ((RouterRole) -> Void)?
     var drainTimer: LoopTimer?
 
-    /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
-    package internal(set) var unhealthyApps: [String: String] = [:]
+    /// The apps APNs refused lately for their credential or configuration, by id (a healthy
+    /// app has no entry, so the hot path pays one missed lookup per push).
+    var appHealth: [String: AppCredentialHealth] = [:]
+    /// Apps whose credentials or config APNs refused lately (docs/protocol.md), with the
+    /// reason: reported per app (`/status`, `pushgw_app_unhealthy`, the console).
+    package var unhealthyApps: [String: String] { appHealth.compactMapValues { $0.refusal?.text } }
+    /// Apps whose pushes are withheld now, with since when and when the next probe goes
+    /// (monotonic ms).
+    package var withheldApps: [String: (sinceMs: Int64, nextProbeAtMs: Int64)] {
+        appHealth.compactMapValues { health in
+            guard case let .withholding(_, since, next, _) = health.state else { return nil }
+            return (since, next)
+        }
+    }
     package internal(set) var stats = Stats()
     /// Told about events as they happen, for metrics (`GatewayAdmin`) and tests: the one door
     /// out of the runner. Held weakly; nil tells nobody.
@@ -274,12 +289,12 @@ package final class RouterRole {
 
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
     /// they started with; new reads use the new apps; a removed app's stream is no longer read.
-    /// Unhealthy marks are cleared: a reload is how an operator fixes a credential, and a still
-    /// broken one is marked again by its next push.
+    /// Unhealthy marks and withheld pushes are cleared: a reload is how an operator fixes a
+    /// credential, and a still broken one is marked again by its next pushes.
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
-        unhealthyApps.removeAll()
+        appHealth.removeAll()
         readNext()
     }
 

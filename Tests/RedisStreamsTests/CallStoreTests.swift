@@ -629,6 +629,25 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     /// A cluster node answers `PING` while the cluster refuses every keyed command (a slot
     /// without a primary): the probe behind `/readyz` must fail then, on a cluster store.
     func testTheProbeOfAClusterStoreFailsWhileTheClusterIsDown() throws {
+        try withClusterStore { clusterStore, _, node in
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
+            XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
+            let slot = String(HashSlot(key: "unowned").value)
+            _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
+            try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
+            XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
+            let down = complete(loop) { clusterStore.ping(completion: $0) }
+            guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
+            XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
+            _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
+            try node.waitUntilHealthy()
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+        }
+    }
+
+    /// Runs `body` with a started store on this class's cluster node (and the cluster client),
+    /// closed afterwards.
+    private func withClusterStore(_ body: (CallStore, RedisCluster, LocalRedisCluster) throws -> Void) throws {
         let node = try XCTUnwrap(clusterNode)
         let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
         let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
@@ -637,43 +656,26 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
             clusterStore.close()
             cluster.close()
         }
-        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
-        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
-        let slot = String(HashSlot(key: "unowned").value)
-        _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
-        try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
-        XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
-        let down = complete(loop) { clusterStore.ping(completion: $0) }
-        guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
-        XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
-        _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
-        try node.waitUntilHealthy()
-        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+        try body(clusterStore, cluster, node)
     }
 
     /// On a cluster the write probe goes to every primary, each named by its address, with a
     /// key in a slot it owns (a one-node cluster here: one primary with every slot).
     func testTheWriteProbeOfAClusterStoreNamesEachPrimary() throws {
-        let node = try XCTUnwrap(clusterNode)
-        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
-        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
-        clusterStore.start()
-        defer {
-            clusterStore.close()
-            cluster.close()
+        try withClusterStore { clusterStore, cluster, _ in
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "the slot map is read")
+            var answers: [(node: String, result: Result<Void, RedisError>)]?
+            clusterStore.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            XCTAssertEqual(answers?.map(\.node), cluster.map.primaries.map(\.description))
+            XCTAssertNil(answers?.first?.result.error)
+            _ = try server.cli(["CONFIG", "SET", "maxmemory", "1"])
+            defer { _ = try? server.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+            answers = nil
+            clusterStore.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            XCTAssertEqual(answers?.first?.result.error?.writeRefusal, .outOfMemory)
         }
-        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "the slot map is read")
-        var answers: [(node: String, result: Result<Void, RedisError>)]?
-        clusterStore.probeWrites { answers = $0 }
-        drive(loop, waitingFor: "the write probe", until: { answers != nil })
-        XCTAssertEqual(answers?.map(\.node), cluster.map.primaries.map(\.description))
-        XCTAssertNil(answers?.first?.result.error)
-        _ = try server.cli(["CONFIG", "SET", "maxmemory", "1"])
-        defer { _ = try? server.cli(["CONFIG", "SET", "maxmemory", "0"]) }
-        answers = nil
-        clusterStore.probeWrites { answers = $0 }
-        drive(loop, waitingFor: "the write probe", until: { answers != nil })
-        XCTAssertEqual(answers?.first?.result.error?.writeRefusal, .outOfMemory)
     }
 
     func testEveryTestRunsOnTheClusterNode() throws {
