@@ -166,6 +166,45 @@ final class FaultTests: XCTestCase {
               + "\(perCall.filter { $0.value.count > 1 }.count) calls accepted twice")
     }
 
+    /// APNs stalls (SIGSTOP for 12 s) under 50 calls a second: pushes written before the stall
+    /// get no answer (they fail as timeouts or with their connection) and are retried; the
+    /// stalled process may still read and accept them when it resumes, so such a call can ring
+    /// twice: at least once, unavoidable without an answer (docs/protocol.md: the phone
+    /// de-duplicates by the call's `id`). What must hold: every call finishes, and a call is
+    /// pushed twice only when the answer to its earlier push never came (its attempt records
+    /// an error, not a status): none whose answer was known.
+    func testAStalledAPNsRingsTwiceOnlyCallsWhoseAnswerNeverCame() throws {
+        let fleet = try GatewayFleet(simulator: #", "raised_max_streams": 1000"#, app: #", "ring_timeout_s": 60"#)
+        self.fleet = fleet
+        let gw = try fleet.startGateway(consumer: "stalled")
+        try waitForPort(gw.adminPort)
+        let (producer, written) = try fleet.startProducer(prefix: "stalled", perSecond: 50)
+        defer { producer.stop(signal: SIGKILL) }
+        usleep(3_000_000)
+        fleet.signalSimulator(SIGSTOP)
+        usleep(12_000_000)
+        fleet.signalSimulator(SIGCONT)
+        usleep(3_000_000)
+        producer.stop(signal: SIGKILL)
+        let all = written()
+        XCTAssertEqual(fleet.waitForResults(all, seconds: 30), [], "every call finished")
+        fleet.stopSimulator()
+        let pushes = fleet.voipPushesByCall()
+        let twice = all.filter { (pushes[$0] ?? 0) > 1 }
+        // Each push but the last of a call pushed twice must be an attempt without an answer.
+        let results = fleet.resultRecords()
+        let statuses = results.mapValues { $0.first { $0.outcome != "duplicate" }?.attemptStatuses ?? [] }
+        let knownAndPushedAgain = twice.filter { id in (statuses[id] ?? []).dropLast().contains { $0 != nil } }
+        XCTAssertEqual(knownAndPushedAgain, [], "no call pushed again after an answer\n" + fleet.history(of: Array(knownAndPushedAgain.prefix(3))))
+        let accepted = Set(fleet.simulatorRequests().filter { ($0["status"] as? Int) == 200 }
+            .compactMap { ($0["token"] as? String).map(GatewayFleet.callID(fromToken:)) })
+        let acceptedNotDelivered = accepted.filter { !(results[$0] ?? []).contains { $0.outcome.hasPrefix("delivered") } }
+        XCTAssertEqual(acceptedNotDelivered.sorted(), [], "every call APNs accepted is recorded delivered")
+        print("fault suite: APNs stalled 12 s (SIGSTOP) under 50 calls/s: \(all.count) calls, \(twice.count) pushed twice "
+              + "(each after a push whose answer never came), \(accepted.count) accepted by APNs, "
+              + "\(acceptedNotDelivered.count) of those not recorded delivered")
+    }
+
     // MARK: Redis refusing writes
 
     func testRedisAtMaxmemoryForTwentySecondsUnderLoadPushesNoKnownCallTwiceAndLosesNone() throws {
@@ -276,8 +315,10 @@ final class FaultTests: XCTestCase {
 
     /// Two apps under load, `beta`'s key refused by APNs (403 InvalidProviderToken, as if
     /// revoked): `/readyz` stays 200 throughout, beta shows unhealthy and withheld in the
-    /// metrics, at most a handful of its calls reach APNs (every one of them dead-lettered with
-    /// the reason), and acme's latency over the same run is what it was before beta's flood.
+    /// metrics, at most a handful of its calls reach APNs (every one dead-lettered with the
+    /// reason), and acme's latency is the same with beta's flood as without it. Beta's flood is
+    /// switched on and off in turns of 3 s while acme's calls go on (the same run, and the
+    /// shared machine's noise falls on both sides alike).
     func testOneAppsRefusedCredentialUnderLoadLeavesTheGatewayReadyAndTheOtherAppAlone() throws {
         let fleet = try GatewayFleet(simulator: #", "raised_max_streams": 1000"#, app: #", "ring_timeout_s": 60"#,
                                      otherApps: #", "beta": { "bundle_id": "com.example.app", "credential": "revoked", "environment": "production" }"#)
@@ -287,20 +328,28 @@ final class FaultTests: XCTestCase {
         XCTAssertTrue(GatewayFleet.wait(seconds: 15) { fleet.readiness(of: gw).status == 200 }, "ready")
         let (acme, acmeWritten) = try fleet.startProducer(prefix: "acme", perSecond: 50)
         defer { acme.stop(signal: SIGKILL) }
-        usleep(6_000_000)  // acme alone: its baseline
-        let baseline = acmeWritten().count
-        let (beta, betaWritten) = try fleet.startProducer(prefix: "beta", perSecond: 100, app: "beta")
-        defer { beta.stop(signal: SIGKILL) }
-        let started = Date()
+        usleep(2_000_000)  // warm: connections and scripts
         var notReady: [String] = []
-        while Date().timeIntervalSince(started) < 12 {
-            let r = fleet.readiness(of: gw)
-            if r.status != 200 { notReady.append("\(r.status) \(r.body)") }
-            usleep(250_000)
+        var quiet: [Range<Int>] = [], flooded: [Range<Int>] = [], betaIDs: [String] = []
+        for turn in 0..<6 {
+            let from = acmeWritten().count
+            let flood = turn % 2 == 1
+            let beta = flood ? try fleet.startProducer(prefix: "beta\(turn)", perSecond: 100, app: "beta") : nil
+            let started = Date()
+            while Date().timeIntervalSince(started) < 3 {
+                let r = fleet.readiness(of: gw)
+                if r.status != 200 { notReady.append("\(r.status) \(r.body)") }
+                usleep(250_000)
+            }
+            if let beta {
+                beta.process.stop(signal: SIGKILL)
+                betaIDs += beta.written()
+            }
+            let range = from..<acmeWritten().count
+            if flood { flooded.append(range) } else { quiet.append(range) }
         }
-        beta.stop(signal: SIGKILL)
         acme.stop(signal: SIGKILL)
-        let acmeIDs = acmeWritten(), betaIDs = betaWritten()
+        let acmeIDs = acmeWritten()
         XCTAssertEqual(fleet.waitForResults(acmeIDs, seconds: 15), [], "every acme call finished")
         XCTAssertEqual(fleet.waitForResults(betaIDs, seconds: 15, app: "beta"), [], "every beta call finished")
         let metrics = (try? LoopbackHTTP.blockingRequest("/metrics", port: gw.adminPort).body) ?? ""
@@ -317,17 +366,20 @@ final class FaultTests: XCTestCase {
         let betaResults = fleet.resultRecords(app: "beta")
         let notRefused = betaIDs.filter { id in !(betaResults[id] ?? []).contains { $0.reason.hasPrefix("apns_credentials: InvalidProviderToken") } }
         XCTAssertEqual(notRefused.count, 0, "every beta call dead-lettered with the reason: \(notRefused.prefix(3))")
-        // acme's latency (XADD to APNs' answer) before beta's flood and during it, same run.
+        // acme's latency (XADD to APNs' answer) in the turns without beta's flood and with it.
         let acmeResults = fleet.resultRecords()
-        func p99(_ ids: ArraySlice<String>) -> Int {
-            let latencies = ids.compactMap { acmeResults[$0]?.first?.latencyMs }.filter { $0 >= 0 }.sorted()
-            return latencies.isEmpty ? -1 : latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-        }
-        let before = p99(acmeIDs.prefix(baseline).dropFirst(50)), during = p99(acmeIDs.dropFirst(baseline))
         XCTAssertTrue(acmeIDs.allSatisfy { acmeResults[$0]?.first?.outcome == "delivered_voip" }, "every acme call delivered")
-        // Within twice the baseline (or 25 ms of it: a few ms apart on a shared 2-core machine).
-        XCTAssertLessThanOrEqual(during, max(2 * before, before + 25), "acme's p99 latency: \(before) ms before, \(during) ms during")
-        print("fault suite: app beta's key refused under 100 calls/s beside acme at 50/s: /readyz 200 throughout, "
-              + "\(reachedAPNs.count) of \(betaIDs.count) beta calls reached APNs; acme p99 \(before) ms before, \(during) ms during")
+        func percentile(_ ranges: [Range<Int>], _ p: Int) -> Int {
+            let latencies = ranges.flatMap { acmeIDs[$0] }.compactMap { acmeResults[$0]?.first?.latencyMs }.filter { $0 >= 0 }.sorted()
+            return latencies.isEmpty ? -1 : latencies[min(latencies.count - 1, latencies.count * p / 100)]
+        }
+        let (quiet50, quiet95, quiet99) = (percentile(quiet, 50), percentile(quiet, 95), percentile(quiet, 99))
+        let (flood50, flood95, flood99) = (percentile(flooded, 50), percentile(flooded, 95), percentile(flooded, 99))
+        // Within twice the quiet turns' (or 25 ms of them: a few ms apart on a shared 2-core machine).
+        XCTAssertLessThanOrEqual(flood95, max(2 * quiet95, quiet95 + 25), "acme's p95 latency: \(quiet95) ms quiet, \(flood95) ms flooded")
+        XCTAssertLessThanOrEqual(flood50, max(2 * quiet50, quiet50 + 25), "acme's median latency: \(quiet50) ms quiet, \(flood50) ms flooded")
+        print("fault suite: app beta's key refused, 100 calls/s in turns beside acme at 50/s: /readyz 200 throughout, "
+              + "\(reachedAPNs.count) of \(betaIDs.count) beta calls reached APNs; acme p50/p95/p99 \(quiet50)/\(quiet95)/\(quiet99) ms "
+              + "without beta's flood, \(flood50)/\(flood95)/\(flood99) ms with it")
     }
 }

@@ -226,12 +226,12 @@ final class GatewayFleet {
     }
 
     /// One result as the results stream holds it: outcome, reason (empty when none), latency
-    /// (ms, -1 when none) and how many attempts it lists.
+    /// (ms, -1 when none) and the HTTP status of each attempt it lists (nil: no answer).
     struct ResultLine {
         var outcome: String
         var reason: String
         var latencyMs: Int
-        var attempts: Int
+        var attemptStatuses: [Int?]
     }
 
     /// The results recorded so far, by call id (in the order of the results stream).
@@ -241,14 +241,14 @@ final class GatewayFleet {
             r = redis.Redis(port=\(redis.port), decode_responses=True)
             for _, f in r.xrange("pushgw:{\(app)}:results"):
                 d = json.loads(f["result"])
-                print(json.dumps([d.get("id"), d["outcome"], d.get("reason") or "", d.get("latency_ms", -1), len(d.get("attempts", []))]))
+                print(json.dumps([d.get("id"), d["outcome"], d.get("reason") or "", d.get("latency_ms", -1), [a.get("status") for a in d.get("attempts", [])]]))
             """])) ?? (1, "", "")
         var byCall: [String: [ResultLine]] = [:]
         for line in out.split(separator: "\n") {
             guard let row = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [Any], row.count == 5,
                   let id = row[0] as? String, let outcome = row[1] as? String else { continue }
-            byCall[id, default: []].append(ResultLine(outcome: outcome, reason: row[2] as? String ?? "",
-                                                      latencyMs: row[3] as? Int ?? -1, attempts: row[4] as? Int ?? 0))
+            byCall[id, default: []].append(ResultLine(outcome: outcome, reason: row[2] as? String ?? "", latencyMs: row[3] as? Int ?? -1,
+                                                      attemptStatuses: (row[4] as? [Any] ?? []).map { $0 as? Int }))
         }
         return byCall
     }
