@@ -75,7 +75,8 @@ for name, s in (("pushgw", gw), ("redis", redis)):
     s.get("restart") in ("always", "unless-stopped", "on-failure") or fail(f"{name} has no restart policy")
 any(str(p).endswith(":6379") for p in redis.get("ports", [])) or fail("redis publishes no port for producers outside compose")
 gw.get("depends_on", {}).get("redis", {}).get("condition") == "service_healthy" or fail("pushgw does not wait for a healthy redis")
-"/readyz" in dockerfile.split("HEALTHCHECK", 1)[-1].split("\n\n")[0] or fail("the image's HEALTHCHECK does not ask /readyz")
+healthcheck = dockerfile.split("HEALTHCHECK", 1)[-1].split("\n\n")[0]
+"/healthz" in healthcheck and "/readyz" not in healthcheck or fail("the image's HEALTHCHECK does not ask /healthz (liveness; docs/operations.md, Readiness)")
 grace = str(gw.get("stop_grace_period", "10s")).rstrip("s")
 int(grace) > 10 or fail("stop_grace_period leaves the 10 s drain no room")
 ssvc = sim.get("services", {})
@@ -86,7 +87,7 @@ os.path.isfile(mounts(simulator).get(sconfig, "")) or fail(f"the simulator's con
 env = ssvc.get("pushgw", {}).get("environment", {})
 env.get("PUSHGW_APNS_PRODUCTION_ENDPOINT") or fail("the override does not point pushgw at the simulator")
 print(f"compose: pushgw reads {config} = {os.path.relpath(source, os.path.dirname(here))}; restart policies, redis port, "
-      f"/readyz health check and the simulator override are in place")
+      f"/healthz health check and the simulator override are in place")
 PY
 }
 

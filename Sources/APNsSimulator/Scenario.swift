@@ -33,6 +33,9 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
     case blackhole
     /// 413 PayloadTooLarge whatever the size (APNs' limit may be lower than documented).
     case payloadTooLarge
+    /// 403 InvalidProviderToken whatever the JWT: the app's key as if revoked at Apple, for
+    /// this token only (a credential APNs refuses, then accepts again, in one test).
+    case invalidProviderToken
     /// The first N requests for the token get 403 ExpiredProviderToken whatever their JWT.
     case expiredProviderToken(Int)
     /// The first N requests for the token are refused unprocessed (RST_STREAM REFUSED_STREAM),
@@ -44,7 +47,7 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
 
     /// Parses a scenario's spelling: `ok`, `unregistered`, `expired_token`, `bad_token`,
     /// `not_for_topic`, `too_many`, `error500`, `unavailable`, `flaky:N`, `slow:MS`,
-    /// `blackhole`, `payload_too_large`, `expired_provider_token:N`, `refused_stream:N`,
+    /// `blackhole`, `payload_too_large`, `invalid_provider_token`, `expired_provider_token:N`, `refused_stream:N`,
     /// `drop_connection` (N, MS non-negative integers).
     public init(parsing text: String) throws(ScenarioParseError) {
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
@@ -67,6 +70,7 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case ("unavailable", nil): self = .unavailable
         case ("blackhole", nil): self = .blackhole
         case ("payload_too_large", nil): self = .payloadTooLarge
+        case ("invalid_provider_token", nil): self = .invalidProviderToken
         case ("drop_connection", nil): self = .dropConnection
         case let ("flaky", n?): self = .flaky(n)
         case let ("slow", n?): self = .slow(n)
@@ -76,7 +80,7 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
             throw ScenarioParseError(text: text, problem: "\(name) needs an argument, as in \(name):3")
         case (_, .some) where ["ok", "unregistered", "expired_token", "bad_token", "not_for_topic",
                                "too_many", "error500", "unavailable", "blackhole", "payload_too_large",
-                               "drop_connection"].contains(name):
+                               "invalid_provider_token", "drop_connection"].contains(name):
             throw ScenarioParseError(text: text, problem: "\(name) takes no argument")
         default:
             throw ScenarioParseError(text: text, problem: "unknown scenario")
@@ -98,6 +102,7 @@ public enum Scenario: Equatable, Sendable, CustomStringConvertible {
         case let .slow(ms): return "slow:\(ms)"
         case .blackhole: return "blackhole"
         case .payloadTooLarge: return "payload_too_large"
+        case .invalidProviderToken: return "invalid_provider_token"
         case let .expiredProviderToken(n): return "expired_provider_token:\(n)"
         case let .refusedStream(n): return "refused_stream:\(n)"
         case .dropConnection: return "drop_connection"
@@ -176,6 +181,7 @@ struct ScenarioBook {
         case .badToken: return .answer(.badDeviceToken)
         case .notForTopic: return .answer(.deviceTokenNotForTopic)
         case .payloadTooLarge: return .answer(.payloadTooLarge)
+        case .invalidProviderToken: return .answer(.invalidProviderToken)
         case .tooMany: return .answer(.tooManyRequests)
         case .error500: return .answer(.internalServerError)
         case .unavailable: return .answer(.serviceUnavailable)

@@ -96,14 +96,14 @@ package enum AdminAccess: Equatable, Sendable {
 package struct Readiness: Equatable, Sendable {
     /// One reason not to be ready.
     package struct Problem: Equatable, Sendable {
-        /// `redis`, `app`, `apns` or `draining`.
+        /// `redis`, `redis_writes`, `apns` or `draining` (apps are reported per app, not here).
         package var check: String
-        /// The app concerned (`app` problems only).
-        package var app: String?
         package var detail: String
         /// The APNs pool concerned (`apns` problems only).
         package var credential: String? = nil
         package var environment: String? = nil
+        /// The Redis node concerned (`redis_writes` problems only).
+        package var node: String? = nil
     }
 
     /// An APNs pool that cannot connect: since how long (ms) and why.
@@ -124,48 +124,53 @@ package struct Readiness: Equatable, Sendable {
     package var problems: [Problem]
     package var isReady: Bool { problems.isEmpty }
 
-    /// Ready when Redis answered a PING at most `maxPingAgeMs` ago, no app is marked unhealthy
-    /// by APNs credential or config errors, and the process is not draining.
+    /// Ready when Redis answered a PING at most `maxPingAgeMs` ago and no node refuses writes,
+    /// every APNs pool can connect, and the process is not draining. About the process only: an
+    /// app APNs refuses is reported per app (`/status`, `pushgw_app_unhealthy`, the console),
+    /// never here, since an orchestrator acting on readiness would take every other app's calls
+    /// down with it.
     ///
     /// - Parameters:
     ///   - nowMs, lastPingOkMs: monotonic milliseconds; `lastPingOkMs` nil = never.
     ///   - lastPingError: the last PING's failure, for the detail.
-    ///   - unhealthyApps: app id → reason (`RouterRole.unhealthyApps`).
     ///   - unreachablePools: APNs pools whose connects fail, one problem each.
+    ///   - refusingWrites: Redis nodes that refused the last write probe → Redis' answer
+    ///     (`RedisProbe.refusingWrites`), one problem each.
     package static func evaluate(nowMs: Int64, lastPingOkMs: Int64?, maxPingAgeMs: Int64, lastPingError: String?,
-                                unhealthyApps: [String: String], draining: Bool,
-                                unreachablePools: [UnreachablePool] = []) -> Readiness {
+                                draining: Bool, unreachablePools: [UnreachablePool] = [],
+                                refusingWrites: [String: String] = [:]) -> Readiness {
         var problems: [Problem] = []
-        if draining { problems.append(Problem(check: "draining", app: nil, detail: "the process is draining for shutdown")) }
+        if draining { problems.append(Problem(check: "draining", detail: "the process is draining for shutdown")) }
         if let last = lastPingOkMs, nowMs - last <= maxPingAgeMs {
             // fresh
         } else {
             var detail = lastPingOkMs.map { "no successful PING for \(nowMs - $0) ms" }
                 ?? "no successful PING yet"
             if let lastPingError { detail += " (last error: \(lastPingError))" }
-            problems.append(Problem(check: "redis", app: nil, detail: detail))
+            problems.append(Problem(check: "redis", detail: detail))
         }
-        for app in unhealthyApps.keys.sorted() {
-            problems.append(Problem(check: "app", app: app, detail: unhealthyApps[app]!))
+        // Redis answers a PING while it refuses writes, and no outcome can be recorded then.
+        for node in refusingWrites.keys.sorted() {
+            problems.append(Problem(check: "redis_writes", detail: "refuses writes: " + refusingWrites[node]!, node: node))
         }
         for pool in unreachablePools.sorted(by: { ($0.credential, $0.environment) < ($1.credential, $1.environment) }) {
             var detail = "cannot connect to APNs for \(pool.forMs / 1000) s"
             if let reason = pool.reason { detail += " (last error: \(reason))" }
-            problems.append(Problem(check: "apns", app: nil, detail: detail, credential: pool.credential,
+            problems.append(Problem(check: "apns", detail: detail, credential: pool.credential,
                                     environment: pool.environment))
         }
         return Readiness(problems: problems)
     }
 
-    /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"app":…,"detail":…},…]}`.
+    /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"detail":…},…]}`.
     package func json() -> String {
         var object: [String: Any] = ["ready": isReady]
         if !isReady {
             object["problems"] = problems.map { p -> [String: Any] in
                 var o: [String: Any] = ["check": p.check, "detail": p.detail]
-                if let app = p.app { o["app"] = app }
                 if let credential = p.credential { o["credential"] = credential }
                 if let environment = p.environment { o["environment"] = environment }
+                if let node = p.node { o["node"] = node }
                 return o
             }
         }

@@ -192,8 +192,8 @@ package final class GatewayAdmin {
             }
         }
         var readiness = Readiness.evaluate(nowMs: now, lastPingOkMs: probe.lastPingOkMs, maxPingAgeMs: settings.maxPingAgeMs,
-                                           lastPingError: probe.lastPingError, unhealthyApps: runner?.unhealthyApps ?? [:],
-                                           draining: draining, unreachablePools: unreachable)
+                                           lastPingError: probe.lastPingError, draining: draining, unreachablePools: unreachable,
+                                           refusingWrites: probe.refusingWrites)
         readiness.problems += evictionCheck.problems
         return readiness
     }
@@ -216,6 +216,7 @@ package final class GatewayAdmin {
             s.router = runner.stats
             s.callsInFlight = runner.inFlight
             s.unhealthyApps = runner.unhealthyApps
+            s.withheldApps = runner.withheldApps.mapValues { (forMs: now - $0.sinceMs, nextProbeInMs: max(0, $0.nextProbeAtMs - now)) }
         }
         for (key, client) in pools.all {
             var pool = GatewaySnapshot.Pool(credential: key.credential, environment: key.environment.rawValue,
@@ -228,7 +229,10 @@ package final class GatewayAdmin {
                 s.jwtRenewals[key.credential] = source.renewals
             }
         }
-        s.redisLinks = store.links.map { GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats) }
+        s.redisLinks = store.links.map {
+            GatewaySnapshot.RedisLink(name: $0.name, ready: $0.connection.isReady, stats: $0.connection.stats,
+                                      writeRefusals: $0.connection.writeRefusals)
+        }
         s.redisReachable = probe.lastPingOkMs.map { now - $0 <= settings.maxPingAgeMs } ?? false
         s.backlog = probe.backlog(nowMs: now)
         s.redisRefusedNodes = refusedNodes()
@@ -258,10 +262,10 @@ package final class GatewayAdmin {
         let s = snapshot()
         let apps = self.apps.map { a in
             ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
-                               refusal: s.unhealthyApps[a.id], backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
+                               refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
         }
         let problems = readiness().problems.map { p in
-            [p.check, p.app, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
+            [p.check, p.node, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
         }
         return ConsoleFigures(apps: apps, redisReachable: s.redisReachable, callsInFlight: s.callsInFlight, readinessProblems: problems)
     }
@@ -277,6 +281,7 @@ package final class GatewayAdmin {
             "redis_reachable": s.redisReachable,
             "calls_in_flight": s.callsInFlight,
             "unhealthy_apps": s.unhealthyApps,
+            "withheld_apps": s.withheldApps.mapValues { ["for_ms": $0.forMs, "next_probe_in_ms": $0.nextProbeInMs] },
         ]
         object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
             ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,

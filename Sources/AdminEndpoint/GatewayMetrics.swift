@@ -44,6 +44,7 @@ package final class GatewayMetrics: RouterObservations {
     let retriesFired: CounterFamily
     let routerRedisErrors: CounterFamily
     let appUnhealthy: GaugeFamily
+    let appPushesWithheld: GaugeFamily
     // MARK: APNs pools (pulled)
     let apnsRequests: CounterFamily
     let apnsAnswers: CounterFamily
@@ -74,6 +75,7 @@ package final class GatewayMetrics: RouterObservations {
     let redisRefusedNodes: CounterFamily
     let redisEvictingPolicy: GaugeFamily
     let redisEvictedKeys: CounterFamily
+    let redisWriteRefusals: CounterFamily
     let backlogEntries: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
@@ -128,6 +130,9 @@ package final class GatewayMetrics: RouterObservations {
         appUnhealthy = r.gauge("pushgw_app_unhealthy",
                                help: "1 when APNs refused the app's credentials or configuration lately, else 0, by app.",
                                labels: ["app"])
+        appPushesWithheld = r.gauge("pushgw_app_pushes_withheld",
+                                    help: "1 while the app's pushes are withheld after APNs refused its credentials or configuration again and again (its calls dead-lettered at once, one probe push a minute), else 0, by app.",
+                                    labels: ["app"])
 
         let pool = ["credential", "environment"]
         apnsRequests = r.counter("pushgw_apns_requests_total",
@@ -185,6 +190,9 @@ package final class GatewayMetrics: RouterObservations {
         redisWatchdogFirings = r.counter("pushgw_redis_watchdog_firings_total",
                                          help: "Times a Redis connection was dropped because its replies stalled, by connection.",
                                          labels: ["connection"])
+        redisWriteRefusals = r.counter("pushgw_redis_write_refusals_total",
+                                       help: "Commands and scripts Redis refused because it refuses writes (OOM, NOREPLICAS, MISCONF, READONLY), by connection and reason.",
+                                       labels: ["connection", "reason"])
         deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
                                     help: "Dead letters the next retention run will remove (by age within one interval, by count and by size), per app.",
                                     labels: ["app"])
@@ -267,7 +275,11 @@ package final class GatewayMetrics: RouterObservations {
             routerRedisErrors.set(total: Double(stats.redisErrors))
         }
         appUnhealthy.removeAll()
-        for app in snapshot.apps { appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1) }
+        appPushesWithheld.removeAll()
+        for app in snapshot.apps {
+            appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1)
+            appPushesWithheld.set([app], snapshot.withheldApps[app] == nil ? 0 : 1)
+        }
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
@@ -306,6 +318,7 @@ package final class GatewayMetrics: RouterObservations {
             redisConnectFailures.set([link.name], total: Double(link.stats.connectFailures))
             redisDisconnects.set([link.name], total: Double(link.stats.lost))
             redisWatchdogFirings.set([link.name], total: Double(link.stats.watchdogFirings))
+            for (refusal, count) in link.writeRefusals { redisWriteRefusals.set([link.name, refusal.code], total: Double(count)) }
         }
         // Stale figures are worse than none: an app whose backlog could not be read lately
         // has no series until it can.
@@ -364,11 +377,14 @@ package struct GatewaySnapshot {
         package var name: String
         package var ready: Bool
         package var stats: RedisConnection.Stats
+        /// Refused writes on the connection, by why (`RedisConnection.writeRefusals`).
+        package var writeRefusals: [RedisError.WriteRefusal: Int]
 
-        package init(name: String, ready: Bool, stats: RedisConnection.Stats) {
+        package init(name: String, ready: Bool, stats: RedisConnection.Stats, writeRefusals: [RedisError.WriteRefusal: Int] = [:]) {
             self.name = name
             self.ready = ready
             self.stats = stats
+            self.writeRefusals = writeRefusals
         }
     }
 
@@ -379,6 +395,16 @@ package struct GatewaySnapshot {
     package var apps: [String] = []
     /// App id → why APNs refused it (`RouterRole.unhealthyApps`).
     package var unhealthyApps: [String: String] = [:]
+    /// App id → for how long its pushes have been withheld and when the next probe goes, ms
+    /// (`RouterRole.withheldApps`).
+    package var withheldApps: [String: (forMs: Int64, nextProbeInMs: Int64)] = [:]
+
+    /// How the operators' console says why APNs refuses an app, and whether its pushes are withheld.
+    package func refusal(of app: String) -> String? {
+        guard let reason = unhealthyApps[app] else { return nil }
+        guard let withheld = withheldApps[app] else { return reason }
+        return reason + " — pushes withheld for \(withheld.forMs / 1000) s, next probe in \(withheld.nextProbeInMs / 1000) s"
+    }
     package var pools: [Pool] = []
     /// Credential name → `ProviderTokenSource.renewals` (token credentials only).
     package var jwtRenewals: [String: Int] = [:]

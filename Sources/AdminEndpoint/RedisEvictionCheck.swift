@@ -73,7 +73,7 @@ package final class RedisEvictionCheck {
     /// One readiness problem per node whose policy evicts.
     package var problems: [Readiness.Problem] {
         nodes.values.filter(\.evicts).sorted { $0.name < $1.name }.map { node in
-            Readiness.Problem(check: "redis", app: nil, detail: "\(node.name) has maxmemory-policy \(node.policy) with maxmemory "
+            Readiness.Problem(check: "redis", detail: "\(node.name) has maxmemory-policy \(node.policy) with maxmemory "
                               + "\(node.maxmemory) bytes: at the limit Redis deletes result keys (the idempotency window), "
                               + "tokens known invalid and streams; set maxmemory-policy noeviction (docs/operations.md, \"Redis sizing\")")
         }

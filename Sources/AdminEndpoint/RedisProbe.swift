@@ -3,8 +3,10 @@ import RedisStreams
 
 /// Watches Redis for health and metrics: a PING every `pingEveryMs` (for `/readyz` and
 /// `pushgw_redis_up`; `CallStore.ping`, which on a cluster is a keyed command, so that a
-/// cluster refusing commands counts as down) and every app's backlog (XLEN + XPENDING, one
-/// Lua step for all apps) every `backlogEveryMs`.
+/// cluster refusing commands counts as down), a small write on every node every
+/// `writeProbeEveryMs` (`CallStore.probeWrites`: for `/readyz`, since Redis answers a PING
+/// while it refuses writes), and every app's backlog (XLEN + XPENDING, one Lua step for all
+/// apps) every `backlogEveryMs`.
 ///
 /// Both go over the store's `commands` connection, the one every outcome is written on (on a
 /// cluster, the store's connections to the primaries), so "reachable" means reachable for the
@@ -17,6 +19,8 @@ import RedisStreams
 package final class RedisProbe {
     package struct Settings: Sendable {
         package var pingEveryMs: Int64 = 2_000
+        /// Every second, so readiness follows Redis taking writes again within about a second.
+        package var writeProbeEveryMs: Int64 = 1_000
         package var backlogEveryMs: Int64 = 5_000
         package init() {}
     }
@@ -27,6 +31,9 @@ package final class RedisProbe {
     private let settings: Settings
     private var timer: LoopTimer!
     private var pingOutstanding = false
+    private var lastPingSentMs: Int64?
+    private var writeProbeOutstanding = false
+    private var lastWriteProbeSentMs: Int64?
     private var backlogOutstanding = 0
     private var lastBacklogRoundMs: Int64?
     private var backlogByApp: [String: (backlog: Backlog, atMs: Int64)] = [:]
@@ -34,9 +41,13 @@ package final class RedisProbe {
     package private(set) var lastPingOkMs: Int64?
     /// The last failed PING's error; nil after a success.
     package private(set) var lastPingError: String?
+    /// The nodes that refused the last write probe, with Redis' answer (`RedisError.writeRefusal`
+    /// errors only: a node that did not answer is the PING's business). Empty while writes land.
+    package private(set) var refusingWrites: [String: String] = [:]
 
     package init(loop: EventLoop, store: CallStore, apps: [AppKeys], settings: Settings = Settings()) {
-        precondition(settings.pingEveryMs > 0 && settings.backlogEveryMs > 0, "probe periods must be positive")
+        precondition(settings.pingEveryMs > 0 && settings.writeProbeEveryMs > 0 && settings.backlogEveryMs > 0,
+                     "probe periods must be positive")
         self.store = store
         self.apps = apps
         self.settings = settings
@@ -63,7 +74,21 @@ package final class RedisProbe {
 
     private func tick() {
         let now = Clock.monotonicMs()
-        if !pingOutstanding {
+        if !writeProbeOutstanding, now - (lastWriteProbeSentMs ?? .min / 2) >= settings.writeProbeEveryMs {
+            lastWriteProbeSentMs = now
+            writeProbeOutstanding = true
+            store.probeWrites { [weak self] answers in
+                guard let self else { return }
+                self.writeProbeOutstanding = false
+                var refusing: [String: String] = [:]
+                for answer in answers {
+                    if case let .failure(error) = answer.result, error.writeRefusal != nil { refusing[answer.node] = "\(error)" }
+                }
+                self.refusingWrites = refusing
+            }
+        }
+        if !pingOutstanding, now - (lastPingSentMs ?? .min / 2) >= settings.pingEveryMs {
+            lastPingSentMs = now
             pingOutstanding = true
             // weak: the store may complete it with `.closed` after this probe is gone.
             store.ping { [weak self] result in
@@ -97,6 +122,10 @@ package final class RedisProbe {
                 }
             }
         }
-        timer.schedule(afterMs: settings.pingEveryMs)
+        // The next tick when the earlier of the two is due; one still outstanding (Redis slow
+        // or gone) is looked at again a period from now.
+        let nextPing = (pingOutstanding ? now : lastPingSentMs ?? now) + settings.pingEveryMs
+        let nextWrite = (writeProbeOutstanding ? now : lastWriteProbeSentMs ?? now) + settings.writeProbeEveryMs
+        timer.schedule(afterMs: max(1, min(nextPing, nextWrite) - now))
     }
 }

@@ -24,31 +24,38 @@ extension RouterRole {
             guard call.life.onScheduleRequested() == .write else { return }
             schedule(call, channel: plan.channel)
         case let .finish(record):
-            guard call.life.onRecordRequested() == .write else { return }
-            recordOutcome(record, for: call)
+            run(call.life.onRecordRequested(.outcome(record)), for: call)
         case let .deadLetter(deadLetter):
-            if deadLetter.appUnhealthy {
-                unhealthyApps[call.app.id] = deadLetter.reason.text
-                log.error("app marked unhealthy", ["app": call.app.id, "reason": deadLetter.reason.text], limited: true)
-            }
-            guard call.life.onRecordRequested() == .write else { return }
-            writeDeadLetter(deadLetter, for: call)
+            if deadLetter.appUnhealthy { appRefused(call.app, deadLetter.reason) }
+            run(call.life.onRecordRequested(.deadLetter(deadLetter)), for: call)
         case let .cancelCall(record):
-            guard call.life.onRecordRequested() == .write else { return }
-            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
+            run(call.life.onRecordRequested(.cancellation(record)), for: call)
         case let .acknowledgeDuplicate(record):
             // An already finished call, a second cancel, a copy of a call another entry
             // finished: its `duplicate` result is written and its entry acknowledged.
-            guard call.life.onRecordRequested() == .write else { return }
-            recordOutcome(record, for: call, keying: .duplicate)
+            run(call.life.onRecordRequested(.duplicate(record)), for: call)
         }
     }
 
     func send(_ plan: PushPlan, for call: LiveCall) {
+        // An app APNs refused again and again: its push is withheld, but for one probe a period.
+        var probe = false
+        if appHealth[call.app.id] != nil {
+            switch appHealth[call.app.id]!.onPushWanted(nowMs: Clock.monotonicMs()) {
+            case .send:
+                break
+            case .sendAsProbe:
+                probe = true
+                log.info("probing a withheld app's credential with one push", ["app": call.app.id, "event": call.callID])
+            case let .withhold(reason):
+                return perform(call.router.pushWithheld(reason, now: Clock.unixMs()), for: call)
+            }
+        }
         let client: ApnsClient
         do {
             client = try pools.client(credential: call.app.credential, environment: plan.environment)
         } catch {
+            if probe { appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
             let action = call.router.apnsFailed(.credentialUnusable("\(error)"), now: Clock.unixMs())
             return perform(action, for: call)
         }
@@ -56,13 +63,14 @@ extension RouterRole {
         client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
+            if probe { self.appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
             let action: CallAction
             switch result {
             case let .success(response):
                 self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
                                                 reason: response.reason?.text, latencySeconds: seconds)
                 // APNs accepted the app's credentials and topic again: healthy (docs/protocol.md).
-                if response.isAccepted { self.unhealthyApps[call.app.id] = nil }
+                if response.isAccepted, self.appHealth[call.app.id] != nil { self.appAccepted(call.app) }
                 action = call.router.apnsAnswered(response, now: now)
             case let .failure(error):
                 self.observations?.apnsFailed(app: call.app.id, channel: plan.channel, error: error, latencySeconds: seconds)
@@ -70,5 +78,33 @@ extension RouterRole {
             }
             self.perform(action, for: call)
         }
+    }
+
+    // MARK: An app's credential
+
+    /// APNs refused `app`'s credential or configuration (a dead letter marked `appUnhealthy`).
+    func appRefused(_ app: AppRuntime, _ reason: DeadLetterReason) {
+        let change = appHealth[app.id, default: AppCredentialHealth(policy: settings.credentialHealth)]
+            .onRefused(reason, nowMs: Clock.monotonicMs())
+        switch change {
+        case .becameUnhealthy:
+            log.error("app marked unhealthy", ["app": app.id, "reason": reason.text], limited: true)
+        case .startedWithholding:
+            log.error("app's pushes withheld: APNs refused its credential or configuration again and again; "
+                      + "its calls are dead-lettered at once, one push a period probes it",
+                      ["app": app.id, "reason": reason.text, "refusals_in_a_row": settings.credentialHealth.refusalsToWithhold,
+                       "probe_every_ms": settings.credentialHealth.probeEveryMs,
+                       "fix": "fix the app's key, certificate or bundle id and reload (SIGHUP), then replay its dead letters"])
+        case .none, .becameHealthy:
+            break
+        }
+    }
+
+    /// APNs accepted a push of `app`, which was marked unhealthy: healthy again.
+    private func appAccepted(_ app: AppRuntime) {
+        let wasWithholding = appHealth[app.id]?.isWithholding ?? false
+        guard appHealth[app.id]?.onAccepted() == .becameHealthy else { return }
+        appHealth[app.id] = nil  // a healthy app has no entry
+        log.info("app healthy again: APNs accepted a push", ["app": app.id, "was_withheld": wasWithholding])
     }
 }

@@ -63,7 +63,9 @@ extension RouterRole {
             case let .success(found):
                 var heldElsewhere: [HeldElsewhere] = []
                 for (i, (a, f)) in zip(admitted, found).enumerated() {
-                    if let holder = f.claimHolder, holder != self.settings.consumer {
+                    // A holder's lapsed lease is trusted only when leases are (see `claim`);
+                    // otherwise the copy waits for the holder, as for a live one.
+                    if let holder = f.claimHolder, holder != self.settings.consumer, self.leasesAreTrustworthy {
                         heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder, cancelledInRead: cancelledHere[i]))
                     } else {
                         self.start(a, found: f, cancelledInRead: cancelledHere[i])
@@ -210,7 +212,7 @@ extension RouterRole {
         case .waitForCopyElsewhere:
             copiesElsewhere.append(a)
             if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
-        case .none, .tellRouterCancelled, .write, .scheduleAgainLater, .leave:
+        case .none, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
             run(action, for: call)
         }
     }

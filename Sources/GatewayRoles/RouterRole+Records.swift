@@ -3,7 +3,10 @@ import RedisStreams
 import Routing
 
 // Records: the outcomes reached in one loop turn are written by one script per app; dead
-// letters one by one; each answer tells the call's life, which lets the call leave.
+// letters one by one; each answer tells the call's life, which lets the call leave. A record
+// Redis did not take is held in the call's life and written again (`recordAgain`) until it
+// lands: the call stays here, its entry pending for this live consumer, so nothing routes it
+// again.
 extension RouterRole {
     /// One outcome waiting for the end of the loop turn, to be recorded with the others.
     final class PendingRecord {
@@ -28,8 +31,22 @@ extension RouterRole {
         return record
     }
 
+    /// Writes a call's record (its life is `recording`: the first time, or again after a failure).
+    func write(_ record: LiveCallStateMachine.Record, for call: LiveCall) {
+        switch record {
+        case let .outcome(outcome):
+            recordOutcome(outcome, for: call, keying: .once)
+        case let .duplicate(outcome):
+            recordOutcome(outcome, for: call, keying: .duplicate)
+        case let .deadLetter(deadLetter):
+            writeDeadLetter(deadLetter, for: call)
+        case let .cancellation(outcome):
+            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(outcome, call), cancelEntry: call)
+        }
+    }
+
     /// Queues a routed call's record for the end of the loop turn (its life is `recording`).
-    func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying = .once) {
+    private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying) {
         let record = stamped(record, call)
         let entry = ResultEntry(record, callID: call.callID, keying: keying)
         records.add(PendingRecord(call: call, record: record,
@@ -53,8 +70,8 @@ extension RouterRole {
                     case let .success(report):
                         for (i, p) in chunk.enumerated() { self.answered(p.record, call: p.call, report.answer(i)) }
                     case let .failure(error):
-                        self.stepFailed(chunk.lazy.map(\.call), .error, "recording outcomes failed; entries left pending",
-                                        error: error, ["app": id, "count": chunk.count])
+                        self.recordFailed(chunk.lazy.map(\.call), "recording outcomes failed; outcomes held, recording again",
+                                          error: error, ["app": id, "count": chunk.count])
                     }
                 }
             }
@@ -62,7 +79,7 @@ extension RouterRole {
     }
 
     /// Writes a call's dead letter (its life is `recording`).
-    func writeDeadLetter(_ deadLetter: DeadLetter, for call: LiveCall) {
+    private func writeDeadLetter(_ deadLetter: DeadLetter, for call: LiveCall) {
         let now = Clock.unixMs()
         let record = stamped(deadLetter.record, call)
         let entry = DeadLetterEntry(deadLetter, record: record, event: call.rawEvent, firstFailureMs: call.firstFailureMs ?? now,
@@ -73,8 +90,8 @@ extension RouterRole {
             case let .success(report):
                 self.answered(record, call: call, report.answer)
             case let .failure(error):
-                self.stepFailed(CollectionOfOne(call), .error, "dead-lettering failed; entry left pending", error: error,
-                                ["app": call.app.id])
+                self.recordFailed(CollectionOfOne(call), "dead-lettering failed; held, writing it again", error: error,
+                                  ["app": call.app.id])
             }
         }
     }
@@ -83,9 +100,32 @@ extension RouterRole {
     func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: [UInt8], _ deadLetter: DeadLetter) {
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "",
-                            life: .refusedAtAdmission)
+                            life: .refusedAtAdmission(deadLetter))
         register(call)
-        writeDeadLetter(deadLetter, for: call)
+        write(.deadLetter(deadLetter), for: call)
+    }
+
+    /// A record step for `calls` (outcomes, a dead letter, a cancellation) failed: each call
+    /// holds its outcome (`LiveCallStateMachine.holdingOutcome`) and its record is written again
+    /// after `recordAgainAfterMs`, until it lands. Every record step is idempotent, so one that
+    /// ran with its answer lost is answered as the entry's own result when written again.
+    func recordFailed(_ calls: some Sequence<LiveCall>, _ message: String, error: RedisError, _ fields: [String: Any]) {
+        stats.redisErrors += 1
+        for call in calls { run(call.life.onRecordFailed(), for: call) }
+        if error.writeRefusal != nil {
+            writesRefused(error)
+        } else {
+            var fields = fields
+            fields["error"] = "\(error)"
+            log.error(message, fields, limited: true)
+        }
+    }
+
+    /// The held outcomes' records, written again (`recordAgainTimer`).
+    func recordHeldOutcomes() {
+        let calls = recordAgain
+        recordAgain = []
+        for call in calls { run(call.life.onRecordAgainDue(), for: call) }
     }
 
     /// What a recording script did with `record`: wrote it; or, the id having an outcome
@@ -96,8 +136,10 @@ extension RouterRole {
     func answered(_ record: OutcomeRecord, call: LiveCall, _ answer: RecordAnswer) {
         switch answer {
         case .recorded:
+            writesAccepted()
             recorded(record, call: call)
         case let .duplicate(first):
+            writesAccepted()
             recorded(record.duplicate(of: first ?? record.outcome), call: call)
         case .ownResultThere:
             run(call.life.onRecorded(outcome: nil), for: call)

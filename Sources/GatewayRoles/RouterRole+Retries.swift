@@ -18,6 +18,7 @@ extension RouterRole {
         store.retries.schedule(call.app.keys, consumer: settings.consumer, retry: retry) { [unowned self] result in
             switch result {
             case .success(.scheduled):
+                self.writesAccepted()
                 self.stats.retriesScheduled += 1
                 self.stats.retriesScheduledByChannel[channel.rawValue, default: 0] += 1
                 self.run(call.life.onScheduled(), for: call)
@@ -33,9 +34,13 @@ extension RouterRole {
                 self.run(call.life.onScheduled(), for: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
-                                                                         "error": "\(error)"], limited: true)
                 self.run(call.life.onScheduleFailed(), for: call)
+                if error.writeRefusal != nil {
+                    self.writesRefused(error)
+                } else {
+                    self.log.warn("scheduling a retry failed; trying again", ["app": call.app.id, "event": call.callID,
+                                                                             "error": "\(error)"], limited: true)
+                }
             }
         }
     }
@@ -69,8 +74,8 @@ extension RouterRole {
             case let .success(pending):
                 found = pending
             case let .failure(error):
-                return self.stepFailed(CollectionOfOne(cancelEntry), .error, "reading a cancelled call's retry failed; entry left pending",
-                                       error: error, ["app": app.id, "event": callID])
+                return self.recordFailed(CollectionOfOne(cancelEntry), "reading a cancelled call's retry failed; cancelling again",
+                                         error: error, ["app": app.id, "event": callID])
             }
             var removing: [(retryID: String, resultJSON: String)] = []
             var records: [String: OutcomeRecord] = [:]
@@ -89,8 +94,8 @@ extension RouterRole {
                                       removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
                 switch result {
                 case let .failure(error):
-                    self.stepFailed(CollectionOfOne(cancelEntry), .error, "recording a cancellation failed; entry left pending",
-                                    error: error, ["app": app.id, "event": callID])
+                    self.recordFailed(CollectionOfOne(cancelEntry), "recording a cancellation failed; cancelling again",
+                                      error: error, ["app": app.id, "event": callID])
                 case let .success(report):
                     self.stats.retriesCancelled += report.removed.count
                     for id in report.recorded {

@@ -23,6 +23,7 @@ extension RouterRole {
             case let .success(.registered(_, signingKey)):
                 self.adoptSigningKey(signingKey)
                 self.registered = true
+                self.registeredAtMs = Clock.monotonicMs()
                 // Entries a previous run under this name left pending are this process's now.
                 self.ownSweepsDue = max(self.ownSweepsDue, 1)
                 self.beat()
@@ -63,7 +64,8 @@ extension RouterRole {
         var routing: [AppKeys: [String]] = [:]
         for call in live.values { routing[call.app.keys, default: []].append(call.entryID) }
         let swept = apps
-        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: 1_000, routing: routing) { [unowned self] result in
+        store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: Self.ownSweepPage, routing: routing,
+                       thisRunMs: thisRunMs) { [unowned self] result in
             self.sweepingOwn = false
             guard case let .success(byApp) = result else {
                 self.stats.redisErrors += 1
@@ -72,6 +74,9 @@ extension RouterRole {
             self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
             for app in swept {
                 guard let found = byApp[app.keys] else { continue }
+                // A full page: more of its own entries wait (a long refusal of writes left many
+                // lookups undone). The next claim tick sweeps again, not the 2-minute rule.
+                if found.entries.count + found.lostIDs.count >= Self.ownSweepPage { self.ownSweepsDue = max(self.ownSweepsDue, 1) }
                 self.routeTakenOver(found, app: app, "claimed back own pending entries")
             }
         }
@@ -88,9 +93,12 @@ extension RouterRole {
                 // both waited out a lapsed lease at once): their take-overs will misfire.
                 self.log.error("another live gateway uses this consumer name; give each process its own --consumer",
                                ["consumer": self.settings.consumer, "instance": other], limited: true)
-            case .failure:
+            case let .failure(error):
                 self.stats.redisErrors += 1
+                if error.writeRefusal != nil { self.writesRefused(error) }
+                return
             }
+            self.writesAccepted()
         }
         if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
@@ -124,12 +132,16 @@ extension RouterRole {
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
             let now = Clock.monotonicMs()
-            let lapsed = registry.lapsed.subtracting([self.settings.consumer])
+            // While Redis refuses writes, and for a lease after, no heartbeat lands: a lapsed
+            // lease is no sign of death then, and a live process's held outcomes must not be
+            // taken over and pushed again. Every registered consumer counts as live meanwhile.
+            let trusted = self.leasesAreTrustworthy
+            let lapsed = trusted ? registry.lapsed.subtracting([self.settings.consumer]) : []
             guard !lapsed.isEmpty || self.sweepFoundMore || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
                 return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
             }
             self.lastFullSweepMs = now
-            var liveSet = registry.live
+            var liveSet = trusted ? registry.live : registry.live.union(registry.lapsed)
             liveSet.insert(self.settings.consumer)
             var remaining = self.apps.count
             var cleared = true
@@ -137,7 +149,8 @@ extension RouterRole {
             for app in self.apps {
                 self.store.claimAbandoned(app.keys, consumer: self.settings.consumer, minIdleMs: self.settings.claimMinIdleMs,
                                           count: 1000, liveConsumers: liveSet,
-                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs)) { [unowned self] claimed in
+                                          ownIdleMs: max(self.settings.ownEntriesIdleMs, self.settings.claimMinIdleMs),
+                                          thisRunMs: self.thisRunMs) { [unowned self] claimed in
                     if case let .success(found) = claimed {
                         self.routeTakenOver(found, app: app,
                                             "took over abandoned entries (of dead consumers, or left pending here after an error)")
@@ -159,10 +172,27 @@ extension RouterRole {
         }
     }
 
+    /// Whether a lapsed lease means its consumer died: not while Redis refuses writes (no
+    /// heartbeat lands, every lease lapses), nor until a lease and a beat after the refusals
+    /// ended, so every live process has renewed its lease before any is taken for dead.
+    var leasesAreTrustworthy: Bool {
+        guard refusal == nil else { return false }
+        guard let ended = refusalEndedMs else { return true }
+        return Clock.monotonicMs() - ended >= settings.heartbeatTTLMs + settings.heartbeatEveryMs
+    }
+
+    /// Entries of its own one sweep claims back at most, per app.
+    static let ownSweepPage = 1_000
+
+    /// How long this process has held its consumer name: its own entries delivered within it
+    /// were delivered to this live process, and claiming them back is no delivery.
+    var thisRunMs: Int64 { registeredAtMs.map { Clock.monotonicMs() - $0 } ?? 0 }
+
     /// Routes the entries a take-over claimed, except those this process is still routing (a
     /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).
     private func routeTakenOver(_ found: ClaimResult, app: AppRuntime, _ message: String) {
         let taken = found.entries.filter { live[key(app, $0.entry.id)] == nil }
+        for e in taken { refusal?.leftPending.remove(key(app, e.entry.id)) }
         if !taken.isEmpty {
             log.info(message, ["app": app.id, "count": taken.count])
             observations?.eventsReceived(app: app.id, claimed: true, count: taken.count)

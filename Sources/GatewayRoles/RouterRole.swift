@@ -40,6 +40,11 @@ package struct RouterRoleSettings: Sendable {
     var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
     var scheduleAgainAfterMs: Int64 = 250
+    /// After a record step failed, how long before its held outcome is written again, ms.
+    var recordAgainAfterMs: Int64 = 250
+    /// While Redis refuses writes, the line saying so (with how many calls wait) is logged at
+    /// most this often, ms.
+    var writeRefusalLogEveryMs: Int64 = 10_000
     /// How long a call's in-flight claim lasts (`AppKeys.result`), ms: longer than a call
     /// stays in one process (a push's queue and answer budgets, twice: VoIP then alert, and its
     /// record). It is released as soon as the call leaves the process; the TTL only frees the
@@ -47,6 +52,9 @@ package struct RouterRoleSettings: Sendable {
     var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
     var copyRecheckEveryMs: Int64 = 250
+    /// When an app's pushes are withheld after APNs refused its credential, and how often one
+    /// goes as a probe (`AppCredentialHealth`).
+    package var credentialHealth = AppCredentialHealth.Policy()
 
     package init(consumer: String) { self.consumer = consumer }
 }
@@ -192,6 +200,14 @@ package final class RouterRole {
     var copiesElsewhere: [Admitted] = []
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     var scheduleAgain: [LiveCall] = []
+    /// Calls holding an outcome whose record step failed, written again by `recordAgainTimer`.
+    /// Bounded: they are live calls, counted in their app's in-flight cap.
+    var recordAgain: [LiveCall] = []
+    /// While Redis refuses writes: since when, the last refusal, and the entries whose lookup
+    /// it refused (left pending until this process claims them back), for the log.
+    var refusal: WriteRefusalSpell?
+    /// Monotonic ms when the last spell of refusals ended (`leasesAreTrustworthy`).
+    var refusalEndedMs: Int64?
     /// Outcomes reached this loop turn, recorded together at its end.
     var records: TurnBatch<PendingRecord>!
     /// Seeded once; each call's router gets a stream split off it (no system call per call).
@@ -203,6 +219,8 @@ package final class RouterRole {
     var stopping = false
     /// True once this process holds its consumer name's lease (`register`): reading waits for it.
     var registered = false
+    /// Monotonic ms when this process took its consumer name's lease (`thisRunMs`).
+    var registeredAtMs: Int64?
     /// Sweeps of this process's own pending entries still to run (`claimOwnEntries`): after a
     /// reconnect of the reading connection and after a failed lookup or record.
     var ownSweepsDue = 0
@@ -219,14 +237,27 @@ package final class RouterRole {
     var heartbeatTimer: LoopTimer!
     var claimTimer: LoopTimer!
     var scheduleAgainTimer: LoopTimer!
+    var recordAgainTimer: LoopTimer!
     var recheckTimer: LoopTimer!
     var registerTimer: LoopTimer!
     /// What `registerTimer` does next (the registration, with what it saw so far).
     var registerAgain: ((RouterRole) -> Void)?
     var drainTimer: LoopTimer?
 
-    /// Apps whose credentials or config APNs refused lately (docs/protocol.md): for health.
-    package internal(set) var unhealthyApps: [String: String] = [:]
+    /// The apps APNs refused lately for their credential or configuration, by id (a healthy
+    /// app has no entry, so the hot path pays one missed lookup per push).
+    var appHealth: [String: AppCredentialHealth] = [:]
+    /// Apps whose credentials or config APNs refused lately (docs/protocol.md), with the
+    /// reason: reported per app (`/status`, `pushgw_app_unhealthy`, the console).
+    package var unhealthyApps: [String: String] { appHealth.compactMapValues { $0.refusal?.text } }
+    /// Apps whose pushes are withheld now, with since when and when the next probe goes
+    /// (monotonic ms).
+    package var withheldApps: [String: (sinceMs: Int64, nextProbeAtMs: Int64)] {
+        appHealth.compactMapValues { health in
+            guard case let .withholding(_, since, next, _) = health.state else { return nil }
+            return (since, next)
+        }
+    }
     package internal(set) var stats = Stats()
     /// Told about events as they happen, for metrics (`GatewayAdmin`) and tests: the one door
     /// out of the runner. Held weakly; nil tells nobody.
@@ -251,6 +282,7 @@ package final class RouterRole {
         heartbeatTimer = timer { $0.beat() }
         claimTimer = timer { $0.claim() }
         scheduleAgainTimer = timer { $0.retrySchedulingSteps() }
+        recordAgainTimer = timer { $0.recordHeldOutcomes() }
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
         registerTimer = timer { $0.registerAgain?($0) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
@@ -265,12 +297,12 @@ package final class RouterRole {
 
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
     /// they started with; new reads use the new apps; a removed app's stream is no longer read.
-    /// Unhealthy marks are cleared: a reload is how an operator fixes a credential, and a still
-    /// broken one is marked again by its next push.
+    /// Unhealthy marks and withheld pushes are cleared: a reload is how an operator fixes a
+    /// credential, and a still broken one is marked again by its next pushes.
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
-        unhealthyApps.removeAll()
+        appHealth.removeAll()
         readNext()
     }
 
@@ -295,11 +327,13 @@ package final class RouterRole {
 
     /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule
     /// (none waits in memory), then retires this consumer so whatever is still pending (calls
-    /// cut off by the timeout) is claimable by other processes at once.
+    /// cut off by the timeout, outcomes Redis would not take meanwhile) is claimable by other
+    /// processes at once: those are routed again, at least once.
     private func drainTick(deadline: Int64, done: @escaping () -> Void) {
         if live.isEmpty || Clock.monotonicMs() >= deadline {
             heartbeatTimer.cancel()
             scheduleAgainTimer.cancel()
+            recordAgainTimer.cancel()
             recheckTimer.cancel()
             registerTimer.cancel()
             store.retire(consumer: settings.consumer, instance: instance) { _ in done() }
@@ -352,17 +386,23 @@ package final class RouterRole {
     // MARK: A live call's life
 
     /// Performs what a live call's `LiveCallStateMachine` returned, for the actions that are the
-    /// same whichever step led there. `.write` is performed by the step that asked (it holds
-    /// what to write); `.startRouter` and the waits by `start` (they need the lookup).
+    /// same whichever step led there. `.write` (a schedule step) is performed by the step that
+    /// asked (it holds the router's snapshot); `.startRouter` and the waits by `start` (they
+    /// need the lookup).
     func run(_ action: LiveCallStateMachine.Action, for call: LiveCall) {
         switch action {
         case .none, .write, .startRouter, .waitForCopyHere, .waitForCopyElsewhere:
             break
+        case let .writeRecord(record):
+            write(record, for: call)
         case .tellRouterCancelled:
             perform(call.router.cancelReceived(now: Clock.unixMs()), for: call)
         case .scheduleAgainLater:
             scheduleAgain.append(call)
             if !scheduleAgainTimer.isScheduled { scheduleAgainTimer.schedule(afterMs: settings.scheduleAgainAfterMs) }
+        case .recordAgainLater:
+            recordAgain.append(call)
+            if !recordAgainTimer.isScheduled { recordAgainTimer.schedule(afterMs: settings.recordAgainAfterMs) }
         case let .leave(duplicatesOf: outcome):
             leave(call, duplicatesOf: outcome)
         }
@@ -396,16 +436,65 @@ package final class RouterRole {
         readNext()
     }
 
-    /// A Redis step for `calls` (lookup, record, cancellation) failed: it is counted and logged,
-    /// and the calls leave the process with their entries pending in Redis; this process claims
-    /// them back once Redis answers (`claimOwnEntries`), so no outcome is dropped.
-    func stepFailed(_ calls: some Sequence<LiveCall>, _ level: Log.Level, _ message: String, error: some Error,
+    /// The lookup step for `calls` failed: it is counted and logged, and the calls leave the
+    /// process with their entries pending in Redis (nothing was pushed: nothing is known of
+    /// them yet); this process claims them back once Redis answers (`claimOwnEntries`), so no
+    /// call is dropped. (A record step that fails holds its outcome instead: `recordFailed`.)
+    func stepFailed(_ calls: some Sequence<LiveCall>, _ level: Log.Level, _ message: String, error: RedisError,
                     _ fields: [String: Any]) {
         stats.redisErrors += 1
         ownSweepsDue = max(ownSweepsDue, 1)
-        var fields = fields
-        fields["error"] = "\(error)"
-        log.log(level, message, fields, limited: true)
-        for call in calls { run(call.life.onStepFailed(), for: call) }
+        let left = Array(calls)
+        for call in left { run(call.life.onStepFailed(), for: call) }
+        if error.writeRefusal != nil {
+            writesRefused(error, leftPending: left.map { key($0.app, $0.entryID) })
+        } else {
+            var fields = fields
+            fields["error"] = "\(error)"
+            log.log(level, message, fields, limited: true)
+        }
+    }
+
+    // MARK: Redis refusing writes
+
+    /// A spell of Redis refusing writes, as the router met it.
+    struct WriteRefusalSpell {
+        let sinceMs: Int64
+        var last: RedisError
+        /// Entries whose lookup was refused and that wait, pending, to be claimed back.
+        var leftPending: Set<LiveKey> = []
+        var loggedAtMs: Int64?
+    }
+
+    /// A step met a write refusal: the spell starts or goes on, and at most every
+    /// `writeRefusalLogEveryMs` one line says why and how many calls wait for Redis (outcomes
+    /// held, retries to schedule, entries to look up again), instead of a line per failed step.
+    func writesRefused(_ error: RedisError, leftPending: [LiveKey] = []) {
+        let now = Clock.monotonicMs()
+        var spell = refusal ?? WriteRefusalSpell(sinceMs: now, last: error)
+        spell.last = error
+        spell.leftPending.formUnion(leftPending)
+        if spell.loggedAtMs.map({ now - $0 >= settings.writeRefusalLogEveryMs }) ?? true {
+            spell.loggedAtMs = now
+            let held = live.values.reduce(0) { n, call in
+                if case .holdingOutcome = call.life.state { return n + 1 }
+                return n
+            }
+            log.warn("Redis refuses writes; calls wait for it", [
+                "reason": error.writeRefusal?.code ?? "", "error": "\(error)", "for_ms": now - spell.sinceMs,
+                "calls_waiting": held + scheduleAgain.count + spell.leftPending.count, "outcomes_held": held,
+                "retries_to_schedule": scheduleAgain.count, "entries_to_look_up_again": spell.leftPending.count,
+            ])
+        }
+        refusal = spell
+    }
+
+    /// A step wrote to Redis: a spell of refusals is over.
+    func writesAccepted() {
+        guard let spell = refusal else { return }
+        refusal = nil
+        refusalEndedMs = Clock.monotonicMs()
+        log.info("Redis takes writes again", ["refused_for_ms": Clock.monotonicMs() - spell.sinceMs,
+                                              "reason": spell.last.writeRefusal?.code ?? ""])
     }
 }

@@ -224,11 +224,12 @@ public struct HeartbeatAnswer: Equatable, Sendable {
     }
 }
 
-/// An entry taken over from a dead consumer.
+/// An entry taken over from a dead consumer, or claimed back by its own.
 public struct ClaimedEntry: Equatable, Sendable {
     public var entry: StreamEntry
-    /// How many times it has now been delivered, this claim included (≥ 2). Poison-message
-    /// detection: dead-letter entries delivered too often.
+    /// How many times it has now been delivered: a take-over from a consumer that died counts
+    /// (≥ 2), a live consumer claiming back its own entry does not. Poison-message detection:
+    /// dead-letter entries delivered too often.
     public var deliveries: Int64
 }
 

@@ -227,6 +227,40 @@ public final class CallStore {
         }
     }
 
+    /// The admin endpoint's write probe: one small write on every node that holds pushgw's keys
+    /// — the one Redis, or each primary of a cluster (a key in a slot it owns) — answered per
+    /// node, so readiness names a node that refuses writes (`RedisError.writeRefusal`: `OOM`,
+    /// `NOREPLICAS`, `MISCONF`, `READONLY`), which a `PING` does not see: Redis answers it while
+    /// refusing every write. The write is `SET PREFIX:write-probe… 1 PX 10000` (a key of a few
+    /// bytes that expires; it needs only `+set` on the prefix). Nodes are named `primary` on one
+    /// Redis and by their address on a cluster.
+    public func probeWrites(completion: @escaping ([(node: String, result: Result<Void, RedisError>)]) -> Void) {
+        var probes: [(node: String, key: String)]
+        switch topology {
+        case .single:
+            probes = [("primary", gatewayKeys.writeProbe)]
+        case .cluster(let cluster):
+            let map = cluster.map
+            probes = map.primaries.map { node in
+                // The first probe key whose slot the node owns (a few tries: each node owns a
+                // share of the 16,384 slots).
+                var n = 0
+                while map.owner(of: HashSlot(key: gatewayKeys.writeProbe(n))) != node, n < 100_000 { n += 1 }
+                return (node.description, gatewayKeys.writeProbe(n))
+            }
+            if probes.isEmpty { probes = [("cluster", gatewayKeys.writeProbe)] }  // no slot map yet: wherever it goes
+        }
+        var answers: [(node: String, result: Result<Void, RedisError>)?] = Array(repeating: nil, count: probes.count)
+        var remaining = probes.count
+        for (i, probe) in probes.enumerated() {
+            channel(probe.key).send(command: RedisCommand(["SET", probe.key, "1", "PX", "10000"]), blockMs: 0) { result in
+                answers[i] = (probe.node, result.map { _ in () })
+                remaining -= 1
+                if remaining == 0 { completion(answers.compactMap { $0 }) }
+            }
+        }
+    }
+
     /// Where a command whose first key is `key` goes.
     @inline(__always)
     private func channel(_ key: String) -> any RedisCommandChannel { topology.channel(for: key) }
@@ -548,19 +582,22 @@ public final class CallStore {
     /// Claims back up to `count` per app of `consumer`'s own pending entries, except those in
     /// `routing` (the entries it is still working on, by app), in one step for all `apps`.
     /// These are entries whose delivery it never saw (a read served on a connection the
-    /// watchdog had dropped) or that it left pending after a failed step. Answers per app as
-    /// `claimAbandoned` does.
-    public func claimOwn(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]],
+    /// watchdog had dropped) or that it left pending after a failed step, and a previous run's
+    /// under the same name. `thisRunMs`: how long this process has held the name; an entry
+    /// delivered to it within that time keeps its delivery count (this process is alive:
+    /// claiming back is not a delivery), an older one counts one more (the previous run died).
+    /// Answers per app as `claimAbandoned` does.
+    public func claimOwn(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]], thisRunMs: Int64,
                          completion: @escaping (Result<[AppKeys: ClaimResult], RedisError>) -> Void) {
-        precondition(count > 0, "claimOwn needs a positive count")
+        precondition(count > 0 && thisRunMs >= 0, "claimOwn needs a positive count and a run's length")
         bySlot(apps, completion: completion) { [self] apps, completion in
-            claimOwnInOneStep(apps, consumer: consumer, count: count, routing: routing, completion: completion)
+            claimOwnInOneStep(apps, consumer: consumer, count: count, routing: routing, thisRunMs: thisRunMs, completion: completion)
         }
     }
 
-    private func claimOwnInOneStep(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]],
+    private func claimOwnInOneStep(_ apps: [AppKeys], consumer: String, count: Int, routing: [AppKeys: [String]], thisRunMs: Int64,
                                    completion: @escaping (Result<[AppKeys: ClaimResult], RedisError>) -> Void) {
-        var args = [config.group, consumer, String(count)]
+        var args = [config.group, consumer, String(count), String(thisRunMs)]
         for app in apps {
             let ids = routing[app] ?? []
             args.append(String(ids.count))
@@ -622,15 +659,16 @@ public final class CallStore {
     /// returned as `lostIDs`. With `ownIdleMs`, `consumer`'s own entries idle at least that
     /// long are claimed again too: a live process finds the entries it left pending after a
     /// Redis error (it knows which of its entries it is still routing; the others are lost to
-    /// it until it claims them).
+    /// it until it claims them); with `thisRunMs` (as `claimOwn`), those it was given within
+    /// its run keep their delivery count.
     public func claimAbandoned(_ app: AppKeys, consumer: String, minIdleMs: Int64, count: Int, liveConsumers: Set<String>,
-                               ownIdleMs: Int64? = nil,
+                               ownIdleMs: Int64? = nil, thisRunMs: Int64? = nil,
                                completion: @escaping (Result<ClaimResult, RedisError>) -> Void) {
         precondition(count > 0 && count <= 1000 && minIdleMs >= 0, "claimAbandoned needs 0 < count <= 1000 and minIdleMs >= 0")
         precondition((ownIdleMs ?? minIdleMs) >= minIdleMs, "ownIdleMs is at least minIdleMs")
         let live = liveConsumers.sorted()
         let args = [config.group, consumer, String(minIdleMs), String(count), String(config.claimScanPages),
-                    ownIdleMs.map { String($0) } ?? "", String(live.count)] + live
+                    ownIdleMs.map { String($0) } ?? "", thisRunMs.map { String($0) } ?? "", String(live.count)] + live
         claimScript.run(on: channel(app.calls), keys: [app.calls], args: args) { result in
             completion(result.flatMap { reply in
                 do { return .success(try CallStore.parseClaim(reply)) } catch {
@@ -640,7 +678,7 @@ public final class CallStore {
         }
     }
 
-    /// Parses the claim script's `{claimed entries, requested ids, delivery counts}`.
+    /// Parses the claim script's `{claimed entries, requested ids, delivery counts after the claim}`.
     static func parseClaim(_ reply: RedisReply) throws -> ClaimResult {
         guard let parts = reply.array, parts.count == 3, let ids = parts[1].array, let counts = parts[2].array,
               ids.count == counts.count else {
@@ -651,9 +689,9 @@ public final class CallStore {
         for entry in claimed.entries { byID[entry.id] = entry }
         var result = ClaimResult(entries: [], lostIDs: [])
         for (idReply, countReply) in zip(ids, counts) {
-            guard let id = idReply.string, let before = countReply.integer else { throw RedisError.unexpectedReply("claim ids") }
+            guard let id = idReply.string, let deliveries = countReply.integer else { throw RedisError.unexpectedReply("claim ids") }
             if let entry = byID[id] {
-                result.entries.append(ClaimedEntry(entry: entry, deliveries: before + 1))
+                result.entries.append(ClaimedEntry(entry: entry, deliveries: deliveries))
             } else {
                 result.lostIDs.append(id)
             }

@@ -168,20 +168,60 @@ enum CallStoreLua {
         return {recorded, acked, deadID}
         """
 
+    /// `claimCounted(calls, group, consumer, minIdle, ids, counts, thisRun)`: XCLAIMs `ids` (with
+    /// their delivery counts from XPENDING) for `consumer` and returns {claimed entries, their
+    /// delivery counts after the claim}. An entry the consumer itself was given within the last
+    /// `thisRun` ms (idle < thisRun: a delivery to this process, which is alive) keeps its count
+    /// (`RETRYCOUNT`): claiming back one's own entry after a failed step is not a delivery, so
+    /// Redis trouble never makes an entry poison. Every other claim counts one delivery: the
+    /// previous owner died (or was a previous run of this consumer's name). `own[i]` says
+    /// whether ids[i] is the consumer's own entry and `idle[i]` its idle time.
+    static let claimCounted = """
+        local function claimCounted(calls, group, consumer, minIdle, ids, counts, own, idle, thisRun)
+          local counted, kept, after = {}, {}, {}
+          for i, id in ipairs(ids) do
+            if own[i] and thisRun and idle[i] < thisRun then
+              local c = counts[i]
+              kept[c] = kept[c] or {}
+              table.insert(kept[c], id)
+              after[i] = c
+            else
+              counted[#counted + 1] = id
+              after[i] = counts[i] + 1
+            end
+          end
+          local claimed = {}
+          if #counted > 0 then
+            for _, e in ipairs(redis.call('XCLAIM', calls, group, consumer, minIdle, unpack(counted))) do
+              claimed[#claimed + 1] = e
+            end
+          end
+          for c, same in pairs(kept) do
+            local args = {calls, group, consumer, minIdle}
+            for _, id in ipairs(same) do args[#args + 1] = id end
+            args[#args + 1] = 'RETRYCOUNT'
+            args[#args + 1] = c
+            for _, e in ipairs(redis.call('XCLAIM', unpack(args))) do claimed[#claimed + 1] = e end
+          end
+          return claimed, after
+        end
+
+        """
+
     /// Takes over pending entries idle ≥ min-idle whose owner is not live, scanning at most
     /// max-pages pages of XPENDING; and, when own-idle is given, the consumer's own entries
     /// idle ≥ own-idle (ones it left pending after an error). KEYS: calls.
-    /// ARGV: group, consumer, min-idle ms, count, max-pages, own-idle ms ('' = none), n-live,
-    ///       live names…
-    /// Returns {claimed entries, requested ids, their delivery counts before the claim}.
-    static let claim = """
+    /// ARGV: group, consumer, min-idle ms, count, max-pages, own-idle ms ('' = none), this-run ms
+    ///       ('' = none: every claim counts; see `claimCounted`), n-live, live names…
+    /// Returns {claimed entries, requested ids, their delivery counts after the claim}.
+    static let claim = claimCounted + """
         local live = {}
-        local nLive = tonumber(ARGV[7])
-        for i = 1, nLive do live[ARGV[7 + i]] = true end
+        local nLive = tonumber(ARGV[8])
+        for i = 1, nLive do live[ARGV[8 + i]] = true end
         local ownIdle = tonumber(ARGV[6])
         local want = tonumber(ARGV[4])
         local pageSize = math.max(want, 100)
-        local ids, counts = {}, {}
+        local ids, counts, own, idle = {}, {}, {}, {}
         local start = '-'
         for page = 1, tonumber(ARGV[5]) do
           local items = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], start, '+', pageSize)
@@ -189,14 +229,16 @@ enum CallStoreLua {
             if #ids < want and (not live[p[2]] or (ownIdle and p[2] == ARGV[2] and p[3] >= ownIdle)) then
               ids[#ids + 1] = p[1]
               counts[#counts + 1] = p[4]
+              own[#own + 1] = p[2] == ARGV[2]
+              idle[#idle + 1] = p[3]
             end
           end
           if #ids >= want or #items < pageSize then break end
           start = '(' .. items[#items][1]
         end
         if #ids == 0 then return {{}, {}, {}} end
-        local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
-        return {claimed, ids, counts}
+        local claimed, after = claimCounted(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ids, counts, own, idle, tonumber(ARGV[7]))
+        return {claimed, ids, after}
         """
 
     /// Heartbeat: the consumer is live until Redis-server time + ttl, held by this instance.
@@ -291,31 +333,38 @@ enum CallStoreLua {
 
     /// Claims back the consumer's own pending entries except those it names as still being
     /// routed, in several apps at once: entries whose delivery it never saw (a reply lost with
-    /// a dropped connection) or left pending after a failed step. Read-only where nothing is
-    /// found; like the backlog script it spans several slots, so it needs a single Redis.
-    /// KEYS: calls streams. ARGV: group, consumer, count, then per stream: n, n excluded ids.
+    /// a dropped connection) or left pending after a failed step, which keep their delivery
+    /// count, and a previous run's under the same name, which count one more (`claimCounted`).
+    /// Read-only where nothing is found; like the backlog script it spans several slots, so it
+    /// needs a single Redis.
+    /// KEYS: calls streams. ARGV: group, consumer, count, this-run ms, then per stream: n, n
+    /// excluded ids.
     /// Returns per stream what `claim` returns.
-    static let claimOwn = """
+    static let claimOwn = claimCounted + """
         local want = tonumber(ARGV[3])
+        local thisRun = tonumber(ARGV[4])
         local out = {}
-        local a = 4
+        local a = 5
         for k = 1, #KEYS do
           local n = tonumber(ARGV[a])
           local skip = {}
           for i = a + 1, a + n do skip[ARGV[i]] = true end
           a = a + n + 1
           local items = redis.call('XPENDING', KEYS[k], ARGV[1], '-', '+', want + n, ARGV[2])
-          local ids, counts = {}, {}
+          local ids, counts, own, idle = {}, {}, {}, {}
           for _, p in ipairs(items) do
             if not skip[p[1]] and #ids < want then
               ids[#ids + 1] = p[1]
               counts[#counts + 1] = p[4]
+              own[#own + 1] = true
+              idle[#idle + 1] = p[3]
             end
           end
           if #ids == 0 then
             out[k] = {{}, {}, {}}
           else
-            out[k] = {redis.call('XCLAIM', KEYS[k], ARGV[1], ARGV[2], 0, unpack(ids)), ids, counts}
+            local claimed, after = claimCounted(KEYS[k], ARGV[1], ARGV[2], 0, ids, counts, own, idle, thisRun)
+            out[k] = {claimed, ids, after}
           end
         end
         return out

@@ -148,6 +148,9 @@ public final class RedisConnection: TLSStreamDelegate {
     var onMessage: ((_ channel: String, _ payload: String) -> Void)?
 
     public var stats: Stats { machine.stats }
+    /// Error replies that refused a write (`RedisError.writeRefusal`), by why, since creation:
+    /// every command's and script's, whoever sent it, for the refusal metrics.
+    public private(set) var writeRefusals: [RedisError.WriteRefusal: Int] = [:]
     /// The last connection problem, redacted; nil once ready again.
     public var lastProblem: String? { machine.lastProblem }
 
@@ -571,6 +574,7 @@ public final class RedisConnection: TLSStreamDelegate {
             let value = RedisReply(copying: reply)
             if case .error(let message) = value {
                 let error = RedisError.server(message)
+                if let refusal = error.writeRefusal { writeRefusals[refusal, default: 0] += 1 }
                 completion(.failure(error))
                 if stream != nil, machine.isReady { run(machine.onErrorReplied(code: error.serverCode)) }
             } else {

@@ -30,6 +30,30 @@ public enum RedisError: Error, Equatable, Sendable, CustomStringConvertible {
         return message.split(separator: " ", maxSplits: 1).first
     }
 
+    /// Why Redis refuses writes it would otherwise take, when this error is such a refusal:
+    /// the one place refusals are told from other errors. A refusal says nothing about the
+    /// command (it is idempotent to send it again) and lasts until an operator or Redis fixes
+    /// the cause; a script's refusal carries the same code (Redis 7 keeps the code of an error
+    /// raised inside a script: `OOM command not allowed … script: …`).
+    public var writeRefusal: WriteRefusal? {
+        serverCode.flatMap { WriteRefusal(rawValue: String($0)) }
+    }
+
+    /// The error codes with which Redis refuses writes as a whole (not one command's fault).
+    public enum WriteRefusal: String, CaseIterable, Sendable {
+        /// `maxmemory` reached under `noeviction`: commands that add data are refused.
+        case outOfMemory = "OOM"
+        /// `min-replicas-to-write` not met: every write is refused.
+        case noReplicas = "NOREPLICAS"
+        /// The last RDB save or AOF write failed (`stop-writes-on-bgsave-error`, a full disk).
+        case persistenceFailing = "MISCONF"
+        /// The node is a replica (a failover moved the primary elsewhere).
+        case readOnly = "READONLY"
+
+        /// The code as Redis sends it: the `reason` label of the refusal metrics.
+        public var code: String { rawValue }
+    }
+
     public var description: String {
         switch self {
         case .disconnected: return "redis: connection lost before the reply"

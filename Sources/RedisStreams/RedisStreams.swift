@@ -140,6 +140,13 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Stream, capped: one entry per operator action that changed dead letters (replay,
     /// purge): who, when, what, how many, with which filters.
     public var audit: String { "\(prefix):audit" }
+
+    /// String, 10 s: the admin endpoint's write probe on one Redis (`CallStore.probeWrites`).
+    public var writeProbe: String { "\(prefix):write-probe" }
+
+    /// The write probe's key number `n` on a cluster, `PREFIX:write-probe:{n}`: the probe picks
+    /// for each primary an `n` whose slot it owns.
+    public func writeProbe(_ n: Int) -> String { "\(prefix):write-probe:{\(n)}" }
 }
 
 /// The push channel a token belongs to; the raw value is what goes into Redis

@@ -268,6 +268,24 @@ public struct CallRouter: Sendable {
         answered(ApnsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
     }
 
+    /// The runner did not send the push this router asked for: APNs has refused the app's
+    /// credential or configuration again and again (`AppCredentialHealth`), and every push of
+    /// the app would be refused the same way, the alert fallback too. The call is dead-lettered
+    /// at once with `reason`, no attempt recorded (none was made); a call cancelled meanwhile
+    /// is `cancelled`.
+    public mutating func pushWithheld(_ reason: DeadLetterReason, now: Int64) -> CallAction {
+        switch state {
+        case .idle, .voipWaiting, .alertWaiting, .finished:
+            preconditionFailure("a push withheld with no push asked for")
+        case let .voipInFlight(s):
+            if s.cancelled { return finish(s.call, .cancelled) }
+            return deadLetter(s.call, reason, appUnhealthy: false)
+        case let .alertInFlight(s):
+            if s.cancelled { return finish(s.call, .cancelled) }
+            return deadLetter(s.call, reason, appUnhealthy: false)
+        }
+    }
+
     /// The time of the scheduled retry came, on the router that scheduled it. The gateway does
     /// not keep that router: `resume` continues a fresh one from the snapshot through here
     /// (tests call it directly to check that both paths agree).

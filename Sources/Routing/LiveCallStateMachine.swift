@@ -1,10 +1,11 @@
 /// The life of one stream entry while the router role holds it in memory: from its admission
 /// (read or taken over) until it leaves the process — recorded, put in the retry schedule, or
-/// left pending in Redis after a failed step. `CallRouter` decides what a call does with APNs;
-/// this machine decides which of the runner's steps may happen to the entry now, so a record is
-/// never written twice, a cancellation reaches the call whatever it is doing, and the copies
-/// waiting for it are answered once it leaves (docs/architecture.md, *How a call event travels
-/// through the router*).
+/// left pending in Redis after a failed lookup. `CallRouter` decides what a call does with
+/// APNs; this machine decides which of the runner's steps may happen to the entry now, so a
+/// record is never written twice, a cancellation reaches the call whatever it is doing, the
+/// copies waiting for it are answered once it leaves, and an outcome this process knows is
+/// never lost to a Redis error: it stays here, held, until its record lands (docs/architecture.md,
+/// *How a call event travels through the router*).
 ///
 /// Pure: no clock, no I/O. The runner (`RouterRole`, GatewayRoles) calls one `on…` method per
 /// thing that happened and performs the returned `Action`. Races the runner tolerates return
@@ -14,11 +15,29 @@
 /// lookingUp ─┬─ route ───────────────────────▶ routing ─retry─▶ scheduling ─scheduled─▶ gone
 ///            └─ wait ─▶ waitingForCopy ─route─┘   │   ▲ found cancelled │
 ///                       (looked up again)         │   └─────────────────┘
-///                                                 └─end─▶ recording ─recorded, failed─▶ gone
+///                                                 └─end─▶ recording ─recorded─▶ gone
+///                                                           │    ▲
+///                                                    failed ▼    │ again due
+///                                                       holdingOutcome
 /// lookingUp, waitingForCopy ─lookup failed─▶ gone
-/// refused at admission: recording(routed: false) ─recorded, failed─▶ gone
+/// refused at admission: recording(routed: false) ─recorded─▶ gone (failed: holdingOutcome, as above)
 /// ```
 public struct LiveCallStateMachine: Equatable, Sendable {
+    /// What an entry's record step writes: the end its router reached, or its refusal at
+    /// admission. Every record step is idempotent (recorded once per event id, acknowledged in
+    /// the same script), so the same record may be written again after an error.
+    public enum Record: Equatable, Sendable {
+        /// The call's outcome, recorded once per event id.
+        case outcome(OutcomeRecord)
+        /// The `duplicate` result of an event whose id has an outcome already.
+        case duplicate(OutcomeRecord)
+        /// A dead letter with its record.
+        case deadLetter(DeadLetter)
+        /// A `call_cancelled` event's step: the call's marker, its scheduled retry removed with
+        /// its `cancelled` outcome, and this record, the cancel event's own result.
+        case cancellation(OutcomeRecord)
+    }
+
     public enum State: Equatable, Sendable {
         /// Admitted; its lookup (outcome, cancellation, tokens, in-flight claim) is in flight.
         /// `cancelHeard`: a cancel of the call was recorded meanwhile (it starts as cancelled).
@@ -33,7 +52,12 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case scheduling
         /// Its record (outcome, dead letter, cancellation) is being written; `routed` is false
         /// for an entry refused at admission (invalid, poison), which no copy waits for.
-        case recording(routed: Bool)
+        case recording(routed: Bool, record: Record)
+        /// Its record step failed (Redis refused or did not answer): the outcome is held here
+        /// and written again after a pause, until it lands or the process stops. The entry stays
+        /// pending for this live consumer, so no sweep or take-over routes it again, and its
+        /// copies keep waiting for it: a call whose APNs answer is known is never pushed again.
+        case holdingOutcome(routed: Bool, record: Record)
         /// It left the process (recorded, scheduled, or left pending after a failed step).
         case gone
     }
@@ -50,10 +74,14 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case waitForCopyElsewhere
         /// Tell the router the call was cancelled (`CallRouter.cancelReceived`).
         case tellRouterCancelled
-        /// Send the requested Redis step (record, dead letter, cancellation, schedule).
+        /// Send the requested schedule step (the router's snapshot into the retry schedule).
         case write
+        /// Write the record (the first time, or again after a failure).
+        case writeRecord(Record)
         /// The schedule step failed: try it again after a pause.
         case scheduleAgainLater
+        /// The record step failed: hold the outcome and write it again after a pause.
+        case recordAgainLater
         /// Drop the entry from the process's tables. Its waiting copies are duplicates of
         /// `duplicatesOf` when an outcome was recorded; otherwise each is looked up again.
         case leave(duplicatesOf: CallOutcome?)
@@ -65,10 +93,10 @@ public struct LiveCallStateMachine: Equatable, Sendable {
     public init() { state = .lookingUp(cancelHeard: false) }
 
     /// An entry refused at admission (invalid event, poison, unreadable retry): its dead
-    /// letter is written at once, and it never routes.
-    public static var refusedAtAdmission: LiveCallStateMachine {
+    /// letter is written at once (the runner performs `writeRecord` of it), and it never routes.
+    public static func refusedAtAdmission(_ deadLetter: DeadLetter) -> LiveCallStateMachine {
         var machine = LiveCallStateMachine()
-        machine.state = .recording(routed: false)
+        machine.state = .recording(routed: false, record: .deadLetter(deadLetter))
         return machine
     }
 
@@ -76,8 +104,8 @@ public struct LiveCallStateMachine: Equatable, Sendable {
     /// `call_cancelled` entry, which never pushes).
     public var hasStarted: Bool {
         switch state {
-        case .routing, .scheduling, .recording(routed: true): return true
-        case .lookingUp, .waitingForCopy, .recording(routed: false), .gone: return false
+        case .routing, .scheduling, .recording(routed: true, _), .holdingOutcome(routed: true, _): return true
+        case .lookingUp, .waitingForCopy, .recording(routed: false, _), .holdingOutcome(routed: false, _), .gone: return false
         }
     }
 
@@ -107,14 +135,15 @@ public struct LiveCallStateMachine: Equatable, Sendable {
             }
         case .gone:
             return .none
-        case .routing, .scheduling, .recording:
+        case .routing, .scheduling, .recording, .holdingOutcome:
             preconditionFailure("a lookup answered for an entry in state \(state): it was looked up once")
         }
     }
 
     /// A cancel of this call was recorded by another entry. Before its router starts the call
     /// remembers it; a routing call's router is told. Tolerated: a call being scheduled meets
-    /// the cancellation marker in the schedule step; one being recorded or gone has its end.
+    /// the cancellation marker in the schedule step; one being recorded, holding its outcome or
+    /// gone has its end.
     public mutating func onCancelHeard() -> Action {
         switch state {
         case .lookingUp:
@@ -125,22 +154,45 @@ public struct LiveCallStateMachine: Equatable, Sendable {
             return .none
         case .routing:
             return .tellRouterCancelled
-        case .scheduling, .recording, .gone:
+        case .scheduling, .recording, .holdingOutcome, .gone:
             return .none
         }
     }
 
     /// The router reached an end (finish, dead letter, cancellation, duplicate): its record is
-    /// written once. Tolerated: a second end while the first is being written is dropped.
-    public mutating func onRecordRequested() -> Action {
+    /// written once. Tolerated: a second end while the first is being written or held is dropped.
+    public mutating func onRecordRequested(_ record: Record) -> Action {
         switch state {
         case .routing:
-            state = .recording(routed: true)
-            return .write
-        case .recording:
+            state = .recording(routed: true, record: record)
+            return .writeRecord(record)
+        case .recording, .holdingOutcome:
             return .none
         case .lookingUp, .waitingForCopy, .scheduling, .gone:
             preconditionFailure("a record requested for an entry in state \(state): only a routing call ends")
+        }
+    }
+
+    /// The record step failed (Redis refused the write, or the connection was lost before the
+    /// answer, so it may or may not have run): the outcome is held, and written again later.
+    public mutating func onRecordFailed() -> Action {
+        switch state {
+        case let .recording(routed, record):
+            state = .holdingOutcome(routed: routed, record: record)
+            return .recordAgainLater
+        case .lookingUp, .waitingForCopy, .routing, .scheduling, .holdingOutcome, .gone:
+            preconditionFailure("a record step failed for an entry in state \(state): it had none in flight")
+        }
+    }
+
+    /// The pause after a failed record step is over: the same record is written again.
+    public mutating func onRecordAgainDue() -> Action {
+        switch state {
+        case let .holdingOutcome(routed, record):
+            state = .recording(routed: routed, record: record)
+            return .writeRecord(record)
+        case .lookingUp, .waitingForCopy, .routing, .scheduling, .recording, .gone:
+            preconditionFailure("a record due again for an entry in state \(state): only a held outcome is")
         }
     }
 
@@ -150,7 +202,7 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case .routing:
             state = .scheduling
             return .write
-        case .lookingUp, .waitingForCopy, .scheduling, .recording, .gone:
+        case .lookingUp, .waitingForCopy, .scheduling, .recording, .holdingOutcome, .gone:
             preconditionFailure("a retry requested for an entry in state \(state): only a routing call waits")
         }
     }
@@ -160,7 +212,7 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         switch state {
         case .scheduling:
             return .scheduleAgainLater
-        case .lookingUp, .waitingForCopy, .routing, .recording, .gone:
+        case .lookingUp, .waitingForCopy, .routing, .recording, .holdingOutcome, .gone:
             preconditionFailure("a schedule step failed for an entry in state \(state)")
         }
     }
@@ -172,7 +224,7 @@ public struct LiveCallStateMachine: Equatable, Sendable {
             return .write
         case .gone:
             return .none
-        case .lookingUp, .waitingForCopy, .routing, .recording:
+        case .lookingUp, .waitingForCopy, .routing, .recording, .holdingOutcome:
             preconditionFailure("a schedule step due again for an entry in state \(state)")
         }
     }
@@ -184,7 +236,7 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case .scheduling:
             state = .routing
             return .tellRouterCancelled
-        case .lookingUp, .waitingForCopy, .routing, .recording, .gone:
+        case .lookingUp, .waitingForCopy, .routing, .recording, .holdingOutcome, .gone:
             preconditionFailure("a schedule step answered for an entry in state \(state)")
         }
     }
@@ -196,7 +248,7 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case .scheduling:
             state = .gone
             return .leave(duplicatesOf: nil)
-        case .lookingUp, .waitingForCopy, .routing, .recording, .gone:
+        case .lookingUp, .waitingForCopy, .routing, .recording, .holdingOutcome, .gone:
             preconditionFailure("a schedule step answered for an entry in state \(state)")
         }
     }
@@ -208,22 +260,23 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case .recording:
             state = .gone
             return .leave(duplicatesOf: outcome)
-        case .lookingUp, .waitingForCopy, .routing, .scheduling, .gone:
+        case .lookingUp, .waitingForCopy, .routing, .scheduling, .holdingOutcome, .gone:
             preconditionFailure("a record written for an entry in state \(state)")
         }
     }
 
-    /// A Redis step failed (lookup, record): the entry stays pending in Redis, to be claimed
-    /// back once Redis answers, and leaves the process. Tolerated: an entry already gone.
+    /// Its lookup failed: nothing is known of the call yet (no push went), so the entry stays
+    /// pending in Redis, to be claimed back once Redis answers, and leaves the process.
+    /// Tolerated: an entry already gone.
     public mutating func onStepFailed() -> Action {
         switch state {
-        case .lookingUp, .waitingForCopy, .recording:
+        case .lookingUp, .waitingForCopy:
             state = .gone
             return .leave(duplicatesOf: nil)
         case .gone:
             return .none
-        case .routing, .scheduling:
-            preconditionFailure("a lookup or record failed for an entry in state \(state): it had none in flight")
+        case .routing, .scheduling, .recording, .holdingOutcome:
+            preconditionFailure("a lookup failed for an entry in state \(state): it had none in flight")
         }
     }
 }

@@ -62,7 +62,7 @@ final class SimulatorConfigTests: XCTestCase {
 
     func testScenarioSpellingsRoundTrip() throws {
         let all: [Scenario] = [.ok, .unregistered, .expiredToken, .badToken, .notForTopic, .tooMany, .error500,
-                               .unavailable, .flaky(3), .slow(250), .blackhole, .payloadTooLarge, .expiredProviderToken(2),
+                               .unavailable, .flaky(3), .slow(250), .blackhole, .payloadTooLarge, .invalidProviderToken, .expiredProviderToken(2),
                                .refusedStream(1), .dropConnection]
         for scenario in all {
             XCTAssertEqual(try Scenario(parsing: scenario.description), scenario)

@@ -65,22 +65,51 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(try h.get("/readyz").status, 200)
     }
 
-    func testAnAppRefusedByAPNsMakesTheProcessNotReady() throws {
+    /// Redis at `maxmemory` answers PINGs but refuses every write: `/readyz` says so, per node,
+    /// and the refused writes are counted; once memory is back it is ready again.
+    func testReadyzFollowsRedisRefusingWrites() throws {
         h = try AdminHarness()
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "1"])
+        defer { _ = try? h.router.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+        XCTAssertTrue(h.wait("unreadiness once the write probe is refused") { !h.admin.readiness().isReady })
+        let down = try h.get("/readyz")
+        XCTAssertEqual(down.status, 503)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(down.body.utf8)) as? [String: Any], down.body)
+        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
+        XCTAssertEqual(problems.map { $0["check"] as? String }, ["redis_writes"], down.body)
+        XCTAssertEqual(problems.first?["node"] as? String, "primary")
+        XCTAssertTrue((problems.first?["detail"] as? String)?.hasPrefix("refuses writes: redis: OOM ") == true, down.body)
+        let metrics = lines(try h.get("/metrics"))
+        XCTAssertTrue(metrics.contains("pushgw_redis_up 1"), "reachable: it answers")
+        XCTAssertTrue(metrics.contains { $0.hasPrefix(#"pushgw_redis_write_refusals_total{connection="write",reason="OOM"} "#) },
+                      metrics.filter { $0.contains("refusals") }.joined(separator: "\n"))
+        _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "0"])
+        XCTAssertTrue(h.wait("readiness again once writes land") { h.admin.readiness().isReady })
+        XCTAssertEqual(try h.get("/readyz").status, 200)
+    }
+
+    /// One app's refused credential is that app's problem, not the process's: `/readyz` stays
+    /// 200 (an orchestrator acting on it would take every other app down too), and the app is
+    /// reported per app: the metrics and `/status`.
+    func testAnAppRefusedByAPNsIsReportedPerAppAndTheProcessStaysReady() throws {
+        let (file, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: file)
         XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
         h.router.call("b1", voip: "a0a0", alert: "b0b0", app: "broken")
         XCTAssertTrue(h.router.waitForRecords(1))
         let reply = try h.get("/readyz")
-        XCTAssertEqual(reply.status, 503)
-        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any])
-        let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
-        XCTAssertEqual(problems.first?["check"] as? String, "app")
-        XCTAssertEqual(problems.first?["app"] as? String, "broken")
-        XCTAssertEqual(problems.first?["detail"] as? String, "apns_credentials: InvalidProviderToken")
+        XCTAssertEqual(reply.status, 200, reply.body)
         let metrics = lines(try h.get("/metrics"))
         XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="broken"} 1"#))
         XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="acme"} 0"#))
+        XCTAssertTrue(metrics.contains(#"pushgw_app_pushes_withheld{app="broken"} 0"#), "one refusal does not withhold yet")
         XCTAssertTrue(metrics.contains(#"pushgw_dead_letters_total{app="broken",reason="apns_credentials"} 1"#))
+        let status = try h.get("/status", headers: ["Authorization": "Bearer \(token)"])
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any], status.body)
+        XCTAssertEqual(json["ready"] as? Bool, true)
+        XCTAssertEqual(json["unhealthy_apps"] as? [String: String], ["broken": "apns_credentials: InvalidProviderToken"])
+        XCTAssertEqual((json["withheld_apps"] as? [String: Any])?.count, 0)
     }
 
     func testMetricsAfterKnownTraffic() throws {
@@ -270,9 +299,9 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(reply.headers["content-type"], "application/json")
         let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
         XCTAssertEqual(Set(status.keys), ["apps", "ready", "draining", "redis_reachable", "calls_in_flight", "unhealthy_apps",
-                                          "pools", "backlog"], reply.body)
+                                          "withheld_apps", "pools", "backlog"], reply.body)
         XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])
-        XCTAssertEqual(status["ready"] as? Bool, false, "the broken app makes the process not ready")
+        XCTAssertEqual(status["ready"] as? Bool, true, "the broken app is its own problem, not the process's")
         XCTAssertEqual(status["draining"] as? Bool, false)
         XCTAssertEqual(status["redis_reachable"] as? Bool, true)
         XCTAssertEqual(status["calls_in_flight"] as? Int, 0)

@@ -83,28 +83,38 @@ final class AdminRoutesTests: XCTestCase {
 
     // MARK: Readiness
 
-    func testReadyWhenRedisAnsweredLatelyAndNoAppIsUnhealthy() {
-        let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil,
-                                   unhealthyApps: [:], draining: false)
+    func testReadyWhenRedisAnsweredLately() {
+        let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil, draining: false)
         XCTAssertTrue(r.isReady)
         XCTAssertEqual(r.json(), #"{"ready":true}"#)
     }
 
     func testNotReadyNamesEveryProblem() throws {
         let r = Readiness.evaluate(nowMs: 20_000, lastPingOkMs: 9_000, maxPingAgeMs: 5_000, lastPingError: "disconnected",
-                                   unhealthyApps: ["beta": "apns_config: BadTopic", "acme": "apns_credentials: InvalidProviderToken"],
-                                   draining: true)
+                                   draining: true, refusingWrites: ["primary": "redis: NOREPLICAS Not enough good replicas to write."])
         XCTAssertFalse(r.isReady)
-        XCTAssertEqual(r.problems.map(\.check), ["draining", "redis", "app", "app"])
-        XCTAssertEqual(r.problems.compactMap(\.app), ["acme", "beta"])
+        XCTAssertEqual(r.problems.map(\.check), ["draining", "redis", "redis_writes"])
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json().utf8)) as? [String: Any])
         XCTAssertEqual(json["ready"] as? Bool, false)
         let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
         XCTAssertEqual(problems[1]["detail"] as? String, "no successful PING for 11000 ms (last error: disconnected)")
-        XCTAssertEqual(problems[2]["app"] as? String, "acme")
         XCTAssertEqual(Readiness.evaluate(nowMs: 1, lastPingOkMs: nil, maxPingAgeMs: 5_000, lastPingError: nil,
-                                          unhealthyApps: [:], draining: false).problems.first?.detail,
+                                          draining: false).problems.first?.detail,
                        "no successful PING yet")
+    }
+
+    /// Redis answering PINGs is not enough: a node refusing writes (no outcome can be recorded)
+    /// is a problem of its own, naming the node and Redis' answer.
+    func testANodeRefusingWritesIsAProblemThoughRedisAnswersPINGs() throws {
+        let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil,
+                                   draining: false,
+                                   refusingWrites: ["primary": "redis: OOM command not allowed when used memory > 'maxmemory'."])
+        XCTAssertFalse(r.isReady)
+        XCTAssertEqual(r.problems.map(\.check), ["redis_writes"])
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json().utf8)) as? [String: Any])
+        let problem = try XCTUnwrap((json["problems"] as? [[String: Any]])?.first)
+        XCTAssertEqual(problem["node"] as? String, "primary")
+        XCTAssertEqual(problem["detail"] as? String, "refuses writes: redis: OOM command not allowed when used memory > 'maxmemory'.")
     }
 
     func testLoopbackHostsAreRecognised() {

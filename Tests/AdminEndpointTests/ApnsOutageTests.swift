@@ -11,7 +11,7 @@ final class ApnsOutageTests: XCTestCase {
                      Readiness.UnreachablePool(credential: "k", environment: "production", forMs: 12_345,
                                                reason: "connection refused")]
         let r = Readiness.evaluate(nowMs: 10_000, lastPingOkMs: 9_500, maxPingAgeMs: 5_000, lastPingError: nil,
-                                   unhealthyApps: [:], draining: false, unreachablePools: pools)
+                                   draining: false, unreachablePools: pools)
         XCTAssertFalse(r.isReady, "not ready while a pool cannot connect")
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json().utf8)) as? [String: Any])
         let problems = try XCTUnwrap(json["problems"] as? [[String: String]])

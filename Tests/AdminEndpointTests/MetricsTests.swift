@@ -178,7 +178,8 @@ final class MetricsTests: XCTestCase {
         s.jwtRenewals = ["acme-key": 1]
         var redis = RedisConnection.Stats()
         redis.ready = 1
-        s.redisLinks = [GatewaySnapshot.RedisLink(name: "write", ready: true, stats: redis)]
+        s.redisLinks = [GatewaySnapshot.RedisLink(name: "write", ready: true, stats: redis,
+                                                  writeRefusals: [.outOfMemory: 3, .noReplicas: 1])]
         s.redisReachable = true
         s.backlog = ["acme": Backlog(length: 12, pending: 2)]
         m.update(s)
@@ -202,6 +203,8 @@ final class MetricsTests: XCTestCase {
             #"pushgw_apns_answer_latency_seconds_count{channel="voip"} 2"#,
             #"pushgw_apns_answer_latency_seconds_bucket{channel="alert",le="0.25"} 1"#,
             "pushgw_calls_in_flight 2",
+            #"pushgw_redis_write_refusals_total{connection="write",reason="OOM"} 3"#,
+            #"pushgw_redis_write_refusals_total{connection="write",reason="NOREPLICAS"} 1"#,
             "pushgw_retries_scheduled_total 4",
             "pushgw_retries_fired_total 3",
             "pushgw_invalid_events_total 1",

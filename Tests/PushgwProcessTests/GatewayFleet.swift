@@ -50,7 +50,9 @@ final class GatewayFleet {
     ///   - simulator: extra keys of the simulator's config (JSON members, comma-first).
     ///   - apns: extra keys of the gateway config's `apns` section.
     ///   - app: extra keys of app `acme`.
-    init(simulator: String = "", apns: String = "", app: String = "") throws {
+    ///   - otherApps: more apps (JSON members, comma-first); credential `revoked` is a key the
+    ///     simulator refuses (403 InvalidProviderToken), as if revoked at Apple.
+    init(simulator: String = "", apns: String = "", app: String = "", otherApps: String = "") throws {
         pushgw = try builtPushgw()
         redis = try RedisServer.start()
         pki = try TestPKI.shared()
@@ -68,9 +70,10 @@ final class GatewayFleet {
               "apns": { "production": { "endpoint": "127.0.0.1:\(simulatorPort)" },
                         "sandbox": { "endpoint": "127.0.0.1:\(simulatorPort)" },
                         "ca_file": "\(pki.caCert)" \(apns) },
-              "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.jwtKey)" } },
+              "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.jwtKey)" },
+                               "revoked": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.otherJWTKey)" } },
               "apps": { "acme": { "bundle_id": "com.example.app", "credential": "k", "environment": "production"
-                                  \(app) } } }
+                                  \(app) } \(otherApps) } }
             """.write(toFile: configFile, atomically: true, encoding: .utf8)
         try startSimulator()
     }
@@ -167,11 +170,50 @@ final class GatewayFleet {
         return #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"\#(token(forCall: id))","deadline":\#(deadline)}"#
     }
 
-    /// XADDs the events of `ids` in one pipeline.
-    func call(_ ids: [String], ringSeconds: Int = 30) throws {
-        let lines = ids.map { "XADD pushgw:{acme}:calls * event \(GatewayFleet.quoted(GatewayFleet.event($0, ringSeconds: ringSeconds)))" }
+    /// XADDs the events of `ids` in one pipeline, to `app`'s stream.
+    func call(_ ids: [String], ringSeconds: Int = 30, app: String = "acme") throws {
+        let lines = ids.map { "XADD pushgw:{\(app)}:calls * event \(GatewayFleet.quoted(GatewayFleet.event($0, ringSeconds: ringSeconds)))" }
         let (status, _, err) = try runCommand("redis-cli", ["-p", String(redis.port)], stdin: lines.joined(separator: "\n") + "\n")
         guard status == 0 else { throw TestSupportError("XADD failed: \(err)") }
+    }
+
+    /// A producer as a real one is written (Python's redis package, one pooled connection):
+    /// `perSecond` calls of `app` named `PREFIX-N`, each ringing `ringSeconds`, written one by
+    /// one; an `XADD` Redis refuses (`OOM`, `NOREPLICAS`) is tried again every 50 ms, as a
+    /// producer must, and a call's id goes to the returned file once its `XADD` succeeded.
+    /// Stop it with `stop(signal: SIGKILL)`.
+    func startProducer(prefix: String, perSecond: Int, ringSeconds: Int = 60, app: String = "acme") throws
+        -> (process: ChildProcess, written: () -> [String]) {
+        let file = directory + "/written-\(prefix).txt"
+        let process = try ChildProcess("python3", ["-u", "-c", """
+            import json, time, redis
+            r = redis.Redis(port=\(redis.port))
+            out = open("\(file)", "a", buffering=1)
+            period, i, due = 1.0 / \(perSecond), 0, time.time()
+            while True:
+                cid = f"\(prefix)-{i}"
+                event = json.dumps({"v": 1, "id": cid, "type": "incoming_call", "voip_token": cid.encode().hex(),
+                                    "deadline": int(time.time() * 1000) + \(ringSeconds) * 1000})
+                while True:
+                    try:
+                        r.xadd("pushgw:{\(app)}:calls", {"event": event})
+                        break
+                    except redis.exceptions.ResponseError:
+                        time.sleep(0.05)
+                out.write(cid + "\\n")
+                i += 1
+                due += period
+                time.sleep(max(0, due - time.time()))
+                due = max(due, time.time() - period)
+            """], captureOutput: false)
+        let written = { ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+        return (process, written)
+    }
+
+    /// A gateway's `/readyz`: its status and body (status 0 when it did not answer).
+    func readiness(of gateway: Gateway) -> (status: Int, body: String) {
+        guard let reply = try? LoopbackHTTP.blockingRequest("/readyz", port: gateway.adminPort) else { return (0, "") }
+        return (reply.status, reply.body)
     }
 
     private static func quoted(_ text: String) -> String {
@@ -179,17 +221,34 @@ final class GatewayFleet {
     }
 
     /// The outcomes recorded so far, by call id (in the order of the results stream).
-    func results() -> [String: [String]] {
+    func results(app: String = "acme") -> [String: [String]] {
+        resultRecords(app: app).mapValues { $0.map(\.outcome) }
+    }
+
+    /// One result as the results stream holds it: outcome, reason (empty when none), latency
+    /// (ms, -1 when none) and the HTTP status of each attempt it lists (nil: no answer).
+    struct ResultLine {
+        var outcome: String
+        var reason: String
+        var latencyMs: Int
+        var attemptStatuses: [Int?]
+    }
+
+    /// The results recorded so far, by call id (in the order of the results stream).
+    func resultRecords(app: String = "acme") -> [String: [ResultLine]] {
         let (_, out, _) = (try? runCommand("python3", ["-c", """
             import json, redis
             r = redis.Redis(port=\(redis.port), decode_responses=True)
-            for _, f in r.xrange("pushgw:{acme}:results"):
-                d = json.loads(f["result"]); print(d.get("id"), d["outcome"])
+            for _, f in r.xrange("pushgw:{\(app)}:results"):
+                d = json.loads(f["result"])
+                print(json.dumps([d.get("id"), d["outcome"], d.get("reason") or "", d.get("latency_ms", -1), [a.get("status") for a in d.get("attempts", [])]]))
             """])) ?? (1, "", "")
-        var byCall: [String: [String]] = [:]
+        var byCall: [String: [ResultLine]] = [:]
         for line in out.split(separator: "\n") {
-            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
-            if parts.count == 2 { byCall[parts[0], default: []].append(parts[1]) }
+            guard let row = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [Any], row.count == 5,
+                  let id = row[0] as? String, let outcome = row[1] as? String else { continue }
+            byCall[id, default: []].append(ResultLine(outcome: outcome, reason: row[2] as? String ?? "", latencyMs: row[3] as? Int ?? -1,
+                                                      attemptStatuses: (row[4] as? [Any] ?? []).map { $0 as? Int }))
         }
         return byCall
     }
@@ -250,11 +309,11 @@ final class GatewayFleet {
     }
 
     /// Waits until every one of `ids` has a result, at most `seconds`; the ids still without one.
-    func waitForResults(_ ids: [String], seconds: Double) -> [String] {
+    func waitForResults(_ ids: [String], seconds: Double, app: String = "acme") -> [String] {
         let end = Date().addingTimeInterval(seconds)
         var missing = ids
         while true {
-            let found = results()
+            let found = results(app: app)
             missing = ids.filter { found[$0] == nil }
             if missing.isEmpty || Date() >= end { return missing }
             usleep(100_000)

@@ -440,7 +440,52 @@ class CallStoreTests: XCTestCase {
             store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 20, completion: $0)
         }.value()
         XCTAssertEqual(back?.entries.map(\.entry.id), mine, "its own idle entries, and not the other live consumer's \(theirs)")
-        XCTAssertEqual(back?.entries.map(\.deliveries), [2, 2], "claiming back counts as a delivery (poison detection)")
+        XCTAssertEqual(back?.entries.map(\.deliveries), [2, 2], "without its run's length, claiming back counts as a delivery")
+        pause(loop, ms: 30)
+        let withinThisRun = complete(loop) {
+            store.claimAbandoned(acme, consumer: "me", minIdleMs: 0, count: 10, liveConsumers: live, ownIdleMs: 20,
+                                 thisRunMs: 600_000, completion: $0)
+        }.value()
+        XCTAssertEqual(withinThisRun?.entries.map(\.deliveries), [2, 2],
+                       "entries this live process was given keep their count when it claims them back")
+        XCTAssertEqual(pendingDeliveries(mine), [2, 2], "in Redis too")
+    }
+
+    /// Claiming back one's own entries after a failed step is not a delivery: Redis refusing
+    /// writes for a while must not make calls poison. Only entries delivered before this
+    /// process's run (a previous run under the same name, which died) count one more.
+    func testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() {
+        for i in 0..<2 { produce(acme, "own-\(i)") }
+        let old = read([acme], consumer: "me", count: 1)[acme]?.map(\.id) ?? []
+        pause(loop, ms: 50)
+        // This run starts now: `old` was given to the previous run, `recent` to this one.
+        let runStart = Clock.monotonicMs()
+        pause(loop, ms: 5)
+        let recent = read([acme], consumer: "me", count: 1)[acme]?.map(\.id) ?? []
+        XCTAssertEqual(old.count + recent.count, 2)
+        for round in 1...3 {
+            let thisRun = Clock.monotonicMs() - runStart
+            let back = complete(loop) { store.claimOwn([acme], consumer: "me", count: 10, routing: [:], thisRunMs: thisRun, completion: $0) }
+                .value()?[acme]
+            let deliveries = Dictionary(uniqueKeysWithValues: (back?.entries ?? []).map { ($0.entry.id, $0.deliveries) })
+            XCTAssertEqual(deliveries[recent[0]], 1, "round \(round): this run's entry keeps its one delivery")
+            XCTAssertEqual(deliveries[old[0]], 2, "round \(round): the previous run's entry counted once, at the first claim "
+                           + "(which made it this run's)")
+        }
+        XCTAssertEqual(pendingDeliveries(old + recent), [2, 1])
+        let skipped = complete(loop) {
+            store.claimOwn([acme], consumer: "me", count: 10, routing: [acme: recent], thisRunMs: Clock.monotonicMs() - runStart,
+                           completion: $0)
+        }.value()?[acme]
+        XCTAssertEqual(skipped?.entries.map(\.entry.id), old, "entries it names as being routed are not claimed")
+    }
+
+    /// The delivery counts Redis keeps for `ids` (XPENDING), in that order.
+    private func pendingDeliveries(_ ids: [String]) -> [Int64] {
+        let items = redis("XPENDING", acme.calls, "pushgw", "-", "+", "100")?.array ?? []
+        var byID: [String: Int64] = [:]
+        for item in items { if let p = item.array, let id = p[0].string, let n = p[3].integer { byID[id] = n } }
+        return ids.map { byID[$0] ?? -1 }
     }
 
     func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() {
@@ -463,6 +508,25 @@ class CallStoreTests: XCTestCase {
         let result = complete(loop) { store.claimAbandoned(acme, consumer: "rescuer", minIdleMs: 0, count: 10, liveConsumers: ["rescuer"], completion: $0) }.value()
         XCTAssertEqual(result?.entries.map(\.entry.id), [ids[1]])
         XCTAssertEqual(result?.lostIDs, [ids[0]], "Redis 7 drops deleted entries from the PEL on claim: that work is reported lost")
+    }
+
+    /// Redis answers `PING` while it refuses writes: the write probe sees the refusal, naming
+    /// the node (`primary` on one Redis), and sees writes land again.
+    func testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() throws {
+        func probe() -> [(node: String, result: Result<Void, RedisError>)] {
+            var answers: [(node: String, result: Result<Void, RedisError>)]?
+            store.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            return answers ?? []
+        }
+        XCTAssertEqual(probe().map(\.node), ["primary"])
+        XCTAssertNil(probe().first?.result.error)
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "1"])
+        defer { _ = try? server.cli(["CONFIG", "SET", "min-replicas-to-write", "0"]) }
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "PING is answered")
+        XCTAssertEqual(probe().first?.result.error?.writeRefusal, .noReplicas)
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "0"])
+        XCTAssertNil(probe().first?.result.error, "and writes land again")
     }
 
     func testBacklogCountsUnfinishedAndInFlightEntries() {
@@ -555,14 +619,35 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     }
     override func testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() throws { try super.testClaimAbandonedTakesEntriesOfALapsedConsumerAndNotOfALiveOne() }
     override func testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() { super.testAConsumerClaimsBackOnlyItsOwnEntriesIdleLongEnough() }
+    override func testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() { super.testClaimingBackOwnEntriesCountsOnlyThoseOfAPreviousRun() }
     override func testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() { super.testTheRegistryTellsLiveFromLapsedAndForgetsOnlyLapsedConsumers() }
     override func testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() { super.testClaimAbandonedReportsEntriesDeletedWhilePendingAsLost() }
     override func testBacklogCountsUnfinishedAndInFlightEntries() { super.testBacklogCountsUnfinishedAndInFlightEntries() }
+    override func testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() throws { try super.testTheWriteProbeSeesRedisRefusingWritesThatPINGDoesNot() }
     override func testPythonRedisAndRedisCliReadTheContractStreams() throws { try super.testPythonRedisAndRedisCliReadTheContractStreams() }
 
     /// A cluster node answers `PING` while the cluster refuses every keyed command (a slot
     /// without a primary): the probe behind `/readyz` must fail then, on a cluster store.
     func testTheProbeOfAClusterStoreFailsWhileTheClusterIsDown() throws {
+        try withClusterStore { clusterStore, _, node in
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
+            XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
+            let slot = String(HashSlot(key: "unowned").value)
+            _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
+            try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
+            XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
+            let down = complete(loop) { clusterStore.ping(completion: $0) }
+            guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
+            XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
+            _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
+            try node.waitUntilHealthy()
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+        }
+    }
+
+    /// Runs `body` with a started store on this class's cluster node (and the cluster client),
+    /// closed afterwards.
+    private func withClusterStore(_ body: (CallStore, RedisCluster, LocalRedisCluster) throws -> Void) throws {
         let node = try XCTUnwrap(clusterNode)
         let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
         let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
@@ -571,18 +656,26 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
             clusterStore.close()
             cluster.close()
         }
-        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value())
-        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "the single-Redis probe, a PING")
-        let slot = String(HashSlot(key: "unowned").value)
-        _ = try server.cli(["CLUSTER", "DELSLOTS", slot])
-        try waitUntil("the cluster to be down") { try server.cli(["CLUSTER", "INFO"]).contains("cluster_state:fail") }
-        XCTAssertEqual(redis("PING"), .status("PONG"), "a PING is answered all the same")
-        let down = complete(loop) { clusterStore.ping(completion: $0) }
-        guard case .failure(let error) = down else { return XCTFail("the probe succeeded while the cluster refuses commands") }
-        XCTAssertEqual(error.serverCode, "CLUSTERDOWN")
-        _ = try server.cli(["CLUSTER", "ADDSLOTS", slot])
-        try node.waitUntilHealthy()
-        XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "up again once every slot is served")
+        try body(clusterStore, cluster, node)
+    }
+
+    /// On a cluster the write probe goes to every primary, each named by its address, with a
+    /// key in a slot it owns (a one-node cluster here: one primary with every slot).
+    func testTheWriteProbeOfAClusterStoreNamesEachPrimary() throws {
+        try withClusterStore { clusterStore, cluster, _ in
+            XCTAssertNotNil(complete(loop) { clusterStore.ping(completion: $0) }.value(), "the slot map is read")
+            var answers: [(node: String, result: Result<Void, RedisError>)]?
+            clusterStore.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            XCTAssertEqual(answers?.map(\.node), cluster.map.primaries.map(\.description))
+            XCTAssertNil(answers?.first?.result.error)
+            _ = try server.cli(["CONFIG", "SET", "maxmemory", "1"])
+            defer { _ = try? server.cli(["CONFIG", "SET", "maxmemory", "0"]) }
+            answers = nil
+            clusterStore.probeWrites { answers = $0 }
+            drive(loop, waitingFor: "the write probe", until: { answers != nil })
+            XCTAssertEqual(answers?.first?.result.error?.writeRefusal, .outOfMemory)
+        }
     }
 
     func testEveryTestRunsOnTheClusterNode() throws {

@@ -56,6 +56,12 @@ extension Result {
             return nil
         }
     }
+
+    /// The error, or nil for a success.
+    var error: Failure? {
+        guard case .failure(let e) = self else { return nil }
+        return e
+    }
 }
 
 /// A connection to `url` with test-friendly patience, started.

@@ -335,3 +335,43 @@ final class RedisConnectionTransportListTests: XCTestCase {
                        "each transport's class runs every test of RedisConnectionTests")
     }
 }
+
+/// Redis refusing writes as a whole (`RedisError.writeRefusal`), told from other errors in one
+/// place, and counted per connection by why. A real redis-server made to refuse: `maxmemory`
+/// under `noeviction` (`-OOM`), `min-replicas-to-write` without a replica (`-NOREPLICAS`); a
+/// script's refusal carries the same code. MISCONF and READONLY are read from their texts as
+/// Redis 7 sends them (a failed save needs a protected config to provoke; READONLY a replica).
+final class RedisWriteRefusalTests: XCTestCase {
+    func testRefusedWritesAreToldFromOtherErrorsAndCountedByWhy() throws {
+        let server = try RedisServer.start(.tcp)
+        let loop = EventLoop()
+        defer { loop.close(); server.stop() }
+        let redis = try RedisStreamsTests.connect(loop, "redis://127.0.0.1:\(server.port)/0")
+        defer { redis.close() }
+        let script = RedisScript("redis.call('SET', KEYS[1], ARGV[1]); return 1")
+        func runScript() -> Result<RedisReply, RedisError> {
+            var result: Result<RedisReply, RedisError>?
+            script.run(on: redis, keys: ["k"], args: ["v"]) { result = $0 }
+            drive(loop, waitingFor: "the script's completion", until: { result != nil })
+            return result ?? .failure(.disconnected)
+        }
+        XCTAssertEqual(runScript().value(), .integer(1))
+        _ = try server.cli(["CONFIG", "SET", "maxmemory", "1"])
+        XCTAssertEqual(call(redis, ["SET", "k", "v"]).error?.writeRefusal, .outOfMemory)
+        XCTAssertEqual(runScript().error?.writeRefusal, .outOfMemory, "a script's refusal keeps its code")
+        XCTAssertEqual(call(redis, ["GET", "k"]).value()?.string, "v", "reads are served")
+        _ = try server.cli(["CONFIG", "SET", "maxmemory", "0"])
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "1"])
+        XCTAssertEqual(call(redis, ["SET", "k", "v"]).error?.writeRefusal, .noReplicas)
+        XCTAssertEqual(runScript().error?.writeRefusal, .noReplicas)
+        _ = try server.cli(["CONFIG", "SET", "min-replicas-to-write", "0"])
+        XCTAssertNil(call(redis, ["LPUSH", "k", "x"]).error?.writeRefusal, "WRONGTYPE is the command's fault")
+        XCTAssertEqual(redis.writeRefusals, [.outOfMemory: 2, .noReplicas: 2])
+
+        XCTAssertEqual(RedisError.server("MISCONF Errors writing to the AOF file: No space left on device").writeRefusal,
+                       .persistenceFailing)
+        XCTAssertEqual(RedisError.server("READONLY You can't write against a read only replica.").writeRefusal, .readOnly)
+        XCTAssertNil(RedisError.server("ERR unknown command").writeRefusal)
+        XCTAssertNil(RedisError.disconnected.writeRefusal, "a lost reply is no refusal: the command may have run")
+    }
+}

@@ -63,6 +63,30 @@ final class CallRouterLifecycleTests: XCTestCase {
         XCTAssertEqual(try large.answer(413, .payloadTooLarge).finished?.outcome, .cancelled)
     }
 
+    /// A push the runner withholds (the app's credential refused again and again) dead-letters
+    /// the call at once with the reason, whatever channel it was on, with no attempt made up;
+    /// a cancelled call is cancelled.
+    func testAWithheldPushDeadLettersTheCallWithTheReasonAndNoAttempt() throws {
+        let reason = DeadLetterReason.apnsCredentials("InvalidProviderToken (not sent)")
+        var voip = Harness(try Fixture.event())
+        try voip.start()
+        let letter = try XCTUnwrap(try voip.withhold(reason).deadLetter)
+        XCTAssertEqual(letter.reason, reason)
+        XCTAssertFalse(letter.appUnhealthy, "no new evidence: it was not sent")
+        XCTAssertEqual(letter.record.attempts, [], "nothing was sent")
+
+        var alert = Harness(try Fixture.event())
+        try alert.start()
+        try alert.answer(410, .unregistered)  // the VoIP token is gone: the alert is next
+        let history = try XCTUnwrap(try alert.withhold(reason).deadLetter)
+        XCTAssertEqual(history.record.attempts.map(\.status), [410], "the attempts made so far are kept")
+
+        var cancelled = Harness(try Fixture.event())
+        try cancelled.start()
+        try cancelled.cancel()
+        XCTAssertEqual(try cancelled.withhold(reason).finished?.outcome, .cancelled)
+    }
+
     func testACancelAfterTheVoipPushLeftDoesNotHideItsDelivery() throws {
         var h = Harness(try Fixture.event())
         try h.start()

@@ -39,8 +39,21 @@ final class LiveCallStateMachineTests: XCTestCase {
         Step(event: "cancel heard", play: { $0.onCancelHeard() }, expected: expected)
     }
 
-    private static func recordRequested(_ expected: LiveCallStateMachine.Action) -> Step {
-        Step(event: "record requested", play: { $0.onRecordRequested() }, expected: expected)
+    /// The record every transcript's call ends with.
+    private static let record = LiveCallStateMachine.Record.outcome(OutcomeRecord(outcome: .deliveredVoip, id: "c1", type: .incomingCall, app: "a"))
+    private static let written = LiveCallStateMachine.Action.writeRecord(record)
+
+    private static func recordRequested(_ expected: LiveCallStateMachine.Action,
+                                        _ record: LiveCallStateMachine.Record = record) -> Step {
+        Step(event: "record requested", play: { $0.onRecordRequested(record) }, expected: expected)
+    }
+
+    private static func recordFailed(_ expected: LiveCallStateMachine.Action) -> Step {
+        Step(event: "record failed", play: { $0.onRecordFailed() }, expected: expected)
+    }
+
+    private static func recordAgainDue(_ expected: LiveCallStateMachine.Action) -> Step {
+        Step(event: "record again due", play: { $0.onRecordAgainDue() }, expected: expected)
     }
 
     private static func recorded(_ outcome: CallOutcome?, _ expected: LiveCallStateMachine.Action) -> Step {
@@ -86,7 +99,7 @@ final class LiveCallStateMachineTests: XCTestCase {
     func testACallRoutedToItsOutcomeLeavesWithItForItsCopies() {
         play([
             Self.lookup(.startRouter(cancelled: false)),
-            Self.recordRequested(.write),
+            Self.recordRequested(Self.written),
             Self.recorded(.deliveredVoip, .leave(duplicatesOf: .deliveredVoip)),
         ], endsIn: .gone)
     }
@@ -94,8 +107,8 @@ final class LiveCallStateMachineTests: XCTestCase {
     func testASecondEndWhileTheFirstIsBeingWrittenIsDroppedSoARecordIsWrittenOnce() {
         play([
             Self.lookup(.startRouter(cancelled: false)),
-            Self.recordRequested(.write),
-            Self.recordRequested(.none),
+            Self.recordRequested(Self.written),
+            Self.recordRequested(.none, .duplicate(OutcomeRecord(outcome: .duplicate, id: "c1", type: .incomingCall, app: "a"))),
             Self.recorded(.expired, .leave(duplicatesOf: .expired)),
         ], endsIn: .gone)
     }
@@ -122,9 +135,15 @@ final class LiveCallStateMachineTests: XCTestCase {
         ], endsIn: .scheduling)
         play([
             Self.lookup(.startRouter(cancelled: false)),
-            Self.recordRequested(.write),
+            Self.recordRequested(Self.written),
             Self.cancelHeard(.none),
-        ], endsIn: .recording(routed: true))
+        ], endsIn: .recording(routed: true, record: Self.record))
+        play([
+            Self.lookup(.startRouter(cancelled: false)),
+            Self.recordRequested(Self.written),
+            Self.recordFailed(.recordAgainLater),
+            Self.cancelHeard(.none),
+        ], endsIn: .holdingOutcome(routed: true, record: Self.record))
     }
 
     func testAScheduledCallLeavesAndItsCopiesLookTheCallUpAgain() {
@@ -152,7 +171,7 @@ final class LiveCallStateMachineTests: XCTestCase {
             Self.lookup(.startRouter(cancelled: false)),
             Self.scheduleRequested(.write),
             Self.scheduleFoundCancelled(.tellRouterCancelled),
-            Self.recordRequested(.write),
+            Self.recordRequested(Self.written),
             Self.recorded(.cancelled, .leave(duplicatesOf: .cancelled)),
         ], endsIn: .gone)
     }
@@ -173,17 +192,38 @@ final class LiveCallStateMachineTests: XCTestCase {
         ], endsIn: .routing)
     }
 
-    func testAFailedLookupOrRecordLeavesWithNothingForTheCopies() {
+    func testAFailedLookupLeavesWithNothingForTheCopies() {
         play([Self.stepFailed(.leave(duplicatesOf: nil))], endsIn: .gone)
         play([
             Self.lookup(copies: .routingHere, .waitForCopyHere),
             Self.stepFailed(.leave(duplicatesOf: nil)),
         ], endsIn: .gone)
+    }
+
+    /// A call whose APNs answer is known never leaves without its record: a failed record
+    /// step holds the outcome and writes the same record again, as often as it takes, and
+    /// only the record that lands lets the call (and its copies' wait) go.
+    func testAFailedRecordHoldsTheOutcomeAndWritesItAgainUntilItLands() {
         play([
             Self.lookup(.startRouter(cancelled: false)),
-            Self.recordRequested(.write),
-            Self.stepFailed(.leave(duplicatesOf: nil)),
+            Self.recordRequested(Self.written),
+            Self.recordFailed(.recordAgainLater),
+            Self.recordRequested(.none, .deadLetter(DeadLetter.redeliveryLimit(9, callID: "c1", type: .incomingCall,
+                                                                            app: "a", entry: "1-0"))),
+            Self.recordAgainDue(Self.written),
+            Self.recordFailed(.recordAgainLater),
+            Self.recordAgainDue(Self.written),
+            Self.recorded(.deliveredVoip, .leave(duplicatesOf: .deliveredVoip)),
         ], endsIn: .gone)
+    }
+
+    func testAnEntryRefusedAtAdmissionHoldsItsDeadLetterWhenItsWriteFails() {
+        let deadLetter = DeadLetter.redeliveryLimit(5, callID: "c1", type: .incomingCall, app: "a", entry: "1-0")
+        var machine = LiveCallStateMachine.refusedAtAdmission(deadLetter)
+        XCTAssertEqual(machine.onRecordFailed(), .recordAgainLater)
+        XCTAssertFalse(machine.hasStarted, "copies never wait for a dead-lettered entry, held or not")
+        XCTAssertEqual(machine.onRecordAgainDue(), .writeRecord(.deadLetter(deadLetter)))
+        XCTAssertEqual(machine.state, .recording(routed: false, record: .deadLetter(deadLetter)))
     }
 
     func testAnEntryThatLeftIgnoresLateLookupsCancelsAndFailures() {
@@ -197,7 +237,8 @@ final class LiveCallStateMachineTests: XCTestCase {
     }
 
     func testAnEntryRefusedAtAdmissionIsRecordedWithoutRoutingSoNoCopyWaitsForIt() {
-        var machine = LiveCallStateMachine.refusedAtAdmission
+        var machine = LiveCallStateMachine.refusedAtAdmission(
+            DeadLetter.redeliveryLimit(5, callID: "c1", type: .incomingCall, app: "a", entry: "1-0"))
         XCTAssertFalse(machine.hasStarted, "copies never wait for a dead-lettered entry")
         XCTAssertEqual(machine.onCancelHeard(), .none, "a cancel changes nothing of a dead letter being written")
         play([Self.recorded(.deadLettered, .leave(duplicatesOf: .deadLettered))], from: machine, endsIn: .gone)
@@ -213,8 +254,11 @@ final class LiveCallStateMachineTests: XCTestCase {
         _ = machine.onScheduleRequested()
         XCTAssertTrue(machine.hasStarted, "scheduling")
         _ = machine.onScheduleFoundCancelled()
-        _ = machine.onRecordRequested()
+        _ = machine.onRecordRequested(Self.record)
         XCTAssertTrue(machine.hasStarted, "recording")
+        _ = machine.onRecordFailed()
+        XCTAssertTrue(machine.hasStarted, "holding its outcome: its copies keep waiting")
+        _ = machine.onRecordAgainDue()
         _ = machine.onRecorded(outcome: .cancelled)
         XCTAssertFalse(machine.hasStarted, "gone")
     }

@@ -209,6 +209,17 @@ struct Harness {
         return action
     }
 
+    /// The runner withholds the push in flight (the app's credential is refused again and again).
+    @discardableResult
+    mutating func withhold(_ reason: DeadLetterReason) throws -> CallAction {
+        guard model.inFlight != nil else { throw IllegalMove(description: "a push withheld with no push asked for") }
+        model.inFlight = nil
+        model.sent.removeLast()  // it never left
+        let action = router.pushWithheld(reason, now: model.now)
+        try model.apply(action)
+        return action
+    }
+
     /// Fires the scheduled retry at its time, or `late` ms after it.
     @discardableResult
     mutating func fireRetry(late: Int64 = 0) throws -> CallAction {
