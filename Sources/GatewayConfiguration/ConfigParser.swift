@@ -122,7 +122,7 @@ struct ConfigParser {
                                                   fallback: ApnsConfig.defaultProductionEndpoint)
         config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: ApnsConfig.defaultSandboxEndpoint)
         config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
-                                        example: "/etc/ssl/certs/ca-certificates.crt")
+                                        example: "/etc/ssl/certs/ca-certificates.crt", nullIsDefault: true)
         config.connections = reader.positiveInteger(section, "connections", in: path, fallback: ApnsConfig.defaultConnections,
                                                     most: 64) ?? config.connections
         config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
@@ -159,7 +159,8 @@ struct ConfigParser {
             renameFix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics",
             objectFix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }",
             { name, at, entry in
-                if let credential = parseCredential(entry, at: at) { credentials[name] = credential }
+                credentials[name] = parseCredential(entry, at: at)
+                return credentials[name] != nil
             })
         else { return ([:], []) }
         return (credentials, names)
@@ -222,9 +223,13 @@ struct ConfigParser {
     /// still parsed, so its own problems show too) and an entry that is not an object
     /// (skipped), each before the entry's own problems. Nil when the section is not an object
     /// (`ConfigReader.section` reported it).
+    ///
+    /// `parse` says whether the entry gave a value. An entry that gave none without an error
+    /// under its path is an error here: no app or credential ever drops out of a config
+    /// without a word (`config check` would count one app fewer and pass).
     private func forEachNamedObject(_ root: [String: Any], _ key: String, nameKind: String, emptyFix: String,
                                     renameFix: String, objectFix: String,
-                                    _ parse: (_ name: String, _ at: JSONPath, _ entry: [String: Any]) -> Void) -> [String]? {
+                                    _ parse: (_ name: String, _ at: JSONPath, _ entry: [String: Any]) -> Bool) -> [String]? {
         let path = JSONPath.root.appending(key)
         guard let section = reader.section(root, key, in: .root) else { return nil }
         if section.isEmpty {
@@ -240,7 +245,10 @@ struct ConfigParser {
                 reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)", fix: objectFix)
                 continue
             }
-            parse(name, at, entry)
+            if !parse(name, at, entry) && !reader.hasProblem(at: at) {
+                reader.error(at, "could not be read, and no key of it says why",
+                             fix: "check each key against config/README.md; please report this config (secrets removed) as a pushgw bug")
+            }
         }
         return names
     }
@@ -257,7 +265,8 @@ struct ConfigParser {
             objectFix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }",
             { id, at, entry in
                 if let name = entry["credential"] as? String { used.insert(name) }
-                if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
+                apps[id] = parseApp(entry, at: at, declaredCredentials: declaredCredentials)
+                return apps[id] != nil
             })
         else { return [:] }
         // An unused credential is worth a warning, unless some app names one that does not

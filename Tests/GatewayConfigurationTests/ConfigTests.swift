@@ -286,6 +286,38 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(problem(at: "admin", in: report)).problem, "expected an object, found an array")
     }
 
+    /// A null is a wrong type, not an absent key: before, `title: null` dropped the app with
+    /// no problem at all, and a null sentinel password or token file meant none.
+    func testANullWhereAValueIsNeededIsAnErrorNamingItsPath() throws {
+        let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.fallback_alert.title", NSNull()))
+        XCTAssertNil(report.config, "the config is refused, not run without the app")
+        let title = try XCTUnwrap(problem(at: "apps.acme.fallback_alert.title", in: report))
+        XCTAssertEqual(title.problem, "expected a string, found null")
+        XCTAssertTrue(title.fix.contains("leave \"title\" out for its default"), title.fix)
+        XCTAssertEqual(report.problems.count, 1, report.problems.map(\.description).joined(separator: "\n"))
+
+        var json = setting(ConfigFixture.example, "apps.acme.fallback_alert.body", NSNull())
+        json = setting(json, "apps.acme.ring_timeout_s", NSNull())
+        json = setting(json, "apps.beta.bundle_id", NSNull())
+        json = setting(json, "admin.token_file", NSNull())
+        json = setting(json, "apps.acme.retry", NSNull())
+        json = setting(json, "redis.sentinel", ["master": "m", "addresses": ["10.0.0.1:26379"], "password": NSNull()])
+        let nulls = try fixture.check(json)
+        XCTAssertNil(nulls.config)
+        for path in ["apps.acme.fallback_alert.body", "apps.acme.ring_timeout_s", "apps.beta.bundle_id", "admin.token_file",
+                     "apps.acme.retry", "redis.sentinel.password"] {
+            let p = try XCTUnwrap(problem(at: path, in: nulls))
+            XCTAssertTrue(p.problem.hasSuffix("found null"), p.description)
+        }
+        XCTAssertFalse(try XCTUnwrap(problem(at: "apps.beta.bundle_id", in: nulls)).fix.contains("default"),
+                       "a required key has no default to offer")
+
+        let documented = try fixture.check(setting(setting(ConfigFixture.example, "apns.ca_file", NSNull()),
+                                                   "apps.acme.fallback_alert.sound", NSNull()))
+        XCTAssertEqual(documented.problems.map(\.description), [], "the two documented nulls keep their meaning")
+        XCTAssertNil(try XCTUnwrap(documented.config).apps["acme"]?.fallbackAlert.sound)
+    }
+
     func testNonPositiveIntegersAndInvertedRetryBoundsAreErrors() throws {
         var json = setting(ConfigFixture.example, "apns.request_timeout_ms", 0)
         json = setting(json, "apps.acme.retry.alert.max_attempts", -1)
