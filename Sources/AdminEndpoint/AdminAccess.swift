@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfiguration
 
 /// The admin API's bearer token, read from `admin.token_file`.
 ///
@@ -16,12 +17,17 @@ package struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible
         bytes = Array(trimmed.utf8)
     }
 
-    /// Reads the token file. The error names the file and the problem, never its content.
+    /// Reads the token file; a token `config check` would refuse (`AdminTokenFile`: too
+    /// short, too little entropy) is refused here too. The error names the file and the
+    /// problem, never its content.
     package static func load(file: String) throws(AdminTokenError) -> AdminToken {
-        guard let data = FileManager.default.contents(atPath: file) else { throw AdminTokenError(file: file, problem: "cannot be read") }
-        guard let text = String(data: data, encoding: .utf8) else { throw AdminTokenError(file: file, problem: "is not UTF-8 text") }
-        guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
-        return token
+        switch AdminTokenFile.read(file) {
+        case let .success(text):
+            guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
+            return token
+        case let .failure(problem):
+            throw AdminTokenError(file: file, problem: problem.text)
+        }
     }
 
     /// Whether `presented` (a token typed into the console's sign-in form) is this token, in

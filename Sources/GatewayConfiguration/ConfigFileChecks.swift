@@ -67,7 +67,15 @@ extension ConfigReader {
         case .tokenKey: checkTokenKey(path, at: jsonPath)
         case .certificateKey: checkCertificateKey(path, at: jsonPath)
         case .certificate: checkCertificate(path, at: jsonPath)
-        case .caBundle, .pkcs12, .password, .adminToken: break
+        case .adminToken: checkAdminToken(path, at: jsonPath)
+        case .caBundle, .pkcs12, .password: break
+        }
+    }
+
+    /// The token must pass `AdminTokenFile`'s rule, as `pushgw run` will require.
+    private func checkAdminToken(_ path: String, at jsonPath: JSONPath) {
+        if case let .failure(problem) = AdminTokenFile.read(path) {
+            error(jsonPath, "\(path) \(problem.text)", fix: AdminTokenFile.fix(path))
         }
     }
 

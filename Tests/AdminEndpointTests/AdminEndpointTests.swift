@@ -179,6 +179,16 @@ final class AdminEndpointTests: XCTestCase {
                       "\(h.logLines.all)")
     }
 
+    func testAWeakTokenClosesTheAdminAPIAsConfigCheckWouldRefuseIt() throws {
+        let (path, _) = try tokenFile()
+        try "guess\n".write(toFile: path, atomically: true, encoding: .utf8)
+        h = try AdminHarness(tokenFile: path)
+        XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer guess"]).status, 403, "the weak token opens nothing")
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("admin API closed") && $0.contains("shorter than 32 characters") },
+                      "\(h.logLines.all)")
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("guess") }, "the token is not logged")
+    }
+
     func testAPortInUseIsRetriedWithoutStoppingTheGateway() throws {
         h = try AdminHarness()
         var lines: [String] = []

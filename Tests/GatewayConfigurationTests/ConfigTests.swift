@@ -454,6 +454,34 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(report.warnings.allSatisfy { !$0.path.contains("cert_file") }, "a certificate is not a secret")
     }
 
+    // MARK: Tokens
+
+    /// A token must be hard to guess: before, a 1-character admin token passed config check.
+    func testWeakAdminAndReadOnlyTokensAreErrorsThatNeverQuoteThem() throws {
+        let weak = ["x", "short-but-random-9f3a", "ab" + String(repeating: "ab", count: 20), String(repeating: "a", count: 40),
+                    "abcdefghijklmnopqrstuvwxyz0123456789", "0123456789abcdef0123456789abcdef01", "spaces are not allowed in a token ok"]
+        for token in weak {
+            try fixture.write("secrets/admin-token", token + "\n")
+            let report = try fixture.check(ConfigFixture.example)
+            XCTAssertNil(report.config, "\"\(token)\" is refused")
+            let p = try XCTUnwrap(problem(at: "admin.token_file", in: report), token)
+            XCTAssertTrue(p.problem.hasPrefix(fixture.directory + "/secrets/admin-token holds "), p.problem)
+            XCTAssertTrue(p.fix.contains("openssl rand -hex 32 > \(fixture.directory)/secrets/admin-token"), p.fix)
+            if token.count > 8 { XCTAssertFalse(p.description.contains(token), "the token is never quoted: \(p.description)") }
+        }
+        try fixture.write("secrets/readonly-token", "ro\n")
+        let readonly = try fixture.check(setting(ConfigFixture.example, "admin.readonly_token_file", "secrets/readonly-token"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.readonly_token_file", in: readonly)).problem.contains("shorter than 32 characters"))
+
+        // What docker/README.md and deploy/ tell operators to run, 200 times over.
+        for _ in 0..<200 {
+            var generator = SystemRandomNumberGenerator()
+            let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+            XCTAssertNil(AdminTokenFile.weakness(hex), "openssl rand -hex 32 always passes")
+            XCTAssertNil(AdminTokenFile.weakness(String(hex.prefix(32))), "and so does openssl rand -hex 16")
+        }
+    }
+
     func testUnknownKeyIsAWarningWithASuggestion() throws {
         var json = setting(ConfigFixture.example, "apps.acme.retyr", ["voip": [:]])
         json = setting(json, "apns.conections", 3)
