@@ -164,11 +164,16 @@ package struct Readiness: Equatable, Sendable {
     }
 
     /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"app":…,"detail":…},…]}`.
-    package func json() -> String {
+    /// Without `detailed` (an anonymous probe), each problem says which check failed but not
+    /// its detail: that text carries errors from Redis and APNs, which can name the Redis user,
+    /// hosts and addresses, and `/readyz` answers anyone who reaches the port. The bearer
+    /// token gets the details.
+    package func json(detailed: Bool = true) -> String {
         var object: [String: Any] = ["ready": isReady]
         if !isReady {
             object["problems"] = problems.map { p -> [String: Any] in
-                var o: [String: Any] = ["check": p.check, "detail": p.detail]
+                var o: [String: Any] = ["check": p.check]
+                if detailed { o["detail"] = p.detail }
                 if let app = p.app { o["app"] = app }
                 if let credential = p.credential { o["credential"] = credential }
                 if let environment = p.environment { o["environment"] = environment }

@@ -113,8 +113,10 @@ package final class AdminRoutes {
                 // Answered on the loop: if this runs, the loop runs.
                 return AdminResponse(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
             case "/readyz":
+                // Open, but its problems' details only to the bearer token (`Readiness.json`).
                 let r = readiness()
-                return AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json())
+                let detailed = token?.matches(authorization: request.authorization) == true
+                return AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
             default:
                 return AdminResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
             }

@@ -66,21 +66,40 @@ final class AdminEndpointTests: XCTestCase {
     }
 
     func testAnAppRefusedByAPNsMakesTheProcessNotReady() throws {
-        h = try AdminHarness()
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
         XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
         h.router.call("b1", voip: "a0a0", alert: "b0b0", app: "broken")
         XCTAssertTrue(h.router.waitForRecords(1))
-        let reply = try h.get("/readyz")
+        let reply = try h.get("/readyz", headers: ["Authorization": "Bearer " + token])
         XCTAssertEqual(reply.status, 503)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any])
         let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
         XCTAssertEqual(problems.first?["check"] as? String, "app")
         XCTAssertEqual(problems.first?["app"] as? String, "broken")
-        XCTAssertEqual(problems.first?["detail"] as? String, "apns_credentials: InvalidProviderToken")
+        XCTAssertEqual(problems.first?["detail"] as? String, "apns_credentials: InvalidProviderToken", "the bearer gets the details")
         let metrics = lines(try h.get("/metrics"))
         XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="broken"} 1"#))
         XCTAssertTrue(metrics.contains(#"pushgw_app_unhealthy{app="acme"} 0"#))
         XCTAssertTrue(metrics.contains(#"pushgw_dead_letters_total{app="broken",reason="apns_credentials"} 1"#))
+    }
+
+    /// `/readyz` answers anyone: it names the checks that failed, and only the bearer token
+    /// gets their details (Redis errors can name its user, host and port).
+    func testAnAnonymousReadyzNamesTheFailedChecksButNotTheirDetails() throws {
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        h.router.redis.stop()
+        XCTAssertTrue(h.wait("unreadiness once PINGs fail") { h.admin.readiness().problems.first?.detail.contains("last error") == true })
+        let anonymous = try h.get("/readyz")
+        XCTAssertEqual(anonymous.status, 503)
+        XCTAssertEqual(anonymous.body, #"{"problems":[{"check":"redis"}],"ready":false}"#)
+        let wrong = try h.get("/readyz", headers: ["Authorization": "Bearer not-the-token"])
+        XCTAssertEqual(wrong.body, anonymous.body, "a wrong token sees what anyone sees")
+        let bearer = try h.get("/readyz", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(bearer.status, 503)
+        XCTAssertTrue(bearer.body.contains(#""detail":"no successful PING for "#) && bearer.body.contains("last error"), bearer.body)
     }
 
     func testMetricsAfterKnownTraffic() throws {
