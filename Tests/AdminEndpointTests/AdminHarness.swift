@@ -4,6 +4,7 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import GatewayTestSupport
+import RedisStreams
 import Glibc
 import TestSupport
 import XCTest
@@ -24,9 +25,13 @@ final class AdminHarness {
 
     /// - Parameters:
     ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
+    ///   - readonlyTokenFile: `admin.readonly_token_file`, for the console.
+    ///   - console: opens the operators' console as `pushgw run` does (it needs `tokenFile`),
+    ///     on a Redis connection of its own to the harness's server.
     ///   - simulator: the simulator's configuration, as for `RouterHarness`.
     ///   - settings: changes to the endpoint's settings (probes every 100 ms here).
-    init(tokenFile: String? = nil, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
+    init(tokenFile: String? = nil, readonlyTokenFile: String? = nil, console: Bool = false,
+         simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          settings change: (inout GatewayAdmin.Settings) -> Void = { _ in }) throws {
         router = try RouterHarness(simulator: configure)
         let listenPort = freeLoopbackPort()
@@ -37,10 +42,19 @@ final class AdminHarness {
         change(&settings)
         let lines = logLines
         let log = Log(minimum: .debug) { line in lines.all.append(line) }
-        admin = GatewayAdmin(loop: router.loop, config: AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile),
-                             apps: router.apps, store: router.store, pools: router.pools, runner: router.runner,
-                             log: log, settings: settings)
+        let adminConfig = AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile, readonlyTokenFile: readonlyTokenFile)
+        admin = GatewayAdmin(loop: router.loop, config: adminConfig, apps: router.apps, store: router.store, pools: router.pools,
+                             runner: router.runner, log: log, settings: settings)
         router.outcomes.next = admin
+        if console {
+            var config = router.config
+            config.admin = adminConfig
+            let redis = RedisConnection.Config(url: try RedisURL(parsing: router.redis.url))
+            admin.openConsole = { [unowned admin, loop = router.loop] token in
+                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: token, log: log,
+                               figures: { admin.consoleFigures() })
+            }
+        }
         admin.start()
         guard let bound = admin.port else { throw TestSupportError("the admin endpoint did not bind: \(logLines.all)") }
         port = bound

@@ -101,6 +101,19 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertNil(sessions.find("guess", nowMs: 0))
     }
 
+    func testEachRoleHasItsOwnSessionSlots() {
+        var sessions = ConsoleSessions()
+        var n = 0
+        let random = { () -> String in n += 1; return "s\(n)" }
+        let admin = sessions.open(role: .admin, name: "ann", nowMs: 0, random: random)
+        for i in 1...300 { _ = sessions.open(role: .readOnly, name: "ro", nowMs: Int64(i), random: random) }
+        XCTAssertNotNil(sessions.find(admin.id, nowMs: 400), "300 read-only sign-ins leave the admin signed in")
+        XCTAssertEqual(sessions.count, 1 + ConsoleSessions.slots(for: .readOnly))
+        let admins = (1...ConsoleSessions.slots(for: .admin)).map { sessions.open(role: .admin, name: "a\($0)", nowMs: 500, random: random) }
+        XCTAssertNil(sessions.find(admin.id, nowMs: 501), "an admin's sign-in beyond the admin slots ends the oldest admin session")
+        XCTAssertTrue(admins.allSatisfy { sessions.find($0.id, nowMs: 501) != nil })
+    }
+
     func testTheCookieIsHttpOnlyStrictAndSecureOverTLS() {
         var sessions = ConsoleSessions()
         let s = session(sessions: &sessions)
