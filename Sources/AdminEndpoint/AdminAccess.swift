@@ -73,29 +73,16 @@ package struct AdminTokenError: Error, Equatable, CustomStringConvertible {
     package var description: String { "admin.token_file \(file) \(problem)" }
 }
 
-/// Who may see what on the admin endpoint: the pure decision behind every request.
+/// Who may see what on the admin endpoint (`AdminRoutes.handle` applies it).
 ///
 /// `/metrics`, `/healthz` and `/readyz` are open (the endpoint listens on loopback by default;
 /// a scraper or a probe has no token). Everything else is the admin API and needs
-/// `Authorization: Bearer <token>`; without a configured token file it is closed.
-package enum AdminAccess: Equatable, Sendable {
-    /// One of the three open paths.
-    case open
-    /// The right bearer token: route the request (an unknown path is then a 404).
-    case granted
-    /// 401: no `Authorization`, another scheme, or a wrong token.
-    case unauthorized
-    /// 403: the admin API is closed because no `admin.token_file` is configured.
-    case closed
-
+/// `Authorization: Bearer <token>`: 403 without a configured token file, 401 without the
+/// right token, 429 while the guess limits (`CredentialGuard`) keep the client's tokens
+/// unchecked; an unknown path is a 404 once authenticated.
+package enum AdminAccess {
     /// The paths anyone may read.
     static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
-
-    package static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
-        if openPaths.contains(path) { return .open }
-        guard let token else { return .closed }
-        return token.matches(authorization: authorization) ? .granted : .unauthorized
-    }
 }
 
 /// Whether this process should receive work, and if not, why (`/readyz`).

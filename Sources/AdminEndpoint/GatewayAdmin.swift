@@ -1,6 +1,6 @@
 // AdminEndpoint: observability and operators' access of a running gateway: the metrics
 // (GatewayMetrics over the registry of Metrics.swift), the gateway snapshot, the HTTP admin
-// server (AdminServer on evhttp) with its routes and access rules, the Redis probe behind
+// server (AdminServer on evhttp) with its routes, access rules and guess limits, the Redis probe behind
 // /readyz, and the wiring of the operators' console (GatewayConsole).
 // Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
 // Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
@@ -40,11 +40,16 @@ package final class GatewayAdmin {
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
         /// the loop one rendering per interval, not one per request.
         package var metricsMaxAgeMs: Int64 = 1_000
+        /// The limits on wrong tokens (docs/operations.md, "Limits").
+        var guesses = GuessThrottle.Settings()
         package init() {}
     }
 
     /// The metrics, fed by the router through this endpoint's `RouterObservations`.
     package let metrics = GatewayMetrics()
+    /// The guess limits of every token check: the admin API's bearer and the console's
+    /// sign-in (`openConsole` hands them to `GatewayConsole`).
+    package let guesses: CredentialGuard
     /// Set while the service drains: `/readyz` then answers 503.
     package var draining = false
 
@@ -88,6 +93,7 @@ package final class GatewayAdmin {
         self.log = log
         self.settings = settings
         metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
+        guesses = CredentialGuard(loop: loop, log: log, settings: settings.guesses)
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
     }
 
@@ -106,7 +112,7 @@ package final class GatewayAdmin {
             }
         }
         let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
-                                 readiness: { [unowned self] in self.readiness() })
+                                 readiness: { [unowned self] in self.readiness() }, guesses: guesses)
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
         if let token, let openConsole {
@@ -148,6 +154,7 @@ package final class GatewayAdmin {
         console?.close()
         console = nil
         probe.close()
+        guesses.close()
     }
 
     private func bind() {

@@ -9,6 +9,17 @@ public enum ConsoleRole: String, Equatable, Sendable {
     public var mayChange: Bool { self == .admin }
 }
 
+/// What a token presented at sign-in signs in as (the owner decides: it compares the tokens
+/// and keeps the guess limits).
+public enum SignInCheck: Equatable, Sendable {
+    case signedIn(ConsoleRole)
+    /// Neither token: 401.
+    case wrong
+    /// Too many wrong tokens from this address, or from all: not checked; 429 with
+    /// `Retry-After`.
+    case throttled(retryAfterSeconds: Int)
+}
+
 /// One signed-in browser.
 struct ConsoleSession: Equatable, Sendable {
     /// The cookie's value: 32 random bytes, hex.

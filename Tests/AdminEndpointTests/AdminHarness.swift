@@ -51,7 +51,7 @@ final class AdminHarness {
             config.admin = adminConfig
             let redis = RedisConnection.Config(url: try RedisURL(parsing: router.redis.url))
             admin.openConsole = { [unowned admin, loop = router.loop] token in
-                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: token, log: log,
+                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: token, guesses: admin.guesses, log: log,
                                figures: { admin.consoleFigures() })
             }
         }
@@ -66,9 +66,21 @@ final class AdminHarness {
     }
 
     /// One request to the admin endpoint.
-    func get(_ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "",
+    func get(_ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "", from: String? = nil,
              file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
-        try LoopbackHTTP.request(method, path, port: port, headers: headers, body: body, loop: loop, file: file, line: line)
+        try LoopbackHTTP.request(method, path, port: port, headers: headers, body: body, from: from, loop: loop, file: file, line: line)
+    }
+
+    /// Runs `requests` on a thread of its own (blocking HTTP requests to the endpoint) while
+    /// the loop turns, until it returns; its result.
+    func whileTurning<T: Sendable>(_ what: String, timeoutMs: Int64 = 60_000, _ requests: @escaping @Sendable (Int) -> T) throws -> T {
+        let box = ThreadResult<T>()
+        let port = self.port
+        Thread.detachNewThread { box.set(requests(port)) }
+        guard wait(what, timeoutMs: timeoutMs, until: { box.get() != nil }), let value = box.get() else {
+            throw TestSupportError("\(what) did not finish")
+        }
+        return value
     }
 
     /// Runs the loop until `condition` holds; after `timeoutMs` fails the test, naming `what`.
@@ -77,4 +89,12 @@ final class AdminHarness {
               file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) -> Bool {
         router.runUntil(what(), timeoutMs: timeoutMs, file: file, line: line, condition)
     }
+}
+
+/// A value one thread sets and another reads.
+final class ThreadResult<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T?
+    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
+    func get() -> T? { lock.lock(); defer { lock.unlock() }; return value }
 }

@@ -52,4 +52,56 @@ final class ConsoleAccessTests: XCTestCase {
         let after = try h.get("/console/overview", headers: ["Cookie": admin])
         XCTAssertEqual(after.status, 200, "256 read-only sign-ins left the admin signed in: \(after.raw.prefix(200))")
     }
+
+    /// The sign-in is rate-limited per address (docs/operations.md, "Limits"): before, with 16
+    /// wrong tries held open, guesses ran at 511/s and the right token still answered at once.
+    func testAThousandWrongSignInsFromOneAddressAreMostlyRefusedUnchecked() throws {
+        let started = Date()
+        let origin = "http://127.0.0.1:\(h.port)"
+        let replies = try h.whileTurning("1,000 wrong sign-ins") { port -> [(Int, Int?)] in
+            (0..<1_000).map { i in
+                let reply = try? LoopbackHTTP.blockingRequest("/console/signin", method: "POST", port: port,
+                                                              headers: ["Content-Type": "application/x-www-form-urlencoded", "Origin": origin],
+                                                              body: "token=guess-\(i)-0123456789abcdef0123456789abcdef&name=x")
+                return (reply?.status ?? 0, reply?.headers["retry-after"].flatMap { Int($0) })
+            }
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let checked = replies.filter { $0.0 == 401 }.count
+        let refused = replies.filter { $0.0 == 429 }
+        XCTAssertEqual(checked + refused.count, 1_000, "every try is answered 401 or 429: \(Set(replies.map(\.0)))")
+        XCTAssertGreaterThanOrEqual(checked, 4, "three free guesses, then one")
+        XCTAssertLessThanOrEqual(checked, 8, "a handful checked in \(String(format: "%.1f", seconds)) s, not 1,000")
+        XCTAssertTrue(refused.allSatisfy { ($0.1 ?? 0) >= 1 }, "each 429 says when to try again")
+        // Each wait is the Retry-After of the first 429 after a checked guess: they double.
+        var waits: [Int] = []
+        for (previous, reply) in zip(replies, replies.dropFirst()) where previous.0 == 401 && reply.0 == 429 { waits.append(reply.1 ?? 0) }
+        XCTAssertEqual(waits.first, 1, "\(waits)")
+        XCTAssertEqual(waits, waits.enumerated().map { 1 << $0.offset }, "each wrong token doubles the wait: \(waits)")
+        print("sign-in flood: 1,000 wrong tokens from one address in \(String(format: "%.1f", seconds)) s: \(checked) checked (401), "
+              + "\(refused.count) refused unchecked (429), waits \(waits) s")
+
+        // While it waits, this address's right token is not checked either (a wait that let it
+        // through would be an oracle), and the bearer API shares the count.
+        XCTAssertEqual(try signIn(adminToken).status, 429)
+        XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer " + adminToken]).status, 429)
+        // Another address is not held up.
+        let other = try h.get("/console/signin", method: "POST", headers: ["Content-Type": "application/x-www-form-urlencoded",
+                                                                            "Origin": origin],
+                              body: form([("token", adminToken)]), from: "127.0.0.2")
+        XCTAssertEqual(other.status, 303, "another client signs in: \(other.raw.prefix(200))")
+
+        // After the wait, one more wrong token is checked, and the next wait is twice the last.
+        let last = waits.last ?? 1
+        h.router.runFor(Int64(last) * 1_000 + 100)
+        XCTAssertEqual(try signIn("still-wrong-0123456789abcdef0123456789abcdef").status, 401)
+        XCTAssertEqual(try signIn("still-wrong-0123456789abcdef0123456789abcdef").headers["retry-after"], String(last * 2))
+
+        let bursts = h.logLines.all.filter { $0.contains("wrong admin tokens from one address") }
+        XCTAssertEqual(bursts.count, 1, "one line for the burst: \(bursts)")
+        XCTAssertTrue(bursts.first?.contains(#""client":"127.0.0.1""#) == true && bursts.first?.contains(#""via":"console sign-in""#) == true,
+                      bursts.first ?? "")
+        XCTAssertLessThanOrEqual(h.logLines.all.count, 40, "the 1,000 tries did not write 1,000 lines")
+        XCTAssertFalse(h.logLines.all.contains { $0.contains(adminToken) || $0.contains("guess-") }, "no token is logged")
+    }
 }

@@ -192,7 +192,8 @@ enum EndToEnd {
             let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())", tokenFile: tokenFile),
                                      apps: apps, store: store, pools: pools, runner: runner, log: log)
             admin.openConsole = { [unowned admin] adminToken in
-                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken, log: log,
+                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken,
+                               guesses: admin.guesses, log: log,
                                figures: { admin.consoleFigures() })
             }
             admin.start()
