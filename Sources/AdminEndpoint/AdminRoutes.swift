@@ -40,6 +40,9 @@ package struct AdminResponse: Equatable, Sendable {
     package var body: [UInt8]
     /// Extra headers (`WWW-Authenticate`, `Allow`).
     package var headers: [String: String]
+    /// The request proved the admin token or a console session: its connection is trusted,
+    /// kept longest under a connection flood (`AdminServer`).
+    package var trusted = false
 
     package init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
         self.status = status
@@ -138,7 +141,9 @@ package final class AdminRoutes {
                 let r = readiness()
                 let detailed: Bool
                 if case .right = presented(request) { detailed = true } else { detailed = false }
-                return AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
+                var response = AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
+                response.trusted = detailed
+                return response
             default:
                 return AdminResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
             }
@@ -146,8 +151,9 @@ package final class AdminRoutes {
         guard token != nil else { return .error(403, "the admin API is closed: no admin.token_file is configured") }
         switch presented(request) {
         case .right:
-            guard let handler = api[request.path] else { return .error(404, "no such path: \(request.path)") }
-            return handler(request)
+            var response = api[request.path].map { $0(request) } ?? .error(404, "no such path: \(request.path)")
+            response.trusted = true
+            return response
         case let .unchecked(seconds):
             return .error(429, "too many wrong tokens from this address: try again in \(seconds) s", headers: ["Retry-After": String(seconds)])
         case .none, .wrong:

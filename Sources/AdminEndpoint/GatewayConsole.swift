@@ -77,6 +77,7 @@ package final class GatewayConsole {
             for (name, value) in response.headers { headers[name] = value }
             var out = AdminResponse(status: response.status, contentType: response.contentType, body: "", headers: headers)
             out.body = response.body
+            out.trusted = response.signedIn
             answer(out)
         }
     }

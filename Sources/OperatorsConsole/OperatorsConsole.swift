@@ -110,6 +110,16 @@ public final class OperatorsConsole {
         let changes = method == "POST" && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge")
         let verdict = ConsoleGate.check(request, session: session, changes: changes)
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
+        return serve(request, method: method, session: session) { response in
+            var r = response
+            r.signedIn = true
+            answer(r)
+        }
+    }
+
+    /// Answers a request `ConsoleGate` allowed, of a live session.
+    private func serve(_ request: ConsoleRequest, method: String, session: ConsoleSession,
+                       _ answer: @escaping (ConsoleResponse) -> Void) {
         let viewer = OperatorsConsole.viewer(session)
         let path = request.path
         switch method {
@@ -210,7 +220,9 @@ public final class OperatorsConsole {
         let name = given.isEmpty ? "console" : String(given.prefix(64))
         let session = sessions.open(role: role, name: name, nowMs: Clock.unixMs(), random: random)
         log(.info, "console sign-in", [("role", role.rawValue), ("name", name), ("from", request.peer ?? "?")])
-        answer(.redirect("/console/overview", headers: [("Set-Cookie", ConsoleSessions.cookie(session, secure: request.isTLS))]))
+        var signedIn = ConsoleResponse.redirect("/console/overview", headers: [("Set-Cookie", ConsoleSessions.cookie(session, secure: request.isTLS))])
+        signedIn.signedIn = true
+        answer(signedIn)
     }
 
     // MARK: Pages

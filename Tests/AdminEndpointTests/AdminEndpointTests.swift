@@ -209,6 +209,30 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertTrue(bursts.first?.contains(#""via":"bearer""#) == true, bursts.first ?? "")
     }
 
+    /// Idle connections without a token cannot keep the probes out: before, 64 of them,
+    /// reopened as they closed, left 0 of 5 probes answered in 25 s.
+    func testTwoHundredIdleConnectionsReopenedAsTheyCloseLeaveTheProbesAnswering() throws {
+        let (path, _) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
+        let flood = ConnectionFlood(port: h.port, count: 200)
+        defer { flood.stop() }
+        h.router.runFor(500)
+        let probes = try h.whileTurning("probes under the flood") { port -> [(String, (status: Int, ms: Int)?)] in
+            (0..<15).map { i in
+                usleep(100_000)
+                let path = ["/healthz", "/readyz", "/metrics"][i % 3]
+                return (path, ConnectionFlood.probe(path, port: port, limitMs: 1_000))
+            }
+        }
+        XCTAssertEqual(probes.filter { $0.1 == nil }.map(\.0), [], "every probe answered within 1 s")
+        XCTAssertEqual(probes.filter { $0.0 == "/healthz" }.compactMap { $0.1?.status }, [200, 200, 200, 200, 200])
+        XCTAssertGreaterThan(flood.reopenedCount, 15, "the flood held its 200 by reopening what the endpoint closed")
+        print("connection flood: 200 idle connections held, \(flood.reopenedCount) reopened; probe answers in ms: "
+              + probes.map { "\($0.0) \($0.1.map { String($0.ms) } ?? "none")" }.joined(separator: ", "))
+        h.router.call("under-flood", voip: "a0a0")
+        XCTAssertTrue(h.router.waitForRecords(1), "and the router routes")
+    }
+
     func testWithoutATokenFileEverythingBeyondTheOpenPathsIsForbidden() throws {
         h = try AdminHarness()
         let reply = try h.get("/status", headers: ["Authorization": "Bearer guess"])
