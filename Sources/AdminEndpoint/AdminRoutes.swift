@@ -69,6 +69,7 @@ package struct AdminResponse: Equatable, Sendable {
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
         case 409: return "Conflict"
+        case 421: return "Misdirected Request"
         case 429: return "Too Many Requests"
         case 503: return "Service Unavailable"
         default: return "Status"

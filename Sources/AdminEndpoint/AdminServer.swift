@@ -90,6 +90,7 @@ package final class AdminServer {
     }
 
     private let handler: AnsweringHandler
+    private let screen: RequestScreen
     private let loop: EventLoop
     private let log: Log?
     package let limits: Limits
@@ -125,17 +126,19 @@ package final class AdminServer {
     /// Creates the server on `loop`; it listens after `bind`. `timeoutSeconds` is for tests,
     /// which cannot wait the real 10 s for every idle-close check. `log` receives the warnings
     /// of refused connections (limited: they can repeat by the thousand).
+    /// `publicHosts` are the names a request's `Host` may give besides IP addresses and
+    /// `localhost` (`RequestScreen`).
     package convenience init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
-                            log: Log? = nil, handler: @escaping Handler) {
-        self.init(loop: loop, timeoutSeconds: timeoutSeconds, limits: limits, log: log, answering: { request, answer in
-            answer(handler(request))
-        })
+                            publicHosts: [String] = [], log: Log? = nil, handler: @escaping Handler) {
+        self.init(loop: loop, timeoutSeconds: timeoutSeconds, limits: limits, publicHosts: publicHosts, log: log,
+                  answering: { request, answer in answer(handler(request)) })
     }
 
     /// As above, with a handler that may answer later (`AnsweringHandler`).
     package init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
-                log: Log? = nil, answering handler: @escaping AnsweringHandler) {
+                publicHosts: [String] = [], log: Log? = nil, answering handler: @escaping AnsweringHandler) {
         self.handler = handler
+        self.screen = RequestScreen(publicHosts: publicHosts)
         self.loop = loop
         self.log = log
         self.limits = limits
@@ -373,6 +376,12 @@ package final class AdminServer {
     // MARK: Requests
 
     private func serve(_ request: OpaquePointer) {
+        // Refused before anything else (`RequestScreen`): the routes never see such a request.
+        if let refusal = screen.refusal(headers: AdminServer.headerLines(request)) {
+            var response = AdminResponse.error(refusal.status, refusal.message)
+            if refusal.closes { response.headers["Connection"] = "close" }
+            return send(response, to: request)
+        }
         let method = AdminServer.methodName(evhttp_request_get_command(request))
         var path = "/"
         if let uri = evhttp_request_get_evhttp_uri(request), let p = evhttp_uri_get_path(uri), p.pointee != 0 {
@@ -407,7 +416,10 @@ package final class AdminServer {
         requestSerial += 1
         let serial = requestSerial
         waiting[serial] = (request, evcon)
-        if let evcon { open[evcon]?.answering += 1 }
+        if let evcon, let connection = open[evcon] {
+            connection.answering += 1
+            updateListener()  // with every connection answering, nothing can give way
+        }
         handler(AdminRequest(method: method, path: path, authorization: authorization, query: query, headers: headers, body: body,
                              peer: peer)) { [weak self] response in
             guard let self, let w = self.waiting.removeValue(forKey: serial) else { return }
@@ -448,6 +460,21 @@ package final class AdminServer {
         }
         // evhttp sends no body for HEAD, but still Content-Length.
         evhttp_send_reply(request, Int32(response.status), response.reasonPhrase, buffer)
+    }
+
+    /// Every header line of `request`, in order, repeats included (`evhttp_find_header`
+    /// gives only the first of a name).
+    private static func headerLines(_ request: OpaquePointer) -> [(name: String, value: String)] {
+        guard let headers = evhttp_request_get_input_headers(request) else { return [] }
+        var lines: [(name: String, value: String)] = []
+        var node = headers.pointee.tqh_first
+        while let header = node {
+            if let key = header.pointee.key, let value = header.pointee.value {
+                lines.append((String(cString: key), String(cString: value)))
+            }
+            node = header.pointee.next.tqe_next
+        }
+        return lines
     }
 
     private static func methodName(_ command: evhttp_cmd_type) -> String {

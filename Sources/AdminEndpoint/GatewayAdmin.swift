@@ -35,7 +35,8 @@ package final class GatewayAdmin {
         package var rebindEveryMs: Int64 = 5_000
         /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
         package var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
-        /// The bounds on the endpoint's connections.
+        /// The bounds on the endpoint's connections; the caps come from the config
+        /// (`admin.max_connections`, `admin.max_connections_per_client`).
         package var limits = AdminServer.Limits()
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
         /// the loop one rendering per interval, not one per request.
@@ -120,8 +121,13 @@ package final class GatewayAdmin {
             console.start()
             self.console = console
         }
-        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
-                             log: log) { [weak self] request, answer in
+        var limits = settings.limits
+        limits.maxConnections = config.maxConnections
+        limits.maxConnectionsPerClient = config.maxConnectionsPerClient
+        // The name in admin.listen is one clients reach the endpoint by, like admin.public_host.
+        let listenHost = Endpoint(parsing: config.listen).map(\.host).map { [$0] } ?? []
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: limits,
+                             publicHosts: config.publicHosts + listenHost, log: log) { [weak self] request, answer in
             guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
             guard let console = self?.console else {
                 return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))

@@ -127,13 +127,15 @@ enum ConsoleGate {
 
     /// False when the browser says the request comes from a page of another origin:
     /// `Sec-Fetch-Site` other than `same-origin` / `none`, or an `Origin` header that is not
-    /// this endpoint's (`http://HOST` or `https://HOST`). Under the console's
-    /// `Referrer-Policy: no-referrer` a browser sends `Origin: null` on its own forms, which
-    /// says nothing either way; a client that sends neither header (a script holding the
-    /// cookie) still needs the CSRF token.
+    /// this endpoint's (`http://HOST` or `https://HOST`), `Origin: null` included. A browser
+    /// sends `null` from a sandboxed frame, a `data:` page or a redirect chain — the ways
+    /// another site posts the sign-in form to sign a victim in as the attacker (login CSRF);
+    /// the console's own pages, under `Referrer-Policy: same-origin`, send their origin. A
+    /// client that sends neither header (curl, a script holding the cookie) still needs the
+    /// CSRF token beyond the sign-in.
     static func isSameOrigin(_ request: ConsoleRequest) -> Bool {
         if let site = request.headers["sec-fetch-site"], site != "same-origin", site != "none" { return false }
-        if let origin = request.headers["origin"], origin != "null" {
+        if let origin = request.headers["origin"] {
             guard let host = request.headers["host"] else { return false }
             return origin == "http://" + host || origin == "https://" + host
         }

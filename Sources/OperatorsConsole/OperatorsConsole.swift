@@ -149,13 +149,15 @@ public final class OperatorsConsole {
     }
 
     /// The headers of every console answer: no script but the console's own file (no inline
-    /// script, no `eval`), no style but its stylesheet, no framing, no referrer, no sniffing.
+    /// script, no `eval`), no style but its stylesheet, no framing, no referrer to other
+    /// sites (`same-origin`: the console's own forms then carry their `Origin`, which
+    /// `ConsoleGate` checks; `no-referrer` made browsers send `Origin: null`), no sniffing.
     public static let securityHeaders: [(String, String)] = [
         ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
             + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
-        ("Referrer-Policy", "no-referrer"),
+        ("Referrer-Policy", "same-origin"),
         ("Cross-Origin-Opener-Policy", "same-origin"),
     ]
 

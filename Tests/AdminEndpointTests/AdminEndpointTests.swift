@@ -233,6 +233,59 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertTrue(h.router.waitForRecords(1), "and the router routes")
     }
 
+    /// DNS rebinding: a page of another site, its name made to resolve to 127.0.0.1, sends
+    /// its own name in Host. Before, any Host was answered.
+    func testOnlyRequestsNamingThisEndpointInHostAreAnswered() throws {
+        h = try AdminHarness(publicHosts: ["pushgw.example.com"])
+        func reply(host: String?) throws -> HTTPReply {
+            let line = host.map { "Host: \($0)\r\n" } ?? ""
+            return try LoopbackHTTP.exchange("GET /metrics HTTP/1.1\r\n\(line)Connection: close\r\n\r\n", port: h.port, on: h.loop)
+        }
+        for allowed in ["127.0.0.1:\(h.port)", "127.0.0.1", "localhost:\(h.port)", "LOCALHOST", "[::1]:\(h.port)", "10.0.0.5:9464",
+                        "pushgw.example.com", "PushGW.Example.com.:443"] {
+            XCTAssertEqual(try reply(host: allowed).status, 200, allowed)
+        }
+        for refused in ["evil.example", "evil.example:\(h.port)", "pushgw.example.com.evil.example", "localhost.evil.example",
+                        "127.0.0.1:x", "[::1", "[::1]x"] {
+            let r = try reply(host: refused)
+            XCTAssertEqual(r.status, 421, "\(refused): \(r.raw.prefix(120))")
+            XCTAssertFalse(r.body.contains("pushgw_"), "no metrics for \(refused)")
+        }
+        XCTAssertEqual(try reply(host: nil).status, 400, "a request without Host")
+        let twice = try LoopbackHTTP.exchange("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n",
+                                              port: h.port, on: h.loop)
+        XCTAssertEqual(twice.status, 400, "two Host headers")
+    }
+
+    /// The body's framing is not left to guesswork: before, the first of two conflicting
+    /// Content-Lengths was taken and `Transfer-Encoding: Chunked` went through.
+    func testAmbiguousBodyFramingIsRefusedBeforeDispatchAndTheConnectionClosed() throws {
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path, console: true)
+        let body = "token=\(token)&name=x"
+        let head = "POST /console/signin HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        let followUp = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let cases = [
+            ("two Content-Lengths", head + "Content-Length: \(body.utf8.count)\r\nContent-Length: 5\r\n\r\n" + body),
+            ("a Content-Length that is not a number", head + "Content-Length: +\(body.utf8.count)\r\n\r\n" + body),
+            ("Transfer-Encoding: Chunked", head + "Transfer-Encoding: Chunked\r\n\r\n"
+                + String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n"),
+            ("Transfer-Encoding and Content-Length", head + "Content-Length: \(body.utf8.count)\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n"),
+        ]
+        for (what, request) in cases {
+            // A second request follows on the same connection: it must not be answered.
+            let reply = try LoopbackHTTP.exchange(request + followUp, port: h.port, on: h.loop)
+            XCTAssertEqual(reply.status, 400, "\(what): \(reply.raw.prefix(200))")
+            XCTAssertNil(reply.headers["set-cookie"], "\(what): the sign-in never ran")
+            XCTAssertEqual(reply.headers["connection"], "close", what)
+            XCTAssertFalse(reply.raw.contains("pushgw_"), "\(what): nothing after it on the connection is answered")
+        }
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("console sign-in") }, "no sign-in was dispatched")
+        let plain = try h.get("/console/signin", method: "POST", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: body)
+        XCTAssertEqual(plain.status, 303, "a plain Content-Length body still signs in")
+    }
+
     func testWithoutATokenFileEverythingBeyondTheOpenPathsIsForbidden() throws {
         h = try AdminHarness()
         let reply = try h.get("/status", headers: ["Authorization": "Bearer guess"])
@@ -313,7 +366,7 @@ final class AdminEndpointTests: XCTestCase {
         let silent = try LoopbackHTTP.exchange("", port: h.port, on: h.loop)
         XCTAssertEqual(silent.status, 0, "closed without an answer: \(silent.raw)")
         // Half a request, then silence: closed too (or answered with an error, never held open).
-        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n", port: h.port, on: h.loop)
+        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", port: h.port, on: h.loop)
         XCTAssertNotEqual(half.status, 200, "a request that never ends is not served: \(half.raw)")
         XCTAssertEqual(try h.get("/healthz").status, 200, "a prompt request is served")
         XCTAssertEqual(GatewayAdmin.Settings().idleTimeoutSeconds, 10, "the documented limit")

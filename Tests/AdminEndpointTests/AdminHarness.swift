@@ -26,11 +26,12 @@ final class AdminHarness {
     /// - Parameters:
     ///   - tokenFile: `admin.token_file`; nil leaves the admin API closed.
     ///   - readonlyTokenFile: `admin.readonly_token_file`, for the console.
+    ///   - publicHosts: `admin.public_host`.
     ///   - console: opens the operators' console as `pushgw run` does (it needs `tokenFile`),
     ///     on a Redis connection of its own to the harness's server.
     ///   - simulator: the simulator's configuration, as for `RouterHarness`.
     ///   - settings: changes to the endpoint's settings (probes every 100 ms here).
-    init(tokenFile: String? = nil, readonlyTokenFile: String? = nil, console: Bool = false,
+    init(tokenFile: String? = nil, readonlyTokenFile: String? = nil, console: Bool = false, publicHosts: [String] = [],
          simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          settings change: (inout GatewayAdmin.Settings) -> Void = { _ in }) throws {
         router = try RouterHarness(simulator: configure)
@@ -42,7 +43,8 @@ final class AdminHarness {
         change(&settings)
         let lines = logLines
         let log = Log(minimum: .debug) { line in lines.all.append(line) }
-        let adminConfig = AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile, readonlyTokenFile: readonlyTokenFile)
+        let adminConfig = AdminConfig(listen: "127.0.0.1:\(listenPort)", tokenFile: tokenFile, readonlyTokenFile: readonlyTokenFile,
+                                      publicHosts: publicHosts)
         admin = GatewayAdmin(loop: router.loop, config: adminConfig, apps: router.apps, store: router.store, pools: router.pools,
                              runner: router.runner, log: log, settings: settings)
         router.outcomes.next = admin

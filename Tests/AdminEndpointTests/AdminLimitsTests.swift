@@ -125,6 +125,7 @@ final class AdminLimitsTests: XCTestCase {
             replies.allSatisfy { $0.get() != nil } && pending.count == 3
         }
         XCTAssertEqual(replies.map { $0.get() }, [200, 200])
+        guard pending.count == 3 else { return XCTFail("the newcomer's request never came") }
         pending[2](AdminResponse(status: 200, contentType: "text/plain", body: "ok\n"))
         loop.run(waitingFor: "the newcomer answered", timeoutMs: 5_000) { third.get() != nil }
         XCTAssertEqual(third.get(), 200)

@@ -104,4 +104,17 @@ final class ConsoleAccessTests: XCTestCase {
         XCTAssertLessThanOrEqual(h.logLines.all.count, 40, "the 1,000 tries did not write 1,000 lines")
         XCTAssertFalse(h.logLines.all.contains { $0.contains(adminToken) || $0.contains("guess-") }, "no token is logged")
     }
+
+    /// Login CSRF: a page of another site posts the sign-in form with the attacker's token,
+    /// so that the victim works in the attacker's session. Before, `Origin: null` (a sandboxed
+    /// frame, a `data:` page) was let through.
+    func testASignInFromOriginNullIsRefused() throws {
+        let refused = try signIn(adminToken, headers: ["Origin": "null"])
+        XCTAssertEqual(refused.status, 403, refused.raw)
+        XCTAssertNil(refused.headers["set-cookie"], "no session")
+        XCTAssertEqual(try signIn(adminToken, headers: ["Origin": "http://evil.example"]).status, 403)
+        XCTAssertEqual(try cookie(try signIn(adminToken)).isEmpty, false, "the console's own form, with its origin, signs in")
+        let page = try h.get("/console/signin")
+        XCTAssertEqual(page.headers["referrer-policy"], "same-origin", "so that the browser sends that origin")
+    }
 }

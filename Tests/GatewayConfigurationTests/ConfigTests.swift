@@ -454,6 +454,29 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(report.warnings.allSatisfy { !$0.path.contains("cert_file") }, "a certificate is not a secret")
     }
 
+    func testPublicHostsAndConnectionCapsAreRead() throws {
+        var json = setting(ConfigFixture.example, "admin.public_host", "PushGW.example.com, gw-1.internal")
+        json = setting(json, "admin.max_connections", 200)
+        json = setting(json, "admin.max_connections_per_client", 20)
+        let admin = try XCTUnwrap(try fixture.check(json).config).admin
+        XCTAssertEqual(admin.publicHosts, ["pushgw.example.com", "gw-1.internal"])
+        XCTAssertEqual(admin.maxConnections, 200)
+        XCTAssertEqual(admin.maxConnectionsPerClient, 20)
+        let defaults = try XCTUnwrap(try fixture.check(ConfigFixture.example).config).admin
+        XCTAssertEqual([defaults.maxConnections, defaults.maxConnectionsPerClient], [64, 32])
+        let small = try XCTUnwrap(try fixture.check(setting(ConfigFixture.example, "admin.max_connections", 8)).config).admin
+        XCTAssertEqual(small.maxConnectionsPerClient, 8, "the per-client default never exceeds the cap")
+
+        var bad = setting(ConfigFixture.example, "admin.public_host", "https://pushgw.example.com:443")
+        bad = setting(bad, "admin.max_connections", 16)
+        bad = setting(bad, "admin.max_connections_per_client", 17)
+        let report = try fixture.check(bad)
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.public_host", in: report)).problem.contains("is not a host name"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.max_connections_per_client", in: report)).problem.contains("over max_connections (16)"))
+        let fromEnvironment = try fixture.check(ConfigFixture.example, environment: ["PUSHGW_ADMIN_PUBLIC_HOST": "pushgw-0.pushgw"])
+        XCTAssertEqual(fromEnvironment.config?.admin.publicHosts, ["pushgw-0.pushgw"])
+    }
+
     // MARK: Tokens
 
     /// A token must be hard to guess: before, a 1-character admin token passed config check.

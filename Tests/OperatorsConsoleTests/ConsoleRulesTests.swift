@@ -79,7 +79,9 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "127.0.0.1:9464", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "same-origin"]),
-                                         session: admin, changes: true), .allowed, "no-referrer forms send Origin: null")
+                                         session: admin, changes: true), .crossOrigin, "Origin: null comes from a sandboxed or data: page")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "http://h:1", "sec-fetch-site": "same-origin"]),
+                                         session: admin, changes: true), .allowed, "the console's own form")
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)"), session: nil, changes: true), .signInFirst)
