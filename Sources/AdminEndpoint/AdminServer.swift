@@ -21,9 +21,12 @@ import Glibc
 ///   an idle one (no request being answered): first one that never proved a token, oldest
 ///   activity first, then a trusted one (`AdminResponse.trusted`); the newcomer is closed at
 ///   once only when every connection of its share is answering. So `/healthz` and `/readyz`
-///   always get in, whatever a client without the token holds open. Places are taken at most
-///   `Limits.evictionsPerSecond` (the listener pauses between), so a client that reconnects
-///   as fast as it can costs the loop a bounded share;
+///   always get in, whatever a client without the token holds open;
+/// - connections are accepted at most `Limits.acceptsPerSecond` (the listener pauses between)
+///   and `Limits.acceptsPerTurn` per loop turn, and a kept-alive connection is closed after an
+///   answer once it asked more than `Limits.requestsPerConnectionPerSecond`: a client that
+///   floods the endpoint with requests (scrapes back to back) or connections costs the loop a
+///   bounded share, however fast it is, and routing keeps its share;
 /// - a request must arrive complete within `Limits.requestDeadlineMs` of its connection's
 ///   start or of the previous answer, whether the client is idle or trickles bytes; a trusted
 ///   connection may wait `Limits.trustedIdleMs` between requests;
@@ -54,9 +57,12 @@ package final class AdminServer {
         /// Time a trusted connection (its last request proved the admin token or a console
         /// session) may stay idle between requests.
         package var trustedIdleMs: Int64 = 60_000
-        /// New connections that take an idle one's place, per second at most, and at once.
-        package var evictionsPerSecond = 1_000
-        package var evictionBurst = 16
+        /// Connections accepted per second at most, and at once.
+        package var acceptsPerSecond = 1_000
+        package var acceptBurst = 16
+        /// Requests one kept-alive connection may make per second before its answer closes it
+        /// (the client then reconnects, under `acceptsPerSecond`).
+        package var requestsPerConnectionPerSecond = 10
         /// Connections accepted in one loop turn, at most: a connection accepted in one turn is
         /// read in the next, and fewer newcomers than a client's share cannot push it out
         /// before its request is read.
@@ -248,6 +254,9 @@ package final class AdminServer {
         stats.accepted += 1
         acceptedThisTurn += 1
         if !turnTimer.isScheduled { turnTimer.schedule(afterMs: 0) }
+        if let waitMs = admission.takeAccept(nowMs: Clock.monotonicMs()) {
+            pause(forMs: waitMs)  // the accept rate is spent: stops within this accept loop
+        }
         let pending = Unmanaged.passRetained(StartingConnection(server: self, bev: bev)).toOpaque()
         event_base_once(base, -1, Int16(EV_TIMEOUT), { _, _, arg in
             let started = Unmanaged<StartingConnection>.fromOpaque(arg!).takeRetainedValue()
@@ -289,9 +298,6 @@ package final class AdminServer {
             pause(forMs: limits.pauseMs)
             evhttp_connection_free(connection)
             return
-        }
-        if placement != .keep(closing: nil), let waitMs = admission.takePlace(nowMs: now) {
-            pause(forMs: waitMs)  // the rate of places taken is spent
         }
         switch placement {
         case .keep(closing: nil):
@@ -423,25 +429,37 @@ package final class AdminServer {
         handler(AdminRequest(method: method, path: path, authorization: authorization, query: query, headers: headers, body: body,
                              peer: peer)) { [weak self] response in
             guard let self, let w = self.waiting.removeValue(forKey: serial) else { return }
-            if let evcon = w.evcon { self.answered(evcon, trusted: response.trusted) }
+            var response = response
+            if let evcon = w.evcon, self.answered(evcon, trusted: response.trusted) == .close {
+                response.headers["Connection"] = "close"
+            }
             self.send(response, to: w.request)
         }
     }
 
+    enum AfterAnswer { case keepAlive, close }
+
     /// A request of `evcon` is answered now: the connection has the request deadline again for
     /// its next one, or the trusted time once a request proved the token; idle, it may give
-    /// way to a new connection again.
-    private func answered(_ evcon: OpaquePointer, trusted: Bool) {
-        guard let connection = open[evcon] else { return }
+    /// way to a new connection again. `.close` when it asked more than its requests per
+    /// second: the answer ends it.
+    private func answered(_ evcon: OpaquePointer, trusted: Bool) -> AfterAnswer {
+        guard let connection = open[evcon] else { return .keepAlive }
         let now = Clock.monotonicMs()
         connection.answering -= 1
         connection.lastActivityMs = now
+        if now - connection.windowStartMs >= 1_000 {
+            connection.windowStartMs = now
+            connection.requestsInWindow = 0
+        }
+        connection.requestsInWindow += 1
         if trusted && !connection.trusted {
             connection.trusted = true
             evhttp_connection_set_timeout(evcon, Int32(limits.trustedIdleMs / 1000))
         }
         connection.deadlineMs = now + (connection.trusted ? limits.trustedIdleMs : limits.requestDeadlineMs)
         updateListener()
+        return connection.requestsInWindow > limits.requestsPerConnectionPerSecond ? .close : .keepAlive
     }
 
     private func send(_ response: AdminResponse, to request: OpaquePointer) {
@@ -536,6 +554,9 @@ private final class AdminConnection {
     var answering = 0
     /// A request of it proved the admin token or a console session.
     var trusted = false
+    /// Requests answered since `windowStartMs` (a one-second window).
+    var requestsInWindow = 0
+    var windowStartMs: Int64 = 0
 
     init(evcon: OpaquePointer, serial: Int, client: ClientAddress, nowMs: Int64, deadlineMs: Int64) {
         self.evcon = evcon
@@ -586,14 +607,14 @@ struct AdminAdmission {
     let limits: AdminServer.Limits
     /// The process's descriptor limit (the soft `RLIMIT_NOFILE`).
     let descriptorLimit: Int
-    /// Places that may be taken now, refilled at `limits.evictionsPerSecond`.
-    private var places: Double
+    /// Accepts that may be made now, refilled at `limits.acceptsPerSecond`.
+    private var accepts: Double
     private var refilledMs: Int64?
 
     init(limits: AdminServer.Limits, descriptorLimit: Int) {
         self.limits = limits
         self.descriptorLimit = descriptorLimit
-        places = Double(limits.evictionBurst)
+        accepts = Double(limits.acceptBurst)
     }
 
     /// Where `newcomer` goes among the `open` connections (itself not among them): its
@@ -619,14 +640,14 @@ struct AdminAdmission {
         connections.filter { !$0.answering }.min { ($0.trusted ? 1 : 0, $0.lastActivityMs, $0.serial) < ($1.trusted ? 1 : 0, $1.lastActivityMs, $1.serial) }
     }
 
-    /// Takes one place beyond the cap at `nowMs`: nil when taken, else the milliseconds until
-    /// the next may be (accepting pauses that long).
-    mutating func takePlace(nowMs: Int64) -> Int64? {
-        let perMs = Double(limits.evictionsPerSecond) / 1000
-        if let refilledMs { places = min(Double(limits.evictionBurst), places + Double(nowMs - refilledMs) * perMs) }
+    /// Counts one accept at `nowMs`: nil while the rate allows more, else the milliseconds
+    /// until the next may be made (accepting pauses that long).
+    mutating func takeAccept(nowMs: Int64) -> Int64? {
+        let perMs = Double(limits.acceptsPerSecond) / 1000
+        if let refilledMs { accepts = min(Double(limits.acceptBurst), accepts + Double(nowMs - refilledMs) * perMs) }
         refilledMs = nowMs
-        places -= 1
-        return places >= 0 ? nil : Int64(((-places) / perMs).rounded(.up))
+        accepts -= 1
+        return accepts >= 1 ? nil : Int64(((1 - accepts) / perMs).rounded(.up))
     }
 
     /// True when a new connection's descriptor is within the reserve: the kernel gives the

@@ -131,16 +131,40 @@ final class AdminLimitsTests: XCTestCase {
         XCTAssertEqual(third.get(), 200)
     }
 
-    func testPlacesAreTakenAtABoundedRate() {
+    func testConnectionsAreAcceptedAtABoundedRate() {
         var limits = AdminServer.Limits()
-        limits.evictionsPerSecond = 1_000
-        limits.evictionBurst = 16
+        limits.acceptsPerSecond = 1_000
+        limits.acceptBurst = 16
         var admission = AdminAdmission(limits: limits, descriptorLimit: 1_024)
-        for _ in 0..<16 { XCTAssertNil(admission.takePlace(nowMs: 0)) }
-        XCTAssertEqual(admission.takePlace(nowMs: 0), 1, "the burst spent, the next place in 1 ms")
-        XCTAssertNil(admission.takePlace(nowMs: 2))
-        XCTAssertNotNil(admission.takePlace(nowMs: 2))
-        XCTAssertNil(admission.takePlace(nowMs: 1_000))
+        for _ in 0..<15 { XCTAssertNil(admission.takeAccept(nowMs: 0)) }
+        XCTAssertEqual(admission.takeAccept(nowMs: 0), 1, "the burst spent, the next accept in 1 ms")
+        XCTAssertNil(admission.takeAccept(nowMs: 2), "2 ms refilled two")
+        XCTAssertNotNil(admission.takeAccept(nowMs: 2))
+        XCTAssertNil(admission.takeAccept(nowMs: 1_000))
+    }
+
+    func testAConnectionAskingTooFastIsClosedAfterItsAnswer() throws {
+        let (loop, server, port) = try server { $0.requestsPerConnectionPerSecond = 3 }
+        defer { server.close(); loop.close() }
+        let fd = try XCTUnwrap(try? LoopbackHTTP.connected(port: port).get())
+        defer { close(fd) }
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        var answers = 0
+        var closed = false
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        for _ in 0..<10 where !closed {
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            loop.run(forMs: 30)
+            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 {
+                answers += 1
+                if String(decoding: buffer[0..<n], as: UTF8.self).contains("Connection: close") { closed = true }
+            }
+        }
+        XCTAssertEqual(answers, 4, "three requests kept alive, the fourth answered and closed")
+        XCTAssertTrue(closed)
+        loop.run(forMs: 30)
+        XCTAssertEqual(recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)), 0, "the server closed it")
     }
 
     func testPlacementPrefersIdleUntrustedOldestAndRefusesOnlyWhenAllAreAnswering() {
