@@ -4,15 +4,17 @@
 # request-header layout (RequestHeaderBlockTests), stream replies (StreamRepliesTests),
 # hostile entries through the in-process router (HostileEventTests) and the hostile-event
 # corpus against a live `pushgw run` built with ASan (HostileCorpusTests: the test finds the
-# instrumented binary beside its test bundle), and the admin server dropping an answer whose
-# client left (AdminLateAnswerTests: evhttp frees such a request).
+# instrumented binary beside its test bundle), the admin server dropping an answer whose
+# client left (AdminLateAnswerTests: evhttp frees such a request), closing connections that
+# give way to newer ones (AdminLimitsTests) and walking evhttp's header list to refuse what it
+# cannot trust (RequestScreenTests).
 #
 # The instrumented build has a scratch path of its own (.build/asan), so the normal debug
 # build stays cached; only the gateway and the test bundle are built (not the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=.build/asan
-tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|AdminLateAnswerTests"
+tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|AdminLateAnswerTests|AdminLimitsTests|RequestScreenTests"
 start=$(date +%s)
 swift build --sanitize=address --scratch-path "$scratch" --product pushgw
 swift build --sanitize=address --scratch-path "$scratch" --product pushgwPackageTests
