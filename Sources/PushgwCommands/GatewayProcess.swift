@@ -162,7 +162,7 @@ final class GatewayProcess {
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
-        admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))
+        admin.console?.updateApps(newConfig)
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
         log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),
