@@ -584,7 +584,7 @@ private final class StartingConnection {
 }
 
 /// Whether the admin endpoint takes a new connection, and whose place it takes: the caps per
-/// client and in all, the rate of such takeovers, and the descriptors kept for APNs and Redis.
+/// client and in all, the rate of accepts, and the descriptors kept for APNs and Redis.
 /// Pure but for the rate's state; the caller passes the time.
 struct AdminAdmission {
     /// An open connection as the decision sees it.
