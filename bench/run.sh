@@ -30,15 +30,9 @@ cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
 ROUNDS=${BENCH_ROUNDS:-3}
 bin=$(swift build -c release --show-bin-path)
-work=$(mktemp -d /tmp/pushgw-bench.XXXXXX)
-pids=()
 EVENTS=${BENCH_EVENTS:-100000}
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on port $1" >&2; exit 1; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+scratch=pushgw-bench
+. bench/common.sh
 
 scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
 pki=$work/pki
@@ -76,12 +70,7 @@ done
 echo "(targets: ratio >= 1.0, peak RSS <= 30 MB; each h2load and pushgw run: ${h[*]} / ${p[*]} for the last row)"
 
 # ---- End to end --------------------------------------------------------------------------
-tokens=""
-for i in 1 2 3 4; do
-  t=$(printf '%02x' "$i"); t=$(printf "$t%.0s" $(seq 1 32))
-  echo '{}' > "$work/htdocs/3/device/$t"; tokens="$tokens,$t"
-done
-tokens=${tokens#,}
+make_tokens
 rport=$(free_port)
 tport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" \

@@ -7,13 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(swift build -c release --show-bin-path)
-work=$(mktemp -d /tmp/pushgw-soak.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on port $1" >&2; exit 1; }
+scratch=pushgw-soak
+. bench/common.sh
 
 scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
 rport=$(free_port); sport=$(free_port); aport=$(free_port)

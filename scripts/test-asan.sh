@@ -6,15 +6,17 @@
 # corpus against a live `pushgw run` built with ASan (HostileCorpusTests: the test finds the
 # instrumented binary beside its test bundle; it also sends the console and the CLI of that
 # binary the hostile numbers of Tests/Corpus/hostile_numbers.py), the numbers a person types
-# in-process (ConsolePreviewTests, DeadCommandTests), and the admin server dropping an answer
-# whose client left (AdminLateAnswerTests: evhttp frees such a request).
+# in-process (ConsolePreviewTests, DeadCommandTests), the admin server dropping an answer
+# whose client left (AdminLateAnswerTests: evhttp frees such a request), closing connections
+# that give way to newer ones (AdminLimitsTests) and walking evhttp's header list to refuse
+# what it cannot trust (RequestScreenTests).
 #
 # The instrumented build has a scratch path of its own (.build/asan), so the normal debug
 # build stays cached; only the gateway and the test bundle are built (not the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=.build/asan
-tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|ConsolePreviewTests|DeadCommandTests|AdminLateAnswerTests"
+tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|ConsolePreviewTests|DeadCommandTests|AdminLateAnswerTests|AdminLimitsTests|RequestScreenTests"
 start=$(date +%s)
 swift build --sanitize=address --scratch-path "$scratch" --product pushgw
 swift build --sanitize=address --scratch-path "$scratch" --product pushgwPackageTests

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfiguration
 
 /// The admin API's bearer token, read from `admin.token_file`.
 ///
@@ -16,12 +17,17 @@ package struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible
         bytes = Array(trimmed.utf8)
     }
 
-    /// Reads the token file. The error names the file and the problem, never its content.
+    /// Reads the token file; a token `config check` would refuse (`AdminTokenFile`: too
+    /// short, too little entropy) is refused here too. The error names the file and the
+    /// problem, never its content.
     package static func load(file: String) throws(AdminTokenError) -> AdminToken {
-        guard let data = FileManager.default.contents(atPath: file) else { throw AdminTokenError(file: file, problem: "cannot be read") }
-        guard let text = String(data: data, encoding: .utf8) else { throw AdminTokenError(file: file, problem: "is not UTF-8 text") }
-        guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
-        return token
+        switch AdminTokenFile.read(file) {
+        case let .success(text):
+            guard let token = AdminToken(text) else { throw AdminTokenError(file: file, problem: "is empty") }
+            return token
+        case let .failure(problem):
+            throw AdminTokenError(file: file, problem: problem.text)
+        }
     }
 
     /// Whether `presented` (a token typed into the console's sign-in form) is this token, in
@@ -67,29 +73,16 @@ package struct AdminTokenError: Error, Equatable, CustomStringConvertible {
     package var description: String { "admin.token_file \(file) \(problem)" }
 }
 
-/// Who may see what on the admin endpoint: the pure decision behind every request.
+/// Who may see what on the admin endpoint (`AdminRoutes.handle` applies it).
 ///
 /// `/metrics`, `/healthz` and `/readyz` are open (the endpoint listens on loopback by default;
 /// a scraper or a probe has no token). Everything else is the admin API and needs
-/// `Authorization: Bearer <token>`; without a configured token file it is closed.
-package enum AdminAccess: Equatable, Sendable {
-    /// One of the three open paths.
-    case open
-    /// The right bearer token: route the request (an unknown path is then a 404).
-    case granted
-    /// 401: no `Authorization`, another scheme, or a wrong token.
-    case unauthorized
-    /// 403: the admin API is closed because no `admin.token_file` is configured.
-    case closed
-
+/// `Authorization: Bearer <token>`: 403 without a configured token file, 401 without the
+/// right token, 429 while the guess limits (`CredentialGuard`) keep the client's tokens
+/// unchecked; an unknown path is a 404 once authenticated.
+package enum AdminAccess {
     /// The paths anyone may read.
     static let openPaths: Set<String> = ["/metrics", "/healthz", "/readyz"]
-
-    package static func decide(path: String, authorization: String?, token: AdminToken?) -> AdminAccess {
-        if openPaths.contains(path) { return .open }
-        guard let token else { return .closed }
-        return token.matches(authorization: authorization) ? .granted : .unauthorized
-    }
 }
 
 /// Whether this process should receive work, and if not, why (`/readyz`).
@@ -163,14 +156,19 @@ package struct Readiness: Equatable, Sendable {
     }
 
     /// `{"ready":true}` or `{"ready":false,"problems":[{"check":…,"detail":…},…]}`.
-    package func json() -> String {
+    /// Without `detailed` (an anonymous probe), each problem says which check failed but not
+    /// its detail: that text carries errors from Redis and APNs, which can name the Redis user,
+    /// hosts and addresses, and `/readyz` answers anyone who reaches the port. The bearer
+    /// token gets the details.
+    package func json(detailed: Bool = true) -> String {
         var object: [String: Any] = ["ready": isReady]
         if !isReady {
             object["problems"] = problems.map { p -> [String: Any] in
-                var o: [String: Any] = ["check": p.check, "detail": p.detail]
+                var o: [String: Any] = ["check": p.check]
+                if detailed { o["detail"] = p.detail }
                 if let credential = p.credential { o["credential"] = credential }
                 if let environment = p.environment { o["environment"] = environment }
-                if let node = p.node { o["node"] = node }
+                if detailed, let node = p.node { o["node"] = node }
                 return o
             }
         }

@@ -40,6 +40,9 @@ package struct AdminResponse: Equatable, Sendable {
     package var body: [UInt8]
     /// Extra headers (`WWW-Authenticate`, `Allow`).
     package var headers: [String: String]
+    /// The request proved the admin token or a console session: its connection is trusted,
+    /// kept longest under a connection flood (`AdminServer`).
+    package var trusted = false
 
     package init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
         self.status = status
@@ -66,6 +69,7 @@ package struct AdminResponse: Equatable, Sendable {
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
         case 409: return "Conflict"
+        case 421: return "Misdirected Request"
         case 429: return "Too Many Requests"
         case 503: return "Service Unavailable"
         default: return "Status"
@@ -84,16 +88,37 @@ package final class AdminRoutes {
     private let token: AdminToken?
     private let metrics: () -> String
     private let readiness: () -> Readiness
+    private let guesses: CredentialGuard?
     private var api: [String: Handler] = [:]
 
     /// - Parameters:
     ///   - token: the admin API's token; nil closes the admin API (403).
     ///   - metrics: renders the Prometheus text of a scrape.
     ///   - readiness: evaluates `/readyz`.
-    package init(token: AdminToken?, metrics: @escaping () -> String, readiness: @escaping () -> Readiness) {
+    ///   - guesses: the guess limits every presented token is checked under (nil: none, for
+    ///     tests of the rules alone).
+    package init(token: AdminToken?, metrics: @escaping () -> String, readiness: @escaping () -> Readiness,
+                 guesses: CredentialGuard? = nil) {
         self.token = token
         self.metrics = metrics
         self.readiness = readiness
+        self.guesses = guesses
+    }
+
+    /// What a request's `Authorization` proves: nothing (none sent, or no token configured),
+    /// the token, a wrong token (counted by the guess limits), or nothing because the guess
+    /// limits do not let it be checked now.
+    private enum Presented {
+        case none, right, wrong
+        case unchecked(retryAfterSeconds: Int)
+    }
+
+    private func presented(_ request: AdminRequest) -> Presented {
+        guard let token, request.authorization != nil else { return .none }
+        if case let .wait(seconds) = guesses?.admit(request.peer) { return .unchecked(retryAfterSeconds: seconds) }
+        if token.matches(authorization: request.authorization) { return .right }
+        guesses?.failed(request.peer, via: "bearer")
+        return .wrong
     }
 
     /// Adds an admin API route at `path` (exact match), reachable with the bearer token only.
@@ -103,8 +128,7 @@ package final class AdminRoutes {
     }
 
     package func handle(_ request: AdminRequest) -> AdminResponse {
-        switch AdminAccess.decide(path: request.path, authorization: request.authorization, token: token) {
-        case .open:
+        if AdminAccess.openPaths.contains(request.path) {
             guard request.method == "GET" || request.method == "HEAD" else {
                 return .error(405, "\(request.path) answers GET and HEAD only", headers: ["Allow": "GET, HEAD"])
             }
@@ -113,19 +137,29 @@ package final class AdminRoutes {
                 // Answered on the loop: if this runs, the loop runs.
                 return AdminResponse(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
             case "/readyz":
+                // Open, but its problems' details only to the bearer token (`Readiness.json`);
+                // a token that may not be checked now gets what anyone gets.
                 let r = readiness()
-                return AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json())
+                let detailed: Bool
+                if case .right = presented(request) { detailed = true } else { detailed = false }
+                var response = AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
+                response.trusted = detailed
+                return response
             default:
                 return AdminResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
             }
-        case .closed:
-            return .error(403, "the admin API is closed: no admin.token_file is configured")
-        case .unauthorized:
+        }
+        guard token != nil else { return .error(403, "the admin API is closed: no admin.token_file is configured") }
+        switch presented(request) {
+        case .right:
+            var response = api[request.path].map { $0(request) } ?? .error(404, "no such path: \(request.path)")
+            response.trusted = true
+            return response
+        case let .unchecked(seconds):
+            return .error(429, "too many wrong tokens from this address: try again in \(seconds) s", headers: ["Retry-After": String(seconds)])
+        case .none, .wrong:
             return .error(401, "this path needs Authorization: Bearer with the admin token",
                           headers: ["WWW-Authenticate": "Bearer realm=\"pushgw\""])
-        case .granted:
-            guard let handler = api[request.path] else { return .error(404, "no such path: \(request.path)") }
-            return handler(request)
         }
     }
 }

@@ -1,6 +1,6 @@
 // AdminEndpoint: observability and operators' access of a running gateway: the metrics
 // (GatewayMetrics over the registry of Metrics.swift), the gateway snapshot, the HTTP admin
-// server (AdminServer on evhttp) with its routes and access rules, the Redis probe behind
+// server (AdminServer on evhttp) with its routes, access rules and guess limits, the Redis probe behind
 // /readyz, and the wiring of the operators' console (GatewayConsole).
 // Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
 // Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
@@ -35,18 +35,24 @@ package final class GatewayAdmin {
         package var rebindEveryMs: Int64 = 5_000
         /// Idle connections and slow writes are closed after this many seconds (evhttp's timeout).
         package var idleTimeoutSeconds: Int32 = AdminServer.timeoutSeconds
-        /// The bounds on the endpoint's connections.
+        /// The bounds on the endpoint's connections; the caps come from the config
+        /// (`admin.max_connections`, `admin.max_connections_per_client`).
         package var limits = AdminServer.Limits()
         /// `/metrics` serves the same rendering until it is this old: a scrape flood then costs
         /// the loop one rendering per interval, not one per request.
         package var metricsMaxAgeMs: Int64 = 1_000
         /// How often the Redis nodes' memory policy is read (`RedisEvictionCheck`).
         package var evictionCheckEveryMs: Int64 = 60_000
+        /// The limits on wrong tokens (docs/operations.md, "Limits").
+        var guesses = GuessThrottle.Settings()
         package init() {}
     }
 
     /// The metrics, fed by the router through this endpoint's `RouterObservations`.
     package let metrics = GatewayMetrics()
+    /// The guess limits of every token check: the admin API's bearer and the console's
+    /// sign-in (`openConsole` hands them to `GatewayConsole`).
+    package let guesses: CredentialGuard
     /// Set while the service drains: `/readyz` then answers 503.
     package var draining = false
 
@@ -96,6 +102,7 @@ package final class GatewayAdmin {
         self.log = log
         self.settings = settings
         metricsText = RenderCache(maxAgeMs: settings.metricsMaxAgeMs)
+        guesses = CredentialGuard(loop: loop, log: log, settings: settings.guesses)
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
         evictionCheck = RedisEvictionCheck(loop: loop, store: store, log: log)
         evictionCheck.everyMs = settings.evictionCheckEveryMs
@@ -116,7 +123,7 @@ package final class GatewayAdmin {
             }
         }
         let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
-                                 readiness: { [unowned self] in self.readiness() })
+                                 readiness: { [unowned self] in self.readiness() }, guesses: guesses)
         routes.addRoute("/status") { [unowned self] _ in self.status() }
         self.routes = routes
         if let token, let openConsole {
@@ -124,8 +131,13 @@ package final class GatewayAdmin {
             console.start()
             self.console = console
         }
-        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: settings.limits,
-                             log: log) { [weak self] request, answer in
+        var limits = settings.limits
+        limits.maxConnections = config.maxConnections
+        limits.maxConnectionsPerClient = config.maxConnectionsPerClient
+        // The name in admin.listen is one clients reach the endpoint by, like admin.public_host.
+        let listenHost = Endpoint(parsing: config.listen).map(\.host).map { [$0] } ?? []
+        server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: limits,
+                             publicHosts: config.publicHosts + listenHost, log: log) { [weak self] request, answer in
             guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
             guard let console = self?.console else {
                 return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
@@ -160,6 +172,7 @@ package final class GatewayAdmin {
         console = nil
         probe.close()
         evictionCheck.close()
+        guesses.close()
     }
 
     private func bind() {

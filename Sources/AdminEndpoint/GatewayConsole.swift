@@ -17,10 +17,11 @@ package final class GatewayConsole {
     let console: OperatorsConsole
     private let operations: DeadLetterOperations
 
-    /// Nil when the console cannot open: it needs the admin token (read by `GatewayAdmin`).
-    /// An unreadable read-only token file leaves read-only access off (logged).
+    /// It needs the admin token (read by `GatewayAdmin`) and the endpoint's guess limits
+    /// (`GatewayAdmin.guesses`: a sign-in draws on the same counts as a bearer check). An
+    /// unreadable or weak read-only token file leaves read-only access off (logged).
     package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?,
-                 cluster clusterSettings: RedisCluster.Config? = nil, adminToken: AdminToken,
+                 cluster clusterSettings: RedisCluster.Config? = nil, adminToken: AdminToken, guesses: CredentialGuard,
                  log: Log, figures: @escaping () -> ConsoleFigures) {
         topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-console")
         log.follow(topology, name: "console")
@@ -36,10 +37,12 @@ package final class GatewayConsole {
             }
         }
         let admin = adminToken
-        console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readonly != nil, role: { presented in
-            if admin.matches(presented: presented) { return .admin }
-            if readonly?.matches(presented: presented) == true { return .readOnly }
-            return nil
+        console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readonly != nil, signIn: { presented, request in
+            if case let .wait(seconds) = guesses.admit(request.peer) { return .throttled(retryAfterSeconds: seconds) }
+            if admin.matches(presented: presented) { return .signedIn(.admin) }
+            if readonly?.matches(presented: presented) == true { return .signedIn(.readOnly) }
+            guesses.failed(request.peer, via: "console sign-in")
+            return .wrong
         }, figures: figures)
         console.log = { level, message, fields in
             let object = Dictionary(fields, uniquingKeysWith: { a, _ in a }) as [String: Any]
@@ -77,6 +80,7 @@ package final class GatewayConsole {
             for (name, value) in response.headers { headers[name] = value }
             var out = AdminResponse(status: response.status, contentType: response.contentType, body: "", headers: headers)
             out.body = response.body
+            out.trusted = response.signedIn
             answer(out)
         }
     }

@@ -103,13 +103,23 @@ package struct AdminConfig: Equatable, Sendable {
     /// File holding the read-only token of the operators' console: it signs in to see the
     /// pages, never to replay or purge. Nil: no read-only access.
     package var readonlyTokenFile: String?
+    /// Host names (lower case) a request's `Host` may name besides loopback names and IP
+    /// addresses: the names clients reach the endpoint by (`admin.public_host`).
+    package var publicHosts: [String] = []
+    /// Connections open at once, in all and from one client address.
+    package var maxConnections = AdminConfig.defaultMaxConnections
+    package var maxConnectionsPerClient = AdminConfig.defaultMaxConnectionsPerClient
 
     static let defaultListen = "127.0.0.1:9464"
+    static let defaultMaxConnections = 64
+    static let defaultMaxConnectionsPerClient = 32
 
-    package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil) {
+    package init(listen: String = AdminConfig.defaultListen, tokenFile: String? = nil, readonlyTokenFile: String? = nil,
+                 publicHosts: [String] = []) {
         self.listen = listen
         self.tokenFile = tokenFile
         self.readonlyTokenFile = readonlyTokenFile
+        self.publicHosts = publicHosts
     }
 }
 

@@ -8,6 +8,7 @@ enum ConfigEnvironment {
         ("PUSHGW_REDIS_URL", "redis.url"),
         ("PUSHGW_REDIS_PREFIX", "redis.prefix"),
         ("PUSHGW_ADMIN_LISTEN", "admin.listen"),
+        ("PUSHGW_ADMIN_PUBLIC_HOST", "admin.public_host"),
         ("PUSHGW_APNS_CA_FILE", "apns.ca_file"),
         ("PUSHGW_APNS_PRODUCTION_ENDPOINT", "apns.production.endpoint"),
         ("PUSHGW_APNS_SANDBOX_ENDPOINT", "apns.sandbox.endpoint"),

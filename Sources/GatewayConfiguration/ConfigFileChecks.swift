@@ -15,17 +15,19 @@ enum ConfigFileRole {
 
 extension ConfigReader {
     /// The file path under `key`, resolved and checked for its role; nil when absent (a
-    /// "missing" error if `required`) or not a string. A path that fails a check is still
-    /// returned: the problem is recorded, and the config is unusable anyway.
+    /// "missing" error if `required`), null where `nullIsDefault` says null means the default
+    /// (`apns.ca_file`), or not a string. A path that fails a check is still returned: the
+    /// problem is recorded, and the config is unusable anyway.
     func filePath(_ object: [String: Any], _ key: String, in parent: JSONPath, role: ConfigFileRole,
-                  required: Bool, example: String) -> String? {
+                  required: Bool, example: String, nullIsDefault: Bool = false) -> String? {
         guard let found = lookup(object, key, in: parent) else {
             if required { missing(parent.appending(key), example: "\"\(example)\"") }
             return nil
         }
+        if nullIsDefault && found.value is NSNull { return nil }
         guard let written = found.value as? String, !written.isEmpty else {
             error(found.path, "expected a file path, found \(JSONKind(found.value).name)",
-                  fix: "write the path in quotes, such as \"\(example)\"")
+                  fix: typeFix("write the path in quotes, such as \"\(example)\"", for: found, optional: !required))
             return nil
         }
         // Messages about the file name its path in full (a fix is a command to copy): a path
@@ -65,7 +67,15 @@ extension ConfigReader {
         case .tokenKey: checkTokenKey(path, at: jsonPath)
         case .certificateKey: checkCertificateKey(path, at: jsonPath)
         case .certificate: checkCertificate(path, at: jsonPath)
-        case .caBundle, .pkcs12, .password, .adminToken: break
+        case .adminToken: checkAdminToken(path, at: jsonPath)
+        case .caBundle, .pkcs12, .password: break
+        }
+    }
+
+    /// The token must pass `AdminTokenFile`'s rule, as `pushgw run` will require.
+    private func checkAdminToken(_ path: String, at jsonPath: JSONPath) {
+        if case let .failure(problem) = AdminTokenFile.read(path) {
+            error(jsonPath, "\(path) \(problem.text)", fix: AdminTokenFile.fix(path))
         }
     }
 

@@ -87,7 +87,8 @@ struct ConfigParser {
     private func parseAdmin(_ root: [String: Any]) -> AdminConfig {
         let path = JSONPath.root.appending("admin")
         guard let section = reader.section(root, "admin", in: .root) else { return AdminConfig() }
-        reader.unknownKeys(section, at: path, known: ["listen", "token_file", "readonly_token_file"])
+        reader.unknownKeys(section, at: path, known: ["listen", "token_file", "readonly_token_file", "public_host", "max_connections",
+                                                      "max_connections_per_client"])
         var config = AdminConfig()
         if let (listen, at) = reader.string(section, "listen", in: path, required: false, example: AdminConfig.defaultListen) {
             if Endpoint(parsing: listen) == nil {
@@ -100,6 +101,28 @@ struct ConfigParser {
                                            example: "secrets/admin-token")
         config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
                                                    example: "secrets/console-readonly-token")
+        if let (text, at) = reader.string(section, "public_host", in: path, required: false, example: "pushgw.example.com") {
+            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
+                reader.error(at, "\(reader.quoted(bad)) is not a host name",
+                             fix: "write the names clients reach the endpoint by, such as \"pushgw.example.com\" (several separated by commas; no port, no scheme)")
+            } else {
+                config.publicHosts = names
+            }
+        }
+        let most = 4_096
+        config.maxConnections = reader.positiveInteger(section, "max_connections", in: path, fallback: AdminConfig.defaultMaxConnections,
+                                                       most: most) ?? config.maxConnections
+        if let perClient = reader.positiveInteger(section, "max_connections_per_client", in: path,
+                                                  fallback: min(AdminConfig.defaultMaxConnectionsPerClient, config.maxConnections),
+                                                  most: most) {
+            if perClient > config.maxConnections {
+                reader.error(path.appending("max_connections_per_client"), "\(perClient) is over max_connections (\(config.maxConnections))",
+                             fix: "make it at most max_connections, such as half of it (one client should not hold every connection)")
+            } else {
+                config.maxConnectionsPerClient = perClient
+            }
+        }
         if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
             let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
             reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
@@ -122,7 +145,7 @@ struct ConfigParser {
                                                   fallback: ApnsConfig.defaultProductionEndpoint)
         config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: ApnsConfig.defaultSandboxEndpoint)
         config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
-                                        example: "/etc/ssl/certs/ca-certificates.crt")
+                                        example: "/etc/ssl/certs/ca-certificates.crt", nullIsDefault: true)
         config.connections = reader.positiveInteger(section, "connections", in: path, fallback: ApnsConfig.defaultConnections,
                                                     most: 64) ?? config.connections
         config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
@@ -159,7 +182,8 @@ struct ConfigParser {
             renameFix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics",
             objectFix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }",
             { name, at, entry in
-                if let credential = parseCredential(entry, at: at) { credentials[name] = credential }
+                credentials[name] = parseCredential(entry, at: at)
+                return credentials[name] != nil
             })
         else { return ([:], []) }
         return (credentials, names)
@@ -222,9 +246,13 @@ struct ConfigParser {
     /// still parsed, so its own problems show too) and an entry that is not an object
     /// (skipped), each before the entry's own problems. Nil when the section is not an object
     /// (`ConfigReader.section` reported it).
+    ///
+    /// `parse` says whether the entry gave a value. An entry that gave none without an error
+    /// under its path is an error here: no app or credential ever drops out of a config
+    /// without a word (`config check` would count one app fewer and pass).
     private func forEachNamedObject(_ root: [String: Any], _ key: String, nameKind: String, emptyFix: String,
                                     renameFix: String, objectFix: String,
-                                    _ parse: (_ name: String, _ at: JSONPath, _ entry: [String: Any]) -> Void) -> [String]? {
+                                    _ parse: (_ name: String, _ at: JSONPath, _ entry: [String: Any]) -> Bool) -> [String]? {
         let path = JSONPath.root.appending(key)
         guard let section = reader.section(root, key, in: .root) else { return nil }
         if section.isEmpty {
@@ -240,7 +268,10 @@ struct ConfigParser {
                 reader.error(at, "expected an object, found \(JSONKind(section[name] as Any).name)", fix: objectFix)
                 continue
             }
-            parse(name, at, entry)
+            if !parse(name, at, entry) && !reader.hasProblem(at: at) {
+                reader.error(at, "could not be read, and no key of it says why",
+                             fix: "check each key against config/README.md; please report this config (secrets removed) as a pushgw bug")
+            }
         }
         return names
     }
@@ -257,7 +288,8 @@ struct ConfigParser {
             objectFix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }",
             { id, at, entry in
                 if let name = entry["credential"] as? String { used.insert(name) }
-                if let app = parseApp(entry, at: at, declaredCredentials: declaredCredentials) { apps[id] = app }
+                apps[id] = parseApp(entry, at: at, declaredCredentials: declaredCredentials)
+                return apps[id] != nil
             })
         else { return [:] }
         // An unused credential is worth a warning, unless some app names one that does not
@@ -434,6 +466,18 @@ extension GatewayConfig {
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)
                 || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
+        }
+    }
+
+    /// True for a DNS host name: dot-separated labels of ASCII letters, digits and hyphens,
+    /// at most 253 characters (no port, no scheme).
+    static func isHostName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= 253 else { return false }
+        let labels = name.split(separator: ".", omittingEmptySubsequences: false)
+        return labels.allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63 && label.unicodeScalars.allSatisfy {
+                ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-"
+            }
         }
     }
 

@@ -23,10 +23,13 @@ final class ConfigReader {
 
     var hasErrors: Bool { problems.contains { !$0.isWarning } }
 
-    /// Whether an error was recorded at `path` (later checks of the same value would only
-    /// repeat it).
+    /// Whether an error was recorded at `path` or under it (later checks of the same value
+    /// would only repeat it). Whole keys: `apps.acme` is not under `apps.ac`.
     func hasProblem(at path: JSONPath) -> Bool {
-        problems.contains { !$0.isWarning && $0.path.hasPrefix(path.plain) }
+        let plain = path.plain
+        return problems.contains {
+            !$0.isWarning && ($0.path == plain || $0.path.hasPrefix(plain + ".") || $0.path.hasPrefix(plain + " ("))
+        }
     }
 
     func error(_ path: JSONPath, _ problem: String, fix: String) {
@@ -47,15 +50,26 @@ final class ConfigReader {
         var fromEnvironment: Bool { path.variable != nil }
     }
 
-    /// The value of `key`, the environment's override first; nil when absent or JSON `null`.
+    /// The value of `key`, the environment's override first; nil when absent. A JSON `null`
+    /// is a value like any other: the typed accessors refuse it ("expected a string, found
+    /// null"), so a null never passes for an absent key, whose default would then apply
+    /// without a word, nor makes what holds it vanish. The two keys where null means
+    /// something (`apns.ca_file`, `fallback_alert.sound`) say so where they are read.
     func lookup(_ object: [String: Any], _ key: String, in parent: JSONPath) -> Found? {
         var path = parent.appending(key)
         if let override = overrides[path.plain] {
             path.variable = override.variable
             return Found(value: override.value, path: path)
         }
-        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let value = object[key] else { return nil }
         return Found(value: value, path: path)
+    }
+
+    /// `fix` for a value of the wrong type at `found`; for a null under an optional key it
+    /// adds how to ask for the default, which null does not do.
+    func typeFix(_ fix: String, for found: Found, optional: Bool) -> String {
+        guard found.value is NSNull, optional else { return fix }
+        return fix + ", or leave \"\(found.path.key)\" out for its default (null is not the default)"
     }
 
     /// The object under `key`; an empty one when absent (its required keys are then reported
@@ -64,7 +78,7 @@ final class ConfigReader {
         guard let found = lookup(object, key, in: parent) else { return [:] }
         guard let section = found.value as? [String: Any] else {
             error(found.path, "expected an object, found \(JSONKind(found.value).name)",
-                  fix: "write an object: \"\(key)\": { … }")
+                  fix: typeFix("write an object: \"\(key)\": { … }", for: found, optional: true))
             return nil
         }
         return section
@@ -79,7 +93,7 @@ final class ConfigReader {
         }
         guard let text = found.value as? String else {
             error(found.path, "expected a string, found \(JSONKind(found.value).name)",
-                  fix: "write a string in quotes, such as \"\(example)\"")
+                  fix: typeFix("write a string in quotes, such as \"\(example)\"", for: found, optional: !required))
             return nil
         }
         return (text, found.path)
@@ -101,7 +115,7 @@ final class ConfigReader {
             error(found.path, "expected a number, found a string", fix: "write \(s) without quotes")
         case let kind:
             error(found.path, "expected a positive whole number, found \(kind.name)",
-                  fix: "write a number without quotes, such as \(fallback)")
+                  fix: typeFix("write a number without quotes, such as \(fallback)", for: found, optional: true))
         }
         return nil
     }
@@ -121,7 +135,7 @@ final class ConfigReader {
         guard let found = lookup(object, key, in: parent) else { return fallback }
         guard case .boolean = JSONKind(found.value), let value = found.value as? Bool else {
             error(found.path, "expected true or false, found \(JSONKind(found.value).name)",
-                  fix: "write true or false without quotes")
+                  fix: typeFix("write true or false without quotes", for: found, optional: true))
             return nil
         }
         return value

@@ -61,6 +61,8 @@ public struct ConsoleResponse: Equatable, Sendable {
     public var body: [UInt8]
     /// Extra headers, in order (`Set-Cookie`, `Location`, the security headers).
     public var headers: [(String, String)]
+    /// The request came with a live session, or signed in: the server may trust its connection.
+    public var signedIn = false
 
     public init(status: Int, contentType: String, body: String, headers: [(String, String)] = []) {
         self.status = status

@@ -9,6 +9,17 @@ public enum ConsoleRole: String, Equatable, Sendable {
     public var mayChange: Bool { self == .admin }
 }
 
+/// What a token presented at sign-in signs in as (the owner decides: it compares the tokens
+/// and keeps the guess limits).
+public enum SignInCheck: Equatable, Sendable {
+    case signedIn(ConsoleRole)
+    /// Neither token: 401.
+    case wrong
+    /// Too many wrong tokens from this address, or from all: not checked; 429 with
+    /// `Retry-After`.
+    case throttled(retryAfterSeconds: Int)
+}
+
 /// One signed-in browser.
 struct ConsoleSession: Equatable, Sendable {
     /// The cookie's value: 32 random bytes, hex.
@@ -24,20 +35,31 @@ struct ConsoleSession: Equatable, Sendable {
 }
 
 /// The console's sessions, in memory (a restart signs everyone out). A session ends
-/// `lifetimeMs` after sign-in, or `idleMs` after its last request; at most `maxSessions` live
-/// at once (the oldest goes first). Pure: the caller passes the time and the random source.
+/// `lifetimeMs` after sign-in, or `idleMs` after its last request. Each role has its own
+/// slots (`slots(for:)`): a sign-in beyond them ends the oldest session of the same role, so
+/// the read-only token, however often it signs in, never ends an admin's session. Pure: the
+/// caller passes the time and the random source.
 struct ConsoleSessions {
     static let cookieName = "pushgw_console"
     static let lifetimeMs: Int64 = 8 * 3_600_000
     static let idleMs: Int64 = 3_600_000
-    static let maxSessions = 256
+
+    /// Sessions of `role` alive at once, at most (256 in all).
+    static func slots(for role: ConsoleRole) -> Int {
+        switch role {
+        case .admin: return 64
+        case .readOnly: return 192
+        }
+    }
 
     private var sessions: [String: ConsoleSession] = [:]
 
     var count: Int { sessions.count }
 
     mutating func open(role: ConsoleRole, name: String, nowMs: Int64, random: () -> String) -> ConsoleSession {
-        if sessions.count >= ConsoleSessions.maxSessions, let oldest = sessions.values.min(by: { $0.createdMs < $1.createdMs }) {
+        sessions = sessions.filter { isAlive($0.value, nowMs: nowMs) }
+        let sameRole = sessions.values.filter { $0.role == role }
+        if sameRole.count >= ConsoleSessions.slots(for: role), let oldest = sameRole.min(by: { $0.createdMs < $1.createdMs }) {
             sessions[oldest.id] = nil
         }
         let session = ConsoleSession(id: random(), csrf: random(), role: role, name: name, createdMs: nowMs, lastSeenMs: nowMs)
@@ -49,12 +71,16 @@ struct ConsoleSessions {
     /// session forgotten) when it expired.
     mutating func find(_ id: String?, nowMs: Int64) -> ConsoleSession? {
         guard let id, let session = sessions[id] else { return nil }
-        guard nowMs - session.createdMs < ConsoleSessions.lifetimeMs, nowMs - session.lastSeenMs < ConsoleSessions.idleMs else {
+        guard isAlive(session, nowMs: nowMs) else {
             sessions[id] = nil
             return nil
         }
         sessions[id]!.lastSeenMs = nowMs
         return sessions[id]
+    }
+
+    private func isAlive(_ session: ConsoleSession, nowMs: Int64) -> Bool {
+        nowMs - session.createdMs < ConsoleSessions.lifetimeMs && nowMs - session.lastSeenMs < ConsoleSessions.idleMs
     }
 
     mutating func close(_ id: String) { sessions[id] = nil }
@@ -101,13 +127,15 @@ enum ConsoleGate {
 
     /// False when the browser says the request comes from a page of another origin:
     /// `Sec-Fetch-Site` other than `same-origin` / `none`, or an `Origin` header that is not
-    /// this endpoint's (`http://HOST` or `https://HOST`). Under the console's
-    /// `Referrer-Policy: no-referrer` a browser sends `Origin: null` on its own forms, which
-    /// says nothing either way; a client that sends neither header (a script holding the
-    /// cookie) still needs the CSRF token.
+    /// this endpoint's (`http://HOST` or `https://HOST`), `Origin: null` included. A browser
+    /// sends `null` from a sandboxed frame, a `data:` page or a redirect chain — the ways
+    /// another site posts the sign-in form to sign a victim in as the attacker (login CSRF);
+    /// the console's own pages, under `Referrer-Policy: same-origin`, send their origin. A
+    /// client that sends neither header (curl, a script holding the cookie) still needs the
+    /// CSRF token beyond the sign-in.
     static func isSameOrigin(_ request: ConsoleRequest) -> Bool {
         if let site = request.headers["sec-fetch-site"], site != "same-origin", site != "none" { return false }
-        if let origin = request.headers["origin"], origin != "null" {
+        if let origin = request.headers["origin"] {
             guard let host = request.headers["host"] else { return false }
             return origin == "http://" + host || origin == "https://" + host
         }

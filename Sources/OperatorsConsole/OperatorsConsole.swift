@@ -12,8 +12,9 @@ import RedisStreams
 /// never holds up routing.
 ///
 /// Access: signing in with the admin token or the read-only token opens a session (a cookie,
-/// `ConsoleSessions`); `ConsoleGate` checks every request before anything runs. A wrong token
-/// is answered after `refusalDelayMs` and logged.
+/// `ConsoleSessions`); `ConsoleGate` checks every request before anything runs. Whether a
+/// token may be checked at all is the caller's guess limit (`SignInCheck.throttled`, a 429);
+/// a wrong token is answered 401 at once and logged.
 ///
 /// Loop-owned: create it and call `handle` on the loop thread of the operations' connection.
 public final class OperatorsConsole {
@@ -27,17 +28,13 @@ public final class OperatorsConsole {
     static let pageSize = 25
     static let scanLimit = 200
     static let auditPageSize = 50
-    /// A wrong token's answer waits this long; at most `maxDelayedRefusals` wait at once (more
-    /// are refused at once with 429).
-    static let refusalDelayMs: Int64 = 1_000
-    static let maxDelayedRefusals = 16
     static let keptJobs = 20
 
     public enum LogLevel: Sendable { case info, warn }
 
     private let loop: EventLoop
     private let operations: DeadLetterOperations
-    private let role: (String) -> ConsoleRole?
+    private let signInCheck: (String, ConsoleRequest) -> SignInCheck
     private let readOnlyAvailable: Bool
     private let figures: () -> ConsoleFigures
     /// Receives the console's log lines: sign-ins, refusals, replays and purges (never a token).
@@ -47,22 +44,21 @@ public final class OperatorsConsole {
     private var sessions = ConsoleSessions()
     private var jobs: [Int: ConsoleJob] = [:]
     private var jobCount = 0
-    private var delayedRefusals: [Int: LoopTimer] = [:]
-    private var refusalCount = 0
     private let random: () -> String
 
     /// - Parameters:
     ///   - operations: the dead-letter operations on a Redis connection the caller owns.
-    ///   - role: the role a presented token signs in as (compared in constant time by the
-    ///     caller); nil for a wrong token.
     ///   - readOnlyAvailable: a read-only token is configured (the sign-in page says so).
+    ///   - signIn: what a token presented in the sign-in form signs in as (compared in
+    ///     constant time by the caller, under its guess limits), given the request it came in.
     ///   - figures: the gateway's figures of this moment, read without I/O.
     public init(loop: EventLoop, operations: DeadLetterOperations, readOnlyAvailable: Bool,
-                role: @escaping (String) -> ConsoleRole?, figures: @escaping () -> ConsoleFigures) {
+                signIn: @escaping (_ token: String, _ request: ConsoleRequest) -> SignInCheck,
+                figures: @escaping () -> ConsoleFigures) {
         self.loop = loop
         self.operations = operations
         self.readOnlyAvailable = readOnlyAvailable
-        self.role = role
+        self.signInCheck = signIn
         self.figures = figures
         random = {
             var generator = SystemRandomNumberGenerator()
@@ -78,11 +74,8 @@ public final class OperatorsConsole {
         history.record(app: app, outcome: outcome, cause: cause, latencyMs: latencyMs, nowMs: Clock.unixMs())
     }
 
-    /// Ends the delayed answers' timers. The console answers nothing after this.
-    public func close() {
-        for timer in delayedRefusals.values { timer.close() }
-        delayedRefusals = [:]
-    }
+    /// The console holds no timers of its own; kept for its owner's symmetric shutdown.
+    public func close() {}
 
     private var apps: [String] { operations.policies.keys.sorted() }
 
@@ -121,6 +114,16 @@ public final class OperatorsConsole {
         let changes = method == "POST" && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge")
         let verdict = ConsoleGate.check(request, session: session, changes: changes)
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
+        return serve(request, method: method, session: session) { response in
+            var r = response
+            r.signedIn = true
+            answer(r)
+        }
+    }
+
+    /// Answers a request `ConsoleGate` allowed, of a live session.
+    private func serve(_ request: ConsoleRequest, method: String, session: ConsoleSession,
+                       _ answer: @escaping (ConsoleResponse) -> Void) {
         let viewer = OperatorsConsole.viewer(session)
         let path = request.path
         switch method {
@@ -150,13 +153,15 @@ public final class OperatorsConsole {
     }
 
     /// The headers of every console answer: no script but the console's own file (no inline
-    /// script, no `eval`), no style but its stylesheet, no framing, no referrer, no sniffing.
+    /// script, no `eval`), no style but its stylesheet, no framing, no referrer to other
+    /// sites (`same-origin`: the console's own forms then carry their `Origin`, which
+    /// `ConsoleGate` checks; `no-referrer` made browsers send `Origin: null`), no sniffing.
     public static let securityHeaders: [(String, String)] = [
         ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
             + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
-        ("Referrer-Policy", "no-referrer"),
+        ("Referrer-Policy", "same-origin"),
         ("Cross-Origin-Opener-Policy", "same-origin"),
     ]
 
@@ -204,27 +209,26 @@ public final class OperatorsConsole {
         let form = request.formItems
         let token = form.first { $0.0 == "token" }?.1 ?? ""
         let given = (form.first { $0.0 == "name" }?.1 ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let role = token.isEmpty ? nil : role(token) else {
+        let check: SignInCheck = token.isEmpty ? .wrong : signInCheck(token, request)
+        let role: ConsoleRole
+        switch check {
+        case let .signedIn(r):
+            role = r
+        case .wrong:
             log(.warn, "console sign-in refused: wrong token", [("from", request.peer ?? "?")])
-            guard delayedRefusals.count < OperatorsConsole.maxDelayedRefusals else {
-                return answer(.html(429, ConsolePages.signIn(problem: "Too many sign-in attempts at once; try again shortly.",
-                                                             readOnlyAvailable: readOnlyAvailable)))
-            }
-            refusalCount += 1
-            let key = refusalCount
-            let page = ConsolePages.signIn(problem: "That token is not valid.", readOnlyAvailable: readOnlyAvailable)
-            let timer = LoopTimer(loop: loop) { [weak self] in
-                self?.delayedRefusals.removeValue(forKey: key)?.close()
-                answer(.html(401, page))
-            }
-            delayedRefusals[key] = timer
-            timer.schedule(afterMs: OperatorsConsole.refusalDelayMs)
-            return
+            return answer(.html(401, ConsolePages.signIn(problem: "That token is not valid.", readOnlyAvailable: readOnlyAvailable)))
+        case let .throttled(seconds):
+            // Not checked, not logged one by one: the guess limits log each burst.
+            return answer(.html(429, ConsolePages.signIn(problem: "Too many wrong tokens from this address: try again in \(seconds) s.",
+                                                         readOnlyAvailable: readOnlyAvailable),
+                                headers: [("Retry-After", String(seconds))]))
         }
         let name = given.isEmpty ? "console" : String(given.prefix(64))
         let session = sessions.open(role: role, name: name, nowMs: Clock.unixMs(), random: random)
         log(.info, "console sign-in", [("role", role.rawValue), ("name", name), ("from", request.peer ?? "?")])
-        answer(.redirect("/console/overview", headers: [("Set-Cookie", ConsoleSessions.cookie(session, secure: request.isTLS))]))
+        var signedIn = ConsoleResponse.redirect("/console/overview", headers: [("Set-Cookie", ConsoleSessions.cookie(session, secure: request.isTLS))])
+        signedIn.signedIn = true
+        answer(signedIn)
     }
 
     // MARK: Pages

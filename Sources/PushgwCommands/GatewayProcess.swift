@@ -94,7 +94,7 @@ final class GatewayProcess {
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,
-                           adminToken: token, log: log,
+                           adminToken: token, guesses: admin.guesses, log: log,
                            figures: { admin.consoleFigures() })
         }
         log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),

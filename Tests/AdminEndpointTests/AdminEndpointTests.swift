@@ -68,12 +68,14 @@ final class AdminEndpointTests: XCTestCase {
     /// Redis at `maxmemory` answers PINGs but refuses every write: `/readyz` says so, per node,
     /// and the refused writes are counted; once memory is back it is ready again.
     func testReadyzFollowsRedisRefusingWrites() throws {
-        h = try AdminHarness()
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
         XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
         _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "1"])
         defer { _ = try? h.router.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
         XCTAssertTrue(h.wait("unreadiness once the write probe is refused") { !h.admin.readiness().isReady })
-        let down = try h.get("/readyz")
+        XCTAssertEqual(try h.get("/readyz").status, 503)
+        let down = try h.get("/readyz", headers: ["Authorization": "Bearer " + token])
         XCTAssertEqual(down.status, 503)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(down.body.utf8)) as? [String: Any], down.body)
         let problems = try XCTUnwrap(json["problems"] as? [[String: Any]])
@@ -110,6 +112,24 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(json["ready"] as? Bool, true)
         XCTAssertEqual(json["unhealthy_apps"] as? [String: String], ["broken": "apns_credentials: InvalidProviderToken"])
         XCTAssertEqual((json["withheld_apps"] as? [String: Any])?.count, 0)
+    }
+
+    /// `/readyz` answers anyone: it names the checks that failed, and only the bearer token
+    /// gets their details (Redis errors can name its user, host and port).
+    func testAnAnonymousReadyzNamesTheFailedChecksButNotTheirDetails() throws {
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
+        XCTAssertTrue(h.wait("readiness once Redis answered a PING") { h.admin.readiness().isReady })
+        h.router.redis.stop()
+        XCTAssertTrue(h.wait("unreadiness once PINGs fail") { h.admin.readiness().problems.first?.detail.contains("last error") == true })
+        let anonymous = try h.get("/readyz")
+        XCTAssertEqual(anonymous.status, 503)
+        XCTAssertEqual(anonymous.body, #"{"problems":[{"check":"redis"}],"ready":false}"#)
+        let wrong = try h.get("/readyz", headers: ["Authorization": "Bearer not-the-token"])
+        XCTAssertEqual(wrong.body, anonymous.body, "a wrong token sees what anyone sees")
+        let bearer = try h.get("/readyz", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(bearer.status, 503)
+        XCTAssertTrue(bearer.body.contains(#""detail":"no successful PING for "#) && bearer.body.contains("last error"), bearer.body)
     }
 
     func testMetricsAfterKnownTraffic() throws {
@@ -193,6 +213,109 @@ final class AdminEndpointTests: XCTestCase {
         }
     }
 
+    /// Bearer checks are rate-limited per address like the console's sign-in: before, the
+    /// bearer API took 10,143 guesses a second.
+    func testWrongBearerTokensFromOneAddressAreMostlyRefusedUnchecked() throws {
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
+        let replies = try h.whileTurning("1,000 wrong bearer tokens") { port -> [Int] in
+            (0..<1_000).map { i in
+                (try? LoopbackHTTP.blockingRequest("/status", port: port, headers: ["Authorization": "Bearer guess-\(i)"]))?.status ?? 0
+            }
+        }
+        let checked = replies.filter { $0 == 401 }.count
+        XCTAssertEqual(checked + replies.filter { $0 == 429 }.count, 1_000, "\(Set(replies))")
+        XCTAssertTrue((4...8).contains(checked), "a handful checked, not 1,000: \(checked)")
+        let refused = try h.get("/status", headers: ["Authorization": "Bearer " + token])
+        XCTAssertEqual(refused.status, 429, "the right token waits too")
+        XCTAssertNotNil(refused.headers["retry-after"].flatMap(Int.init), refused.raw)
+        XCTAssertEqual(try h.get("/readyz", headers: ["Authorization": "Bearer " + token]).body, try h.get("/readyz").body,
+                       "an unchecked token on /readyz gets what anyone gets")
+        XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer " + token], from: "127.0.0.2").status, 200,
+                       "another address is not held up")
+        XCTAssertEqual(try h.get("/healthz").status, 200, "the open paths need no token and stay open")
+        let bursts = h.logLines.all.filter { $0.contains("wrong admin tokens from one address") }
+        XCTAssertEqual(bursts.count, 1, "\(bursts)")
+        XCTAssertTrue(bursts.first?.contains(#""via":"bearer""#) == true, bursts.first ?? "")
+    }
+
+    /// Idle connections without a token cannot keep the probes out: before, 64 of them,
+    /// reopened as they closed, left 0 of 5 probes answered in 25 s.
+    func testTwoHundredIdleConnectionsReopenedAsTheyCloseLeaveTheProbesAnswering() throws {
+        let (path, _) = try tokenFile()
+        h = try AdminHarness(tokenFile: path)
+        let flood = ConnectionFlood(port: h.port, count: 200)
+        defer { flood.stop() }
+        h.router.runFor(500)
+        let probes = try h.whileTurning("probes under the flood") { port -> [(String, (status: Int, ms: Int)?)] in
+            (0..<15).map { i in
+                usleep(100_000)
+                let path = ["/healthz", "/readyz", "/metrics"][i % 3]
+                return (path, ConnectionFlood.probe(path, port: port, limitMs: 1_000))
+            }
+        }
+        XCTAssertEqual(probes.filter { $0.1 == nil }.map(\.0), [], "every probe answered within 1 s")
+        XCTAssertEqual(probes.filter { $0.0 == "/healthz" }.compactMap { $0.1?.status }, [200, 200, 200, 200, 200])
+        XCTAssertGreaterThan(flood.reopenedCount, 15, "the flood held its 200 by reopening what the endpoint closed")
+        print("connection flood: 200 idle connections held, \(flood.reopenedCount) reopened; probe answers in ms: "
+              + probes.map { "\($0.0) \($0.1.map { String($0.ms) } ?? "none")" }.joined(separator: ", "))
+        h.router.call("under-flood", voip: "a0a0")
+        XCTAssertTrue(h.router.waitForRecords(1), "and the router routes")
+    }
+
+    /// DNS rebinding: a page of another site, its name made to resolve to 127.0.0.1, sends
+    /// its own name in Host. Before, any Host was answered.
+    func testOnlyRequestsNamingThisEndpointInHostAreAnswered() throws {
+        h = try AdminHarness(publicHosts: ["pushgw.example.com"])
+        func reply(host: String?) throws -> HTTPReply {
+            let line = host.map { "Host: \($0)\r\n" } ?? ""
+            return try LoopbackHTTP.exchange("GET /metrics HTTP/1.1\r\n\(line)Connection: close\r\n\r\n", port: h.port, on: h.loop)
+        }
+        for allowed in ["127.0.0.1:\(h.port)", "127.0.0.1", "localhost:\(h.port)", "LOCALHOST", "[::1]:\(h.port)", "10.0.0.5:9464",
+                        "pushgw.example.com", "PushGW.Example.com.:443"] {
+            XCTAssertEqual(try reply(host: allowed).status, 200, allowed)
+        }
+        for refused in ["evil.example", "evil.example:\(h.port)", "pushgw.example.com.evil.example", "localhost.evil.example",
+                        "127.0.0.1:x", "[::1", "[::1]x"] {
+            let r = try reply(host: refused)
+            XCTAssertEqual(r.status, 421, "\(refused): \(r.raw.prefix(120))")
+            XCTAssertFalse(r.body.contains("pushgw_"), "no metrics for \(refused)")
+        }
+        XCTAssertEqual(try reply(host: nil).status, 400, "a request without Host")
+        let twice = try LoopbackHTTP.exchange("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n",
+                                              port: h.port, on: h.loop)
+        XCTAssertEqual(twice.status, 400, "two Host headers")
+    }
+
+    /// The body's framing is not left to guesswork: before, the first of two conflicting
+    /// Content-Lengths was taken and `Transfer-Encoding: Chunked` went through.
+    func testAmbiguousBodyFramingIsRefusedBeforeDispatchAndTheConnectionClosed() throws {
+        let (path, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: path, console: true)
+        let body = "token=\(token)&name=x"
+        let head = "POST /console/signin HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        let followUp = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let cases = [
+            ("two Content-Lengths", head + "Content-Length: \(body.utf8.count)\r\nContent-Length: 5\r\n\r\n" + body),
+            ("a Content-Length that is not a number", head + "Content-Length: +\(body.utf8.count)\r\n\r\n" + body),
+            ("Transfer-Encoding: Chunked", head + "Transfer-Encoding: Chunked\r\n\r\n"
+                + String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n"),
+            ("Transfer-Encoding and Content-Length", head + "Content-Length: \(body.utf8.count)\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n"),
+        ]
+        for (what, request) in cases {
+            // A second request follows on the same connection: it must not be answered.
+            let reply = try LoopbackHTTP.exchange(request + followUp, port: h.port, on: h.loop)
+            XCTAssertEqual(reply.status, 400, "\(what): \(reply.raw.prefix(200))")
+            XCTAssertNil(reply.headers["set-cookie"], "\(what): the sign-in never ran")
+            XCTAssertEqual(reply.headers["connection"], "close", what)
+            XCTAssertFalse(reply.raw.contains("pushgw_"), "\(what): nothing after it on the connection is answered")
+        }
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("console sign-in") }, "no sign-in was dispatched")
+        let plain = try h.get("/console/signin", method: "POST", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: body)
+        XCTAssertEqual(plain.status, 303, "a plain Content-Length body still signs in")
+    }
+
     func testWithoutATokenFileEverythingBeyondTheOpenPathsIsForbidden() throws {
         h = try AdminHarness()
         let reply = try h.get("/status", headers: ["Authorization": "Bearer guess"])
@@ -206,6 +329,16 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer x"]).status, 403, "fails closed")
         XCTAssertTrue(h.logLines.all.contains { $0.contains("admin API closed") && $0.contains("nonexistent") },
                       "\(h.logLines.all)")
+    }
+
+    func testAWeakTokenClosesTheAdminAPIAsConfigCheckWouldRefuseIt() throws {
+        let (path, _) = try tokenFile()
+        try "guess\n".write(toFile: path, atomically: true, encoding: .utf8)
+        h = try AdminHarness(tokenFile: path)
+        XCTAssertEqual(try h.get("/status", headers: ["Authorization": "Bearer guess"]).status, 403, "the weak token opens nothing")
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("admin API closed") && $0.contains("shorter than 32 characters") },
+                      "\(h.logLines.all)")
+        XCTAssertFalse(h.logLines.all.contains { $0.contains("guess") }, "the token is not logged")
     }
 
     func testAPortInUseIsRetriedWithoutStoppingTheGateway() throws {
@@ -263,7 +396,7 @@ final class AdminEndpointTests: XCTestCase {
         let silent = try LoopbackHTTP.exchange("", port: h.port, on: h.loop)
         XCTAssertEqual(silent.status, 0, "closed without an answer: \(silent.raw)")
         // Half a request, then silence: closed too (or answered with an error, never held open).
-        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n", port: h.port, on: h.loop)
+        let half = try LoopbackHTTP.exchange("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", port: h.port, on: h.loop)
         XCTAssertNotEqual(half.status, 200, "a request that never ends is not served: \(half.raw)")
         XCTAssertEqual(try h.get("/healthz").status, 200, "a prompt request is served")
         XCTAssertEqual(GatewayAdmin.Settings().idleTimeoutSeconds, 10, "the documented limit")

@@ -20,6 +20,11 @@ final class ApnsOutageTests: XCTestCase {
              "detail": "cannot connect to APNs for 12 s (last error: connection refused)"],
             ["check": "apns", "credential": "k", "environment": "sandbox", "detail": "cannot connect to APNs for 3 s"],
         ])
+        let anonymous = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.json(detailed: false).utf8)) as? [String: Any])
+        XCTAssertEqual(anonymous["problems"] as? [[String: String]], [
+            ["check": "apns", "credential": "k", "environment": "production"],
+            ["check": "apns", "credential": "k", "environment": "sandbox"],
+        ], "an anonymous probe learns which pool, not the error")
     }
 
     func testAnUnreachablePoolIsDownInTheMetricsWithHowLong() {

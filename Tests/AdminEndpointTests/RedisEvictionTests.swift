@@ -10,6 +10,16 @@ import XCTest
 /// `/readyz`, `/metrics` and the log until it is fixed, and counts the keys evicted.
 final class RedisEvictionTests: XCTestCase {
     private var h: AdminHarness!
+    /// The bearer token: the anonymous `/readyz` names failed checks without their details.
+    private let token = "eviction-test-admin-\(UUID().uuidString)"
+
+    /// The admin token file of the harness.
+    private func tokenFile() throws -> String {
+        let path = TestScratch.file("eviction-admin-token")
+        try (token + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        return path
+    }
 
     override func tearDown() {
         h?.close()
@@ -17,7 +27,7 @@ final class RedisEvictionTests: XCTestCase {
     }
 
     private func readiness() throws -> (status: Int, problems: [[String: Any]]) {
-        let reply = try h.get("/readyz")
+        let reply = try h.get("/readyz", headers: ["Authorization": "Bearer " + token])
         let body = try JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any]
         return (reply.status, body?["problems"] as? [[String: Any]] ?? [])
     }
@@ -29,7 +39,7 @@ final class RedisEvictionTests: XCTestCase {
     private func redisNode() -> String { "127.0.0.1:\(h.router.redis.port)" }
 
     func testAnEvictingPolicyIsReportedUntilItIsFixed() throws {
-        h = try AdminHarness(settings: { $0.evictionCheckEveryMs = 100; $0.metricsMaxAgeMs = 0 })
+        h = try AdminHarness(tokenFile: tokenFile(), settings: { $0.evictionCheckEveryMs = 100; $0.metricsMaxAgeMs = 0 })
         let node = redisNode()
         XCTAssertTrue(h.wait("the first reading") { (try? self.metric(#"pushgw_redis_evicting_policy{node="\#(node)"} 0"#)) == true })
         XCTAssertEqual(try readiness().status, 200, "noeviction (Redis' default) is fine")
@@ -56,7 +66,7 @@ final class RedisEvictionTests: XCTestCase {
     }
 
     func testKeysTheNodeEvictsAreCountedAndLogged() throws {
-        h = try AdminHarness(settings: { $0.evictionCheckEveryMs = 100; $0.metricsMaxAgeMs = 0 })
+        h = try AdminHarness(tokenFile: tokenFile(), settings: { $0.evictionCheckEveryMs = 100; $0.metricsMaxAgeMs = 0 })
         let node = redisNode()
         XCTAssertTrue(h.wait("the first reading") { (try? self.metric(#"pushgw_redis_evicted_keys_total{node="\#(node)"} 0"#)) == true })
         let used = try h.router.redis.cli(["INFO", "memory"]).split(whereSeparator: \.isNewline)
@@ -86,7 +96,7 @@ final class RedisEvictionTests: XCTestCase {
 
     /// Through Sentinel the node judged is the primary the sentinels named.
     func testThroughSentinelThePrimaryIsJudged() throws {
-        h = try AdminHarness(redis: .sentinel, settings: { $0.evictionCheckEveryMs = 100 })
+        h = try AdminHarness(tokenFile: tokenFile(), redis: .sentinel, settings: { $0.evictionCheckEveryMs = 100 })
         _ = try h.router.redis.cli(["CONFIG", "SET", "maxmemory", "64mb", "maxmemory-policy", "volatile-lru"])
         // Until the first PING the redis check fails too: wait for the policy's own problem.
         var details: [String] = []

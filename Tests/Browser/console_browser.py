@@ -237,8 +237,8 @@ try:
     csp = h.get("content-security-policy", "")
     check("script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp,
           "the Content-Security-Policy allows only the console's own script and no framing")
-    check(h.get("x-content-type-options") == "nosniff" and h.get("referrer-policy") == "no-referrer",
-          "nosniff and no-referrer are set")
+    check(h.get("x-content-type-options") == "nosniff" and h.get("referrer-policy") == "same-origin",
+          "nosniff and Referrer-Policy: same-origin are set")
 
     # MARK: Overview
     def outcome(app, name):

@@ -286,6 +286,38 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(problem(at: "admin", in: report)).problem, "expected an object, found an array")
     }
 
+    /// A null is a wrong type, not an absent key: before, `title: null` dropped the app with
+    /// no problem at all, and a null sentinel password or token file meant none.
+    func testANullWhereAValueIsNeededIsAnErrorNamingItsPath() throws {
+        let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.fallback_alert.title", NSNull()))
+        XCTAssertNil(report.config, "the config is refused, not run without the app")
+        let title = try XCTUnwrap(problem(at: "apps.acme.fallback_alert.title", in: report))
+        XCTAssertEqual(title.problem, "expected a string, found null")
+        XCTAssertTrue(title.fix.contains("leave \"title\" out for its default"), title.fix)
+        XCTAssertEqual(report.problems.count, 1, report.problems.map(\.description).joined(separator: "\n"))
+
+        var json = setting(ConfigFixture.example, "apps.acme.fallback_alert.body", NSNull())
+        json = setting(json, "apps.acme.ring_timeout_s", NSNull())
+        json = setting(json, "apps.beta.bundle_id", NSNull())
+        json = setting(json, "admin.token_file", NSNull())
+        json = setting(json, "apps.acme.retry", NSNull())
+        json = setting(json, "redis.sentinel", ["master": "m", "addresses": ["10.0.0.1:26379"], "password": NSNull()])
+        let nulls = try fixture.check(json)
+        XCTAssertNil(nulls.config)
+        for path in ["apps.acme.fallback_alert.body", "apps.acme.ring_timeout_s", "apps.beta.bundle_id", "admin.token_file",
+                     "apps.acme.retry", "redis.sentinel.password"] {
+            let p = try XCTUnwrap(problem(at: path, in: nulls))
+            XCTAssertTrue(p.problem.hasSuffix("found null"), p.description)
+        }
+        XCTAssertFalse(try XCTUnwrap(problem(at: "apps.beta.bundle_id", in: nulls)).fix.contains("default"),
+                       "a required key has no default to offer")
+
+        let documented = try fixture.check(setting(setting(ConfigFixture.example, "apns.ca_file", NSNull()),
+                                                   "apps.acme.fallback_alert.sound", NSNull()))
+        XCTAssertEqual(documented.problems.map(\.description), [], "the two documented nulls keep their meaning")
+        XCTAssertNil(try XCTUnwrap(documented.config).apps["acme"]?.fallbackAlert.sound)
+    }
+
     func testNonPositiveIntegersAndInvertedRetryBoundsAreErrors() throws {
         var json = setting(ConfigFixture.example, "apns.request_timeout_ms", 0)
         json = setting(json, "apps.acme.retry.alert.max_attempts", -1)
@@ -420,6 +452,57 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(key.fix, "chmod 600 \(fixture.directory)/secrets/AuthKey_KEY1234567.p8")
         XCTAssertEqual(try XCTUnwrap(problem(at: "admin.token_file", in: report)).severity, .warning)
         XCTAssertTrue(report.warnings.allSatisfy { !$0.path.contains("cert_file") }, "a certificate is not a secret")
+    }
+
+    func testPublicHostsAndConnectionCapsAreRead() throws {
+        var json = setting(ConfigFixture.example, "admin.public_host", "PushGW.example.com, gw-1.internal")
+        json = setting(json, "admin.max_connections", 200)
+        json = setting(json, "admin.max_connections_per_client", 20)
+        let admin = try XCTUnwrap(try fixture.check(json).config).admin
+        XCTAssertEqual(admin.publicHosts, ["pushgw.example.com", "gw-1.internal"])
+        XCTAssertEqual(admin.maxConnections, 200)
+        XCTAssertEqual(admin.maxConnectionsPerClient, 20)
+        let defaults = try XCTUnwrap(try fixture.check(ConfigFixture.example).config).admin
+        XCTAssertEqual([defaults.maxConnections, defaults.maxConnectionsPerClient], [64, 32])
+        let small = try XCTUnwrap(try fixture.check(setting(ConfigFixture.example, "admin.max_connections", 8)).config).admin
+        XCTAssertEqual(small.maxConnectionsPerClient, 8, "the per-client default never exceeds the cap")
+
+        var bad = setting(ConfigFixture.example, "admin.public_host", "https://pushgw.example.com:443")
+        bad = setting(bad, "admin.max_connections", 16)
+        bad = setting(bad, "admin.max_connections_per_client", 17)
+        let report = try fixture.check(bad)
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.public_host", in: report)).problem.contains("is not a host name"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.max_connections_per_client", in: report)).problem.contains("over max_connections (16)"))
+        let fromEnvironment = try fixture.check(ConfigFixture.example, environment: ["PUSHGW_ADMIN_PUBLIC_HOST": "pushgw-0.pushgw"])
+        XCTAssertEqual(fromEnvironment.config?.admin.publicHosts, ["pushgw-0.pushgw"])
+    }
+
+    // MARK: Tokens
+
+    /// A token must be hard to guess: before, a 1-character admin token passed config check.
+    func testWeakAdminAndReadOnlyTokensAreErrorsThatNeverQuoteThem() throws {
+        let weak = ["x", "short-but-random-9f3a", "ab" + String(repeating: "ab", count: 20), String(repeating: "a", count: 40),
+                    "abcdefghijklmnopqrstuvwxyz0123456789", "0123456789abcdef0123456789abcdef01", "spaces are not allowed in a token ok"]
+        for token in weak {
+            try fixture.write("secrets/admin-token", token + "\n")
+            let report = try fixture.check(ConfigFixture.example)
+            XCTAssertNil(report.config, "\"\(token)\" is refused")
+            let p = try XCTUnwrap(problem(at: "admin.token_file", in: report), token)
+            XCTAssertTrue(p.problem.hasPrefix(fixture.directory + "/secrets/admin-token holds "), p.problem)
+            XCTAssertTrue(p.fix.contains("openssl rand -hex 32 > \(fixture.directory)/secrets/admin-token"), p.fix)
+            if token.count > 8 { XCTAssertFalse(p.description.contains(token), "the token is never quoted: \(p.description)") }
+        }
+        try fixture.write("secrets/readonly-token", "ro\n")
+        let readonly = try fixture.check(setting(ConfigFixture.example, "admin.readonly_token_file", "secrets/readonly-token"))
+        XCTAssertTrue(try XCTUnwrap(problem(at: "admin.readonly_token_file", in: readonly)).problem.contains("shorter than 32 characters"))
+
+        // What docker/README.md and deploy/ tell operators to run, 200 times over.
+        for _ in 0..<200 {
+            var generator = SystemRandomNumberGenerator()
+            let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+            XCTAssertNil(AdminTokenFile.weakness(hex), "openssl rand -hex 32 always passes")
+            XCTAssertNil(AdminTokenFile.weakness(String(hex.prefix(32))), "and so does openssl rand -hex 16")
+        }
     }
 
     func testUnknownKeyIsAWarningWithASuggestion() throws {

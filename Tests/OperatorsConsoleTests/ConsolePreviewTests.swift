@@ -29,7 +29,7 @@ final class ConsolePreviewTests: XCTestCase {
         operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: "pushgw"),
                                           policies: ["acme": .default, "beta": .default], ringTimeoutsMs: ["acme": 30_000, "beta": 30_000])
         console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: false,
-                                   role: { $0 == "admin-token" ? .admin : nil }, figures: { ConsoleFigures() })
+                                   signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong }, figures: { ConsoleFigures() })
         let signIn = request("POST", "/console/signin", form: [("token", "admin-token"), ("name", "ann")])
         XCTAssertEqual(signIn.status, 303)
         cookie = try XCTUnwrap(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))

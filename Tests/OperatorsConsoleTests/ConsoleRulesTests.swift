@@ -79,7 +79,9 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "127.0.0.1:9464", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "same-origin"]),
-                                         session: admin, changes: true), .allowed, "no-referrer forms send Origin: null")
+                                         session: admin, changes: true), .crossOrigin, "Origin: null comes from a sandboxed or data: page")
+        XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "http://h:1", "sec-fetch-site": "same-origin"]),
+                                         session: admin, changes: true), .allowed, "the console's own form")
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)"), session: nil, changes: true), .signInFirst)
@@ -99,6 +101,19 @@ final class ConsoleRulesTests: XCTestCase {
         }
         XCTAssertNil(sessions.find(t.id, nowMs: ConsoleSessions.lifetimeMs), "past its lifetime, however busy")
         XCTAssertNil(sessions.find("guess", nowMs: 0))
+    }
+
+    func testEachRoleHasItsOwnSessionSlots() {
+        var sessions = ConsoleSessions()
+        var n = 0
+        let random = { () -> String in n += 1; return "s\(n)" }
+        let admin = sessions.open(role: .admin, name: "ann", nowMs: 0, random: random)
+        for i in 1...300 { _ = sessions.open(role: .readOnly, name: "ro", nowMs: Int64(i), random: random) }
+        XCTAssertNotNil(sessions.find(admin.id, nowMs: 400), "300 read-only sign-ins leave the admin signed in")
+        XCTAssertEqual(sessions.count, 1 + ConsoleSessions.slots(for: .readOnly))
+        let admins = (1...ConsoleSessions.slots(for: .admin)).map { sessions.open(role: .admin, name: "a\($0)", nowMs: 500, random: random) }
+        XCTAssertNil(sessions.find(admin.id, nowMs: 501), "an admin's sign-in beyond the admin slots ends the oldest admin session")
+        XCTAssertTrue(admins.allSatisfy { sessions.find($0.id, nowMs: 501) != nil })
     }
 
     func testTheCookieIsHttpOnlyStrictAndSecureOverTLS() {

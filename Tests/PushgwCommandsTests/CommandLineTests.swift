@@ -124,6 +124,27 @@ final class CommandLineTests: XCTestCase {
         XCTAssertLessThan(line.utf8.count, 400, "the message quotes a short prefix of the value")
     }
 
+    func testConfigCheckNamesANullTitleInsteadOfDroppingTheApp() throws {
+        try fixture.makeSecrets()
+        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.fallback_alert.title", NSNull()))
+        let (status, console) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(console.out)")
+        XCTAssertEqual(console.out.first, "pushgw.json: apps.acme.fallback_alert.title: expected a string, found null; "
+                       + "write a string in quotes, such as \"Missed call\", or leave \"title\" out for its default (null is not the default)")
+        XCTAssertEqual(console.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
+    }
+
+    func testConfigCheckRefusesAOneCharacterAdminToken() throws {
+        try fixture.makeSecrets()
+        try fixture.write("secrets/admin-token", "x\n")
+        try fixture.writeConfig(ConfigFixture.example)
+        let (status, console) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(console.out)")
+        let line = console.out.first { $0.contains("admin.token_file") } ?? ""
+        XCTAssertTrue(line.contains("holds a token shorter than 32 characters; write a random token: openssl rand -hex 32 > "), line)
+        XCTAssertEqual(console.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
+    }
+
     func testConfigCheckJSONIsOneParsableLine() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.bundle_id", "nope"))

@@ -33,6 +33,9 @@ final class DescriptorLimitProcessTests: XCTestCase {
         }
         XCTAssertEqual(idle.count, 1_100, "the test opened its 1,100 idle connections")
         usleep(500_000)
+        // The probes get in meanwhile: each new connection takes an idle one's place.
+        let probes = (0..<5).map { _ in ConnectionFlood.probe("/healthz", port: gw.adminPort, limitMs: 1_000) }
+        XCTAssertEqual(probes.map { $0?.status }, [200, 200, 200, 200, 200], "each /healthz answered within 1 s: \(probes)")
 
         // Calls written now need new descriptors in the gateway: its APNs pool connects on the
         // first push.

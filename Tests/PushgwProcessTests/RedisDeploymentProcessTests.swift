@@ -18,12 +18,17 @@ final class RedisDeploymentProcessTests: XCTestCase {
 
     /// Writes a config for app `acme` (dead letters kept one day) with `redis` as its redis
     /// section and starts `pushgw run --role ROLES` on it, logging to a file.
+    /// The admin token of every gateway here: `/readyz` gives its problems' details to it.
+    private static let adminToken = "deploy-test-admin-\(UUID().uuidString)"
+
     private func startGateway(redis: [String: Any], roles: String, in dir: String) throws -> Gateway {
         let pki = try TestPKI.shared()
         let adminPort = freeLoopbackPort()
+        try (RedisDeploymentProcessTests.adminToken + "\n").write(toFile: dir + "/admin-token", atomically: true, encoding: .utf8)
+        chmod(dir + "/admin-token", 0o600)
         let config: [String: Any] = [
             "redis": redis,
-            "admin": ["listen": "127.0.0.1:\(adminPort)"],
+            "admin": ["listen": "127.0.0.1:\(adminPort)", "token_file": dir + "/admin-token"],
             "apns": ["production": ["endpoint": "127.0.0.1:1"], "sandbox": ["endpoint": "127.0.0.1:1"], "ca_file": pki.caCert],
             "credentials": ["k": ["team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": pki.jwtKey]],
             "apps": ["acme": ["bundle_id": "com.example.app", "credential": "k", "environment": "production",
@@ -116,9 +121,10 @@ final class RedisDeploymentProcessTests: XCTestCase {
         let gw = try startGateway(redis: ["url": "rediss://\(host):\(server.port)/0", "tls": ["ca_file": ca(pki)]],
                                   roles: "deadletters", in: dir)
         defer { gw.process.stop(signal: SIGKILL) }
-        var readyz = try LoopbackHTTP.blockingRequest("/readyz", port: gw.adminPort)
+        let bearer = ["Authorization": "Bearer " + RedisDeploymentProcessTests.adminToken]
+        var readyz = try LoopbackHTTP.blockingRequest("/readyz", port: gw.adminPort, headers: bearer)
         try wait("/readyz to give the cause") {
-            readyz = try LoopbackHTTP.blockingRequest("/readyz", port: gw.adminPort)
+            readyz = try LoopbackHTTP.blockingRequest("/readyz", port: gw.adminPort, headers: bearer)
             return readyz.body.contains(cause)
         }
         XCTAssertEqual(readyz.status, 503, readyz.body)

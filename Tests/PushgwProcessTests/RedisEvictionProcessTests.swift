@@ -11,14 +11,19 @@ final class RedisEvictionProcessTests: XCTestCase {
         defer { world.stop() }
         _ = try world.redis.cli(["CONFIG", "SET", "maxmemory", "100mb", "maxmemory-policy", "allkeys-lru"])
         let port = freeLoopbackPort()
-        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()], admin: #""listen": "127.0.0.1:\#(port)""#)
+        // The bearer token gets /readyz's details; an anonymous probe only the failed checks.
+        let token = "eviction-process-admin-\(UUID().uuidString)"
+        try (token + "\n").write(toFile: world.directory + "/admin-token", atomically: true, encoding: .utf8)
+        chmod(world.directory + "/admin-token", 0o600)
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()],
+                                           admin: #""listen": "127.0.0.1:\#(port)", "token_file": "admin-token""#)
         let log = world.directory + "/gateway.log"
         let gw = try world.gateway(config: config, consumer: "evicting", log: log)
         try waitForPort(port)
         let node = "127.0.0.1:\(world.redis.port)"
         var ready = HTTPReply.closedWithoutAnswer
         try waitUntil("/readyz to name the evicting policy") {
-            ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
+            ready = try LoopbackHTTP.blockingRequest("/readyz", port: port, headers: ["Authorization": "Bearer " + token])
             // The policy's problem alone: the first PING may still be out when INFO answers.
             return ready.status == 503 && ready.body.contains("maxmemory-policy allkeys-lru") && !ready.body.contains("PING")
         }

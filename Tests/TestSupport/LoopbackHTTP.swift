@@ -29,17 +29,20 @@ public enum LoopbackHTTP {
 
     /// Sends one request to 127.0.0.1:`port` and runs `loop` until the answer came (the
     /// client gives up after 10 s without a byte).
+    /// `from` is the client's own loopback address (`127.0.0.2`: another client, as far as
+    /// the server's per-address limits can tell); the system's choice when nil.
     public static func request(_ method: String = "GET", _ path: String, port: Int, headers: [String: String] = [:],
-                        body: String = "", loop: EventLoop, file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
-        try exchange(text(method, path, port: port, headers: headers, body: body), port: port, on: loop, file: file, line: line)
+                        body: String = "", from: String? = nil, loop: EventLoop,
+                        file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers, body: body), port: port, from: from, on: loop, file: file, line: line)
     }
 
     /// Writes `bytes` as they are (a request of any shape) and runs `loop` until the server
     /// answered and closed, or closed without an answer.
-    public static func exchange(_ bytes: String, port: Int, on loop: EventLoop,
+    public static func exchange(_ bytes: String, port: Int, from: String? = nil, on loop: EventLoop,
                          file: StaticString = #filePath, line: UInt = #line) throws -> HTTPReply {
         let outcome = Outcome()
-        Thread.detachNewThread { outcome.set(exchange(bytes, port: port)) }
+        Thread.detachNewThread { outcome.set(exchange(bytes, port: port, from: from)) }
         guard loop.run(waitingFor: "the HTTP exchange with port \(port)", file: file, line: line, until: { outcome.isDone }),
               let reply = outcome.reply else {
             throw TestSupportError("no HTTP answer from port \(port)")
@@ -50,8 +53,8 @@ public enum LoopbackHTTP {
     /// Sends one request to a server in another process, blocking this thread (the client gives
     /// up after 10 s without a byte).
     public static func blockingRequest(_ path: String, method: String = "GET", port: Int,
-                                headers: [String: String] = [:], body: String = "") throws -> HTTPReply {
-        try exchange(text(method, path, port: port, headers: headers, body: body), port: port).get()
+                                headers: [String: String] = [:], body: String = "", from: String? = nil) throws -> HTTPReply {
+        try exchange(text(method, path, port: port, headers: headers, body: body), port: port, from: from).get()
     }
 
     /// A request with `Connection: close` and, when `body` is not empty, its `Content-Length`.
@@ -64,9 +67,9 @@ public enum LoopbackHTTP {
 
     /// Connects, writes `request`, reads until the server closes, parses. A server that closes
     /// without a byte gives `HTTPReply.closedWithoutAnswer`.
-    private static func exchange(_ request: String, port: Int) -> Result<HTTPReply, TestSupportError> {
+    private static func exchange(_ request: String, port: Int, from: String? = nil) -> Result<HTTPReply, TestSupportError> {
         let fd: Int32
-        switch connected(port: port) {
+        switch connected(port: port, from: from) {
         case let .success(socket): fd = socket
         case let .failure(error): return .failure(error)
         }
@@ -93,18 +96,17 @@ public enum LoopbackHTTP {
         return parse(received)
     }
 
-    /// A blocking TCP socket connected to 127.0.0.1:`port`; the caller closes it.
-    public static func connected(port: Int) -> Result<Int32, TestSupportError> {
+    /// A blocking TCP socket connected to 127.0.0.1:`port`, from the loopback address `from`
+    /// when given; the caller closes it.
+    public static func connected(port: Int, from: String? = nil) -> Result<Int32, TestSupportError> {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return .failure(TestSupportError("socket: \(String(cString: strerror(errno)))")) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let ok = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        if let from, call(bind, fd, from, port: 0) != 0 {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            return .failure(TestSupportError("bind to \(from): \(why)"))
         }
-        guard ok else {
+        guard call(connect, fd, "127.0.0.1", port: port) == 0 else {
             let why = String(cString: strerror(errno))
             close(fd)
             return .failure(TestSupportError("connect to port \(port): \(why)"))
@@ -112,22 +114,33 @@ public enum LoopbackHTTP {
         return .success(fd)
     }
 
-    /// A non-blocking connect to 127.0.0.1:`port`; the socket, whether or not it completed.
-    public static func connectWithoutWaiting(port: Int) -> Int32? {
+    /// A non-blocking connect to 127.0.0.1:`port` (from the loopback address `from` when
+    /// given); the socket, whether or not it completed.
+    public static func connectWithoutWaiting(port: Int, from: String? = nil) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return nil }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let rc = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        if let from, call(bind, fd, from, port: 0) != 0 {
+            close(fd)
+            return nil
         }
+        let rc = call(connect, fd, "127.0.0.1", port: port)
         guard rc == 0 || errno == EINPROGRESS else {
             close(fd)
             return nil
         }
         return fd
+    }
+
+    /// `socketCall` (`bind`, `connect`) on `fd` with the IPv4 address `host`:`port`; its result.
+    private static func call(_ socketCall: (Int32, UnsafePointer<sockaddr>?, socklen_t) -> Int32, _ fd: Int32, _ host: String,
+                             port: Int) -> Int32 {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr(host)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketCall(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
     }
 
     private static func parse(_ bytes: [UInt8]) -> Result<HTTPReply, TestSupportError> {

@@ -186,13 +186,14 @@ enum EndToEnd {
             }
             loop.run(until: { written == 200 })
             let tokenFile = NSTemporaryDirectory() + "pushgw-bench-console-token-\(getpid())"
-            let token = "bench-console-token"
+            let token = "bench-console-token-\(UUID().uuidString)"
             _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
             defer { try? FileManager.default.removeItem(atPath: tokenFile) }
             let admin = GatewayAdmin(loop: loop, config: AdminConfig(listen: "127.0.0.1:\(ScrapeFlood.freePort())", tokenFile: tokenFile),
                                      apps: apps, store: store, pools: pools, runner: runner, log: log)
             admin.openConsole = { [unowned admin] adminToken in
-                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken, log: log,
+                GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken,
+                               guesses: admin.guesses, log: log,
                                figures: { admin.consoleFigures() })
             }
             admin.start()
