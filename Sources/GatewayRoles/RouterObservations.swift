@@ -47,6 +47,7 @@ extension ApnsClientError {
         case .clientClosed: return "client_closed"
         case .credentialUnusable: return "credential_unusable"
         case .unsendable: return "unsendable"
+        case .withdrawn: return "withdrawn"
         }
     }
 }

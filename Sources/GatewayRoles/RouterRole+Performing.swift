@@ -33,9 +33,11 @@ extension RouterRole {
             }
             guard call.life.onRecordRequested() == .write else { return }
             writeDeadLetter(deadLetter, for: call)
+        case .withdrawPush:
+            if let push = call.pushInFlight { push.client.withdraw(push.ticket) }
         case let .cancelCall(record):
             guard call.life.onRecordRequested() == .write else { return }
-            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(record, call), cancelEntry: call)
+            recordCancel(stamped(record, call), of: call)
         case let .acknowledgeDuplicate(record):
             // An already finished call, a second cancel, a copy of a call another entry
             // finished: its `duplicate` result is written and its entry acknowledged.
@@ -53,11 +55,15 @@ extension RouterRole {
             return perform(action, for: call)
         }
         let sentUs = Clock.monotonicUs()
-        client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
+        let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
+            call.pushInFlight = nil
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             let action: CallAction
             switch result {
+            case .failure(.withdrawn):
+                // Taken back after a cancel: it never left, and is no APNs failure.
+                action = call.router.apnsFailed(.withdrawn, now: now)
             case let .success(response):
                 self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
                                                 reason: response.reason?.text, latencySeconds: seconds)
@@ -70,5 +76,7 @@ extension RouterRole {
             }
             self.perform(action, for: call)
         }
+        // Nil when the client answered at once (closed, queue full): the completion ran.
+        if let ticket, !ticket.isAnswered { call.pushInFlight = (client, ticket) }
     }
 }

@@ -17,17 +17,26 @@ public struct ResultEntry: Equatable, Sendable {
         case duplicate
     }
 
+    /// Which of an app's two id namespaces keys the result: a call's (`AppKeys.result`), or a
+    /// `call_cancelled` event's own (`AppKeys.cancelResult`).
+    public enum Namespace: Sendable {
+        case call
+        case cancel
+    }
+
     /// The event's `id`, the idempotency key: the result is stored under it for the
     /// idempotency window. Nil for an event without a usable id (an invalid event): then
     /// nothing is keyed.
     public var eventId: String?
+    public var namespace: Namespace
     public var keying: Keying
     /// The results entry's `result` field, also the key's value: `OutcomeRecord.json()`, which
     /// starts with `{"outcome":"…",` (the scripts read the outcome from there).
     public var resultJSON: String
 
-    public init(eventId: String?, keying: Keying = .once, resultJSON: String) {
+    public init(eventId: String?, namespace: Namespace = .call, keying: Keying = .once, resultJSON: String) {
         self.eventId = eventId
+        self.namespace = namespace
         self.keying = keying
         self.resultJSON = resultJSON
     }

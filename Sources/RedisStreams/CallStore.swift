@@ -309,7 +309,7 @@ public final class CallStore {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
             keyCount += 1 + r.invalidTokens.count
-            size += app.resultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+            size += app.cancelResultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
         }
         var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
@@ -317,7 +317,7 @@ public final class CallStore {
         body.append(app.results)
         body.append(app.feedback)
         for r in records {
-            body.append(app.resultPrefix, r.record.eventId!)
+            body.append(app.resultKeyPrefix(r.record.namespace), r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
@@ -373,7 +373,7 @@ public final class CallStore {
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys.append(app.result(eventId)) }
+        if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
                                      .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),

@@ -13,6 +13,8 @@ enum ApnsVerdict: Equatable {
     case payloadTooLarge
     /// A human must fix something; `appUnhealthy` for credential and config errors.
     case deadLetter(DeadLetterReason, appUnhealthy: Bool)
+    /// The push was taken back unsent after a cancel (`CallAction.Step.withdrawPush`).
+    case withdrawn
 
     init(_ response: PushNotificationResponse) {
         guard let kind = response.rejectionKind else {
@@ -53,6 +55,8 @@ enum ApnsVerdict: Equatable {
             self = .deadLetter(.apnsCredentials(error.description), appUnhealthy: true)
         case let .unsendable(why):
             self = .deadLetter(.invalidPush(why), appUnhealthy: false)
+        case .withdrawn:
+            self = .withdrawn
         }
     }
 }

@@ -19,6 +19,10 @@ public struct CallAction: Equatable, Sendable {
         case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
         case sendAlert(PushPlan, cause: FallbackCause)
+        /// The call was cancelled while its push is with the APNs client: take the push back
+        /// if it is not written yet (`ApnsClient.withdraw`; it then fails with `.withdrawn`,
+        /// which is not an attempt). A push already written is left to its answer.
+        case withdrawPush
         /// Keep the router's `waiting` snapshot in the durable retry schedule (which
         /// acknowledges the entry); at `RetryPlan.atMs` a fresh router, in any process, continues
         /// from it with `resume`.

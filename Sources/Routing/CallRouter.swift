@@ -26,10 +26,11 @@ import Retry
 /// - The alert retries within `alertTTLMs` from the fallback's start; when the attempts or
 ///   that window run out it is a dead letter `retries_exhausted: alert`.
 /// - Cancellation stops further sends: a waiting retry is dropped (outcome `cancelled`); a push
-///   in flight is left to its answer, which is recorded: 200 gives the delivered outcome (the
-///   push did arrive), a token answer gives feedback and `cancelled`, a transient one
-///   `cancelled`, a credential/config/request error still its dead letter (a human must fix
-///   it). No missed-call alert is sent after a cancel.
+///   with the APNs client is taken back if it is not written yet (`withdrawPush`: outcome
+///   `cancelled`, nothing sent); a written one is left to its answer, which is recorded: 200
+///   gives the delivered outcome (the push did arrive), a token answer gives feedback and
+///   `cancelled`, a transient one `cancelled`, a credential/config/request error still its dead
+///   letter (a human must fix it). No missed-call alert is sent after a cancel.
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
 ///   `apns_credentials`, app unhealthy) and `unsendable` (dead letter `invalid_push`: the push
 ///   can never be written). `ExpiredProviderToken` is handled by the APNs client.
@@ -296,13 +297,15 @@ public struct CallRouter: Sendable {
         case .idle:
             preconditionFailure("CallRouter.cancelReceived before start")
         case var .voipInFlight(s):
+            guard !s.cancelled else { return .none }
             s.cancelled = true
             state = .voipInFlight(s)
-            return .none
+            return CallAction(step: .withdrawPush)
         case var .alertInFlight(s):
+            guard !s.cancelled else { return .none }
             s.cancelled = true
             state = .alertInFlight(s)
-            return .none
+            return CallAction(step: .withdrawPush)
         case let .voipWaiting(s):
             return finish(s.call, .cancelled)
         case let .alertWaiting(s):
@@ -322,6 +325,12 @@ public struct CallRouter: Sendable {
         case .finished:
             // Cannot happen (no state finishes with a push in flight); ignored if it does.
             return .none
+        case let .voipInFlight(s) where verdict == .withdrawn:
+            precondition(s.cancelled, "a VoIP push withdrawn without a cancel (call \(s.call.event.id))")
+            return finish(s.call, .cancelled)
+        case let .alertInFlight(s) where verdict == .withdrawn:
+            precondition(s.cancelled, "an alert withdrawn without a cancel (call \(s.call.event.id))")
+            return finish(s.call, .cancelled)
         case let .voipInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .voip, status: status, reason: reason,
@@ -366,6 +375,8 @@ public struct CallRouter: Sendable {
             return fallback(call, .payload, now: now)
         case let .deadLetter(reason, appUnhealthy):
             return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        case .withdrawn:
+            preconditionFailure("a withdrawn push is answered in answered(_:…)")
         }
     }
 
@@ -395,6 +406,8 @@ public struct CallRouter: Sendable {
             return deadLetter(call, .payloadTooLarge(.alert), appUnhealthy: false)
         case let .deadLetter(reason, appUnhealthy):
             return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        case .withdrawn:
+            preconditionFailure("a withdrawn push is answered in answered(_:…)")
         }
     }
 
@@ -489,20 +502,6 @@ public struct CallRouter: Sendable {
     private static func isFailure(_ verdict: ApnsVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
-    }
-
-    /// Which events of one read (one app's entries, in stream order) start as cancelled: each
-    /// `incoming_call` whose `call_cancelled` came in the same read, before or after it. The
-    /// caller hung up before pushgw got to the call, so the cancel wins and no VoIP push goes
-    /// (otherwise both would start at once, before the cancel's marker is written, and the
-    /// push would leave). Takes each event's kind and id (no copies of the events on the hot
-    /// path: a read without a cancel costs one pass over the kinds). Answers in order.
-    @inlinable  // specialized where it is called: a generic call across modules costs metadata lookups per event
-    public static func cancelledInRead(_ events: some Collection<(kind: CallEvent.Kind, id: String)>) -> [Bool] {
-        var cancels: Set<String> = []
-        for e in events where e.kind == .callCancelled { cancels.insert(e.id) }
-        guard !cancels.isEmpty else { return Array(repeating: false, count: events.count) }
-        return events.map { $0.kind == .incomingCall && cancels.contains($0.id) }
     }
 
     /// A token is usable when present and either not known invalid or registered after it was

@@ -24,15 +24,22 @@ public struct AttemptRecord: Equatable, Sendable {
 
 /// The result of one event (field `result` of `pushgw:{APP}:results`, and the value of its
 /// per-event key, docs/protocol.md), also the record a dead letter carries. `json()` is
-/// deterministic: keys in the order `outcome, first_outcome, id, type, app, entry, channel,
-/// apns_id, cause, reason, latency_ms, attempts`, absent values omitted; each attempt `t,
-/// channel, status, reason, error, apns_id`. `outcome` always comes first: the recording
-/// scripts read it from there (`CallStoreLua`).
+/// deterministic: keys in the order `outcome, cancelled_after, delivered_at, first_outcome, id,
+/// type, app, entry, channel, apns_id, cause, reason, latency_ms, attempts`, absent values
+/// omitted; each attempt `t, channel, status, reason, error, apns_id`. `outcome` always comes
+/// first: the recording scripts read it from there (`CallStoreLua`); the cancel step writes
+/// `cancelled_after` and `delivered_at` right after it (`RetryLua.cancel`).
 ///
 /// Beyond docs/protocol.md: `type` (a cancel event gets a record of its own), `entry` (the calls
 /// entry, what the producer's XADD returned) and the `duplicate` outcome with `first_outcome`.
 public struct OutcomeRecord: Equatable, Sendable {
     public var outcome: CallOutcome
+    /// For a `call_cancelled` event's own result: what its call had got already when the cancel
+    /// was recorded (`delivered_voip`, `delivered_alert`: the phone rang or showed the alert,
+    /// the cancel came too late to stop it). Set by the cancel step, which reads the call's result.
+    public var cancelledAfter: CallOutcome?
+    /// With `cancelledAfter`: when APNs accepted the call's push, unix ms.
+    public var deliveredAtMs: Int64?
     /// For a `duplicate`: the outcome recorded for the event id first.
     public var firstOutcome: CallOutcome?
     /// The call id; nil only for an invalid event whose id could not be read.
@@ -81,6 +88,8 @@ public struct OutcomeRecord: Equatable, Sendable {
         var w = JSONWriter()
         w.object { o in
             o.string("outcome", outcome.rawValue)
+            o.string("cancelled_after", cancelledAfter?.rawValue)
+            o.int("delivered_at", deliveredAtMs)
             o.string("first_outcome", firstOutcome?.rawValue)
             o.string("id", id)
             o.string("type", type?.rawValue)

@@ -382,7 +382,7 @@ class RouterIntegrationTests: XCTestCase {
         XCTAssertTrue((86_000...86_400).contains(ttl), "kept for the idempotency window (24 h): \(ttl)")
         h.xadd("acme", ["v": 1, "id": "find-me", "type": "call_cancelled"])
         XCTAssertTrue(h.waitForRecords(2))
-        let cancel = h.command("GET", "pushgw:{acme}:result:cancel:find-me")?.string ?? ""
+        let cancel = h.command("GET", "pushgw:{acme}:cancel-result:find-me")?.string ?? ""
         XCTAssertTrue(cancel.contains(#""type":"call_cancelled""#), "a cancel event's own result, by id: \(cancel)")
     }
 
