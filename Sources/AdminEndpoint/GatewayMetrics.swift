@@ -29,6 +29,8 @@ package final class GatewayMetrics: RouterObservations {
     let duplicates: CounterFamily
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
+    let tokenFeedback: CounterFamily
+    let environmentMismatches: CounterFamily
     let deadlineMisses: CounterFamily
     let eventLatency: HistogramFamily
     // MARK: APNs answers (pushed)
@@ -96,6 +98,12 @@ package final class GatewayMetrics: RouterObservations {
         fallbacks = r.counter("pushgw_fallbacks_total",
                               help: "Calls that fell back from the VoIP push to the alert push, by app and cause.",
                               labels: ["app", "cause"])
+        tokenFeedback = r.counter("pushgw_token_feedback_total",
+                                  help: "Feedback entries written: tokens APNs declared invalid, by app, channel and Apple's reason (other for a reason not in Apple's table), and tokens accepted in the other environment (reason environment_mismatch).",
+                                  labels: ["app", "channel", "reason"])
+        environmentMismatches = r.counter("pushgw_environment_mismatches_total",
+                                          help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",
+                                          labels: ["app", "channel", "environment"])
         deadlineMisses = r.counter("pushgw_deadline_misses_total",
                                    help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline, or outcome expired), by app.",
                                    labels: ["app"])
@@ -216,6 +224,18 @@ package final class GatewayMetrics: RouterObservations {
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline { deadlineMisses.inc([app]) }
+    }
+
+    /// One feedback entry written (bounded labels: Apple's reason table, `environment_mismatch`, `other`).
+    package func tokenFeedback(app: String, feedback: InvalidToken) {
+        let reason: String
+        if feedback.environment != nil {
+            reason = feedback.reason
+            environmentMismatches.inc([app, feedback.channel.rawValue, feedback.environment ?? ""])
+        } else {
+            if case .unknown = ApnsReason(text: feedback.reason, status: 0) { reason = "other" } else { reason = feedback.reason }
+        }
+        tokenFeedback.inc([app, feedback.channel.rawValue, reason])
     }
 
     package func callRecorded(app: String, record: OutcomeRecord) {

@@ -41,7 +41,7 @@ public final class TLSContext: @unchecked Sendable {
     /// True for contexts that accept connections.
     public let isServer: Bool
 
-    private init(ctx: OpaquePointer, isServer: Bool) {
+    init(ctx: OpaquePointer, isServer: Bool) {
         self.ctx = ctx
         self.isServer = isServer
     }
@@ -110,7 +110,7 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_options(ctx, UInt64(pushgw_ssl_op_ignore_unexpected_eof()))
     }
 
-    private func use(_ certificate: ClientCertificate) throws(TLSError) {
+    func use(_ certificate: ClientCertificate) throws(TLSError) {
         switch certificate {
         case let .pem(certFile, keyFile):
             guard SSL_CTX_use_certificate_chain_file(ctx, certFile) == 1 else {

@@ -18,10 +18,11 @@ extension TokenChannel {
 }
 
 extension InvalidToken {
-    /// The feedback entry (and known-invalid key) of a token APNs declared invalid.
+    /// The feedback entry (and known-invalid key) of a token APNs declared invalid, or the
+    /// feedback entry of one accepted in the other environment.
     init(_ feedback: TokenFeedback) {
         self.init(token: feedback.token, channel: TokenChannel(feedback.channel), reason: feedback.reason,
-                  timestampMs: feedback.timestampMs)
+                  timestampMs: feedback.timestampMs, environment: feedback.environment?.rawValue)
     }
 }
 

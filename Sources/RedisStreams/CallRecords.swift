@@ -107,7 +107,8 @@ public struct LookupQuery: Equatable, Sendable {
     }
 }
 
-/// A token APNs declared invalid: one feedback entry (docs/protocol.md) and one known-invalid key.
+/// A token APNs declared invalid: one feedback entry (docs/protocol.md) and one known-invalid key;
+/// or a token accepted in the other environment (`environment`): a feedback entry only.
 public struct InvalidToken: Equatable, Sendable {
     /// The hex token.
     public var token: String
@@ -116,12 +117,16 @@ public struct InvalidToken: Equatable, Sendable {
     public var reason: String
     /// Unix ms: APNs' 410 timestamp where given, else the time of the answer.
     public var timestampMs: Int64
+    /// For an `environment_mismatch` entry: the environment (`sandbox`, `production`) that
+    /// accepted the token. Its feedback entry carries it, and no known-invalid key is set.
+    public var environment: String?
 
-    public init(token: String, channel: TokenChannel, reason: String, timestampMs: Int64) {
+    public init(token: String, channel: TokenChannel, reason: String, timestampMs: Int64, environment: String? = nil) {
         self.token = token
         self.channel = channel
         self.reason = reason
         self.timestampMs = timestampMs
+        self.environment = environment
     }
 }
 

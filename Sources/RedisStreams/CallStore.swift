@@ -335,6 +335,7 @@ public final class CallStore {
                 body.append(t.channel.rawValue)
                 body.append(t.reason)
                 body.append(String(t.timestampMs))
+                body.append(t.environment ?? "")
             }
         }
         let count = records.count

@@ -88,7 +88,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     let invalidAlertPrefix: String
     /// `invalidPrefix(channel) + token`, a string: unix ms since when `token` is known to be
     /// invalid on `channel`, with a TTL.
-    func invalidPrefix(_ channel: TokenChannel) -> String {
+    public func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix
         case .alert: invalidAlertPrefix

@@ -6,7 +6,9 @@ import APNs
 enum ApnsVerdict: Equatable {
     case accepted(apnsID: String?)
     /// The token is gone: feedback, never retry it. `timestampMs` is APNs' 410 timestamp.
-    case tokenInvalid(reason: String, timestampMs: Int64?)
+    /// `otherEnvironmentMayAccept`: Apple's answer also means "a token of the other
+    /// environment" (`ReasonClass.tokenInvalidHere`).
+    case tokenInvalid(reason: String, timestampMs: Int64?, otherEnvironmentMayAccept: Bool)
     /// Try again later; `throttled` (429, or the client's queue full) backs off longer.
     case transient(throttled: Bool)
     /// 413: this payload can never go as is.
@@ -25,7 +27,9 @@ enum ApnsVerdict: Equatable {
         let text = InvalidEvent.quote(response.reason?.text ?? "HTTP \(response.status)")
         switch kind {
         case .tokenInvalid:
-            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs)
+            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs, otherEnvironmentMayAccept: false)
+        case .tokenInvalidHere:
+            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs, otherEnvironmentMayAccept: true)
         case .retryable:
             self = .transient(throttled: response.status == 429)
         case .credentialOrConfig:

@@ -156,6 +156,11 @@ final class MetricsTests: XCTestCase {
                                                          reason: "apns_credentials: InvalidProviderToken"))
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .duplicate, firstOutcome: .deliveredVoip, id: "1",
                                                          type: .incomingCall, app: "acme"))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "aa", channel: .voip, reason: "Unregistered", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "bb", channel: .voip, reason: "BadDeviceToken", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "cc", channel: .voip, reason: "Whatever\nnew", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "dd", channel: .alert, reason: "environment_mismatch",
+                                                            timestampMs: 1, environment: "sandbox"))
 
         var s = GatewaySnapshot()
         var router = RouterRole.Stats()
@@ -192,6 +197,11 @@ final class MetricsTests: XCTestCase {
             #"pushgw_duplicate_events_total{app="acme",first_outcome="delivered_voip"} 1"#,
             #"pushgw_dead_letters_total{app="beta",reason="apns_credentials"} 1"#,
             #"pushgw_fallbacks_total{app="acme",cause="voip_token_invalid"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="Unregistered"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="BadDeviceToken"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="other"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="alert",reason="environment_mismatch"} 1"#,
+            #"pushgw_environment_mismatches_total{app="acme",channel="alert",environment="sandbox"} 1"#,
             #"pushgw_deadline_misses_total{app="acme"} 2"#,
             #"pushgw_event_latency_seconds_bucket{channel="voip",le="0.05"} 1"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="30"} 0"#,

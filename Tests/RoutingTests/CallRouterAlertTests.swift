@@ -40,6 +40,8 @@ final class CallRouterAlertTests: XCTestCase {
         var h = Harness(try Fixture.event())
         try h.start()
         try h.answer(410, .unregistered, timestampMs: 1_764_000_000_000)
+        XCTAssertEqual(try h.answer(400, .badDeviceToken).alertPlan?.plan.environment, .sandbox,
+                       "a BadDeviceToken is tried once in the other environment first")
         let action = try h.answer(400, .badDeviceToken)
         XCTAssertEqual(action.feedback?.channel, .alert)
         XCTAssertEqual(action.feedback?.token, Fixture.alertToken)
