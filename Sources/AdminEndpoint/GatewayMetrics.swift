@@ -1,4 +1,5 @@
 import APNs
+import GatewayConfiguration
 import GatewayRoles
 import RedisStreams
 import Routing
@@ -74,6 +75,7 @@ package final class GatewayMetrics: RouterObservations {
     let redisDisconnects: CounterFamily
     let redisWatchdogFirings: CounterFamily
     let backlogEntries: GaugeFamily
+    let certificateExpiry: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
     let pendingEntries: GaugeFamily
@@ -190,6 +192,9 @@ package final class GatewayMetrics: RouterObservations {
         redisWatchdogFirings = r.counter("pushgw_redis_watchdog_firings_total",
                                          help: "Times a Redis connection was dropped because its replies stalled, by connection.",
                                          labels: ["connection"])
+        certificateExpiry = r.gauge("pushgw_certificate_expiry_timestamp_seconds",
+                                    help: "When a certificate stops being valid, unix seconds: each certificate credential (kind credential, by credential name) and the APNs CA file (kind ca, its soonest-expiring valid certificate), read at start and at each reload.",
+                                    labels: ["certificate", "kind"])
         deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
                                     help: "Dead letters the next retention run will remove (by age within one interval, and by count), per app.",
                                     labels: ["app"])
@@ -224,6 +229,12 @@ package final class GatewayMetrics: RouterObservations {
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline { deadlineMisses.inc([app]) }
+    }
+
+    /// The certificates' expiry times, replacing the ones set before (a reload may drop some).
+    package func certificateExpiries(_ expiries: [CertificateExpiry]) {
+        certificateExpiry.removeAll()
+        for e in expiries { certificateExpiry.set([e.name, e.kind], Double(e.notAfterS)) }
     }
 
     /// One feedback entry written (bounded labels: Apple's reason table, `environment_mismatch`, `other`).

@@ -19,6 +19,12 @@ public struct CertificateFacts: Equatable, Sendable {
     public var apnsDevelopment: Bool
     public var apnsProduction: Bool
 
+    /// The certificate of `certificates` valid at `nowS` that expires first: when a CA bundle
+    /// starts to lose what it trusts (expired ones in it trust nothing already); nil when none is valid.
+    public static func soonestExpiry(of certificates: [CertificateFacts], nowS: Int64) -> CertificateFacts? {
+        certificates.filter { $0.notBeforeS <= nowS && nowS < $0.notAfterS }.min { $0.notAfterS < $1.notAfterS }
+    }
+
     /// True when the certificate grants both APNs environments (a universal certificate).
     public var reachesBothApnsEnvironments: Bool { apnsDevelopment && apnsProduction }
 

@@ -36,14 +36,14 @@ extension Credential {
                 _ = try ES256SigningKey.load(p8File: keyFile)
                 return .success(.token)
             } catch {
-                return .failure(LoadingError(message: error.description))
+                return .failure(LoadingError(message: error.description, kind: .other))
             }
         case .certificate, .pkcs12:
             do throws(TLSError) {
                 guard let certificate = try clientCertificate() else { preconditionFailure("a certificate credential") }
                 return .success(.certificate(try TLSContext.facts(of: certificate)))
             } catch {
-                return .failure(LoadingError(message: error.description))
+                return .failure(LoadingError(message: error.description, kind: error.kind))
             }
         }
     }
@@ -70,4 +70,43 @@ package enum LoadedCredential: Equatable, Sendable {
 /// Why a credential did not load: OpenSSL's or the key loader's reason, naming the file.
 package struct LoadingError: Error, Equatable, Sendable {
     package var message: String
+    /// For a certificate: what failed (OpenSSL's side, `TLSError.Kind`).
+    package var kind: TLSError.Kind
+}
+
+/// One certificate's expiry, for the metric `pushgw_certificate_expiry_timestamp_seconds`.
+package struct CertificateExpiry: Equatable, Sendable {
+    /// The credential's name, or `apns.ca_file`.
+    package var name: String
+    /// `credential` or `ca`.
+    package var kind: String
+    /// Unix seconds.
+    package var notAfterS: Int64
+
+    package init(name: String, kind: String, notAfterS: Int64) {
+        self.name = name
+        self.kind = kind
+        self.notAfterS = notAfterS
+    }
+}
+
+extension GatewayConfig {
+    /// How long before a certificate or the CA file expires `config check` warns.
+    package static let expiryWarningSeconds: Int64 = 30 * 86_400
+
+    /// When each certificate credential and the CA file expire (those that load). For the CA
+    /// file: its soonest-expiring certificate that is valid now (`TLSContext.soonestExpiry`).
+    package func certificateExpiries(nowS: Int64) -> [CertificateExpiry] {
+        var out: [CertificateExpiry] = []
+        for name in credentials.keys.sorted() {
+            if case let .success(.certificate(facts)) = credentials[name]!.load() {
+                out.append(CertificateExpiry(name: name, kind: "credential", notAfterS: facts.notAfterS))
+            }
+        }
+        if let caFile = apns.caFile, let certificates = try? TLSContext.certificates(inPEMFile: caFile),
+           let soonest = CertificateFacts.soonestExpiry(of: certificates, nowS: nowS) {
+            out.append(CertificateExpiry(name: "apns.ca_file", kind: "ca", notAfterS: soonest.notAfterS))
+        }
+        return out
+    }
 }

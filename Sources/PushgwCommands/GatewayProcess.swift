@@ -88,6 +88,7 @@ final class GatewayProcess {
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
+        admin.metrics.certificateExpiries(config.certificateExpiries(nowS: Clock.unixMs() / 1000))
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,
@@ -162,6 +163,7 @@ final class GatewayProcess {
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
+        admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))
         admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
