@@ -27,7 +27,7 @@ final class CallEventTests: XCTestCase {
                        "the producer's keys, sorted, plus id and deadline for de-duplication")
         XCTAssertEqual(String(decoding: event.alertPayload, as: UTF8.self),
                        #"{"aps":{"alert":{"title":"Missed call","body":"Alice Johnson tried to call you"},"#
-                       + #""sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       + #""sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
         XCTAssertEqual(try decode(Fixture.eventJSON()), event, "decoding is deterministic")
     }
 
@@ -81,11 +81,11 @@ final class CallEventTests: XCTestCase {
         let full = try decode(Fixture.eventJSON(["alert": #"{"title":"Bob","body":"Call me"}"#]))
         XCTAssertFalse(full.alertFromTemplate)
         XCTAssertEqual(String(decoding: full.alertPayload, as: UTF8.self),
-                       #"{"aps":{"alert":{"title":"Bob","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       #"{"aps":{"alert":{"title":"Bob","body":"Call me"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
         let partial = try decode(Fixture.eventJSON(["alert": #"{"body":"Call me"}"#]))
         XCTAssertTrue(partial.alertFromTemplate)
         XCTAssertEqual(String(decoding: partial.alertPayload, as: UTF8.self),
-                       #"{"aps":{"alert":{"title":"Missed call","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       #"{"aps":{"alert":{"title":"Missed call","body":"Call me"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
     }
 
     func testTemplatePlaceholdersFallBackToEachOtherThenToUnknownCaller() {
