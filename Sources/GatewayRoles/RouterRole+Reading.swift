@@ -184,13 +184,20 @@ extension RouterRole {
     /// cancel tells its call's live entries at once (one looking up starts cancelled, one
     /// routing takes its push back if not written yet), and a new call entry whose cancel is
     /// live here starts cancelled. After the cancel left, its marker in Redis tells the lookup.
+    /// `call` was just registered: it heads its call's list, and the others follow it (the
+    /// common case, none, costs one comparison and no allocation).
     func hearCancels(around call: LiveCall) {
-        let others = liveCalls(of: callKey(call.app, call.callID))
-        guard others.count > 1 else { return }
+        guard call.nextOfCall != nil else { return }
         if call.isCancel {
-            for other in others where !other.isCancel { run(other.life.onCancelHeard(), for: other) }
-        } else if others.contains(where: \.isCancel) {
-            run(call.life.onCancelHeard(), for: call)
+            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isCancel {
+                run(other.life.onCancelHeard(), for: other)
+            }
+            return
+        }
+        var next = call.nextOfCall
+        while let other = next {
+            if other.isCancel { return run(call.life.onCancelHeard(), for: call) }
+            next = other.nextOfCall
         }
     }
 

@@ -273,7 +273,7 @@ final class CallEventTests: XCTestCase {
         let kept = body.dropLast("… tried to call you".count)
         XCTAssertTrue(kept.count > 100 && name.hasPrefix(kept), "the name cut at a character boundary, as long as fits: \(kept.count)")
         let longer = #"{"aps":{"alert":{"title":"Missed call","body":""#.utf8.count + (kept.count + 1) * 25
-        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
+        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"id\":\"call-7f3a9c\",\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
                              "one more character would not fit")
         XCTAssertTrue(String(decoding: event.voipPayload, as: UTF8.self).contains(name), "the VoIP payload keeps the whole name")
     }
