@@ -4,15 +4,17 @@
 # request-header layout (RequestHeaderBlockTests), stream replies (StreamRepliesTests),
 # hostile entries through the in-process router (HostileEventTests) and the hostile-event
 # corpus against a live `pushgw run` built with ASan (HostileCorpusTests: the test finds the
-# instrumented binary beside its test bundle), and the admin server dropping an answer whose
-# client left (AdminLateAnswerTests: evhttp frees such a request).
+# instrumented binary beside its test bundle; it also sends the console and the CLI of that
+# binary the hostile numbers of Tests/Corpus/hostile_numbers.py), the numbers a person types
+# in-process (ConsolePreviewTests, DeadCommandTests), and the admin server dropping an answer
+# whose client left (AdminLateAnswerTests: evhttp frees such a request).
 #
 # The instrumented build has a scratch path of its own (.build/asan), so the normal debug
 # build stays cached; only the gateway and the test bundle are built (not the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=.build/asan
-tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|AdminLateAnswerTests"
+tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|ConsolePreviewTests|DeadCommandTests|AdminLateAnswerTests"
 start=$(date +%s)
 swift build --sanitize=address --scratch-path "$scratch" --product pushgw
 swift build --sanitize=address --scratch-path "$scratch" --product pushgwPackageTests

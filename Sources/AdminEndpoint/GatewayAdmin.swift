@@ -221,7 +221,7 @@ package final class GatewayAdmin {
         s.backlog = probe.backlog(nowMs: now)
         if let deadLetters {
             s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
-            s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount) }
+            s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount, $0.trimmedBySize) }
         }
         return s
     }

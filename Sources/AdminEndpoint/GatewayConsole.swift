@@ -25,7 +25,7 @@ package final class GatewayConsole {
         topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-console")
         log.follow(topology, name: "console")
         let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
-                                              policies: config.apps.mapValues(\.deadLetters))
+                                              policies: config.apps.mapValues(\.deadLetters), ringTimeoutsMs: config.ringTimeoutsMs)
         self.operations = operations
         var readonly: AdminToken?
         if let file = config.admin.readonlyTokenFile {
@@ -52,8 +52,11 @@ package final class GatewayConsole {
 
     package func start() { topology.start() }
 
-    /// The apps of a reloaded config (their dead-letter policies).
-    package func updatePolicies(_ policies: [String: DeadLetterRetentionPolicy]) { operations.policies = policies }
+    /// The apps of a reloaded config (their dead-letter policies and ring timeouts).
+    package func updateApps(_ config: GatewayConfig) {
+        operations.policies = config.apps.mapValues(\.deadLetters)
+        operations.ringTimeoutsMs = config.ringTimeoutsMs
+    }
 
     package func close() {
         console.close()

@@ -196,10 +196,10 @@ package final class GatewayMetrics: RouterObservations {
                                     help: "When a certificate stops being valid, unix seconds: each certificate credential (kind credential, by credential name) and the APNs CA file (kind ca, its soonest-expiring valid certificate), read at start and at each reload.",
                                     labels: ["certificate", "kind"])
         deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
-                                    help: "Dead letters the next retention run will remove (by age within one interval, and by count), per app.",
+                                    help: "Dead letters the next retention run will remove (by age within one interval, by count and by size), per app.",
                                     labels: ["app"])
         deadLettersTrimmed = r.counter("pushgw_dead_letters_trimmed_total",
-                                       help: "Dead letters removed by retention, per app and why (age or count).",
+                                       help: "Dead letters removed by retention, per app and why (age, count or size).",
                                        labels: ["app", "why"])
         backlogEntries = r.gauge("pushgw_backlog_entries",
                                  help: "Entries in the app's calls stream (not yet finished: waiting or in flight), by app; refreshed every few seconds.",
@@ -339,6 +339,7 @@ package final class GatewayMetrics: RouterObservations {
         for (app, trimmed) in snapshot.deadLettersTrimmed {
             deadLettersTrimmed.set([app, "age"], total: Double(trimmed.byAge))
             deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
+            deadLettersTrimmed.set([app, "size"], total: Double(trimmed.bySize))
         }
         droppedSeries.set(total: Double(registry.droppedSeries))
     }
@@ -403,8 +404,8 @@ package struct GatewaySnapshot {
     package var backlog: [String: Backlog] = [:]
     /// App id → dead letters the next retention run will remove (deadletters role only).
     var deadLettersToTrim: [String: Int64] = [:]
-    /// App id → dead letters removed by retention so far, by age and by count.
-    var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64)] = [:]
+    /// App id → dead letters removed by retention so far, by age, by count and by size.
+    var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64, bySize: Int64)] = [:]
 
     package init() {}
 }

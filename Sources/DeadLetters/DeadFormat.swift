@@ -33,10 +33,26 @@ public enum DeadFormat {
         "\(n) \(n == 1 ? singular : plural ?? singular + "s")"
     }
 
-    /// A deadline remark for a replay: the router never sends a VoIP push after the call's
-    /// deadline, so such a replay ends with the missed-call alert (or `expired`).
-    public static func deadlineNote(_ record: DeadLetterRecord, nowMs: Int64) -> String {
-        guard let deadline = record.deadlineMs, deadline <= nowMs else { return "" }
-        return " (deadline passed \(age(nowMs - deadline)) ago: alert fallback only)"
+    /// What an operator typed, quoted in the message that refuses it: at most 40 characters
+    /// (a number of 400 digits is named by its start and length).
+    public static func quoted(_ text: String) -> String {
+        text.count <= 40 ? "\"\(text)\"" : "\"\(text.prefix(40))…\" (\(text.count) characters)"
+    }
+
+    /// The call's deadline as `dead show` and the console's dead-letter page give it: when it
+    /// is, where it comes from, and what a replay now does (`ReplayForecast`).
+    public static func deadline(_ record: DeadLetterRecord, ringTimeoutMs: Int64, nowMs: Int64) -> String {
+        let deadline = record.callDeadlineMs(ringTimeoutMs: ringTimeoutMs)
+        let source = record.deadlineMs != nil ? "the event's deadline"
+            : record.ledgerDeadlineMs != nil ? "the original call's, carried by its replay"
+            : "the call's first entry + the app's \(ringTimeoutMs / 1000) s ring timeout"
+        let forecast = ReplayForecast(record, ringTimeoutMs: ringTimeoutMs, nowMs: nowMs)
+        return time(deadline) + " (\(source)); a replay now: " + forecast.text(nowMs: nowMs)
+    }
+
+    /// The note on an event kept only in part, nil for a whole one.
+    public static func cutNote(_ record: DeadLetterRecord) -> String? {
+        guard !record.isEventWhole else { return nil }
+        return "only the first \(record.event.count) of the event's \(record.eventBytes) bytes were kept (it was refused for its size)"
     }
 }

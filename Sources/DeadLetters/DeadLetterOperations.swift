@@ -7,9 +7,11 @@ import RedisStreams
 /// trail of every change. The two front ends only parse, confirm and print; they cannot
 /// disagree about what a filter selects or what a replay writes.
 ///
-/// Every operation is asynchronous on the loop: a bounded number of Redis round trips, then one
-/// completion. The command line runs the loop until the completion arrives; the console
-/// answers its HTTP request from it.
+/// Every operation is asynchronous on the loop and incremental: each Redis round trip reads a
+/// bounded step (at most `pageSize` entries and about a megabyte, `DeadLetterStore.range`), and
+/// the next step starts from its completion, so a bulk operation over a stream of any size
+/// holds one step in memory and leaves the loop between steps. The command line runs the loop
+/// until the completion arrives; the console answers its HTTP request from it.
 ///
 /// Loop-owned: create and call on the loop thread of `store.connection`, which the caller owns
 /// (starts and closes).
@@ -18,21 +20,43 @@ public final class DeadLetterOperations {
     private let loop: EventLoop
     /// Each app's retention (the replay ledger's lifetime follows it), by app id.
     public var policies: [String: DeadLetterRetentionPolicy]
+    /// Each app's ring timeout, ms (`ring_timeout_s`): a call without its own `deadline` rings
+    /// that long from its first calls entry, and its replay no longer.
+    public var ringTimeoutsMs: [String: Int64]
+    /// Every bulk read's steps (`page`, `stats`) go through it: one at a time, with rests.
+    private let pacing: ScanPacing
 
-    /// Entries read per XRANGE while scanning.
-    public static let pageSize = 500
+    /// Entries read per step while scanning (at most; `DeadLetterStore.range` also stops at
+    /// its byte budget): each step is a millisecond or two of Redis and of the loop, so
+    /// routing goes on between steps.
+    public static let pageSize = 100
+    /// Entries read per step of a `walk`: its pages are joined with their ledgers and acted
+    /// on (a preview renders them) in the same loop turn, a few milliseconds for 25.
+    public static let walkStep = 25
     /// How many audit records the audit stream keeps (approximately).
     public static let auditMaxLen = 10_000
+    /// The ring timeout of an app missing from `ringTimeoutsMs` (the config's default).
+    public static let defaultRingTimeoutMs: Int64 = 30_000
 
-    public init(loop: EventLoop, store: DeadLetterStore, policies: [String: DeadLetterRetentionPolicy]) {
+    public init(loop: EventLoop, store: DeadLetterStore, policies: [String: DeadLetterRetentionPolicy],
+                ringTimeoutsMs: [String: Int64]) {
         self.loop = loop
         self.store = store
         self.policies = policies
+        self.ringTimeoutsMs = ringTimeoutsMs
+        pacing = ScanPacing(loop: loop)
     }
 
     public func keys(_ app: String) -> AppKeys { AppKeys(prefix: store.gatewayKeys.prefix, app: app) }
 
     public func policy(_ app: String) -> DeadLetterRetentionPolicy { policies[app] ?? .default }
+
+    public func ringTimeoutMs(_ app: String) -> Int64 { ringTimeoutsMs[app] ?? DeadLetterOperations.defaultRingTimeoutMs }
+
+    /// What a replay of `record` will do now (`ReplayForecast`), with its app's ring timeout.
+    public func forecast(_ record: DeadLetterRecord, nowMs: Int64) -> ReplayForecast {
+        ReplayForecast(record, ringTimeoutMs: ringTimeoutMs(record.app), nowMs: nowMs)
+    }
 
     // MARK: Reading
 
@@ -59,31 +83,86 @@ public final class DeadLetterOperations {
         public var scanned: Int
     }
 
-    /// Reads one page of at most `count` entries of `app` within the filter's time range,
-    /// newest or oldest first, starting after `cursor` (a `Page.next`; nil from the start).
-    /// Two round trips: the XRANGE and the ledgers. Never reads the whole stream.
-    public func page(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, cursor: String? = nil,
+    /// Reads one step of at most `count` entries of `app` within the filter's time range (and
+    /// up to `end`, an XRANGE end bound, when given), newest or oldest first, starting after
+    /// `cursor` (a `Page.next`; nil from the start). Two round trips: the bounded range and
+    /// the ledgers of the matching entries. Never reads the whole stream.
+    public func page(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, cursor: String? = nil, end: String? = nil,
                      count: Int = DeadLetterOperations.pageSize, completion: @escaping (Result<Page, RedisError>) -> Void) {
         guard !filter.isEmptyRange else { return completion(.success(Page(records: [], next: nil, scanned: 0))) }
+        let filterEnd = end.map { DeadLetterOperations.lower($0, filter.rangeEnd) } ?? filter.rangeEnd
         let start = !newestFirst ? cursor ?? filter.rangeStart : filter.rangeStart
-        let end = newestFirst ? cursor ?? filter.rangeEnd : filter.rangeEnd
-        store.range(keys(app), start: start, end: end, count: count, newestFirst: newestFirst) { [weak self] result in
-            guard let self else { return completion(.failure(.closed)) }
-            switch result {
-            case let .failure(error): completion(.failure(error))
-            case let .success(entries):
-                self.records(app, entries) { read in
-                    completion(read.map { records in
-                        let next = entries.count == count ? entries.last.map { "(" + $0.id } : nil
-                        return Page(records: records.filter(filter.matches), next: next, scanned: entries.count)
-                    })
+        let stop = newestFirst ? cursor.map { DeadLetterOperations.lower($0, filterEnd) } ?? filterEnd : filterEnd
+        // The step ends once `completion` returned: what the caller does with the page at once
+        // (a preview renders its rows) is part of the step.
+        pacing.run { [weak self] finished in
+            guard let self else {
+                completion(.failure(.closed))
+                return finished()
+            }
+            self.store.range(self.keys(app), start: start, end: stop, count: count, newestFirst: newestFirst) { [weak self] result in
+                guard let self else {
+                    completion(.failure(.closed))
+                    return finished()
+                }
+                switch result {
+                case let .failure(error):
+                    completion(.failure(error))
+                    finished()
+                case let .success(range):
+                    // Filters first, on the entries themselves: only the matching ones are
+                    // joined with their ledgers.
+                    let matching = range.entries.filter { filter.matches($0, app: app) }
+                    self.records(app, matching) { read in
+                        completion(read.map { records in
+                            Page(records: records.filter(filter.matches), next: range.more ? range.entries.last.map { "(" + $0.id } : nil,
+                                 scanned: range.entries.count)
+                        })
+                        finished()
+                    }
                 }
             }
         }
     }
 
+    /// Walks the dead letters of `apps` (in the order given) that pass `filter`, oldest first,
+    /// one bounded `page` at a time, starting after `from` (an `APP/ID` of one of the apps: the
+    /// rest of that app, then the apps after it; nil from the start), and in each app not past
+    /// `ends[app]` (an XRANGE end bound; absent: the stream's end). Each page goes to
+    /// `onPage`, which calls `proceed(true)` for the next one (at once, or after it acted on
+    /// the page) or `proceed(false)` to stop. `completion` gets where a walk stopped by
+    /// `onPage` would go on (the last entry read, `APP/ID`), or nil when every app was read
+    /// to its end.
+    public func walk(apps: [String], filter: DeadLetterFilter, from: DeadLetterReference? = nil, ends: [String: String] = [:],
+                     onPage: @escaping (_ app: String, Page, _ proceed: @escaping (Bool) -> Void) -> Void,
+                     completion: @escaping (Result<DeadLetterReference?, RedisError>) -> Void) {
+        var index = from.flatMap { f in apps.firstIndex { $0 == f.app } } ?? 0
+        func step(_ cursor: String?) {
+            guard index < apps.count else { return completion(.success(nil)) }
+            let app = apps[index]
+            page(app, filter: filter, newestFirst: false, cursor: cursor, end: ends[app], count: DeadLetterOperations.walkStep) { result in
+                switch result {
+                case let .failure(error): completion(.failure(error))
+                case let .success(page):
+                    onPage(app, page) { goOn in
+                        let last = page.next.map { DeadLetterReference(app: app, id: String($0.dropFirst())) }
+                        guard goOn else {
+                            if let last { return completion(.success(last)) }
+                            // The app was read to its end: go on with the next one.
+                            return completion(.success(index + 1 < apps.count ? DeadLetterReference(app: apps[index + 1], id: "0-0") : nil))
+                        }
+                        if let next = page.next { return step(next) }
+                        index += 1
+                        step(nil)
+                    }
+                }
+            }
+        }
+        if let from, index < apps.count, from.app == apps[index] { step("(" + from.id) } else { step(nil) }
+    }
+
     /// The dead letters of `app` that pass `filter`, newest or oldest first, at most `limit`
-    /// (all when nil): pages of `pageSize` until the limit or the stream's end.
+    /// (all when nil): bounded pages until the limit or the stream's end.
     public func scan(_ app: String, filter: DeadLetterFilter, newestFirst: Bool, limit: Int?,
                      completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
         var found: [DeadLetterRecord] = []
@@ -109,15 +188,6 @@ public final class DeadLetterOperations {
                        completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
         collect(apps, newestFirst: true, filter: filter, limit: limit) { result in
             completion(result.map { Array($0.sorted(by: DeadLetterOperations.newerFirst).prefix(limit)) })
-        }
-    }
-
-    /// Every matching dead letter of `apps`, oldest first; with `limit`, at most that many of
-    /// each app (the oldest).
-    public func all(apps: [String], filter: DeadLetterFilter, limit: Int? = nil,
-                    completion: @escaping (Result<[DeadLetterRecord], RedisError>) -> Void) {
-        collect(apps, newestFirst: false, filter: filter, limit: limit) { result in
-            completion(result.map { $0.sorted { DeadLetterOperations.newerFirst($1, $0) } })
         }
     }
 
@@ -159,7 +229,7 @@ public final class DeadLetterOperations {
                         completion: @escaping (Result<Listing, RedisError>) -> Void) {
         precondition(limit > 0 && scanLimit > 0, "a listing reads something")
         guard !filter.isEmptyRange, !apps.isEmpty else { return completion(.success(Listing(records: [], next: nil, scanned: 0))) }
-        var pages: [String: [StreamEntry]] = [:]
+        var pages: [String: DeadLetterStore.RangePage] = [:]
         var failure: RedisError?
         var waiting = apps.count
         for app in apps {
@@ -168,25 +238,26 @@ public final class DeadLetterOperations {
             let bounded = before != nil && filter.beforeMs != nil ? DeadLetterOperations.lower(end, filter.rangeEnd) : end
             store.range(keys(app), start: filter.rangeStart, end: bounded, count: scanLimit, newestFirst: true) { [weak self] result in
                 switch result {
-                case let .success(entries): pages[app] = entries
+                case let .success(page): pages[app] = page
                 case let .failure(error): failure = failure ?? error
                 }
                 waiting -= 1
                 guard waiting == 0, let self else { return }
                 if let failure { return completion(.failure(failure)) }
-                self.finishListing(pages, filter: filter, limit: limit, scanLimit: scanLimit, completion: completion)
+                self.finishListing(pages, filter: filter, limit: limit, completion: completion)
             }
         }
     }
 
-    private func finishListing(_ pages: [String: [StreamEntry]], filter: DeadLetterFilter, limit: Int, scanLimit: Int,
+    private func finishListing(_ ranges: [String: DeadLetterStore.RangePage], filter: DeadLetterFilter, limit: Int,
                                completion: @escaping (Result<Listing, RedisError>) -> Void) {
         // Every app read to its end, or down to its last entry read: below the newest of those
         // last entries, some app was not read, so nothing there can be shown yet.
-        let floors = pages.compactMap { app, entries -> DeadLetterReference? in
-            guard entries.count == scanLimit, let last = entries.last else { return nil }
+        let floors = ranges.compactMap { app, range -> DeadLetterReference? in
+            guard range.more, let last = range.entries.last else { return nil }
             return DeadLetterReference(app: app, id: last.id)
         }
+        let pages = ranges.mapValues(\.entries)
         let floor = floors.max { DeadLetterOperations.isNewer($1, than: $0) }
         // Filters first, on the entries themselves: only the records shown are read whole, with
         // their ledgers. Each id is read once into its sort key.
@@ -281,14 +352,24 @@ public final class DeadLetterOperations {
     /// A reference to an app that is not configured is `.unknownApp` (check with `policies`).
     public func find(_ references: [DeadLetterReference], among apps: [String],
                      completion: @escaping (Result<[DeadLetterRecord], DeadLetterOperationError>) -> Void) {
+        var found: [DeadLetterRecord] = []
+        findEach(references, among: apps, each: { found.append($0) }) { result in
+            completion(result.map { _ in found })
+        }
+    }
+
+    /// `find` one dead letter at a time: each found record goes to `each` as it is read (the
+    /// caller keeps what it needs of it), then `completion` says whether every one was found
+    /// (and how many), or what was wrong.
+    public func findEach(_ references: [DeadLetterReference], among apps: [String], each: @escaping (DeadLetterRecord) -> Void,
+                         completion: @escaping (Result<Int, DeadLetterOperationError>) -> Void) {
         if let stray = references.first(where: { $0.app.map { policies[$0] == nil } ?? false }) {
             return completion(.failure(.unknownApp(stray.app ?? "", id: stray.id)))
         }
-        var found: [DeadLetterRecord] = []
         var problems: [String] = []
-        func lookUp(_ index: Int) {
+        func next(_ index: Int) {
             guard index < references.count else {
-                return completion(problems.isEmpty ? .success(found) : .failure(.notFound(problems)))
+                return completion(problems.isEmpty ? .success(references.count) : .failure(.notFound(problems)))
             }
             let reference = references[index]
             let candidates = reference.app.map { [$0] } ?? apps
@@ -297,48 +378,49 @@ public final class DeadLetterOperations {
                 guard a < candidates.count else {
                     switch hits.count {
                     case 0: problems.append("no dead letter \(reference.id) in \(candidates.count == 1 ? "app \(candidates[0])" : "any app")")
-                    case 1: found.append(hits[0])
+                    case 1: each(hits[0])
                     default: problems.append("dead letter \(reference.id) exists in apps \(hits.map(\.app).joined(separator: ", ")); name one with --app or APP/ID")
                     }
-                    return lookUp(index + 1)
+                    return next(index + 1)
                 }
-                let app = candidates[a]
-                store.entry(keys(app), id: reference.id) { [weak self] result in
-                    guard let self else { return completion(.failure(.redis(.closed))) }
+                lookUp(DeadLetterReference(app: candidates[a], id: reference.id)) { result in
                     switch result {
                     case let .failure(error): completion(.failure(.redis(error)))
-                    case .success(nil): inApp(a + 1)
-                    case let .success(entry?):
-                        self.records(app, [entry]) { read in
-                            switch read {
-                            case let .failure(error): completion(.failure(.redis(error)))
-                            case let .success(records):
-                                hits += records
-                                inApp(a + 1)
-                            }
-                        }
+                    case let .success(record):
+                        if let record { hits.append(record) }
+                        inApp(a + 1)
                     }
                 }
             }
             inApp(0)
         }
-        lookUp(0)
+        next(0)
     }
 
     // MARK: Changing
 
-    /// Replays one dead letter (`DeadLetterStore.replay`): the new calls entry's id, or nil when
-    /// the dead letter was gone meanwhile (replayed or purged by someone else).
-    public func replay(_ record: DeadLetterRecord, completion: @escaping (Result<String?, RedisError>) -> Void) {
-        store.replay(keys(record.app), record.replay(ledgerTTLSeconds: policy(record.app).ledgerTTLSeconds), completion: completion)
+    /// The dead letter `reference` names (with its app), read as a record; nil when it is gone
+    /// (replayed, purged or trimmed meanwhile). One bounded read and its ledger.
+    public func lookUp(_ reference: DeadLetterReference, completion: @escaping (Result<DeadLetterRecord?, RedisError>) -> Void) {
+        guard let app = reference.app, policies[app] != nil else { return completion(.success(nil)) }
+        store.entry(keys(app), id: reference.id) { [weak self] result in
+            guard let self else { return completion(.failure(.closed)) }
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case .success(nil): completion(.success(nil))
+            case let .success(entry?): self.records(app, [entry]) { completion($0.map { $0.first }) }
+            }
+        }
     }
 
     /// What one replay of a paced run did.
     public enum ReplayStep: Sendable {
-        /// Replayed as the calls entry of that id.
-        case replayed(callsEntry: String)
+        /// Replayed as the calls entry of that id; the forecast was made as it went.
+        case replayed(DeadLetterRecord, callsEntry: String, ReplayForecast)
         /// Gone meanwhile: nothing was written.
         case gone
+        /// Not replayable (`ReplayForecast.notReplayable`): nothing was written.
+        case skipped(DeadLetterRecord, ReplayForecast)
     }
 
     /// How a paced run ended.
@@ -347,21 +429,35 @@ public final class DeadLetterOperations {
         public var replayed: [String] = []
         /// Dead letters gone meanwhile.
         public var gone = 0
+        /// Dead letters that cannot be replayed (only part of their event was kept).
+        public var skipped = 0
         /// The Redis failure that stopped the run early; nil when every target was tried.
         public var failure: RedisError?
+
+        public init() {}
+
+        /// Adds what a later part of the same run did.
+        public mutating func add(_ part: ReplaySummary) {
+            replayed += part.replayed
+            gone += part.gone
+            skipped += part.skipped
+            failure = part.failure ?? failure
+        }
     }
 
-    /// Replays `targets` in order, the `index`-th no earlier than `ReplayPacer.dueMs(index:)`,
-    /// reporting each step to `onStep` and the end to `completion`. A Redis failure stops the
-    /// run (what was replayed stays replayed). The timer belongs to the run; the caller keeps
-    /// the loop running until `completion`.
-    public func replayPaced(_ targets: [DeadLetterRecord], rate: ReplayRate,
-                            onStep: @escaping (DeadLetterRecord, ReplayStep) -> Void,
+    /// Replays the dead letters `targets` names (each with its app), in order: each is read
+    /// again just before its turn (`lookUp`: a replay writes what the stream holds then, and
+    /// a run holds one dead letter at a time whatever its length), and the `n`-th replay
+    /// written goes no earlier than `pacer.dueMs(index: firstIndex + n)`. Each step goes to
+    /// `onStep`, the end to `completion`. A Redis failure stops the run (what was replayed
+    /// stays replayed). The timer belongs to the run; the caller keeps the loop running
+    /// until `completion`.
+    public func replayPaced(_ targets: [DeadLetterReference], pacer: ReplayPacer, firstIndex: Int = 0,
+                            onStep: @escaping (DeadLetterReference, ReplayStep) -> Void,
                             completion: @escaping (ReplaySummary) -> Void) {
         loop.assertInLoop()
-        let pacer = ReplayPacer(rate: rate, startMs: Clock.monotonicMs())
         var summary = ReplaySummary()
-        var index = 0
+        var position = 0
         var timer: LoopTimer?
         func finish() {
             timer?.close()
@@ -369,24 +465,45 @@ public final class DeadLetterOperations {
             completion(summary)
         }
         func next() {
-            guard index < targets.count else { return finish() }
-            let delay = pacer.dueMs(index: index) - Clock.monotonicMs()
+            guard position < targets.count else { return finish() }
+            let delay = pacer.dueMs(index: firstIndex + summary.replayed.count) - Clock.monotonicMs()
             guard delay <= 0 else { return timer!.schedule(afterMs: delay) }
-            let record = targets[index]
-            index += 1
-            replay(record) { result in
-                switch result {
-                case let .success(entry?):
-                    summary.replayed.append("\(record.app)/\(record.id)")
-                    onStep(record, .replayed(callsEntry: entry))
-                case .success(nil):
-                    summary.gone += 1
-                    onStep(record, .gone)
+            let reference = targets[position]
+            position += 1
+            lookUp(reference) { [weak self] found in
+                guard let self else { return }
+                switch found {
                 case let .failure(error):
                     summary.failure = error
                     return finish()
+                case .success(nil):
+                    summary.gone += 1
+                    onStep(reference, .gone)
+                    return next()
+                case let .success(record?):
+                    let forecast = self.forecast(record, nowMs: Clock.unixMs())
+                    guard forecast.replays else {
+                        summary.skipped += 1
+                        onStep(reference, .skipped(record, forecast))
+                        return next()
+                    }
+                    let plan = record.replay(ledgerTTLSeconds: self.policy(record.app).ledgerTTLSeconds,
+                                             ringTimeoutMs: self.ringTimeoutMs(record.app))
+                    self.store.replay(self.keys(record.app), plan) { result in
+                        switch result {
+                        case let .success(entry?):
+                            summary.replayed.append("\(record.app)/\(record.id)")
+                            onStep(reference, .replayed(record, callsEntry: entry, forecast))
+                        case .success(nil):
+                            summary.gone += 1
+                            onStep(reference, .gone)
+                        case let .failure(error):
+                            summary.failure = error
+                            return finish()
+                        }
+                        next()
+                    }
                 }
-                next()
             }
         }
         timer = LoopTimer(loop: loop) { next() }
@@ -401,6 +518,15 @@ public final class DeadLetterOperations {
         public var ids: [String] = []
         /// The Redis failure that stopped the purge early.
         public var failure: RedisError?
+
+        public init() {}
+
+        /// Adds what a later part of the same purge did.
+        public mutating func add(_ part: PurgeSummary) {
+            purged += part.purged
+            ids += part.ids
+            failure = part.failure ?? failure
+        }
     }
 
     /// Deletes `targets` (and the replay ledgers they continued), app by app in batches of 500.
@@ -434,6 +560,40 @@ public final class DeadLetterOperations {
         next(0)
     }
 
+    /// Deletes the dead letters `targets` names (each with its app), 50 at a time: each batch
+    /// is read first (`lookUp`, for the ledgers the entries continued), then purged. Those
+    /// gone meanwhile are not counted.
+    public func purge(_ targets: [DeadLetterReference], completion: @escaping (PurgeSummary) -> Void) {
+        var summary = PurgeSummary()
+        func next(_ start: Int) {
+            guard start < targets.count else { return completion(summary) }
+            let batch = Array(targets[start..<min(start + 50, targets.count)])
+            var found: [DeadLetterRecord?] = Array(repeating: nil, count: batch.count)
+            var failure: RedisError?
+            var waiting = batch.count
+            for (i, reference) in batch.enumerated() {
+                lookUp(reference) { [weak self] result in
+                    switch result {
+                    case let .success(record): found[i] = record
+                    case let .failure(error): failure = failure ?? error
+                    }
+                    waiting -= 1
+                    guard waiting == 0, let self else { return }
+                    if let failure {
+                        summary.failure = failure
+                        return completion(summary)
+                    }
+                    self.purge(found.compactMap { $0 }) { part in
+                        summary.add(part)
+                        if part.failure != nil { return completion(summary) }
+                        next(start + batch.count)
+                    }
+                }
+            }
+        }
+        next(0)
+    }
+
     // MARK: Counting
 
     /// One app's figures (`pushgw dead stats`).
@@ -453,7 +613,8 @@ public final class DeadLetterOperations {
     }
 
     /// Counts every dead letter of `apps` by reason, finds the oldest, and asks what a trim
-    /// now would remove. Reads each whole stream: for the command line, not for a page.
+    /// now would remove. Reads each whole stream, a bounded step at a time: for the command
+    /// line, not for a page.
     public func stats(apps: [String], completion: @escaping (Result<[AppStats], RedisError>) -> Void) {
         var stats: [AppStats] = []
         func count(_ index: Int) {
@@ -461,21 +622,27 @@ public final class DeadLetterOperations {
             var s = AppStats(app: apps[index], policy: policy(apps[index]))
             let keys = keys(apps[index])
             func read(_ start: String) {
-                store.range(keys, start: start, count: DeadLetterOperations.pageSize, newestFirst: false) { result in
-                    switch result {
-                    case let .failure(error): completion(.failure(error))
-                    case let .success(page):
-                        for entry in page {
-                            if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
-                            s.count += 1
-                            s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
-                        }
-                        guard page.count == DeadLetterOperations.pageSize, let last = page.last else {
-                            stats.append(s)
-                            return count(index + 1)
-                        }
-                        read("(" + last.id)
+                pacing.run { [store] finished in
+                    store.range(keys, start: start, count: DeadLetterOperations.pageSize, newestFirst: false) { result in
+                        counted(result)
+                        finished()
                     }
+                }
+            }
+            func counted(_ result: Result<DeadLetterStore.RangePage, RedisError>) {
+                switch result {
+                case let .failure(error): completion(.failure(error))
+                case let .success(range):
+                    for entry in range.entries {
+                        if s.oldest == nil { s.oldest = (entry.id, DeadLetterRecord.timeMs(ofID: entry.id) ?? 0) }
+                        s.count += 1
+                        s.reasons[entry.fields["reason"] ?? "unknown", default: 0] += 1
+                    }
+                    guard range.more, let last = range.entries.last else {
+                        stats.append(s)
+                        return count(index + 1)
+                    }
+                    read("(" + last.id)
                 }
             }
             read("-")

@@ -69,8 +69,14 @@ public struct DeadLetterRecord: Equatable, Sendable {
     public let app: String
     /// When the entry was written (its id's time), unix ms.
     public let deadAtMs: Int64
-    /// The original event, the bytes the producer wrote (which need not be UTF-8).
+    /// The original event, the bytes the producer wrote (which need not be UTF-8); for an event
+    /// refused for its size (or longer than `DeadLetterStore.wholeEventLimit`), their start.
     public let event: [UInt8]
+    /// The original event's length, bytes: `event.count` unless the dead letter kept a prefix.
+    public let eventBytes: Int
+    /// False when `event` is only the start of the original (`eventBytes` long): such a dead
+    /// letter cannot be replayed (the router refuses an event of that size anyway).
+    public var isEventWhole: Bool { eventBytes == event.count }
     /// The event as text; nil when its bytes are not UTF-8.
     public var eventText: String? { String(validating: event, as: UTF8.self) }
     /// `EventDigest.of(event)`: names the event's replay ledger.
@@ -85,9 +91,12 @@ public struct DeadLetterRecord: Equatable, Sendable {
     /// The event's tokens, nil when absent.
     public let voipToken: String?
     public let alertToken: String?
-    /// The event's `deadline`, unix ms, nil when absent (then the app's ring timeout from the
-    /// entry's time applies, so a replay has a new deadline).
+    /// The event's `deadline`, unix ms, nil when absent (then the call's deadline is its first
+    /// calls entry's time plus the app's ring timeout: `callDeadlineMs(ringTimeoutMs:)`).
     public let deadlineMs: Int64?
+    /// The original call's deadline a replay wrote to the replay ledger this dead letter
+    /// continues (a replayed call that died again); nil otherwise.
+    public let ledgerDeadlineMs: Int64?
     /// The final reason (why it needs a human).
     public let reason: String
     /// How many times the event was replayed from the dead letters before this death.
@@ -111,7 +120,9 @@ public struct DeadLetterRecord: Equatable, Sendable {
         id = entry.id
         self.app = f["app"] ?? app
         deadAtMs = DeadLetterRecord.timeMs(ofID: entry.id) ?? 0
-        event = entry.values["event"] ?? []
+        let event = entry.values["event"] ?? []
+        self.event = event
+        eventBytes = f["event_bytes"].flatMap(DeadLetterRecord.byteCount).map { max($0, event.count) } ?? event.count
         eventDigest = EventDigest.of(event)
         let object = PrettyJSON.object(String(decoding: event, as: UTF8.self))
         let record = f["attempts"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) }
@@ -127,12 +138,15 @@ public struct DeadLetterRecord: Equatable, Sendable {
 
         var earlier: [DeadLetterRound] = []
         var ledgerReplays = 0
+        var ledgerDeadline: Int64?
         if let ledger, ledger["dead_entry"] != entry.id,
            let callsEntry = ledger["calls_entry"].flatMap(DeadLetterRecord.timeMs(ofID:)), callsEntry <= deadAtMs,
            let history = ledger["history"].flatMap(ReplayHistory.init(json:)) {
             earlier = history.rounds
             ledgerReplays = ledger["replays"].flatMap(DeadLetterRecord.count) ?? history.rounds.count
+            ledgerDeadline = ledger["call_deadline"].flatMap(DeadLetterRecord.unixMs)
         }
+        ledgerDeadlineMs = ledgerDeadline
         continuesLedger = !earlier.isEmpty
         let number = earlier.count + 1
         let attemptList = (record as? [String: Any])?["attempts"] as? [Any] ?? record as? [Any] ?? []
@@ -157,6 +171,12 @@ public struct DeadLetterRecord: Equatable, Sendable {
     static func unixMs(_ text: String) -> Int64? {
         guard let ms = Int64(text), ms >= 0, ms <= 9_000_000_000_000_000 else { return nil }
         return ms
+    }
+
+    /// A byte count; nil unless it is a whole number in 0 ... 2^40.
+    static func byteCount(_ text: String) -> Int? {
+        guard let n = Int(text), n >= 0, n <= 1 << 40 else { return nil }
+        return n
     }
 
     /// A replay count; nil unless it is a whole number in 0 ... 1,000,000 (a replay adds one).
@@ -208,12 +228,24 @@ public struct DeadLetterRecord: Equatable, Sendable {
         return parts.count == 2 && UInt64(parts[0]) != nil && UInt64(parts[1]) != nil
     }
 
+    /// The original call's deadline, unix ms: the event's `deadline`; for a replayed call that
+    /// died again, the one its replay carried; otherwise the call's first calls entry's time
+    /// (where the router recorded none: the earliest time the dead letter knows, its first
+    /// failure or its death) plus the app's ring timeout. A replay never extends it.
+    public func callDeadlineMs(ringTimeoutMs: Int64) -> Int64 {
+        if let deadlineMs { return max(0, deadlineMs) }
+        if let ledgerDeadlineMs { return ledgerDeadlineMs }
+        let start = [callsEntry.flatMap(DeadLetterRecord.timeMs(ofID:)), firstFailureMs, deadAtMs].compactMap { $0 }.min() ?? deadAtMs
+        return max(0, start) + max(0, min(ringTimeoutMs, 86_400_000))
+    }
+
     /// What a replay of this dead letter writes: every round so far becomes the ledger's
-    /// history, and the replay count grows by one.
-    public func replay(ledgerTTLSeconds: Int) -> DeadLetterStore.Replay {
+    /// history, the replay count grows by one, and the call keeps its deadline
+    /// (`callDeadlineMs(ringTimeoutMs:)`).
+    public func replay(ledgerTTLSeconds: Int, ringTimeoutMs: Int64) -> DeadLetterStore.Replay {
         DeadLetterStore.Replay(deadEntryID: id, event: event, eventId: callID, eventDigest: eventDigest,
                                replays: replays + 1, historyJSON: ReplayHistory(rounds: rounds).json,
-                               ledgerTTLSeconds: ledgerTTLSeconds)
+                               ledgerTTLSeconds: ledgerTTLSeconds, callDeadlineMs: callDeadlineMs(ringTimeoutMs: ringTimeoutMs))
     }
 
     // MARK: JSON output
@@ -232,7 +264,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
     /// The whole history, for `pushgw dead show --json`: the summary's keys, then `rounds`,
     /// `attempts` (each with its round) and `event` (the event as JSON when it is valid JSON,
     /// else its text as a string; when its bytes are not UTF-8, that text has U+FFFD for each
-    /// bad sequence and `event_base64` follows with the exact bytes).
+    /// bad sequence and `event_base64` follows with the exact bytes; when only the start of
+    /// the event was kept, `event_bytes` follows with the original's length).
     public func detailJSON(nowMs: Int64) -> OrderedJSON {
         guard case var .object(fields) = summaryJSON(nowMs: nowMs) else { preconditionFailure("summary is an object") }
         fields.append(("rounds", .array(rounds.map { r in
@@ -247,6 +280,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
             fields.append(("event", .string(String(decoding: event, as: UTF8.self))))
             fields.append(("event_base64", .string(Data(event).base64EncodedString())))
         }
+        if !isEventWhole { fields.append(("event_bytes", .int(eventBytes))) }
         return .object(fields)
     }
 }

@@ -3,7 +3,8 @@ import RedisStreams
 
 /// Dead-letter retention, the periodic work of the `deadletters` role: every `intervalMs` it
 /// trims each app's dead stream to the app's maximum count and age (exact XTRIM MINID, then
-/// MAXLEN, in one script per app, Redis-server clock).
+/// MAXLEN, Redis-server clock) and then its maximum size (the oldest entries, as long as the
+/// stream's memory is over it), in one script per app.
 ///
 /// Trimming is never silent (sidekiq discussions #5011, #6428: dead jobs lost at a cap nobody
 /// watched): `onTrim` reports every trim that removed entries, `stats` counts them, and
@@ -29,6 +30,7 @@ public final class DeadLetterRetention {
     public struct AppStats: Equatable, Sendable {
         public var trimmedByAge: Int64 = 0
         public var trimmedByCount: Int64 = 0
+        public var trimmedBySize: Int64 = 0
         /// Trims that failed (Redis unreachable, …); retried at the next interval.
         public var failures = 0
         /// Redis-server unix ms of the last successful trim.
@@ -91,14 +93,15 @@ public final class DeadLetterRetention {
         var remaining = apps.count
         for app in apps {
             let id = app.keys.app
-            store.trim(app.keys, maxEntries: app.policy.maxEntries,
-                       maxAgeMs: Int64(app.policy.maxAgeSeconds) * 1000) { [weak self] result in
+            store.trim(app.keys, maxEntries: app.policy.maxEntries, maxAgeMs: Int64(app.policy.maxAgeSeconds) * 1000,
+                       maxBytes: app.policy.maxBytes) { [weak self] result in
                 guard let self else { return }
                 results[id] = result
                 switch result {
                 case let .success(trim):
                     self.stats[id, default: AppStats()].trimmedByAge += trim.byAge
                     self.stats[id, default: AppStats()].trimmedByCount += trim.byCount
+                    self.stats[id, default: AppStats()].trimmedBySize += trim.bySize
                     self.stats[id, default: AppStats()].lastTrimMs = trim.serverTimeMs
                     if trim.total > 0 { self.onTrim?(id, trim) }
                 case let .failure(error):
@@ -116,7 +119,8 @@ public final class DeadLetterRetention {
 
     /// Per app: the dead stream's length and how many entries the next trim will remove —
     /// by age, those that will be past the limit `horizonMs` from now (default: one
-    /// interval, the latest the next trim runs), and by count, those beyond the maximum.
+    /// interval, the latest the next trim runs), by count, those beyond the maximum, and by
+    /// size, the oldest of the rest over the maximum memory.
     /// Changes nothing; for metrics and `pushgw dead stats`.
     public func aboutToRemove(horizonMs: Int64? = nil,
                               completion: @escaping ([String: Result<DeadLetterStore.PendingTrim, RedisError>]) -> Void) {
@@ -132,7 +136,7 @@ public final class DeadLetterRetention {
         var remaining = apps.count
         for app in apps {
             store.pendingTrim(app.keys, maxEntries: app.policy.maxEntries, maxAgeMs: Int64(app.policy.maxAgeSeconds) * 1000,
-                              horizonMs: horizonMs, scanLimit: app.policy.maxEntries + 1000) { result in
+                              maxBytes: app.policy.maxBytes, horizonMs: horizonMs, scanLimit: app.policy.maxEntries + 1000) { result in
                 results[app.keys.app] = result
                 remaining -= 1
                 if remaining == 0 { completion(results) }

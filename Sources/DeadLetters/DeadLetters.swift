@@ -7,8 +7,10 @@
 // `ReplayHistory`, the ledger's JSON), DeadLetterOperations (listing, finding, replay, purge,
 // counts and the audit stream, for the command line and the console alike), DeadLetterFilter,
 // DeadLetterReference (naming one dead letter), TimeArgument (`--since`/`--older-than` values),
-// DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), AuditRecord,
-// JSONOutput (ordered JSON and pretty printing), DeadLetterRetention (the retention runner).
+// DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), ReplayForecast
+// (what a replay will do: ring, the missed-call alert only, nothing), ScanPacing (the share of
+// Redis and the loop bulk reads take), AuditRecord, JSONOutput (ordered JSON and pretty
+// printing), DeadLetterRetention (the retention runner).
 // Redis commands and scripts live in RedisStreams' DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).
@@ -18,14 +20,23 @@ public struct DeadLetterRetentionPolicy: Equatable, Sendable {
     /// Age in seconds (> 0) after which an entry is removed, measured from its death (the
     /// entry id's time, Redis-server clock).
     public var maxAgeSeconds: Int
+    /// The stream's memory in bytes (> 0, as Redis counts it: `MEMORY USAGE`) above which the
+    /// oldest entries are removed.
+    public var maxBytes: Int
 
-    /// The defaults: 10,000 entries and 14 days.
-    public static let `default` = DeadLetterRetentionPolicy(maxEntries: 10_000, maxAgeSeconds: 14 * 86_400)
+    /// The defaults: 10,000 entries, 14 days and 64 MiB.
+    public static let `default` = DeadLetterRetentionPolicy(maxEntries: 10_000, maxAgeSeconds: 14 * 86_400, maxBytes: 64 << 20)
 
-    public init(maxEntries: Int, maxAgeSeconds: Int) {
-        precondition(maxEntries > 0 && maxAgeSeconds > 0, "retention needs a positive count and age")
+    public init(maxEntries: Int, maxAgeSeconds: Int, maxBytes: Int = 64 << 20) {
+        precondition(maxEntries > 0 && maxAgeSeconds > 0 && maxBytes > 0, "retention needs a positive count, age and size")
         self.maxEntries = maxEntries
         self.maxAgeSeconds = maxAgeSeconds
+        self.maxBytes = maxBytes
+    }
+
+    /// `10000 entries, 14 days, 64 MiB`: how `pushgw dead stats` and the console name it.
+    public var summary: String {
+        "\(DeadFormat.count(maxEntries, "entry", "entries")), \(DeadFormat.count(maxAgeSeconds / 86_400, "day")), \(maxBytes >> 20) MiB"
     }
 
     /// How long a replay ledger is kept: long enough for the replayed event to die again

@@ -2,7 +2,12 @@
 /// the console's age filter): a duration back from now, or an ISO 8601 date. Pure functions.
 public enum TimeArgument {
     /// What the help texts say a time may be.
-    public static let forms = "a duration (90s, 15m, 2h, 3d, 1w, 1h30m) or an ISO date (2026-11-29, 2026-11-29T10:00:00Z)"
+    public static let forms = "a duration of at most 100 years (90s, 15m, 2h, 3d, 1w, 1h30m) or an ISO date "
+        + "(2026-11-29, 2026-11-29T10:00:00Z)"
+
+    /// The longest duration, ms: 100 years of 365.25 days. Every sum of pairs is checked
+    /// against it, so no operator's text reaches an overflow.
+    public static let longestMs: Int64 = 36_525 * 86_400_000
 
     /// The instant `text` names, unix ms: a duration is that long before `nowMs`, a date is
     /// itself. Nil when it is neither.
@@ -12,7 +17,7 @@ public enum TimeArgument {
     }
 
     /// One or more NUMBER UNIT pairs, units `s`, `m`, `h`, `d`, `w` (`90s`, `1h30m`), in ms;
-    /// nil for anything else, zero included.
+    /// nil for anything else, zero and more than `longestMs` included.
     public static func durationMs(_ text: String) -> Int64? {
         var total: Int64 = 0
         var number: Int64?
@@ -34,7 +39,8 @@ public enum TimeArgument {
             case "w": unit = 7 * 86_400_000
             default: return nil
             }
-            guard let n = number else { return nil }
+            // n < 1e9 and unit <= 6.048e8: the product fits; the sum stays under longestMs.
+            guard let n = number, n * unit <= longestMs - total else { return nil }
             total += n * unit
             number = nil
             sawPair = true

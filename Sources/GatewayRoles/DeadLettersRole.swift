@@ -33,7 +33,8 @@ package final class DeadLettersRole {
         retention = DeadLetterRetention(loop: loop, store: store, apps: apps, intervalMs: intervalMs)
         sampler = LoopTimer(loop: loop) { [unowned self] in self.sample() }
         retention.onTrim = { app, trim in
-            log.warn("dead letters removed by retention", ["app": app, "by_age": trim.byAge, "by_count": trim.byCount])
+            log.warn("dead letters removed by retention", ["app": app, "by_age": trim.byAge, "by_count": trim.byCount,
+                                                           "by_size": trim.bySize])
         }
         retention.onError = { app, error in
             log.warn("dead-letter retention failed; retried next interval", ["app": app, "error": "\(error)"], limited: true)

@@ -164,7 +164,8 @@ extension RouterRole {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
             }
-            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy)
+            // A replay carries the original call's deadline (`call_deadline`).
+            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],

@@ -130,8 +130,8 @@ enum ConsolePages {
         }
         let deadText = a.dead.map { "\($0.length)" } ?? "–"
         let trim = a.dead.map { d in
-            d.total == 0 ? "nothing (keeps \(a.retention.maxEntries) for \(DeadFormat.age(Int64(a.retention.maxAgeSeconds) * 1000)))"
-                : "\(d.total) (\(d.byAge) by age, \(d.byCount) by count)"
+            d.total == 0 ? "nothing (keeps \(a.retention.summary))"
+                : "\(d.total) (\(d.byAge) by age, \(d.byCount) by count, \(d.bySize) by size)"
         } ?? "–"
         s += #"<dl class="stats">"#
         s += stat("Backlog", h(a.app.backlog.map { String($0) } ?? "–"))
@@ -233,9 +233,10 @@ enum ConsolePages {
         return page(title: "Dead letters", section: .dead, viewer: viewer, body: s)
     }
 
-    static func detailHref(_ r: DeadLetterRecord) -> String { "/console/dead/\(q(r.app))/\(q(r.id))" }
+    static func detailHref(_ r: DeadLetterRecord) -> String { detailHref(app: r.app, id: r.id) }
+    static func detailHref(app: String, id: String) -> String { "/console/dead/\(q(app))/\(q(id))" }
 
-    static func deadLetter(viewer: Viewer, record r: DeadLetterRecord, nowMs: Int64) -> String {
+    static func deadLetter(viewer: Viewer, record r: DeadLetterRecord, ringTimeoutMs: Int64, nowMs: Int64) -> String {
         func at(_ ms: Int64?) -> String { ms.map { "\(DeadFormat.time($0)) (\(DeadFormat.age(nowMs - $0)) ago)" } ?? "–" }
         let ref = r.app + "/" + r.id
         var s = #"<p class="crumbs"><a href="/console/dead">Dead letters</a> / \#(h(r.app))</p>"#
@@ -253,9 +254,7 @@ enum ConsolePages {
         s += #"<tr><th>First failure</th><td>\#(at(r.firstFailureMs))</td></tr>"#
         s += #"<tr><th>Last failure</th><td>\#(at(r.lastFailureMs))</td></tr>"#
         s += #"<tr><th>Replays so far</th><td id="replays">\#(r.replays)</td></tr>"#
-        let deadline = r.deadlineMs.map { d in
-            DeadFormat.time(d) + (d <= nowMs ? " (passed: a replay gets the missed-call alert only)" : " (\(DeadFormat.age(d - nowMs)) from now)")
-        } ?? "none in the event (a replay gets the app's ring timeout)"
+        let deadline = DeadFormat.deadline(r, ringTimeoutMs: ringTimeoutMs, nowMs: nowMs)
         s += #"<tr><th>Deadline</th><td id="deadline">\#(h(deadline))</td></tr>"#
         s += #"</tbody></table></div><div class="card">"#
 
@@ -285,6 +284,7 @@ enum ConsolePages {
         }
         s += "</div></div>"
         s += "<h2>Event</h2>"
+        if let note = DeadFormat.cutNote(r) { s += #"<p class="hint" id="event-cut">\#(h(note.prefix(1).uppercased() + note.dropFirst())).</p>"# }
         if let text = r.eventText, let pretty = PrettyJSON.pretty(text, margin: "") {
             s += #"<pre class="event" id="event">\#(ConsoleEscaping.html(pretty, keepingLines: true))</pre>"#
         } else {
@@ -304,39 +304,66 @@ enum ConsolePages {
     /// The dry run before a replay or purge, with the confirmation form. `selection` is what
     /// the confirmation posts: the very dead letters listed, and the filters of an "all
     /// matching" choice (for the audit record).
-    static func preview(viewer: Viewer, action: Action, targets: [DeadLetterRecord], capped: Bool, filters: ListFilters?,
-                        rate: ReplayRate, nowMs: Int64) -> String {
+    /// The dry run of a replay or purge: what each listed dead letter would become (for a
+    /// replay: whether it rings or gets the missed-call alert only), how far the scan went, a
+    /// link that goes on from there when it stopped early, and the confirmation form for
+    /// exactly the dead letters listed.
+    static func preview(viewer: Viewer, action: Action, rows: [OperatorsConsole.PreviewRow], filters: ListFilters?,
+                        rate: ReplayRate, scan: OperatorsConsole.PreviewScan, more: String?, cappedNamed: Bool, nowMs: Int64) -> String {
         let verb = action == .replay ? "replayed" : "purged"
+        let counted = DeadFormat.count(rows.count, "dead letter")
         var s = #"<p class="crumbs"><a href="/console/dead">Dead letters</a> / \#(action == .replay ? "Replay" : "Purge")</p>"#
-        s += "<h1>\(action == .replay ? "Replay" : "Purge") \(DeadFormat.count(targets.count, "dead letter"))?</h1>"
+        s += "<h1>\(action == .replay ? "Replay" : "Purge") \(counted)?</h1>"
         let rateText = action == .replay ? " at \(rate)" : ""
-        s += #"<p class="notice" id="dry-run">Dry run: \#(DeadFormat.count(targets.count, "dead letter")) would be \#(verb)\#(rateText). Nothing has changed yet.</p>"#
-        if capped {
-            s += #"<p class="error">More match than the console acts on at once (\#(OperatorsConsole.maxTargets)): narrow the filters, or use pushgw dead on the command line.</p>"#
+        s += #"<p class="notice" id="dry-run">Dry run: \#(counted) would be \#(verb)\#(rateText). Nothing has changed yet.</p>"#
+        if action == .replay, !rows.isEmpty {
+            var tally: [String: Int] = [:]
+            for r in rows { tally[r.forecast.word, default: 0] += 1 }
+            let parts = [("rings", "will ring (VoIP push)"), ("alert-only", "get the missed-call alert only (their deadline passed)"),
+                         ("alert", "get an alert (no VoIP token)"), ("nothing-sent", "send nothing (deadline passed, no alert token)"),
+                         ("cancel", "are cancels"), ("refused-again", "will be refused again (invalid events)"),
+                         ("not-replayable", "cannot be replayed (only part of the event was kept)")]
+                .compactMap { word, what in tally[word].map { "\($0) \(what)" } }
+            s += #"<p id="forecast">\#(h(parts.joined(separator: "; "))).</p>"#
+        }
+        if filters != nil {
+            s += #"<p class="hint" id="scanned">\#(DeadFormat.count(scan.scanned, "entry", "entries")) read, oldest first.</p>"#
+        }
+        if let why = scan.stoppedBecause {
+            s += #"<p class="error" id="more">More may match: the scan stopped here, as \#(h(why)). Confirm acts on the ones listed"#
+            if let more { s += #"; <a href="\#(attr(more))" id="next-preview">preview the next ones →</a>"# }
+            s += ".</p>"
+        }
+        if cappedNamed {
+            s += #"<p class="error">More were selected than the console acts on at once (\#(OperatorsConsole.maxTargets)): the first ones are listed.</p>"#
         }
         if action == .purge {
             s += #"<p class="warning">A purge deletes the dead letters and their replay history for good.</p>"#
         }
         s += #"<table class="list" id="preview"><thead><tr><th>Dead letter</th><th>Call</th><th>Reason</th><th>What happens</th></tr></thead><tbody>"#
-        for r in targets {
-            let what = action == .replay ? "replay #\(r.replays + 1)" + DeadFormat.deadlineNote(r, nowMs: nowMs) : "deleted"
-            s += #"<tr><td><a href="\#(detailHref(r))">\#(h(r.app))/\#(h(r.id))</a></td><td>\#(h(r.callID ?? "-"))</td>"#
-                + "<td>\(h(r.reason))</td><td>\(h(what))</td></tr>"
-        }
+        for r in rows { s += r.html }
         s += "</tbody></table>"
-        if targets.isEmpty {
+        if rows.isEmpty {
             s += #"<p><a href="/console/dead">Back to the dead letters</a></p>"#
         } else if viewer.role.mayChange {
             s += #"<form method="post" action="/console/dead/\#(action.rawValue)" class="confirm">\#(csrfField(viewer))"#
-            for r in targets { s += #"<input type="hidden" name="ids" value="\#(attr(r.app + "/" + r.id))">"# }
+            for r in rows { s += r.input }
             if let filters { for (k, v) in filters.items where !v.isEmpty { s += #"<input type="hidden" name="f-\#(k)" value="\#(attr(v))">"# } }
             if action == .replay { s += #"<input type="hidden" name="rate" value="\#(attr(rate.description))">"# }
-            s += #"<button class="\#(action == .purge ? "danger" : "primary")" id="confirm">Confirm: \#(action == .replay ? "replay" : "purge") \#(DeadFormat.count(targets.count, "dead letter"))</button>"#
+            s += #"<button class="\#(action == .purge ? "danger" : "primary")" id="confirm">Confirm: \#(action == .replay ? "replay" : "purge") \#(counted)</button>"#
             s += #" <a href="/console/dead">Cancel</a></form>"#
         } else {
             s += #"<p class="notice" id="read-only">Signed in read-only: you can see this preview but not confirm it.</p>"#
         }
         return page(title: action == .replay ? "Replay" : "Purge", section: .dead, viewer: viewer, body: s)
+    }
+
+    /// One dead letter's row of a preview, and its confirmation form's hidden input.
+    static func previewRow(_ r: DeadLetterRecord, action: Action, forecast: ReplayForecast, nowMs: Int64) -> (row: String, input: String) {
+        let what = action == .replay ? "replay #\(r.replays + 1): " + forecast.text(nowMs: nowMs) : "deleted"
+        let row = #"<tr data-forecast="\#(attr(forecast.word))"><td><a href="\#(detailHref(r))">\#(h(r.app))/\#(h(r.id))</a></td>"#
+            + "<td>\(h(r.callID ?? "-"))</td><td>\(h(r.reason))</td><td>\(h(what))</td></tr>"
+        return (row, #"<input type="hidden" name="ids" value="\#(attr(r.app + "/" + r.id))">"#)
     }
 
     /// A replay or purge under way or done.

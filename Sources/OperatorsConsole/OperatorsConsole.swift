@@ -17,8 +17,12 @@ import RedisStreams
 ///
 /// Loop-owned: create it and call `handle` on the loop thread of the operations' connection.
 public final class OperatorsConsole {
-    /// The most dead letters one replay or purge from the console acts on.
+    /// The most dead letters one preview lists, and one replay or purge from the console acts on.
     public static let maxTargets = 1_000
+    /// A preview of "all matching" stops after this many entries read, or this long after its
+    /// request came, and offers to go on from there.
+    static let previewScanLimit = 20_000
+    static let previewDeadlineMs: Int64 = 2_000
     /// Dead letters per page of the list, and entries read per app for one page.
     static let pageSize = 25
     static let scanLimit = 200
@@ -266,12 +270,12 @@ public final class OperatorsConsole {
         if !text.call.isEmpty { filter.callID = text.call }
         if !text.since.isEmpty {
             if let ms = TimeArgument.instant(text.since, nowMs: nowMs) { filter.sinceMs = ms } else {
-                problem = "Newer than: \(TimeArgument.forms), not \"\(text.since)\"."
+                problem = "Newer than: \(TimeArgument.forms), not \(DeadFormat.quoted(text.since))."
             }
         }
         if !text.olderThan.isEmpty {
             if let ms = TimeArgument.instant(text.olderThan, nowMs: nowMs) { filter.beforeMs = ms } else {
-                problem = "Older than: \(TimeArgument.forms), not \"\(text.olderThan)\"."
+                problem = "Older than: \(TimeArgument.forms), not \(DeadFormat.quoted(text.olderThan))."
             }
         }
         return (text, filter, problem)
@@ -304,7 +308,9 @@ public final class OperatorsConsole {
         }
         operations.find([DeadLetterReference(app: parts[0], id: parts[1])], among: [parts[0]]) { result in
             switch result {
-            case let .success(records): answer(.html(200, ConsolePages.deadLetter(viewer: viewer, record: records[0], nowMs: Clock.unixMs())))
+            case let .success(records):
+                answer(.html(200, ConsolePages.deadLetter(viewer: viewer, record: records[0], ringTimeoutMs: self.operations.ringTimeoutMs(records[0].app),
+                                                          nowMs: Clock.unixMs())))
             case .failure(.notFound):
                 answer(.html(404, ConsolePages.message(title: "Not found", viewer: viewer,
                                                        text: "No dead letter \(parts[1]) in app \(parts[0]): replayed, purged or trimmed.",
@@ -320,20 +326,82 @@ public final class OperatorsConsole {
         FormData.unescape(Substring(text.replacingOccurrences(of: "+", with: "%2B")))
     }
 
-    /// What a preview or a confirmation selects: the named dead letters, or every one matching
-    /// the filters (at most `maxTargets`).
-    private func select(references: [DeadLetterReference], all: Bool, filter: DeadLetterFilter,
-                        completion: @escaping (Result<(records: [DeadLetterRecord], capped: Bool), DeadLetterOperationError>) -> Void) {
-        if all {
-            operations.all(apps: filter.apps ?? apps, filter: filter, limit: OperatorsConsole.maxTargets + 1) { result in
-                completion(result.map { ($0.count > OperatorsConsole.maxTargets ? Array($0.prefix(OperatorsConsole.maxTargets)) : $0,
-                                         $0.count > OperatorsConsole.maxTargets) }.mapError { .redis($0) })
-            }
-        } else {
-            operations.find(Array(references.prefix(OperatorsConsole.maxTargets)), among: apps) { result in
-                completion(result.map { ($0, references.count > OperatorsConsole.maxTargets) })
-            }
+    /// One dead letter of a preview: what the page shows of it, not its event, rendered as it
+    /// is read (a step of the scan renders its rows, so the answer only joins them).
+    struct PreviewRow: Sendable {
+        let app: String
+        let id: String
+        let forecast: ReplayForecast
+        /// Its `<tr>` and its confirmation form's hidden input.
+        let html: String
+        let input: String
+
+        init(_ record: DeadLetterRecord, action: ConsolePages.Action, forecast: ReplayForecast, nowMs: Int64) {
+            app = record.app
+            id = record.id
+            self.forecast = forecast
+            (html, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
         }
+    }
+
+    /// How far a preview's scan went.
+    struct PreviewScan: Sendable {
+        /// Entries read.
+        var scanned = 0
+        /// Where the next preview goes on (`APP/ID`); nil when the scan reached the end.
+        var next: DeadLetterReference?
+        /// Why it stopped before the end, for the page: nil at the end.
+        var stoppedBecause: String?
+    }
+
+    /// The dead letters a preview lists: the named ones (at most `maxTargets`), or those the
+    /// filters select, oldest first, from `from` on: a bounded step at a time
+    /// (`DeadLetterOperations.walk`), each step on its own loop turn, until `maxTargets` are
+    /// found, `previewScanLimit` entries were read, or `previewDeadlineMs` passed since the
+    /// request came (the request's deadline stops the work, not only its answer). Only a row
+    /// per dead letter is kept, never its event.
+    private func previewRows(action: ConsolePages.Action, references: [DeadLetterReference], all: Bool, filter: DeadLetterFilter,
+                             from: DeadLetterReference?,
+                             completion: @escaping (Result<([PreviewRow], PreviewScan), DeadLetterOperationError>) -> Void) {
+        let nowMs = Clock.unixMs()
+        var rows: [PreviewRow] = []
+        guard all else {
+            let named = Array(references.prefix(OperatorsConsole.maxTargets))
+            operations.findEach(named, among: apps, each: { [operations] record in
+                rows.append(PreviewRow(record, action: action, forecast: operations.forecast(record, nowMs: nowMs), nowMs: nowMs))
+            }) { result in
+                completion(result.map { _ in (rows, PreviewScan(scanned: named.count)) })
+            }
+            return
+        }
+        let deadline = Clock.monotonicMs() + OperatorsConsole.previewDeadlineMs
+        var scan = PreviewScan()
+        operations.walk(apps: filter.apps ?? apps, filter: filter, from: from, onPage: { [operations] app, page, proceed in
+            scan.scanned += page.scanned
+            for record in page.records {
+                guard rows.count < OperatorsConsole.maxTargets else {
+                    // Full: go on after the last one listed.
+                    scan.next = rows.last.map { DeadLetterReference(app: $0.app, id: $0.id) }
+                    scan.stoppedBecause = "the console lists at most \(OperatorsConsole.maxTargets) at once"
+                    return proceed(false)
+                }
+                rows.append(PreviewRow(record, action: action, forecast: operations.forecast(record, nowMs: nowMs), nowMs: nowMs))
+            }
+            if Clock.monotonicMs() >= deadline {
+                scan.stoppedBecause = "a preview scans for at most \(OperatorsConsole.previewDeadlineMs / 1000) s"
+            } else if scan.scanned >= OperatorsConsole.previewScanLimit {
+                scan.stoppedBecause = "a preview reads at most \(OperatorsConsole.previewScanLimit) entries"
+            }
+            proceed(scan.stoppedBecause == nil)
+        }, completion: { result in
+            switch result {
+            case let .failure(error): completion(.failure(.redis(error)))
+            case let .success(position):
+                if scan.next == nil { scan.next = position }
+                if scan.next == nil { scan.stoppedBecause = nil }
+                completion(.success((rows, scan)))
+            }
+        })
     }
 
     private func preview(_ request: ConsoleRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
@@ -344,24 +412,39 @@ public final class OperatorsConsole {
         let all = choice.hasSuffix("-all")
         let (text, filter, problem) = filters(items, nowMs: now)
         let references = items.filter { $0.0 == "ids" }.compactMap { DeadLetterReference($0.1) }
+        let fromText = items.first { $0.0 == "from" }?.1 ?? ""
+        let from = DeadLetterReference(fromText)
         let rateText = items.first { $0.0 == "rate" }?.1 ?? ""
         let rate = rateText.isEmpty ? ReplayRate.default : ReplayRate(parsing: rateText)
         let back = ("/console/dead?" + FormData.encode(text.items), "Back to the dead letters")
         func message(_ s: String) { answer(.html(400, ConsolePages.message(title: "Nothing to do", viewer: viewer, text: s, back: back))) }
         if let problem { return message(problem) }
-        guard let rate else { return message("The rate must be a positive number per second, minute or hour (20/s, 300/m), not \"\(rateText)\".") }
+        guard let rate else { return message(OperatorsConsole.rateProblem(rateText)) }
+        if !fromText.isEmpty && from?.app == nil { return message("The scan's cursor must be APP/ID, not \(DeadFormat.quoted(fromText)).") }
         if !all && references.isEmpty { return message("Select dead letters first, or choose \"all matching\".") }
-        select(references: references, all: all, filter: filter) { result in
+        previewRows(action: action, references: references, all: all, filter: filter, from: from) { result in
             switch result {
-            case let .success((records, capped)):
-                answer(.html(200, ConsolePages.preview(viewer: viewer, action: action, targets: records, capped: capped,
-                                                       filters: all ? text : nil, rate: rate, nowMs: Clock.unixMs())))
+            case let .success((rows, scan)):
+                var more: String?
+                if let next = scan.next {
+                    more = "/console/dead/preview?" + FormData.encode([("action", choice)] + text.items + [("rate", rate.description),
+                                                                                                        ("from", next.text)])
+                }
+                answer(.html(200, ConsolePages.preview(viewer: viewer, action: action, rows: rows, filters: all ? text : nil, rate: rate,
+                                                       scan: scan, more: more, cappedNamed: !all && references.count > OperatorsConsole.maxTargets,
+                                                       nowMs: Clock.unixMs())))
             case let .failure(error): message("\(error); nothing would be done.")
             }
         }
     }
 
-    /// The confirmation of a preview: the very dead letters it listed.
+    /// Why the rate a form gave is refused.
+    static func rateProblem(_ text: String) -> String {
+        "The rate must be \(ReplayRate.forms), not \(DeadFormat.quoted(text)); nothing was done."
+    }
+
+    /// The confirmation of a preview: the very dead letters it listed (`APP/ID` each), acted on
+    /// by a job that reads each one just before it acts (those gone meanwhile are skipped).
     private func change(_ action: ConsolePages.Action, _ request: ConsoleRequest, _ session: ConsoleSession,
                         _ answer: @escaping (ConsoleResponse) -> Void) {
         let viewer = OperatorsConsole.viewer(session)
@@ -369,53 +452,50 @@ public final class OperatorsConsole {
         let (text, filter, _) = filters(items, prefix: "f-", nowMs: Clock.unixMs())
         let wasAll = !text.isEmpty
         let references = items.filter { $0.0 == "ids" }.compactMap { DeadLetterReference($0.1) }
-        let rate = items.first { $0.0 == "rate" }.flatMap { ReplayRate(parsing: $0.1) } ?? .default
-        guard !references.isEmpty, references.count <= OperatorsConsole.maxTargets else {
+        let rateText = items.first { $0.0 == "rate" }?.1 ?? ""
+        guard let rate = rateText.isEmpty ? ReplayRate.default : ReplayRate(parsing: rateText) else {
+            return answer(.html(400, ConsolePages.message(title: "Nothing done", viewer: viewer, text: OperatorsConsole.rateProblem(rateText),
+                                                          back: ("/console/dead", "Dead letters"))))
+        }
+        guard !references.isEmpty, references.count <= OperatorsConsole.maxTargets,
+              references.allSatisfy({ $0.app.map { operations.policies[$0] != nil } ?? false }) else {
             return answer(.html(400, ConsolePages.message(title: "Nothing done", viewer: viewer,
-                                                          text: "Confirm a preview of 1 to \(OperatorsConsole.maxTargets) dead letters.",
+                                                          text: "Confirm a preview of 1 to \(OperatorsConsole.maxTargets) dead letters of configured apps (APP/ID each).",
                                                           back: ("/console/dead", "Dead letters"))))
         }
         let who = [("via", OrderedJSON.string("console")), ("access", .string(session.role.rawValue)), ("from", .string(request.peer ?? "?"))]
-        select(references: references, all: false, filter: filter) { [weak self] result in
-            guard let self else { return }
-            let targets: [DeadLetterRecord]
-            switch result {
-            case let .success((records, _)): targets = records
-            case let .failure(error):
-                return answer(.html(409, ConsolePages.message(title: "Nothing done", viewer: viewer, text: "\(error); nothing done.",
-                                                              back: ("/console/dead", "Dead letters"))))
-            }
-            let job = self.newJob(action, requested: targets.count, rate: action == .replay ? rate : nil)
-            let auditFilter = wasAll ? filter : nil
-            switch action {
-            case .replay:
-                self.operations.replayPaced(targets, rate: rate, onStep: { r, step in
-                    switch step {
-                    case let .replayed(entry):
-                        job.stepDone("replayed \(r.app)/\(r.id) -> calls entry \(entry)  call \(r.callID ?? "-")  (replay #\(r.replays + 1))"
-                                     + DeadFormat.deadlineNote(r, nowMs: Clock.unixMs()))
-                    case .gone:
-                        job.stepGone("skipped \(r.app)/\(r.id): gone meanwhile (replayed or purged by someone else)")
-                    }
-                }, completion: { summary in
-                    if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not replayed" }
-                    let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: session.name, ids: summary.replayed,
-                                             requested: targets.count, done: summary.replayed.count, filter: auditFilter,
-                                             options: [("rate", .string(rate.description))] + who)
-                    self.finish(job, record)
-                })
-            case .purge:
-                self.operations.purge(targets) { summary in
-                    for id in summary.ids { job.stepDone("purged \(id)") }
-                    if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not purged" }
-                    let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: session.name, ids: summary.ids,
-                                             requested: targets.count, done: summary.purged, filter: auditFilter, options: who)
-                    job.counted(done: summary.purged)
-                    self.finish(job, record)
+        let job = newJob(action, requested: references.count, rate: action == .replay ? rate : nil)
+        let auditFilter = wasAll ? filter : nil
+        switch action {
+        case .replay:
+            operations.replayPaced(references, pacer: ReplayPacer(rate: rate, startMs: Clock.monotonicMs()), onStep: { reference, step in
+                switch step {
+                case let .replayed(r, entry, forecast):
+                    job.stepDone("replayed \(r.app)/\(r.id) -> calls entry \(entry)  call \(r.callID ?? "-")  (replay #\(r.replays + 1)): "
+                                 + forecast.text(nowMs: Clock.unixMs()))
+                case let .skipped(r, forecast):
+                    job.stepGone("skipped \(r.app)/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
+                case .gone:
+                    job.stepGone("skipped \(reference.text): gone meanwhile (replayed or purged by someone else)")
                 }
+            }, completion: { [weak self] summary in
+                if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not replayed" }
+                let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: session.name, ids: summary.replayed,
+                                         requested: references.count, done: summary.replayed.count, filter: auditFilter,
+                                         options: [("rate", .string(rate.description))] + who)
+                self?.finish(job, record)
+            })
+        case .purge:
+            operations.purge(references) { [weak self] summary in
+                for id in summary.ids { job.stepDone("purged \(id)") }
+                if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not purged" }
+                let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: session.name, ids: summary.ids,
+                                         requested: references.count, done: summary.purged, filter: auditFilter, options: who)
+                job.counted(done: summary.purged)
+                self?.finish(job, record)
             }
-            answer(.redirect("/console/jobs/\(job.number)"))
         }
+        answer(.redirect("/console/jobs/\(job.number)"))
     }
 
     private func newJob(_ action: ConsolePages.Action, requested: Int, rate: ReplayRate?) -> ConsoleJob {

@@ -111,7 +111,7 @@ struct DeadArguments {
     func instant(_ option: String, nowMs: Int64) throws(DeadFailure) -> Int64? {
         guard let text = value(option) else { return nil }
         guard let ms = TimeArgument.instant(text, nowMs: nowMs) else {
-            throw usage("\(option) must be \(TimeArgument.forms), not \"\(text)\"")
+            throw usage("\(option) must be \(TimeArgument.forms), not \(DeadFormat.quoted(text))")
         }
         return ms
     }
@@ -120,7 +120,7 @@ struct DeadArguments {
     func integer(_ option: String, in range: ClosedRange<Int>, fallback: Int) throws(DeadFailure) -> Int {
         guard let text = value(option) else { return fallback }
         guard let n = Int(text), range.contains(n) else {
-            throw usage("\(option) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+            throw usage("\(option) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(DeadFormat.quoted(text))")
         }
         return n
     }

@@ -46,27 +46,21 @@ enum DeadPurgeCommand: Command {
             let change = try a.change(selection, action: "purge", asks: .always, interactive: context.terminal.isInteractive)
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
-            guard case let (targets, what)? = try session.selectToChange(change, done: "purged", context: context) else { return 0 }
             let (all, filter) = (change.all, change.filter)
-            if change.dryRun {
-                for r in targets {
-                    context.console.out("would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(change.nowMs - r.deadAtMs)) old  "
-                                        + "call \(TerminalText.field(r.callID ?? "-"))  \(TerminalText.field(r.reason))")
+            var summary = DeadLetterOperations.PurgeSummary()
+            let selected = try session.bulk(change, done: "purged", context: context, line: { r in
+                "would purge \(TerminalText.field(r.app))/\(r.id)  \(DeadFormat.age(change.nowMs - r.deadAtMs)) old  "
+                    + "call \(TerminalText.field(r.callID ?? "-"))  \(TerminalText.field(r.reason))"
+            }, question: { "Delete \($0)\(all ? " matching \(filter.json.text)" : "") for good?" }, act: { page, proceed in
+                session.operations.purge(page) { part in
+                    summary.add(part)
+                    proceed(part.failure == nil)
                 }
-                context.console.out("dry run: \(what) would be purged; nothing changed")
-                return 0
-            }
-            if change.mustConfirm {
-                let filters = all ? " matching \(filter.json.text)" : ""
-                if !DeadCommand.confirm("Delete \(what)\(filters) for good?", context: context) {
-                    throw .failed("pushgw dead purge: not confirmed; nothing purged")
-                }
-            }
-
-            let summary = session.wait { session.operations.purge(targets, completion: $0) }
-            try session.finishAudited(ids: summary.ids, requested: targets.count, done: summary.purged,
+            })
+            guard let selected else { return 0 }
+            try session.finishAudited(ids: summary.ids, requested: selected.count, done: summary.purged,
                                       filter: all ? filter : nil, failure: summary.failure,
-                                      summary: "purged \(summary.purged) of \(what)", context: context)
+                                      summary: "purged \(summary.purged) of \(selected.what)", context: context)
             return 0
         }
     }

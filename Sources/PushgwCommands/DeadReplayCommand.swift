@@ -28,7 +28,8 @@ enum DeadReplayCommand: Command {
           --reason R      with --all: reasons equal to R or starting with it
           --call ID       with --all: the dead letters of this call id
           --since T       with --all: dead at or after T: \(TimeArgument.forms)
-          --rate N/s      replays per second at most (default \(ReplayRate.default); N/m and N/h too)
+          --rate N/s      replays per second at most (default \(ReplayRate.default); N/m and N/h
+                          too; from 1/h to 10000/s)
           --dry-run       print what would be replayed and change nothing
           --yes           do not ask: --all asks for confirmation on a terminal and, without
                           one, refuses (exit 2) unless --yes is given
@@ -54,46 +55,47 @@ enum DeadReplayCommand: Command {
             var rate = ReplayRate.default
             if let text = a.value("--rate") {
                 guard let parsed = ReplayRate(parsing: text) else {
-                    throw a.usage("--rate must be a positive number per second, minute or hour (20/s, 300/m), not \"\(text)\"")
+                    throw a.usage("--rate must be \(ReplayRate.forms), not \(DeadFormat.quoted(text))")
                 }
                 rate = parsed
             }
             let change = try a.change(selection, action: "replay", asks: .withAll, interactive: context.terminal.isInteractive)
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
-            guard case let (targets, what)? = try session.selectToChange(change, done: "replayed", context: context) else { return 0 }
-            if change.dryRun {
-                for r in targets {
-                    context.console.out("would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
-                                        + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1))"
-                        + DeadFormat.deadlineNote(r, nowMs: change.nowMs))
-                }
-                context.console.out("dry run: \(what) would be replayed at \(rate); nothing changed")
-                return 0
-            }
-            if change.mustConfirm && !DeadCommand.confirm("Replay \(what) to their calls streams at \(rate)?", context: context) {
-                throw .failed("pushgw dead replay: not confirmed; nothing replayed")
-            }
-
-            let summary = session.wait { done in
-                session.operations.replayPaced(targets, rate: rate, onStep: { r, step in
+            let operations = session.operations
+            let pacer = ReplayPacer(rate: rate, startMs: Clock.monotonicMs())
+            var summary = DeadLetterOperations.ReplaySummary()
+            let selected = try session.bulk(change, done: "replayed", dryRunNote: " at \(rate)", context: context, line: { r in
+                "would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
+                    + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1)): " + operations.forecast(r, nowMs: change.nowMs).text(nowMs: change.nowMs)
+            }, question: { "Replay \($0) to their calls streams at \(rate)?" }, act: { page, proceed in
+                let references = page.map { DeadLetterReference(app: $0.app, id: $0.id) }
+                operations.replayPaced(references, pacer: pacer, firstIndex: summary.replayed.count, onStep: { reference, step in
                     switch step {
-                    case let .replayed(entry):
-                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  (replay #\(r.replays + 1))"
-                            + DeadFormat.deadlineNote(r, nowMs: Clock.unixMs()))
+                    case let .replayed(r, entry, forecast):
+                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  "
+                                            + "(replay #\(r.replays + 1)): " + forecast.text(nowMs: Clock.unixMs()))
+                    case let .skipped(r, forecast):
+                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
                     case .gone:
-                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): gone meanwhile (replayed or purged by someone else)")
+                        context.console.out("skipped \(TerminalText.field(reference.text)): gone meanwhile (replayed or purged by someone else)")
                     }
-                }, completion: done)
-            }
+                }, completion: { part in
+                    summary.add(part)
+                    proceed(part.failure == nil)
+                })
+            })
+            guard let selected else { return 0 }
             let replayed = summary.replayed
-            let gone = summary.gone
-            try session.finishAudited(ids: replayed, requested: targets.count, done: replayed.count,
+            let notDone = [summary.gone > 0 ? "\(summary.gone) gone meanwhile" : nil,
+                           summary.skipped > 0 ? "\(summary.skipped) not replayable" : nil].compactMap { $0 }
+            try session.finishAudited(ids: replayed, requested: selected.count, done: replayed.count,
                                       filter: change.all ? change.filter : nil, options: [("rate", .string(rate.description))],
                                       failure: summary.failure,
-                                      summary: "replayed \(replayed.count) of \(what)" + (gone > 0 ? " (\(gone) gone meanwhile)" : ""),
+                                      summary: "replayed \(replayed.count) of \(selected.what)"
+                                          + (notDone.isEmpty ? "" : " (" + notDone.joined(separator: ", ") + ")"),
                                       context: context)
-            return replayed.count == targets.count ? 0 : 1
+            return replayed.count == selected.count ? 0 : 1
         }
     }
 }

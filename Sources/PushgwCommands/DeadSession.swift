@@ -79,7 +79,7 @@ final class DeadSession {
         topology = .own(loop: loop, redis: settings, cluster: clusterSettings, clientName: "pushgw-\(command)")
         topology.start()
         operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
-                                          policies: config.apps.mapValues(\.deadLetters))
+                                          policies: config.apps.mapValues(\.deadLetters), ringTimeoutsMs: config.ringTimeoutsMs)
     }
 
     /// Closes the connection (outside any callback, so its context is freed at once) and
@@ -115,23 +115,91 @@ final class DeadSession {
         try wait { operations.newest(apps: apps, filter: filter, limit: limit, completion: $0) }
     }
 
-    /// Every dead letter matching `filter` with `--all`, else the `references` named.
-    func select(all: Bool, filter: DeadLetterFilter, references: [DeadLetterReference]) throws(DeadFailure) -> [DeadLetterRecord] {
-        all ? try wait { operations.all(apps: apps, filter: filter, completion: $0) } : try find(references)
+    /// What a changing verb (`purge`, `replay`) selected: how many dead letters of which apps.
+    struct Selected {
+        var count = 0
+        var apps = Set<String>()
+
+        mutating func add(_ record: DeadLetterRecord) {
+            count += 1
+            apps.insert(record.app)
+        }
+
+        /// How messages name them: "3 dead letters of app acme".
+        var what: String { "\(DeadFormat.count(count, "dead letter")) of \(DeadListCommand.describe(apps.sorted()))" }
     }
 
-    /// The dead letters a changing verb (`purge`, `replay`) acts on (`select`), with how its
-    /// messages name them ("3 dead letters of acme"); nil, after printing that nothing
-    /// matched and so nothing was `done`, when there are none.
-    func selectToChange(_ change: DeadChange, done: String,
-                        context: CommandContext) throws(DeadFailure) -> (targets: [DeadLetterRecord], what: String)? {
-        let targets = try select(all: change.all, filter: change.filter, references: change.references)
-        guard !targets.isEmpty else {
+    /// Runs a changing verb (`purge`, `replay`) over its targets, never holding more than a
+    /// bounded step of them: the named dead letters (all found first, or nothing is done), or
+    /// with `--all` every match, walked a page at a time (`DeadLetterOperations.walk`) up to
+    /// each app's newest entry when the verb started, so a replay that dies again is not met
+    /// again. A dry run prints `line` for each target, then "dry run: … would be `done` …";
+    /// a run that must ask counts the targets first and asks `question(what)` (no is the
+    /// verb's failure); then `act` gets the targets a page at a time and calls
+    /// `proceed(false)` to stop early (a Redis failure). Returns what was acted on; nil when
+    /// nothing matched (said so) or after a dry run.
+    func bulk(_ change: DeadChange, done: String, dryRunNote: String = "", context: CommandContext,
+              line: @escaping (DeadLetterRecord) -> String, question: (String) -> String,
+              act: @escaping ([DeadLetterRecord], _ proceed: @escaping (Bool) -> Void) -> Void) throws(DeadFailure) -> Selected? {
+        var named: [DeadLetterRecord] = []
+        var ends: [String: String] = [:]
+        if change.all {
+            for app in apps {
+                let newest = try wait { operations.store.range(operations.keys(app), count: 1, newestFirst: true, completion: $0) }
+                ends[app] = newest.entries.first?.id ?? "0-0"
+            }
+        } else {
+            named = try find(change.references)
+        }
+        /// Every target, a page at a time, to `each`.
+        func visit(_ each: @escaping ([DeadLetterRecord], @escaping (Bool) -> Void) -> Void) throws(DeadFailure) {
+            guard change.all else {
+                var start = 0
+                var goOn = true
+                while goOn && start < named.count {
+                    let page = Array(named[start..<min(start + DeadLetterOperations.pageSize, named.count)])
+                    start += page.count
+                    goOn = wait { each(page, $0) }
+                }
+                return
+            }
+            _ = try wait { operations.walk(apps: apps, filter: change.filter, ends: ends, onPage: { _, page, proceed in
+                each(page.records, proceed)
+            }, completion: $0) }
+        }
+        var selected = Selected()
+        let counting = change.dryRun || change.mustConfirm
+        if counting {
+            try visit { page, proceed in
+                for record in page {
+                    selected.add(record)
+                    if change.dryRun { context.console.out(line(record)) }
+                }
+                proceed(true)
+            }
+            guard selected.count > 0 else {
+                context.console.out("no dead letters match; nothing \(done)")
+                return nil
+            }
+            if change.dryRun {
+                context.console.out("dry run: \(selected.what) would be \(done)\(dryRunNote); nothing changed")
+                return nil
+            }
+            if !DeadCommand.confirm(question(selected.what), context: context) {
+                throw .failed("pushgw dead \(verb): not confirmed; nothing \(done)")
+            }
+        }
+        var acted = Selected()
+        try visit { page, proceed in
+            for record in page { acted.add(record) }
+            guard !page.isEmpty else { return proceed(true) }
+            act(page, proceed)
+        }
+        if !counting && acted.count == 0 {
             context.console.out("no dead letters match; nothing \(done)")
             return nil
         }
-        let apps = Array(Set(targets.map(\.app))).sorted()
-        return (targets, "\(DeadFormat.count(targets.count, "dead letter")) of \(DeadListCommand.describe(apps))")
+        return counting ? selected : acted
     }
 
     /// Finds each named dead letter among the selected apps (or its `APP/` prefix); all or

@@ -44,7 +44,7 @@ enum DeadShowCommand: Command {
             if a.flag("--json") {
                 context.console.out(record.detailJSON(nowMs: now).text)
             } else {
-                render(record, nowMs: now).forEach(context.console.out)
+                render(record, ringTimeoutMs: session.operations.ringTimeoutMs(record.app), nowMs: now).forEach(context.console.out)
             }
             return 0
         }
@@ -52,7 +52,7 @@ enum DeadShowCommand: Command {
 
     /// The human rendering: a header block, the rounds of a replayed event, one line per
     /// attempt, then the event.
-    static func render(_ r: DeadLetterRecord, nowMs: Int64) -> [String] {
+    static func render(_ r: DeadLetterRecord, ringTimeoutMs: Int64, nowMs: Int64) -> [String] {
         func at(_ ms: Int64?) -> String { ms.map { "\(DeadFormat.time($0)) (\(DeadFormat.age(nowMs - $0)) ago)" } ?? "-" }
         var lines = ["dead letter \(r.id) of app \(TerminalText.field(r.app))"]
         let call = r.callID.map { id in r.eventType.map { "\(TerminalText.field(id)) (\(TerminalText.field($0)))" } ?? TerminalText.field(id) }
@@ -66,9 +66,7 @@ enum DeadShowCommand: Command {
             ("last failure", at(r.lastFailureMs)),
             ("replays", String(r.replays)),
         ]
-        if let deadline = r.deadlineMs {
-            header.append(("deadline", DeadFormat.time(deadline) + (deadline <= nowMs ? " (passed: a replay gets the alert fallback only)" : "")))
-        }
+        header.append(("deadline", TerminalText.field(DeadFormat.deadline(r, ringTimeoutMs: ringTimeoutMs, nowMs: nowMs))))
         for (label, value) in header {
             lines.append("  " + (label + ":").padding(toLength: 15, withPad: " ", startingAt: 0) + value)
         }
@@ -91,7 +89,7 @@ enum DeadShowCommand: Command {
             }
             lines += DeadFormat.table(["    TIME", "ROUND", "CHANNEL", "TOKEN", "STATUS", "REASON", "APNS-ID"], rows)
         }
-        lines.append("  event:")
+        lines.append("  event:" + (DeadFormat.cutNote(r).map { " (\($0))" } ?? ""))
         // Each line of the event as a field: its strings may hold control and bidi characters.
         if let text = r.eventText, let pretty = PrettyJSON.pretty(text, margin: "    ") {
             lines += ("    " + pretty).split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.field(String($0)) }

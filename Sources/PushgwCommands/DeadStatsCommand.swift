@@ -11,13 +11,14 @@ enum DeadStatsCommand: Command {
         usage: pushgw dead stats [--app A[,B…]] [--json] [--config FILE]
 
         For each app of the config: the number of dead letters, the count per reason, the
-        oldest entry and its age, the app's retention (dead_letters.max_entries and
-        max_age_days) and how many entries a retention trim run now would remove.
+        oldest entry and its age, the app's retention (dead_letters.max_entries,
+        max_age_days and max_megabytes) and how many entries a retention trim run now would
+        remove.
 
           --app A[,B…]    only these apps
           --json          one JSON object: {"apps":[{"app","count","oldest":{"id","time_ms",
                           "age_s"}|null,"reasons":{REASON:N,…},"retention":{"max_entries",
-                          "max_age_days"},"trim_now":N}],"total":N}
+                          "max_age_days","max_megabytes"},"trim_now":N}],"total":N}
           --config FILE   the config (default \(GatewayConfig.defaultFile))
         """
 
@@ -53,7 +54,8 @@ enum DeadStatsCommand: Command {
                     ("reasons", .object(s.reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                         .map { ($0.key, .int($0.value)) })),
                     ("retention", .object([("max_entries", .int(s.policy.maxEntries)),
-                                           ("max_age_days", .int(s.policy.maxAgeSeconds / 86_400))])),
+                                           ("max_age_days", .int(s.policy.maxAgeSeconds / 86_400)),
+                                           ("max_megabytes", .int(s.policy.maxBytes >> 20))])),
                     ("trim_now", .int(s.trimNow)),
                 ])
             })),
@@ -65,7 +67,7 @@ enum DeadStatsCommand: Command {
         let rows = stats.map { s in
             [s.app, String(s.count), s.oldest.map { DeadFormat.time($0.timeMs) } ?? "-",
              s.oldest.map { DeadFormat.age(nowMs - $0.timeMs) } ?? "-", String(s.trimNow),
-             "\(DeadFormat.count(s.policy.maxEntries, "entry", "entries")), \(DeadFormat.count(s.policy.maxAgeSeconds / 86_400, "day"))"]
+             s.policy.summary]
         }
         var lines = DeadFormat.table(["APP", "DEAD", "OLDEST", "AGE", "TRIM NOW", "RETENTION"], rows)
         let reasons = stats.flatMap { s in s.reasons.map { (s.app, $0.key, $0.value) } }

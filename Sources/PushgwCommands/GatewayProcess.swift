@@ -164,7 +164,7 @@ final class GatewayProcess {
         runner?.updateApps(apps)
         admin.updateApps(apps)
         admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))
-        admin.console?.updatePolicies(newConfig.apps.mapValues(\.deadLetters))
+        admin.console?.updateApps(newConfig)
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
         log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),

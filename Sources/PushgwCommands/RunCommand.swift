@@ -28,7 +28,7 @@ enum RunCommand: Command {
                              retry        moves due retries from the schedule back to work
                              deadletters  trims the apps' dead letters by count and age
                            Without a retry role somewhere, scheduled retries wait.
-          --drain-ms MS    how long a drain waits for calls in flight (default 10000)
+          --drain-ms MS    how long a drain waits for calls in flight (default 10000, at most 3600000)
         """
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
@@ -56,8 +56,11 @@ enum RunCommand: Command {
         guard let level = Log.Level(rawValue: a.values["--log-level"] ?? "info") else {
             return usage("--log-level must be debug, info, warn or error")
         }
+        // Bounded: the drain's deadline is the monotonic clock plus this.
         let drainMs = Int64(a.values["--drain-ms"] ?? "10000") ?? -1
-        guard drainMs >= 0 else { return usage("--drain-ms must be a number of milliseconds") }
+        guard (0...3_600_000).contains(drainMs) else {
+            return usage("--drain-ms must be a whole number of milliseconds from 0 to 3600000 (an hour)")
+        }
         let file = a.values["--config"] ?? GatewayConfig.defaultFile
         let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         guard let config = report.config else {

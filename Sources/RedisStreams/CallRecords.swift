@@ -131,10 +131,19 @@ public struct InvalidToken: Equatable, Sendable {
 }
 
 /// A dead letter's fields (stream `dead`: `event`, `reason`, `attempts`, `first_failure_ms`,
-/// `last_failure_ms`, `replays`, `app`; the app comes from the `AppKeys`).
+/// `last_failure_ms`, `replays`, `app`, and for an event kept only in part `event_bytes` and
+/// `event_sha256`; the app comes from the `AppKeys`).
 public struct DeadLetterEntry: Equatable, Sendable {
-    /// The original event, the bytes the producer wrote.
+    /// How much of an event refused for its size a dead letter keeps: enough to see what it
+    /// was (its id and type are near its start), not what it weighed.
+    public static let keptPrefixBytes = 4_096
+
+    /// The original event, the bytes the producer wrote; for one refused for its size, their
+    /// first `keptPrefixBytes`.
     public var event: [UInt8]
+    /// When `event` is a prefix: the original's length and its SHA-256 (lower-case hex).
+    public var eventBytes: Int?
+    public var eventSHA256: String?
     /// Why it needs a human.
     public var reason: String
     /// JSON array of every attempt, as the caller renders it.
@@ -145,8 +154,11 @@ public struct DeadLetterEntry: Equatable, Sendable {
     /// How many times this event was already replayed from the dead letters.
     public var replays: Int
 
-    public init(event: [UInt8], reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0) {
+    public init(event: [UInt8], reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0,
+                eventBytes: Int? = nil, eventSHA256: String? = nil) {
         self.event = event
+        self.eventBytes = eventBytes
+        self.eventSHA256 = eventSHA256
         self.reason = reason
         self.attemptsJSON = attemptsJSON
         self.firstFailureMs = firstFailureMs

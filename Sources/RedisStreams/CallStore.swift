@@ -380,7 +380,8 @@ public final class CallStore {
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
-                                     .text(String(deadLetter.replays)), .text(app.app)]
+                                     .text(String(deadLetter.replays)), .text(app.app),
+                                     .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? "")]
         deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),
@@ -524,10 +525,10 @@ public final class CallStore {
                 if flag == 1, let live = parts[1].array {
                     return .success(.registered(live: Set(live.compactMap(\.string))))
                 }
-                guard parts.count == 3, let until = parts[2].string.flatMap({ Double($0) }) else {
+                guard parts.count == 3, let until = parts[2].string.flatMap(RedisReply.milliseconds) else {
                     return .failure(.unexpectedReply("register \(reply)"))
                 }
-                return .success(.taken(instance: parts[1].string, leaseUntilMs: Int64(until)))
+                return .success(.taken(instance: parts[1].string, leaseUntilMs: until))
             })
         }
     }

@@ -141,7 +141,8 @@ enum CallStoreLua {
     /// KEYS: calls, results, dead[, result key]
     /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
     ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
-    ///       first_failure_ms, last_failure_ms, replays, app.
+    ///       first_failure_ms, last_failure_ms, replays, app, event_bytes and event_sha256 (''
+    ///       when the event is whole).
     /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
     ///          or 0 (nothing written: its entry's own result is there already), acked,
     ///          dead entry id or false}.
@@ -159,6 +160,10 @@ enum CallStoreLua {
         if recorded == 1 then
           local fields = {'event', ARGV[8], 'reason', ARGV[9], 'attempts', ARGV[10],
             'first_failure_ms', ARGV[11], 'last_failure_ms', ARGV[12], 'replays', ARGV[13], 'app', ARGV[14]}
+          if ARGV[15] ~= '' then
+            fields[#fields + 1] = 'event_bytes'; fields[#fields + 1] = ARGV[15]
+            fields[#fields + 1] = 'event_sha256'; fields[#fields + 1] = ARGV[16]
+          end
           if ARGV[7] ~= '' then
             deadID = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', unpack(fields))
           else

@@ -19,6 +19,7 @@ public final class DeadLetterStore {
     /// Where its commands go: one connection, or a cluster.
     public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys
+    private let rangeScript = RedisScript(DeadLetterLua.range)
     private let replayScript = RedisScript(DeadLetterLua.replay)
     private let purgeScript = RedisScript(DeadLetterLua.purge)
     private let trimScript = RedisScript(DeadLetterLua.trim)
@@ -35,27 +36,54 @@ public final class DeadLetterStore {
 
     // MARK: Reading
 
-    /// XRANGE (oldest first) or XREVRANGE (newest first) of the app's dead stream between
-    /// `start` and `end` (`-`/`+` for the ends, `(id` exclusive; give them in XRANGE order
-    /// whatever the direction), at most `count` entries.
+    /// The most a `range` reads in one step: at most `count` entries (callers ask at most 500)
+    /// and, once this many bytes of field names and values were read, no further entry. Redis
+    /// spends about 10 µs per entry moving it through the script and about 2 ms on an entry of
+    /// 1 MB (measured on Redis 7.0), so a step of 100 ordinary entries, or one of a megabyte,
+    /// holds Redis for a millisecond or two.
+    public static let rangeByteBudget = 256 << 10
+    /// An `event` longer than this is read as its first `DeadLetterEntry.keptPrefixBytes`
+    /// bytes, with `event_bytes` saying its length. It is the router's own limit
+    /// (`CallEvent.maxEventBytes`): such an event was refused for its size, replaying it
+    /// would be refused again, and reading it whole would let one dead letter cost megabytes.
+    public static let wholeEventLimit = 65_536
+
+    /// One bounded step of a range read.
+    public struct RangePage: Equatable, Sendable {
+        /// The entries, in the order asked; an `event` over `wholeEventLimit` cut to its prefix
+        /// and followed by `event_bytes` (its length).
+        public var entries: [StreamEntry]
+        /// True when the step stopped at its count or byte budget: more may follow after the
+        /// last entry. False at the end of the range.
+        public var more: Bool
+    }
+
+    /// The entries of the app's dead stream between `start` and `end` (`-`/`+` for the ends,
+    /// `(id` exclusive; give them in XRANGE order whatever the direction), oldest or newest
+    /// first: at most `count` (> 0) of them, and no more once `rangeByteBudget` bytes were
+    /// read. One script (`DeadLetterLua.range`), so Redis does a bounded amount of work per
+    /// call and the gateway holds a bounded reply, however large the entries.
     public func range(_ app: AppKeys, start: String = "-", end: String = "+", count: Int, newestFirst: Bool,
-                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+                      completion: @escaping (Result<RangePage, RedisError>) -> Void) {
         precondition(count > 0, "range needs a positive count")
-        let args = newestFirst ? ["XREVRANGE", app.dead, end, start, "COUNT", String(count)]
-                               : ["XRANGE", app.dead, start, end, "COUNT", String(count)]
-        topology.send(args, key: args[1]) { result in
+        let args = [start, end, String(count), String(DeadLetterStore.rangeByteBudget), String(DeadLetterStore.wholeEventLimit),
+                    String(DeadLetterEntry.keptPrefixBytes), newestFirst ? "1" : "0"]
+        rangeScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: args) { result in
             completion(result.flatMap { reply in
-                do { return .success(try StreamReplies.range(reply)) } catch {
+                guard let parts = reply.array, parts.count == 2, let more = parts[0].integer else {
+                    return .failure(.unexpectedReply("range script \(reply)"))
+                }
+                do { return .success(RangePage(entries: try StreamReplies.range(parts[1]), more: more == 1)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
                 }
             })
         }
     }
 
-    /// The dead letter `id` of the app, nil when there is none.
+    /// The dead letter `id` of the app, nil when there is none (its event cut as `range` cuts it).
     public func entry(_ app: AppKeys, id: String, completion: @escaping (Result<StreamEntry?, RedisError>) -> Void) {
         range(app, start: id, end: id, count: 1, newestFirst: false) { result in
-            completion(result.map { $0.first })
+            completion(result.map { $0.entries.first })
         }
     }
 
@@ -120,9 +148,13 @@ public final class DeadLetterStore {
         public var historyJSON: String
         /// How long the ledger is kept, seconds (> 0).
         public var ledgerTTLSeconds: Int
+        /// The original call's deadline, unix ms (>= 0): the new calls entry's `call_deadline`,
+        /// which the router takes as the deadline of an event without its own, and the
+        /// ledger's, for a replay of the replay.
+        public var callDeadlineMs: Int64
 
         public init(deadEntryID: String, event: [UInt8], eventId: String?, eventDigest: String, replays: Int,
-                    historyJSON: String, ledgerTTLSeconds: Int) {
+                    historyJSON: String, ledgerTTLSeconds: Int, callDeadlineMs: Int64) {
             self.deadEntryID = deadEntryID
             self.event = event
             self.eventId = eventId
@@ -130,17 +162,20 @@ public final class DeadLetterStore {
             self.replays = replays
             self.historyJSON = historyJSON
             self.ledgerTTLSeconds = ledgerTTLSeconds
+            self.callDeadlineMs = callDeadlineMs
         }
     }
 
     /// Replays one dead letter (see `DeadLetterLua.replay`). Returns the new calls entry id,
     /// or nil when the dead letter no longer exists (then nothing was written).
     public func replay(_ app: AppKeys, _ replay: Replay, completion: @escaping (Result<String?, RedisError>) -> Void) {
-        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0, "a replay counts from 1 and its ledger needs a TTL")
+        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0 && replay.callDeadlineMs >= 0,
+                     "a replay counts from 1, its ledger needs a TTL and its deadline is a unix time")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
         if let eventId = replay.eventId { keys.append(app.result(eventId)) }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
-                                     .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds))]
+                                     .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds)),
+                                     .text(String(replay.callDeadlineMs))]
         replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(nil) }
@@ -172,48 +207,53 @@ public final class DeadLetterStore {
         public var byCount: Int64
         /// Redis-server time of the trim, unix ms.
         public var serverTimeMs: Int64
-        public var total: Int64 { byAge + byCount }
+        /// The oldest entries over the maximum size (after the other two).
+        public var bySize: Int64 = 0
+        public var total: Int64 { byAge + byCount + bySize }
     }
 
     /// Trims the app's dead stream to `maxEntries` entries none older than `maxAgeMs`
-    /// (Redis-server clock), exactly.
-    public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, completion: @escaping (Result<Trim, RedisError>) -> Void) {
-        precondition(maxEntries > 0 && maxAgeMs > 0, "retention needs a positive count and age")
-        trimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: [String(maxEntries), String(maxAgeMs)]) { result in
+    /// (Redis-server clock), exactly, then to about `maxBytes` of memory (`MEMORY USAGE`; at
+    /// most 8 MiB of entries go per run).
+    public func trim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, maxBytes: Int, completion: @escaping (Result<Trim, RedisError>) -> Void) {
+        precondition(maxEntries > 0 && maxAgeMs > 0 && maxBytes > 0, "retention needs a positive count, age and size")
+        trimScript.run(on: topology.channel(for: app.dead), keys: [app.dead],
+                       args: [String(maxEntries), String(maxAgeMs), String(maxBytes)]) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 3, let age = parts[0].integer, let count = parts[1].integer,
-                      let now = parts[2].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
-                return .success(Trim(byAge: age, byCount: count, serverTimeMs: now))
+                guard let parts = reply.array, parts.count == 4, let age = parts[0].integer, let count = parts[1].integer,
+                      let now = parts[2].integer, let size = parts[3].integer else { return .failure(.unexpectedReply("trim script \(reply)")) }
+                return .success(Trim(byAge: age, byCount: count, serverTimeMs: now, bySize: size))
             })
         }
     }
 
     /// What a trim would remove: the dead stream's length and the entries a trim run
-    /// `horizonMs` from now would remove, by age and by count.
+    /// `horizonMs` from now would remove, by age, by count and by size.
     public struct PendingTrim: Equatable, Sendable {
         public var length: Int64
         public var byAge: Int64
         public var byCount: Int64
         /// Redis-server time of the count, unix ms.
         public var serverTimeMs: Int64
-        /// True when `byAge` stopped counting at the scan limit (the real number is larger).
+        /// True when a count stopped at the scan limit (the real number is larger).
         public var capped: Bool
-        public var total: Int64 { byAge + byCount }
+        public var bySize: Int64 = 0
+        public var total: Int64 { byAge + byCount + bySize }
     }
 
     /// Counts what `trim` would remove if it ran `horizonMs` from now (0: now), reading at
     /// most about `scanLimit` old entries. Changes nothing.
-    public func pendingTrim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, horizonMs: Int64, scanLimit: Int = 100_000,
+    public func pendingTrim(_ app: AppKeys, maxEntries: Int, maxAgeMs: Int64, maxBytes: Int, horizonMs: Int64, scanLimit: Int = 100_000,
                             completion: @escaping (Result<PendingTrim, RedisError>) -> Void) {
-        precondition(maxEntries > 0 && maxAgeMs > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
-        let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit)]
+        precondition(maxEntries > 0 && maxAgeMs > 0 && maxBytes > 0 && horizonMs >= 0 && scanLimit > 0, "pendingTrim needs positive limits")
+        let args = [String(maxEntries), String(maxAgeMs), String(horizonMs), String(scanLimit), String(maxBytes)]
         pendingTrimScript.run(on: topology.channel(for: app.dead), keys: [app.dead], args: args) { result in
             completion(result.flatMap { reply in
-                guard let p = reply.array, p.count == 5, let len = p[0].integer, let age = p[1].integer,
-                      let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer else {
+                guard let p = reply.array, p.count == 6, let len = p[0].integer, let age = p[1].integer,
+                      let count = p[2].integer, let now = p[3].integer, let capped = p[4].integer, let size = p[5].integer else {
                     return .failure(.unexpectedReply("pending trim script \(reply)"))
                 }
-                return .success(PendingTrim(length: len, byAge: age, byCount: count, serverTimeMs: now, capped: capped != 0))
+                return .success(PendingTrim(length: len, byAge: age, byCount: count, serverTimeMs: now, capped: capped != 0, bySize: size))
             })
         }
     }

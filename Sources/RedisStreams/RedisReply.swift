@@ -81,6 +81,15 @@ public enum RedisReply: Equatable, Sendable {
         }
     }
 
+    /// A time Redis printed (a decimal integer, or a sorted-set score such as `1.7e+12`, `inf`
+    /// or `nan`) as whole milliseconds: nil unless it is finite and within ±9e15 (year
+    /// 287,000), so a value read back from Redis never traps a conversion or a sum.
+    public static func milliseconds(_ text: String) -> Int64? {
+        if let n = Int64(text) { return abs(n) <= 9_000_000_000_000_000 ? n : nil }
+        guard let d = Double(text), d.isFinite, abs(d) <= 9e15 else { return nil }
+        return Int64(d.rounded(.down))
+    }
+
     /// The elements of an array reply.
     public var array: [RedisReply]? {
         if case .array(let items) = self { return items }

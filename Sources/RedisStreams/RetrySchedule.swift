@@ -249,11 +249,9 @@ public final class RetrySchedule {
         }
     }
 
-    /// A sorted-set score as whole milliseconds (Redis prints integral doubles without a point).
-    static func ms(_ text: String) -> Int64? {
-        if let n = Int64(text) { return n }
-        return Double(text).map { Int64($0) }
-    }
+    /// A sorted-set score as whole milliseconds (Redis prints integral doubles without a point);
+    /// nil for a score no due time has (`RedisReply.milliseconds`).
+    static func ms(_ text: String) -> Int64? { RedisReply.milliseconds(text) }
 }
 
 /// One retry as the schedule keeps it.

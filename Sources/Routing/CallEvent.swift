@@ -23,7 +23,8 @@ public struct CallEvent: Equatable, Sendable {
     /// The event's `sandbox`; nil when absent (the app's environment applies).
     public let sandbox: Bool?
     /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
-    /// entry's time plus the app's ring timeout.
+    /// entry's time plus the app's ring timeout (for a replay, no later than the original
+    /// call's deadline, its entry's `call_deadline`).
     public let deadlineMs: Int64
     /// True when `deadlineMs` came from the event rather than the ring timeout.
     public let deadlineFromEvent: Bool
@@ -86,8 +87,13 @@ public struct CallEvent: Equatable, Sendable {
     /// omit `title` or `body`, which then come from the template; JSON nested deeper than
     /// `JSONParser.maxDepth` (64) levels is not read. Otherwise the JSON is read as
     /// `JSONSerialization` read it (see `JSONParser`).
-    public static func decode(_ bytes: [UInt8], entryTimeMs: Int64,
-                              policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
+    ///   - callDeadline: the entry's `call_deadline` field, which a replay from the dead
+    ///     letters carries (docs/protocol.md): the original call's deadline, unix ms. An event
+    ///     without its own `deadline` rings no later than it (never later than the ring timeout
+    ///     from the entry either); a value that is not 1 to 16 digits counts as passed, so an
+    ///     unreadable one never makes an old call ring.
+    public static func decode(_ bytes: [UInt8], entryTimeMs: Int64, policy: AppRoutingPolicy,
+                              callDeadline: [UInt8]? = nil) throws(InvalidEvent) -> CallEvent {
         guard bytes.count <= maxEventBytes else {
             throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
         }
@@ -109,7 +115,7 @@ public struct CallEvent: Equatable, Sendable {
         }
         var fields = JSONFields(root: root)
         do {
-            return try fields.event(entryTimeMs: entryTimeMs, policy: policy)
+            return try fields.event(entryTimeMs: entryTimeMs, policy: policy, callDeadlineMs: callDeadline.map(CallEvent.callDeadlineMs))
         } catch {
             // Whatever else is wrong, the producer matches results on id and type: read them
             // if they are readable at all, even when the problem was found before them.
@@ -118,6 +124,17 @@ public struct CallEvent: Equatable, Sendable {
             if error.kind == nil, case let .string(type)? = root.last("type") { error.kind = Kind(rawValue: type) }
             throw error
         }
+    }
+
+    /// A `call_deadline` field's unix ms: 1 to 16 ASCII digits, else 0 (passed).
+    static func callDeadlineMs(_ bytes: [UInt8]) -> Int64 {
+        guard (1...16).contains(bytes.count) else { return 0 }
+        var ms: Int64 = 0
+        for b in bytes {
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return 0 }
+            ms = ms * 10 + Int64(b - UInt8(ascii: "0"))
+        }
+        return ms
     }
 
     /// The id and type of an event as far as they can be read (for the dead letter of an entry
@@ -270,7 +287,7 @@ struct JSONFields {
         return token
     }
 
-    mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> CallEvent {
+    mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy, callDeadlineMs: Int64?) throws(InvalidEvent) -> CallEvent {
         if let v = try integer("v", what: "") {
             guard v == CallEvent.version else {
                 throw invalid("v", "unsupported version \(v) (this gateway reads version \(CallEvent.version))")
@@ -312,7 +329,8 @@ struct JSONFields {
         if kind == .incomingCall && voipToken == nil && alertToken == nil {
             throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
         }
-        let deadlineMs = deadline ?? entryTimeMs.clampedSum(policy.ringTimeoutMs)
+        let ringEnd = entryTimeMs.clampedSum(policy.ringTimeoutMs)
+        let deadlineMs = deadline ?? callDeadlineMs.map { min($0, ringEnd) } ?? ringEnd
 
         var voipPayload: [UInt8] = []
         var alertPayload: [UInt8] = []

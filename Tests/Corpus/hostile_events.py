@@ -12,7 +12,8 @@ replays a run), every fifth followed by a valid call. The manifest keeps what wa
 carries as `entry` (docs/protocol.md, How an event ends): the results stream must hold exactly
 one result per entry and none for another; a `duplicate` result must name a first outcome
 (ids are unique by construction, so none is expected, but one is an answer, not a lost event);
-every dead letter must name its entry and hold the exact bytes of that entry's event, and
+every dead letter must name its entry and hold the exact bytes of that entry's event (of one
+over 65,536 bytes: its first 4,096, its length and its SHA-256), and
 every `dead_lettered` result must have its dead letter; each hand-made case must end as
 expected (dead-lettered with a reason naming its field, or delivered with its id), and every
 valid call must be delivered by VoIP. It prints
@@ -225,9 +226,17 @@ def mutate(rng, data):
     return bytes(data)
 
 
-def normalized(raw):
-    """What the gateway keeps of an event's bytes in a dead letter: all of them, exactly."""
-    return raw
+MAX_EVENT_BYTES, KEPT_PREFIX_BYTES = 65536, 4096
+
+
+def kept(fields, raw):
+    """Whether a dead letter's fields keep an event's bytes as the gateway must: all of them,
+    exactly, or for an event over 65,536 bytes (refused for its size) its first 4,096 bytes,
+    its length (`event_bytes`) and its SHA-256 (`event_sha256`), docs/protocol.md."""
+    if len(raw) <= MAX_EVENT_BYTES:
+        return fields.get(b"event", b"") == raw and b"event_bytes" not in fields
+    return (fields.get(b"event") == raw[:KEPT_PREFIX_BYTES] and fields.get(b"event_bytes") == str(len(raw)).encode()
+            and fields.get(b"event_sha256") == hashlib.sha256(raw).hexdigest().encode())
 
 
 def write(port, manifest, seed):
@@ -251,9 +260,9 @@ def write(port, manifest, seed):
     while n < MUTATIONS:
         base = rng.choice(templates(n))
         mutated = mutate(rng, base)
-        if mutated == base or normalized(mutated) in seen:
+        if mutated == base or mutated in seen:
             continue
-        seen.add(normalized(mutated))
+        seen.add(mutated)
         entries.append(("mutation", "mutation %d" % n, {b"event": mutated}, None))
         n += 1
         if n % 5 == 0:
@@ -298,7 +307,7 @@ def check(port, manifest):
     # Every dead letter names its entry (in its record) and keeps that entry's event byte for byte.
     dead_of = {}
     for dead_id, f in r.xrange(DEAD):
-        raw, reason = f.get(b"event", b""), f.get(b"reason", b"").decode("utf-8", "replace")
+        reason = f.get(b"reason", b"").decode("utf-8", "replace")
         try:
             entry = json.loads(f.get(b"attempts", b"{}")).get("entry")
         except ValueError:
@@ -307,7 +316,7 @@ def check(port, manifest):
             problems.append("dead letter %s names no calls entry of the corpus (%s)" % (dead_id.decode(), reason[:120]))
             continue
         e = entries[index[entry]]
-        if raw != normalized(bytes.fromhex(e["fields"].get("event", ""))):
+        if not kept(f, bytes.fromhex(e["fields"].get("event", ""))):
             problems.append("dead letter %s does not hold the bytes of entry %s (%s)" % (dead_id.decode(), entry, e["name"][:60]))
         if entry in dead_of:
             problems.append("two dead letters for entry %s" % entry)

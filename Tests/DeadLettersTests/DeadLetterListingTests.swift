@@ -19,7 +19,8 @@ final class DeadLetterListingTests: XCTestCase {
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
         let store = DeadLetterStore(connection: connection, prefix: "pushgw")
-        operations = DeadLetterOperations(loop: loop, store: store, policies: ["acme": .default, "beta": .default, "zeta": .default])
+        operations = DeadLetterOperations(loop: loop, store: store, policies: ["acme": .default, "beta": .default, "zeta": .default],
+                                          ringTimeoutsMs: [:])
     }
 
     override func tearDown() {

@@ -51,7 +51,7 @@ final class DeadLetterRecordTests: XCTestCase {
         fields["last_failure_ms"] = "-5"
         let r = DeadLetterRecord(entry: StreamEntry(id: "1764412345200-0", fields: fields), app: "acme", ledger: nil)
         XCTAssertEqual(r.replays, 0, "a replay count out of range is not believed")
-        XCTAssertEqual(r.replay(ledgerTTLSeconds: 60).replays, 1, "and replaying adds one without overflow")
+        XCTAssertEqual(r.replay(ledgerTTLSeconds: 60, ringTimeoutMs: 30_000).replays, 1, "and replaying adds one without overflow")
         XCTAssertNil(r.firstFailureMs)
         XCTAssertNil(r.lastFailureMs)
         XCTAssertNil(DeadLetterRecord.timeMs(ofID: "\(Int64.max)-0"), "an id time past year 287,000 is not a time")
@@ -70,7 +70,7 @@ final class DeadLetterRecordTests: XCTestCase {
 
     func testAReplayedEventThatDiedAgainCarriesItsEarlierRoundsAndCount() {
         let first = DeadLetterRecord(entry: Self.entry("1000-0"), app: "acme", ledger: nil)
-        let replay = first.replay(ledgerTTLSeconds: 60)
+        let replay = first.replay(ledgerTTLSeconds: 60, ringTimeoutMs: 30_000)
         XCTAssertEqual(replay.replays, 1, "the first replay counts 1")
         XCTAssertEqual(replay.eventId, "c-9", "its recorded outcome is forgotten so it is routed again")
         XCTAssertEqual(replay.event, Array(Self.event.utf8), "the event goes back unchanged")
@@ -85,7 +85,7 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertEqual(second.attempts.map(\.round), [1, 1, 2, 2])
         XCTAssertEqual(second.attempts[0].token, "8899aabb", "tokens survive the ledger")
         // A second replay grows the count and keeps both rounds.
-        let again = second.replay(ledgerTTLSeconds: 60)
+        let again = second.replay(ledgerTTLSeconds: 60, ringTimeoutMs: 30_000)
         XCTAssertEqual(again.replays, 2)
         let third = DeadLetterRecord(entry: Self.entry("5000-0"), app: "acme",
                                      ledger: ["replays": "2", "history": again.historyJSON, "calls_entry": "4000-0", "dead_entry": "3000-0"])

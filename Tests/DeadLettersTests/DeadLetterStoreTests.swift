@@ -53,15 +53,50 @@ final class DeadLetterStoreTests: XCTestCase {
               "attempts", "[]", "replays", "0", "app", app.app])?.string ?? ""
     }
 
+    /// Every entry id, oldest first, a bounded range step at a time.
     private func ids(_ app: AppKeys) -> [String] {
-        (wait { store.range(app, count: 10_000, newestFirst: false, completion: $0) } ?? []).map(\.id)
+        var ids: [String] = []
+        var start = "-"
+        while let page = wait({ store.range(app, start: start, count: 500, newestFirst: false, completion: $0) }) {
+            ids += page.entries.map(\.id)
+            guard page.more, let last = ids.last else { break }
+            start = "(" + last
+        }
+        return ids
+    }
+
+    // MARK: Reading
+
+    /// A range step reads at most its count and about 256 KiB: an entry of 1 MB (as a gateway
+    /// that kept refused events whole wrote them) ends its step alone, read as its first
+    /// 4,096 bytes with `event_bytes`; stepping on reads every entry once, in order.
+    func testARangeStepIsBoundedAndCutsAnEventOverTheWholeEventLimit() throws {
+        let mega = #"{"id":"big","pad":""# + String(repeating: "x", count: 1 << 20) + #""}"#
+        var written: [String] = []
+        for i in 0..<12 { written.append(dead(acme, event: i % 4 == 1 ? mega : #"{"id":"small-\#(i)"}"#)) }
+        let first = try XCTUnwrap(wait { store.range(acme, count: 500, newestFirst: false, completion: $0) })
+        XCTAssertEqual(first.entries.map(\.id), Array(written.prefix(2)), "the step ends after the first large entry")
+        XCTAssertTrue(first.more)
+        let big = first.entries[1]
+        XCTAssertEqual(big.values["event"], Array(mega.utf8.prefix(DeadLetterEntry.keptPrefixBytes)))
+        XCTAssertEqual(big.fields["event_bytes"], String(mega.utf8.count))
+        let record = DeadLetterRecord(entry: big, app: "acme", ledger: nil)
+        XCTAssertFalse(record.isEventWhole)
+        XCTAssertEqual(record.eventBytes, mega.utf8.count)
+        XCTAssertEqual(ReplayForecast(record, ringTimeoutMs: 30_000, nowMs: Clock.unixMs()),
+                       .notReplayable(keptBytes: 4_096, eventBytes: mega.utf8.count))
+        XCTAssertNil(first.entries[0].values["event_bytes"], "a whole event is read whole")
+        XCTAssertEqual(ids(acme), written, "step by step, every entry once, in order")
+        let newest = try XCTUnwrap(wait { store.range(acme, count: 3, newestFirst: true, completion: $0) })
+        XCTAssertEqual(newest.entries.map(\.id), [written[11], written[10], written[9]], "newest first, at most the count")
+        XCTAssertEqual(wait { store.entry(acme, id: written[5], completion: $0) }??.fields["event_bytes"], String(mega.utf8.count))
     }
 
     // MARK: Retention
 
     func testTrimByCountKeepsTheNewestEntries() {
         let written = (0..<8).map { _ in dead(acme) }
-        let trim = wait { store.trim(acme, maxEntries: 5, maxAgeMs: 14 * day, completion: $0) }
+        let trim = wait { store.trim(acme, maxEntries: 5, maxAgeMs: 14 * day, maxBytes: 64 << 20, completion: $0) }
         XCTAssertEqual(trim?.byCount, 3)
         XCTAssertEqual(trim?.byAge, 0)
         XCTAssertEqual(ids(acme), Array(written.suffix(5)), "the oldest go first, exactly")
@@ -74,20 +109,44 @@ final class DeadLetterStoreTests: XCTestCase {
         let fresh = [dead(acme), dead(acme)]
         XCTAssertEqual(old.count + 1 + fresh.count, ids(acme).count)
 
-        let dueNow = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        let dueNow = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: 0, completion: $0) }
         XCTAssertEqual(dueNow?.length, 5)
         XCTAssertEqual(dueNow?.byAge, 2, "entries older than 14 days are about to go")
         XCTAssertEqual(dueNow?.byCount, 0)
         XCTAssertEqual(dueNow?.capped, false)
-        let dueInADay = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, horizonMs: day, completion: $0) }
+        let dueInADay = wait { store.pendingTrim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: day, completion: $0) }
         XCTAssertEqual(dueInADay?.byAge, 3, "within the horizon, the one 13 days old is about to go too")
-        let overCount = wait { store.pendingTrim(acme, maxEntries: 2, maxAgeMs: 14 * day, horizonMs: 0, completion: $0) }
+        let overCount = wait { store.pendingTrim(acme, maxEntries: 2, maxAgeMs: 14 * day, maxBytes: 64 << 20, horizonMs: 0, completion: $0) }
         XCTAssertEqual(overCount?.byCount, 1, "after the age trim 3 are left, one more than the cap")
         XCTAssertEqual(overCount?.total, 3)
 
-        let trim = wait { store.trim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, completion: $0) }
+        let trim = wait { store.trim(acme, maxEntries: 10_000, maxAgeMs: 14 * day, maxBytes: 64 << 20, completion: $0) }
         XCTAssertEqual(trim?.byAge, 2, "what was predicted is what goes")
         XCTAssertEqual(ids(acme), [soon] + fresh)
+    }
+
+    /// Retention in bytes: 40 dead letters of 100 KB (4 MB) against a 1 MiB limit. What a trim
+    /// would remove is counted first (after the age and count trims), and the trim removes the
+    /// oldest until the stream's memory (`MEMORY USAGE`) is under the limit, the newest kept.
+    func testTrimBySizeRemovesTheOldestUntilTheStreamFitsAndIsPredictedBeforehand() throws {
+        let big = String(repeating: "x", count: 100_000)
+        let written = (0..<40).map { _ in dead(acme, event: #"{"id":"c","pad":"\#(big)"}"#) }
+        let usage = { self.send(["MEMORY", "USAGE", self.acme.dead, "SAMPLES", "0"])?.integer ?? 0 }
+        XCTAssertGreaterThan(usage(), 4_000_000)
+        let pending = try XCTUnwrap(wait { store.pendingTrim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, horizonMs: 0,
+                                                             completion: $0) })
+        XCTAssertEqual(pending.byCount, 5)
+        XCTAssertEqual(pending.byAge, 0)
+        XCTAssertGreaterThanOrEqual(pending.bySize, 24, "about 25 to 30 more of the 35 left must go for 1 MiB")
+        XCTAssertLessThanOrEqual(pending.bySize, 32)
+        let trim = try XCTUnwrap(wait { store.trim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, completion: $0) })
+        XCTAssertEqual(trim.byCount, 5)
+        XCTAssertLessThanOrEqual(abs(trim.bySize - pending.bySize), 1, "what was predicted is what goes, within an entry")
+        XCTAssertLessThanOrEqual(usage(), 1 << 20, "the stream fits its limit")
+        XCTAssertGreaterThanOrEqual(ids(acme).count, 4, "and keeps what fits (Redis' overhead per entry aside)")
+        XCTAssertEqual(ids(acme), Array(written.suffix(40 - 5 - Int(trim.bySize))), "the oldest went, exactly in order")
+        let again = try XCTUnwrap(wait { store.trim(acme, maxEntries: 35, maxAgeMs: 14 * day, maxBytes: 1 << 20, completion: $0) })
+        XCTAssertEqual(again.total, 0, "nothing more once it fits")
     }
 
     func testRetentionRunnerTrimsEveryAppByItsPolicyAndReports() {
@@ -132,19 +191,22 @@ final class DeadLetterStoreTests: XCTestCase {
         let id = dead(acme, event: event)
         _ = send(["SET", acme.result("c-7"), "dead_lettered"])
         let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-7", eventDigest: EventDigest.of(event),
-                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600)
+                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600,
+                                            callDeadlineMs: 1_764_412_345_678)
         let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
         let calls = try XCTUnwrap(send(["XRANGE", acme.calls, "-", "+"])).array ?? []
         XCTAssertEqual(calls.count, 1)
         let entry = try XCTUnwrap(StreamReplies.entry(calls[0]))
         XCTAssertEqual(entry.id, callsID)
-        XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1"], "the event unchanged, marked as a replay")
+        XCTAssertEqual(entry.fields, ["event": event, "replay": id, "replays": "1", "call_deadline": "1764412345678"],
+                       "the event unchanged, marked as a replay, with the original call's deadline")
         XCTAssertEqual(ids(acme), [], "the dead letter is gone with the replay")
         XCTAssertTrue(send(["GET", acme.result("c-7")])?.isNull ?? false, "the recorded outcome is forgotten")
         let ledger = wait { store.ledgers(acme, digests: [EventDigest.of(event), "nothing"], completion: $0) }
         XCTAssertEqual(ledger?.count, 1)
         XCTAssertEqual(ledger?[EventDigest.of(event)]?["calls_entry"], callsID)
         XCTAssertEqual(ledger?[EventDigest.of(event)]?["dead_entry"], id)
+        XCTAssertEqual(ledger?[EventDigest.of(event)]?["call_deadline"], "1764412345678", "kept for a replay of the replay")
         let ttl = send(["TTL", acme.replayLedger(EventDigest.of(event))])?.integer ?? -1
         XCTAssertTrue((590...600).contains(ttl), "the ledger expires: \(ttl)")
 

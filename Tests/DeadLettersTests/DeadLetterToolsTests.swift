@@ -44,8 +44,46 @@ final class DeadLetterToolsTests: XCTestCase {
         }
         let pacer = ReplayPacer(rate: try XCTUnwrap(ReplayRate(parsing: "4/s")), startMs: 1000)
         XCTAssertEqual((0..<5).map(pacer.dueMs(index:)), [1000, 1250, 1500, 1750, 2000], "4 a second, evenly spaced")
-        let slow = ReplayPacer(rate: ReplayRate(perSecond: 3), startMs: 0)
+        let slow = ReplayPacer(rate: try XCTUnwrap(ReplayRate(3, per: .second)), startMs: 0)
         XCTAssertEqual(slow.dueMs(index: 1), 334, "rounded up: never faster than the rate")
+    }
+
+    /// Every rate is parsed into 1/h ... 10000/s before any arithmetic: what crashed the
+    /// gateway and the CLI (a Double above Int.max shown, a rate that underflowed to 0, a due
+    /// time past Int64) and what never ended (1e-13/s) are refused, and the bounds pace and
+    /// print as small numbers.
+    func testRatesOutsideTheBoundsOrWrittenAsAnythingButDigitsAreRefused() throws {
+        let hostile = ["1e300", "1e19", "9.3e18/s", "5e-324/h", "1e-300", "1e-13", "inf", "nan", "-1", "0", "+5", "1e3",
+                       "0x10", "5.", ".5", "1/d", "10001/s", "600001/m", "0.9/h", "0.000001/s", " 5", "5 /s", "١٠/s",
+                       String(repeating: "9", count: 400), "0." + String(repeating: "0", count: 398) + "1"]
+        for text in hostile { XCTAssertNil(ReplayRate(parsing: text), text) }
+        XCTAssertNil(ReplayRate(.infinity, per: .second))
+        XCTAssertNil(ReplayRate(.nan, per: .second))
+        XCTAssertNil(ReplayRate(.leastNonzeroMagnitude, per: .hour))
+        for (text, shown) in [("1/h", "1/h"), ("10000/s", "10000/s"), ("600000/m", "600000/m"), ("2.5/h", "2.5/h"), ("20", "20/s"),
+                              ("000020.500000/m", "20.5/m"), ("999999999/h", nil)] {
+            let rate = ReplayRate(parsing: text)
+            XCTAssertEqual(rate?.description, shown, text)
+            if let rate { XCTAssertEqual(ReplayRate(parsing: rate.description), rate, "\(text) reads back") }
+        }
+        XCTAssertEqual(ReplayRate.slowest.description, "1/h")
+        XCTAssertEqual(ReplayRate.fastest.description, "10000/s")
+        let slowest = ReplayPacer(rate: .slowest, startMs: Int64.max - 10)
+        XCTAssertEqual(slowest.dueMs(index: 0), Int64.max - 10)
+        XCTAssertEqual(slowest.dueMs(index: Int.max), Int64.max, "past the end of time it stays there")
+        XCTAssertEqual(ReplayPacer(rate: .slowest, startMs: 0).dueMs(index: 1_000), 3_600_000_000, "1,000 at 1/h: 1,000 hours")
+    }
+
+    /// Durations are bounded before they are summed: 16 pairs of 999,999,999 weeks overflowed.
+    func testDurationsPastAHundredYearsAreRefused() {
+        XCTAssertEqual(TimeArgument.durationMs("5217w"), 5217 * 7 * 86_400_000)
+        XCTAssertEqual(TimeArgument.durationMs("36525d"), TimeArgument.longestMs)
+        XCTAssertNil(TimeArgument.durationMs("36525d1s"))
+        XCTAssertNil(TimeArgument.durationMs("999999999w"))
+        XCTAssertNil(TimeArgument.durationMs(String(repeating: "999999999w", count: 16)))
+        XCTAssertNil(TimeArgument.durationMs(String(repeating: "9", count: 400) + "s"))
+        XCTAssertNil(TimeArgument.instant(String(repeating: "999999999w", count: 16), nowMs: Int64.min + 1))
+        XCTAssertEqual(TimeArgument.instant("1s", nowMs: 10_000), 9_000)
     }
 
     func testDigestIsSHA256() {

@@ -32,7 +32,7 @@ package final class GatewayRedis {
         "+set", "+get", "+mget", "+del", "+exists", "+expire",
         "+hset", "+hget", "+hdel", "+hmget", "+hgetall",
         "+zadd", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
-        "+time", "+ping", "+client|setname", "+select",
+        "+time", "+ping", "+client|setname", "+select", "+memory|usage",
     ]
     package static let aclUser = "pushgw"
     package static let aclPassword = "least-privilege-SECRET"

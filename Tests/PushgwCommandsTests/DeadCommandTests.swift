@@ -85,6 +85,39 @@ final class DeadCommandTests: XCTestCase {
         }
     }
 
+    /// Every number an operator types is parsed into its bounds before anything uses it: each
+    /// rate that crashed `pushgw dead replay` or the gateway (1e300, 1e-300 and the others of
+    /// the hostile-input study), the non-numbers, 400 digits, and durations past 100 years
+    /// exit 2 with one line that names the bounds, before the config is read.
+    func testHostileNumbersExitTwoNamingTheBounds() {
+        let rates = ["1e300", "1e-300", "1e19", "9.3e18/s", "5e-324/h", "1e-13", "inf", "nan", "-1", "0",
+                     String(repeating: "9", count: 400), "10001/s", "0.5/h"]
+        var cases: [(args: [String], verb: String, mentions: String)] = rates.flatMap { rate in
+            [(["dead", "replay", "--all", "--dry-run", "--rate", rate], "dead replay", "from 1/h to 10000/s"),
+             (["dead", "replay", "1-0", "--rate", rate], "dead replay", "from 1/h to 10000/s"),
+             (["dead", "replay", "--all", "--yes", "--rate=" + rate], "dead replay", "from 1/h to 10000/s")]
+        }
+        for time in [String(repeating: "999999999w", count: 16), "36526d", String(repeating: "9", count: 400) + "s", "1e300s", "nan"] {
+            cases.append((["dead", "list", "--since", time], "dead list", "at most 100 years"))
+            cases.append((["dead", "purge", "--all", "--yes", "--older-than", time], "dead purge", "at most 100 years"))
+        }
+        for limit in ["1e300", String(repeating: "9", count: 400), "-1", "nan", "10001"] {
+            cases.append((["dead", "list", "--limit", limit], "dead list", "from 1 to 10000"))
+        }
+        for drain in ["9223372036854775807", "3600001", "-1", "1e300", String(repeating: "9", count: 400)] {
+            cases.append((["run", "--drain-ms", drain], "run", "from 0 to 3600000"))
+        }
+        for c in cases {
+            let (status, out, err) = run(c.args)
+            XCTAssertEqual(status, 2, "\(c.args.map { $0.prefix(30) })")
+            XCTAssertEqual(out, [])
+            XCTAssertEqual(err.count, 1, "one line: \(err)")
+            let line = err.first ?? ""
+            XCTAssertTrue(line.contains(c.mentions) && line.hasSuffix("(see pushgw \(c.verb) --help)"), line)
+            XCTAssertLessThan(line.count, 400, "a 400-digit number is quoted by its start: \(line.count) characters")
+        }
+    }
+
     func testAnUnusableConfigOrUnknownAppExitsTwo() throws {
         let fixture = try ConfigFixture()
         defer { fixture.cleanUp() }

@@ -30,6 +30,8 @@ final class DeadLetterHarness {
     let outcomes = RecordedOutcomes()
     var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
     private var router: (store: CallStore, pools: ApnsPools, runner: RouterRole)?
+    /// App `broken`'s `ring_timeout_s`, for the router and the CLI's config file alike.
+    var brokenRingTimeoutSeconds = 30
 
     init(redis deployment: RedisDeployment = .tcp) throws {
         access = try GatewayRedis(deployment)
@@ -65,7 +67,7 @@ final class DeadLetterHarness {
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: sim.pki.otherJWTKey)],
             apps: ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
                    "broken": AppConfig(bundleId: sim.bundleID, credential: fixed ? "good" : "wrong", environment: .production,
-                                       retry: policies)])
+                                       ringTimeoutSeconds: brokenRingTimeoutSeconds, retry: policies)])
     }
 
     /// Starts a router on the harness's loop (stopping the one running, if any).
@@ -105,11 +107,12 @@ final class DeadLetterHarness {
         _ = send(["XADD", keys(app).calls, "*", "event", text])
     }
 
-    /// The event text of an `incoming_call`; the deadline is a minute away unless given.
-    func event(_ id: String, voip: String, alert: String? = nil, deadlineInMs: Int64 = 60_000) -> String {
+    /// The event text of an `incoming_call`; the deadline is a minute away unless given (nil:
+    /// none, the app's ring timeout applies).
+    func event(_ id: String, voip: String, alert: String? = nil, deadlineInMs: Int64? = 60_000) -> String {
         var f: [String: Any] = ["v": 1, "id": id, "type": "incoming_call", "voip_token": voip,
-                                "deadline": Clock.unixMs() + deadlineInMs,
                                 "voip": ["caller": "+15551234567", "callerName": "Alice"]]
+        if let deadlineInMs { f["deadline"] = Clock.unixMs() + deadlineInMs }
         if let alert { f["alert_token"] = alert }
         let data = try! JSONSerialization.data(withJSONObject: f, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
@@ -168,7 +171,8 @@ final class DeadLetterHarness {
     /// `retention` adds `dead_letters` to app `broken`.
     @discardableResult
     func writeConfigFile(fixed: Bool = false, retention: [String: Any]? = nil) throws -> String {
-        var broken: [String: Any] = ["bundle_id": sim.bundleID, "credential": fixed ? "good" : "wrong", "environment": "production"]
+        var broken: [String: Any] = ["bundle_id": sim.bundleID, "credential": fixed ? "good" : "wrong", "environment": "production",
+                                     "ring_timeout_s": brokenRingTimeoutSeconds]
         if let retention { broken["dead_letters"] = retention }
         let json: [String: Any] = [
             "redis": access.json,

@@ -162,7 +162,7 @@ class DeadLettersCLITests: XCTestCase {
         XCTAssertEqual(broken["count"] as? Int, 2)
         XCTAssertEqual(broken["reasons"] as? [String: Int], ["apns_credentials: InvalidProviderToken": 2])
         XCTAssertEqual((broken["oldest"] as? [String: Any])?["id"] as? String, oldest)
-        XCTAssertEqual(broken["retention"] as? [String: Int], ["max_entries": 10_000, "max_age_days": 14])
+        XCTAssertEqual(broken["retention"] as? [String: Int], ["max_entries": 10_000, "max_age_days": 14, "max_megabytes": 64])
         XCTAssertEqual(broken["trim_now"] as? Int, 0)
         XCTAssertEqual((apps[0]["reasons"] as? [String: Int])?.values.reduce(0, +), 1)
 
@@ -217,6 +217,70 @@ class DeadLettersCLITests: XCTestCase {
         XCTAssertEqual(h.outcomes("fix-1"), [.deadLettered, .deliveredVoip], "routed again with the fixed key")
         XCTAssertEqual(h.sim.simulator.recorded.filter { $0.token == "00000000dddd5555" }.count, 2,
                        "one push refused with the wrong key, one accepted with the right one")
+    }
+
+    /// A dead letter without a `deadline`, replayed after its app's ring timeout, is the
+    /// original call: its replay gets the missed-call alert, never a VoIP push (counted at the
+    /// simulator per token), and the dry run says so before.
+    func testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly() throws {
+        h.brokenRingTimeoutSeconds = 1
+        try h.writeConfigFile()
+        try h.startRouter(fixed: false)
+        let voip = "00000000abab0001", alert = "ffffffffcdcd0002"
+        h.xaddRaw("broken", h.event("old-call", voip: voip, alert: alert, deadlineInMs: nil))
+        h.waitForRecords(1)
+        XCTAssertEqual(h.outcomes("old-call"), [.deadLettered])
+        let id = try XCTUnwrap(h.deadIDs("broken").first)
+        h.stopRouter()
+        let rings = { (token: String) in self.h.sim.simulator.recorded.filter { $0.token == token }.count }
+        XCTAssertEqual(rings(voip), 1, "the refused VoIP push")
+        // The call rang for its 1 s and ended; the operator fixes the key after that.
+        let ended = Clock.monotonicMs() + 1_500
+        h.loop.run(waitingFor: "the call's ring timeout to pass") { Clock.monotonicMs() >= ended }
+        try h.writeConfigFile(fixed: true)
+
+        let entry = try XCTUnwrap(json(h.dead(["show", id, "--json"]).out.joined())["calls_entry"] as? String)
+        let dry = h.dead(["replay", id, "--dry-run"])
+        XCTAssertEqual(dry.status, 0, dry.err.joined())
+        XCTAssertTrue(dry.out[0].contains("missed-call alert only: the call's deadline passed"), dry.text)
+        let shown = h.dead(["show", id]).text
+        XCTAssertTrue(shown.contains("the call's first entry + the app's 1 s ring timeout); a replay now: missed-call alert only"), shown)
+        let replay = h.dead(["replay", id])
+        XCTAssertEqual(replay.status, 0, replay.err.joined())
+        XCTAssertTrue(replay.out[0].contains("missed-call alert only"), replay.text)
+        let calls = h.entries(h.keys("broken").calls)
+        XCTAssertEqual(calls.count, 1)
+        let entryMs = try XCTUnwrap(entry.split(separator: "-").first.flatMap { Int64($0) })
+        XCTAssertEqual(calls.first?.fields["call_deadline"], String(entryMs + 1_000),
+                       "the original call's deadline (its first entry + 1 s), not one from the replay")
+
+        try h.startRouter(fixed: true)
+        h.waitForRecords(2)
+        XCTAssertEqual(h.outcomes("old-call"), [.deadLettered, .deliveredAlert], "the missed-call alert")
+        XCTAssertEqual(rings(voip), 1, "no VoIP push for the replay of a call past its deadline")
+        XCTAssertEqual(rings(alert), 1, "one alert")
+        XCTAssertEqual(h.recorded.last?.record.cause, .deadline)
+    }
+
+    /// The rates that crashed `pushgw dead replay` (a rate shown past Int.max, a due time past
+    /// Int64): with dead letters to replay, each exits 2 naming the bounds and changes nothing.
+    func testHostileRatesExitTwoWithDeadLettersThere() throws {
+        try makeDeadLetters()
+        h.stopRouter()
+        let before = h.deadIDs("broken")
+        for rate in ["1e300", "1e-300", "1e19", "9.3e18/s", "5e-324/h", "1e-13", "inf", "nan", "-1", "0", String(repeating: "9", count: 400)] {
+            for args in [["replay", "--all", "--dry-run", "--rate", rate], ["replay", "--all", "--yes", "--rate", rate],
+                         ["replay", before[0], "--rate", rate]] {
+                let run = h.dead(args)
+                XCTAssertEqual(run.status, 2, "\(args.map { $0.prefix(20) }): \(run.err)")
+                XCTAssertTrue(run.err.joined().contains("from 1/h to 10000/s"), run.err.joined())
+            }
+        }
+        XCTAssertEqual(h.deadIDs("broken"), before, "nothing replayed")
+        XCTAssertEqual(h.entries(h.keys("broken").calls).count, 0)
+        let slowest = h.dead(["replay", "--all", "--app", "broken", "--dry-run", "--rate", "1/h"])
+        XCTAssertEqual(slowest.status, 0, slowest.err.joined())
+        XCTAssertTrue(slowest.out.last?.hasSuffix("would be replayed at 1/h; nothing changed") == true, slowest.text)
     }
 
     func testAReplayThatDiesAgainKeepsItsHistoryAndItsCountGrows() throws {
@@ -381,6 +445,10 @@ final class DeadLettersCLIOverTLSTests: DeadLettersCLITests {
     override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
     override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
     override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
+    override func testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly() throws {
+        try super.testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly()
+    }
+    override func testHostileRatesExitTwoWithDeadLettersThere() throws { try super.testHostileRatesExitTwoWithDeadLettersThere() }
 }
 
 /// `DeadLettersCLITests` as the least-privileged ACL user.
@@ -396,6 +464,10 @@ final class DeadLettersCLIAsLeastPrivilegedUserTests: DeadLettersCLITests {
     override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
     override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
     override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
+    override func testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly() throws {
+        try super.testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly()
+    }
+    override func testHostileRatesExitTwoWithDeadLettersThere() throws { try super.testHostileRatesExitTwoWithDeadLettersThere() }
 }
 
 /// `DeadLettersCLITests` through a sentinel that names the primary.
@@ -411,4 +483,8 @@ final class DeadLettersCLIThroughSentinelTests: DeadLettersCLITests {
     override func testPurgeHonoursFiltersAndAsksForConfirmation() throws { try super.testPurgeHonoursFiltersAndAsksForConfirmation() }
     override func testPurgeWithoutATerminalIsRefusedByTheRealBinary() throws { try super.testPurgeWithoutATerminalIsRefusedByTheRealBinary() }
     override func testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() throws { try super.testTheDeadLettersRoleTrimsByTheAppsRetentionAndStatsShowItFirst() }
+    override func testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly() throws {
+        try super.testANoDeadlineDeadLetterReplayedAfterItsRingTimeoutGetsTheAlertOnly()
+    }
+    override func testHostileRatesExitTwoWithDeadLettersThere() throws { try super.testHostileRatesExitTwoWithDeadLettersThere() }
 }

@@ -41,6 +41,28 @@ final class CallEventTests: XCTestCase {
         XCTAssertEqual(event.alertToken, Fixture.alertToken)
     }
 
+    /// A replay's `call_deadline` (the original call's) caps the default deadline, never
+    /// extends it; the event's own `deadline` wins; an unreadable one counts as passed.
+    func testAReplaysCallDeadlineCapsTheDefaultDeadline() throws {
+        let noDeadline = Array(Fixture.eventJSON(["deadline": nil]).utf8)
+        func deadline(_ field: String?, event: [UInt8] = noDeadline) throws -> Int64 {
+            try CallEvent.decode(event, entryTimeMs: Fixture.entry, policy: Fixture.policy(), callDeadline: field.map { Array($0.utf8) }).deadlineMs
+        }
+        XCTAssertEqual(try deadline(nil), Fixture.entry + 30_000)
+        XCTAssertEqual(try deadline(String(Fixture.entry - 60_000)), Fixture.entry - 60_000, "the original call's, passed")
+        XCTAssertEqual(try deadline(String(Fixture.entry + 5_000)), Fixture.entry + 5_000)
+        XCTAssertEqual(try deadline(String(Fixture.entry + 3_600_000)), Fixture.entry + 30_000, "never later than the ring timeout")
+        for garbage in ["", "-5", "1e300", "12a", String(repeating: "9", count: 17), "١٢"] {
+            XCTAssertEqual(try deadline(garbage), 0, "unreadable counts as passed: \(garbage)")
+        }
+        XCTAssertEqual(try deadline(String(Fixture.entry - 60_000), event: Array(Fixture.eventJSON().utf8)), Fixture.deadline,
+                       "the event's own deadline wins")
+        let replayed = try CallEvent.decode(noDeadline, entryTimeMs: Fixture.entry, policy: Fixture.policy(),
+                                            callDeadline: Array(String(Fixture.entry - 60_000).utf8))
+        XCTAssertTrue(String(decoding: replayed.voipPayload, as: UTF8.self).contains(#""deadline":\#(Fixture.entry - 60_000)"#),
+                      "the VoIP payload carries the original deadline")
+    }
+
     func testTheProducersIdAndDeadlineInsideVoipAreKept() throws {
         let event = try decode(Fixture.eventJSON(["voip": #"{"id":"app-own","deadline":"soon"}"#]))
         XCTAssertEqual(String(decoding: event.voipPayload, as: UTF8.self), #"{"deadline":"soon","id":"app-own"}"#)
