@@ -73,11 +73,25 @@ extension RouterRole {
     }
 
     /// The calls whose start waited for a read: it answered (or none will be made now).
+    ///
+    /// Their lookups' answers are older than the process's other answers now: a copy whose
+    /// lookup found the claim of an entry routing here, and that entry has left meanwhile
+    /// (recorded, or put in the retry schedule), would find no copy to wait for and push again.
+    /// Such a copy is looked up again, and started as soon as that answers.
     func startCallsAwaitingRead() {
         guard !callsAwaitingRead.isEmpty else { return }
         let waiting = callsAwaitingRead
         callsAwaitingRead = []
-        for (a, found) in waiting where isLive(a.call) { start(a, found: found) }
+        var again: [String: [Admitted]] = [:]
+        for (a, found) in waiting where isLive(a.call) {
+            if found.claimHolder == settings.consumer && !found.claimTakenNow && copyRouting(besides: a.call) == nil {
+                a.startsAfterNextRead = false
+                again[a.call.app.id, default: []].append(a)
+            } else {
+                start(a, found: found)
+            }
+        }
+        for (_, copies) in again { lookUp(copies, app: copies[0].call.app) }
     }
 
     /// Looks admitted calls up (one step per app: the outcome, the cancellation, the tokens, and
@@ -132,6 +146,7 @@ extension RouterRole {
                 for (h, holder) in zip(held, holders) {
                     var found = h.found
                     found.claimHolder = holder
+                    found.claimTakenNow = holder == self.settings.consumer
                     self.startAfterRead(h.admitted, found: found)
                 }
             case let .failure(error):

@@ -202,6 +202,9 @@ public struct EventLookup: Equatable, Sendable {
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String?
+    /// The claim was taken by this lookup (or taken over from a lapsed consumer): false when
+    /// the asking consumer held it already, for another entry of the call (a copy of it).
+    public var claimTakenNow = false
 
     public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,
                 claimHolder: String? = nil) {

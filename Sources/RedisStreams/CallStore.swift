@@ -450,7 +450,12 @@ public final class CallStore {
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
                     if claims > 0, q.claim {
-                        found.claimHolder = values[holder].string
+                        if values[holder].integer == 1 {
+                            found.claimHolder = claimAs
+                            found.claimTakenNow = true
+                        } else {
+                            found.claimHolder = values[holder].string
+                        }
                         holder += 1
                     }
                     out.append(found)

@@ -330,9 +330,10 @@ enum CallStoreLua {
     /// in its result key (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result
     /// or another consumer's claim. An invalid event's result is taken over (it claims
     /// nothing). Returns the read values, followed by one holder per claiming query (false when
-    /// the call is done): this consumer, or the other one whose claim is there (the caller
-    /// checks that one's lease in the registry, which is in another slot, and takes a lapsed
-    /// one's claim over with `takeOverClaims`).
+    /// the call is done; 1 when this lookup took the claim): the consumer whose claim was there
+    /// already: this one, for a copy of a call it routes, or another one (the caller checks
+    /// that one's lease in the registry, which is in another slot, and takes a lapsed one's
+    /// claim over with `takeOverClaims`).
     /// KEYS: the read keys.
     /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
     static let lookupAndClaim = resultValues + """
@@ -344,7 +345,7 @@ enum CallStoreLua {
           local holder = false
           if not value or isProvisional(value) then
             redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
-            holder = ARGV[1]
+            holder = 1
           elseif isClaim(value) then
             holder = string.sub(value, 11)
           end
