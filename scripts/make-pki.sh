@@ -20,22 +20,22 @@ mkdir -p "$dir"
 cd "$dir"
 # The last file written marks a complete directory.
 [ -f other-ca.pem ] && exit 0
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
   -subj "/CN=pushgw test CA" -keyout ca.key -out ca.pem 2>/dev/null
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
   -keyout server.key -out server.csr 2>/dev/null
 printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
   -extfile server.ext -out server.pem 2>/dev/null
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=elsewhere.example" \
   -keyout other-host.key -out other-host.csr 2>/dev/null
 printf 'subjectAltName=DNS:elsewhere.example\nextendedKeyUsage=serverAuth\n' > other-host.ext
-openssl x509 -req -in other-host.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+openssl x509 -req -in other-host.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
   -extfile other-host.ext -out other-host.pem 2>/dev/null
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
   -subj "/UID=$bundle/CN=Apple Push Services: $bundle" -keyout client.key -out client.csr 2>/dev/null
 printf 'extendedKeyUsage=clientAuth\n' > client.ext
-openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
   -extfile client.ext -out client.pem 2>/dev/null
 echo "test-password" > client.p12.password
 openssl pkcs12 -export -in client.pem -inkey client.key -passout file:client.p12.password -out client.p12 2>/dev/null
@@ -50,13 +50,13 @@ signed() {
   openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days "$2" -extfile "$1.ext" -out "$1.pem" 2>/dev/null
   rm -f "$1.csr" "$1.ext"
 }
-signed redis 30 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' "/CN=localhost"
-signed redis-client 30 'extendedKeyUsage=clientAuth\n' "/CN=pushgw"
+signed redis 365 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' "/CN=localhost"
+signed redis-client 365 'extendedKeyUsage=clientAuth\n' "/CN=pushgw"
 signed redis-expired -1 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' "/CN=localhost"
-signed redis-otherhost 30 'subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth\n' "/CN=other.example"
+signed redis-otherhost 365 'subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth\n' "/CN=other.example"
 rm -f server.csr client.csr other-host.csr server.ext client.ext other-host.ext jwt.key ca.srl
 chmod 600 ./*.key AuthKey.p8 client.p12 client.p12.password
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
   -subj "/CN=another test CA" -keyout other-ca.key -out other-ca.pem.tmp 2>/dev/null
 rm -f other-ca.key
 mv other-ca.pem.tmp other-ca.pem

@@ -63,6 +63,14 @@ public struct ApnsClientConfiguration {
     }
 }
 
+/// A push handed to `ApnsClient.send`, for `withdraw`. Holds the push, not the client.
+public struct ApnsPushTicket {
+    fileprivate let push: PendingPush
+
+    /// Its completion ran (an answer, a failure, or `withdraw`).
+    public var isAnswered: Bool { push.isCompleted }
+}
+
 /// Whether a pool reaches APNs, as its connects go: told to `ApnsClient.onReachability`.
 public enum ApnsReachability: Equatable, Sendable {
     /// A connect failed while no connection of the pool was up: `failures` in a row, the pool
@@ -171,14 +179,20 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// Sends `notification`; `completion` runs once on the loop with APNs' answer or the
     /// reason there was none. `writeByUnixMs` (unix ms) ends its time to be written earlier
     /// than the request timeout: the deadline of a VoIP push's call, after which it must never
-    /// be sent.
+    /// be sent. The ticket lets the caller take the push back while it is not written
+    /// (`withdraw`).
+    @discardableResult
     public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil,
-                     completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
+                     completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) -> ApnsPushTicket? {
         loop.assertInLoop()
-        guard !closed else { return completion(.failure(.clientClosed)) }
+        guard !closed else {
+            completion(.failure(.clientClosed))
+            return nil
+        }
         guard queue.count < configuration.maxQueued else {
             stats.queueFullRejections += 1
-            return completion(.failure(.queueFull))
+            completion(.failure(.queueFull))
+            return nil
         }
         let now = Clock.monotonicMs()
         var writeBy = now + configuration.requestTimeoutMs
@@ -190,6 +204,21 @@ public final class ApnsClient: ApnsConnectionDelegate {
         if !wasWaiting { pushesStartedWaiting(now: now) }
         ensureConnections()
         if !deferringDispatch { dispatch() }
+        return ApnsPushTicket(push: push)
+    }
+
+    /// Takes back a push that is still waiting to be written: its completion runs at once, before
+    /// this returns, with `.withdrawn`, and nothing of it ever reaches APNs. False when it was
+    /// written already (its HEADERS are on a stream: APNs may have it, and its answer comes as
+    /// usual) or has its completion already.
+    @discardableResult
+    public func withdraw(_ ticket: ApnsPushTicket) -> Bool {
+        loop.assertInLoop()
+        let push = ticket.push
+        guard !push.isCompleted, push.streamID == 0, !push.headersSent else { return false }
+        // The queue drops completed pushes as it reaches them (`dispatch`, `sweep`).
+        push.complete(.failure(.withdrawn))
+        return true
     }
 
     /// A push waits while the pool backs off from failed connects: bring the next connect

@@ -3,6 +3,11 @@
 public enum ReasonClass: String, Sendable, CaseIterable {
     /// The device token is gone or wrong: never retry it; report it as feedback.
     case tokenInvalid
+    /// The token is not valid in the environment it was sent to: it is wrong, or it belongs to
+    /// the other environment (a development build's token sent to production, or the
+    /// reverse: Apple answers both with `BadDeviceToken`). Try it once in the other
+    /// environment before calling it invalid.
+    case tokenInvalidHere
     /// Try again later (with backoff): throttling, server trouble, shutdown.
     case retryable
     /// The credential or the app's configuration is wrong; a human must fix it, and other
@@ -34,7 +39,8 @@ public enum ApnsReason: Hashable, Sendable {
     /// The one table: reason, Apple's string, the HTTP status Apple pairs it with, its class.
     public static let table: [(reason: ApnsReason, text: String, status: Int, kind: ReasonClass)] = [
         (.badCollapseId, "BadCollapseId", 400, .requestError),
-        (.badDeviceToken, "BadDeviceToken", 400, .tokenInvalid),
+        // Also a token of the other environment (Apple's response table): see `tokenInvalidHere`.
+        (.badDeviceToken, "BadDeviceToken", 400, .tokenInvalidHere),
         (.badExpirationDate, "BadExpirationDate", 400, .requestError),
         (.badMessageId, "BadMessageId", 400, .requestError),
         (.badPriority, "BadPriority", 400, .requestError),

@@ -36,7 +36,8 @@ public struct PushNotificationResponse: Sendable, Equatable {
 /// `connectionFailed`, `queueFull`, `clientClosed`) may be retried: none says the push is
 /// wrong, and the push may or may not have arrived. `credentialUnusable` (the app's signing
 /// key) and `unsendable` (this push can never be written) will fail the same way again: the
-/// router dead-letters them (`ApnsVerdict`).
+/// router dead-letters them (`ApnsVerdict`). `withdrawn` is the caller's own doing
+/// (`ApnsClient.withdraw`): nothing was sent.
 public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No answer within the request timeout. APNs may or may not have delivered it.
     case timeout
@@ -53,6 +54,9 @@ public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible
     /// The push cannot be written as a request (its headers do not fit); nothing was sent,
     /// and sending it again cannot help.
     case unsendable(String)
+    /// The caller took the push back before it was written (`ApnsClient.withdraw`): it never
+    /// left the process.
+    case withdrawn
 
     public var description: String {
         switch self {
@@ -63,6 +67,7 @@ public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible
         case .clientClosed: return "client closed"
         case let .credentialUnusable(why): return "credential unusable: \(why)"
         case let .unsendable(why): return "push not sendable: \(why)"
+        case .withdrawn: return "withdrawn before it was written"
         }
     }
 }

@@ -62,6 +62,9 @@ public enum Priority: Int, Sendable, CaseIterable {
 public enum ApnsEnvironment: String, Sendable, CaseIterable {
     case production, sandbox
 
+    /// The other environment.
+    public var other: ApnsEnvironment { self == .production ? .sandbox : .production }
+
     /// Apple's host for this environment.
     public var defaultHost: String {
         self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"

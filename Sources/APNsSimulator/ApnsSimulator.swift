@@ -43,7 +43,9 @@ public final class ApnsSimulator {
         }
         let verifier = try ProviderTokenVerifier(keyFiles: config.tokenKeys, teamId: config.teamId,
                                                  maxAgeSeconds: config.maxTokenAgeSeconds)
-        requestJudge = RequestJudge(scenarios: ScenarioBook(defaultScenario: config.defaultScenario, scenarios: config.scenarios),
+        requestJudge = RequestJudge(scenarios: ScenarioBook(defaultScenario: config.defaultScenario, scenarios: config.scenarios,
+                                                            tokenEnvironments: config.tokenEnvironments,
+                                                            environment: config.sandbox ? .sandbox : .production),
                              bundleIDs: config.bundleIDs, verifier: verifier)
         recorder = RequestRecorder(limit: config.recordLimit)
         if let path = config.logFile {

@@ -142,9 +142,16 @@ struct ScenarioBook {
     /// token's scenario is set again.
     private var consumed: [String: Int] = [:]
 
-    init(defaultScenario: Scenario, scenarios: [String: Scenario]) {
+    /// Listed tokens' environments, and this simulator's (`SimulatorConfig.tokenEnvironments`).
+    private let tokenEnvironments: [String: ApnsEnvironment]
+    private let environment: ApnsEnvironment
+
+    init(defaultScenario: Scenario, scenarios: [String: Scenario], tokenEnvironments: [String: ApnsEnvironment] = [:],
+         environment: ApnsEnvironment = .production) {
         self.defaultScenario = defaultScenario
         byToken = Dictionary(scenarios.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.tokenEnvironments = Dictionary(tokenEnvironments.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.environment = environment
     }
 
     func scenario(for token: String) -> Scenario { byToken[token] ?? defaultScenario }
@@ -174,6 +181,8 @@ struct ScenarioBook {
 
     /// The answer to a valid, authenticated request for `token`.
     mutating func outcome(for token: String) -> Outcome {
+        // A token of the other environment is unknown here, whatever its scenario.
+        if let own = tokenEnvironments[token], own != environment { return .answer(.badDeviceToken) }
         switch scenario(for: token) {
         case .ok, .expiredProviderToken, .refusedStream, .dropConnection: return .answer(nil)
         case .unregistered: return .answer(.unregistered)

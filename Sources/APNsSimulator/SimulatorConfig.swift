@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 
 /// Everything an `ApnsSimulator` needs to start: where to listen, its TLS identity, the
@@ -25,6 +26,11 @@ public struct SimulatorConfig: Sendable, Equatable {
     public var defaultScenario: Scenario = .ok
     /// Scenarios by device token (hex, any case).
     public var scenarios: [String: Scenario] = [:]
+    /// The environment each listed token (hex, any case) belongs to, as a device's token
+    /// belongs to the environment its app was built for: a simulator of the other environment
+    /// (`sandbox`) answers its pushes 400 `BadDeviceToken`, as APNs does. Tokens not listed
+    /// belong to both.
+    public var tokenEnvironments: [String: ApnsEnvironment] = [:]
     /// When set, each connection gets a GOAWAY after this many requests.
     public var goawayEvery: Int?
     /// SETTINGS_MAX_CONCURRENT_STREAMS of a new connection (APNs starts at 1)...
@@ -106,7 +112,7 @@ private struct ConfigReader {
     static let knownKeys: Set<String> = [
         "host", "port", "cert_file", "key_file", "client_ca_file", "token_keys", "team_id", "bundle_ids",
         "default_scenario", "scenarios", "goaway_every", "initial_max_streams", "raised_max_streams",
-        "log_file", "sandbox", "max_token_age_s", "record_limit",
+        "log_file", "sandbox", "max_token_age_s", "record_limit", "token_environments",
     ]
 
     mutating func read(_ root: JSONValue) -> SimulatorConfig? {
@@ -150,6 +156,17 @@ private struct ConfigReader {
                 guard token.utf8.allSatisfy({ isHex($0) }), !token.isEmpty else { problem(at, "key must be a hex device token"); continue }
                 guard case let .string(s) = v else { problem(at, "must be a scenario string"); continue }
                 if let scenario = scenario(s, at: at) { c.scenarios[token.lowercased()] = scenario }
+            }
+        }
+        if let table = object(o, "token_environments") {
+            for (token, v) in table.sorted(by: { $0.key < $1.key }) {
+                let at = "$.token_environments.\(token)"
+                guard token.utf8.allSatisfy({ isHex($0) }), !token.isEmpty else { problem(at, "key must be a hex device token"); continue }
+                guard case let .string(name) = v, let environment = ApnsEnvironment(rawValue: name) else {
+                    problem(at, "must be \"production\" or \"sandbox\"")
+                    continue
+                }
+                c.tokenEnvironments[token.lowercased()] = environment
             }
         }
         c.goawayEvery = int(o, "goaway_every", in: 1...Int(Int32.max))

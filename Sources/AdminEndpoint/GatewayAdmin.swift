@@ -59,6 +59,8 @@ package final class GatewayAdmin {
     private let loop: EventLoop
     private let config: AdminConfig
     private var apps: [AppRuntime]
+    /// Per app, the tokens of the other environment seen since start, for the console's warning.
+    private var mismatches: [String: ConsoleFigures.EnvironmentMismatches] = [:]
     private let store: CallStore
     private let pools: ApnsPools
     private let runner: RouterRole?
@@ -275,7 +277,8 @@ package final class GatewayAdmin {
         let s = snapshot()
         let apps = self.apps.map { a in
             ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
-                               refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending)
+                               refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending,
+                               environmentMismatches: mismatches[a.id])
         }
         let problems = readiness().problems.map { p in
             [p.check, p.node, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
@@ -321,6 +324,17 @@ extension GatewayAdmin: RouterObservations {
 
     package func fallback(app: String, cause: FallbackCause) {
         metrics.fallback(app: app, cause: cause)
+    }
+
+    package func tokenFeedback(app: String, feedback: InvalidToken) {
+        metrics.tokenFeedback(app: app, feedback: feedback)
+        if let environment = feedback.environment {
+            var seen = mismatches[app] ?? ConsoleFigures.EnvironmentMismatches(count: 0, acceptedIn: environment, lastAtMs: 0)
+            seen.count += 1
+            seen.acceptedIn = environment
+            seen.lastAtMs = feedback.timestampMs
+            mismatches[app] = seen
+        }
     }
 
     package func callRecorded(app: String, record: OutcomeRecord) {

@@ -1,4 +1,5 @@
 import APNs
+import GatewayConfiguration
 import GatewayRoles
 import RedisStreams
 import Routing
@@ -29,6 +30,8 @@ package final class GatewayMetrics: RouterObservations {
     let duplicates: CounterFamily
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
+    let tokenFeedback: CounterFamily
+    let environmentMismatches: CounterFamily
     let deadlineMisses: CounterFamily
     let eventLatency: HistogramFamily
     // MARK: APNs answers (pushed)
@@ -77,6 +80,7 @@ package final class GatewayMetrics: RouterObservations {
     let redisEvictedKeys: CounterFamily
     let redisWriteRefusals: CounterFamily
     let backlogEntries: GaugeFamily
+    let certificateExpiry: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
     let pendingEntries: GaugeFamily
@@ -101,6 +105,12 @@ package final class GatewayMetrics: RouterObservations {
         fallbacks = r.counter("pushgw_fallbacks_total",
                               help: "Calls that fell back from the VoIP push to the alert push, by app and cause.",
                               labels: ["app", "cause"])
+        tokenFeedback = r.counter("pushgw_token_feedback_total",
+                                  help: "Feedback entries written: tokens APNs declared invalid, by app, channel and Apple's reason (other for a reason not in Apple's table), and tokens accepted in the other environment (reason environment_mismatch).",
+                                  labels: ["app", "channel", "reason"])
+        environmentMismatches = r.counter("pushgw_environment_mismatches_total",
+                                          help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",
+                                          labels: ["app", "channel", "environment"])
         deadlineMisses = r.counter("pushgw_deadline_misses_total",
                                    help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline, or outcome expired), by app.",
                                    labels: ["app"])
@@ -193,6 +203,9 @@ package final class GatewayMetrics: RouterObservations {
         redisWriteRefusals = r.counter("pushgw_redis_write_refusals_total",
                                        help: "Commands and scripts Redis refused because it refuses writes (OOM, NOREPLICAS, MISCONF, READONLY), by connection and reason.",
                                        labels: ["connection", "reason"])
+        certificateExpiry = r.gauge("pushgw_certificate_expiry_timestamp_seconds",
+                                    help: "When a certificate stops being valid, unix seconds: each certificate credential (kind credential, by credential name) and the APNs CA file (kind ca, its soonest-expiring valid certificate), read at start and at each reload.",
+                                    labels: ["certificate", "kind"])
         deadLettersToTrim = r.gauge("pushgw_dead_letters_to_be_trimmed",
                                     help: "Dead letters the next retention run will remove (by age within one interval, by count and by size), per app.",
                                     labels: ["app"])
@@ -236,6 +249,24 @@ package final class GatewayMetrics: RouterObservations {
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline { deadlineMisses.inc([app]) }
+    }
+
+    /// The certificates' expiry times, replacing the ones set before (a reload may drop some).
+    package func certificateExpiries(_ expiries: [CertificateExpiry]) {
+        certificateExpiry.removeAll()
+        for e in expiries { certificateExpiry.set([e.name, e.kind], Double(e.notAfterS)) }
+    }
+
+    /// One feedback entry written (bounded labels: Apple's reason table, `environment_mismatch`, `other`).
+    package func tokenFeedback(app: String, feedback: InvalidToken) {
+        let reason: String
+        if feedback.environment != nil {
+            reason = feedback.reason
+            environmentMismatches.inc([app, feedback.channel.rawValue, feedback.environment ?? ""])
+        } else {
+            if case .unknown = ApnsReason(text: feedback.reason, status: 0) { reason = "other" } else { reason = feedback.reason }
+        }
+        tokenFeedback.inc([app, feedback.channel.rawValue, reason])
     }
 
     package func callRecorded(app: String, record: OutcomeRecord) {

@@ -5,7 +5,27 @@ import CMacros
 /// or setting and OpenSSL's own reason; it never contains key material.
 public struct TLSError: Error, Equatable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// What failed, for callers that explain it (`pushgw config check`).
+    public let kind: Kind
+    public init(_ message: String, kind: Kind = .other) {
+        self.message = message
+        self.kind = kind
+    }
+
+    /// The failures of loading a client certificate that need different fixes.
+    public enum Kind: Equatable, Sendable {
+        case other
+        /// The certificate (chain) file does not load.
+        case certificateFile
+        /// The private key file does not load.
+        case keyFile
+        /// The file is no PKCS#12 bundle.
+        case notPKCS12
+        /// The bundle does not open with the password (a wrong one, or none given).
+        case pkcs12Password
+        /// The key is not the certificate's.
+        case keyMismatch
+    }
     public var description: String { message }
 
     /// OpenSSL's error queue as one line, emptied.
@@ -41,7 +61,7 @@ public final class TLSContext: @unchecked Sendable {
     /// True for contexts that accept connections.
     public let isServer: Bool
 
-    private init(ctx: OpaquePointer, isServer: Bool) {
+    init(ctx: OpaquePointer, isServer: Bool) {
         self.ctx = ctx
         self.isServer = isServer
     }
@@ -110,27 +130,27 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_options(ctx, UInt64(pushgw_ssl_op_ignore_unexpected_eof()))
     }
 
-    private func use(_ certificate: ClientCertificate) throws(TLSError) {
+    func use(_ certificate: ClientCertificate) throws(TLSError) {
         switch certificate {
         case let .pem(certFile, keyFile):
             guard SSL_CTX_use_certificate_chain_file(ctx, certFile) == 1 else {
-                throw TLSError("cannot load certificate \(certFile): \(TLSError.drainOpenSSL())")
+                throw TLSError("cannot load certificate \(certFile): \(TLSError.drainOpenSSL())", kind: .certificateFile)
             }
             guard SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM) == 1 else {
-                throw TLSError("cannot load private key \(keyFile): \(TLSError.drainOpenSSL())")
+                throw TLSError("cannot load private key \(keyFile): \(TLSError.drainOpenSSL())", kind: .keyFile)
             }
         case let .pkcs12(file, password):
-            guard let bio = BIO_new_file(file, "rb") else { throw TLSError("cannot open PKCS#12 file \(file)") }
+            guard let bio = BIO_new_file(file, "rb") else { throw TLSError("cannot open PKCS#12 file \(file)", kind: .notPKCS12) }
             defer { BIO_free(bio) }
             guard let p12 = d2i_PKCS12_bio(bio, nil) else {
-                throw TLSError("\(file) is not a PKCS#12 file: \(TLSError.drainOpenSSL())")
+                throw TLSError("\(file) is not a PKCS#12 file: \(TLSError.drainOpenSSL())", kind: .notPKCS12)
             }
             defer { PKCS12_free(p12) }
             var key: OpaquePointer?
             var cert: OpaquePointer?
             var chain: OpaquePointer?
             guard PKCS12_parse(p12, password, &key, &cert, &chain) == 1, let key, let cert else {
-                throw TLSError("cannot open PKCS#12 file \(file) (wrong password?): \(TLSError.drainOpenSSL())")
+                throw TLSError("cannot open PKCS#12 file \(file) (wrong password?): \(TLSError.drainOpenSSL())", kind: .pkcs12Password)
             }
             defer { EVP_PKEY_free(key); X509_free(cert) }
             guard SSL_CTX_use_certificate(ctx, cert) == 1, SSL_CTX_use_PrivateKey(ctx, key) == 1 else {
@@ -138,7 +158,10 @@ public final class TLSContext: @unchecked Sendable {
             }
             if let chain { OPENSSL_sk_pop_free(chain, { X509_free(OpaquePointer($0)) }) }
         }
-        guard SSL_CTX_check_private_key(ctx) == 1 else { throw TLSError("certificate and private key do not match") }
+        guard SSL_CTX_check_private_key(ctx) == 1 else {
+            ERR_clear_error()
+            throw TLSError("certificate and private key do not match", kind: .keyMismatch)
+        }
     }
 }
 

@@ -200,6 +200,9 @@ package struct AppConfig: Equatable, Sendable {
     package var deadLetters: DeadLetterRetentionPolicy
 
     static let defaultRingTimeoutSeconds = 30
+    /// Above this `config check` warns: people stop waiting for an answer within a minute or
+    /// two, and a call nobody stops rings until its deadline.
+    static let longestSensibleRingSeconds = 180
 
     package init(bundleId: String, credential: String, environment: ApnsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,

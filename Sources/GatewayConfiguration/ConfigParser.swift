@@ -47,6 +47,11 @@ extension GatewayConfig {
                          fix: "fix the syntax; JSON allows no comments and no trailing commas")
             return ConfigReport(config: nil, problems: reader.problems)
         }
+        // JSONSerialization accepts trailing commas, which JSON (and the message above) refuses.
+        if let problem = JSONStrictness.problem(in: [UInt8](data)) {
+            reader.error(.root, "is not valid JSON (\(problem))", fix: "remove the comma; JSON allows no comments and no trailing commas")
+            return ConfigReport(config: nil, problems: reader.problems)
+        }
         guard let root = json as? [String: Any] else {
             reader.error(.root, "the top level is \(JSONKind(json).name), not an object",
                          fix: "write one object with redis, admin, apns, credentials and apps")
@@ -79,6 +84,11 @@ struct ConfigParser {
         let apns = parseAPNs(root)
         let (credentials, declared) = parseCredentials(root)
         let apps = parseApps(root, declaredCredentials: declared)
+        // What only loading the files tells (ConfigCredentialChecks.swift).
+        let nowS = Int64(Date().timeIntervalSince1970)
+        checkCAFile(apns, nowS: nowS)
+        let certificates = checkLoading(credentials, nowS: nowS)
+        checkEnvironments(apps: apps, apns: apns, certificates: certificates)
         return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps)
     }
 
@@ -328,6 +338,11 @@ struct ConfigParser {
         }
         let ring = reader.positiveInteger(entry, "ring_timeout_s", in: path, fallback: AppConfig.defaultRingTimeoutSeconds,
                                           most: 86_400)
+        if let ring, ring > AppConfig.longestSensibleRingSeconds {
+            reader.warning(path.appending("ring_timeout_s"),
+                           "a call whose event has no deadline rings for \(ring) s (\(ring >= 3600 ? "\(ring / 3600) h \(ring % 3600 / 60) min" : "\(ring / 60) min")): a late or replayed call would ring long after its caller gave up",
+                           fix: "write how long a caller waits, in seconds, such as \(AppConfig.defaultRingTimeoutSeconds) (at most a few minutes)")
+        }
         let retry = parseRetry(entry, in: path)
         let fallback = parseFallbackAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)

@@ -13,12 +13,14 @@ package final class AppRuntime: Sendable {
     /// Name of the credential in `GatewayConfig.credentials`.
     package let credential: String
 
-    package init(id: String, config: AppConfig, prefix: String) {
+    /// `reachesBothEnvironments`: the app's credential can push to both APNs environments
+    /// (`Credential.reachesBothEnvironments`).
+    package init(id: String, config: AppConfig, prefix: String, reachesBothEnvironments: Bool = true) {
         self.id = id
         keys = AppKeys(prefix: prefix, app: id)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
-                                  ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
+                                  reachesBothEnvironments: reachesBothEnvironments, ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
                                   voipRetry: config.retry.voip, alertRetry: config.retry.alert,
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
                                   fallbackAlert: config.fallbackAlert)
@@ -26,6 +28,12 @@ package final class AppRuntime: Sendable {
 
     /// Every app of `config`, in a stable order (by id).
     package static func all(_ config: GatewayConfig) -> [AppRuntime] {
-        config.apps.keys.sorted().map { AppRuntime(id: $0, config: config.apps[$0]!, prefix: config.redis.prefix) }
+        // Each credential is loaded once, however many apps share it.
+        var reach: [String: Bool] = [:]
+        return config.apps.keys.sorted().map { id in
+            let app = config.apps[id]!
+            if reach[app.credential] == nil { reach[app.credential] = config.credentials[app.credential]?.reachesBothEnvironments ?? false }
+            return AppRuntime(id: id, config: app, prefix: config.redis.prefix, reachesBothEnvironments: reach[app.credential]!)
+        }
     }
 }

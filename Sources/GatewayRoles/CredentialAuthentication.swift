@@ -13,17 +13,9 @@ extension Credential {
         case let .token(teamId, keyId, keyFile):
             let key = try ES256SigningKey.load(p8File: keyFile)
             return .token(ProviderTokenSource(signer: ProviderTokenSigner(teamId: teamId, keyId: keyId, key: key)))
-        case let .certificate(certFile, keyFile):
-            return .certificate(.pem(certFile: certFile, keyFile: keyFile))
-        case let .pkcs12(file, passwordFile):
-            var password = ""
-            if let passwordFile {
-                guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                    throw TLSError("cannot read the PKCS#12 password file \(passwordFile)")
-                }
-                password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-            }
-            return .certificate(.pkcs12(file: file, password: password))
+        case .certificate, .pkcs12:
+            guard let certificate = try clientCertificate() else { preconditionFailure("a certificate credential") }
+            return .certificate(certificate)
         }
     }
 }

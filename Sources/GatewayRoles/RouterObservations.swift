@@ -1,4 +1,5 @@
 import APNs
+import RedisStreams
 import Routing
 
 /// What the router tells the world as it happens: the events no counter of `RouterRole`
@@ -25,6 +26,10 @@ package protocol RouterObservations: AnyObject {
     /// An outcome was recorded and its entry acknowledged (or, for a call cancelled while in
     /// the retry schedule, its scheduled retry removed).
     func callRecorded(app: String, record: OutcomeRecord)
+    /// A feedback entry of `app` was written with a call's record: a token APNs declared
+    /// invalid, or one accepted in the other environment (`feedback.environment`, reason
+    /// `environment_mismatch`).
+    func tokenFeedback(app: String, feedback: InvalidToken)
 }
 
 extension RouterObservations {
@@ -33,6 +38,7 @@ extension RouterObservations {
     package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {}
     package func fallback(app: String, cause: FallbackCause) {}
     package func callRecorded(app: String, record: OutcomeRecord) {}
+    package func tokenFeedback(app: String, feedback: InvalidToken) {}
 }
 
 extension ApnsClientError {
@@ -47,6 +53,7 @@ extension ApnsClientError {
         case .clientClosed: return "client_closed"
         case .credentialUnusable: return "credential_unusable"
         case .unsendable: return "unsendable"
+        case .withdrawn: return "withdrawn"
         }
     }
 }

@@ -28,6 +28,8 @@ extension RouterRole {
         case let .deadLetter(deadLetter):
             if deadLetter.appUnhealthy { appRefused(call.app, deadLetter.reason) }
             run(call.life.onRecordRequested(.deadLetter(deadLetter)), for: call)
+        case .withdrawPush:
+            if let push = call.pushInFlight { push.client.withdraw(push.ticket) }
         case let .cancelCall(record):
             run(call.life.onRecordRequested(.cancellation(record)), for: call)
         case let .acknowledgeDuplicate(record):
@@ -60,12 +62,16 @@ extension RouterRole {
             return perform(action, for: call)
         }
         let sentUs = Clock.monotonicUs()
-        client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
+        let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
+            call.pushInFlight = nil
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             if probe { self.appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
             let action: CallAction
             switch result {
+            case .failure(.withdrawn):
+                // Taken back after a cancel: it never left, and is no APNs failure.
+                action = call.router.apnsFailed(.withdrawn, now: now)
             case let .success(response):
                 self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
                                                 reason: response.reason?.text, latencySeconds: seconds)
@@ -78,6 +84,8 @@ extension RouterRole {
             }
             self.perform(action, for: call)
         }
+        // Nil when the client answered at once (closed, queue full): the completion ran.
+        if let ticket, !ticket.isAnswered { call.pushInFlight = (client, ticket) }
     }
 
     // MARK: An app's credential

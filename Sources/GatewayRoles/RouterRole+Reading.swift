@@ -4,15 +4,25 @@ import Routing
 
 // Reading: entries come in (read, or taken over), are admitted as live calls or
 // dead-lettered, are looked up in one step per app, and each call's router starts.
+//
+// A call read from the stream starts only once the read after its own has answered (or none is
+// made): a producer that writes a call and its cancel back to back gets the call alone from a
+// blocked read (Redis answers it as soon as the call is added), and the cancel in the next one.
+// That read does not block while calls wait for it, and goes out with their lookup, so it costs a
+// lone call one XREADGROUP that finds nothing, and no time beyond its lookup's.
 extension RouterRole {
     func readNext() {
-        guard !reading, !stopping, registered else { return }
+        guard !reading else { return }
+        guard !stopping, registered else { return startCallsAwaitingRead() }
         let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
-        guard !ready.isEmpty else { return }  // a finishing call resumes reading
+        guard !ready.isEmpty else { return startCallsAwaitingRead() }  // a finishing call resumes reading
         reading = true
         let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
+        // Calls of the last read wait for this one: it must not block.
+        readBlocks = !callsAwaitRead
+        callsAwaitRead = false
         store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
-                      blockMs: settings.blockMs) { [unowned self] result in
+                      blockMs: readBlocks ? settings.blockMs : nil) { [unowned self] result in
             self.reading = false
             switch result {
             case let .success(byApp):
@@ -20,10 +30,13 @@ extension RouterRole {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
                     self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
-                    self.route(entries, app: app)
+                    self.route(entries, app: app, fromRead: true)
                 }
+                // This read's cancels have told the calls they cancel (`admit`).
+                self.startCallsAwaitingRead()
                 self.readNext()
             case let .failure(error):
+                self.startCallsAwaitingRead()
                 guard !self.stopping else { return }
                 self.stats.redisErrors += 1
                 self.log.warn("reading call events failed", ["error": "\(error)"], limited: true)
@@ -34,14 +47,51 @@ extension RouterRole {
 
     /// Starts routing stream entries of one app (new, or taken over: `deliveries[i]` > 1; nil
     /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
-    /// are looked up in one step per app, then each call's router starts (or resumes) with what Redis knew.
-    func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime) {
+    /// are looked up in one step per app, then each call's router starts (or resumes) with what
+    /// Redis knew. `fromRead`: the entries came from `readNext`, and start after the next read.
+    func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime, fromRead: Bool = false) {
         var admitted: [Admitted] = []
         admitted.reserveCapacity(entries.count)
         for (i, entry) in entries.enumerated() {
-            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) { admitted.append(a) }
+            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) {
+                a.startsAfterNextRead = fromRead
+                admitted.append(a)
+            }
         }
+        if fromRead && !admitted.isEmpty { callsAwaitRead = true }
         lookUp(admitted, app: app)
+    }
+
+    /// Starts `a` with its lookup now, or once the read in flight answered when `a` waits for
+    /// the read after its own (`route`): a cancel that read brings is then known first.
+    func startAfterRead(_ a: Admitted, found: EventLookup) {
+        if a.startsAfterNextRead && reading && !readBlocks {
+            callsAwaitingRead.append((a, found))
+        } else {
+            start(a, found: found)
+        }
+    }
+
+    /// The calls whose start waited for a read: it answered (or none will be made now).
+    ///
+    /// Their lookups' answers are older than the process's other answers now: a copy whose
+    /// lookup found the claim of an entry routing here, and that entry has left meanwhile
+    /// (recorded, or put in the retry schedule), would find no copy to wait for and push again.
+    /// Such a copy is looked up again, and started as soon as that answers.
+    func startCallsAwaitingRead() {
+        guard !callsAwaitingRead.isEmpty else { return }
+        let waiting = callsAwaitingRead
+        callsAwaitingRead = []
+        var again: [String: [Admitted]] = [:]
+        for (a, found) in waiting where isLive(a.call) {
+            if found.claimHolder == settings.consumer && !found.claimTakenNow && copyRouting(besides: a.call) == nil {
+                a.startsAfterNextRead = false
+                again[a.call.app.id, default: []].append(a)
+            } else {
+                start(a, found: found)
+            }
+        }
+        for (_, copies) in again { lookUp(copies, app: copies[0].call.app) }
     }
 
     /// Looks admitted calls up (one step per app: the outcome, the cancellation, the tokens, and
@@ -56,19 +106,18 @@ extension RouterRole {
     /// meanwhile, and a call seeing its own claim and no copy routing here would push again.
     func lookUp(_ admitted: [Admitted], app: AppRuntime) {
         guard !admitted.isEmpty else { return }
-        let cancelledHere = CallRouter.cancelledInRead(admitted.lazy.map { (kind: $0.event.kind, id: $0.event.id) })
         store.lookup(app.keys, admitted.map(\.query), claimAs: settings.consumer,
                      claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
             switch result {
             case let .success(found):
                 var heldElsewhere: [HeldElsewhere] = []
-                for (i, (a, f)) in zip(admitted, found).enumerated() {
+                for (a, f) in zip(admitted, found) {
                     // A holder's lapsed lease is trusted only when leases are (see `claim`);
                     // otherwise the copy waits for the holder, as for a live one.
                     if let holder = f.claimHolder, holder != self.settings.consumer, self.leasesAreTrustworthy {
-                        heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder, cancelledInRead: cancelledHere[i]))
+                        heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder))
                     } else {
-                        self.start(a, found: f, cancelledInRead: cancelledHere[i])
+                        self.startAfterRead(a, found: f)
                     }
                 }
                 self.takeOverLapsedClaims(heldElsewhere, app: app)
@@ -85,7 +134,6 @@ extension RouterRole {
         var admitted: Admitted
         var found: EventLookup
         var holder: String
-        var cancelledInRead: Bool
     }
 
     /// Starts the calls whose claim another consumer held at their lookup, once the holders'
@@ -100,7 +148,8 @@ extension RouterRole {
                 for (h, holder) in zip(held, holders) {
                     var found = h.found
                     found.claimHolder = holder
-                    self.start(h.admitted, found: found, cancelledInRead: h.cancelledInRead)
+                    found.claimTakenNow = holder == self.settings.consumer
+                    self.startAfterRead(h.admitted, found: found)
                 }
             case let .failure(error):
                 self.stepFailed(held.lazy.map(\.admitted.call), .warn, "lookup failed; entries left pending", error: error,
@@ -145,7 +194,29 @@ extension RouterRole {
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id,
                             isCancel: event.kind == .callCancelled)
         register(call)
+        hearCancels(around: call)
         return Admitted(call: call, event: event, snapshot: nil)
+    }
+
+    /// A cancel wins over every entry of its call it meets here, whichever came first: a new
+    /// cancel tells its call's live entries at once (one looking up starts cancelled, one
+    /// routing takes its push back if not written yet), and a new call entry whose cancel is
+    /// live here starts cancelled. After the cancel left, its marker in Redis tells the lookup.
+    /// `call` was just registered: it heads its call's list, and the others follow it (the
+    /// common case, none, costs one comparison and no allocation).
+    func hearCancels(around call: LiveCall) {
+        guard call.nextOfCall != nil else { return }
+        if call.isCancel {
+            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isCancel {
+                run(other.life.onCancelHeard(), for: other)
+            }
+            return
+        }
+        var next = call.nextOfCall
+        while let other = next {
+            if other.isCancel { return run(call.life.onCancelHeard(), for: call) }
+            next = other.nextOfCall
+        }
     }
 
     /// A due retry came back from the schedule (an entry with field `retry`): the call continues
@@ -184,16 +255,17 @@ extension RouterRole {
                             router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
+        hearCancels(around: call)
         return Admitted(call: call, event: event, snapshot: snapshot)
     }
 
     /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
-    /// call's router starts (or resumes) and its first action runs. `cancelledInRead`: its
-    /// cancel came in the same read (`CallRouter.cancelledInRead`).
-    func start(_ a: Admitted, found: EventLookup, cancelledInRead: Bool = false) {
+    /// call's router starts (or resumes) and its first action runs; cancelled when Redis' marker
+    /// says so or a cancel of it was heard here meanwhile (`hearCancels`).
+    func start(_ a: Admitted, found: EventLookup) {
         let call = a.call
         let done = found.recordedOutcome
-        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled || cancelledInRead,
+        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled,
                                                 claimHolder: found.claimHolder, consumer: settings.consumer,
                                                 copyRoutingHere: copyRouting(besides: call) != nil)
         switch action {

@@ -41,7 +41,7 @@ extension RouterRole {
         case let .deadLetter(deadLetter):
             writeDeadLetter(deadLetter, for: call)
         case let .cancellation(outcome):
-            cancel(callID: call.callID, app: call.app, cancelRecord: stamped(outcome, call), cancelEntry: call)
+            recordCancel(stamped(outcome, call), of: call)
         }
     }
 
@@ -155,6 +155,13 @@ extension RouterRole {
             stats.finished[record.outcome.rawValue, default: 0] += 1
             log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
                                        "entry": call.entryID])
+            // The script wrote the call's feedback with its record.
+            for feedback in call.feedback { observations?.tokenFeedback(app: call.app.id, feedback: feedback) }
+            if let environment = record.environmentMismatch {
+                log.warn("a token APNs refused as BadDeviceToken was accepted in the other environment: check the app's environment and its builds; the token is kept",
+                         ["app": call.app.id, "event": call.callID, "channel": record.channel?.rawValue ?? "",
+                          "configured": call.app.policy.environment.rawValue, "accepted_in": environment.rawValue], limited: true)
+            }
         }
         observations?.callRecorded(app: call.app.id, record: record)
         // Its waiting copies are duplicates of the outcome it recorded (for a duplicate, the

@@ -58,16 +58,28 @@ extension RouterRole {
         }
     }
 
+    /// A `call_cancelled` event's step, once no entry of its call that started here is still
+    /// live: those were told of the cancel when it was read (`hearCancels`) and end soon (a push
+    /// taken back, or its answer), and the cancel's result then says what the call got.
+    func recordCancel(_ record: OutcomeRecord, of cancelEntry: LiveCall) {
+        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isCancel && $0.life.hasStarted }
+        if let started {
+            started.cancelsWaiting.append((cancelEntry, record))
+        } else {
+            cancel(callID: cancelEntry.callID, app: cancelEntry.app, cancelRecord: record, cancelEntry: cancelEntry)
+        }
+    }
+
     /// A `call_cancelled` event, as one Redis step (`RetrySchedule.cancel`): the cancellation
     /// marker, the call's scheduled retry removed with its `cancelled` outcome (built here by a
     /// router resumed from the retry's snapshot, so the record keeps the attempts), and the
-    /// cancel event's own result and acknowledgement. Calls of that id in flight in this
-    /// process are told, so they send nothing more after their answer.
+    /// cancel event's own result (with `cancelled_after` when the call had been delivered) and
+    /// acknowledgement.
     ///
     /// Races, each closed by the marker: a retry scheduled after the read of the call's retry
     /// is found by nobody here, and is stopped when it is resumed; a call whose retry is being
     /// scheduled meets the marker in the schedule step.
-    func cancel(callID: String, app: AppRuntime, cancelRecord: OutcomeRecord, cancelEntry: LiveCall) {
+    private func cancel(callID: String, app: AppRuntime, cancelRecord: OutcomeRecord, cancelEntry: LiveCall) {
         store.retries.pending(app.keys, callID: callID) { [unowned self] result in
             let found: ScheduledRetry?
             switch result {
@@ -89,8 +101,7 @@ extension RouterRole {
                 }
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
-            let entry = ResultEntry(eventId: ResultEntry.cancelEventID(callID), resultJSON: cancelRecord.jsonString)
-            self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, record: entry,
+            self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, resultJSON: cancelRecord.jsonString,
                                       removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
                 switch result {
                 case let .failure(error):
@@ -105,13 +116,12 @@ extension RouterRole {
                                                         "retry": id])
                         self.observations?.callRecorded(app: app.id, record: record)
                     }
-                    // Its lookup may have answered before the marker was set: tell it.
-                    for target in self.liveCalls(of: self.callKey(app, callID)) where target !== cancelEntry {
-                        self.run(target.life.onCancelHeard(), for: target)
-                    }
+                    var written = cancelRecord
+                    written.cancelledAfter = report.callDelivered.flatMap(CallOutcome.init(rawValue:))
+                    written.deliveredAtMs = report.callDeliveredAtMs
                     // A cancel of this call recorded meanwhile (two cancels at once): the script
                     // answered this one as a duplicate.
-                    self.answered(cancelRecord, call: cancelEntry, report.answer)
+                    self.answered(written, call: cancelEntry, report.answer)
                 }
             }
         }

@@ -117,6 +117,12 @@ package final class RouterRole {
         let isCancel: Bool
         /// Copies of this call that wait for it to leave the process (`CallCopies`).
         var copiesWaiting: [Admitted] = []
+        /// Cancels of this call whose step waits for it to leave, so their result can say what
+        /// the call got (`cancelled_after`): it had pushed when the cancel came.
+        var cancelsWaiting: [(cancel: LiveCall, record: OutcomeRecord)] = []
+        /// The push with the APNs client, while its answer is awaited: a cancel takes it back
+        /// if it is not written yet.
+        var pushInFlight: (client: ApnsClient, ticket: ApnsPushTicket)?
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
              callID: String, isCancel: Bool = false, life: LiveCallStateMachine = LiveCallStateMachine()) {
@@ -137,6 +143,8 @@ package final class RouterRole {
         let call: LiveCall
         let event: CallEvent
         let snapshot: WaitingCall?
+        /// It came from `readNext`: it starts once the next read answered (`startAfterRead`).
+        var startsAfterNextRead = false
 
         init(call: LiveCall, event: CallEvent, snapshot: WaitingCall?) {
             self.call = call
@@ -215,6 +223,12 @@ package final class RouterRole {
 
     /// An XREADGROUP is in flight.
     var reading = false
+    /// It blocks (`settings.blockMs`); false while calls of the read before wait for it.
+    var readBlocks = true
+    /// The last read brought calls that wait for the next read: it must not block.
+    var callsAwaitRead = false
+    /// Looked-up calls waiting for the read in flight to answer (`startAfterRead`).
+    var callsAwaitingRead: [(Admitted, EventLookup)] = []
     /// Draining: nothing new is read or taken over.
     var stopping = false
     /// True once this process holds its consumer name's lease (`register`): reading waits for it.
@@ -423,6 +437,7 @@ package final class RouterRole {
             previous?.nextOfCall = call.nextOfCall
         }
         call.nextOfCall = nil
+        call.pushInFlight = nil
         inFlightPerApp[call.app.id, default: 1] -= 1
         // Its waiting copies: duplicates of a recorded outcome; otherwise (the call went to the
         // retry schedule, or a step failed) each looks the call up again.
@@ -433,6 +448,9 @@ package final class RouterRole {
         } else if !copies.isEmpty {
             lookUp(copies, app: copies[0].call.app)
         }
+        let cancels = call.cancelsWaiting
+        call.cancelsWaiting = []
+        for c in cancels { recordCancel(c.record, of: c.cancel) }
         readNext()
     }
 

@@ -19,10 +19,11 @@ extension TokenChannel {
 }
 
 extension InvalidToken {
-    /// The feedback entry (and known-invalid key) of a token APNs declared invalid.
+    /// The feedback entry (and known-invalid key) of a token APNs declared invalid, or the
+    /// feedback entry of one accepted in the other environment.
     init(_ feedback: TokenFeedback) {
         self.init(token: feedback.token, channel: TokenChannel(feedback.channel), reason: feedback.reason,
-                  timestampMs: feedback.timestampMs)
+                  timestampMs: feedback.timestampMs, environment: feedback.environment?.rawValue)
     }
 }
 
@@ -89,14 +90,13 @@ extension LookupQuery {
 }
 
 extension ResultEntry {
-    /// The result key's id of a call cancelled by a `call_cancelled` event: apart from the
-    /// call's own outcome, so the cancel and the call each have one result (docs/protocol.md).
-    static func cancelEventID(_ callID: String) -> String { "cancel:" + callID }
-
-    /// `record` as the results entry (and result key value) of event `callID`.
+    /// `record` as the results entry (and result key value) of event `callID`: a
+    /// `call_cancelled` event's own result is keyed apart from its call's, in the cancels' id
+    /// namespace, so the cancel and the call each have one result and a call whose id is
+    /// `cancel:X` is not taken for a cancel of `X` (docs/protocol.md).
     init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
-        let eventId = record.type == .callCancelled ? Self.cancelEventID(callID) : callID
-        self.init(eventId: eventId, keying: keying, resultJSON: record.jsonString)
+        self.init(eventId: callID, namespace: record.type == .callCancelled ? .cancel : .call, keying: keying,
+                  resultJSON: record.jsonString)
     }
 
     /// The result of a dead-lettered event: keyed by the id the record names. An invalid

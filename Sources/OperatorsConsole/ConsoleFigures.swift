@@ -13,15 +13,34 @@ public struct ConsoleFigures: Equatable, Sendable {
         /// nil until the probe sampled them.
         public var backlog: Int64?
         public var pending: Int64?
+        /// Tokens refused as `BadDeviceToken` in the app's environment and accepted in the
+        /// other one since this gateway started; nil when none.
+        public var environmentMismatches: EnvironmentMismatches?
 
         public init(id: String, bundleID: String, environment: String, refusal: String? = nil, backlog: Int64? = nil,
-                    pending: Int64? = nil) {
+                    pending: Int64? = nil, environmentMismatches: EnvironmentMismatches? = nil) {
             self.id = id
             self.bundleID = bundleID
             self.environment = environment
             self.refusal = refusal
             self.backlog = backlog
             self.pending = pending
+            self.environmentMismatches = environmentMismatches
+        }
+    }
+
+    /// An app's tokens of the other environment (docs/protocol.md, *Feedback*).
+    public struct EnvironmentMismatches: Equatable, Sendable {
+        public var count: Int
+        /// The environment that accepted the last of them (`sandbox`, `production`).
+        public var acceptedIn: String
+        /// When the last was seen, unix ms.
+        public var lastAtMs: Int64
+
+        public init(count: Int, acceptedIn: String, lastAtMs: Int64) {
+            self.count = count
+            self.acceptedIn = acceptedIn
+            self.lastAtMs = lastAtMs
         }
     }
 

@@ -121,6 +121,13 @@ enum ConsolePages {
         let health = a.app.refusal.map { #"<span class="pill bad">refused by APNs: \#(h($0))</span>"# } ?? #"<span class="pill good">healthy</span>"#
         var s = #"<section class="app" data-app="\#(attr(id))"><header><h2>\#(h(id))</h2>\#(health)"#
         s += #"<span class="meta">\#(h(a.app.bundleID)) · \#(h(a.app.environment))</span></header>"#
+        if let m = a.app.environmentMismatches {
+            s += #"<p class="warning environment-mismatch">\#(m.count) \#(m.count == 1 ? "token" : "tokens") refused by APNs "#
+                + #"(BadDeviceToken) in \#(h(a.app.environment)) and delivered through \#(h(m.acceptedIn)) since this gateway "#
+                + #"started, the last at \#(h(DeadFormat.time(m.lastAtMs))): the app's builds and its environment in the "#
+                + #"config disagree (a development or TestFlight build, or apps.\#(h(id)).environment). The tokens are kept, "#
+                + #"not marked invalid; see pushgw_environment_mismatches_total.</p>"#
+        }
         let deadText = a.dead.map { "\($0.length)" } ?? "–"
         let trim = a.dead.map { d in
             d.total == 0 ? "nothing (keeps \(a.retention.summary))"

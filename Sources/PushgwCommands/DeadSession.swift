@@ -29,13 +29,15 @@ enum DeadFailure: Error {
     }
 }
 
-/// One run of a `pushgw dead` verb: the config, a Redis connection on a loop of its own, and
-/// the shared dead-letter operations (`DeadLetterOperations`, which the operators' console
-/// calls too), made blocking: a CLI does one thing after another, so each step runs the loop
-/// until its answer is in.
+/// One run of a `pushgw dead` verb (or of `pushgw tokens`, which shares the audit): the config,
+/// a Redis connection on a loop of its own, and the shared dead-letter operations
+/// (`DeadLetterOperations`, which the operators' console calls too), made blocking: a CLI does
+/// one thing after another, so each step runs the loop until its answer is in.
 ///
 /// Single-threaded: everything runs on the calling thread; `close()` at the end.
 final class DeadSession {
+    /// `dead` or `tokens`: how messages name the command, and the Redis client name.
+    let command: String
     let verb: String
     let config: GatewayConfig
     /// The apps the command looks at (the `--app` list, or every configured app), sorted.
@@ -47,32 +49,34 @@ final class DeadSession {
 
     /// Loads the config (`--config`, environment overrides as for `pushgw run`), checks the
     /// `--app` list against it and connects (lazily: the first command connects).
-    init(verb: String, configFile: String?, appFilter: [String]?, context: CommandContext) throws(DeadFailure) {
+    init(command: String = "dead", verb: String, configFile: String?, appFilter: [String]?,
+         context: CommandContext) throws(DeadFailure) {
+        self.command = command
         self.verb = verb
         let file = configFile ?? GatewayConfig.defaultFile
         let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         guard let config = report.config else {
             let errors = report.errors
             let more = errors.count > 1 ? " (and \(errors.count - 1) more errors)" : ""
-            throw .config("pushgw dead \(verb): \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
+            throw .config("pushgw \(command) \(verb): \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
         }
         if let appFilter {
             for app in appFilter where config.apps[app] == nil {
                 throw .usage(UsageError("no app \"\(app)\" in \(file) (declared: \(config.apps.keys.sorted().joined(separator: ", ")))",
-                                        verb: "dead \(verb)"))
+                                        verb: "\(command) \(verb)"))
             }
         }
         let settings: RedisConnection.Config
         let clusterSettings: RedisCluster.Config?
         do {
-            settings = try config.redis.connection(clientName: "pushgw-dead")
-            clusterSettings = try config.redis.cluster(clientName: "pushgw-dead")
+            settings = try config.redis.connection(clientName: "pushgw-\(command)")
+            clusterSettings = try config.redis.cluster(clientName: "pushgw-\(command)")
         } catch {
-            throw .config("pushgw dead \(verb): \(file): redis.url: \(error)")
+            throw .config("pushgw \(command) \(verb): \(file): redis.url: \(error)")
         }
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
-        topology = .own(loop: loop, redis: settings, cluster: clusterSettings, clientName: "pushgw-dead")
+        topology = .own(loop: loop, redis: settings, cluster: clusterSettings, clientName: "pushgw-\(command)")
         topology.start()
         operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
                                           policies: config.apps.mapValues(\.deadLetters), ringTimeoutsMs: config.ringTimeoutsMs)
@@ -92,7 +96,7 @@ final class DeadSession {
         loop.run(until: { result != nil })
         switch result! {
         case let .success(value): return value
-        case let .failure(error): throw .failed("pushgw dead \(verb): \(error)")
+        case let .failure(error): throw .failed("pushgw \(command) \(verb): \(error)")
         }
     }
 
@@ -208,24 +212,25 @@ final class DeadSession {
         case let .success(records): return records
         case let .failure(error):
             switch error {
-            case .unknownApp: throw .usage(UsageError(error.description, verb: "dead \(verb)"))
-            case .notFound: throw .failed("pushgw dead \(verb): \(error); nothing done")
-            case .redis: throw .failed("pushgw dead \(verb): \(error)")
+            case .unknownApp: throw .usage(UsageError(error.description, verb: "\(command) \(verb)"))
+            case .notFound: throw .failed("pushgw \(command) \(verb): \(error); nothing done")
+            case .redis: throw .failed("pushgw \(command) \(verb): \(error)")
             }
         }
     }
 
     // MARK: Audit
 
-    /// Ends a changing verb (`purge`, `replay`): writes its audit record (who, when, which, how
+    /// Ends a changing verb (`purge`, `replay`, `tokens forget`): writes its audit record (who, when, which, how
     /// many, the filters) even after a part-way `failure`, so that what was done is on record;
     /// prints `summary`; then throws the verb's own failure, else the audit's.
     func finishAudited(ids: [String], requested: Int, done: Int, filter: DeadLetterFilter?,
                        options: [(String, OrderedJSON)] = [], failure: RedisError?, summary: String,
                        context: CommandContext) throws(DeadFailure) {
-        var failure = failure.map { DeadFailure.failed("pushgw dead \(verb): \($0)") }
+        var failure = failure.map { DeadFailure.failed("pushgw \(command) \(verb): \($0)") }
         let (user, sudo) = Self.user(context)
-        let record = AuditRecord(timeMs: Clock.unixMs(), verb: verb, user: user, sudoUser: sudo, ids: ids,
+        let auditVerb = command == "dead" ? verb : "\(command) \(verb)"
+        let record = AuditRecord(timeMs: Clock.unixMs(), verb: auditVerb, user: user, sudoUser: sudo, ids: ids,
                                  requested: requested, done: done, filter: filter, options: options)
         do throws(DeadFailure) {
             try audit(record, context: context)
@@ -240,7 +245,8 @@ final class DeadSession {
     private func audit(_ record: AuditRecord, context: CommandContext) throws(DeadFailure) {
         guard case let .object(fields) = record.json else { preconditionFailure("an audit record is an object") }
         let line = OrderedJSON.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
-                                     ("msg", .string("dead letters \(record.verb)"))] + fields)
+                                     ("msg", .string(command == "dead" ? "dead letters \(record.verb)" : record.verb))]
+            + fields)
         context.console.err(line.text)
         _ = try wait { operations.audit(record, completion: $0) }
     }

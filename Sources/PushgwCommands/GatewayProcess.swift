@@ -91,6 +91,7 @@ final class GatewayProcess {
         admin.deadLetters = deadLetters
         admin.otherRedis = [moverTopology].compactMap { $0 }
         admin.sentinels = sentinels
+        admin.metrics.certificateExpiries(config.certificateExpiries(nowS: Clock.unixMs() / 1000))
         runner?.observations = admin
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,
@@ -165,6 +166,7 @@ final class GatewayProcess {
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
+        admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))
         admin.console?.updateApps(newConfig)
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }

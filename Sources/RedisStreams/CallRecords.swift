@@ -17,17 +17,26 @@ public struct ResultEntry: Equatable, Sendable {
         case duplicate
     }
 
+    /// Which of an app's two id namespaces keys the result: a call's (`AppKeys.result`), or a
+    /// `call_cancelled` event's own (`AppKeys.cancelResult`).
+    public enum Namespace: Sendable {
+        case call
+        case cancel
+    }
+
     /// The event's `id`, the idempotency key: the result is stored under it for the
     /// idempotency window. Nil for an event without a usable id (an invalid event): then
     /// nothing is keyed.
     public var eventId: String?
+    public var namespace: Namespace
     public var keying: Keying
     /// The results entry's `result` field, also the key's value: `OutcomeRecord.json()`, which
     /// starts with `{"outcome":"…",` (the scripts read the outcome from there).
     public var resultJSON: String
 
-    public init(eventId: String?, keying: Keying = .once, resultJSON: String) {
+    public init(eventId: String?, namespace: Namespace = .call, keying: Keying = .once, resultJSON: String) {
         self.eventId = eventId
+        self.namespace = namespace
         self.keying = keying
         self.resultJSON = resultJSON
     }
@@ -98,7 +107,8 @@ public struct LookupQuery: Equatable, Sendable {
     }
 }
 
-/// A token APNs declared invalid: one feedback entry (docs/protocol.md) and one known-invalid key.
+/// A token APNs declared invalid: one feedback entry (docs/protocol.md) and one known-invalid key;
+/// or a token accepted in the other environment (`environment`): a feedback entry only.
 public struct InvalidToken: Equatable, Sendable {
     /// The hex token.
     public var token: String
@@ -107,12 +117,16 @@ public struct InvalidToken: Equatable, Sendable {
     public var reason: String
     /// Unix ms: APNs' 410 timestamp where given, else the time of the answer.
     public var timestampMs: Int64
+    /// For an `environment_mismatch` entry: the environment (`sandbox`, `production`) that
+    /// accepted the token. Its feedback entry carries it, and no known-invalid key is set.
+    public var environment: String?
 
-    public init(token: String, channel: TokenChannel, reason: String, timestampMs: Int64) {
+    public init(token: String, channel: TokenChannel, reason: String, timestampMs: Int64, environment: String? = nil) {
         self.token = token
         self.channel = channel
         self.reason = reason
         self.timestampMs = timestampMs
+        self.environment = environment
     }
 }
 
@@ -188,6 +202,9 @@ public struct EventLookup: Equatable, Sendable {
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String?
+    /// The claim was taken by this lookup (or taken over from a lapsed consumer): false when
+    /// the asking consumer held it already, for another entry of the call (a copy of it).
+    public var claimTakenNow = false
 
     public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,
                 claimHolder: String? = nil) {

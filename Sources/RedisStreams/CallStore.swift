@@ -343,7 +343,7 @@ public final class CallStore {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
             keyCount += 1 + r.invalidTokens.count
-            size += app.resultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
+            size += app.cancelResultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
         }
         var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
@@ -351,7 +351,7 @@ public final class CallStore {
         body.append(app.results)
         body.append(app.feedback)
         for r in records {
-            body.append(app.resultPrefix, r.record.eventId!)
+            body.append(app.resultKeyPrefix(r.record.namespace), r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
@@ -369,6 +369,7 @@ public final class CallStore {
                 body.append(t.channel.rawValue)
                 body.append(t.reason)
                 body.append(String(t.timestampMs))
+                body.append(t.environment ?? "")
             }
         }
         let count = records.count
@@ -407,7 +408,7 @@ public final class CallStore {
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys.append(app.result(eventId)) }
+        if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
                                      .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
@@ -483,7 +484,12 @@ public final class CallStore {
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
                     if claims > 0, q.claim {
-                        found.claimHolder = values[holder].string
+                        if values[holder].integer == 1 {
+                            found.claimHolder = claimAs
+                            found.claimTakenNow = true
+                        } else {
+                            found.claimHolder = values[holder].string
+                        }
                         holder += 1
                     }
                     out.append(found)

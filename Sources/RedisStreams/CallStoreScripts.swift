@@ -93,7 +93,9 @@ enum CallStoreLua {
     ///       invalid-token keys.
     /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
     ///       per record: entry id ('' = none), result JSON, keying (`once` or `duplicate`), m,
-    ///       then m × (token, channel, reason, timestamp).
+    ///       then m × (token, channel, reason, timestamp, environment). An environment names
+    ///       where a token of the other environment was accepted (`environment_mismatch`): the
+    ///       feedback entry carries it, and the token is not marked invalid.
     /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
     /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
     /// was written (its entry's own result is there already: `ownResult`).
@@ -112,15 +114,21 @@ enum CallStoreLua {
           if recorded == 1 then
             appendResult(KEYS[2], ARGV[3], json)
             for i = 0, m - 1 do
-              local b = a + 4 + 4 * i
-              redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
-                'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
-              redis.call('SET', KEYS[k + 1 + i], ARGV[b + 3], 'EX', ARGV[5])
+              local b = a + 4 + 5 * i
+              if ARGV[b + 4] == '' then
+                redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
+                  'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
+                redis.call('SET', KEYS[k + 1 + i], ARGV[b + 3], 'EX', ARGV[5])
+              else
+                redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
+                  'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3],
+                  'environment', ARGV[b + 4])
+              end
             end
           end
           out[r] = recorded
           if entry ~= '' then ids[#ids + 1] = entry end
-          a = a + 4 + 4 * m
+          a = a + 4 + 5 * m
           k = k + 1 + m
         end
         out[#out + 1] = acknowledge(KEYS[1], ARGV[1], ids)
@@ -375,9 +383,10 @@ enum CallStoreLua {
     /// in its result key (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result
     /// or another consumer's claim. An invalid event's result is taken over (it claims
     /// nothing). Returns the read values, followed by one holder per claiming query (false when
-    /// the call is done): this consumer, or the other one whose claim is there (the caller
-    /// checks that one's lease in the registry, which is in another slot, and takes a lapsed
-    /// one's claim over with `takeOverClaims`).
+    /// the call is done; 1 when this lookup took the claim): the consumer whose claim was there
+    /// already: this one, for a copy of a call it routes, or another one (the caller checks
+    /// that one's lease in the registry, which is in another slot, and takes a lapsed one's
+    /// claim over with `takeOverClaims`).
     /// KEYS: the read keys.
     /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
     static let lookupAndClaim = resultValues + """
@@ -389,7 +398,7 @@ enum CallStoreLua {
           local holder = false
           if not value or isProvisional(value) then
             redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
-            holder = ARGV[1]
+            holder = 1
           elseif isClaim(value) then
             holder = string.sub(value, 11)
           end

@@ -8,6 +8,10 @@ import EventLoop
 /// - A `read` answers at once with what reads that already came back hold (entries of the
 ///   apps asked for); otherwise it arms a read for every app asked for that has none out and
 ///   answers with the first entries that come, or with nothing after `blockMs`.
+/// - A `read` without `blockMs` (the router's read while calls of its last read wait for it)
+///   sends a read that does not block for every app asked for that has none out, and answers
+///   once they all came back: like one `XREADGROUP` without `BLOCK` on one Redis, it brings
+///   what Redis had when it was served. Apps whose blocking read is out are not asked again.
 /// - Reads outlive the `read` that armed them: each blocks for `Config.blockMs` (longer than
 ///   the router's wait), so an idle app costs one command per `Config.blockMs`, whatever the
 ///   router's read period. What a read brings while no `read` waits is kept for the next one.
@@ -26,6 +30,8 @@ final class ClusterStreamReads {
     /// How long each app's read blocks, ms.
     let blockMs: Int64
     private var out: Set<AppKeys> = []
+    /// Reads without BLOCK out for the waiting `read`, which answers once none is left.
+    private var peeking: Set<AppKeys> = []
     private var held: [AppKeys: [StreamEntry]] = [:]
     private var failure: RedisError?
     private var waiter: (apps: Set<AppKeys>, completion: (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void)?
@@ -48,8 +54,15 @@ final class ClusterStreamReads {
         guard !closed else { return completion(.failure(.closed)) }
         waiter = (Set(apps), completion)
         if answer(timedOut: false) { return }
-        for app in apps where !out.contains(app) && held[app] == nil { arm(app, consumer: consumer, count: count) }
-        waitTimer.schedule(afterMs: max(0, blockMs ?? 0))
+        let idle = apps.filter { !out.contains($0) && held[$0] == nil }
+        guard let blockMs else {
+            peeking = Set(idle)
+            for app in idle { arm(app, consumer: consumer, count: count, blocking: false) }
+            if peeking.isEmpty { answer(timedOut: true) }
+            return
+        }
+        for app in idle { arm(app, consumer: consumer, count: count, blocking: true) }
+        waitTimer.schedule(afterMs: max(0, blockMs))
     }
 
     func close() {
@@ -61,15 +74,19 @@ final class ClusterStreamReads {
         }
     }
 
-    private func arm(_ app: AppKeys, consumer: String, count: Int) {
+    private func arm(_ app: AppKeys, consumer: String, count: Int, blocking: Bool) {
         out.insert(app)
-        let args = ["XREADGROUP", "GROUP", group, consumer, "COUNT", String(count), "BLOCK", String(blockMs), "STREAMS", app.calls, ">"]
+        var args = ["XREADGROUP", "GROUP", group, consumer, "COUNT", String(count)]
+        if blocking { args += ["BLOCK", String(blockMs)] }
+        args += ["STREAMS", app.calls, ">"]
         let slot = HashSlot(key: app.calls)
-        cluster.send(command: RedisCommand(args), slot: slot, lane: RedisCluster.Lane("read:" + app.app), blockMs: blockMs,
+        cluster.send(command: RedisCommand(args), slot: slot, lane: RedisCluster.Lane("read:" + app.app),
+                     blockMs: blocking ? blockMs : 0,
                      decodingInPlace: { reply in Array(try StreamReplies.read(reply).values.joined()) },
                      completion: { [weak self] (result: Result<[StreamEntry], RedisError>) in
             guard let self, !self.closed else { return }
             self.out.remove(app)
+            let peeked = self.peeking.remove(app) != nil
             switch result {
             case .success(let entries) where !entries.isEmpty:
                 self.held[app, default: []] += entries
@@ -82,7 +99,7 @@ final class ClusterStreamReads {
                 if error == .disconnected { self.onReadLost?() }
                 self.failure = error
             }
-            self.answer(timedOut: false)
+            self.answer(timedOut: peeked && self.peeking.isEmpty)
         })
     }
 
@@ -104,6 +121,7 @@ final class ClusterStreamReads {
             return false
         }
         self.waiter = nil
+        peeking = []  // reads still out hold their entries for the next `read`
         waitTimer.cancel()
         waiter.completion(result)
         return true

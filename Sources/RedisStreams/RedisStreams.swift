@@ -24,6 +24,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         feedback = base + "feedback"
         dead = base + "dead"
         resultPrefix = base + "result:"
+        cancelResultPrefix = base + "cancel-result:"
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
@@ -52,7 +53,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// String: the result recorded for event id `eventId` (the `result` JSON the results stream
     /// got), with a TTL (the idempotency window). Producers GET it to find one result without
     /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
-    /// A `call_cancelled` event's own result is under `result("cancel:" + id)`. Before the
+    /// A `call_cancelled` event's own result is under `cancelResult(id)`. Before the
     /// result, while a consumer routes the call, it holds that consumer's in-flight claim
     /// (`in_flight:` + the consumer's name, with a shorter TTL; not JSON, so a producer reading
     /// the key tells it from a result, which starts with `{`): taken in the lookup before the
@@ -61,6 +62,17 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// at the cost of one write per call and none at its record (docs/protocol.md, "Finding
     /// results").
     public func result(_ eventId: String) -> String { resultPrefix + eventId }
+    /// String: the own result of the `call_cancelled` event of call `callID`, with the same TTL.
+    /// Cancels and calls have separate id namespaces: a call whose id is `cancel:X` is keyed
+    /// `result("cancel:X")`, never this key of a cancel of `X`.
+    public func cancelResult(_ callID: String) -> String { cancelResultPrefix + callID }
+    /// The key `record` is stored under: `result(id)` or, for a cancel's own, `cancelResult(id)`.
+    func resultKeyPrefix(_ namespace: ResultEntry.Namespace) -> String {
+        switch namespace {
+        case .call: resultPrefix
+        case .cancel: cancelResultPrefix
+        }
+    }
 
     // MARK: Internal keys (not part of the contract)
 
@@ -70,12 +82,13 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     // The per-event keys above are prefix + id. The prefixes are built once, so the router
     // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
     let resultPrefix: String
+    let cancelResultPrefix: String
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
     /// `invalidPrefix(channel) + token`, a string: unix ms since when `token` is known to be
     /// invalid on `channel`, with a TTL.
-    func invalidPrefix(_ channel: TokenChannel) -> String {
+    public func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix
         case .alert: invalidAlertPrefix

@@ -130,27 +130,29 @@ public final class RetrySchedule {
 
     /// The cancel step of `callID` (see the type's doc): marker for `markerTTLSeconds`, the
     /// listed retries removed with their `cancelled` record each (`removing`: retry id and the
-    /// call's result JSON), the cancel event's own `record` (idempotency key
-    /// `record.eventId`), and XACK + XDEL of `cancelEntryID`.
-    public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, record: ResultEntry,
+    /// call's result JSON), the cancel event's own result `resultJSON` (idempotency key
+    /// `AppKeys.cancelResult(callID)`; it gains `cancelled_after` when the call had been
+    /// delivered), and XACK + XDEL of `cancelEntryID`.
+    public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, resultJSON: String,
                        removing: [(retryID: String, resultJSON: String)], markerTTLSeconds: Int,
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
-        guard let cancelKey = record.eventId else { preconditionFailure("the cancel record needs its idempotency key") }
-        let keys = [app.calls, app.results, app.result(cancelKey), app.cancelled(callID), app.retrySchedule, app.retryData,
+        let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
                     app.retryByCall, app.result(callID)]
-        var args = [config.group, cancelEntryID ?? "", record.resultJSON, String(markerTTLSeconds),
+        var args = [config.group, cancelEntryID ?? "", resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
         cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == 4, let recorded = parts[0].integer, let acked = parts[1].integer,
+                guard let parts = reply.array, parts.count == 6, let recorded = parts[0].integer, let acked = parts[1].integer,
                       let removed = parts[2].array, let recordedIDs = parts[3].array else {
                     return .failure(.unexpectedReply("cancel script \(reply)"))
                 }
                 return .success(CancelReport(cancelRecorded: recorded == 1, answeredBefore: recorded == -1, acknowledged: acked == 1,
                                              removed: removed.compactMap(\.string),
-                                             recorded: recordedIDs.compactMap(\.string)))
+                                             recorded: recordedIDs.compactMap(\.string),
+                                             callDelivered: parts[4].string.flatMap { $0.isEmpty ? nil : $0 },
+                                             callDeliveredAtMs: parts[5].integer.flatMap { $0 < 0 ? nil : $0 }))
             })
         }
     }
@@ -327,4 +329,9 @@ public struct CancelReport: Equatable, Sendable {
     public var removed: [String]
     /// Of those, the ones whose `cancelled` outcome was recorded (not already done).
     public var recorded: [String]
+    /// The call's outcome when it had been delivered before the cancel (`delivered_voip`,
+    /// `delivered_alert`), and when APNs accepted its push (unix ms): the cancel's result
+    /// carries them as `cancelled_after` and `delivered_at`.
+    public var callDelivered: String? = nil
+    public var callDeliveredAtMs: Int64? = nil
 }

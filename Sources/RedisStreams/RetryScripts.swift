@@ -86,17 +86,21 @@ enum RetryLua {
     /// each (once per call id: its result key, whose in-flight claim, if any, the outcome
     /// replaces), records the cancel event's own result (once: its own result key; a
     /// `duplicate` result if a cancel of the call was recorded already) and acknowledges the
-    /// cancel entry. Result keys follow `CallStoreLua.resultRules`.
+    /// cancel entry. Result keys follow `CallStoreLua.resultRules`. When the call's result says
+    /// it was delivered (the cancel came too late to stop the ring), the cancel's result says
+    /// so: `cancelled_after` (that outcome) and `delivered_at` (the entry's time + the call's
+    /// `latency_ms`: when APNs accepted the push), right after `outcome`, where
+    /// `OutcomeRecord.json()` writes them.
     ///
     /// The due index is left alone: a score that pointed at a removed retry costs the mover one
     /// empty move, which refreshes it.
-    /// KEYS: calls, results, result key of the cancel event, cancelled marker, retry, data,
+    /// KEYS: calls, results, the cancel event's result key (`AppKeys.cancelResult`), cancelled marker, retry, data,
     ///       byCall, result key of the call.
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
-    /// was recorded}.
+    /// was recorded, the call's delivered outcome or '', its delivery time or -1}.
     static let cancel = CallStoreLua.recordThenAcknowledge + """
         redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
@@ -113,16 +117,30 @@ enum RetryLua {
             end
           end
         end
+        local json, after, at = ARGV[3], nil, nil
+        local call = redis.call('GET', KEYS[8])
+        if call then
+          after = string.match(call, '^{"outcome":"(delivered_[a-z]+)"')
+          local entryMs = string.match(call, ',"entry":"(%d+)%-')
+          local latency = string.match(call, ',"latency_ms":(%d+)')
+          if after and entryMs and latency then
+            at = tonumber(entryMs) + tonumber(latency)
+            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '","delivered_at":' .. string.format('%d', at)
+              .. string.sub(json, 23)
+          elseif after then
+            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '"' .. string.sub(json, 23)
+          end
+        end
         local cancelRecorded = 0
-        local own = recordResultOnce(KEYS[3], ARGV[3], ARGV[5], KEYS[2], ARGV[6])
+        local own = recordResultOnce(KEYS[3], json, ARGV[5], KEYS[2], ARGV[6])
         if own == 1 then
           cancelRecorded = 1
-          appendResult(KEYS[2], ARGV[6], ARGV[3])
+          appendResult(KEYS[2], ARGV[6], json)
         elseif own == 0 then
           cancelRecorded = -1
         end
         local acked = 0
         if ARGV[2] ~= '' then acked = acknowledge(KEYS[1], ARGV[1], {ARGV[2]}) end
-        return {cancelRecorded, acked, removed, recorded}
+        return {cancelRecorded, acked, removed, recorded, after or '', at or -1}
         """
 }

@@ -6,13 +6,17 @@ import APNs
 enum ApnsVerdict: Equatable {
     case accepted(apnsID: String?)
     /// The token is gone: feedback, never retry it. `timestampMs` is APNs' 410 timestamp.
-    case tokenInvalid(reason: String, timestampMs: Int64?)
+    /// `otherEnvironmentMayAccept`: Apple's answer also means "a token of the other
+    /// environment" (`ReasonClass.tokenInvalidHere`).
+    case tokenInvalid(reason: String, timestampMs: Int64?, otherEnvironmentMayAccept: Bool)
     /// Try again later; `throttled` (429, or the client's queue full) backs off longer.
     case transient(throttled: Bool)
     /// 413: this payload can never go as is.
     case payloadTooLarge
     /// A human must fix something; `appUnhealthy` for credential and config errors.
     case deadLetter(DeadLetterReason, appUnhealthy: Bool)
+    /// The push was taken back unsent after a cancel (`CallAction.Step.withdrawPush`).
+    case withdrawn
 
     init(_ response: PushNotificationResponse) {
         guard let kind = response.rejectionKind else {
@@ -23,7 +27,9 @@ enum ApnsVerdict: Equatable {
         let text = InvalidEvent.quote(response.reason?.text ?? "HTTP \(response.status)")
         switch kind {
         case .tokenInvalid:
-            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs)
+            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs, otherEnvironmentMayAccept: false)
+        case .tokenInvalidHere:
+            self = .tokenInvalid(reason: text, timestampMs: response.invalidationTimestampMs, otherEnvironmentMayAccept: true)
         case .retryable:
             self = .transient(throttled: response.status == 429)
         case .credentialOrConfig:
@@ -53,6 +59,8 @@ enum ApnsVerdict: Equatable {
             self = .deadLetter(.apnsCredentials(error.description), appUnhealthy: true)
         case let .unsendable(why):
             self = .deadLetter(.invalidPush(why), appUnhealthy: false)
+        case .withdrawn:
+            self = .withdrawn
         }
     }
 }

@@ -14,6 +14,10 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     public let voipTopic: String
     /// The environment of tokens whose event does not say `sandbox`.
     public var environment: ApnsEnvironment
+    /// The app's credential can push to both APNs environments (token auth; a universal
+    /// certificate): a `BadDeviceToken` is then tried once in the other environment before
+    /// the token is called invalid (docs/protocol.md, *Feedback*).
+    public var reachesBothEnvironments: Bool
     /// How long a call rings when its event has no `deadline`, counted from the stream entry.
     public var ringTimeoutMs: Int64
     /// VoIP retries; also bounded by the call's deadline.
@@ -27,7 +31,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     public var fallbackAlert: FallbackTemplate
 
     public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
-                ringTimeoutMs: Int64 = 30_000,
+                reachesBothEnvironments: Bool = true, ringTimeoutMs: Int64 = 30_000,
                 voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
                 alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate()) {
@@ -35,6 +39,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
         self.bundleID = bundleID
         self.voipTopic = PushType.voip.topic(bundleID: bundleID)
         self.environment = environment
+        self.reachesBothEnvironments = reachesBothEnvironments
         self.ringTimeoutMs = ringTimeoutMs
         self.voipRetry = voipRetry
         self.alertRetry = alertRetry

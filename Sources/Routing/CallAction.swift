@@ -19,6 +19,10 @@ public struct CallAction: Equatable, Sendable {
         case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
         case sendAlert(PushPlan, cause: FallbackCause)
+        /// The call was cancelled while its push is with the APNs client: take the push back
+        /// if it is not written yet (`ApnsClient.withdraw`; it then fails with `.withdrawn`,
+        /// which is not an attempt). A push already written is left to its answer.
+        case withdrawPush
         /// Keep the router's `waiting` snapshot in the durable retry schedule (which
         /// acknowledges the entry); at `RetryPlan.atMs` a fresh router, in any process, continues
         /// from it with `resume`.
@@ -76,17 +80,37 @@ public struct RetryPlan: Equatable, Sendable {
     public let delayMs: Int64
 }
 
-/// A token APNs declared invalid: one entry of the feedback stream (docs/protocol.md), and a token
-/// to remember as invalid since `timestampMs` so later events skip it unless re-registered after.
+/// What APNs said about a token: one entry of the feedback stream (docs/protocol.md). A token
+/// APNs declared invalid is also remembered as invalid since `timestampMs`, so later events
+/// skip it unless re-registered after; a token of the other environment (`environment` set) is not.
 public struct TokenFeedback: Equatable, Sendable {
     public let token: String
     public let channel: PushChannel
-    /// Apple's reason text (`Unregistered`, `BadDeviceToken`, …).
+    /// Apple's reason text (`Unregistered`, `BadDeviceToken`, …), or `environment_mismatch`.
     public let reason: String
     /// APNs' 410 timestamp (unix ms) where given, else the time of the answer.
     public let timestampMs: Int64
     /// True when `timestampMs` is APNs' own.
     public let timestampFromAPNs: Bool
+    /// For `environment_mismatch`: the environment that accepted the token (refused with
+    /// `BadDeviceToken` in the call's own). Nil for a token that is invalid.
+    public let environment: ApnsEnvironment?
+
+    /// The reason of a token that works, but in the other environment.
+    public static let environmentMismatch = "environment_mismatch"
+
+    public init(token: String, channel: PushChannel, reason: String, timestampMs: Int64, timestampFromAPNs: Bool,
+                environment: ApnsEnvironment? = nil) {
+        self.token = token
+        self.channel = channel
+        self.reason = reason
+        self.timestampMs = timestampMs
+        self.timestampFromAPNs = timestampFromAPNs
+        self.environment = environment
+    }
+
+    /// True when the token is to be skipped from now on (not for an environment mismatch).
+    public var tokenIsInvalid: Bool { environment == nil }
 }
 
 /// Why an event went to the dead-letter stream: the reason strings, all in one place. `text` is

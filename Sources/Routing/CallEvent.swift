@@ -427,7 +427,9 @@ struct JSONFields {
         return low
     }
 
-    /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.
+    /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"id":…,"call_id":…}`; `sound` omitted
+    /// when nil. `id` is the call id under the name the VoIP payload gives it (docs/app.md);
+    /// `call_id`, the same id, is the name earlier versions used alone, kept for apps that read it.
     static func alertPayload(title: String, body: String, sound: String?, id: String) -> [UInt8] {
         var w = JSONWriter()
         w.object { o in
@@ -438,6 +440,7 @@ struct JSONFields {
                 }
                 aps.string("sound", sound)
             }
+            o.string("id", id)
             o.string("call_id", id)
         }
         return w.finish()

@@ -26,10 +26,19 @@ import Retry
 /// - The alert retries within `alertTTLMs` from the fallback's start; when the attempts or
 ///   that window run out it is a dead letter `retries_exhausted: alert`.
 /// - Cancellation stops further sends: a waiting retry is dropped (outcome `cancelled`); a push
-///   in flight is left to its answer, which is recorded: 200 gives the delivered outcome (the
-///   push did arrive), a token answer gives feedback and `cancelled`, a transient one
-///   `cancelled`, a credential/config/request error still its dead letter (a human must fix
-///   it). No missed-call alert is sent after a cancel.
+///   with the APNs client is taken back if it is not written yet (`withdrawPush`: outcome
+///   `cancelled`, nothing sent); a written one is left to its answer, which is recorded: 200
+///   gives the delivered outcome (the push did arrive), a token answer gives feedback and
+///   `cancelled`, a transient one `cancelled`, a credential/config/request error still its dead
+///   letter (a human must fix it). No missed-call alert is sent after a cancel.
+/// - `BadDeviceToken` (`ReasonClass.tokenInvalidHere`) means "invalid" or "a token of the
+///   other environment": when the app's credential reaches both (`reachesBothEnvironments`)
+///   the same push is sent once to the other environment before the token is called
+///   invalid. Accepted there, the call is delivered with `environmentMismatch` and feedback
+///   `environment_mismatch` (the token is not marked invalid), and later pushes of the channel
+///   in this call go there too; refused there as well, the token is invalid as for any other
+///   token answer. A cancelled call, or a VoIP push past the deadline, is not tried again:
+///   its token is not called invalid either.
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
 ///   `apns_credentials`, app unhealthy) and `unsendable` (dead letter `invalid_push`: the push
 ///   can never be written). `ExpiredProviderToken` is handled by the APNs client.
@@ -99,6 +108,8 @@ public struct CallRouter: Sendable {
         /// This attempt's number (1 = the first send).
         let attempt: Int
         let sentAtMs: Int64
+        /// Set when this push went to the other environment than the call's.
+        let otherEnvironment: ApnsEnvironment?
         /// A cancel arrived while in flight: nothing more is sent.
         var cancelled = false
     }
@@ -117,6 +128,7 @@ public struct CallRouter: Sendable {
         let cause: FallbackCause
         let attempt: Int
         let sentAtMs: Int64
+        let otherEnvironment: ApnsEnvironment?
         /// The fallback's start + alert TTL: the alert's expiration and its retry bound.
         let windowEndMs: Int64
         var cancelled = false
@@ -314,13 +326,15 @@ public struct CallRouter: Sendable {
         case .idle:
             preconditionFailure("CallRouter.cancelReceived before start")
         case var .voipInFlight(s):
+            guard !s.cancelled else { return .none }
             s.cancelled = true
             state = .voipInFlight(s)
-            return .none
+            return CallAction(step: .withdrawPush)
         case var .alertInFlight(s):
+            guard !s.cancelled else { return .none }
             s.cancelled = true
             state = .alertInFlight(s)
-            return .none
+            return CallAction(step: .withdrawPush)
         case let .voipWaiting(s):
             return finish(s.call, .cancelled)
         case let .alertWaiting(s):
@@ -340,17 +354,23 @@ public struct CallRouter: Sendable {
         case .finished:
             // Cannot happen (no state finishes with a push in flight); ignored if it does.
             return .none
+        case let .voipInFlight(s) where verdict == .withdrawn:
+            precondition(s.cancelled, "a VoIP push withdrawn without a cancel (call \(s.call.event.id))")
+            return finish(s.call, .cancelled)
+        case let .alertInFlight(s) where verdict == .withdrawn:
+            precondition(s.cancelled, "an alert withdrawn without a cancel (call \(s.call.event.id))")
+            return finish(s.call, .cancelled)
         case let .voipInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .voip, status: status, reason: reason,
-                                               error: error, apnsID: apnsID))
+                                               error: error, apnsID: apnsID, environment: s.otherEnvironment))
             call.lastAnswerAtMs = now
             if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return voipDecided(s, call: call, verdict, now: now)
         case let .alertInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .alert, status: status, reason: reason,
-                                               error: error, apnsID: apnsID))
+                                               error: error, apnsID: apnsID, environment: s.otherEnvironment))
             call.lastAnswerAtMs = now
             if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return alertDecided(s, call: call, verdict, now: now)
@@ -360,8 +380,15 @@ public struct CallRouter: Sendable {
     private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
-            return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID)
-        case let .tokenInvalid(reason, timestampMs):
+            return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID, environmentMismatch: s.otherEnvironment,
+                          feedback: mismatch(call, .voip, s.otherEnvironment, now: now))
+        case let .tokenInvalid(reason, timestampMs, otherEnvironmentMayAccept):
+            if otherEnvironmentMayAccept && s.otherEnvironment == nil && policy.reachesBothEnvironments {
+                // Before the token is called invalid, the other environment gets the push once.
+                if s.cancelled { return finish(call, .cancelled) }
+                guard now < call.deadlineMs else { return fallback(call, .deadline, now: now) }
+                return sendVoip(call, attempt: s.attempt, now: now, otherEnvironment: true)
+            }
             let feedback = TokenFeedback(token: call.event.voipToken ?? "", channel: .voip, reason: reason,
                                          timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
             if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
@@ -384,14 +411,22 @@ public struct CallRouter: Sendable {
             return fallback(call, .payload, now: now)
         case let .deadLetter(reason, appUnhealthy):
             return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        case .withdrawn:
+            preconditionFailure("a withdrawn push is answered in answered(_:…)")
         }
     }
 
     private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
-            return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause)
-        case let .tokenInvalid(reason, timestampMs):
+            return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause,
+                          environmentMismatch: s.otherEnvironment, feedback: mismatch(call, .alert, s.otherEnvironment, now: now))
+        case let .tokenInvalid(reason, timestampMs, otherEnvironmentMayAccept):
+            if otherEnvironmentMayAccept && s.otherEnvironment == nil && policy.reachesBothEnvironments {
+                if s.cancelled { return finish(call, .cancelled) }
+                return sendAlert(call, cause: s.cause, attempt: s.attempt, windowEndMs: s.windowEndMs, now: now,
+                                 otherEnvironment: true)
+            }
             let feedback = TokenFeedback(token: call.event.alertToken ?? "", channel: .alert, reason: reason,
                                          timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
             if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
@@ -413,6 +448,8 @@ public struct CallRouter: Sendable {
             return deadLetter(call, .payloadTooLarge(.alert), appUnhealthy: false)
         case let .deadLetter(reason, appUnhealthy):
             return deadLetter(call, reason, appUnhealthy: appUnhealthy)
+        case .withdrawn:
+            preconditionFailure("a withdrawn push is answered in answered(_:…)")
         }
     }
 
@@ -438,15 +475,18 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func sendVoip(_ call: Call, attempt: Int, now: Int64) -> CallAction {
+    /// `otherEnvironment`: the try in the other environment after a `BadDeviceToken`; later
+    /// pushes of the channel follow where its last attempt went (`otherEnvironment(of:_:)`).
+    private mutating func sendVoip(_ call: Call, attempt: Int, now: Int64, otherEnvironment: Bool = false) -> CallAction {
         let event = call.event
+        let other = otherEnvironment ? self.environment(event).other : self.otherEnvironment(of: call, .voip)
         do {
             let push = try PushNotification(deviceToken: event.voipToken ?? "", topic: policy.voipTopic,
                                             pushType: .voip, payload: event.voipPayload, priority: .immediate,
                                             expiration: call.deadlineMs / 1000)
-            state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now))
+            state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now, otherEnvironment: other))
             return CallAction(step: .sendVoip(PushPlan(channel: .voip, attempt: attempt,
-                                                       environment: environment(event), notification: push,
+                                                       environment: other ?? environment(event), notification: push,
                                                        writeByUnixMs: call.deadlineMs)))
         } catch {
             return deadLetter(call, .invalidPush(error.description), appUnhealthy: false)
@@ -454,17 +494,18 @@ public struct CallRouter: Sendable {
     }
 
     private mutating func sendAlert(_ call: Call, cause: FallbackCause, attempt: Int, windowEndMs: Int64, now: Int64,
-                                    feedback: TokenFeedback? = nil) -> CallAction {
+                                    feedback: TokenFeedback? = nil, otherEnvironment: Bool = false) -> CallAction {
         let event = call.event
+        let other = otherEnvironment ? self.environment(event).other : self.otherEnvironment(of: call, .alert)
         do {
             let push = try PushNotification(deviceToken: event.alertToken ?? "", bundleID: policy.bundleID,
                                             pushType: .alert, payload: event.alertPayload, priority: .immediate,
                                             expiration: windowEndMs / 1000)
             state = .alertInFlight(AlertInFlight(call: call, cause: cause, attempt: attempt, sentAtMs: now,
-                                                 windowEndMs: windowEndMs))
+                                                 otherEnvironment: other, windowEndMs: windowEndMs))
             return CallAction(feedback: feedback,
                               step: .sendAlert(PushPlan(channel: .alert, attempt: attempt,
-                                                        environment: environment(event), notification: push),
+                                                        environment: other ?? environment(event), notification: push),
                                                cause: cause))
         } catch {
             return deadLetter(call, .invalidPush(error.description), appUnhealthy: false, feedback: feedback)
@@ -472,11 +513,27 @@ public struct CallRouter: Sendable {
     }
 
     private mutating func finish(_ call: Call, _ outcome: CallOutcome, channel: PushChannel? = nil,
-                                 apnsID: String? = nil, cause: FallbackCause? = nil,
+                                 apnsID: String? = nil, cause: FallbackCause? = nil, environmentMismatch: ApnsEnvironment? = nil,
                                  feedback: TokenFeedback? = nil) -> CallAction {
         state = .finished(outcome)
-        return CallAction(feedback: feedback,
-                          step: .finish(record(call, outcome, channel: channel, apnsID: apnsID, cause: cause)))
+        var record = record(call, outcome, channel: channel, apnsID: apnsID, cause: cause)
+        record.environmentMismatch = environmentMismatch
+        return CallAction(feedback: feedback, step: .finish(record))
+    }
+
+    /// The feedback of a token accepted in `environment`, the other one than the call's; nil
+    /// when it went to the call's own.
+    private func mismatch(_ call: Call, _ channel: PushChannel, _ environment: ApnsEnvironment?, now: Int64) -> TokenFeedback? {
+        guard let environment else { return nil }
+        let token = (channel == .voip ? call.event.voipToken : call.event.alertToken) ?? ""
+        return TokenFeedback(token: token, channel: channel, reason: TokenFeedback.environmentMismatch, timestampMs: now,
+                             timestampFromAPNs: false, environment: environment)
+    }
+
+    /// The other environment when the channel's last push went there (it was tried there after
+    /// a `BadDeviceToken`: later pushes of the call follow it); nil for the call's own.
+    private func otherEnvironment(of call: Call, _ channel: PushChannel) -> ApnsEnvironment? {
+        call.attempts.last { $0.channel == channel }?.environment
     }
 
     private mutating func deadLetter(_ call: Call, _ reason: DeadLetterReason, appUnhealthy: Bool,
@@ -507,20 +564,6 @@ public struct CallRouter: Sendable {
     private static func isFailure(_ verdict: ApnsVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
-    }
-
-    /// Which events of one read (one app's entries, in stream order) start as cancelled: each
-    /// `incoming_call` whose `call_cancelled` came in the same read, before or after it. The
-    /// caller hung up before pushgw got to the call, so the cancel wins and no VoIP push goes
-    /// (otherwise both would start at once, before the cancel's marker is written, and the
-    /// push would leave). Takes each event's kind and id (no copies of the events on the hot
-    /// path: a read without a cancel costs one pass over the kinds). Answers in order.
-    @inlinable  // specialized where it is called: a generic call across modules costs metadata lookups per event
-    public static func cancelledInRead(_ events: some Collection<(kind: CallEvent.Kind, id: String)>) -> [Bool] {
-        var cancels: Set<String> = []
-        for e in events where e.kind == .callCancelled { cancels.insert(e.id) }
-        guard !cancels.isEmpty else { return Array(repeating: false, count: events.count) }
-        return events.map { $0.kind == .incomingCall && cancels.contains($0.id) }
     }
 
     /// A token is usable when present and either not known invalid or registered after it was

@@ -126,6 +126,7 @@ struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
 ///
 /// One deliberate difference: nesting is bounded at `maxDepth` (64) levels, not 512, which
 /// also bounds the recursion. Input size is bounded by the caller (`CallEvent.maxEventBytes`).
+/// `strict` parsing refuses trailing commas, as RFC 8259 does (the config file: `JSONStrictness`).
 struct JSONParser {
     /// Deepest nesting of arrays and objects accepted.
     static let maxDepth = 64
@@ -133,20 +134,25 @@ struct JSONParser {
     private let p: UnsafeBufferPointer<UInt8>
     private var i = 0
     private var depth = 0
+    /// Refuse a trailing comma (`[1,]`) instead of accepting it.
+    private let strict: Bool
     /// Reused for strings with escapes.
     private var scratch: [UInt8] = []
 
-    private init(_ p: UnsafeBufferPointer<UInt8>) { self.p = p }
-
-    /// Parses one JSON text (any value at the top, as with `.fragmentsAllowed`).
-    static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
-        if let utf8 = try convertedToUTF8(bytes) { return try parseUTF8(utf8, skippingBOM: false) }
-        return try parseUTF8(bytes, skippingBOM: true)
+    private init(_ p: UnsafeBufferPointer<UInt8>, strict: Bool) {
+        self.p = p
+        self.strict = strict
     }
 
-    private static func parseUTF8(_ bytes: [UInt8], skippingBOM: Bool) throws(JSONSyntaxError) -> JSONValue {
+    /// Parses one JSON text (any value at the top, as with `.fragmentsAllowed`).
+    static func parse(_ bytes: [UInt8], strict: Bool = false) throws(JSONSyntaxError) -> JSONValue {
+        if let utf8 = try convertedToUTF8(bytes) { return try parseUTF8(utf8, skippingBOM: false, strict: strict) }
+        return try parseUTF8(bytes, skippingBOM: true, strict: strict)
+    }
+
+    private static func parseUTF8(_ bytes: [UInt8], skippingBOM: Bool, strict: Bool) throws(JSONSyntaxError) -> JSONValue {
         let result: Result<JSONValue, JSONSyntaxError> = bytes.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(buffer)
+            var parser = JSONParser(buffer, strict: strict)
             return Result { () throws(JSONSyntaxError) in try parser.document(skippingBOM: skippingBOM) }
         }
         return try result.get()
@@ -245,6 +251,7 @@ struct JSONParser {
         i += 1
         skipWhitespace()
         if i < p.count && p[i] == closing {
+            guard !strict else { throw fail("a trailing comma before '\(Character(Unicode.Scalar(closing)))'") }
             i += 1
             return true
         }
@@ -578,6 +585,26 @@ struct JSONParser {
             return nil
         }
         return (encoding, skip)
+    }
+}
+
+/// What RFC 8259 refuses and `JSONSerialization` accepts, for the config file, whose error text
+/// promises no trailing commas: the first such problem of a document, with its line and column.
+public enum JSONStrictness {
+    /// `a trailing comma before '}' at line 12, column 5`; nil when `bytes` is strict JSON or
+    /// not JSON at all (the caller's parser reports that).
+    public static func problem(in bytes: [UInt8]) -> String? {
+        guard (try? JSONParser.parse(bytes)) != nil else { return nil }
+        do {
+            _ = try JSONParser.parse(bytes, strict: true)
+            return nil
+        } catch {
+            var line = 1, column = 1
+            for b in bytes.prefix(error.offset) {
+                if b == 0x0A { line += 1; column = 1 } else if b & 0xC0 != 0x80 { column += 1 }
+            }
+            return "\(error.problem) at line \(line), column \(column)"
+        }
     }
 }
 

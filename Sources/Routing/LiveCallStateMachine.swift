@@ -140,10 +140,10 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         }
     }
 
-    /// A cancel of this call was recorded by another entry. Before its router starts the call
-    /// remembers it; a routing call's router is told. Tolerated: a call being scheduled meets
-    /// the cancellation marker in the schedule step; one being recorded, holding its outcome or
-    /// gone has its end.
+    /// A cancel of this call was read by another entry (before or after this one). Before its
+    /// router starts the call remembers it; a routing call's router is told (and takes its push
+    /// back if it is not written yet). Tolerated: a call being scheduled meets the cancellation
+    /// marker in the schedule step; one being recorded, holding its outcome or gone has its end.
     public mutating func onCancelHeard() -> Action {
         switch state {
         case .lookingUp:

@@ -1,3 +1,5 @@
+import APNs
+
 /// One push attempt as the outcome record lists it.
 public struct AttemptRecord: Equatable, Sendable {
     /// When the push was handed to the APNs client, unix ms (`t`).
@@ -11,28 +13,41 @@ public struct AttemptRecord: Equatable, Sendable {
     public let error: String?
     /// `apns-id` of APNs' answer.
     public let apnsID: String?
+    /// Set when the push went to the other APNs environment than the call's (`sandbox` or
+    /// `production`): the try after a `BadDeviceToken` (`environment`); nil for the call's own.
+    public let environment: ApnsEnvironment?
 
-    public init(sentAtMs: Int64, channel: PushChannel, status: Int?, reason: String?, error: String?, apnsID: String?) {
+    public init(sentAtMs: Int64, channel: PushChannel, status: Int?, reason: String?, error: String?, apnsID: String?,
+                environment: ApnsEnvironment? = nil) {
         self.sentAtMs = sentAtMs
         self.channel = channel
         self.status = status
         self.reason = reason
         self.error = error
         self.apnsID = apnsID
+        self.environment = environment
     }
 }
 
 /// The result of one event (field `result` of `pushgw:{APP}:results`, and the value of its
 /// per-event key, docs/protocol.md), also the record a dead letter carries. `json()` is
-/// deterministic: keys in the order `outcome, first_outcome, id, type, app, entry, channel,
-/// apns_id, cause, reason, latency_ms, attempts`, absent values omitted; each attempt `t,
-/// channel, status, reason, error, apns_id`. `outcome` always comes first: the recording
-/// scripts read it from there (`CallStoreLua`).
+/// deterministic: keys in the order `outcome, cancelled_after, delivered_at, first_outcome, id,
+/// type, app, entry, channel, apns_id, environment_mismatch, cause, reason, latency_ms,
+/// attempts`, absent values omitted; each attempt `t, channel, environment, status, reason,
+/// error, apns_id`. `outcome` always comes
+/// first: the recording scripts read it from there (`CallStoreLua`); the cancel step writes
+/// `cancelled_after` and `delivered_at` right after it (`RetryLua.cancel`).
 ///
 /// Beyond docs/protocol.md: `type` (a cancel event gets a record of its own), `entry` (the calls
 /// entry, what the producer's XADD returned) and the `duplicate` outcome with `first_outcome`.
 public struct OutcomeRecord: Equatable, Sendable {
     public var outcome: CallOutcome
+    /// For a `call_cancelled` event's own result: what its call had got already when the cancel
+    /// was recorded (`delivered_voip`, `delivered_alert`: the phone rang or showed the alert,
+    /// the cancel came too late to stop it). Set by the cancel step, which reads the call's result.
+    public var cancelledAfter: CallOutcome?
+    /// With `cancelledAfter`: when APNs accepted the call's push, unix ms.
+    public var deliveredAtMs: Int64?
     /// For a `duplicate`: the outcome recorded for the event id first.
     public var firstOutcome: CallOutcome?
     /// The call id; nil only for an invalid event whose id could not be read.
@@ -49,6 +64,10 @@ public struct OutcomeRecord: Equatable, Sendable {
     public var channel: PushChannel?
     /// `apns-id` of the delivered push.
     public var apnsID: String?
+    /// The environment that delivered, when it is not the call's: the token was refused with
+    /// `BadDeviceToken` in the call's environment and accepted in this one (an app built for
+    /// the other environment, or the app's `environment` set wrong). The token is not invalid.
+    public var environmentMismatch: ApnsEnvironment?
     /// Why the alert fallback was used (delivered_alert only).
     public var cause: FallbackCause?
     /// `DeadLetterReason.text` (dead_lettered only).
@@ -81,6 +100,8 @@ public struct OutcomeRecord: Equatable, Sendable {
         var w = JSONWriter()
         w.object { o in
             o.string("outcome", outcome.rawValue)
+            o.string("cancelled_after", cancelledAfter?.rawValue)
+            o.int("delivered_at", deliveredAtMs)
             o.string("first_outcome", firstOutcome?.rawValue)
             o.string("id", id)
             o.string("type", type?.rawValue)
@@ -88,6 +109,7 @@ public struct OutcomeRecord: Equatable, Sendable {
             o.string("entry", entry)
             o.string("channel", channel?.rawValue)
             o.string("apns_id", apnsID)
+            o.string("environment_mismatch", environmentMismatch?.rawValue)
             o.string("cause", cause?.rawValue)
             o.string("reason", reason)
             o.int("latency_ms", latencyMs)
@@ -95,6 +117,7 @@ public struct OutcomeRecord: Equatable, Sendable {
                 w.object { e in
                     e.int("t", a.sentAtMs)
                     e.string("channel", a.channel.rawValue)
+                    e.string("environment", a.environment?.rawValue)
                     e.int("status", a.status.map(Int64.init))
                     e.string("reason", a.reason)
                     e.string("error", a.error)

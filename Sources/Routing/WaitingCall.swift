@@ -1,3 +1,4 @@
+import APNs
 import Retry
 
 /// A call waiting for its next attempt, as the durable retry schedule keeps it in Redis:
@@ -148,6 +149,7 @@ private struct Wire {
         var reason: String?
         var error: String?
         var apnsID: String?
+        var environment: String?
     }
 
     /// The text: keys in byte order, absent fields left out (the same text for the same value).
@@ -159,6 +161,7 @@ private struct Wire {
                 w.object { o in
                     o.string("apns_id", a.apnsID)
                     o.string("channel", a.channel)
+                    o.string("environment", a.environment)
                     o.string("error", a.error)
                     o.string("reason", a.reason)
                     o.int("status", a.status.map { Int64($0) })
@@ -198,8 +201,10 @@ private struct Wire {
         firstFailure = try f.integer("first_failure", what: " (unix ms)")
         guard let list = f.value("attempts") else { throw f.invalid("attempts", "required") }
         guard case let .array(items) = list else { throw f.invalid("attempts", "expected an array, got \(list.kind)") }
-        guard items.count <= 2 * RetryPolicy.attemptsLimit else {
-            throw f.invalid("attempts", "\(items.count) listed, over the \(2 * RetryPolicy.attemptsLimit) two policies allow")
+        // Two policies' attempts, and per channel one try in the other environment.
+        let most = 2 * RetryPolicy.attemptsLimit + 2
+        guard items.count <= most else {
+            throw f.invalid("attempts", "\(items.count) listed, over the \(most) two policies allow")
         }
         attempts = []
         for item in items {
@@ -210,7 +215,7 @@ private struct Wire {
                                         channel: try a.required("channel", a.string("channel")),
                                         status: try a.integer("status", what: "").map { Int($0) },
                                         reason: try a.string("reason"), error: try a.string("error"),
-                                        apnsID: try a.string("apns_id")))
+                                        apnsID: try a.string("apns_id"), environment: try a.string("environment")))
             } catch {
                 throw InvalidEvent(field: "attempts." + (error.field ?? ""), problem: error.problem)
             }
@@ -239,7 +244,7 @@ private struct Wire {
         firstFailure = w.firstFailureAtMs
         attempts = w.attempts.map {
             Attempt(t: $0.sentAtMs, channel: $0.channel.rawValue, status: $0.status, reason: $0.reason, error: $0.error,
-                    apnsID: $0.apnsID)
+                    apnsID: $0.apnsID, environment: $0.environment?.rawValue)
         }
     }
 
@@ -291,8 +296,15 @@ private struct Wire {
             guard let ch = PushChannel(rawValue: a.channel) else {
                 throw InvalidWaitingCall(problem: "attempts: channel \(InvalidEvent.quote(a.channel)) is neither voip nor alert")
             }
+            var environment: ApnsEnvironment?
+            if let name = a.environment {
+                guard let known = ApnsEnvironment(rawValue: name) else {
+                    throw InvalidWaitingCall(problem: "attempts: environment \(InvalidEvent.quote(name)) is neither production nor sandbox")
+                }
+                environment = known
+            }
             records.append(AttemptRecord(sentAtMs: a.t, channel: ch, status: a.status, reason: a.reason, error: a.error,
-                                         apnsID: a.apnsID))
+                                         apnsID: a.apnsID, environment: environment))
         }
         return WaitingCall(callID: id, stage: stage, dueAtMs: due, deadlineMs: deadline, entryTimeMs: entryTime,
                            entryID: entry, alertUsable: alertUsable, attempts: records, lastAnswerAtMs: lastAnswer,

@@ -15,7 +15,8 @@ final class SimulatorConfigTests: XCTestCase {
               "bundle_ids": ["com.acme.phone"], "default_scenario": "flaky:2",
               "scenarios": { "ABCD": "unregistered", "00ff": "slow:250" },
               "goaway_every": 100, "initial_max_streams": 1, "raised_max_streams": 500,
-              "log_file": "requests.jsonl", "sandbox": true, "max_token_age_s": 60, "record_limit": 10 }
+              "log_file": "requests.jsonl", "sandbox": true, "max_token_age_s": 60, "record_limit": 10,
+              "token_environments": { "5A0D": "sandbox", "b0b0": "production" } }
             """)
         XCTAssertEqual(config.port, 2197)
         XCTAssertEqual(config.certFile, "/etc/sim/server.pem", "relative paths are relative to the config file")
@@ -32,6 +33,7 @@ final class SimulatorConfigTests: XCTestCase {
         XCTAssertTrue(config.sandbox)
         XCTAssertEqual(config.maxTokenAgeSeconds, 60)
         XCTAssertEqual(config.recordLimit, 10)
+        XCTAssertEqual(config.tokenEnvironments, ["5a0d": .sandbox, "b0b0": .production])
     }
 
     func testMinimalConfigTakesAPNsDefaults() throws {
@@ -48,11 +50,12 @@ final class SimulatorConfigTests: XCTestCase {
     func testEveryProblemIsReportedWithItsJSONPath() {
         XCTAssertThrowsError(try parse("""
             { "key_file": "k", "port": 70000, "sandbox": "yes", "colour": 1,
-              "scenarios": { "abcd": "sometimes", "xyz": "ok" }, "default_scenario": "slow" }
+              "scenarios": { "abcd": "sometimes", "xyz": "ok" }, "default_scenario": "slow",
+              "token_environments": { "ab": "testflight" } }
             """)) { error in
             let paths = (error as? SimulatorConfigError)?.problems.map(\.path) ?? []
             XCTAssertEqual(Set(paths), ["$.cert_file", "$.port", "$.sandbox", "$.colour", "$.scenarios.abcd",
-                                        "$.scenarios.xyz", "$.default_scenario"],
+                                        "$.scenarios.xyz", "$.default_scenario", "$.token_environments.ab"],
                            "each problem names where it is: \(error)")
         }
         XCTAssertThrowsError(try parse("[1, 2")) { error in
@@ -93,5 +96,13 @@ final class SimulatorConfigTests: XCTestCase {
         XCTAssertEqual(book.outcome(for: "bb"), .answer(nil), "other tokens take the default")
         book.set(.flaky(1), for: "AA")
         XCTAssertEqual(book.outcome(for: "aa"), .answer(.serviceUnavailable), "setting a scenario again restarts its count")
+    }
+
+    func testATokenOfTheOtherEnvironmentIsABadDeviceToken() {
+        var production = ScenarioBook(defaultScenario: .ok, scenarios: [:], tokenEnvironments: ["5A0D": .sandbox], environment: .production)
+        var sandbox = ScenarioBook(defaultScenario: .ok, scenarios: [:], tokenEnvironments: ["5A0D": .sandbox], environment: .sandbox)
+        XCTAssertEqual(production.outcome(for: "5a0d"), .answer(.badDeviceToken), "a sandbox token sent to production")
+        XCTAssertEqual(sandbox.outcome(for: "5a0d"), .answer(nil), "accepted where it belongs")
+        XCTAssertEqual(production.outcome(for: "bb"), .answer(nil), "unlisted tokens belong to both")
     }
 }

@@ -99,6 +99,30 @@ final class ApnsClientTests: XCTestCase {
         c.close()
     }
 
+    /// A push waiting for a stream can be taken back (its call was cancelled): it completes at
+    /// once with `.withdrawn` and never reaches APNs. A written one cannot, and is answered.
+    func testAPushNotWrittenYetCanBeWithdrawnAndAWrittenOneCannot() throws {
+        try start { $0.scenarios = ["aa01": .slow(400)] }
+        let c = try client()
+        var answers: [String: Result<PushNotificationResponse, ApnsClientError>] = [:]
+        let first = try XCTUnwrap(c.send(try voip("aa01")) { answers["first"] = $0 })
+        server.loop.run(waitingFor: "the first push on the connection's one stream") { server.simulator.stats.requests == 1 }
+        let second = try XCTUnwrap(c.send(try voip("bb02")) { answers["second"] = $0 })
+        XCTAssertEqual(c.queuedCount, 1, "the connection allows one stream until its first 200")
+        XCTAssertFalse(c.withdraw(first), "written: it may have reached APNs")
+        XCTAssertTrue(c.withdraw(second))
+        XCTAssertEqual(answers["second"].map { if case .failure(.withdrawn) = $0 { return true } else { return false } }, true,
+                       "completed before withdraw returned")
+        XCTAssertTrue(second.isAnswered)
+        XCTAssertFalse(c.withdraw(second), "once only")
+        server.loop.run(waitingFor: "the first push's answer") { answers["first"] != nil }
+        if case let .success(response)? = answers["first"] { XCTAssertEqual(response.status, 200) } else { XCTFail("\(answers)") }
+        server.loop.run(forMs: 100)
+        XCTAssertEqual(server.simulator.recorded.filter { $0.token == "bb02" }.count, 0, "the withdrawn push never left")
+        XCTAssertEqual(c.stats.sent, 1)
+        c.close()
+    }
+
     func testPayloadOverTheLimitIsRefusedBeforeSending() throws {
         let ok = String(repeating: "x", count: 5120 - 8)  // {"p":"…"} adds 8 bytes
         XCTAssertNoThrow(try PushNotification(deviceToken: "ab", bundleID: "a.b", pushType: .voip,

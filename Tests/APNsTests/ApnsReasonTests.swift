@@ -20,7 +20,7 @@ final class ApnsReasonTests: XCTestCase {
 
     func testClassificationFollowsDesignTable() {
         let expected: [(String, ReasonClass)] = [
-            ("Unregistered", .tokenInvalid), ("ExpiredToken", .tokenInvalid), ("BadDeviceToken", .tokenInvalid),
+            ("Unregistered", .tokenInvalid), ("ExpiredToken", .tokenInvalid), ("BadDeviceToken", .tokenInvalidHere),
             ("DeviceTokenNotForTopic", .tokenInvalid),
             ("TooManyRequests", .retryable), ("InternalServerError", .retryable), ("ServiceUnavailable", .retryable),
             ("Shutdown", .retryable),

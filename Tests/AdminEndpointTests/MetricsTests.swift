@@ -1,3 +1,4 @@
+import GatewayConfiguration
 import Routing
 import TestSupport
 import XCTest
@@ -156,6 +157,14 @@ final class MetricsTests: XCTestCase {
                                                          reason: "apns_credentials: InvalidProviderToken"))
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .duplicate, firstOutcome: .deliveredVoip, id: "1",
                                                          type: .incomingCall, app: "acme"))
+        m.certificateExpiries([CertificateExpiry(name: "old-cert", kind: "credential", notAfterS: 1)])
+        m.certificateExpiries([CertificateExpiry(name: "beta-cert", kind: "credential", notAfterS: 1_795_000_000),
+                               CertificateExpiry(name: "apns.ca_file", kind: "ca", notAfterS: 1_800_000_000)])
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "aa", channel: .voip, reason: "Unregistered", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "bb", channel: .voip, reason: "BadDeviceToken", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "cc", channel: .voip, reason: "Whatever\nnew", timestampMs: 1))
+        m.tokenFeedback(app: "acme", feedback: InvalidToken(token: "dd", channel: .alert, reason: "environment_mismatch",
+                                                            timestampMs: 1, environment: "sandbox"))
 
         var s = GatewaySnapshot()
         var router = RouterRole.Stats()
@@ -193,6 +202,13 @@ final class MetricsTests: XCTestCase {
             #"pushgw_duplicate_events_total{app="acme",first_outcome="delivered_voip"} 1"#,
             #"pushgw_dead_letters_total{app="beta",reason="apns_credentials"} 1"#,
             #"pushgw_fallbacks_total{app="acme",cause="voip_token_invalid"} 1"#,
+            #"pushgw_certificate_expiry_timestamp_seconds{certificate="beta-cert",kind="credential"} 1795000000"#,
+            #"pushgw_certificate_expiry_timestamp_seconds{certificate="apns.ca_file",kind="ca"} 1800000000"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="Unregistered"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="BadDeviceToken"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="voip",reason="other"} 1"#,
+            #"pushgw_token_feedback_total{app="acme",channel="alert",reason="environment_mismatch"} 1"#,
+            #"pushgw_environment_mismatches_total{app="acme",channel="alert",environment="sandbox"} 1"#,
             #"pushgw_deadline_misses_total{app="acme"} 2"#,
             #"pushgw_event_latency_seconds_bucket{channel="voip",le="0.05"} 1"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="30"} 0"#,
@@ -228,6 +244,7 @@ final class MetricsTests: XCTestCase {
         ] {
             XCTAssertTrue(text.split(separator: "\n").contains(Substring(line)), "missing line: \(line)\n\(text)")
         }
+        XCTAssertFalse(text.contains("old-cert"), "a reload's set of certificates replaces the one before")
         XCTAssertFalse(text.contains("peer reset"), "free-form error texts never become label values")
         XCTAssertFalse(text.contains(#"outcome="duplicate""#), "a duplicate is not an outcome of its own")
         XCTAssertEqual(PrometheusFormatCheck.problems(text), [])

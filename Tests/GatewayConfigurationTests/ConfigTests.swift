@@ -41,8 +41,10 @@ final class ConfigTests: XCTestCase {
     }
 
     func testNonDefaultValuesAndPKCS12AreRead() throws {
-        try fixture.write("secrets/voip.p12", "not really a p12")
-        try fixture.write("secrets/voip.password", "pw")
+        try fixture.write("secrets/voip.password", "pw\n")
+        try fixture.openssl(["pkcs12", "-export", "-in", "secrets/beta-voip.pem", "-inkey", "secrets/beta-voip.key",
+                             "-passout", "pass:pw", "-out", "secrets/voip.p12"])
+        try fixture.chmod("secrets/voip.p12", 0o600)
         var json = setting(ConfigFixture.example, "apns.max_queued", 50)
         json = setting(json, "apns.connections", 4)
         json = setting(json, "apns.sandbox.endpoint", "[::1]:8443")

@@ -54,7 +54,7 @@ package final class ConfigFixture {
         try openssl(["ecparam", "-genkey", "-name", "prime256v1", "-noout", "-out", "secrets/sec1.pem"])
         try openssl(["pkcs8", "-topk8", "-nocrypt", "-in", "secrets/sec1.pem", "-out", "secrets/AuthKey_KEY1234567.p8"])
         try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                     "-keyout", "secrets/beta-voip.key", "-out", "secrets/beta-voip.pem", "-subj", "/CN=beta", "-days", "1"])
+                     "-keyout", "secrets/beta-voip.key", "-out", "secrets/beta-voip.pem", "-subj", "/CN=beta", "-days", "365"])
         try write("secrets/admin-token", "admin-token-SECRET-7d1f3a9c0b5e48e2a6c4f0d9b1e7a3c5\n")
         for name in ["secrets/sec1.pem", "secrets/AuthKey_KEY1234567.p8", "secrets/beta-voip.key"] {
             try chmod(name, 0o600)

@@ -1,5 +1,6 @@
 import APNs
 import GatewayRoles
+import RedisStreams
 import Routing
 
 /// A router's `RouterObservations` in tests: every outcome it recorded, in order, with its app.
@@ -31,5 +32,13 @@ package final class RecordedOutcomes: RouterObservations {
     package func callRecorded(app: String, record: OutcomeRecord) {
         all.append((app, record))
         next?.callRecorded(app: app, record: record)
+    }
+
+    /// Every feedback entry written, in order, with its app.
+    package private(set) var feedback: [(app: String, feedback: InvalidToken)] = []
+
+    package func tokenFeedback(app: String, feedback entry: InvalidToken) {
+        feedback.append((app, entry))
+        next?.tokenFeedback(app: app, feedback: entry)
     }
 }

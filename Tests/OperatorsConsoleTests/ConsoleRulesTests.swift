@@ -158,3 +158,29 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(svg.components(separatedBy: "<rect ").count - 1, 1)
     }
 }
+
+/// The overview's warning about tokens of the other environment.
+final class ConsoleOverviewTests: XCTestCase {
+    private func page(_ app: ConsoleFigures.App) -> String {
+        let history = OutcomeHistory()
+        let now: Int64 = 1_764_584_043_120
+        let overview = ConsolePages.AppOverview(app: app, last5: history.window(app: app.id, minutes: 5, nowMs: now),
+                                                last60: history.window(app: app.id, minutes: 60, nowMs: now),
+                                                series: history.series(app: app.id, nowMs: now), dead: nil,
+                                                retention: .default)
+        return ConsolePages.overview(viewer: ConsolePages.Viewer(name: "ops", role: .admin, csrf: "x"),
+                                     figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now)
+    }
+
+    func testAnAppWithTokensOfTheOtherEnvironmentIsWarnedAbout() {
+        let mixed = ConsoleFigures.App(id: "acme<b>", bundleID: "com.acme.phone", environment: "production",
+                                       environmentMismatches: .init(count: 3, acceptedIn: "sandbox", lastAtMs: 1_764_584_040_000))
+        let html = page(mixed)
+        XCTAssertTrue(html.contains(#"<p class="warning environment-mismatch">3 tokens refused by APNs (BadDeviceToken) in production and delivered through sandbox"#),
+                      html)
+        XCTAssertTrue(html.contains("apps.acme&lt;b&gt;.environment"), "the app id is escaped")
+        XCTAssertTrue(html.contains("2025-12-01T10:14:00"), "the last one's time")
+        let clean = page(ConsoleFigures.App(id: "beta", bundleID: "com.beta", environment: "production"))
+        XCTAssertFalse(clean.contains("environment-mismatch"), "no warning without mismatches")
+    }
+}

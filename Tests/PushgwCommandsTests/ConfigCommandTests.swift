@@ -51,3 +51,31 @@ final class ConfigCommandTests: XCTestCase {
         XCTAssertTrue(console.out.joined().contains("redis.sentinel.addresses.0"), "\(console.out)")
     }
 }
+
+/// `pushgw config check` refuses, with exit status 1, the configs a push would refuse, naming
+/// each at its path with the fix (GatewayConfigurationTests' ConfigCredentialTests check each
+/// problem; this checks the command's output and status).
+final class ConfigCheckLoadsCredentialsTests: XCTestCase {
+    func testAWrongPKCS12PasswordAndAnExpiredCertificateFailTheCheck() throws {
+        let fixture = try ConfigFixture.make(removedAfter: self)
+        try fixture.write("secrets/wrong.password", "not-it\n")
+        try fixture.openssl(["pkcs12", "-export", "-in", "secrets/beta-voip.pem", "-inkey", "secrets/beta-voip.key",
+                             "-passout", "pass:right", "-out", "secrets/voip.p12"])
+        try fixture.chmod("secrets/voip.p12", 0o600)
+        try fixture.openssl(["req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "secrets/old.key", "-out", "secrets/old.csr",
+                             "-subj", "/CN=old"])
+        try fixture.openssl(["x509", "-req", "-in", "secrets/old.csr", "-signkey", "secrets/old.key", "-days", "-1", "-out", "secrets/old.pem"])
+        try fixture.chmod("secrets/old.key", 0o600)
+        var json = setting(ConfigFixture.example, "credentials.p12", ["p12_file": "secrets/voip.p12", "password_file": "secrets/wrong.password"])
+        json = setting(json, "credentials.beta-cert", ["cert_file": "secrets/old.pem", "key_file": "secrets/old.key"])
+        json = setting(json, "apps.gamma", ["bundle_id": "io.gamma.app", "credential": "p12", "environment": "production"])
+        try fixture.writeConfig(json)
+        let console = CapturedConsole()
+        let status = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
+        XCTAssertEqual(status, 1, console.out.joined(separator: "\n"))
+        let text = console.out.joined(separator: "\n")
+        XCTAssertTrue(text.contains("credentials.p12.password_file: the password in ") && text.contains("; put the password"), text)
+        XCTAssertTrue(text.contains("credentials.beta-cert.cert_file: the certificate \"/CN=old\" expired on ") && text.contains("; renew"), text)
+        XCTAssertTrue(console.out.last?.contains("not usable: 2 errors") ?? false, text)
+    }
+}

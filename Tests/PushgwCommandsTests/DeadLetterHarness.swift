@@ -201,6 +201,11 @@ final class DeadLetterHarness {
     /// Runs `pushgw dead ARGS… --config FILE` in-process. `answer` is what the operator types
     /// at a confirmation (nil: no terminal). `USER` is `user`.
     func dead(_ args: [String], answer: String? = nil, user: String = "ops-test", config: String? = nil) -> Run {
+        cli(["dead"] + args, answer: answer, user: user, config: config)
+    }
+
+    /// Runs `pushgw ARGS… --config FILE` in-process (`dead …`, `tokens …`).
+    func cli(_ args: [String], answer: String? = nil, user: String = "ops-test", config: String? = nil) -> Run {
         var out: [String] = [], err: [String] = [], prompts: [String] = []
         let terminal = answer.map { text in
             Terminal(isInteractive: true, prompt: { prompts.append($0) }, readLine: { text })
@@ -208,7 +213,7 @@ final class DeadLetterHarness {
         let context = CommandContext(console: Console(out: { out.append($0) }, err: { err.append($0) }),
                                      environment: ["USER": user], workingDirectory: directory, terminal: terminal)
         let path = config ?? directory + "/pushgw.json"
-        let status = pushgwMain(["dead"] + args + ["--config", path], context: context)
+        let status = pushgwMain(args + ["--config", path], context: context)
         return Run(status: status, out: out, err: err, prompts: prompts)
     }
 }

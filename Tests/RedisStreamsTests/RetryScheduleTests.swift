@@ -217,16 +217,18 @@ class RetryScheduleTests: XCTestCase {
         schedule(acme, retry(e, "call-1", dueAtMs: 5_000))
         let cancelEntry = redis("XADD", acme.calls, "*", "event", #"{"v":1,"id":"call-1","type":"call_cancelled"}"#)?.string ?? ""
         _ = complete(loop) { store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: nil, completion: $0) }.value()
-        let record = ResultEntry(eventId: "cancel:call-1", resultJSON: #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#)
+        let record = ResultEntry(eventId: "call-1", namespace: .cancel,
+                                 resultJSON: #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#)
         let report = complete(loop) {
-            schedule.cancel(acme, callID: "call-1", cancelEntryID: cancelEntry, record: record,
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: cancelEntry, resultJSON: record.resultJSON,
                             removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(report, CancelReport(cancelRecorded: true, acknowledged: true, removed: [e], recorded: [e]))
         XCTAssertEqual(entries(acme.results).map { $0.fields["result"] },
                        [#"{"outcome":"cancelled","id":"call-1"}"#, record.resultJSON])
         XCTAssertEqual(redis("GET", acme.result("call-1"))?.string, #"{"outcome":"cancelled","id":"call-1"}"#)
-        XCTAssertEqual(redis("GET", acme.result("cancel:call-1"))?.string, record.resultJSON, "the cancel's own result, by id")
+        XCTAssertEqual(redis("GET", acme.cancelResult("call-1"))?.string, record.resultJSON, "the cancel's own result, by id")
+        XCTAssertEqual(redis("EXISTS", acme.result("cancel:call-1"))?.integer, 0, "not in the calls' namespace")
         XCTAssertNotNil(redis("GET", acme.cancelled("call-1"))?.string, "the marker stops what the cancel could not see")
         let ttl = redis("TTL", acme.cancelled("call-1"))?.integer ?? 0
         XCTAssertTrue(ttl > 0 && ttl <= 60, "the marker expires: \(ttl)")
@@ -235,7 +237,7 @@ class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(move(acme, now: 10_000)?.movedDueAtMs, [], "nothing left to fire")
 
         let again = complete(loop) {
-            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, record: record,
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, resultJSON: record.resultJSON,
                             removing: [(e, "{}")], markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(again, CancelReport(cancelRecorded: false, acknowledged: false, removed: [], recorded: []),
@@ -245,15 +247,29 @@ class RetryScheduleTests: XCTestCase {
                        "but is answered as a duplicate")
     }
 
+    func testACancelOfADeliveredCallSaysSoInItsResult() {
+        redis("SET", acme.result("call-2"),
+              #"{"outcome":"delivered_voip","id":"call-2","type":"incoming_call","app":"acme","entry":"1764412340012-0","channel":"voip","latency_ms":7,"attempts":[]}"#)
+        let report = complete(loop) {
+            schedule.cancel(acme, callID: "call-2", cancelEntryID: nil,
+                            resultJSON: #"{"outcome":"cancelled","id":"call-2","type":"call_cancelled","attempts":[]}"#,
+                            removing: [], markerTTLSeconds: 60, completion: $0)
+        }.value()
+        XCTAssertEqual(report?.callDelivered, "delivered_voip")
+        XCTAssertEqual(report?.callDeliveredAtMs, 1_764_412_340_019, "the entry's time + the call's latency")
+        let expected = OutcomeRecordJSON.cancelAfterDelivery
+        XCTAssertEqual(redis("GET", acme.cancelResult("call-2"))?.string, expected)
+        XCTAssertEqual(entries(acme.results).last?.fields["result"], expected)
+    }
+
     func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() {
         let e = pendingEntry(acme, "call-1")
         schedule(acme, retry(e, "call-1", dueAtMs: 5))
         XCTAssertEqual(move(acme, now: 10)?.movedDueAtMs, [5])
         let found = complete(loop) { schedule.pending(acme, callID: "call-1", completion: $0) }.value()
         XCTAssertEqual(found ?? nil, nil, "a moved retry is no longer pending")
-        let record = ResultEntry(eventId: "cancel:call-1", resultJSON: "{}")
         let report = complete(loop) {
-            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, record: record, removing: [(e, "{}")],
+            schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, resultJSON: "{}", removing: [(e, "{}")],
                             markerTTLSeconds: 60, completion: $0)
         }.value()
         XCTAssertEqual(report?.removed, [])
@@ -276,9 +292,17 @@ final class RetryScheduleOnClusterNodeTests: RetryScheduleTests {
     override func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() { super.testAMoveIsBoundedByItsLimitAndSaysThereIsMore() }
     override func testARetryWhoseDataIsMissingIsDroppedAndReported() { super.testARetryWhoseDataIsMissingIsDroppedAndReported() }
     override func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() { super.testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() }
+    override func testACancelOfADeliveredCallSaysSoInItsResult() { super.testACancelOfADeliveredCallSaysSoInItsResult() }
     override func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() { super.testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() }
 
     func testEveryTestRunsOnTheClusterNode() throws {
         XCTAssertEqual(try testsMissingFromVariants(of: "RetryScheduleTests", ["RetryScheduleOnClusterNodeTests"], in: "Tests/RedisStreamsTests/RetryScheduleTests.swift"), [])
     }
+}
+
+/// The bytes the cancel script writes for a cancel after delivery: those `OutcomeRecord.json()`
+/// writes for the same record (RoutingTests checks that side).
+enum OutcomeRecordJSON {
+    static let cancelAfterDelivery =
+        #"{"outcome":"cancelled","cancelled_after":"delivered_voip","delivered_at":1764412340019,"id":"call-2","type":"call_cancelled","attempts":[]}"#
 }

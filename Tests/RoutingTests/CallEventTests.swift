@@ -27,7 +27,7 @@ final class CallEventTests: XCTestCase {
                        "the producer's keys, sorted, plus id and deadline for de-duplication")
         XCTAssertEqual(String(decoding: event.alertPayload, as: UTF8.self),
                        #"{"aps":{"alert":{"title":"Missed call","body":"Alice Johnson tried to call you"},"#
-                       + #""sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       + #""sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
         XCTAssertEqual(try decode(Fixture.eventJSON()), event, "decoding is deterministic")
     }
 
@@ -103,11 +103,11 @@ final class CallEventTests: XCTestCase {
         let full = try decode(Fixture.eventJSON(["alert": #"{"title":"Bob","body":"Call me"}"#]))
         XCTAssertFalse(full.alertFromTemplate)
         XCTAssertEqual(String(decoding: full.alertPayload, as: UTF8.self),
-                       #"{"aps":{"alert":{"title":"Bob","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       #"{"aps":{"alert":{"title":"Bob","body":"Call me"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
         let partial = try decode(Fixture.eventJSON(["alert": #"{"body":"Call me"}"#]))
         XCTAssertTrue(partial.alertFromTemplate)
         XCTAssertEqual(String(decoding: partial.alertPayload, as: UTF8.self),
-                       #"{"aps":{"alert":{"title":"Missed call","body":"Call me"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       #"{"aps":{"alert":{"title":"Missed call","body":"Call me"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
     }
 
     func testTemplatePlaceholdersFallBackToEachOtherThenToUnknownCaller() {
@@ -295,7 +295,7 @@ final class CallEventTests: XCTestCase {
         let kept = body.dropLast("… tried to call you".count)
         XCTAssertTrue(kept.count > 100 && name.hasPrefix(kept), "the name cut at a character boundary, as long as fits: \(kept.count)")
         let longer = #"{"aps":{"alert":{"title":"Missed call","body":""#.utf8.count + (kept.count + 1) * 25
-        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
+        XCTAssertGreaterThan(longer + "… tried to call you\"},\"sound\":\"default\"},\"id\":\"call-7f3a9c\",\"call_id\":\"call-7f3a9c\"}".utf8.count, 4096,
                              "one more character would not fit")
         XCTAssertTrue(String(decoding: event.voipPayload, as: UTF8.self).contains(name), "the VoIP payload keeps the whole name")
     }

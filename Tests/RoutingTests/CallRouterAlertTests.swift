@@ -19,7 +19,7 @@ final class CallRouterAlertTests: XCTestCase {
         XCTAssertEqual(n.expiration, (Fixture.entry + 5 + 86_400_000) / 1000)
         XCTAssertEqual(String(decoding: n.payload, as: UTF8.self),
                        #"{"aps":{"alert":{"title":"Missed call","body":"Alice Johnson tried to call you"},"#
-                       + #""sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       + #""sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
         let record = try XCTUnwrap(try h.answer(200).finished)
         XCTAssertEqual(record.outcome, .deliveredAlert)
         XCTAssertEqual(record.cause, .noVoipToken)
@@ -40,6 +40,8 @@ final class CallRouterAlertTests: XCTestCase {
         var h = Harness(try Fixture.event())
         try h.start()
         try h.answer(410, .unregistered, timestampMs: 1_764_000_000_000)
+        XCTAssertEqual(try h.answer(400, .badDeviceToken).alertPlan?.plan.environment, .sandbox,
+                       "a BadDeviceToken is tried once in the other environment first")
         let action = try h.answer(400, .badDeviceToken)
         XCTAssertEqual(action.feedback?.channel, .alert)
         XCTAssertEqual(action.feedback?.token, Fixture.alertToken)
@@ -149,6 +151,6 @@ final class CallRouterAlertTests: XCTestCase {
         var h = Harness(try Fixture.event(["voip_token": nil, "alert": #"{"title":"Bob","body":"Call me back"}"#]))
         let plan = try XCTUnwrap(try h.start().alertPlan?.plan)
         XCTAssertEqual(String(decoding: plan.notification.payload, as: UTF8.self),
-                       #"{"aps":{"alert":{"title":"Bob","body":"Call me back"},"sound":"default"},"call_id":"call-7f3a9c"}"#)
+                       #"{"aps":{"alert":{"title":"Bob","body":"Call me back"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
     }
 }

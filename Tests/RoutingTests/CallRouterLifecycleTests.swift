@@ -45,7 +45,8 @@ final class CallRouterLifecycleTests: XCTestCase {
     func testACancelWhileTheVoipPushIsInFlightWaitsForItsAnswerAndSendsNothingMore() throws {
         var transient = Harness(try Fixture.event())
         try transient.start()
-        XCTAssertEqual(try transient.cancel(), .none, "the answer of the push in flight is awaited")
+        XCTAssertEqual(try transient.cancel(), CallAction(step: .withdrawPush), "taken back if not written yet")
+        XCTAssertEqual(try transient.cancel(), .none, "asked once")
         let record = try XCTUnwrap(try transient.answer(500).finished)
         XCTAssertEqual(record.outcome, .cancelled, "no retry after a cancel")
         XCTAssertEqual(record.attempts.map(\.status), [500], "the in-flight attempt is recorded")
@@ -118,8 +119,15 @@ final class CallRouterLifecycleTests: XCTestCase {
 
         var inFlight = Harness(try Fixture.event(["voip_token": nil]))
         try inFlight.start()
-        XCTAssertEqual(try inFlight.cancel(), .none)
+        XCTAssertEqual(try inFlight.cancel(), CallAction(step: .withdrawPush))
         XCTAssertEqual(try inFlight.fail(.timeout).finished?.outcome, .cancelled)
+
+        var withdrawn = Harness(try Fixture.event(["voip_token": nil]))
+        try withdrawn.start()
+        try withdrawn.cancel()
+        let record = try XCTUnwrap(try withdrawn.fail(.withdrawn).finished)
+        XCTAssertEqual(record.outcome, .cancelled)
+        XCTAssertEqual(record.attempts, [], "a withdrawn alert is no attempt")
 
         var delivered = Harness(try Fixture.event(["voip_token": nil]))
         try delivered.start()
@@ -209,22 +217,15 @@ final class CallRouterLifecycleTests: XCTestCase {
         XCTAssertEqual(h.router.outcome, .deliveredVoip)
     }
 
-    func testACancelReadWithItsCallWinsWhateverTheOrder() throws {
-        func event(_ id: String, _ type: String) throws -> CallEvent {
-            try Fixture.event(["id": "\"\(id)\"", "type": "\"\(type)\""])
-        }
-        let read = [try event("a", "incoming_call"), try event("b", "incoming_call"), try event("a", "call_cancelled"),
-                    try event("c", "call_cancelled"), try event("c", "incoming_call"), try event("d", "call_cancelled")]
-        let pairs = read.map { (kind: $0.kind, id: $0.id) }
-        XCTAssertEqual(CallRouter.cancelledInRead(pairs), [true, false, false, false, true, false],
-                       "each incoming_call whose cancel came in the same read starts cancelled; cancels stay cancels")
-        XCTAssertEqual(CallRouter.cancelledInRead([(kind: CallEvent.Kind.incomingCall, id: "a")]), [false])
-        var h = Harness(read[0])
-        guard case let .finish(record) = try h.start(cancelled: CallRouter.cancelledInRead(pairs)[0]).step else {
-            return XCTFail("a call cancelled in its read finishes at once")
-        }
-        XCTAssertEqual(record.outcome, .cancelled)
-        XCTAssertTrue(h.model.sent.isEmpty, "no VoIP push for a call whose cancel was read with it")
+    func testACancelWhileTheVoipPushWaitsToBeWrittenTakesItBack() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        XCTAssertEqual(try h.cancel(), CallAction(step: .withdrawPush))
+        let record = try XCTUnwrap(try h.fail(.withdrawn, after: 1).finished)
+        XCTAssertEqual(record.outcome, .cancelled, "nothing rang")
+        XCTAssertEqual(record.attempts, [], "a push that never left is no attempt")
+        XCTAssertNil(record.latencyMs, "no answer came")
+        XCTAssertTrue(h.model.causes.isEmpty, "and no missed-call alert")
     }
 
     // MARK: Outcome record
@@ -245,6 +246,16 @@ final class CallRouterLifecycleTests: XCTestCase {
                        + #"{"t":1764412301095,"channel":"alert","status":200,"apns_id":"\#(id)"}]}"#)
         let parsed = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(record.json())) as? [String: Any])
         XCTAssertEqual(parsed["outcome"] as? String, "delivered_alert", "the record is valid JSON")
+    }
+
+    func testACancelAfterDeliveryWritesWhatTheCancelScriptWrites() {
+        var record = OutcomeRecord(outcome: .cancelled, id: "call-2", type: .callCancelled, app: "acme")
+        record.cancelledAfter = .deliveredVoip
+        record.deliveredAtMs = 1_764_412_340_019
+        // The bytes RedisStreams' cancel script splices in after `outcome` (RetryScheduleTests).
+        XCTAssertEqual(record.jsonString,
+                       #"{"outcome":"cancelled","cancelled_after":"delivered_voip","delivered_at":1764412340019,"#
+                       + #""id":"call-2","type":"call_cancelled","app":"acme","attempts":[]}"#)
     }
 
     func testDeadLetterReasonTexts() {

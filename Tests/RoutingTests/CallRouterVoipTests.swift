@@ -73,7 +73,6 @@ final class CallRouterVoipTests: XCTestCase {
         let rows: [(Int, ApnsReason, Int64?)] = [
             (410, .unregistered, 1_764_000_000_000),
             (410, .expiredToken, nil),
-            (400, .badDeviceToken, nil),
             (400, .deviceTokenNotForTopic, nil),
         ]
         for (status, reason, timestamp) in rows {
@@ -97,6 +96,59 @@ final class CallRouterVoipTests: XCTestCase {
             XCTAssertEqual(record.attempts.map(\.status), [status, 200])
             XCTAssertEqual(record.attempts.first?.reason, reason.text)
         }
+    }
+
+    func testABadDeviceTokenIsTriedOnceInTheOtherEnvironmentBeforeItIsCalledInvalid() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        let probe = try XCTUnwrap(try h.answer(400, .badDeviceToken).voipPlan, "the same push, in the other environment")
+        XCTAssertEqual(probe.environment, .sandbox)
+        XCTAssertEqual(probe.attempt, 1, "not a retry: the policy's attempts are untouched")
+        XCTAssertNil(try h.answer(400, .badDeviceToken).voipPlan.map { _ in () }, "tried once only")
+        let record = try XCTUnwrap(try h.answer(200).finished, "then the alert, as for any invalid token")
+        XCTAssertEqual(record.cause, .voipTokenInvalid)
+        XCTAssertEqual(record.attempts.map(\.environment), [nil, .sandbox, nil])
+        XCTAssertEqual(h.model.feedback.map(\.reason), ["BadDeviceToken"], "called invalid once both refused it")
+        XCTAssertTrue(h.model.feedback.allSatisfy(\.tokenIsInvalid))
+
+        var ok = Harness(try Fixture.event())
+        try ok.start()
+        try ok.answer(400, .badDeviceToken)
+        let accepted = try ok.answer(200)
+        let delivered = try XCTUnwrap(accepted.finished)
+        XCTAssertEqual(delivered.outcome, .deliveredVoip)
+        XCTAssertEqual(delivered.environmentMismatch, .sandbox)
+        XCTAssertEqual(accepted.feedback, TokenFeedback(token: Fixture.voipToken, channel: .voip, reason: "environment_mismatch",
+                                                        timestampMs: Fixture.entry + 85, timestampFromAPNs: false,
+                                                        environment: .sandbox))
+        XCTAssertFalse(accepted.feedback?.tokenIsInvalid ?? true, "not marked invalid")
+    }
+
+    func testAfterATryInTheOtherEnvironmentRetriesStayThere() throws {
+        var h = Harness(try Fixture.event())
+        try h.start()
+        try h.answer(400, .badDeviceToken)
+        XCTAssertNotNil(try h.answer(503, .serviceUnavailable).retry)
+        let again = try XCTUnwrap(try h.resumeRetry().voipPlan, "the snapshot keeps where the token was last sent")
+        XCTAssertEqual(again.environment, .sandbox)
+        XCTAssertEqual(try h.answer(200).finished?.environmentMismatch, .sandbox)
+    }
+
+    func testNoTryInTheOtherEnvironmentWhenTheCredentialReachesOneOrTheCallEnded() throws {
+        var oneEnvironment = Fixture.policy()
+        oneEnvironment.reachesBothEnvironments = false
+        var h = Harness(try Fixture.event(), policy: oneEnvironment)
+        try h.start()
+        let action = try h.answer(400, .badDeviceToken)
+        XCTAssertEqual(action.alertPlan?.cause, .voipTokenInvalid, "a certificate for one environment: invalid at once")
+        XCTAssertEqual(action.feedback?.reason, "BadDeviceToken")
+
+        var cancelled = Harness(try Fixture.event())
+        try cancelled.start()
+        try cancelled.cancel()
+        let end = try cancelled.answer(400, .badDeviceToken)
+        XCTAssertEqual(end.finished?.outcome, .cancelled)
+        XCTAssertNil(end.feedback, "not tried elsewhere, so not called invalid either")
     }
 
     func testRetryableAnswersAndTransportErrorsRetryWithBackoffThenDeliver() throws {

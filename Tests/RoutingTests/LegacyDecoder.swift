@@ -281,7 +281,7 @@ private struct LegacyFields {
         return w.bytes
     }
 
-    /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"call_id":…}`; `sound` omitted when nil.
+    /// `{"aps":{"alert":{"title":…,"body":…},"sound":…},"id":…,"call_id":…}`; `sound` omitted when nil.
     static func alertPayload(title: String, body: String, sound: String?, id: String) -> [UInt8] {
         var w = LegacyJSONWriter()
         w.object { o in
@@ -292,6 +292,7 @@ private struct LegacyFields {
                 }
                 aps.string("sound", sound)
             }
+            o.string("id", id)
             o.string("call_id", id)
         }
         return w.bytes

@@ -104,7 +104,7 @@ final class CallModel {
         switch final {
         case let .finish(r), let .cancelCall(r): return r
         case let .deadLetter(d): return d.record
-        case .none, .acknowledgeDuplicate, .sendVoip, .sendAlert, .scheduleRetry: return nil
+        case .none, .acknowledgeDuplicate, .sendVoip, .sendAlert, .scheduleRetry, .withdrawPush: return nil
         }
     }
 
@@ -120,6 +120,8 @@ final class CallModel {
         switch action.step {
         case .none:
             break
+        case .withdrawPush:
+            guard cancelled, inFlight != nil else { throw IllegalMove(description: "a withdraw without a cancelled push in flight") }
         case let .sendVoip(plan):
             guard now < event.deadlineMs else {
                 throw IllegalMove(description: "VoIP push at \(now), deadline \(event.deadlineMs)")
@@ -203,6 +205,8 @@ struct Harness {
     mutating func fail(_ error: ApnsClientError, after ms: Int64 = 10_000) throws -> CallAction {
         guard model.inFlight != nil else { throw IllegalMove(description: "a failure with no push in flight") }
         model.inFlight = nil
+        // A withdrawn push never left: it is no attempt.
+        if error == .withdrawn { model.sent.removeLast() }
         model.now += ms
         let action = router.apnsFailed(error, now: model.now)
         try model.apply(action)
@@ -269,7 +273,7 @@ extension CallAction {
     var isFinal: Bool {
         switch step {
         case .finish, .deadLetter, .cancelCall, .acknowledgeDuplicate: return true
-        case .none, .sendVoip, .sendAlert, .scheduleRetry: return false
+        case .none, .sendVoip, .sendAlert, .scheduleRetry, .withdrawPush: return false
         }
     }
 

@@ -64,9 +64,9 @@ func main() {
 		entries[id] = name
 	}
 	// The event's result, from its per-event key (no scan of the results stream).
-	resultByID := func(eventID string) map[string]any {
+	resultByID := func(kind, eventID string) map[string]any {
 		for time.Now().Before(deadline) {
-			found, err := redis.Bytes(r.Do("GET", key+"result:"+eventID))
+			found, err := redis.Bytes(r.Do("GET", key+kind+eventID))
 			if err == nil && len(found) > 0 && found[0] == '{' { // absent, or in_flight:…: not finished yet
 				var res map[string]any
 				if json.Unmarshal(found, &res) == nil {
@@ -85,12 +85,12 @@ func main() {
 		"deadline": time.Now().Add(30 * time.Second).UnixMilli(),
 		"voip":     map[string]any{"caller": "+15551234567", "callerName": "Alice"}}, callID)
 	names := []string{callID, "cancel:" + callID, callID + "-bad"}
-	results := map[string]map[string]any{callID: resultByID(callID)}
-	// The caller hangs up: the cancel's own result is under result:cancel:ID.
+	results := map[string]map[string]any{callID: resultByID("result:", callID)}
+	// The caller hangs up: the cancel's own result is under cancel-result:ID.
 	send(map[string]any{"v": 1, "id": callID, "type": "call_cancelled"}, names[1])
 	send(map[string]any{"v": 1, "id": names[2], "type": "incoming_call", "voip_token": "not-hex"}, names[2])
-	results[names[1]] = resultByID(names[1])
-	results[names[2]] = resultByID(names[2])
+	results[names[1]] = resultByID("cancel-result:", callID)
+	results[names[2]] = resultByID("result:", names[2])
 
 	ok := true
 	for _, name := range names {

@@ -40,9 +40,9 @@ async function main() {
     entries.set(await r.xAdd(key + "calls", "*", { event: JSON.stringify(event) }), name);
   }
   // The event's result, from its per-event key (no scan of the results stream).
-  async function resultById(eventId) {
+  async function resultById(eventId, kind = "result:") {
     while (Date.now() < deadline) {
-      const found = await r.get(key + "result:" + eventId);
+      const found = await r.get(key + kind + eventId);
       if (found && found.startsWith("{")) return JSON.parse(found); // absent, or in_flight:…: not finished yet
       await sleep(50);
     }
@@ -53,11 +53,11 @@ async function main() {
   await send({ v: 1, id: callId, type: "incoming_call", voip_token: voipToken, alert_token: alertToken,
                deadline: Date.now() + 30000, voip: { caller: "+15551234567", callerName: "Alice" } }, callId);
   const results = new Map([[callId, await resultById(callId)]]);
-  // The caller hangs up: the cancel's own result is under result:cancel:ID.
+  // The caller hangs up: the cancel's own result is under cancel-result:ID.
   await send({ v: 1, id: callId, type: "call_cancelled" }, "cancel:" + callId);
   const badId = callId + "-bad";
   await send({ v: 1, id: badId, type: "incoming_call", voip_token: "not-hex" }, badId);
-  results.set("cancel:" + callId, await resultById("cancel:" + callId));
+  results.set("cancel:" + callId, await resultById(callId, "cancel-result:"));
   results.set(badId, await resultById(badId));
 
   let ok = true;

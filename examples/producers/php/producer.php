@@ -37,9 +37,9 @@ $send = function (array $event, string $name) use ($r, $key, &$entries) {
     $entries[$r->xAdd($key . 'calls', '*', ['event' => json_encode($event)])] = $name;
 };
 // The event's result, from its per-event key (no scan of the results stream).
-$resultById = function (string $eventId) use ($r, $key, $deadline) {
+$resultById = function (string $eventId, string $kind = 'result:') use ($r, $key, $deadline) {
     while (microtime(true) < $deadline) {
-        $found = $r->get($key . 'result:' . $eventId);
+        $found = $r->get($key . $kind . $eventId);
         if ($found !== false && str_starts_with($found, '{')) {  // absent, or in_flight:…: not finished yet
             return json_decode($found, true);
         }
@@ -53,11 +53,11 @@ $send(['v' => 1, 'id' => $callId, 'type' => 'incoming_call', 'voip_token' => $vo
        'deadline' => (int)(microtime(true) * 1000) + 30000,
        'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']], $callId);
 $results = [$callId => $resultById($callId)];
-// The caller hangs up: the cancel's own result is under result:cancel:ID.
+// The caller hangs up: the cancel's own result is under cancel-result:ID.
 $send(['v' => 1, 'id' => $callId, 'type' => 'call_cancelled'], "cancel:$callId");
 $badId = "$callId-bad";
 $send(['v' => 1, 'id' => $badId, 'type' => 'incoming_call', 'voip_token' => 'not-hex'], $badId);
-$results["cancel:$callId"] = $resultById("cancel:$callId");
+$results["cancel:$callId"] = $resultById($callId, 'cancel-result:');
 $results[$badId] = $resultById($badId);
 
 $ok = true;

@@ -38,10 +38,10 @@ def send(event):
     """XADD one event; returns the calls entry id (results carry it as `entry`)."""
     return r.xadd(key + "calls", {"event": json.dumps(event)})
 
-def result_by_id(event_id, deadline):
+def result_by_id(event_id, deadline, kind="result:"):
     """The event's result, from its per-event key (no scan of the results stream)."""
     while time.monotonic() < deadline:
-        found = r.get(key + "result:" + event_id)
+        found = r.get(key + kind + event_id)
         if found and found.startswith("{"):           # absent, or in_flight:…: not finished yet
             return json.loads(found)
         time.sleep(0.05)
@@ -55,11 +55,11 @@ entries[send({"v": 1, "id": call_id, "type": "incoming_call",
               "deadline": int(time.time() * 1000) + 30_000,
               "voip": {"caller": "+15551234567", "callerName": "Alice"}})] = call_id
 results = {call_id: result_by_id(call_id, deadline)}
-# The caller hangs up: the cancel's own result is under result:cancel:ID.
+# The caller hangs up: the cancel's own result is under cancel-result:ID.
 entries[send({"v": 1, "id": call_id, "type": "call_cancelled"})] = "cancel:" + call_id
 bad_id = call_id + "-bad"
 entries[send({"v": 1, "id": bad_id, "type": "incoming_call", "voip_token": "not-hex"})] = bad_id
-results["cancel:" + call_id] = result_by_id("cancel:" + call_id, deadline)
+results["cancel:" + call_id] = result_by_id(call_id, deadline, "cancel-result:")
 results[bad_id] = result_by_id(bad_id, deadline)
 
 ok = True

@@ -34,9 +34,9 @@ end
 entries = {} # calls entry id (results carry it as `entry`) -> event
 send_event = ->(event, name) { entries[r.xadd(key + "calls", { event: JSON.generate(event) })] = name }
 # The event's result, from its per-event key (no scan of the results stream).
-result_by_id = lambda do |event_id|
+result_by_id = lambda do |event_id, kind = "result:"|
   while now.call < deadline
-    found = r.get(key + "result:" + event_id)
+    found = r.get(key + kind + event_id)
     return JSON.parse(found) if found&.start_with?("{") # absent, or in_flight:…: not finished yet
     sleep 0.05
   end
@@ -48,11 +48,11 @@ send_event.call({ v: 1, id: call_id, type: "incoming_call", voip_token: voip_tok
                   deadline: (Time.now.to_f * 1000).to_i + 30_000,
                   voip: { caller: "+15551234567", callerName: "Alice" } }, call_id)
 results = { call_id => result_by_id.call(call_id) }
-# The caller hangs up: the cancel's own result is under result:cancel:ID.
+# The caller hangs up: the cancel's own result is under cancel-result:ID.
 send_event.call({ v: 1, id: call_id, type: "call_cancelled" }, "cancel:#{call_id}")
 bad_id = "#{call_id}-bad"
 send_event.call({ v: 1, id: bad_id, type: "incoming_call", voip_token: "not-hex" }, bad_id)
-results["cancel:#{call_id}"] = result_by_id.call("cancel:#{call_id}")
+results["cancel:#{call_id}"] = result_by_id.call(call_id, "cancel-result:")
 results[bad_id] = result_by_id.call(bad_id)
 
 ok = true

@@ -29,7 +29,7 @@ raw XGROUP CREATE "${key}results" "$group" '$' MKSTREAM >/dev/null 2>&1 || true
 result_by_id() {
   local found
   while [ "$(date +%s)" -le "$deadline" ]; do
-    found=$(raw GET "${key}result:$1")
+    found=$(raw GET "${key}${2:-result:}$1")
     if [[ $found == '{'* ]]; then echo "$found"; return 0; fi   # absent, or in_flight:…: not finished yet
     sleep 0.05
   done
@@ -41,10 +41,10 @@ deadline_ms=$(( $(date +%s%3N) + 30000 ))
 entries=()   # calls entry ids (results carry them as `entry`)
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id\",\"type\":\"incoming_call\",\"voip_token\":\"$voip_token\",\"alert_token\":\"$alert_token\",\"deadline\":$deadline_ms,\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}")")
 results=("$(result_by_id "$call_id" || true)")
-# The caller hangs up: the cancel's own result is under result:cancel:ID.
+# The caller hangs up: the cancel's own result is under cancel-result:ID.
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id\",\"type\":\"call_cancelled\"}")")
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id-bad\",\"type\":\"incoming_call\",\"voip_token\":\"not-hex\"}")")
-results+=("$(result_by_id "cancel:$call_id" || true)" "$(result_by_id "$call_id-bad" || true)")
+results+=("$(result_by_id "$call_id" cancel-result: || true)" "$(result_by_id "$call_id-bad" || true)")
 
 ok=yes
 names=("$call_id" "cancel:$call_id" "$call_id-bad")
