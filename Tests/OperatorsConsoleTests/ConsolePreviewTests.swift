@@ -193,7 +193,9 @@ final class ConsolePreviewTests: XCTestCase {
 
     /// 2,500 dead letters in one app and 30 in another: a preview of all lists the console's
     /// 1,000, says more may match and links to the next ones; following the links visits every
-    /// one exactly once, oldest first, app after app.
+    /// one exactly once, oldest first, app after app. On a slow build (AddressSanitizer) a
+    /// preview may stop at its 2 s deadline first: it then links on from where it stopped, and
+    /// the pages still visit every one exactly once.
     func testAPreviewOfAllPagesThroughTheStreamAndGoesOnFromItsCursor() throws {
         let script = """
             for i = 1, tonumber(ARGV[2]) do
@@ -207,7 +209,8 @@ final class ConsolePreviewTests: XCTestCase {
         var seen: [String] = []
         var query = [("action", "purge-all")]
         var previews = 0
-        while previews < 10 {
+        var stoppedByTime = false
+        while previews < 40 {
             previews += 1
             let page = body(request("GET", "/console/dead/preview", query: query))
             let rows = match(#"<tr data-forecast="[a-z-]+"><td><a href="/console/dead/([a-z]+/[0-9-]+)">"#, page)
@@ -219,11 +222,15 @@ final class ConsolePreviewTests: XCTestCase {
                 XCTAssertFalse(page.contains(#"id="more""#), "no more at the end")
                 break
             }
-            XCTAssertTrue(page.contains("the console lists at most 1000 at once"), page)
+            if page.contains("a preview scans for at most 2 s") {
+                stoppedByTime = true
+            } else {
+                XCTAssertTrue(page.contains("the console lists at most 1000 at once"), page)
+            }
             let url = try XCTUnwrap(URLComponents(string: next.replacingOccurrences(of: "&amp;", with: "&")))
             query = (url.queryItems ?? []).map { ($0.name, $0.value ?? "") }
         }
-        XCTAssertEqual(previews, 3, "1,000 + 1,000 + 530")
+        if !stoppedByTime { XCTAssertEqual(previews, 3, "1,000 + 1,000 + 530") }
         XCTAssertEqual(seen.count, 2_530)
         XCTAssertEqual(Set(seen).count, 2_530, "each exactly once")
         XCTAssertEqual(seen.first, "acme/1000001-0")
