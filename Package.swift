@@ -13,30 +13,32 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
         .target(name: "APNs", dependencies: ["EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
-        .target(name: "RedisStreams", dependencies: ["EventLoop", "CHiredis", "CLibEvent", "COpenSSL"]),
+        .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
+        .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
-        .target(name: "DeadLetters", dependencies: ["RedisStreams", "EventLoop", "COpenSSL"]),
+        .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "COpenSSL"]),
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
-        .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "VisibleText"]),
+        .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText"]),
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
-        .target(name: "GatewayConfiguration", dependencies: ["APNs", "RedisStreams", "Routing", "Retry", "DeadLetters",
+        .target(name: "GatewayConfiguration", dependencies: ["APNs", "RedisClient", "Routing", "Retry", "DeadLetters",
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
-        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "RedisStreams", "Routing",
-                                                     "Retry", "DeadLetters", "VisibleText"]),
+        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
+                                                     "Routing", "Retry", "DeadLetters", "VisibleText"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
-        .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "RedisStreams",
-                                                      "Routing", "DeadLetters", "OperatorsConsole", "CLibEvent"]),
+        .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
+                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
-                                                       "APNs", "APNsSimulator", "RedisStreams", "DeadLetters", "VisibleText"]),
+                                                       "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
+                                                       "VisibleText"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "RedisStreams", "Routing",
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "CallStorage", "RedisClient", "Routing",
                                                                "GatewayConfiguration", "GatewayRoles", "AdminEndpoint"],
                          path: "bench/PushgwBench"),
 
@@ -49,35 +51,37 @@ let package = Package(
         .target(name: "CMacros", dependencies: ["COpenSSL"]),
 
         // MARK: Tests mirror the modules
-        .target(name: "TestSupport", dependencies: ["EventLoop", "APNs", "APNsSimulator", "RedisStreams"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["EventLoop", "APNs", "APNsSimulator", "CallStorage", "RedisClient"],
+                path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         // Harnesses the Gateway modules' tests share: a config directory with keys, Redis per
         // deployment, the router on real parts. Only package API: no @testable here.
         .target(name: "GatewayTestSupport", dependencies: ["GatewayConfiguration", "GatewayRoles", "TestSupport", "APNs", "APNsSimulator",
-                                                           "EventLoop", "RedisStreams", "Retry", "Routing"],
+                                                           "EventLoop", "CallStorage", "RedisClient", "Retry", "Routing"],
                 path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
-                                                                      "APNs", "DeadLetters", "EventLoop", "RedisStreams", "Retry", "Routing"]),
+                                                                      "APNs", "DeadLetters", "EventLoop", "RedisClient", "Retry", "Routing"]),
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
-                                                              "APNs", "APNsSimulator", "DeadLetters", "EventLoop", "RedisStreams", "Retry",
-                                                              "Routing"]),
+                                                              "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
+                                                              "Retry", "Routing"]),
         .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
-                                                               "TestSupport", "APNs", "APNsSimulator", "EventLoop", "RedisStreams",
-                                                               "Routing"]),
+                                                               "TestSupport", "APNs", "APNsSimulator", "CallStorage", "EventLoop",
+                                                               "RedisClient", "Routing"]),
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
                                                                 "GatewayTestSupport", "TestSupport", "APNs", "APNsSimulator",
-                                                                "DeadLetters", "EventLoop", "RedisStreams", "Retry", "Routing",
-                                                                "VisibleText"]),
+                                                                "CallStorage", "DeadLetters", "EventLoop", "RedisClient", "Retry",
+                                                                "Routing", "VisibleText"]),
         // Tests that start the `pushgw` binary (beside the test bundle) and talk to it as
         // operators and producers do.
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
-        .testTarget(name: "RedisStreamsTests", dependencies: ["RedisStreams", "EventLoop", "TestSupport", "CHiredis"]),
-        .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
-        .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "DeadLetters", "RedisStreams", "EventLoop", "TestSupport"]),
+        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),
+        .testTarget(name: "CallStorageTests", dependencies: ["CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
+        .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
+        .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

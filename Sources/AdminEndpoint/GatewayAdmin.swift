@@ -11,7 +11,8 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import OperatorsConsole
-import RedisStreams
+import CallStorage
+import RedisClient
 import Routing
 
 /// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and

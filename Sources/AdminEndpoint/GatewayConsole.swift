@@ -3,7 +3,8 @@ import EventLoop
 import GatewayConfiguration
 import GatewayRoles
 import OperatorsConsole
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// The operators' console of a running gateway (docs/operations.md, "Console"): the
 /// `OperatorsConsole` module's pages, given a Redis connection of their own (a page's reads

@@ -1,7 +1,8 @@
 import APNs
 import GatewayConfiguration
 import GatewayRoles
-import RedisStreams
+import CallStorage
+import RedisClient
 import Routing
 
 /// Every metric pushgw exposes on `/metrics` (documented one by one in docs/operations.md).

@@ -1,6 +1,7 @@
 import EventLoop
 import GatewayRoles
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// Watches every Redis node pushgw writes to for the setting that silently loses calls: a
 /// `maxmemory-policy` that evicts (docs/operations.md, "Redis sizing"). At `maxmemory` such a

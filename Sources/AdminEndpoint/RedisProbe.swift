@@ -1,5 +1,6 @@
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// Watches Redis for health and metrics: a PING every `pingEveryMs` (for `/readyz` and
 /// `pushgw_redis_up`; `CallStore.ping`, which on a cluster is a keyed command, so that a

@@ -1,5 +1,6 @@
 import Foundation
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// What an operator did to dead letters, for the logs and the audit stream
 /// (`GatewayKeys.audit`): when, which verb, who, which entries or how many, with which filters.

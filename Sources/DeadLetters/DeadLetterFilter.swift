@@ -1,4 +1,4 @@
-import RedisStreams
+import RedisClient
 
 /// Which dead letters an operator's command applies to. Bulk actions (`replay --all`,
 /// `purge --all`) take exactly the entries `list` shows with the same filters (the lesson of

@@ -1,5 +1,6 @@
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// What the operators' tools do to dead letters, in one place for `pushgw dead` and the
 /// operators' console (docs/operations.md, "Console"): reading them with their replay history,

@@ -1,5 +1,6 @@
 import Foundation
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// One push attempt of a dead-lettered event, as operators see it.
 public struct DeadLetterAttempt: Equatable, Sendable {

@@ -1,5 +1,6 @@
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// Dead-letter retention, the periodic work of the `deadletters` role: every `intervalMs` it
 /// trims each app's dead stream to the app's maximum count and age (exact XTRIM MINID, then

@@ -11,7 +11,7 @@
 // (what a replay will do: ring, the missed-call alert only, nothing), ScanPacing (the share of
 // Redis and the loop bulk reads take), AuditRecord, JSONOutput (ordered JSON and pretty
 // printing), DeadLetterRetention (the retention runner).
-// Redis commands and scripts live in RedisStreams' DeadLetterStore.
+// Redis commands and scripts live in CallStorage's DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).
 public struct DeadLetterRetentionPolicy: Equatable, Sendable {

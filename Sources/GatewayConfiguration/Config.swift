@@ -11,7 +11,7 @@ import Retry
 import APNs
 import DeadLetters
 import EventLoop
-import RedisStreams
+import RedisClient
 
 /// The whole configuration of one pushgw process (config/README.md), after parsing, environment
 /// overrides and checks. Every file path in it is already resolved against the config file's

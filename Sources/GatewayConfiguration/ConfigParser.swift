@@ -3,7 +3,6 @@ import Retry
 import APNs
 import EventLoop
 import Foundation
-import RedisStreams
 
 extension GatewayConfig {
     /// The config file used when none is named.

@@ -1,5 +1,5 @@
 import EventLoop
-import RedisStreams
+import RedisClient
 
 extension ConfigParser {
     /// `redis`: `url` (required), `prefix`, `tls`, and `sentinel` or `cluster` (config/README.md).

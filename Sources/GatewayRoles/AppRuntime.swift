@@ -1,6 +1,6 @@
 import APNs
 import GatewayConfiguration
-import RedisStreams
+import CallStorage
 import Routing
 
 /// What the router needs to know about one configured app at run time: its Redis keys, its

@@ -1,7 +1,8 @@
 import DeadLetters
 import EventLoop
 import GatewayConfiguration
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// The `deadletters` role of `pushgw run` (docs/architecture.md): dead-letter retention for
 /// every configured app, on its own Redis connection. Trims are logged (never silent) and

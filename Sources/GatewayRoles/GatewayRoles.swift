@@ -1,6 +1,6 @@
 // GatewayRoles: the process roles that `pushgw run --role` runs on the loop, performing the
 // pure machines' actions: the router (RouterRole, running Routing's CallRouter against
-// RedisStreams and the APNs pools), the retry mover (RetryRole, Retry's timing against the
+// CallStorage and the APNs pools), the retry mover (RetryRole, Retry's timing against the
 // durable schedule), dead-letter retention (DeadLettersRole); and what they share: the APNs
 // pools per credential (ApnsPools), the apps at run time (AppRuntime), the log (Log), the
 // observer the router reports to (RouterObservations) and the descriptor limit.

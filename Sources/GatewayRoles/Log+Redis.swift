@@ -1,4 +1,4 @@
-import RedisStreams
+import RedisClient
 
 extension Log {
     /// Logs what happens to a Redis connection: ready (info), lost (warn), and failed

@@ -1,5 +1,5 @@
 import EventLoop
-import RedisStreams
+import CallStorage
 import Retry
 
 /// Settings of the retry role.

@@ -1,5 +1,5 @@
 import APNs
-import RedisStreams
+import CallStorage
 import Routing
 
 /// What the router tells the world as it happens: the events no counter of `RouterRole`

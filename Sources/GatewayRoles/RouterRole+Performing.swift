@@ -1,6 +1,6 @@
 import APNs
 import EventLoop
-import RedisStreams
+import CallStorage
 import Routing
 
 // Performing: the only place a router's actions become I/O — pushes, the retry schedule, the

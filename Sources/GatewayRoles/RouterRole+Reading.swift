@@ -1,5 +1,6 @@
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 import Routing
 
 // Reading: entries come in (read, or taken over), are admitted as live calls or

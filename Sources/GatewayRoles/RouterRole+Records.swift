@@ -1,5 +1,6 @@
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 import Routing
 
 // Records: the outcomes reached in one loop turn are written by one script per app; dead

@@ -1,5 +1,5 @@
 import EventLoop
-import RedisStreams
+import CallStorage
 import Routing
 
 // Retries and cancellations: a waiting call leaves the process for the durable retry schedule

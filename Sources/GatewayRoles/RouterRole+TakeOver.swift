@@ -1,5 +1,5 @@
 import EventLoop
-import RedisStreams
+import CallStorage
 import Routing
 
 // Liveness and take-over: the consumer name's lease, the heartbeat, and taking over the entries

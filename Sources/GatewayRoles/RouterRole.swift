@@ -1,7 +1,8 @@
 import APNs
 import EventLoop
 import Foundation
-import RedisStreams
+import CallStorage
+import RedisClient
 import Retry
 import Routing
 
@@ -62,7 +63,7 @@ package struct RouterRoleSettings: Sendable {
 /// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
 /// per event, and performs what each returns — APNs pushes, the durable retry schedule, and
 /// the atomic Redis records that acknowledge the entry. It decides nothing: every decision
-/// comes from `CallRouter` (Routing), every key from `CallStore` (RedisStreams).
+/// comes from `CallRouter` (Routing), every key from `CallStore` (CallStorage).
 ///
 /// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
 /// records its outcome or puts the call in the retry schedule; entries of dead processes are

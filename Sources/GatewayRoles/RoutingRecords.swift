@@ -1,9 +1,9 @@
 import DeadLetters
-import RedisStreams
+import CallStorage
 import Routing
 
-// The one place where Routing's values become RedisStreams' records and back. Routing decides
-// without knowing Redis; RedisStreams stores without knowing the router; the router role
+// The one place where Routing's values become CallStorage's records and back. Routing decides
+// without knowing Redis; CallStorage stores without knowing the router; the router role
 // (`RouterRole`) converts here and nowhere else, so a new channel, outcome or record field
 // is added in one file, and a mismatch fails to compile instead of crashing at a forced unwrap.
 

@@ -1,6 +1,6 @@
 import DeadLetters
 import Foundation
-import RedisStreams
+import CallStorage
 
 /// The console's HTML, server-rendered from plain values. Pure functions: every value from an
 /// event, Redis or APNs goes through `ConsoleEscaping` (`h` for text, `attr` for attributes,

@@ -1,7 +1,7 @@
 import DeadLetters
 import EventLoop
 import Foundation
-import RedisStreams
+import CallStorage
 
 /// The operators' console (docs/operations.md, "Console"): pages under `/console/` for the
 /// gateway's health, its dead letters and the audit trail, served from the admin endpoint.

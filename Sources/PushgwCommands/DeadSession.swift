@@ -2,7 +2,8 @@ import DeadLetters
 import EventLoop
 import Foundation
 import GatewayConfiguration
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// Why a `pushgw dead` verb stops, and its exit status.
 enum DeadFailure: Error {

@@ -3,7 +3,8 @@ import EventLoop
 import GatewayConfiguration
 import GatewayRoles
 import Glibc
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// The running service, and the one place that wires a pushgw process together: it owns the
 /// loop and every long-lived object (the store, the APNs pools, the roles, the admin

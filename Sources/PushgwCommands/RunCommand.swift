@@ -3,7 +3,7 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import Glibc
-import RedisStreams
+import RedisClient
 
 /// `pushgw run`: the service (docs/architecture.md). Loads and checks the config, connects to
 /// Redis, and runs the chosen roles on the process's one loop until SIGTERM or SIGINT, which

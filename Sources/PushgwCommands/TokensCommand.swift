@@ -1,7 +1,8 @@
 import DeadLetters
 import EventLoop
 import GatewayConfiguration
-import RedisStreams
+import CallStorage
+import RedisClient
 import VisibleText
 
 /// `pushgw tokens`: what the gateway knows about one device token, and forgetting that it is

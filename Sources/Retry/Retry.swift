@@ -2,7 +2,7 @@
 // Owns: when a failed push is tried again. Must not decide routing: whether a reason is
 // retryable comes from the APNs reason table.
 // Files: the policy (here), the pure backoff (Backoff.swift, Jitter.swift) and the mover's
-// timing (MoverPacing.swift). The durable schedule's keys and Lua scripts live in RedisStreams
+// timing (MoverPacing.swift). The durable schedule's keys and Lua scripts live in CallStorage
 // (RetrySchedule.swift: every key and command is there), and the mover's I/O in GatewayRoles
 // (RetryRole.swift), so this module stays free of sockets and libevent types.
 

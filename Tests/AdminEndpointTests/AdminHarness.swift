@@ -4,7 +4,7 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import GatewayTestSupport
-import RedisStreams
+import RedisClient
 import Glibc
 import TestSupport
 import XCTest

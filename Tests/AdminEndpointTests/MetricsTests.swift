@@ -5,7 +5,8 @@ import XCTest
 @testable import APNs
 @testable import AdminEndpoint
 @testable import GatewayRoles
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// The metrics registry and pushgw's metrics, as text: no sockets.
 final class MetricsTests: XCTestCase {

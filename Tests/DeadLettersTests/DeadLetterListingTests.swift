@@ -1,6 +1,7 @@
 import XCTest
 import EventLoop
-import RedisStreams
+import CallStorage
+import RedisClient
 import TestSupport
 @testable import DeadLetters
 

@@ -1,5 +1,6 @@
 import XCTest
-import RedisStreams
+import CallStorage
+import RedisClient
 @testable import DeadLetters
 
 /// Reading dead letters back: the fields the router writes today, the replay ledger join,

@@ -1,5 +1,5 @@
 import XCTest
-import RedisStreams
+import RedisClient
 @testable import DeadLetters
 
 /// The small pure parts: filters, pacing, the digest, pretty printing, audit records.

@@ -1,7 +1,7 @@
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import RedisClient
 import TestSupport
 import XCTest
 @testable import GatewayConfiguration

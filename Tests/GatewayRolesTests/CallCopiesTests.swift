@@ -1,7 +1,7 @@
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import RedisClient
 import Routing
 import TestSupport
 import XCTest

@@ -3,7 +3,7 @@ import APNsSimulator
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import RedisClient
 import Routing
 import TestSupport
 import XCTest

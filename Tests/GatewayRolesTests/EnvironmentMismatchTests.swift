@@ -2,7 +2,6 @@ import APNs
 import APNsSimulator
 import Foundation
 import GatewayTestSupport
-import RedisStreams
 import Routing
 import TestSupport
 import XCTest

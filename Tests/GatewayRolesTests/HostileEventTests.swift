@@ -3,7 +3,7 @@ import DeadLetters
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import CallStorage
 import Retry
 import Routing
 import TestSupport

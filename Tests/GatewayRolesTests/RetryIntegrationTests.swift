@@ -3,7 +3,8 @@ import APNsSimulator
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import CallStorage
+import RedisClient
 import Retry
 import Routing
 import TestSupport

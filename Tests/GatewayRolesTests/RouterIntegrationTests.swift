@@ -3,7 +3,6 @@ import APNsSimulator
 import EventLoop
 import Foundation
 import GatewayTestSupport
-import RedisStreams
 import Retry
 import Routing
 import TestSupport

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayConfiguration
-import RedisStreams
+import RedisClient
 import TestSupport
 import XCTest
 

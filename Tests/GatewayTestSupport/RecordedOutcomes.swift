@@ -1,6 +1,6 @@
 import APNs
 import GatewayRoles
-import RedisStreams
+import CallStorage
 import Routing
 
 /// A router's `RouterObservations` in tests: every outcome it recorded, in order, with its app.

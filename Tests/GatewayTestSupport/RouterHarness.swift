@@ -4,7 +4,8 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import GatewayRoles
-import RedisStreams
+import CallStorage
+import RedisClient
 import Retry
 import Routing
 import TestSupport

@@ -1,7 +1,8 @@
 import DeadLetters
 import EventLoop
 import Foundation
-import RedisStreams
+import CallStorage
+import RedisClient
 import TestSupport
 import XCTest
 @testable import OperatorsConsole

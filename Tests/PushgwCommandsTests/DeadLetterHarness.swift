@@ -5,7 +5,8 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import GatewayTestSupport
-import RedisStreams
+import CallStorage
+import RedisClient
 import Retry
 import Routing
 import TestSupport

@@ -4,7 +4,7 @@ import Foundation
 import GatewayConfiguration
 import GatewayRoles
 import GatewayTestSupport
-import RedisStreams
+import CallStorage
 import Routing
 import TestSupport
 import XCTest

@@ -1,7 +1,7 @@
 import DeadLetters
 import Foundation
 import GatewayTestSupport
-import RedisStreams
+import CallStorage
 import Routing
 import TestSupport
 import XCTest

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayTestSupport
 import Glibc
-import RedisStreams
+import RedisClient
 import TestSupport
 import XCTest
 

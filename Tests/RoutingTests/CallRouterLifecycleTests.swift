@@ -252,7 +252,7 @@ final class CallRouterLifecycleTests: XCTestCase {
         var record = OutcomeRecord(outcome: .cancelled, id: "call-2", type: .callCancelled, app: "acme")
         record.cancelledAfter = .deliveredVoip
         record.deliveredAtMs = 1_764_412_340_019
-        // The bytes RedisStreams' cancel script splices in after `outcome` (RetryScheduleTests).
+        // The bytes CallStorage's cancel script splices in after `outcome` (RetryScheduleTests).
         XCTAssertEqual(record.jsonString,
                        #"{"outcome":"cancelled","cancelled_after":"delivered_voip","delivered_at":1764412340019,"#
                        + #""id":"call-2","type":"call_cancelled","app":"acme","attempts":[]}"#)

@@ -1,4 +1,5 @@
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// Reading back what `CallStore` wrote, for tests (the router never reads these streams).
 extension CallStore {

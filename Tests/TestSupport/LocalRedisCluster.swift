@@ -1,7 +1,7 @@
 import EventLoop
 import Foundation
 import Glibc
-import RedisStreams
+import RedisClient
 
 /// A real Redis Cluster on loopback for one test class: `primaries` × (1 + `replicasPerPrimary`)
 /// `redis-server --cluster-enabled yes` (each a `RedisServer`: free port, scratch folder, no

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RedisStreams
+import RedisClient
 
 /// A real Redis Sentinel (`redis-server --sentinel`) on a free loopback port, watching the
 /// primary of a `RedisServer`, killed at the end. Short timings make a failover take a few

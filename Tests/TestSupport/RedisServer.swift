@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RedisStreams
+import RedisClient
 
 /// A real `redis-server` (the Debian package) for one test: loopback TCP (or TLS) on a free
 /// port plus a unix socket, no persistence, killed at the end.

@@ -4,7 +4,8 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import GatewayRoles
-import RedisStreams
+import CallStorage
+import RedisClient
 import Routing
 
 /// `pushgw-bench e2e`: the whole router in this process — wired as `pushgw run` wires it, with

@@ -1,6 +1,6 @@
 import EventLoop
 import Foundation
-import RedisStreams
+import CallStorage
 import Routing
 
 /// `pushgw-bench retry-mac`: what signing and checking the internal `retry` field costs

@@ -1,7 +1,8 @@
 import EventLoop
 import Foundation
 import GatewayRoles
-import RedisStreams
+import CallStorage
+import RedisClient
 
 /// `pushgw-bench retry-timing`: the durable retry schedule's timing figure
 /// (docs/architecture.md): a retry fires within 50 ms of its due time, p99, with 10,000 retries

@@ -2,7 +2,7 @@ import CHiredis
 import Foundation
 import Glibc
 import TestSupport
-@testable import RedisStreams
+@testable import RedisClient
 
 /// A hostile or misconfigured Redis node for trust tests: a TCP listener on one loopback
 /// address (`127.0.0.2`, … : another host as far as pushgw can tell) that records every

@@ -1,7 +1,12 @@
-// RedisStreams: the Redis connections (hiredis async on the loop), commands, pipelining,
-// Lua scripts and the key layout of docs/protocol.md.
-// Owns: every Redis key name and command. Must not know about APNs.
+// CallStorage: pushgw's data in Redis: the key layout of docs/protocol.md, the stores that
+// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore), their Lua
+// scripts, and the MAC of the internal `retry` field (RetrySigner).
+// Owns: every Redis key name and every command and script on pushgw's keys. Must not know
+// about APNs or routing, nor how a connection is kept: connections, Sentinel, Cluster and
+// the wire are RedisClient's, below this module.
 // This file is the one place where key names are built.
+
+import RedisClient
 
 /// The Redis keys of one app, as fixed by the producer contract (docs/protocol.md), plus the
 /// gateway's internal keys of that app.

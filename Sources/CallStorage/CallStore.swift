@@ -1,4 +1,5 @@
 import EventLoop
+import RedisClient
 
 /// The typed Redis operations of the router and the workers: reading call events, looking
 /// them up (with the in-flight claim), recording outcomes, dead letters and known-invalid

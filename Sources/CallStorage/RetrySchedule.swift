@@ -1,10 +1,11 @@
 import EventLoop
+import RedisClient
 
 /// The durable retry schedule in Redis: where a call waits between two attempts,
 /// instead of in a gateway's memory, so a crash at any moment neither loses nor duplicates a
 /// scheduled retry.
 ///
-/// Keys (all built in RedisStreams.swift): per app `retrySchedule` (ZSET retry id → due ms),
+/// Keys (all built in CallStorage.swift): per app `retrySchedule` (ZSET retry id → due ms),
 /// `retryData` (HASH: the snapshot, raw event and call id of each retry), `retryByCall` (HASH
 /// call id → retry id), and one due index `GatewayKeys.retryDue` (ZSET app → earliest due ms)
 /// that spares an idle mover a look at every app. Every change of a retry is one Lua script on

@@ -49,8 +49,8 @@ public final class RedisScript {
     /// Runs the script with arguments already written into `body`: its first `keyCount`
     /// arguments are the keys, the rest ARGV (callers on the hot path write keys and values
     /// straight into one buffer).
-    func run(on connection: some RedisCommandChannel, keyCount: Int, body: RedisCommand,
-             completion: @escaping RedisConnection.Completion) {
+    package func run(on connection: some RedisCommandChannel, keyCount: Int, body: RedisCommand,
+                     completion: @escaping RedisConnection.Completion) {
         func command(_ verb: String, _ script: String) -> RedisCommand {
             var c = RedisCommand(reservingBytes: 16 + script.utf8.count + body.bytes.count, arguments: 3 + body.count)
             c.append(verb)

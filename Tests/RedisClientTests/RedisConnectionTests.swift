@@ -1,7 +1,7 @@
 import XCTest
 import EventLoop
 import TestSupport
-@testable import RedisStreams
+@testable import RedisClient
 
 /// RedisConnection against a real redis-server: no mocks. Every test runs on each transport:
 /// plain TCP here, then a unix socket, TLS and TLS with a client certificate in the
@@ -32,7 +32,7 @@ class RedisConnectionTests: XCTestCase {
     /// A started connection to this class's server (TLS options included).
     func connect(_ loop: EventLoop, _ url: String, watchdogMs: Int64 = 5000,
                  onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
-        try RedisStreamsTests.connect(loop, url, tls: server.tls, watchdogMs: watchdogMs, onReady: onReady)
+        try TestSupport.connect(loop, url, tls: server.tls, watchdogMs: watchdogMs, onReady: onReady)
     }
 
     override func tearDown() {
@@ -331,7 +331,7 @@ final class RedisConnectionTransportListTests: XCTestCase {
         XCTAssertEqual(try testsMissingFromVariants(of: "RedisConnectionTests",
                                                     ["RedisConnectionOverUnixSocketTests", "RedisConnectionOverTLSTests",
                                                      "RedisConnectionOverMutualTLSTests"],
-                                                    in: "Tests/RedisStreamsTests/RedisConnectionTests.swift"), [],
+                                                    in: "Tests/RedisClientTests/RedisConnectionTests.swift"), [],
                        "each transport's class runs every test of RedisConnectionTests")
     }
 }
@@ -346,7 +346,7 @@ final class RedisWriteRefusalTests: XCTestCase {
         let server = try RedisServer.start(.tcp)
         let loop = EventLoop()
         defer { loop.close(); server.stop() }
-        let redis = try RedisStreamsTests.connect(loop, "redis://127.0.0.1:\(server.port)/0")
+        let redis = try TestSupport.connect(loop, "redis://127.0.0.1:\(server.port)/0")
         defer { redis.close() }
         let script = RedisScript("redis.call('SET', KEYS[1], ARGV[1]); return 1")
         func runScript() -> Result<RedisReply, RedisError> {

@@ -2,7 +2,8 @@ import XCTest
 import Foundation
 import EventLoop
 import TestSupport
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// The durable retry schedule's scripts against a real redis-server; what they write is read
 /// back with plain commands.
@@ -296,7 +297,7 @@ final class RetryScheduleOnClusterNodeTests: RetryScheduleTests {
     override func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() { super.testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() }
 
     func testEveryTestRunsOnTheClusterNode() throws {
-        XCTAssertEqual(try testsMissingFromVariants(of: "RetryScheduleTests", ["RetryScheduleOnClusterNodeTests"], in: "Tests/RedisStreamsTests/RetryScheduleTests.swift"), [])
+        XCTAssertEqual(try testsMissingFromVariants(of: "RetryScheduleTests", ["RetryScheduleOnClusterNodeTests"], in: "Tests/CallStorageTests/RetryScheduleTests.swift"), [])
     }
 }
 

@@ -2,7 +2,8 @@ import XCTest
 import Foundation
 import EventLoop
 import TestSupport
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// CallStore against a real redis-server: what it writes is read back with plain commands,
 /// redis-cli and Python's `redis`, the way producers in other languages see it.
@@ -679,6 +680,6 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     }
 
     func testEveryTestRunsOnTheClusterNode() throws {
-        XCTAssertEqual(try testsMissingFromVariants(of: "CallStoreTests", ["CallStoreOnClusterNodeTests"], in: "Tests/RedisStreamsTests/CallStoreTests.swift"), [])
+        XCTAssertEqual(try testsMissingFromVariants(of: "CallStoreTests", ["CallStoreOnClusterNodeTests"], in: "Tests/CallStorageTests/CallStoreTests.swift"), [])
     }
 }

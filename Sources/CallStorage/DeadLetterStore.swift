@@ -1,3 +1,5 @@
+import RedisClient
+
 /// The Redis side of the dead letters (docs/protocol.md, `PREFIX:{APP}:dead`): reading entries
 /// and replay ledgers, replaying, purging, retention trims and the operators' audit stream.
 /// Dead letters are *written* by `CallStore.deadLetter` (the router); everything an operator

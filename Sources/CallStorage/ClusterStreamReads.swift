@@ -1,4 +1,5 @@
 import EventLoop
+import RedisClient
 
 /// The router's read of new calls on Redis Cluster, where one `XREADGROUP` cannot name the
 /// streams of several apps (each app is in a slot of its own): one blocking read per app, each

@@ -1,6 +1,7 @@
 import EventLoop
 import XCTest
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// The pieces of the cluster client that decide without I/O: key slots (the cluster
 /// specification's test vectors), reading `CLUSTER SHARDS`/`CLUSTER SLOTS` answers as Redis 7

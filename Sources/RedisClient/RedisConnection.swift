@@ -269,8 +269,8 @@ public final class RedisConnection: TLSStreamDelegate {
     /// of from a `RedisReply` copy: for large replies on the hot path (the router's reads).
     /// `decode` must not keep the `HiredisReply`; what it returns or throws completes the
     /// command, as does any error Redis or the connection gives.
-    func send<T>(command: RedisCommand, blockMs: Int64, decodingInPlace decode: @escaping (HiredisReply) throws -> T,
-                 completion: @escaping (Result<T, RedisError>) -> Void) {
+    package func send<T>(command: RedisCommand, blockMs: Int64, decodingInPlace decode: @escaping (HiredisReply) throws -> T,
+                         completion: @escaping (Result<T, RedisError>) -> Void) {
         send(command: command, blockMs: blockMs, inPlace: { reply in
             do {
                 completion(.success(try decode(reply)))

@@ -1,6 +1,6 @@
 import TestSupport
 import XCTest
-@testable import RedisStreams
+@testable import CallStorage
 
 /// The MAC of the internal `retry` field: made only with the key, bound to the app, the event
 /// and the state, checked with the current key and the recent ones.

@@ -170,8 +170,8 @@ public final class RedisCluster {
         send(command: RedisCommand(args), slot: HashSlot(key: key), lane: lane, blockMs: blockMs, completion: completion)
     }
 
-    func send(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
-              completion: @escaping RedisConnection.Completion) {
+    package func send(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
+                      completion: @escaping RedisConnection.Completion) {
         course(command, slot: slot, lane: lane, blockMs: blockMs, on: { connection, command, done in
             connection.send(command: command, blockMs: blockMs, completion: done)
         }, completion: completion)
@@ -179,9 +179,9 @@ public final class RedisCluster {
 
     /// `send` whose reply `decode` reads in place (`RedisConnection`'s variant); redirects
     /// arrive as errors and are followed as for any command.
-    func send<T>(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
-                 decodingInPlace decode: @escaping (HiredisReply) throws -> T,
-                 completion: @escaping (Result<T, RedisError>) -> Void) {
+    package func send<T>(command: RedisCommand, slot: HashSlot, lane: Lane = .commands, blockMs: Int64,
+                         decodingInPlace decode: @escaping (HiredisReply) throws -> T,
+                         completion: @escaping (Result<T, RedisError>) -> Void) {
         course(command, slot: slot, lane: lane, blockMs: blockMs, on: { connection, command, done in
             connection.send(command: command, blockMs: blockMs, decodingInPlace: decode, completion: done)
         }, completion: completion)

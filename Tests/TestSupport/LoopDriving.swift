@@ -1,24 +1,23 @@
 import XCTest
 import EventLoop
-import RedisStreams
-import TestSupport
+import RedisClient
 
 /// Runs `loop` until `condition` holds; fails the test (rather than hang) after `timeoutMs`,
 /// naming `what` it waited for. The timeout is a safety net, never an assertion about speed.
-func drive(_ loop: EventLoop, waitingFor what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
-           file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) {
+public func drive(_ loop: EventLoop, waitingFor what: @autoclosure () -> String, timeoutMs: Int64 = Deadline.defaultMs,
+                  file: StaticString = #filePath, line: UInt = #line, until condition: () -> Bool) {
     loop.run(waitingFor: what(), timeoutMs: timeoutMs, file: file, line: line, until: condition)
 }
 
 /// Lets the loop run for `ms` (to give a server time to come back, never as an assertion).
-func pause(_ loop: EventLoop, ms: Int64) {
+public func pause(_ loop: EventLoop, ms: Int64) {
     loop.run(forMs: ms)
 }
 
 /// Sends one command and drives the loop until its completion.
 @discardableResult
-func call(_ connection: RedisConnection, _ args: [String], blockMs: Int64 = 0,
-          file: StaticString = #filePath, line: UInt = #line) -> Result<RedisReply, RedisError> {
+public func call(_ connection: RedisConnection, _ args: [String], blockMs: Int64 = 0,
+                 file: StaticString = #filePath, line: UInt = #line) -> Result<RedisReply, RedisError> {
     var result: Result<RedisReply, RedisError>?
     connection.send(args, blockMs: blockMs) { result = $0 }
     drive(connection.loop, waitingFor: "the reply to \(args.first ?? "")", file: file, line: line, until: { result != nil })
@@ -27,8 +26,8 @@ func call(_ connection: RedisConnection, _ args: [String], blockMs: Int64 = 0,
 
 /// Sends one command until it succeeds (a server restarting answers with connection
 /// errors for a while), pausing 50 ms between tries; returns the first success.
-func callUntilSuccess(_ connection: RedisConnection, _ args: [String], tries: Int = 200,
-                      file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
+public func callUntilSuccess(_ connection: RedisConnection, _ args: [String], tries: Int = 200,
+                             file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {
     for _ in 0..<tries {
         if case .success(let reply) = call(connection, args, file: file, line: line) { return reply }
         pause(connection.loop, ms: 50)
@@ -38,8 +37,8 @@ func callUntilSuccess(_ connection: RedisConnection, _ args: [String], tries: In
 }
 
 /// Drives an asynchronous operation of the store to its completion.
-func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line,
-             _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> Result<T, RedisError> {
+public func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line,
+                        _ start: (@escaping (Result<T, RedisError>) -> Void) -> Void) -> Result<T, RedisError> {
     var result: Result<T, RedisError>?
     start { result = $0 }
     drive(loop, waitingFor: "the operation's completion", file: file, line: line, until: { result != nil })
@@ -48,7 +47,7 @@ func complete<T>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt =
 
 extension Result {
     /// The success value, failing the test on an error.
-    func value(file: StaticString = #filePath, line: UInt = #line) -> Success? {
+    public func value(file: StaticString = #filePath, line: UInt = #line) -> Success? {
         switch self {
         case .success(let v): return v
         case .failure(let e):
@@ -58,15 +57,15 @@ extension Result {
     }
 
     /// The error, or nil for a success.
-    var error: Failure? {
+    public var error: Failure? {
         guard case .failure(let e) = self else { return nil }
         return e
     }
 }
 
 /// A connection to `url` with test-friendly patience, started.
-func connect(_ loop: EventLoop, _ url: String, tls: RedisTLSOptions = RedisTLSOptions(), watchdogMs: Int64 = 5000,
-             onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
+public func connect(_ loop: EventLoop, _ url: String, tls: RedisTLSOptions = RedisTLSOptions(), watchdogMs: Int64 = 5000,
+                    onReady: ((RedisConnection) -> Void)? = nil) throws -> RedisConnection {
     let connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: url), tls: tls, watchdogMs: watchdogMs,
                                                                backoff: ReconnectBackoff(baseMs: 20, capMs: 200)))
     connection.onReady = onReady

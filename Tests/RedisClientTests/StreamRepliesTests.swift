@@ -1,5 +1,6 @@
 import XCTest
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// The pure parsers, fed hand-built replies shaped like Redis 7.0's.
 final class StreamRepliesTests: XCTestCase {

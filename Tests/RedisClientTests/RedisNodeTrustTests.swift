@@ -1,7 +1,7 @@
 import EventLoop
 import TestSupport
 import XCTest
-@testable import RedisStreams
+@testable import RedisClient
 
 /// Which nodes get the Redis credentials (docs/operations.md, "Which nodes get the
 /// credentials"): a cluster node or a sentinel that names a host nobody configured or the

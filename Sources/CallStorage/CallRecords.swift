@@ -1,5 +1,7 @@
 // The values CallStore takes and returns. Plain data, no I/O.
 
+import RedisClient
+
 /// What to record when an event reaches its outcome.
 public struct ResultEntry: Equatable, Sendable {
     /// How a record meets the result key of its event id (`AppKeys.result`).

@@ -7,7 +7,7 @@ public struct RedisCommand {
     private(set) var bytes: [UInt8]
     private(set) var lengths: [Int]
 
-    init(_ args: [String]) {
+    package init(_ args: [String]) {
         bytes = []
         bytes.reserveCapacity(args.reduce(1) { $0 + $1.utf8.count })
         lengths = []
@@ -20,7 +20,7 @@ public struct RedisCommand {
     }
 
     /// An empty command, to be built with `append`; `bytes` is the expected size in bytes.
-    init(reservingBytes bytes: Int, arguments: Int) {
+    package init(reservingBytes bytes: Int, arguments: Int) {
         self.bytes = []
         self.bytes.reserveCapacity(bytes + 1)
         self.bytes.append(0)
@@ -29,7 +29,7 @@ public struct RedisCommand {
     }
 
     /// Appends one argument.
-    mutating func append(_ arg: String) {
+    package mutating func append(_ arg: String) {
         bytes.removeLast()
         bytes.append(contentsOf: arg.utf8)
         bytes.append(0)
@@ -37,7 +37,7 @@ public struct RedisCommand {
     }
 
     /// Appends one argument of any bytes.
-    mutating func append(bytes arg: [UInt8]) {
+    package mutating func append(bytes arg: [UInt8]) {
         bytes.removeLast()
         bytes.append(contentsOf: arg)
         bytes.append(0)
@@ -46,7 +46,7 @@ public struct RedisCommand {
 
     /// Appends one argument made of `head` followed by `tail` (a key: prefix + id), without
     /// building the joined string.
-    mutating func append(_ head: String, _ tail: String) {
+    package mutating func append(_ head: String, _ tail: String) {
         bytes.removeLast()
         bytes.append(contentsOf: head.utf8)
         bytes.append(contentsOf: tail.utf8)
@@ -55,16 +55,16 @@ public struct RedisCommand {
     }
 
     /// Appends every argument of `other`.
-    mutating func append(contentsOf other: RedisCommand) {
+    package mutating func append(contentsOf other: RedisCommand) {
         bytes.removeLast()
         bytes.append(contentsOf: other.bytes)
         lengths.append(contentsOf: other.lengths)
     }
 
     /// How many arguments it has.
-    var count: Int { lengths.count }
+    package var count: Int { lengths.count }
 
-    init(_ args: [[UInt8]]) {
+    package init(_ args: [[UInt8]]) {
         bytes = []
         bytes.reserveCapacity(args.reduce(1) { $0 + $1.count })
         lengths = args.map(\.count)
@@ -73,7 +73,7 @@ public struct RedisCommand {
     }
 
     /// The command name, for messages.
-    var name: String { String(decoding: bytes.prefix(lengths.first ?? 0), as: UTF8.self) }
+    package var name: String { String(decoding: bytes.prefix(lengths.first ?? 0), as: UTF8.self) }
 
     /// Calls `body` with argc, argv and argvlen pointing into this command's buffer; they
     /// are valid only during the call (hiredis copies the formatted command at once).

@@ -1,6 +1,6 @@
 import EventLoop
 import XCTest
-@testable import RedisStreams
+@testable import RedisClient
 
 final class RedisURLTests: XCTestCase {
     func testTCPForms() throws {

@@ -1,5 +1,5 @@
 import XCTest
-@testable import RedisStreams
+@testable import RedisClient
 
 /// `RedisConnection.StateMachine` played as transcripts of events and the actions they must
 /// produce: no sockets, no loop, no clock (times are given).

@@ -1,7 +1,8 @@
 import EventLoop
 import TestSupport
 import XCTest
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// `RedisCluster` against a real three-primary cluster (one per class, `LocalRedisCluster`):
 /// commands and scripts reach the owner of their slot, and a slot migrated by hand

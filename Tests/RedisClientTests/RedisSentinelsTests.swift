@@ -1,7 +1,7 @@
 import EventLoop
 import TestSupport
 import XCTest
-@testable import RedisStreams
+@testable import RedisClient
 
 /// Connections through Redis Sentinel, against real sentinels (`redis-server --sentinel`)
 /// watching real servers: finding the primary, a sentinel that is down, none reachable, and

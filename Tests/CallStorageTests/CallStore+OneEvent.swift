@@ -1,4 +1,5 @@
-@testable import RedisStreams
+@testable import CallStorage
+@testable import RedisClient
 
 /// One-event forms of `CallStore`'s batched steps, for tests that look at one event at a time;
 /// the router only uses the batched ones, which these go through.

@@ -1,3 +1,5 @@
+import RedisClient
+
 /// What the gateway keeps about one device token, for operators (`pushgw tokens show` and
 /// `forget`): its known-invalid marks (`AppKeys.invalidPrefix`, set by the recording script
 /// when APNs declared it invalid) and the app's feedback entries that name it. The router
