@@ -186,13 +186,18 @@ final class ClusterProcessTests: XCTestCase {
         let world = try ProcessWorld()
         defer { world.stop() }
         let port = freeLoopbackPort()
+        // The bearer token gets /readyz's details; an anonymous probe only the failed checks.
+        let token = "cluster-eviction-token-\(UUID().uuidString)"
+        try (token + "\n").write(toFile: world.directory + "/admin-token", atomically: true, encoding: .utf8)
+        chmod(world.directory + "/admin-token", 0o600)
         let apps = try appsOverEveryPrimary(cluster, named: "ev-app", perPrimary: 1)
         let (gateway, _) = try world.gateway(on: cluster, apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, ProcessWorld.app()) }),
-                                             consumer: "gw-evicting", admin: #""listen": "127.0.0.1:\#(port)""#)
+                                             consumer: "gw-evicting",
+                                             admin: #""listen": "127.0.0.1:\#(port)", "token_file": "admin-token""#)
         try waitForPort(port)
         var ready = HTTPReply.closedWithoutAnswer
         try waitUntil("/readyz to name the evicting primary") {
-            ready = try LoopbackHTTP.blockingRequest("/readyz", port: port)
+            ready = try LoopbackHTTP.blockingRequest("/readyz", port: port, headers: ["Authorization": "Bearer " + token])
             return ready.body.contains("maxmemory-policy volatile-lfu") && !ready.body.contains("no successful")
         }
         let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(ready.body.utf8)) as? [String: Any], ready.body)
