@@ -15,6 +15,8 @@ class CallStoreTests: XCTestCase {
     class var onClusterNode: Bool { false }
     var loop: EventLoop!
     var store: CallStore!
+    /// How the store's connections reach the server (the cluster tests' node connections too).
+    var connection: RedisConnection.Config!
     var producer: RedisConnection!
     let acme = AppKeys(app: "acme"), beta = AppKeys(app: "beta"), gamma = AppKeys(app: "gamma")
 
@@ -27,8 +29,9 @@ class CallStoreTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))),
-                          apps: [acme, beta, gamma])
+        connection = RedisConnection.Config(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))
+        store = CallStore(config: .init(), apps: [acme, beta, gamma],
+                          topology: .own(loop: loop, redis: connection, cluster: nil, clientName: "pushgw-write"))
         store.start()
         producer = try connect(loop, server.url)
     }
@@ -579,13 +582,10 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     /// the router gets is still every app's entries, `count` at most per app and read.
     override func testReadNewReadsEveryAppInOneCallWithACountPerApp() throws {
         let node = try XCTUnwrap(clusterNode)
-        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
-        let clusterStore = CallStore(config: store.config, apps: [acme, beta, gamma], cluster: cluster, readBlockMs: 1_000)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme, beta, gamma], topology: .cluster(cluster), readBlockMs: 1_000)
         clusterStore.start()
-        defer {
-            clusterStore.close()
-            cluster.close()
-        }
+        defer { clusterStore.close() }
         for i in 0..<3 { produce(acme, "a\(i)") }
         produce(beta, "b0")
         for i in 0..<2 { produce(gamma, "g\(i)") }
@@ -650,13 +650,10 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     /// closed afterwards.
     private func withClusterStore(_ body: (CallStore, RedisCluster, LocalRedisCluster) throws -> Void) throws {
         let node = try XCTUnwrap(clusterNode)
-        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
-        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme], topology: .cluster(cluster))
         clusterStore.start()
-        defer {
-            clusterStore.close()
-            cluster.close()
-        }
+        defer { clusterStore.close() }
         try body(clusterStore, cluster, node)
     }
 

@@ -19,7 +19,7 @@ final class DeadLetterListingTests: XCTestCase {
         loop = EventLoop()
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
-        let store = DeadLetterStore(connection: connection, prefix: "pushgw")
+        let store = DeadLetterStore(topology: .single(connection), prefix: "pushgw")
         operations = DeadLetterOperations(loop: loop, store: store, policies: ["acme": .default, "beta": .default, "zeta": .default],
                                           ringTimeoutsMs: [:])
     }

@@ -27,7 +27,7 @@ final class ConsolePreviewTests: XCTestCase {
         loop = EventLoop()
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: "pushgw"),
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: .single(connection), prefix: "pushgw"),
                                           policies: ["acme": .default, "beta": .default], ringTimeoutsMs: ["acme": 30_000, "beta": 30_000])
         console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: false,
                                    signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong }, figures: { ConsoleFigures() })
