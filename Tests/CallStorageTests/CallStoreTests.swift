@@ -124,6 +124,27 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
     }
 
+    /// A blocked read holds up its connection, so the store's reads have one of their own
+    /// (`SingleStreamReads`, `pushgw-read`) beside the topology's (`pushgw-write`): while a read
+    /// blocks in Redis, the store's other commands are answered.
+    func testAReadThatBlocksHoldsUpNoOtherCommand() throws {
+        XCTAssertEqual(store.links.map(\.name), ["read", "write"])
+        var read: Result<[AppKeys: [StreamEntry]], RedisError>?
+        store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: 20_000) { read = $0 }
+        var blocked = false
+        for _ in 0..<500 where !blocked {
+            let list = call(producer, ["CLIENT", "LIST"]).value()?.string ?? ""
+            blocked = list.split(separator: "\n").contains { $0.contains(" name=pushgw-read ") && $0.contains(" cmd=xreadgroup") }
+            if !blocked { pause(loop, ms: 10) }
+        }
+        XCTAssertTrue(blocked, "the read blocks in XREADGROUP on its own connection")
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "answered while the read blocks")
+        XCTAssertNil(read, "the read still blocks")
+        produce(acme, "wakes-the-read")
+        drive(loop, waitingFor: "the read's entry", until: { read != nil })
+        XCTAssertEqual(try read?.get()[acme]?.map { $0.fields["event"] }, [event("wakes-the-read")])
+    }
+
     // MARK: Recording
 
     func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws {
@@ -607,6 +628,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
         XCTAssertEqual(refusal.serverCode, "CROSSSLOT")
     }
     override func testReadNewSurvivesARestartWithoutNOGROUP() throws { try super.testReadNewSurvivesARestartWithoutNOGROUP() }
+    override func testAReadThatBlocksHoldsUpNoOtherCommand() throws { try super.testAReadThatBlocksHoldsUpNoOtherCommand() }
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
