@@ -81,8 +81,8 @@ public struct ConsoleResponse: Equatable, Sendable {
         headers.first { $0.0.lowercased() == name.lowercased() }?.1
     }
 
-    static func html(_ status: Int, _ page: String, headers: [(String, String)] = []) -> ConsoleResponse {
-        ConsoleResponse(status: status, contentType: "text/html; charset=utf-8", body: page, headers: headers)
+    static func html(_ status: Int, _ page: Node, headers: [(String, String)] = []) -> ConsoleResponse {
+        ConsoleResponse(status: status, contentType: "text/html; charset=utf-8", body: page.rendered, headers: headers)
     }
 
     /// 303 See Other to `location` (after a POST, so a reload does not post again).

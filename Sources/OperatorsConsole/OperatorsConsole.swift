@@ -337,8 +337,8 @@ public final class OperatorsConsole {
         let id: String
         let forecast: ReplayForecast
         /// Its `<tr>` and its confirmation form's hidden input.
-        let html: String
-        let input: String
+        let html: Node
+        let input: Node
 
         init(_ record: DeadLetterRecord, action: ConsolePages.Action, forecast: ReplayForecast, nowMs: Int64) {
             app = record.app

@@ -153,7 +153,7 @@ final class ConsoleRulesTests: XCTestCase {
     func testTheChartEscapesTheAppAndDrawsOneBarPerOutcome() {
         var h = OutcomeHistory()
         h.record(app: "a\"<b>", outcome: "delivered_voip", cause: nil, latencyMs: 30, nowMs: 60_000 * 100)
-        let svg = OutcomeChart.svg(app: "a\"<b>", points: h.series(app: "a\"<b>", nowMs: 60_000 * 100))
+        let svg = OutcomeChart.svg(app: "a\"<b>", points: h.series(app: "a\"<b>", nowMs: 60_000 * 100)).rendered
         XCTAssertFalse(svg.contains("a\"<b>"), "the app id is escaped in the label")
         XCTAssertEqual(svg.components(separatedBy: "<rect ").count - 1, 1)
     }
@@ -169,7 +169,7 @@ final class ConsoleOverviewTests: XCTestCase {
                                                 series: history.series(app: app.id, nowMs: now), dead: nil,
                                                 retention: .default)
         return ConsolePages.overview(viewer: ConsolePages.Viewer(name: "ops", role: .admin, csrf: "x"),
-                                     figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now)
+                                     figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now).rendered
     }
 
     func testAnAppWithTokensOfTheOtherEnvironmentIsWarnedAbout() {
