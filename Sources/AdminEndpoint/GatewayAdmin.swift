@@ -5,6 +5,7 @@
 // Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
 // Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
 // at scrape time and is told about events; the command line wires it into a process.
+import HTTPMessages
 import APNs
 import EventLoop
 import Foundation
@@ -288,7 +289,7 @@ package final class GatewayAdmin {
     }
 
     /// `GET /status` (admin API): what this process is doing, as JSON.
-    private func status() -> AdminResponse {
+    private func status() -> HTTPResponse {
         let s = snapshot()
         let ready = readiness()
         var object: [String: Any] = [
@@ -306,7 +307,7 @@ package final class GatewayAdmin {
         }
         object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+        return HTTPResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
     }
 }
 

@@ -1,3 +1,4 @@
+import HTTPMessages
 import VisibleText
 
 /// Every value the console shows that it did not write itself (ids, tokens, names, reasons,
@@ -44,21 +45,10 @@ public enum ConsoleEscaping {
         return out + "\""
     }
 
-    /// One component of a query string or path (`app=…`, `/console/dead/APP/ID`): every byte
-    /// but `A–Z a–z 0–9 - . _ ~` percent-encoded, so an id cannot add a parameter, a path
-    /// segment or a scheme (`javascript:` stays `javascript%3A`).
-    public static func queryComponent(_ text: String) -> String {
-        var out = ""
-        for b in text.utf8 {
-            switch b {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
-                out += "%" + hex(UInt32(b), digits: 2).uppercased()
-            }
-        }
-        return out
-    }
+    /// One component of a query string or path (`app=…`, `/console/dead/APP/ID`), as
+    /// `FormData.component` encodes it: an id cannot add a parameter, a path segment or a
+    /// scheme (`javascript:` stays `javascript%3A`).
+    public static func queryComponent(_ text: String) -> String { FormData.component(text) }
 
     /// A device token as the command line shows it: its last 8 characters after `…`, so a
     /// page (or a screenshot of it) never carries a whole token.

@@ -1,5 +1,6 @@
 import DeadLetters
 import Foundation
+import HTTPMessages
 import CallStorage
 
 /// The console's HTML, server-rendered from plain values. Pure functions that build `Node`s:

@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -8,8 +9,8 @@ import CallStorage
 extension OperatorsConsole {
     /// The confirmation of a preview: the very dead letters it listed (`APP/ID` each), acted on
     /// by a job that reads each one just before it acts (those gone meanwhile are skipped).
-    func change(_ action: ConsolePages.Action, _ request: ConsoleRequest, _ session: ConsoleSession,
-                        _ answer: @escaping (ConsoleResponse) -> Void) {
+    func change(_ action: ConsolePages.Action, _ request: HTTPRequest, _ session: ConsoleSession,
+                        _ answer: @escaping (HTTPResponse) -> Void) {
         let viewer = OperatorsConsole.viewer(session)
         let items = request.formItems
         let (text, filter, _) = filters(items, prefix: "f-", nowMs: Clock.unixMs())
@@ -31,22 +32,12 @@ extension OperatorsConsole {
         let auditFilter = wasAll ? filter : nil
         switch action {
         case .replay:
-            operations.replayPaced(references, pacer: ReplayPacer(rate: rate, startMs: Clock.monotonicMs()), onStep: { reference, step in
-                switch step {
-                case let .replayed(r, entry, forecast):
-                    job.stepDone("replayed \(r.app)/\(r.id) -> calls entry \(entry)  call \(r.callID ?? "-")  (replay #\(r.replays + 1)): "
-                                 + forecast.text(nowMs: Clock.unixMs()))
-                case let .skipped(r, forecast):
-                    job.stepGone("skipped \(r.app)/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
-                case .gone:
-                    job.stepGone("skipped \(reference.text): gone meanwhile (replayed or purged by someone else)")
-                }
-            }, completion: { [weak self] summary in
-                if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not replayed" }
-                let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay", user: session.name, ids: summary.replayed,
-                                         requested: references.count, done: summary.replayed.count, filter: auditFilter,
-                                         options: [("rate", .string(rate.description))] + who)
-                self?.finish(job, record)
+            let replay = operations.replayAudited(rate: rate, by: AuditActor(user: session.name, options: who), filter: auditFilter)
+            replay.replay(references, onStep: { step, line in
+                if case .replayed = step { job.stepDone(line) } else { job.stepGone(line) }
+            }, completion: { [weak self] _ in
+                if let failure = replay.summary.failure { job.failure = "Redis failed: \(failure); the rest was not replayed" }
+                self?.finish(job, replay.record(requested: references.count))
             })
         case .purge:
             operations.purge(references) { [weak self] summary in
@@ -82,7 +73,7 @@ extension OperatorsConsole {
         }
     }
 
-    func auditTrail(_ request: ConsoleRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func auditTrail(_ request: HTTPRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let before = request.queryItems.first { $0.0 == "before" }.map(\.1).flatMap { DeadLetterRecord.isEntryID($0) ? "(" + $0 : nil }
         operations.auditTrail(count: OperatorsConsole.auditPageSize + 1, before: before) { result in
             switch result {

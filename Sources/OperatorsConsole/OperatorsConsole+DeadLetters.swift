@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -35,7 +36,7 @@ extension OperatorsConsole {
         return (text, filter, problem)
     }
 
-    func deadList(_ request: ConsoleRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func deadList(_ request: HTTPRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let now = Clock.unixMs()
         let items = request.queryItems
         let (text, filter, problem) = filters(items, nowMs: now)
@@ -55,7 +56,7 @@ extension OperatorsConsole {
         }
     }
 
-    func deadLetter(_ rest: String, _ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func deadLetter(_ rest: String, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map { OperatorsConsole.pathComponent($0) }
         guard parts.count == 2, operations.policies[parts[0]] != nil, DeadLetterRecord.isEntryID(parts[1]) else {
             return answer(notFound(viewer))
@@ -158,7 +159,7 @@ extension OperatorsConsole {
         })
     }
 
-    func preview(_ request: ConsoleRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func preview(_ request: HTTPRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let now = Clock.unixMs()
         let items = request.queryItems
         let choice = items.first { $0.0 == "action" }?.1 ?? ""

@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -6,7 +7,7 @@ import CallStorage
 /// Signing in: the form's token checked by the caller's `signInCheck` (under its guess
 /// limits), a session opened and its cookie set. Signing out is a route of `serve`.
 extension OperatorsConsole {
-    func signIn(_ request: ConsoleRequest, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func signIn(_ request: HTTPRequest, _ answer: @escaping (HTTPResponse) -> Void) {
         guard ConsoleGate.isSameOrigin(request) else {
             return answer(refused(request, 403, "This sign-in came from a page of another origin.", viewer: nil, why: "cross-origin sign-in"))
         }
@@ -25,13 +26,13 @@ extension OperatorsConsole {
             // Not checked, not logged one by one: the guess limits log each burst.
             return answer(.html(429, ConsolePages.signIn(problem: "Too many wrong tokens from this address: try again in \(seconds) s.",
                                                          readOnlyAvailable: readOnlyAvailable),
-                                headers: [("Retry-After", String(seconds))]))
+                                headers: ["Retry-After": String(seconds)]))
         }
         let name = given.isEmpty ? "console" : String(given.prefix(64))
         let session = sessions.open(role: role, name: name, nowMs: Clock.unixMs(), random: random)
         log(.info, "console sign-in", [("role", role.rawValue), ("name", name), ("from", request.peer ?? "?")])
-        var signedIn = ConsoleResponse.redirect("/console/overview", headers: [("Set-Cookie", ConsoleSessions.cookie(session, secure: request.isTLS))])
-        signedIn.signedIn = true
+        var signedIn = HTTPResponse.redirect("/console/overview", headers: ["Set-Cookie": ConsoleSessions.cookie(session, secure: request.isTLS)])
+        signedIn.trusted = true
         answer(signedIn)
     }
 

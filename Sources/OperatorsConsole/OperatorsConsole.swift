@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -38,7 +39,7 @@ public final class OperatorsConsole {
 
     let loop: EventLoop
     let operations: DeadLetterOperations
-    let signInCheck: (String, ConsoleRequest) -> SignInCheck
+    let signInCheck: (String, HTTPRequest) -> SignInCheck
     let readOnlyAvailable: Bool
     let figures: () -> ConsoleFigures
     /// Receives the console's log lines: sign-ins, refusals, replays and purges (never a token).
@@ -58,7 +59,7 @@ public final class OperatorsConsole {
     ///     constant time by the caller, under its guess limits), given the request it came in.
     ///   - figures: the gateway's figures of this moment, read without I/O.
     public init(loop: EventLoop, operations: DeadLetterOperations, readOnlyAvailable: Bool,
-                signIn: @escaping (_ token: String, _ request: ConsoleRequest) -> SignInCheck,
+                signIn: @escaping (_ token: String, _ request: HTTPRequest) -> SignInCheck,
                 figures: @escaping () -> ConsoleFigures) {
         self.loop = loop
         self.operations = operations
@@ -88,24 +89,24 @@ public final class OperatorsConsole {
 
     /// Answers `request` (a path under `/console`) through `respond`, now or after a few Redis
     /// round trips. Every answer carries the security headers (`securityHeaders`).
-    public func handle(_ request: ConsoleRequest, respond: @escaping (ConsoleResponse) -> Void) {
+    public func handle(_ request: HTTPRequest, respond: @escaping (HTTPResponse) -> Void) {
         loop.assertInLoop()
-        let answer: (ConsoleResponse) -> Void = { response in
+        let answer: (HTTPResponse) -> Void = { response in
             var r = response
             r.headers += OperatorsConsole.securityHeaders
             respond(r)
         }
         let method = request.method == "HEAD" ? "GET" : request.method
         guard method == "GET" || method == "POST" else {
-            return answer(ConsoleResponse(status: 405, contentType: "text/plain; charset=utf-8", body: "the console answers GET, HEAD and POST\n",
-                                          headers: [("Allow", "GET, HEAD, POST")]))
+            return answer(HTTPResponse(status: 405, contentType: "text/plain; charset=utf-8", body: "the console answers GET, HEAD and POST\n",
+                                          headers: ["Allow": "GET, HEAD, POST"]))
         }
         switch (method, request.path) {
         case ("GET", "/console"), ("GET", "/console/"): return answer(.redirect("/console/overview"))
         case ("GET", "/console/static/console.css"):
-            return answer(ConsoleResponse(status: 200, contentType: "text/css; charset=utf-8", body: ConsoleAssets.css))
+            return answer(HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", body: ConsoleAssets.css))
         case ("GET", "/console/static/console.js"):
-            return answer(ConsoleResponse(status: 200, contentType: "text/javascript; charset=utf-8", body: ConsoleAssets.javascript))
+            return answer(HTTPResponse(status: 200, contentType: "text/javascript; charset=utf-8", body: ConsoleAssets.javascript))
         case ("GET", "/console/signin"):
             return answer(.html(200, ConsolePages.signIn(problem: nil, readOnlyAvailable: readOnlyAvailable)))
         case ("POST", "/console/signin"):
@@ -121,14 +122,14 @@ public final class OperatorsConsole {
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
         return serve(request, method: method, session: session) { response in
             var r = response
-            r.signedIn = true
+            r.trusted = true
             answer(r)
         }
     }
 
     /// Answers a request `ConsoleGate` allowed, of a live session.
-    func serve(_ request: ConsoleRequest, method: String, session: ConsoleSession,
-                       _ answer: @escaping (ConsoleResponse) -> Void) {
+    func serve(_ request: HTTPRequest, method: String, session: ConsoleSession,
+                       _ answer: @escaping (HTTPResponse) -> Void) {
         let viewer = OperatorsConsole.viewer(session)
         let path = request.path
         switch method {
@@ -136,7 +137,7 @@ public final class OperatorsConsole {
             switch path {
             case "/console/signout":
                 sessions.close(session.id)
-                return answer(.redirect("/console/signin", headers: [("Set-Cookie", ConsoleSessions.expiredCookie(secure: request.isTLS))]))
+                return answer(.redirect("/console/signin", headers: ["Set-Cookie": ConsoleSessions.expiredCookie(secure: request.isTLS)]))
             case "/console/dead/replay": return change(.replay, request, session, answer)
             case "/console/dead/purge": return change(.purge, request, session, answer)
             default: return answer(notFound(viewer))
@@ -161,26 +162,26 @@ public final class OperatorsConsole {
     /// script, no `eval`), no style but its stylesheet, no framing, no referrer to other
     /// sites (`same-origin`: the console's own forms then carry their `Origin`, which
     /// `ConsoleGate` checks; `no-referrer` made browsers send `Origin: null`), no sniffing.
-    public static let securityHeaders: [(String, String)] = [
-        ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-            + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
-        ("X-Content-Type-Options", "nosniff"),
-        ("X-Frame-Options", "DENY"),
-        ("Referrer-Policy", "same-origin"),
-        ("Cross-Origin-Opener-Policy", "same-origin"),
+    public static let securityHeaders: HTTPHeaders = [
+        "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
     ]
 
     static func viewer(_ session: ConsoleSession) -> ConsolePages.Viewer {
         ConsolePages.Viewer(name: session.name, role: session.role, csrf: session.csrf)
     }
 
-    func notFound(_ viewer: ConsolePages.Viewer?) -> ConsoleResponse {
+    func notFound(_ viewer: ConsolePages.Viewer?) -> HTTPResponse {
         .html(404, ConsolePages.message(title: "Not found", viewer: viewer, text: "No such page.", back: ("/console/overview", "Overview")))
     }
 
     /// The answer to a request `ConsoleGate` did not allow: a GET without a session goes to
     /// the sign-in page; everything else is a 403 that says why and changes nothing.
-    func refusal(_ verdict: ConsoleGate.Verdict, _ request: ConsoleRequest, _ session: ConsoleSession?) -> ConsoleResponse {
+    func refusal(_ verdict: ConsoleGate.Verdict, _ request: HTTPRequest, _ session: ConsoleSession?) -> HTTPResponse {
         let viewer = session.map(OperatorsConsole.viewer)
         switch verdict {
         case .allowed:
@@ -200,14 +201,14 @@ public final class OperatorsConsole {
         }
     }
 
-    func refused(_ request: ConsoleRequest, _ status: Int, _ text: String, viewer: ConsolePages.Viewer?, why: String) -> ConsoleResponse {
+    func refused(_ request: HTTPRequest, _ status: Int, _ text: String, viewer: ConsolePages.Viewer?, why: String) -> HTTPResponse {
         log(.warn, "console request refused", [("path", request.path), ("why", why), ("from", request.peer ?? "?")])
         return .html(status, ConsolePages.message(title: "Refused", viewer: viewer, text: text, back: ("/console/dead", "Dead letters")))
     }
 
     // MARK: Overview
 
-    func overview(_ viewer: ConsolePages.Viewer, _ answer: @escaping (ConsoleResponse) -> Void) {
+    func overview(_ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let figures = figures()
         let ids = figures.apps.map(\.id)
         operations.pendingTrims(apps: ids, horizonMs: 0) { [weak self] pending in

@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -47,18 +48,18 @@ class ConsoleTestCase: XCTestCase {
     }
 
     func request(_ method: String, _ path: String, query: [(String, String)] = [], form: [(String, String)] = [],
-                 file: StaticString = #filePath, line: UInt = #line) -> ConsoleResponse {
-        var headers = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464", "content-type": "application/x-www-form-urlencoded"]
+                 file: StaticString = #filePath, line: UInt = #line) -> HTTPResponse {
+        var headers: HTTPHeaders = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464", "content-type": "application/x-www-form-urlencoded"]
         if !cookie.isEmpty { headers["cookie"] = cookie }
-        let r = ConsoleRequest(method: method, path: path, query: FormData.encode(query), headers: headers,
+        let r = HTTPRequest(method: method, path: path, query: FormData.encode(query), headers: headers,
                                body: Array(FormData.encode(form).utf8), peer: "127.0.0.1:5000")
-        var response: ConsoleResponse?
+        var response: HTTPResponse?
         console.handle(r) { response = $0 }
         loop.run(waitingFor: "the console to answer \(method) \(path)", file: file, line: line) { response != nil }
-        return response ?? ConsoleResponse(status: 0, contentType: "", body: "")
+        return response ?? HTTPResponse(status: 0, contentType: "", body: "")
     }
 
-    func body(_ r: ConsoleResponse) -> String { String(decoding: r.body, as: UTF8.self) }
+    func body(_ r: HTTPResponse) -> String { String(decoding: r.body, as: UTF8.self) }
 
     /// The first capture group of each match of `pattern` in `text`.
     func match(_ pattern: String, _ text: String) -> [String] {

@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import Foundation
@@ -58,7 +59,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
 
     /// Fails when `page` shows a hostile value's markup character or a control character as it
     /// is, or shows no hostile value at all (then the check would prove nothing).
-    private func assertEscaped(_ response: ConsoleResponse, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+    private func assertEscaped(_ response: HTTPResponse, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
         let page = body(response)
         XCTAssertTrue(page.contains("zq"), "\(what): the page shows the hostile values (status \(response.status))", file: file, line: line)
         for bad in ConsoleHostileTests.unescaped {
@@ -67,8 +68,9 @@ final class ConsoleHostileTests: ConsoleTestCase {
             let around = String(page[start..<range.upperBound])
             XCTFail("\(what): \(bad.debugDescription) of a value reached the page unescaped: …\(around)", file: file, line: line)
         }
-        for (name, value) in response.headers {
-            XCTAssertFalse(value.contains("\n") || value.contains("\r"), "\(what): header \(name) carries no line break", file: file, line: line)
+        for header in response.headers {
+            XCTAssertFalse(header.value.contains("\n") || header.value.contains("\r"), "\(what): header \(header.name) carries no line break",
+                           file: file, line: line)
         }
     }
 

@@ -1,3 +1,4 @@
+import HTTPMessages
 @testable import OperatorsConsole
 import XCTest
 
@@ -46,7 +47,7 @@ final class ConsoleRulesTests: XCTestCase {
     }
 
     func testCookiesAreFoundByExactName() {
-        let r = ConsoleRequest(method: "GET", path: "/console/", headers: ["cookie": "x_pushgw_console=no; pushgw_console=abc; y=1"])
+        let r = HTTPRequest(method: "GET", path: "/console/", headers: ["cookie": "x_pushgw_console=no; pushgw_console=abc; y=1"])
         XCTAssertEqual(r.cookie("pushgw_console"), "abc")
         XCTAssertNil(r.cookie("pushgw"))
     }
@@ -61,8 +62,8 @@ final class ConsoleRulesTests: XCTestCase {
         }
     }
 
-    private func post(_ form: String, headers: [String: String] = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464"]) -> ConsoleRequest {
-        ConsoleRequest(method: "POST", path: "/console/dead/purge", headers: headers, body: Array(form.utf8))
+    private func post(_ form: String, headers: HTTPHeaders = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464"]) -> HTTPRequest {
+        HTTPRequest(method: "POST", path: "/console/dead/purge", headers: headers, body: Array(form.utf8))
     }
 
     func testAChangeNeedsTheSessionsCSRFTokenTheAdminRoleAndTheSameOrigin() {
@@ -85,7 +86,7 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)"), session: nil, changes: true), .signInFirst)
-        XCTAssertEqual(ConsoleGate.check(ConsoleRequest(method: "GET", path: "/console/dead"), session: readOnly, changes: false), .allowed)
+        XCTAssertEqual(ConsoleGate.check(HTTPRequest(method: "GET", path: "/console/dead"), session: readOnly, changes: false), .allowed)
     }
 
     func testSessionsExpireWhenIdleOrOld() {
