@@ -15,19 +15,26 @@ extension HTTPResponse {
     }
 }
 
-/// What the admin endpoint answers: `/metrics`, `/healthz`, `/readyz` for anyone, and the
-/// admin API (routes added with `addRoute`) behind the bearer token (`AdminAccess`).
+/// What the admin endpoint answers, its one routing table: `/metrics`, `/healthz`, `/readyz`
+/// for anyone, the admin API (routes added with `addRoute`) behind the bearer token
+/// (`AdminAccess`), and sections with access rules of their own that may answer later (the
+/// console under `/console`, added with `addSection`).
 ///
-/// Independent of HTTP plumbing: `handle` maps a request to a response, so the rules are
-/// tested without sockets and `AdminServer` only carries bytes. Loop-owned.
+/// Independent of HTTP plumbing: `answer` (and `handle`, for what answers at once) maps a
+/// request to a response, so the rules are tested without sockets and `AdminServer` only
+/// carries bytes. Loop-owned.
 package final class AdminRoutes {
     package typealias Handler = (HTTPRequest) -> HTTPResponse
+    /// A handler that answers through its second argument, once, now or later on the loop.
+    package typealias AnsweringHandler = (HTTPRequest, @escaping (HTTPResponse) -> Void) -> Void
 
     private let token: AdminToken?
     private let metrics: () -> String
     private let readiness: () -> Readiness
     private let guesses: CredentialGuard?
     private var api: [String: Handler] = [:]
+    /// Path prefixes (`/console`) whose paths their own handler answers, in the order added.
+    private var sections: [(prefix: String, handler: AnsweringHandler)] = []
 
     /// - Parameters:
     ///   - token: the admin API's token; nil closes the admin API (403).
@@ -65,6 +72,23 @@ package final class AdminRoutes {
         api[path] = handler
     }
 
+    /// Adds a section: `prefix` and every path under `prefix/` go to `handler`, which checks
+    /// access itself (the console's sessions) and may answer after a few Redis round trips.
+    package func addSection(_ prefix: String, handler: @escaping AnsweringHandler) {
+        precondition(!AdminAccess.openPaths.contains(prefix) && api[prefix] == nil, "\(prefix) is a route already")
+        sections.append((prefix, handler))
+    }
+
+    /// Answers `request` through `respond`: a section's path by its handler (now or later),
+    /// every other path at once (`handle`).
+    package func answer(_ request: HTTPRequest, respond: @escaping (HTTPResponse) -> Void) {
+        if let section = sections.first(where: { request.path == $0.prefix || request.path.hasPrefix($0.prefix + "/") }) {
+            return section.handler(request, respond)
+        }
+        respond(handle(request))
+    }
+
+    /// Answers a request of the open paths or the admin API (not of a section).
     package func handle(_ request: HTTPRequest) -> HTTPResponse {
         if AdminAccess.openPaths.contains(request.path) {
             guard request.method == "GET" || request.method == "HEAD" else {

@@ -129,6 +129,12 @@ package final class GatewayAdmin {
         let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
                                  readiness: { [unowned self] in self.readiness() }, guesses: guesses)
         routes.addRoute("/status") { [unowned self] _ in self.status() }
+        routes.addSection("/console") { [weak self] request, answer in
+            guard let console = self?.console else {
+                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
+            }
+            console.handle(request, answer: answer)
+        }
         self.routes = routes
         if let token, let openConsole {
             let console = openConsole(token)
@@ -141,13 +147,7 @@ package final class GatewayAdmin {
         // The name in admin.listen is one clients reach the endpoint by, like admin.public_host.
         let listenHost = Endpoint(parsing: config.listen).map(\.host).map { [$0] } ?? []
         server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: limits,
-                             publicHosts: config.publicHosts + listenHost, log: log) { [weak self] request, answer in
-            guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
-            guard let console = self?.console else {
-                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
-            }
-            console.handle(request, answer: answer)
-        }
+                             publicHosts: config.publicHosts + listenHost, log: log, answering: routes.answer)
         probe.start()
         evictionCheck.start()
         guard let endpoint = Endpoint(parsing: config.listen) else {

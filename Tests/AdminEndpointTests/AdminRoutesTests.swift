@@ -54,6 +54,20 @@ final class AdminRoutesTests: XCTestCase {
                        "only the exact open paths are open")
     }
 
+    func testASectionAnswersItsOwnPathsLaterAndNothingElse() {
+        let r = routes(token: secret)
+        var pending: [(HTTPRequest, (HTTPResponse) -> Void)] = []
+        r.addSection("/console") { request, answer in pending.append((request, answer)) }
+        var answers: [String: Int] = [:]
+        for path in ["/console", "/console/dead", "/consolex", "/status"] {
+            r.answer(HTTPRequest(method: "GET", path: path)) { answers[path] = $0.status }
+        }
+        XCTAssertEqual(pending.map(\.0.path), ["/console", "/console/dead"], "the prefix and the paths under it, not /consolex")
+        XCTAssertEqual(answers, ["/consolex": 401, "/status": 401], "the other paths are answered at once, under the bearer token")
+        for (request, answer) in pending { answer(HTTPResponse(status: 200, contentType: "text/plain", body: request.path)) }
+        XCTAssertEqual(answers["/console/dead"], 200, "a section answers when it is ready")
+    }
+
     func testWithoutATokenFileTheAdminAPIIsClosed() {
         let r = routes(token: nil)
         XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer anything"])).status, 403)
