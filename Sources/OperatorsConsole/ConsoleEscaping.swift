@@ -14,13 +14,13 @@ public enum ConsoleEscaping {
     /// (quotes are harmless there, but then no quote of a value reaches a page unescaped in
     /// any context, which a check of a page can rely on), controls made visible (line feeds
     /// kept when `keepingLines`, for a multi-line `<pre>`). `Node.render` calls it.
-    public static func html(_ text: String, keepingLines: Bool = false) -> String {
+    static func html(_ text: String, keepingLines: Bool = false) -> String {
         escape(keepingLines ? TerminalText.line(text) : TerminalText.field(text))
     }
 
     /// A quoted attribute value (`value="…"`, `href="…"`): as text, its line feeds made
     /// visible too. The renderer always quotes with `"`.
-    public static func attribute(_ text: String) -> String {
+    static func attribute(_ text: String) -> String {
         escape(TerminalText.field(text))
     }
 
