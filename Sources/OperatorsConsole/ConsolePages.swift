@@ -371,7 +371,7 @@ enum ConsolePages {
         }
         s.append(.el("table", ["class": "list", "id": "preview"],
                      .el("thead", .el("tr", .el("th", "Dead letter"), .el("th", "Call"), .el("th", "Reason"), .el("th", "What happens"))),
-                     .el("tbody", children: rows.map(\.html))))
+                     .el("tbody", children: rows.map(\.row))))
         if rows.isEmpty {
             s.append(.el("p", .el("a", ["href": "/console/dead"], "Back to the dead letters")))
         } else if viewer.role.mayChange {

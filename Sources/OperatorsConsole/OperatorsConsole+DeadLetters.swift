@@ -81,21 +81,21 @@ extension OperatorsConsole {
         FormData.unescape(Substring(text.replacingOccurrences(of: "+", with: "%2B")))
     }
 
-    /// One dead letter of a preview: what the page shows of it, not its event, rendered as it
-    /// is read (a step of the scan renders its rows, so the answer only joins them).
+    /// One dead letter of a preview: what the page shows of it, not its event, built as it is
+    /// read (a step of the scan builds its rows' nodes, so the record is not kept).
     struct PreviewRow: Sendable {
         let app: String
         let id: String
         let forecast: ReplayForecast
         /// Its `<tr>` and its confirmation form's hidden input.
-        let html: Node
+        let row: Node
         let input: Node
 
         init(_ record: DeadLetterRecord, action: ConsolePages.Action, forecast: ReplayForecast, nowMs: Int64) {
             app = record.app
             id = record.id
             self.forecast = forecast
-            (html, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
+            (row, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
         }
     }
 
