@@ -20,6 +20,19 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(ConsoleEscaping.attribute("it's"), "it&#39;s")
     }
 
+    func testTheRendererEscapesEveryTextAndAttributeValue() {
+        let hostile = #"</td><script>x('1')</script>"&"#
+        let page = Node.group(.raw(.doctype),
+                              .element("td", [Attribute("title", hostile), .flag("hidden")], [.text(hostile), .el("input", ["value": hostile])]),
+                              .el("pre", .text("a\n<b>", keepingLines: true)), .el("svg", .el("circle", ["r": "1"])))
+        XCTAssertEqual(page.rendered, "<!doctype html>"
+                       + #"<td title="&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;" hidden>"#
+                       + #"&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;"#
+                       + #"<input value="&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;"></td>"#
+                       + "<pre>a\n&lt;b&gt;</pre><svg><circle r=\"1\"/></svg>",
+                       "text and attribute values escaped, quotes included; void elements without end tag; SVG shapes self-closed")
+    }
+
     func testJSONStringsCannotCloseTheirBlock() {
         let s = ConsoleEscaping.jsonString("</script><!--\u{2028}\"\\")
         XCTAssertFalse(s.contains("<") || s.contains(">"), s)
