@@ -223,9 +223,9 @@ enum ConsolePages {
         if records.isEmpty {
             selection.append(.el("p", ["class": "empty", "id": "no-dead"], .text("No dead letters\(filters.isEmpty ? "" : " match these filters").")))
         } else {
-            let head = .el("thead", .el("tr", .el("th", .el("input", ["type": "checkbox", "id": "select-all", "aria-label": "select all"])),
+            let head = Node.el("thead", .el("tr", .el("th", .el("input", ["type": "checkbox", "id": "select-all", "aria-label": "select all"])),
                                         .el("th", "Dead letter"), .el("th", "App"), .el("th", "Age"), .el("th", "Reason"), .el("th", "Call"),
-                                        .el("th", "Type"), .el("th", "Attempts"), .el("th", "Replays"))) as Node
+                                        .el("th", "Type"), .el("th", "Attempts"), .el("th", "Replays")))
             let rows: [Node] = records.map { r in
                 let ref = r.app + "/" + r.id
                 return .el("tr", ["class": "dead", "data-id": ref],
