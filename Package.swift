@@ -18,6 +18,9 @@ let package = Package(
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
+        // The version and git commit of this build, written before each build by the plugin below.
+        .target(name: "BuildVersion", dependencies: [], plugins: ["BuildVersionPlugin"]),
+        .plugin(name: "BuildVersionPlugin", capability: .buildTool(), path: "Plugins/BuildVersion"),
         // The admin endpoint's request and response values, shared by its server, its routes and the console.
         .target(name: "HTTPMessages", dependencies: []),
         .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "COpenSSL"]),
@@ -33,10 +36,10 @@ let package = Package(
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
                                                      "Routing", "Retry", "DeadLetters", "VisibleText"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
-        .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
+        .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
                                                       "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
-        .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
+        .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
                                                        "VisibleText"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),

@@ -181,7 +181,8 @@ def ignored(path):
 must = [".git/HEAD", ".build/debug/pushgw", "config/demo-secrets/AuthKey.p8", "docker/secrets/AuthKey.p8",
         "docker/secrets/admin-token", "config/secrets/beta-voip.key", "bench/out/x"]
 keep = ["Package.swift", "Sources/GatewayConfiguration/Config.swift", "Tests/GatewayTestSupport/ConfigFixture.swift", "bench/run.sh",
-        "scripts/debian-packages.txt", "docker/build-pushgw.sh", "docker/pushgw.json"]
+        "scripts/debian-packages.txt", "docker/build-pushgw.sh", "docker/pushgw.json", "VERSION", "BUILD-COMMIT",
+        "Plugins/BuildVersion/BuildVersion.swift", "scripts/build-version.sh"]
 wrong = [p for p in must if not ignored(p)] + [f"{p} (needed by the build)" for p in keep if ignored(p)]
 if wrong:
     sys.exit("check-deploy: .dockerignore: " + ", ".join(wrong))
