@@ -48,7 +48,7 @@ enum DeadReplayCommand: Command {
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--all", "--dry-run", "--yes"],
                                                   options: ["--config", "--app", "--reason", "--call", "--since", "--rate"],
                                                   maxPositionals: 100_000) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             let selection = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
@@ -73,12 +73,12 @@ enum DeadReplayCommand: Command {
                 operations.replayPaced(references, pacer: pacer, firstIndex: summary.replayed.count, onStep: { reference, step in
                     switch step {
                     case let .replayed(r, entry, forecast):
-                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  "
+                        context.output.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  "
                                             + "(replay #\(r.replays + 1)): " + forecast.text(nowMs: Clock.unixMs()))
                     case let .skipped(r, forecast):
-                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
+                        context.output.out("skipped \(TerminalText.field(r.app))/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
                     case .gone:
-                        context.console.out("skipped \(TerminalText.field(reference.text)): gone meanwhile (replayed or purged by someone else)")
+                        context.output.out("skipped \(TerminalText.field(reference.text)): gone meanwhile (replayed or purged by someone else)")
                     }
                 }, completion: { part in
                     summary.add(part)
