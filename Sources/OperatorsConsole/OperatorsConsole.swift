@@ -2,6 +2,7 @@ import DeadLetters
 import EventLoop
 import Foundation
 import CallStorage
+import JSONOutput
 
 /// The operators' console (docs/operations.md, "Console"): pages under `/console/` for the
 /// gateway's health, its dead letters and the audit trail, served from the admin endpoint.

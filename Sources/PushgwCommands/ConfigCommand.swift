@@ -1,5 +1,6 @@
 import DeadLetters
 import GatewayConfiguration
+import JSONOutput
 
 /// `pushgw config check [--config F | F] [--json]`: validates a config file and prints every
 /// problem, one per line, with its JSON path and fix.

@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import CallStorage
+import JSONOutput
 import RedisClient
 
 /// Why a `pushgw dead` verb stops, and its exit status.

@@ -1,6 +1,7 @@
 import DeadLetters
 import EventLoop
 import GatewayConfiguration
+import JSONOutput
 
 /// `pushgw dead stats`: how many dead letters each app has, why, how old the oldest is, and
 /// what retention is about to remove.

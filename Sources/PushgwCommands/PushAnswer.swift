@@ -1,6 +1,7 @@
 import APNs
 import DeadLetters
 import Foundation
+import JSONOutput
 
 /// Prints APNs' answer to a hand-made push on stdout and returns `pushgw push`'s exit status:
 /// 0 accepted, 1 rejected or no answer (transport trouble). With `json`, one line

@@ -2,6 +2,7 @@ import DeadLetters
 import EventLoop
 import GatewayConfiguration
 import CallStorage
+import JSONOutput
 import RedisClient
 import VisibleText
 

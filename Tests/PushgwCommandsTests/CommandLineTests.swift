@@ -4,6 +4,7 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import GatewayTestSupport
+import JSONOutput
 import TestSupport
 import XCTest
 @testable import PushgwCommands
