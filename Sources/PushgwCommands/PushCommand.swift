@@ -69,12 +69,12 @@ enum PushCommand: Command {
         defer { loop.close() }
         let client: ApnsClient
         do {
-            var configuration = ApnsClientConfiguration(host: plan.endpoint.host, port: plan.endpoint.port,
-                                                        caFile: plan.caFile,
-                                                        authentication: try plan.credential.authentication())
-            configuration.connections = 1
-            configuration.requestTimeoutMs = Int64(plan.requestTimeoutMs)
-            client = try ApnsClient(loop: loop, configuration: configuration)
+            var settings = ApnsClientSettings(host: plan.endpoint.host, port: plan.endpoint.port,
+                                              caFile: plan.caFile,
+                                              authentication: try plan.credential.authentication())
+            settings.connections = 1
+            settings.requestTimeoutMs = Int64(plan.requestTimeoutMs)
+            client = try ApnsClient(loop: loop, settings: settings)
         } catch {
             output.err("pushgw push: credentials.\(plan.credentialName): \(error)")
             return 2
