@@ -9,16 +9,18 @@ extension RouterRole {
     ///
     /// ```
     /// idle ─start─▶ registering ─registered─▶ running ─drain─▶ draining ─(no call left, or the deadline)─▶ retiring ─retired─▶ retired
-    ///                 │ ▲ failed, lease held                       ▲
-    ///                 ▼ │ (register timer)                          │ drain (from any state before)
-    ///                 (waiting) ─lease renewed while waiting─▶ nameTaken
+    ///               │  ▲                                          ▲
+    ///   failed, or  │  │ register timer         drain (idle, registering, nameTaken: at once)
+    ///   lease held  ▼  │
+    ///            (waiting) ─lease renewed while waiting─▶ nameTaken
     /// ```
     ///
     /// Beside the state, and in every state, the sweeps of the process's own pending entries
     /// that are due (`OwnSweeps`): the reading connection may ask for them before the name is
     /// registered, and they run only while running.
     ///
-    /// Switches have no `default:`. Races the loop allows (a registration answered after a
+    /// Switches have no `default:`. Pairs that cannot happen (an answer with no step in flight)
+    /// stop the process with the state; races the loop allows (a registration answered after a
     /// drain began, a timer that fires after its reason went away) are commented and return
     /// `.none`.
     struct Lifecycle {

@@ -15,13 +15,16 @@ extension RouterRole {
     /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, and
     /// some app below its in-flight cap.
     func readNext() {
-        run(lifecycle.onReadWanted(appsReady: apps.contains { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }))
+        run(lifecycle.onReadWanted(appsReady: apps.contains(where: hasRoom)))
     }
+
+    /// Whether `app` has calls in flight here below its cap (`perAppInFlight`): its stream is read.
+    private func hasRoom(_ app: AppRuntime) -> Bool { (inFlightPerApp[app.id] ?? 0) < settings.perAppInFlight }
 
     /// One XREADGROUP over the apps below their in-flight cap (`.read`), for as many entries as
     /// the fullest of them has room for.
     func read(blocks: Bool) {
-        let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
+        let ready = apps.filter(hasRoom)
         let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
         store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
                       blockMs: blocks ? settings.blockMs : nil) { [unowned self] result in
