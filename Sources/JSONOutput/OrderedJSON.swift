@@ -39,10 +39,7 @@ public indirect enum OrderedJSON: Sendable {
         case let s as Substring: self = .string(String(s))
         case let b as Bool: self = .bool(b)
         case let n as Int: self = .int(Int64(n))
-        case let n as Int64: self = .int(n)
-        case let n as Int32: self = .int(Int64(n))
-        case let n as UInt32: self = .int(Int64(n))
-        case let n as UInt64: self = n <= UInt64(Int64.max) ? .int(Int64(n)) : .string(String(n))
+        case let n as any BinaryInteger: self = Int64(exactly: n).map { .int($0) } ?? .string(String(describing: n))
         case let d as Double: self = d.isFinite ? .double(d) : .string(String(d))
         case let a as [Any]: self = .array(a.map { OrderedJSON(loggable: $0) })
         case let o as [String: Any]:

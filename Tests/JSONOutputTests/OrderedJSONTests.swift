@@ -29,6 +29,11 @@ final class OrderedJSONTests: XCTestCase {
         XCTAssertFalse(error.isEmpty, "a value of another type is written as its description")
     }
 
+    func testEveryIntegerTypeIsANumberAndOneBeyondInt64IsWrittenExactlyAsAString() {
+        let fields: [String: Any] = ["a": UInt16(8080), "b": Int8(-1), "c": UInt(7), "d": UInt64.max, "e": Int32.min]
+        XCTAssertEqual(OrderedJSON(loggable: fields).text, #"{"a":8080,"b":-1,"c":7,"d":"18446744073709551615","e":-2147483648}"#)
+    }
+
     func testNumbersThatAreNotFiniteAreWrittenAsStringsNotAsInvalidJSON() {
         let text = OrderedJSON(loggable: ["inf": Double.infinity, "nan": Double.nan] as [String: Any]).text
         XCTAssertEqual(text, #"{"inf":"inf","nan":"nan"}"#)
