@@ -56,6 +56,7 @@ extension RouterRole {
         }
     }
 
+    /// One heartbeat, renewing the lease (the next is armed by `run(.beat)`, while running).
     func beat() {
         store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs,
                         signingKey: signer.keyHex) { [unowned self] result in
