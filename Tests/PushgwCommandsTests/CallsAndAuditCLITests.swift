@@ -11,12 +11,16 @@ import XCTest
 /// `pushgw calls show`, `pushgw audit`, `dead list --older-than` and the audit's user without
 /// `$USER`, on what a real router wrote into a real redis-server (`DeadLetterHarness`): a call
 /// whose VoIP token is gone (alert delivered, token marked invalid), one dead-lettered by a
-/// wrong key, and changes made with `tokens forget` and `dead purge`.
-final class CallsAndAuditCLITests: XCTestCase {
+/// wrong key, and changes made with `tokens forget` and `dead purge`. On TCP here, and as the
+/// least-privileged ACL user (docs/operations.md) in the subclass below.
+class CallsAndAuditCLITests: XCTestCase {
     private var h: DeadLetterHarness!
 
+    /// How the gateway and the CLI of this class's tests reach Redis.
+    class var redisDeployment: RedisDeployment { .tcp }
+
     override func setUpWithError() throws {
-        h = try DeadLetterHarness()
+        h = try DeadLetterHarness(redis: Self.redisDeployment)
         try h.writeConfigFile()
     }
 
@@ -43,7 +47,7 @@ final class CallsAndAuditCLITests: XCTestCase {
         XCTAssertTrue(show.text.contains("calls entry:  "), show.text)
         XCTAssertTrue(show.text.contains("attempts (2):"), show.text)
         let rows = show.out.filter { $0.hasPrefix("    2") }
-        XCTAssertEqual(rows.count, 2, "one row per attempt: \(show.text)")
+        guard rows.count == 2 else { return XCTFail("one row per attempt: \(show.text)") }
         XCTAssertTrue(rows[0].contains("voip") && rows[0].contains("410") && rows[0].contains("Unregistered"), rows[0])
         XCTAssertTrue(rows[1].contains("alert") && rows[1].contains("200"), rows[1])
         XCTAssertTrue(show.text.contains("dead letter:  none"), show.text)
@@ -153,6 +157,19 @@ final class CallsAndAuditCLITests: XCTestCase {
         XCTAssertEqual(none.out, ["no dead letters match in apps acme, broken"])
         XCTAssertEqual(h.dead(["list", "--older-than", "soon"]).status, 2)
     }
+}
+
+/// `CallsAndAuditCLITests` as the least-privileged ACL user: `ACL LOG` stays empty (the harness checks).
+final class CallsAndAuditCLIAsLeastPrivilegedUserTests: CallsAndAuditCLITests {
+    override class var redisDeployment: RedisDeployment { .leastPrivilege }
+
+    override func testShowTellsTheResultEveryAttemptAndTheTokensState() throws { try super.testShowTellsTheResultEveryAttemptAndTheTokensState() }
+    override func testShowFindsTheDeadLetterAndTheTokensOfItsEvent() throws { try super.testShowFindsTheDeadLetterAndTheTokensOfItsEvent() }
+    override func testAnUnknownCallExitsOneAndBadUsageExitsTwo() { super.testAnUnknownCallExitsOneAndBadUsageExitsTwo() }
+    override func testAuditListsChangesNewestFirstAndNamesTheUserWithoutUSER() throws {
+        try super.testAuditListsChangesNewestFirstAndNamesTheUserWithoutUSER()
+    }
+    override func testListOlderThanShowsOnlyThoseDeadBeforeIt() throws { try super.testListOlderThanShowsOnlyThoseDeadBeforeIt() }
 }
 
 /// What `pushgw run --help` and `pushgw --version` print, without Redis.
