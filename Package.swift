@@ -74,7 +74,7 @@ let package = Package(
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
-        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
+        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "BuildVersion", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
                                                                "TestSupport", "APNs", "APNsSimulator", "CallStorage", "EventLoop",
                                                                "RedisClient", "Routing"]),
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
