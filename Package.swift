@@ -39,7 +39,7 @@ let package = Package(
                                                      "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
-                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
+                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent", "JSONOutput"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",

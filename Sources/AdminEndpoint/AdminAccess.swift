@@ -1,5 +1,6 @@
 import Foundation
 import GatewayConfiguration
+import JSONOutput
 
 /// The admin API's bearer token, read from `admin.token_file`.
 ///
@@ -172,7 +173,6 @@ package struct Readiness: Equatable, Sendable {
                 return o
             }
         }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        return OrderedJSON(loggable: object).text
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPMessages
+import JSONOutput
 
 extension HTTPRequest {
     /// The `Authorization` header (the first); nil when absent.
@@ -9,9 +10,8 @@ extension HTTPRequest {
 extension HTTPResponse {
     /// A JSON body `{"error": message}`.
     package static func error(_ status: Int, _ message: String, headers: HTTPHeaders = [:]) -> HTTPResponse {
-        let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
-        return HTTPResponse(status: status, contentType: "application/json", body: String(decoding: data, as: UTF8.self),
-                            headers: headers)
+        HTTPResponse(status: status, contentType: "application/json", body: OrderedJSON.object([("error", .string(message))]).text,
+                     headers: headers)
     }
 }
 

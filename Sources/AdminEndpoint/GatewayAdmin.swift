@@ -16,6 +16,7 @@ import OperatorsConsole
 import CallStorage
 import RedisClient
 import Routing
+import JSONOutput
 
 /// The admin endpoint of a running gateway: `/metrics`, `/healthz`, `/readyz` and
 /// the token-protected admin API, on the process's loop. Owns the HTTP server, the metrics and
@@ -312,8 +313,7 @@ package final class GatewayAdmin {
              "connections": p.connectionsByState, "sent": p.stats.sent, "answered": p.stats.answered]
         }
         object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return HTTPResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+        return HTTPResponse(status: 200, contentType: "application/json", body: OrderedJSON(loggable: object).text)
     }
 }
 
