@@ -34,9 +34,13 @@ let package = Package(
                                                      "Routing", "Retry", "DeadLetters", "VisibleText"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
-                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
+                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent",
+                                                      "COpenSSL"]),
+        // The producers' HTTP API: its own listener on the admin endpoint's server code.
+        .target(name: "IngestEndpoint", dependencies: ["AdminEndpoint", "HTTPMessages", "CallStorage", "Routing", "EventLoop",
+                                                       "GatewayConfiguration", "GatewayRoles", "RedisClient", "DeadLetters", "COpenSSL"]),
         // The command line: one file per verb, and the one place that wires a process together.
-        .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
+        .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
                                                        "VisibleText"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
@@ -72,6 +76,9 @@ let package = Package(
         .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
                                                                "TestSupport", "APNs", "APNsSimulator", "CallStorage", "EventLoop",
                                                                "RedisClient", "Routing"]),
+        .testTarget(name: "IngestEndpointTests", dependencies: ["IngestEndpoint", "AdminEndpoint", "HTTPMessages", "GatewayRoles",
+                                                                "GatewayConfiguration", "GatewayTestSupport", "TestSupport", "APNs",
+                                                                "APNsSimulator", "CallStorage", "EventLoop", "RedisClient", "Routing"]),
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
                                                                 "GatewayTestSupport", "TestSupport", "APNs", "APNsSimulator",
                                                                 "CallStorage", "DeadLetters", "EventLoop", "RedisClient", "Retry",

@@ -94,8 +94,10 @@ public final class TLSContext: @unchecked Sendable {
 
     /// A server context with `certFile`/`keyFile`, selecting ALPN `h2`. With `clientCAFile`,
     /// a client certificate is requested and verified against it (but not required, so token
-    /// auth works on the same port).
-    public static func server(certFile: String, keyFile: String, clientCAFile: String? = nil) throws(TLSError) -> TLSContext {
+    /// auth works on the same port). Without `alpnH2` no protocol is selected, and clients
+    /// speak HTTP/1.1 (the producers' HTTP API on evhttp).
+    public static func server(certFile: String, keyFile: String, clientCAFile: String? = nil,
+                              alpnH2: Bool = true) throws(TLSError) -> TLSContext {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw TLSError("SSL_CTX_new: \(TLSError.drainOpenSSL())") }
         let context = TLSContext(ctx: ctx, isServer: true)
         try context.applyCommon()
@@ -106,6 +108,7 @@ public final class TLSContext: @unchecked Sendable {
             }
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         }
+        guard alpnH2 else { return context }
         SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, _ in
             // nghttp2_select_next_protocol would also do; h2 is all we speak.
             var i = 0

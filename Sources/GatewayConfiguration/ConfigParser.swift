@@ -77,18 +77,19 @@ struct ConfigParser {
     init(_ reader: ConfigReader) { self.reader = reader }
 
     func parse(_ root: [String: Any]) -> GatewayConfig {
-        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps"])
+        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps", "ingest"])
         let redis = parseRedis(root)
         let admin = parseAdmin(root)
         let apns = parseAPNs(root)
         let (credentials, declared) = parseCredentials(root)
         let apps = parseApps(root, declaredCredentials: declared)
+        let ingest = parseIngest(root, admin: admin, appIDs: Set((root["apps"] as? [String: Any])?.keys.map { $0 } ?? []))
         // What only loading the files tells (ConfigCredentialChecks.swift).
         let nowS = Int64(Date().timeIntervalSince1970)
         checkCAFile(apns, nowS: nowS)
         let certificates = checkLoading(credentials, nowS: nowS)
         checkEnvironments(apps: apps, apns: apns, certificates: certificates)
-        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps)
+        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps, ingest: ingest)
     }
 
     // MARK: admin
@@ -469,13 +470,13 @@ extension GatewayConfig {
     static let maxBundleIDCharacters = 255
 
     /// What `isName` accepts, for messages.
-    static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
 
     /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
     /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
     /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
     /// control characters.
-    static func isName(_ name: String) -> Bool {
+    package static func isName(_ name: String) -> Bool {
         let utf8 = name.utf8
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)

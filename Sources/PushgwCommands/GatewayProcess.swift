@@ -1,4 +1,5 @@
 import AdminEndpoint
+import IngestEndpoint
 import EventLoop
 import GatewayConfiguration
 import GatewayRoles
@@ -34,6 +35,8 @@ final class GatewayProcess {
     private var draining = false
     private let deadLetters: DeadLettersRole?
     private let admin: GatewayAdmin
+    /// The producers' HTTP API (`ingest`), when configured.
+    private let ingest: IngestEndpoint?
     /// Told why the service refuses to run: its consumer name is another live gateway's.
     var onConsumerNameTaken: ((String) -> Void)?
     private var exitStatus: Int32 = 0
@@ -99,6 +102,7 @@ final class GatewayProcess {
                            adminToken: token, guesses: admin.guesses, log: log,
                            figures: { admin.consoleFigures() })
         }
+        ingest = config.ingest.map { IngestEndpoint(loop: loop, config: $0, apps: apps, topology: store.topology, log: log) }
         log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
@@ -117,12 +121,14 @@ final class GatewayProcess {
             self.loop.stop()
         }
         admin.start()
+        ingest?.start()
         store.start()
         moverTopology?.start()
         runner?.start()
         mover?.start()
         deadLetters?.start()
         loop.run()
+        ingest?.close()
         admin.close()
         for s in signals { s.close() }
         mover?.close()
@@ -155,9 +161,9 @@ final class GatewayProcess {
                       ["problems": report.errors.map(\.description)])
             return
         }
-        guard newConfig.redis == config.redis, newConfig.admin == config.admin else {
+        guard newConfig.redis == config.redis, newConfig.admin == config.admin, newConfig.ingest == config.ingest else {
             log.error("config reload refused; the running config stays",
-                      ["problems": ["redis and admin settings change only with a restart"]])
+                      ["problems": ["redis, admin and ingest settings change only with a restart"]])
             return
         }
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }

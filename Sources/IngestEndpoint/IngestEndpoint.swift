@@ -1,0 +1,107 @@
+// IngestEndpoint: the producers' HTTP API (docs/protocol.md "The HTTP API", docs/http-api.yaml):
+// a listener of its own (`ingest.listen`) on the admin endpoint's server code (AdminServer:
+// evhttp, the request screen, the connection admission), with its own guess limits
+// (CredentialGuard) for the API keys, and the routes that turn a request into the event a
+// Redis producer would have written (IngestRoutes, through CallStorage's CallIntake).
+// Owns: what producers may do over HTTP, and their keys and request rates.
+// Must not: route calls or read the router's state: it writes the calls stream and reads
+// result keys, as any producer does; never on the admin endpoint's port.
+import AdminEndpoint
+import CallStorage
+import EventLoop
+import GatewayConfiguration
+import GatewayRoles
+import RedisClient
+
+/// The HTTP API of a running gateway, on the process's loop. Lifecycle: create it,
+/// `start()` before the loop runs (it listens; a port in use is retried every 5 s, logged
+/// once), `close()` after the loop stopped. Loop-owned.
+package final class IngestEndpoint {
+    private let loop: EventLoop
+    private let config: IngestConfig
+    private let log: Log
+    private let routes: IngestRoutes
+    private let guesses: CredentialGuard
+    private var server: AdminServer?
+    private var rebindTimer: LoopTimer?
+    private var bindFailures = 0
+    /// How long a failed bind waits before the next try.
+    package var rebindEveryMs: Int64 = 5_000
+
+    /// `apps`: the config's apps (their keys and policies); `topology`: where the events go
+    /// (the process's store's).
+    package init(loop: EventLoop, config: IngestConfig, apps: [AppRuntime], topology: RedisTopology, log: Log) {
+        self.loop = loop
+        self.config = config
+        self.log = log
+        guesses = CredentialGuard(loop: loop, log: log, credential: "API key")
+        var served: [String: IngestRoutes.App] = [:]
+        for app in apps { served[app.id] = IngestRoutes.App(keys: app.keys, policy: app.policy) }
+        routes = IngestRoutes(loop: loop, intake: CallIntake(topology: topology), apps: served,
+                              keys: APIKeys(keyHashes: config.apps.mapValues(\.keyHashes)),
+                              rate: AppRequestRate(buckets: config.apps.mapValues { .init(perSecond: $0.requestsPerSecond, burst: $0.burst) }),
+                              guesses: guesses)
+    }
+
+    /// The port the API listens on; nil while it is not bound.
+    package var port: Int? { server?.boundPort }
+
+    /// Loads the TLS files and listens. A TLS file that no longer loads (`config check`
+    /// loaded it) leaves the API closed, with an error in the log: it never falls back to
+    /// plain HTTP.
+    package func start() {
+        loop.assertInLoop()
+        guard let endpoint = Endpoint(parsing: config.listen) else {
+            log.error("HTTP API not started: ingest.listen is not host:port", ["listen": config.listen])
+            return
+        }
+        var tls: TLSContext?
+        if let cert = config.tlsCertFile, let key = config.tlsKeyFile {
+            do {
+                tls = try TLSContext.server(certFile: cert, keyFile: key, alpnH2: false)
+            } catch {
+                log.error("HTTP API not started: its TLS certificate does not load", ["problem": error.message])
+                return
+            }
+        }
+        var limits = AdminServer.Limits()
+        limits.maxConnections = config.maxConnections
+        limits.maxConnectionsPerClient = config.maxConnectionsPerClient
+        limits.requestsPerConnectionPerSecond = 1_000  // producers keep connections alive; the app's rate bounds them
+        limits.acceptsPerTurn = 32
+        // Bodies up to twice the event limit reach the routes, which answer 413 in JSON; beyond,
+        // evhttp answers 413 itself.
+        limits.maxBodyBytes = 2 * AdminServer.maxBodyBytes
+        server = AdminServer(loop: loop, limits: limits, publicHosts: config.publicHosts + [endpoint.host], log: log,
+                             name: "ingest", tls: tls, answering: routes.answer)
+        bind(endpoint)
+        log.info("HTTP API", ["listen": endpoint.description, "port": port ?? endpoint.port, "tls": tls != nil,
+                              "apps": config.apps.keys.sorted()])
+    }
+
+    package func close() {
+        rebindTimer?.close()
+        rebindTimer = nil
+        routes.close()
+        server?.close()
+        server = nil
+        guesses.close()
+    }
+
+    private func bind(_ endpoint: Endpoint) {
+        guard let server else { return }
+        do {
+            try server.bind(endpoint)
+            if bindFailures > 0 { log.info("HTTP API listening after all", ["listen": endpoint.description]) }
+            bindFailures = 0
+        } catch {
+            if bindFailures == 0 {
+                log.error("HTTP API cannot listen; retrying", ["problem": error.description, "retry_ms": rebindEveryMs,
+                                                              "fix": "set ingest.listen to a free address"])
+            }
+            bindFailures += 1
+            if rebindTimer == nil { rebindTimer = LoopTimer(loop: loop) { [unowned self] in self.bind(endpoint) } }
+            rebindTimer?.schedule(afterMs: rebindEveryMs)
+        }
+    }
+}
