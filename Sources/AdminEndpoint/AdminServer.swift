@@ -358,7 +358,9 @@ package final class AdminServer {
     /// Ends the connections whose request did not arrive in time (idle or trickling).
     private func closeLateConnections() {
         let now = Clock.monotonicMs()
-        let late = open.values.filter { $0.deadlineMs <= now }
+        // A connection waiting for its answer is the server's to answer, not late (the
+        // producers' API may wait for a call's result): its deadline starts again with the answer.
+        let late = open.values.filter { $0.deadlineMs <= now && $0.answering == 0 }
         for connection in late {
             stats.closedAtDeadline += 1
             evhttp_connection_free(connection.evcon)  // its close hook forgets it

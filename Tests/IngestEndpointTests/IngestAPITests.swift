@@ -1,0 +1,244 @@
+import EventLoop
+import Foundation
+import GatewayTestSupport
+import IngestEndpoint
+import TestSupport
+import XCTest
+
+/// The producers' HTTP API over real HTTP on loopback, against a real redis-server and a live
+/// router with the APNs simulator (docs/protocol.md, "The HTTP API").
+final class IngestAPITests: XCTestCase {
+    private var h: IngestHarness!
+
+    override func tearDown() {
+        h?.close()
+        h = nil
+    }
+
+    func testACallIsAcceptedAndWaitReturnsItsResult() throws {
+        h = try IngestHarness()
+        let reply = try h.request("POST", "/v1/apps/acme/calls?wait=5s", key: h.keys["acme"], body: IngestHarness.call("c-wait"))
+        XCTAssertEqual(reply.status, 200, reply.body)
+        let body = IngestHarness.json(reply)
+        XCTAssertEqual(body["status"] as? String, "done")
+        let result = try XCTUnwrap(body["result"] as? [String: Any])
+        XCTAssertEqual(result["outcome"] as? String, "delivered_voip")
+        XCTAssertEqual(result["id"] as? String, "c-wait")
+        XCTAssertEqual(result["entry"] as? String, body["entry"] as? String, "the result answers the entry the API added")
+        XCTAssertEqual(h.router.requests("a0a0a0a0").count, 1, "one push")
+
+        let read = try h.request("GET", "/v1/apps/acme/calls/c-wait", key: h.keys["acme"])
+        XCTAssertEqual(read.status, 200, read.body)
+        XCTAssertEqual((IngestHarness.json(read)["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
+    }
+
+    func testWithoutWaitTheAnswerIs202WithTheEntryID() throws {
+        h = try IngestHarness(startRouter: false)
+        let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-202"))
+        XCTAssertEqual(reply.status, 202, reply.body)
+        let body = IngestHarness.json(reply)
+        XCTAssertEqual(body["status"] as? String, "accepted")
+        let entry = try XCTUnwrap(body["entry"] as? String)
+        let stored = h.router.entries(h.router.keys("acme").calls)
+        XCTAssertEqual(stored.map(\.id), [entry], "the entry is in the calls stream")
+        XCTAssertEqual(stored.first?.fields["event"], IngestHarness.call("c-202"), "the event as the producer sent it")
+        let unknown = try h.request("GET", "/v1/apps/acme/calls/c-202", key: h.keys["acme"])
+        XCTAssertEqual(unknown.status, 404, "no result yet: no gateway read it")
+        XCTAssertEqual(IngestHarness.json(unknown)["error"] as? String, "unknown_call")
+    }
+
+    func testNoKeyAWrongKeyAndAnotherAppsKeyAreRefusedAndNothingIsWritten() throws {
+        h = try IngestHarness(startRouter: false)
+        let event = IngestHarness.call("c-auth")
+        let none = try h.request("POST", "/v1/apps/acme/calls", body: event)
+        XCTAssertEqual(none.status, 401, none.body)
+        XCTAssertEqual(IngestHarness.json(none)["error"] as? String, "unauthenticated")
+        XCTAssertNotNil(none.headers["www-authenticate"])
+        let wrong = try h.request("POST", "/v1/apps/acme/calls", key: APIKeys.newKey(), body: event)
+        XCTAssertEqual(wrong.status, 401, wrong.body)
+        let other = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["beta"], body: event)
+        XCTAssertEqual(other.status, 403, other.body)
+        XCTAssertEqual(IngestHarness.json(other)["error"] as? String, "forbidden")
+        let basic = try h.request("POST", "/v1/apps/acme/calls", body: event, headers: ["Authorization": "Basic " + h.keys["acme"]!])
+        XCTAssertEqual(basic.status, 401, "only Bearer carries a key")
+        let read = try h.request("GET", "/v1/apps/acme/calls/c-auth", key: h.keys["beta"])
+        XCTAssertEqual(read.status, 403, "another app's key reads nothing either")
+        XCTAssertEqual(h.callsLength("acme"), 0, "nothing was written")
+        XCTAssertEqual(h.callsLength("beta"), 0)
+        let right = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: event)
+        XCTAssertEqual(right.status, 202, "the app's own key is taken")
+        XCTAssertEqual(h.callsLength("acme"), 1)
+    }
+
+    func testWrongKeysFromOneAddressAreLimited() throws {
+        h = try IngestHarness(startRouter: false)
+        var statuses: [Int] = []
+        for _ in 0..<6 {
+            statuses.append(try h.request("POST", "/v1/apps/acme/calls", key: APIKeys.newKey(), body: IngestHarness.call("c-guess")).status)
+        }
+        XCTAssertEqual(Array(statuses.prefix(4)), [401, 401, 401, 401], "three free wrong keys, the fourth starts the wait")
+        XCTAssertEqual(statuses.last, 429, "then the address's keys are not checked while it waits")
+        let limited = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-guess"))
+        XCTAssertEqual(limited.status, 429, "not even the right key is checked meanwhile (no oracle)")
+        XCTAssertEqual(IngestHarness.json(limited)["error"] as? String, "too_many_wrong_keys")
+        XCTAssertNotNil(limited.headers["retry-after"])
+        let elsewhere = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-guess"),
+                                      from: "127.0.0.2")
+        XCTAssertEqual(elsewhere.status, 202, "another address is not held back")
+        XCTAssertEqual(h.callsLength(), 1)
+    }
+
+    func testADuplicateIDIs409NamingTheFirstOutcome() throws {
+        h = try IngestHarness()
+        let first = try h.request("POST", "/v1/apps/acme/calls?wait=5s", key: h.keys["acme"], body: IngestHarness.call("c-dup"))
+        XCTAssertEqual(first.status, 200, first.body)
+        let again = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-dup"))
+        XCTAssertEqual(again.status, 409, again.body)
+        let body = IngestHarness.json(again)
+        XCTAssertEqual(body["error"] as? String, "duplicate")
+        XCTAssertEqual(body["first_outcome"] as? String, "delivered_voip")
+        XCTAssertEqual((body["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
+        h.router.runFor(200)
+        XCTAssertEqual(h.router.requests("a0a0a0a0").count, 1, "the duplicate was not sent")
+        XCTAssertEqual(h.callsLength(), 0, "nor written")
+    }
+
+    func testAnEventOverTheLimitIs413AndNothingIsWritten() throws {
+        h = try IngestHarness(startRouter: false)
+        let big = IngestHarness.call("c-big", extra: ["padding": String(repeating: "x", count: 70_000)])
+        let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: big)
+        XCTAssertEqual(reply.status, 413, reply.body)
+        let body = IngestHarness.json(reply)
+        XCTAssertEqual(body["error"] as? String, "too_large")
+        XCTAssertEqual(body["message"] as? String, "invalid_event: event: \(big.utf8.count) bytes, over the 65536-byte limit",
+                       "the dead letter's reason text")
+        let huge = IngestHarness.call("c-huge", extra: ["padding": String(repeating: "x", count: 300_000)])
+        let refused = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: huge)
+        XCTAssertEqual(refused.status, 413, "evhttp refuses a body far over the limit itself")
+        XCTAssertEqual(h.callsLength(), 0)
+    }
+
+    func testAnInvalidEventIs400WithTheRoutersOwnReason() throws {
+        h = try IngestHarness()
+        let cases = [
+            "{\"v\":1,\"id\":\"c-bad-1\",\"type\":\"incoming_call\",\"voip_token\":\"zz\"}",
+            "{\"v\":1,\"id\":\"c-bad-2\",\"type\":\"ring99\",\"voip_token\":\"a0a0\"}",
+            "{\"v\":1,\"id\":\"c-bad-3\",\"type\":\"incoming_call\"}",
+            "{\"v\":1,\"id\":\"c-bad-4\",\"type\":\"incoming_call\",\"voip_token\":\"a0a0\",\"deadline\":1764412345}",
+            "not json",
+        ]
+        for (i, text) in cases.enumerated() {
+            let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: text)
+            XCTAssertEqual(reply.status, 400, reply.body)
+            let body = IngestHarness.json(reply)
+            XCTAssertEqual(body["error"] as? String, "invalid_event")
+            XCTAssertNotNil(body["field"], "the field is named: \(reply.body)")
+            // The same event written to Redis: the router's dead letter gives the same reason.
+            h.router.xaddRaw("acme", text)
+            XCTAssertTrue(h.router.waitForRecords(i + 1))
+            XCTAssertEqual(body["message"] as? String, h.router.recorded.last?.record.reason,
+                           "the API's reason is the dead letter's for \(text)")
+        }
+        XCTAssertEqual(h.router.results().count, cases.count, "only the events written by hand reached the router")
+    }
+
+    func testAnIdempotencyKeyMustBeTheCallID() throws {
+        h = try IngestHarness(startRouter: false)
+        let other = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-idem"),
+                                  headers: ["Idempotency-Key": "something-else"])
+        XCTAssertEqual(other.status, 400, other.body)
+        XCTAssertEqual(IngestHarness.json(other)["error"] as? String, "idempotency_key_mismatch")
+        XCTAssertEqual(h.callsLength(), 0)
+        let same = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-idem"),
+                                 headers: ["Idempotency-Key": "c-idem"])
+        XCTAssertEqual(same.status, 202, same.body)
+    }
+
+    func testAFloodFromOneAppIs429WhileAnotherAppsCallsAreAnswered() throws {
+        h = try IngestHarness(rate: (perSecond: 1, burst: 3))
+        var statuses: [Int] = []
+        var retryAfter: [String] = []
+        for i in 0..<20 {
+            let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-flood-\(i)"))
+            statuses.append(reply.status)
+            if reply.status == 429 {
+                XCTAssertEqual(IngestHarness.json(reply)["error"] as? String, "rate_limited")
+                retryAfter.append(reply.headers["retry-after"] ?? "")
+            }
+        }
+        XCTAssertEqual(Array(statuses.prefix(3)), [202, 202, 202], "the burst is taken")
+        XCTAssertGreaterThan(statuses.filter { $0 == 429 }.count, 0, "the flood is refused beyond the app's rate: \(statuses)")
+        XCTAssertTrue(retryAfter.allSatisfy { (Int($0) ?? 0) >= 1 }, "with Retry-After in seconds: \(retryAfter)")
+        let beta = try h.request("POST", "/v1/apps/beta/calls?wait=5s", key: h.keys["beta"], body: IngestHarness.call("c-beta", voip: "b0b0b0b0"))
+        XCTAssertEqual(beta.status, 200, "another app's call is answered meanwhile: \(beta.body)")
+        XCTAssertEqual((IngestHarness.json(beta)["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
+        let accepted = statuses.filter { $0 == 202 }.count
+        XCTAssertTrue(h.router.runUntil("the accepted acme calls to be recorded") {
+            h.router.recorded.filter { $0.app == "acme" }.count == accepted
+        }, "every accepted call is routed, no refused one")
+    }
+
+    func testRedisRefusingWritesIs503AndNothingIsWritten() throws {
+        h = try IngestHarness(startRouter: false)
+        _ = try h.router.redis.cli(["CONFIG", "SET", "min-replicas-to-write", "1"])
+        let refused = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-503"))
+        let cancel = try h.request("POST", "/v1/apps/acme/calls/c-503/cancel", key: h.keys["acme"])
+        _ = try h.router.redis.cli(["CONFIG", "SET", "min-replicas-to-write", "0"])
+        XCTAssertEqual(refused.status, 503, refused.body)
+        XCTAssertEqual(IngestHarness.json(refused)["error"] as? String, "redis_refuses_writes")
+        XCTAssertNotNil(refused.headers["retry-after"])
+        XCTAssertEqual(cancel.status, 503, cancel.body)
+        XCTAssertEqual(h.callsLength(), 0)
+        let later = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-503"))
+        XCTAssertEqual(later.status, 202, "sent again with the same id once Redis takes writes")
+    }
+
+    func testACancelWritesACallCancelledEventAndItsResultIsRead() throws {
+        h = try IngestHarness(startRouter: false)
+        let call = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-cancel"))
+        XCTAssertEqual(call.status, 202, call.body)
+        let cancel = try h.request("POST", "/v1/apps/acme/calls/c-cancel/cancel", key: h.keys["acme"], headers: ["Idempotency-Key": "c-cancel"])
+        XCTAssertEqual(cancel.status, 202, cancel.body)
+        let events = h.router.entries(h.router.keys("acme").calls).compactMap { $0.fields["event"] }
+        XCTAssertEqual(events.last, "{\"id\":\"c-cancel\",\"type\":\"call_cancelled\",\"v\":1}")
+        h.router.runner.start()
+        let waited = try h.request("POST", "/v1/apps/acme/calls/c-cancel/cancel?wait=5s", key: h.keys["acme"])
+        // The first cancel's own result is there by now or soon: this one waits for it, or is its duplicate.
+        XCTAssertTrue([200, 409].contains(waited.status), waited.body)
+        XCTAssertTrue(h.router.runUntil("both results") { h.router.recorded.count >= 2 })
+        let read = try h.request("GET", "/v1/apps/acme/calls/c-cancel?wait=5s", key: h.keys["acme"])
+        XCTAssertEqual(read.status, 200, read.body)
+        XCTAssertEqual((IngestHarness.json(read)["result"] as? [String: Any])?["outcome"] as? String, "cancelled")
+        XCTAssertTrue(h.router.requests("a0a0a0a0").isEmpty, "the cancel came before the push: nothing rang")
+    }
+
+    func testReceiptsWithoutTheirEventTypesAre404() throws {
+        h = try IngestHarness(startRouter: false)
+        for kind in ["answer", "decline", "ringing"] {
+            let reply = try h.request("POST", "/v1/apps/acme/calls/c-r/\(kind)", key: h.keys["acme"])
+            XCTAssertEqual(reply.status, 404, reply.body)
+            XCTAssertEqual(IngestHarness.json(reply)["error"] as? String, "event_type_unsupported")
+        }
+        let unknown = try h.request("GET", "/v1/other", key: h.keys["acme"])
+        XCTAssertEqual(unknown.status, 404)
+        XCTAssertEqual(IngestHarness.json(unknown)["error"] as? String, "not_found")
+        let method = try h.request("DELETE", "/v1/apps/acme/calls", key: h.keys["acme"])
+        XCTAssertEqual(method.status, 405)
+        XCTAssertEqual(method.headers["allow"], "POST")
+        XCTAssertEqual(h.callsLength(), 0)
+    }
+
+    func testTheAPIOverTLS() throws {
+        h = try IngestHarness(tls: true)
+        let curl = try ChildProcess("/usr/bin/curl", ["-sS", "--cacert", h.router.sim.pki.caCert, "-o", "-", "-w", "\n%{http_code}",
+                                                      "-H", "Authorization: Bearer \(h.keys["acme"]!)", "-H", "Content-Type: application/json",
+                                                      "--data-binary", IngestHarness.call("c-tls"),
+                                                      "https://localhost:\(h.port)/v1/apps/acme/calls?wait=5s"])
+        XCTAssertTrue(h.router.runUntil("curl to end", timeoutMs: 20_000) { !curl.isRunning })
+        XCTAssertEqual(curl.exitStatus, 0, curl.errorOutput)
+        XCTAssertTrue(curl.output.hasSuffix("\n200"), curl.output)
+        XCTAssertTrue(curl.output.contains("\"outcome\":\"delivered_voip\""), curl.output)
+        let plain = try? h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-plain"))
+        XCTAssertNotEqual(plain?.status, 202, "plain HTTP is not served on a TLS listener")
+    }
+}
