@@ -78,6 +78,11 @@ package final class AdminServer {
         package var reservedDescriptors = 128
         /// How long accepting pauses after a failed accept or a connection refused for the reserve.
         var pauseMs: Int64 = 1_000
+        /// Whether a connection waiting for its answer is kept past its request deadline (its
+        /// deadline starts again with the answer). Off for the admin endpoint, whose answers
+        /// take a few Redis round trips; on for the producers' API, whose `?wait` waits for a
+        /// call's result.
+        package var answeringOutlivesDeadline = false
         /// The largest request body evhttp reads; beyond it evhttp answers 413 itself (the
         /// handler sees only what fits).
         package var maxBodyBytes = AdminServer.maxBodyBytes
@@ -358,9 +363,7 @@ package final class AdminServer {
     /// Ends the connections whose request did not arrive in time (idle or trickling).
     private func closeLateConnections() {
         let now = Clock.monotonicMs()
-        // A connection waiting for its answer is the server's to answer, not late (the
-        // producers' API may wait for a call's result): its deadline starts again with the answer.
-        let late = open.values.filter { $0.deadlineMs <= now && $0.answering == 0 }
+        let late = open.values.filter { $0.deadlineMs <= now && ($0.answering == 0 || !limits.answeringOutlivesDeadline) }
         for connection in late {
             stats.closedAtDeadline += 1
             evhttp_connection_free(connection.evcon)  // its close hook forgets it
@@ -631,13 +634,12 @@ struct AdminAdmission {
     /// The process's descriptor limit (the soft `RLIMIT_NOFILE`).
     let descriptorLimit: Int
     /// Accepts that may be made now, refilled at `limits.acceptsPerSecond`.
-    private var accepts: Double
-    private var refilledMs: Int64?
+    private var accepts: TokenBucket
 
     init(limits: AdminServer.Limits, descriptorLimit: Int) {
         self.limits = limits
         self.descriptorLimit = descriptorLimit
-        accepts = Double(limits.acceptBurst)
+        accepts = TokenBucket(perSecond: limits.acceptsPerSecond, burst: limits.acceptBurst)
     }
 
     /// Where `newcomer` goes among the `open` connections (itself not among them): its
@@ -666,11 +668,7 @@ struct AdminAdmission {
     /// Counts one accept at `nowMs`: nil while the rate allows more, else the milliseconds
     /// until the next may be made (accepting pauses that long).
     mutating func takeAccept(nowMs: Int64) -> Int64? {
-        let perMs = Double(limits.acceptsPerSecond) / 1000
-        if let refilledMs { accepts = min(Double(limits.acceptBurst), accepts + Double(nowMs - refilledMs) * perMs) }
-        refilledMs = nowMs
-        accepts -= 1
-        return accepts >= 1 ? nil : Int64(((1 - accepts) / perMs).rounded(.up))
+        accepts.spend(nowMs: nowMs)
     }
 
     /// True when a new connection's descriptor is within the reserve: the kernel gives the

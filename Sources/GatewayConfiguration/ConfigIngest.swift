@@ -98,28 +98,10 @@ extension ConfigParser {
                 }
             }
         }
-        if let (text, at) = reader.string(section, "public_host", in: path, required: false, example: "push-api.example.com") {
-            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
-                reader.error(at, "\(reader.quoted(bad)) is not a host name",
-                             fix: "write the names producers reach the API by, such as \"push-api.example.com\" (several separated by commas; no port, no scheme)")
-            } else {
-                config.publicHosts = names
-            }
-        }
-        let most = 65_536
-        config.maxConnections = reader.positiveInteger(section, "max_connections", in: path,
-                                                       fallback: IngestConfig.defaultMaxConnections, most: most) ?? config.maxConnections
-        if let perClient = reader.positiveInteger(section, "max_connections_per_client", in: path,
-                                                  fallback: min(IngestConfig.defaultMaxConnectionsPerClient, config.maxConnections),
-                                                  most: most) {
-            if perClient > config.maxConnections {
-                reader.error(path.appending("max_connections_per_client"), "\(perClient) is over max_connections (\(config.maxConnections))",
-                             fix: "make it at most max_connections")
-            } else {
-                config.maxConnectionsPerClient = perClient
-            }
-        }
+        config.publicHosts = publicHosts(section, in: path, example: "push-api.example.com", what: "producers reach the API by")
+            ?? config.publicHosts
+        (config.maxConnections, config.maxConnectionsPerClient) = connectionCaps(
+            section, in: path, most: 65_536, defaults: (IngestConfig.defaultMaxConnections, IngestConfig.defaultMaxConnectionsPerClient))
         config.apps = parseIngestApps(section, in: path, appIDs: appIDs)
         return config
     }

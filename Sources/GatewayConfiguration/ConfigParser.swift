@@ -111,28 +111,10 @@ struct ConfigParser {
                                            example: "secrets/admin-token")
         config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
                                                    example: "secrets/console-readonly-token")
-        if let (text, at) = reader.string(section, "public_host", in: path, required: false, example: "pushgw.example.com") {
-            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
-                reader.error(at, "\(reader.quoted(bad)) is not a host name",
-                             fix: "write the names clients reach the endpoint by, such as \"pushgw.example.com\" (several separated by commas; no port, no scheme)")
-            } else {
-                config.publicHosts = names
-            }
-        }
-        let most = 4_096
-        config.maxConnections = reader.positiveInteger(section, "max_connections", in: path, fallback: AdminConfig.defaultMaxConnections,
-                                                       most: most) ?? config.maxConnections
-        if let perClient = reader.positiveInteger(section, "max_connections_per_client", in: path,
-                                                  fallback: min(AdminConfig.defaultMaxConnectionsPerClient, config.maxConnections),
-                                                  most: most) {
-            if perClient > config.maxConnections {
-                reader.error(path.appending("max_connections_per_client"), "\(perClient) is over max_connections (\(config.maxConnections))",
-                             fix: "make it at most max_connections, such as half of it (one client should not hold every connection)")
-            } else {
-                config.maxConnectionsPerClient = perClient
-            }
-        }
+        config.publicHosts = publicHosts(section, in: path, example: "pushgw.example.com", what: "clients reach the endpoint by")
+            ?? config.publicHosts
+        (config.maxConnections, config.maxConnectionsPerClient) = connectionCaps(
+            section, in: path, most: 4_096, defaults: (AdminConfig.defaultMaxConnections, AdminConfig.defaultMaxConnectionsPerClient))
         if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
             let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
             reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
@@ -141,6 +123,36 @@ struct ConfigParser {
                                + (config.tokenFile == nil ? "; set admin.token_file to open the admin API with a token" : ""))
         }
         return config
+    }
+
+    /// `public_host`: host names separated by commas, lower case; nil when absent or wrong
+    /// (the problem recorded). `what`: who uses the names, for the fix.
+    func publicHosts(_ section: [String: Any], in path: JSONPath, example: String, what: String) -> [String]? {
+        guard let (text, at) = reader.string(section, "public_host", in: path, required: false, example: example) else { return nil }
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
+            reader.error(at, "\(reader.quoted(bad)) is not a host name",
+                         fix: "write the names \(what), such as \"\(example)\" (several separated by commas; no port, no scheme)")
+            return nil
+        }
+        return names
+    }
+
+    /// `max_connections` and `max_connections_per_client` (at most the first), each at most
+    /// `most`; the defaults where absent or wrong (the problem recorded).
+    func connectionCaps(_ section: [String: Any], in path: JSONPath, most: Int,
+                        defaults: (total: Int, perClient: Int)) -> (total: Int, perClient: Int) {
+        let total = reader.positiveInteger(section, "max_connections", in: path, fallback: defaults.total, most: most) ?? defaults.total
+        var perClient = min(defaults.perClient, total)
+        if let value = reader.positiveInteger(section, "max_connections_per_client", in: path, fallback: perClient, most: most) {
+            if value > total {
+                reader.error(path.appending("max_connections_per_client"), "\(value) is over max_connections (\(total))",
+                             fix: "make it at most max_connections, such as half of it (one client should not hold every connection)")
+            } else {
+                perClient = value
+            }
+        }
+        return (total, perClient)
     }
 
     // MARK: apns

@@ -10,12 +10,12 @@ import DeadLetters
 /// work whichever hash matches or none), so timing tells nothing of a key or of which app's
 /// it is.
 package struct APIKeys: Sendable {
-    /// The hashes' bytes, with their app.
+    /// The hashes (their lower-case hex digits' bytes), with their app.
     private let hashes: [(app: String, digest: [UInt8])]
 
-    /// `keyHashes`: app id → the hashes (64 lower-case hex digits each, as the config checked).
+    /// `keyHashes`: app id → the hashes (64 hex digits each, as the config checked).
     package init(keyHashes: [String: [String]]) {
-        hashes = keyHashes.keys.sorted().flatMap { app in keyHashes[app]!.compactMap { APIKeys.bytes(hex: $0).map { (app, $0) } } }
+        hashes = keyHashes.keys.sorted().flatMap { app in keyHashes[app]!.map { (app, Array($0.lowercased().utf8)) } }
     }
 
     /// What a presented key proves.
@@ -31,7 +31,7 @@ package struct APIKeys: Sendable {
     /// The verdict on an `Authorization` header (`Bearer KEY`, scheme in any case).
     package func check(authorization: String?) -> Verdict {
         guard let key = APIKeys.bearer(authorization) else { return .none }
-        let digest = APIKeys.bytes(hex: EventDigest.of(Array(key.utf8)))!
+        let digest = Array(APIKeys.hash(key).utf8)
         var found: String?
         for entry in hashes where AdminToken.constantTimeEqual(digest[...], entry.digest) && found == nil {
             found = entry.app
@@ -56,58 +56,20 @@ package struct APIKeys: Sendable {
 
     /// What the config holds for `key`: its SHA-256, lower-case hex.
     package static func hash(_ key: String) -> String { EventDigest.of(Array(key.utf8)) }
-
-    private static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-        }
-        return out
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x61...0x66: return c - 0x61 + 10
-        case 0x41...0x46: return c - 0x41 + 10
-        default: return nil
-        }
-    }
 }
 
 /// Each app's request rate on the HTTP API: a token bucket per app, refilled at its
 /// `requests_per_second` up to its `burst` (`ingest.apps.APP`), so one app's flood leaves
 /// the others their share. Pure: the caller passes the time.
 package struct AppRequestRate: Sendable {
-    package struct Bucket: Equatable, Sendable {
-        package var perSecond: Int
-        package var burst: Int
-        package init(perSecond: Int, burst: Int) {
-            self.perSecond = perSecond
-            self.burst = burst
-        }
-    }
+    private var buckets: [String: TokenBucket]
 
-    private let buckets: [String: Bucket]
-    private var tokens: [String: (left: Double, atMs: Int64)] = [:]
-
-    package init(buckets: [String: Bucket]) { self.buckets = buckets }
+    package init(buckets: [String: TokenBucket]) { self.buckets = buckets }
 
     /// Takes one request of `app` at `nowMs`: nil when allowed, else the milliseconds until the
     /// bucket holds one again (the `Retry-After`). An app without a bucket is not limited here
     /// (it has no key either: its requests are refused before).
     package mutating func take(_ app: String, nowMs: Int64) -> Int64? {
-        guard let bucket = buckets[app] else { return nil }
-        let perMs = Double(bucket.perSecond) / 1000
-        var state = tokens[app] ?? (Double(bucket.burst), nowMs)
-        state.left = min(Double(bucket.burst), state.left + Double(max(0, nowMs - state.atMs)) * perMs)
-        state.atMs = nowMs
-        defer { tokens[app] = state }
-        guard state.left >= 1 else { return Int64(((1 - state.left) / perMs).rounded(.up)) }
-        state.left -= 1
-        return nil
+        buckets[app]?.take(nowMs: nowMs)
     }
 }

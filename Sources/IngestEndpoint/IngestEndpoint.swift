@@ -23,10 +23,7 @@ package final class IngestEndpoint {
     private let routes: IngestRoutes
     private let guesses: CredentialGuard
     private var server: AdminServer?
-    private var rebindTimer: LoopTimer?
-    private var bindFailures = 0
-    /// How long a failed bind waits before the next try.
-    package var rebindEveryMs: Int64 = 5_000
+    private let listening: ListenRetry
 
     /// `apps`: the config's apps (their keys and policies); `topology`: where the events go
     /// (the process's store's).
@@ -35,11 +32,12 @@ package final class IngestEndpoint {
         self.config = config
         self.log = log
         guesses = CredentialGuard(loop: loop, log: log, credential: "API key")
+        listening = ListenRetry(loop: loop, everyMs: 5_000, log: log, what: "HTTP API", fix: "set ingest.listen to a free address")
         var served: [String: IngestRoutes.App] = [:]
         for app in apps { served[app.id] = IngestRoutes.App(keys: app.keys, policy: app.policy) }
         routes = IngestRoutes(loop: loop, intake: CallIntake(topology: topology), apps: served,
                               keys: APIKeys(keyHashes: config.apps.mapValues(\.keyHashes)),
-                              rate: AppRequestRate(buckets: config.apps.mapValues { .init(perSecond: $0.requestsPerSecond, burst: $0.burst) }),
+                              rate: AppRequestRate(buckets: config.apps.mapValues { TokenBucket(perSecond: $0.requestsPerSecond, burst: $0.burst) }),
                               guesses: guesses)
     }
 
@@ -69,39 +67,23 @@ package final class IngestEndpoint {
         limits.maxConnectionsPerClient = config.maxConnectionsPerClient
         limits.requestsPerConnectionPerSecond = 1_000  // producers keep connections alive; the app's rate bounds them
         limits.acceptsPerTurn = 32
+        limits.answeringOutlivesDeadline = true  // a `?wait` may outlast the request deadline
         // Bodies up to twice the event limit reach the routes, which answer 413 in JSON; beyond,
         // evhttp answers 413 itself.
         limits.maxBodyBytes = 2 * AdminServer.maxBodyBytes
-        server = AdminServer(loop: loop, limits: limits, publicHosts: config.publicHosts + [endpoint.host], log: log,
-                             name: "ingest", tls: tls, answering: routes.answer)
-        bind(endpoint)
+        let server = AdminServer(loop: loop, limits: limits, publicHosts: config.publicHosts + [endpoint.host], log: log,
+                                 name: "ingest", tls: tls, answering: routes.answer)
+        self.server = server
+        listening.bind(server, to: endpoint)
         log.info("HTTP API", ["listen": endpoint.description, "port": port ?? endpoint.port, "tls": tls != nil,
                               "apps": config.apps.keys.sorted()])
     }
 
     package func close() {
-        rebindTimer?.close()
-        rebindTimer = nil
+        listening.close()
         routes.close()
         server?.close()
         server = nil
         guesses.close()
-    }
-
-    private func bind(_ endpoint: Endpoint) {
-        guard let server else { return }
-        do {
-            try server.bind(endpoint)
-            if bindFailures > 0 { log.info("HTTP API listening after all", ["listen": endpoint.description]) }
-            bindFailures = 0
-        } catch {
-            if bindFailures == 0 {
-                log.error("HTTP API cannot listen; retrying", ["problem": error.description, "retry_ms": rebindEveryMs,
-                                                              "fix": "set ingest.listen to a free address"])
-            }
-            bindFailures += 1
-            if rebindTimer == nil { rebindTimer = LoopTimer(loop: loop) { [unowned self] in self.bind(endpoint) } }
-            rebindTimer?.schedule(afterMs: rebindEveryMs)
-        }
     }
 }
