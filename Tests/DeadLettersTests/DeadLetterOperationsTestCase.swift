@@ -18,7 +18,7 @@ class DeadLetterOperationsTestCase: XCTestCase {
         loop = EventLoop()
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: "pushgw"),
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: .single(connection), prefix: "pushgw"),
                                           policies: policies, ringTimeoutsMs: ringTimeoutsMs)
     }
 

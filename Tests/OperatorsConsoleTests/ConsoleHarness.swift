@@ -30,7 +30,7 @@ class ConsoleTestCase: XCTestCase {
         loop = EventLoop()
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: "pushgw"),
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: .single(connection), prefix: "pushgw"),
                                           policies: policies, ringTimeoutsMs: policies.mapValues { _ in 30_000 })
         console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readOnlyAvailable,
                                    signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong }, figures: figures)
