@@ -71,6 +71,7 @@ let package = Package(
         .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                                       "APNs", "DeadLetters", "EventLoop", "RedisClient", "Retry", "Routing"]),
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+                                                              "IngestEndpoint",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
         .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
