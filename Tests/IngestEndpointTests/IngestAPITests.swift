@@ -32,6 +32,19 @@ final class IngestAPITests: XCTestCase {
         XCTAssertEqual((IngestHarness.json(read)["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
     }
 
+    /// As the gateway's least-privileged Redis user of docs/operations.md: the API's script and
+    /// reads are ones it may run (the harness fails the test on any refusal, `ACL LOG`).
+    func testTheGatewaysLeastPrivilegedUserMayDoWhatTheAPIDoes() throws {
+        h = try IngestHarness(redis: .leastPrivilege)
+        let call = try h.request("POST", "/v1/apps/acme/calls?wait=5s", key: h.keys["acme"], body: IngestHarness.call("c-acl"))
+        XCTAssertEqual(call.status, 200, call.body)
+        let again = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-acl"))
+        XCTAssertEqual(again.status, 409, again.body)
+        let cancel = try h.request("POST", "/v1/apps/acme/calls/c-acl/cancel?wait=5s", key: h.keys["acme"])
+        XCTAssertEqual(cancel.status, 200, cancel.body)
+        XCTAssertEqual(try h.request("GET", "/v1/apps/acme/calls/c-acl", key: h.keys["acme"]).status, 200)
+    }
+
     func testWithoutWaitTheAnswerIs202WithTheEntryID() throws {
         h = try IngestHarness(startRouter: false)
         let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-202"))

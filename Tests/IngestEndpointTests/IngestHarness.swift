@@ -18,9 +18,9 @@ final class IngestHarness {
     let keys: [String: String]
     var loop: EventLoop { router.loop }
 
-    init(startRouter: Bool = true, tls: Bool = false, rate: (perSecond: Int, burst: Int) = (1_000, 1_000),
-         file: StaticString = #filePath, line: UInt = #line) throws {
-        router = try RouterHarness(startRouter: startRouter)
+    init(redis: RedisDeployment = .tcp, startRouter: Bool = true, tls: Bool = false,
+         rate: (perSecond: Int, burst: Int) = (1_000, 1_000), file: StaticString = #filePath, line: UInt = #line) throws {
+        router = try RouterHarness(redis: redis, startRouter: startRouter)
         keys = ["acme": APIKeys.newKey(), "beta": APIKeys.newKey()]
         var config = IngestConfig(listen: "127.0.0.1:\(freeLoopbackPort())")
         if tls {
