@@ -19,26 +19,26 @@ enum ApiKeyCommand: Command {
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         if args.contains("--help") || args.contains("-h") {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         guard args.first == "new" else {
-            context.console.err(UsageError(args.isEmpty ? "missing \"new APP\"" : "unknown apikey command \"\(args[0])\"", verb: name).line)
+            context.output.err(UsageError(args.isEmpty ? "missing \"new APP\"" : "unknown apikey command \"\(args[0])\"", verb: name).line)
             return 2
         }
         guard args.count == 2 else {
-            context.console.err(UsageError(args.count < 2 ? "missing the app id" : "unexpected argument \"\(args[2])\"", verb: name).line)
+            context.output.err(UsageError(args.count < 2 ? "missing the app id" : "unexpected argument \"\(args[2])\"", verb: name).line)
             return 2
         }
         let app = args[1]
         guard GatewayConfig.isName(app) else {
-            context.console.err(UsageError("app id \"\(app)\" must be \(GatewayConfig.nameRule)", verb: name).line)
+            context.output.err(UsageError("app id \"\(app)\" must be \(GatewayConfig.nameRule)", verb: name).line)
             return 2
         }
         let key = APIKeys.newKey()
-        context.console.out("key:    \(key)")
-        context.console.out("sha256: \(APIKeys.hash(key))")
-        context.console.out("config: \"ingest\": { \"apps\": { \"\(app)\": { \"api_keys\": [\"\(APIKeys.hash(key))\"] } } }")
+        context.output.out("key:    \(key)")
+        context.output.out("sha256: \(APIKeys.hash(key))")
+        context.output.out("config: \"ingest\": { \"apps\": { \"\(app)\": { \"api_keys\": [\"\(APIKeys.hash(key))\"] } } }")
         return 0
     }
 }

@@ -6,8 +6,8 @@ import XCTest
 
 /// `pushgw apikey new APP`: a new random key each time, and its SHA-256 for the config.
 final class ApiKeyCommandTests: XCTestCase {
-    private func run(_ args: [String]) -> (Int32, CapturedConsole) {
-        let console = CapturedConsole()
+    private func run(_ args: [String]) -> (Int32, CapturedOutput) {
+        let console = CapturedOutput()
         return (pushgwMain(args, context: console.context()), console)
     }
 
