@@ -136,7 +136,7 @@ package final class IngestRoutes {
     private func authenticate(_ request: HTTPRequest, app: String) -> HTTPResponse? {
         let authorization = request.headers["authorization"]
         guard authorization != nil else {
-            return .problem(401, "unauthenticated", "this API needs Authorization: Bearer with an API key of app \(app)",
+            return .problem(401, "unauthenticated", "this API needs Authorization: Bearer with an API key of app \(InvalidEvent.quote(app))",
                             headers: ["WWW-Authenticate": "Bearer realm=\"pushgw\""])
         }
         if case let .wait(seconds) = guesses.admit(request.peer) {
@@ -147,7 +147,7 @@ package final class IngestRoutes {
         case let .app(owner) where owner == app:
             return nil
         case .app:
-            return .problem(403, "forbidden", "this API key is not one of app \(app)'s")
+            return .problem(403, "forbidden", "this API key is not one of app \(InvalidEvent.quote(app))'s")
         case .none, .wrong:
             guesses.failed(request.peer, via: "ingest")
             return .problem(401, "unauthenticated", "the API key is not one this gateway knows",
