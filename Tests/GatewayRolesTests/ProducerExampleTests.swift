@@ -17,24 +17,24 @@ final class ProducerExampleTests: XCTestCase {
     private static let root = packageRoot + "/examples/producers/"
 
     func testPythonProducer() throws {
-        try run("python", ["python3", Self.root + "python/producer.py"], n: 1)
+        try run("python", ["python3", Self.root + "python/producer.py"], n: 1, api: true)
     }
 
     func testNodeProducer() throws {
-        try run("node", ["node", Self.root + "node/producer.js"], n: 2, environment: ["NODE_PATH": "/usr/share/nodejs"])
+        try run("node", ["node", Self.root + "node/producer.js"], n: 2, environment: ["NODE_PATH": "/usr/share/nodejs"], api: true)
     }
 
     func testGoProducer() throws {
         try run("go", ["go", "run", Self.root + "go/producer.go"], n: 3,
-                environment: ["GO111MODULE": "off", "GOPATH": "/usr/share/gocode"])
+                environment: ["GO111MODULE": "off", "GOPATH": "/usr/share/gocode"], api: true)
     }
 
     func testRubyProducer() throws {
-        try run("ruby", ["ruby", Self.root + "ruby/producer.rb"], n: 4)
+        try run("ruby", ["ruby", Self.root + "ruby/producer.rb"], n: 4, api: true)
     }
 
     func testPHPProducer() throws {
-        try run("php", ["php", Self.root + "php/producer.php"], n: 5)
+        try run("php", ["php", Self.root + "php/producer.php"], n: 5, api: true)
     }
 
     func testShellProducer() throws {
