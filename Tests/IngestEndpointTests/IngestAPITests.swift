@@ -185,10 +185,81 @@ final class IngestAPITests: XCTestCase {
         let beta = try h.request("POST", "/v1/apps/beta/calls?wait=5s", key: h.keys["beta"], body: IngestHarness.call("c-beta", voip: "b0b0b0b0"))
         XCTAssertEqual(beta.status, 200, "another app's call is answered meanwhile: \(beta.body)")
         XCTAssertEqual((IngestHarness.json(beta)["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
+        print("request flood: 20 calls of one app at 1/s (burst 3) from one address: \(statuses.filter { $0 == 202 }.count) accepted, "
+              + "\(statuses.filter { $0 == 429 }.count) refused 429 (Retry-After \(Set(retryAfter).sorted()) s); the other app's call answered 200")
         let accepted = statuses.filter { $0 == 202 }.count
         XCTAssertTrue(h.router.runUntil("the accepted acme calls to be recorded") {
             h.router.recorded.filter { $0.app == "acme" }.count == accepted
         }, "every accepted call is routed, no refused one")
+    }
+
+    /// A flood of 1,000 calls of one app from one address, sent from a thread of its own as fast
+    /// as loopback takes them, while another app's producer sends calls that wait for their
+    /// results: the flood is held to its app's rate, the other app's calls are all delivered.
+    func testAThousandCallFloodOfOneAppLeavesAnotherAppsCallsDelivered() throws {
+        h = try IngestHarness(rate: (perSecond: 100, burst: 100))
+        final class Flood: @unchecked Sendable {
+            let lock = NSLock()
+            var statuses: [Int] = []
+            var finished = false
+        }
+        let flood = Flood()
+        let port = h.port, key = h.keys["acme"]!
+        let started = Clock.monotonicMs()
+        Thread.detachNewThread {
+            for i in 0..<1_000 {
+                let status = (try? LoopbackHTTP.blockingRequest("/v1/apps/acme/calls", method: "POST", port: port,
+                                                                headers: ["Authorization": "Bearer " + key, "Content-Type": "application/json"],
+                                                                body: IngestHarness.call("c-thousand-\(i)", voip: "d0d0d0d0")))?.status ?? 0
+                flood.lock.lock(); flood.statuses.append(status); flood.lock.unlock()
+            }
+            flood.lock.lock(); flood.finished = true; flood.lock.unlock()
+        }
+        var beta: [(status: Int, ms: Int64)] = []
+        for i in 0..<10 {
+            let sent = Clock.monotonicMs()
+            let reply = try h.request("POST", "/v1/apps/beta/calls?wait=5s", key: h.keys["beta"],
+                                      body: IngestHarness.call("c-beta-\(i)", voip: "e0e0e0e\(i)"), from: "127.0.0.2")
+            beta.append((reply.status, Clock.monotonicMs() - sent))
+        }
+        XCTAssertTrue(h.router.runUntil("the flood to end", timeoutMs: 120_000) { flood.lock.lock(); defer { flood.lock.unlock() }; return flood.finished })
+        let seconds = Double(Clock.monotonicMs() - started) / 1000
+        let statuses = flood.statuses
+        let accepted = statuses.filter { $0 == 202 }.count, limited = statuses.filter { $0 == 429 }.count
+        XCTAssertEqual(accepted + limited, 1_000, "every flood request answered 202 or 429: \(Set(statuses))")
+        XCTAssertGreaterThan(limited, 0, "the flood is held to its app's rate")
+        XCTAssertEqual(beta.map(\.status), Array(repeating: 200, count: 10), "the other app's calls are delivered meanwhile")
+        XCTAssertTrue(h.router.runUntil("the accepted calls to be recorded", timeoutMs: 60_000) {
+            h.router.recorded.filter { $0.app == "acme" }.count == accepted
+        })
+        print("flood: 1,000 calls of app acme (100/s, burst 100) from one address in \(String(format: "%.1f", seconds)) s: "
+              + "\(accepted) accepted, \(limited) refused 429; app beta's 10 calls from another address all delivered, "
+              + "answered in \(beta.map { String($0.ms) }.joined(separator: ", ")) ms (with their results)")
+    }
+
+    /// Idle connections from one address, reopened as they close, do not keep another
+    /// address's producer out (the admin endpoint's admission, with the API's own caps).
+    func testIdleConnectionsFromOneAddressLeaveAnotherProducersCallsAnswered() throws {
+        h = try IngestHarness()
+        let flood = ConnectionFlood(port: h.port, count: 300)
+        defer { flood.stop() }
+        h.router.runFor(500)
+        var statuses: [Int] = []
+        for i in 0..<5 {
+            statuses.append(try h.request("POST", "/v1/apps/acme/calls?wait=5s", key: h.keys["acme"],
+                                          body: IngestHarness.call("c-conn-\(i)", voip: "c0c0c0c\(i)"), from: "127.0.0.2").status)
+        }
+        XCTAssertEqual(statuses, [200, 200, 200, 200, 200], "each call answered with its result under the flood")
+        print("connection flood: 300 idle connections from one address (\(flood.reopenedCount) reopened); "
+              + "another address's 5 calls answered \(statuses)")
+    }
+
+    func testHeadersOverTheLimitAreRefusedAndNothingIsWritten() throws {
+        h = try IngestHarness(startRouter: false)
+        let reply = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-headers"),
+                                  headers: ["X-Padding": String(repeating: "p", count: 10_000)])
+        XCTAssertFalse((200..<300).contains(reply.status), "a header block over 8 KiB is refused: \(reply.status)")
+        XCTAssertEqual(h.callsLength(), 0)
     }
 
     func testRedisRefusingWritesIs503AndNothingIsWritten() throws {
