@@ -158,10 +158,9 @@ package final class AdminServer {
                   answering: { request, answer in answer(handler(request)) })
     }
 
-    /// As above; `name` names the server in its log lines (`admin` by default) and `tls`, when
-    /// given, makes every connection TLS (a server context without ALPN h2: HTTP/1.1).
-
-    /// As above, with a handler that may answer later (`AnsweringHandler`).
+    /// As above, with a handler that may answer later (`AnsweringHandler`). `name` names the
+    /// server in its log lines (`admin` by default); `tls`, when given, makes every connection
+    /// TLS (a server context without ALPN h2: HTTP/1.1).
     package init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
                 publicHosts: [String] = [], log: Log? = nil, name: String = "admin", tls: TLSContext? = nil,
                 answering handler: @escaping AnsweringHandler) {

@@ -105,7 +105,8 @@ package final class IngestRoutes {
         }
         if let refusal = authenticate(request, app: app) { return respond(refusal) }
         guard let served = apps[app] else {
-            // A key proved `app`, which a reload removed meanwhile.
+            // A key of an app the gateway does not route (`config check` refuses such an
+            // `ingest.apps` entry; a config built in code may have one).
             return respond(.problem(404, "unknown_app", "no app \(app) is configured"))
         }
         if let waitMs = rate.take(app, nowMs: Clock.monotonicMs()) {
