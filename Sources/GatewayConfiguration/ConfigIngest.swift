@@ -21,6 +21,15 @@ package struct IngestConfig: Equatable, Sendable {
     /// every request.
     package var apps: [String: IngestApp] = [:]
 
+    /// Whether `other` listens as this one does (address, TLS files, names, caps): what a
+    /// reload cannot change (the keys and rates of `apps` it can).
+    package func listensAs(_ other: IngestConfig) -> Bool {
+        var mine = self, theirs = other
+        mine.apps = [:]
+        theirs.apps = [:]
+        return mine == theirs
+    }
+
     static let defaultMaxConnections = 256
     static let defaultMaxConnectionsPerClient = 64
 

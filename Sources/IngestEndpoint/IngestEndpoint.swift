@@ -18,7 +18,7 @@ import RedisClient
 /// once), `close()` after the loop stopped. Loop-owned.
 package final class IngestEndpoint {
     private let loop: EventLoop
-    private let config: IngestConfig
+    private var config: IngestConfig
     private let log: Log
     private let routes: IngestRoutes
     private let guesses: CredentialGuard
@@ -33,12 +33,30 @@ package final class IngestEndpoint {
         self.log = log
         guesses = CredentialGuard(loop: loop, log: log, credential: "API key")
         listening = ListenRetry(loop: loop, everyMs: 5_000, log: log, what: "HTTP API", fix: "set ingest.listen to a free address")
+        let served = IngestEndpoint.served(config, apps: apps)
+        routes = IngestRoutes(loop: loop, intake: CallIntake(topology: topology), apps: served.apps, keys: served.keys,
+                              rate: served.rate, guesses: guesses)
+    }
+
+    /// What the routes serve of `config` and `apps`.
+    private static func served(_ config: IngestConfig, apps: [AppRuntime]) -> (apps: [String: IngestRoutes.App], keys: APIKeys,
+                                                                              rate: AppRequestRate) {
         var served: [String: IngestRoutes.App] = [:]
         for app in apps { served[app.id] = IngestRoutes.App(keys: app.keys, policy: app.policy) }
-        routes = IngestRoutes(loop: loop, intake: CallIntake(topology: topology), apps: served,
-                              keys: APIKeys(keyHashes: config.apps.mapValues(\.keyHashes)),
-                              rate: AppRequestRate(buckets: config.apps.mapValues { TokenBucket(perSecond: $0.requestsPerSecond, burst: $0.burst) }),
-                              guesses: guesses)
+        return (served, APIKeys(keyHashes: config.apps.mapValues(\.keyHashes)),
+                AppRequestRate(buckets: config.apps.mapValues { TokenBucket(perSecond: $0.requestsPerSecond, burst: $0.burst) }))
+    }
+
+    /// A reloaded config (SIGHUP): its keys, rates and apps are served from the next request
+    /// on (a new key works, a removed one is refused), without closing a connection. False,
+    /// and nothing changes, when it listens otherwise (`IngestConfig.listensAs`): that takes a
+    /// restart. Each app's bucket starts full.
+    package func apply(_ newConfig: IngestConfig, apps: [AppRuntime]) -> Bool {
+        guard newConfig.listensAs(config) else { return false }
+        config = newConfig
+        let served = IngestEndpoint.served(newConfig, apps: apps)
+        routes.update(apps: served.apps, keys: served.keys, rate: served.rate)
+        return true
     }
 
     /// The port the API listens on; nil while it is not bound.

@@ -35,7 +35,7 @@ package final class IngestRoutes {
     private let loop: EventLoop
     private let intake: CallIntake
     private var apps: [String: App]
-    private let keys: APIKeys
+    private var keys: APIKeys
     private var rate: AppRequestRate
     private let guesses: CredentialGuard
     /// Waits running now, so `close()` can end them.
@@ -50,6 +50,14 @@ package final class IngestRoutes {
         self.keys = keys
         self.rate = rate
         self.guesses = guesses
+    }
+
+    /// Serves a reloaded config's apps, keys and rates from the next request on (a request in
+    /// flight finishes as it started).
+    package func update(apps: [String: App], keys: APIKeys, rate: AppRequestRate) {
+        self.apps = apps
+        self.keys = keys
+        self.rate = rate
     }
 
     /// Ends the waits in flight (their answers are not sent).

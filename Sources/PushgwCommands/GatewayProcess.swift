@@ -154,9 +154,14 @@ final class GatewayProcess {
                       ["problems": report.errors.map(\.description)])
             return
         }
-        guard newConfig.redis == config.redis, newConfig.admin == config.admin, newConfig.ingest == config.ingest else {
+        let sameIngest = switch (config.ingest, newConfig.ingest) {
+        case (nil, nil): true
+        case let (old?, new?): new.listensAs(old)
+        default: false
+        }
+        guard newConfig.redis == config.redis, newConfig.admin == config.admin, sameIngest else {
             log.error("config reload refused; the running config stays",
-                      ["problems": ["redis, admin and ingest settings change only with a restart"]])
+                      ["problems": ["redis, admin and ingest listener settings change only with a restart (ingest's apps, keys and rates reload)"]])
             return
         }
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
@@ -166,6 +171,7 @@ final class GatewayProcess {
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
+        if let ingest, let newIngest = newConfig.ingest { _ = ingest.apply(newIngest, apps: apps) }
         admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))
         admin.console?.updateApps(newConfig)
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)

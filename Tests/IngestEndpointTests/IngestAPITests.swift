@@ -155,6 +155,31 @@ final class IngestAPITests: XCTestCase {
         XCTAssertEqual(h.router.results().count, cases.count, "only the events written by hand reached the router")
     }
 
+    /// Keys rotate with a reload: a new key works from the next request on, a removed one is
+    /// refused; a reload that would listen otherwise is refused and changes nothing.
+    func testAReloadRotatesKeysAndOnlyKeys() throws {
+        h = try IngestHarness(startRouter: false)
+        let old = h.keys["acme"]!, new = APIKeys.newKey()
+        var both = h.config
+        both.apps["acme"]?.keyHashes.append(APIKeys.hash(new))
+        XCTAssertTrue(h.endpoint.apply(both, apps: h.router.apps))
+        XCTAssertEqual(try h.request("POST", "/v1/apps/acme/calls", key: old, body: IngestHarness.call("c-rot-1")).status, 202)
+        XCTAssertEqual(try h.request("POST", "/v1/apps/acme/calls", key: new, body: IngestHarness.call("c-rot-2")).status, 202)
+        var rotated = h.config
+        rotated.apps["acme"]?.keyHashes = [APIKeys.hash(new)]
+        XCTAssertTrue(h.endpoint.apply(rotated, apps: h.router.apps))
+        XCTAssertEqual(try h.request("POST", "/v1/apps/acme/calls", key: old, body: IngestHarness.call("c-rot-3")).status, 401,
+                       "the removed key is refused")
+        XCTAssertEqual(try h.request("POST", "/v1/apps/acme/calls", key: new, body: IngestHarness.call("c-rot-3")).status, 202)
+        var moved = rotated
+        moved.listen = "127.0.0.1:1"
+        moved.apps["acme"]?.keyHashes = [APIKeys.hash(old)]
+        XCTAssertFalse(h.endpoint.apply(moved, apps: h.router.apps), "another listener takes a restart")
+        XCTAssertEqual(try h.request("POST", "/v1/apps/acme/calls", key: old, body: IngestHarness.call("c-rot-4")).status, 401,
+                       "and nothing of it was applied")
+        XCTAssertEqual(h.callsLength(), 3)
+    }
+
     func testAnIdempotencyKeyMustBeTheCallID() throws {
         h = try IngestHarness(startRouter: false)
         let other = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"], body: IngestHarness.call("c-idem"),

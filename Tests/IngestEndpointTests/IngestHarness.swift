@@ -14,6 +14,8 @@ final class IngestHarness {
     let router: RouterHarness
     let endpoint: IngestEndpoint
     let port: Int
+    /// The API's config as started.
+    let config: IngestConfig
     /// The API keys, by app (the config holds their hashes).
     let keys: [String: String]
     var loop: EventLoop { router.loop }
@@ -28,6 +30,7 @@ final class IngestHarness {
             config.tlsKeyFile = router.sim.pki.serverKey
         }
         config.apps = keys.mapValues { IngestApp(keyHashes: [APIKeys.hash($0)], requestsPerSecond: rate.perSecond, burst: rate.burst) }
+        self.config = config
         endpoint = IngestEndpoint(loop: router.loop, config: config, apps: router.apps, topology: router.store.topology,
                                   log: Log(minimum: .error))
         endpoint.start()
