@@ -12,6 +12,9 @@ package struct IngestConfig: Equatable, Sendable {
     /// proxy that ends TLS).
     package var tlsCertFile: String?
     package var tlsKeyFile: String?
+    /// With TLS: the CA whose client certificates the API requires (mutual TLS), beside the
+    /// API key; nil: no client certificate is asked for.
+    package var tlsClientCAFile: String?
     /// Host names a request's `Host` may give besides IP addresses and `localhost`.
     package var publicHosts: [String] = []
     /// Connections open at once, in all and from one client address.
@@ -67,8 +70,8 @@ extension ConfigParser {
         guard root["ingest"] != nil else { return nil }
         let path = JSONPath.root.appending("ingest")
         guard let section = reader.section(root, "ingest", in: .root) else { return nil }
-        reader.unknownKeys(section, at: path, known: ["listen", "tls_cert_file", "tls_key_file", "public_host", "max_connections",
-                                                      "max_connections_per_client", "apps"])
+        reader.unknownKeys(section, at: path, known: ["listen", "tls_cert_file", "tls_key_file", "tls_client_ca_file", "public_host",
+                                                      "max_connections", "max_connections_per_client", "apps"])
         let example = "127.0.0.1:9480"
         var config = IngestConfig(listen: example)
         if let (listen, at) = reader.string(section, "listen", in: path, required: true, example: example) {
@@ -87,6 +90,12 @@ extension ConfigParser {
                                              example: "secrets/ingest.pem")
         config.tlsKeyFile = reader.filePath(section, "tls_key_file", in: path, role: .certificateKey, required: false,
                                             example: "secrets/ingest.key")
+        config.tlsClientCAFile = reader.filePath(section, "tls_client_ca_file", in: path, role: .caBundle, required: false,
+                                                 example: "secrets/producers-ca.pem")
+        if config.tlsClientCAFile != nil && config.tlsCertFile == nil {
+            reader.error(path.appending("tls_client_ca_file"), "asks for client certificates without TLS",
+                         fix: "set ingest.tls_cert_file and ingest.tls_key_file too, or remove tls_client_ca_file")
+        }
         switch (config.tlsCertFile, config.tlsKeyFile) {
         case (nil, nil):
             if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
@@ -100,7 +109,8 @@ extension ConfigParser {
         case let (cert?, key?):
             if !reader.hasProblem(at: path.appending("tls_cert_file")) && !reader.hasProblem(at: path.appending("tls_key_file")) {
                 do {
-                    _ = try TLSContext.server(certFile: cert, keyFile: key, alpnH2: false)
+                    _ = try TLSContext.server(certFile: cert, keyFile: key, clientCAFile: config.tlsClientCAFile,
+                                              requireClientCertificate: config.tlsClientCAFile != nil, alpnH2: false)
                 } catch {
                     reader.error(path.appending(error.kind == .keyFile ? "tls_key_file" : "tls_cert_file"), "does not load: \(error.message)",
                                  fix: "give the PEM certificate (chain) of the API's host name and its unencrypted private key")

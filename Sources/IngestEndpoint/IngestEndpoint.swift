@@ -74,7 +74,8 @@ package final class IngestEndpoint {
         var tls: TLSContext?
         if let cert = config.tlsCertFile, let key = config.tlsKeyFile {
             do {
-                tls = try TLSContext.server(certFile: cert, keyFile: key, alpnH2: false)
+                tls = try TLSContext.server(certFile: cert, keyFile: key, clientCAFile: config.tlsClientCAFile,
+                                            requireClientCertificate: config.tlsClientCAFile != nil, alpnH2: false)
             } catch {
                 log.error("HTTP API not started: its TLS certificate does not load", ["problem": error.message])
                 return

@@ -59,6 +59,18 @@ final class ConfigIngestTests: XCTestCase {
         XCTAssertNil(mismatched.config, "a key that is not the certificate's: \(mismatched.problems.map(\.description))")
     }
 
+    func testAClientCAIsReadWithTLSOnly() throws {
+        try fixture.write("secrets/producers-ca.pem", try fixture.contents("secrets/beta-voip.pem"), mode: 0o644)
+        let mutual = try fixture.check(ingest(["listen": "127.0.0.1:9480", "tls_cert_file": "secrets/beta-voip.pem",
+                                               "tls_key_file": "secrets/beta-voip.key", "tls_client_ca_file": "secrets/producers-ca.pem",
+                                               "apps": ["acme": ["api_keys": [hash]]]]))
+        XCTAssertEqual(mutual.problems.map(\.description), [])
+        XCTAssertEqual(mutual.config?.ingest?.tlsClientCAFile, fixture.directory + "/secrets/producers-ca.pem")
+        let plain = try fixture.check(ingest(["listen": "127.0.0.1:9480", "tls_client_ca_file": "secrets/producers-ca.pem",
+                                              "apps": ["acme": ["api_keys": [hash]]]]))
+        XCTAssertTrue(problem(at: "ingest.tls_client_ca_file", in: plain)?.problem.contains("without TLS") == true)
+    }
+
     func testTheAdminPortIsRefused() throws {
         let report = try fixture.check(ingest(["listen": "127.0.0.1:9464", "apps": ["acme": ["api_keys": [hash]]]]))
         let p = try XCTUnwrap(problem(at: "ingest.listen", in: report))

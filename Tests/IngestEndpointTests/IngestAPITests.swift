@@ -337,6 +337,27 @@ final class IngestAPITests: XCTestCase {
         XCTAssertEqual(h.callsLength(), 0)
     }
 
+    /// With `tls_client_ca_file`: a client without a certificate of that CA is refused in the
+    /// handshake, whatever its key; with one, its key is checked as always.
+    func testMutualTLSRequiresAClientCertificate() throws {
+        h = try IngestHarness(startRouter: false, tls: true, clientCertificates: true)
+        func curl(_ extra: [String]) throws -> ChildProcess {
+            let child = try ChildProcess("/usr/bin/curl", ["-sS", "--cacert", h.router.sim.pki.caCert, "-o", "-", "-w", "\n%{http_code}",
+                                                           "-H", "Authorization: Bearer \(h.keys["acme"]!)", "-H", "Content-Type: application/json",
+                                                           "--data-binary", IngestHarness.call("c-mtls")] + extra
+                                                          + ["https://localhost:\(h.port)/v1/apps/acme/calls"])
+            XCTAssertTrue(h.router.runUntil("curl to end", timeoutMs: 20_000) { !child.isRunning })
+            return child
+        }
+        let without = try curl([])
+        XCTAssertNotEqual(without.exitStatus, 0, "no client certificate: no TLS session: \(without.output)")
+        XCTAssertEqual(h.callsLength(), 0)
+        let with = try curl(["--cert", h.router.sim.pki.clientCert, "--key", h.router.sim.pki.clientKey])
+        XCTAssertEqual(with.exitStatus, 0, with.errorOutput)
+        XCTAssertTrue(with.output.hasSuffix("\n202"), with.output)
+        XCTAssertEqual(h.callsLength(), 1)
+    }
+
     func testTheAPIOverTLS() throws {
         h = try IngestHarness(tls: true)
         let curl = try ChildProcess("/usr/bin/curl", ["-sS", "--cacert", h.router.sim.pki.caCert, "-o", "-", "-w", "\n%{http_code}",

@@ -20,7 +20,7 @@ final class IngestHarness {
     let keys: [String: String]
     var loop: EventLoop { router.loop }
 
-    init(redis: RedisDeployment = .tcp, startRouter: Bool = true, tls: Bool = false,
+    init(redis: RedisDeployment = .tcp, startRouter: Bool = true, tls: Bool = false, clientCertificates: Bool = false,
          rate: (perSecond: Int, burst: Int) = (1_000, 1_000), file: StaticString = #filePath, line: UInt = #line) throws {
         router = try RouterHarness(redis: redis, startRouter: startRouter)
         keys = ["acme": APIKeys.newKey(), "beta": APIKeys.newKey()]
@@ -28,6 +28,7 @@ final class IngestHarness {
         if tls {
             config.tlsCertFile = router.sim.pki.serverCert
             config.tlsKeyFile = router.sim.pki.serverKey
+            if clientCertificates { config.tlsClientCAFile = router.sim.pki.caCert }
         }
         config.apps = keys.mapValues { IngestApp(keyHashes: [APIKeys.hash($0)], requestsPerSecond: rate.perSecond, burst: rate.burst) }
         self.config = config
