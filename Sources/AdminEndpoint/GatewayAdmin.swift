@@ -7,6 +7,7 @@
 // at scrape time and is told about events; the command line wires it into a process.
 import HTTPMessages
 import APNs
+import BuildVersion
 import EventLoop
 import Foundation
 import GatewayConfiguration
@@ -92,6 +93,7 @@ package final class GatewayAdmin {
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         probe.apps = newApps.map(\.keys)
+        metrics.preset(apps: newApps.map(\.id))
     }
 
     package init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
@@ -111,6 +113,7 @@ package final class GatewayAdmin {
         evictionCheck.everyMs = settings.evictionCheckEveryMs
         listening = ListenRetry(loop: loop, everyMs: settings.rebindEveryMs, log: log, what: "admin endpoint",
                                 fix: "set admin.listen (or PUSHGW_ADMIN_LISTEN) to a free address")
+        metrics.preset(apps: apps.map(\.id))
     }
 
     /// The port the endpoint listens on; nil while it is not bound.
@@ -216,6 +219,7 @@ package final class GatewayAdmin {
         let now = Clock.monotonicMs()
         var s = GatewaySnapshot()
         s.apps = apps.map(\.id)
+        s.process = ProcessFigures.read()
         if let runner {
             s.router = runner.stats
             s.callsInFlight = runner.inFlight
@@ -280,6 +284,8 @@ package final class GatewayAdmin {
         let s = snapshot()
         let ready = readiness()
         var object: [String: Any] = [
+            "version": BuildVersion.version,
+            "commit": BuildVersion.commit,
             "apps": s.apps,
             "ready": ready.isReady,
             "draining": draining,

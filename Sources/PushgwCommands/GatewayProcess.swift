@@ -1,4 +1,5 @@
 import AdminEndpoint
+import BuildVersion
 import IngestEndpoint
 import EventLoop
 import GatewayConfiguration
@@ -98,7 +99,8 @@ final class GatewayProcess {
                            figures: { admin.consoleFigures() })
         }
         ingest = config.ingest.map { IngestEndpoint(loop: loop, config: $0, apps: apps, topology: store.topology, log: log) }
-        log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
+        log.info("pushgw starting", ["version": BuildVersion.version, "commit": BuildVersion.commit,
+                                     "apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
 
