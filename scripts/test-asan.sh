@@ -9,14 +9,15 @@
 # in-process (ConsolePreviewTests, DeadCommandTests), the admin server dropping an answer
 # whose client left (AdminLateAnswerTests: evhttp frees such a request), closing connections
 # that give way to newer ones (AdminLimitsTests) and walking evhttp's header list to refuse
-# what it cannot trust (RequestScreenTests).
+# what it cannot trust (RequestScreenTests), and the producers' HTTP API on the same server
+# with TLS, hostile bodies and floods (IngestAPITests, IngestRulesTests).
 #
 # The instrumented build has a scratch path of its own (.build/asan), so the normal debug
 # build stays cached; only the gateway and the test bundle are built (not the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=.build/asan
-tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|ConsolePreviewTests|DeadCommandTests|AdminLateAnswerTests|AdminLimitsTests|RequestScreenTests"
+tests="RoutingTests|RequestHeaderBlockTests|StreamRepliesTests|HostileEventTests|HostileCorpusTests|ConsolePreviewTests|DeadCommandTests|AdminLateAnswerTests|AdminLimitsTests|RequestScreenTests|IngestAPITests|IngestRulesTests"
 start=$(date +%s)
 swift build --sanitize=address --scratch-path "$scratch" --product pushgw
 swift build --sanitize=address --scratch-path "$scratch" --product pushgwPackageTests

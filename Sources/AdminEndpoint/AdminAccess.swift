@@ -52,7 +52,7 @@ package struct AdminToken: CustomStringConvertible, CustomDebugStringConvertible
     }
 
     /// True when `presented` equals `expected`; the loop always runs `expected.count` times.
-    static func constantTimeEqual(_ presented: ArraySlice<UInt8>, _ expected: [UInt8]) -> Bool {
+    package static func constantTimeEqual(_ presented: ArraySlice<UInt8>, _ expected: [UInt8]) -> Bool {
         var difference: UInt8 = presented.count == expected.count ? 0 : 1
         let base = presented.startIndex
         for i in 0..<expected.count {

@@ -4,6 +4,7 @@ import EventLoop
 import GatewayConfiguration
 import GatewayRoles
 import Glibc
+import COpenSSL
 
 /// The admin endpoint's HTTP server: libevent's evhttp on the process's one loop
 /// (docs/architecture.md: `/metrics` answered within milliseconds under full load).
@@ -39,6 +40,10 @@ import Glibc
 /// placed once evhttp knows its peer (later in the same loop turn, before any read), and seen
 /// at its end (`evhttp_connection_set_closecb`).
 ///
+/// The producers' HTTP API (IngestEndpoint) runs on this server too, with its own instance,
+/// limits and, when configured, TLS (`tls`: each connection's bufferevent is then OpenSSL's,
+/// accepting; evhttp reads and writes through it unchanged).
+///
 /// Loop-owned. The owner keeps the server alive while it is bound (evhttp holds an unretained
 /// pointer to it) and calls `close()` before dropping it.
 package final class AdminServer {
@@ -73,6 +78,14 @@ package final class AdminServer {
         package var reservedDescriptors = 128
         /// How long accepting pauses after a failed accept or a connection refused for the reserve.
         var pauseMs: Int64 = 1_000
+        /// Whether a connection waiting for its answer is kept past its request deadline (its
+        /// deadline starts again with the answer). Off for the admin endpoint, whose answers
+        /// take a few Redis round trips; on for the producers' API, whose `?wait` waits for a
+        /// call's result.
+        package var answeringOutlivesDeadline = false
+        /// The largest request body evhttp reads; beyond it evhttp answers 413 itself (the
+        /// handler sees only what fits).
+        package var maxBodyBytes = AdminServer.maxBodyBytes
         /// The listen backlog asked of the kernel (which caps it at `net.core.somaxconn`).
         var listenBacklog: Int32 = 4_096
 
@@ -100,6 +113,10 @@ package final class AdminServer {
     private let screen: RequestScreen
     private let loop: EventLoop
     private let log: Log?
+    /// What the log calls this server's connections (`admin`, `ingest`).
+    private let name: String
+    /// The server's TLS context; nil: plain HTTP.
+    private let tls: TLSContext?
     package let limits: Limits
     private var http: OpaquePointer?
     private var listener: OpaquePointer?
@@ -121,11 +138,11 @@ package final class AdminServer {
     private var listening = true
     package private(set) var stats = Stats()
     /// The port actually bound (useful with port 0); nil until `bind` succeeds.
-    private(set) var boundPort: Int?
+    package private(set) var boundPort: Int?
 
     /// Largest request header block and body accepted; beyond, evhttp answers an error itself.
     static let maxHeadersBytes = 8 * 1024
-    static let maxBodyBytes = 64 * 1024
+    package static let maxBodyBytes = 64 * 1024
     /// Idle connections and slow requests or replies are dropped after this many seconds (by
     /// default; evhttp's own timeout, beside the request deadline of `Limits`).
     package static let timeoutSeconds: Int32 = 10
@@ -141,10 +158,15 @@ package final class AdminServer {
                   answering: { request, answer in answer(handler(request)) })
     }
 
-    /// As above, with a handler that may answer later (`AnsweringHandler`).
+    /// As above, with a handler that may answer later (`AnsweringHandler`). `name` names the
+    /// server in its log lines (`admin` by default); `tls`, when given, makes every connection
+    /// TLS (a server context without ALPN h2: HTTP/1.1).
     package init(loop: EventLoop, timeoutSeconds: Int32 = AdminServer.timeoutSeconds, limits: Limits = Limits(),
-                publicHosts: [String] = [], log: Log? = nil, answering handler: @escaping AnsweringHandler) {
+                publicHosts: [String] = [], log: Log? = nil, name: String = "admin", tls: TLSContext? = nil,
+                answering handler: @escaping AnsweringHandler) {
         self.handler = handler
+        self.name = name
+        self.tls = tls
         self.screen = RequestScreen(publicHosts: publicHosts)
         self.loop = loop
         self.log = log
@@ -153,7 +175,7 @@ package final class AdminServer {
         guard let http = evhttp_new(loop.base) else { fatalError("evhttp_new failed: out of memory") }
         self.http = http
         evhttp_set_max_headers_size(http, AdminServer.maxHeadersBytes)
-        evhttp_set_max_body_size(http, AdminServer.maxBodyBytes)
+        evhttp_set_max_body_size(http, limits.maxBodyBytes)
         evhttp_set_timeout(http, timeoutSeconds)
         let context = Unmanaged.passUnretained(self).toOpaque()
         evhttp_set_gencb(http, { request, context in
@@ -249,7 +271,16 @@ package final class AdminServer {
     /// The extra reference keeps the bufferevent's memory valid until then even if evhttp
     /// freed the connection meanwhile.
     private func connectionStarting(base: OpaquePointer) -> OpaquePointer? {
-        guard let bev = bufferevent_socket_new(base, -1, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else { return nil }
+        let made: OpaquePointer?
+        if let tls {
+            // The SSL is the bufferevent's (freed with it: BEV_OPT_CLOSE_ON_FREE).
+            guard let ssl = SSL_new(tls.ctx) else { return nil }
+            made = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue))
+            if made == nil { SSL_free(ssl) }
+        } else {
+            made = bufferevent_socket_new(base, -1, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue))
+        }
+        guard let bev = made else { return nil }
         bufferevent_incref(bev)
         starting += 1
         stats.accepted += 1
@@ -293,7 +324,7 @@ package final class AdminServer {
         }, Unmanaged.passUnretained(self).toOpaque())
         if admission.isWithinReserve(descriptor: bufferevent_getfd(bev)) {
             stats.refusedForReserve += 1
-            log?.warn("admin connection refused: file descriptors are short; accepting pauses",
+            log?.warn("\(name) connection refused: file descriptors are short; accepting pauses",
                       ["descriptor": Int(bufferevent_getfd(bev)), "limit": admission.descriptorLimit,
                        "reserved": limits.reservedDescriptors], limited: true)
             pause(forMs: limits.pauseMs)
@@ -310,7 +341,7 @@ package final class AdminServer {
             }
         case .refuse:
             stats.refusedAtCap += 1
-            log?.warn("admin connection refused: every connection of its share is answering",
+            log?.warn("\(name) connection refused: every connection of its share is answering",
                       ["client": client.key, "per_client": limits.maxConnectionsPerClient, "limit": limits.maxConnections],
                       limited: true)
             evhttp_connection_free(connection)
@@ -331,7 +362,7 @@ package final class AdminServer {
     /// Ends the connections whose request did not arrive in time (idle or trickling).
     private func closeLateConnections() {
         let now = Clock.monotonicMs()
-        let late = open.values.filter { $0.deadlineMs <= now }
+        let late = open.values.filter { $0.deadlineMs <= now && ($0.answering == 0 || !limits.answeringOutlivesDeadline) }
         for connection in late {
             stats.closedAtDeadline += 1
             evhttp_connection_free(connection.evcon)  // its close hook forgets it
@@ -341,7 +372,7 @@ package final class AdminServer {
 
     private func acceptFailed(_ error: Int32) {
         stats.acceptFailures += 1
-        log?.warn("admin endpoint cannot accept a connection; accepting pauses",
+        log?.warn("\(name) endpoint cannot accept a connection; accepting pauses",
                   ["error": String(cString: strerror(error)), "pause_ms": limits.pauseMs], limited: true)
         pause(forMs: limits.pauseMs)
     }
@@ -602,13 +633,12 @@ struct AdminAdmission {
     /// The process's descriptor limit (the soft `RLIMIT_NOFILE`).
     let descriptorLimit: Int
     /// Accepts that may be made now, refilled at `limits.acceptsPerSecond`.
-    private var accepts: Double
-    private var refilledMs: Int64?
+    private var accepts: TokenBucket
 
     init(limits: AdminServer.Limits, descriptorLimit: Int) {
         self.limits = limits
         self.descriptorLimit = descriptorLimit
-        accepts = Double(limits.acceptBurst)
+        accepts = TokenBucket(perSecond: limits.acceptsPerSecond, burst: limits.acceptBurst)
     }
 
     /// Where `newcomer` goes among the `open` connections (itself not among them): its
@@ -637,11 +667,7 @@ struct AdminAdmission {
     /// Counts one accept at `nowMs`: nil while the rate allows more, else the milliseconds
     /// until the next may be made (accepting pauses that long).
     mutating func takeAccept(nowMs: Int64) -> Int64? {
-        let perMs = Double(limits.acceptsPerSecond) / 1000
-        if let refilledMs { accepts = min(Double(limits.acceptBurst), accepts + Double(nowMs - refilledMs) * perMs) }
-        refilledMs = nowMs
-        accepts -= 1
-        return accepts >= 1 ? nil : Int64(((1 - accepts) / perMs).rounded(.up))
+        accepts.spend(nowMs: nowMs)
     }
 
     /// True when a new connection's descriptor is within the reserve: the kernel gives the

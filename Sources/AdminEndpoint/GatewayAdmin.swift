@@ -86,9 +86,8 @@ package final class GatewayAdmin {
     private let evictionCheck: RedisEvictionCheck
     private var server: AdminServer?
     private var routes: AdminRoutes?
-    private var rebindTimer: LoopTimer?
+    private let listening: ListenRetry
     private var endpoint: Endpoint?
-    private var bindFailures = 0
     private var metricsText: RenderCache
 
     /// Switches to the apps of a reloaded config (metrics and backlog sampling follow them).
@@ -113,6 +112,8 @@ package final class GatewayAdmin {
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
         evictionCheck = RedisEvictionCheck(loop: loop, store: store, log: log)
         evictionCheck.everyMs = settings.evictionCheckEveryMs
+        listening = ListenRetry(loop: loop, everyMs: settings.rebindEveryMs, log: log, what: "admin endpoint",
+                                fix: "set admin.listen (or PUSHGW_ADMIN_LISTEN) to a free address")
         metrics.preset(apps: apps.map(\.id))
     }
 
@@ -172,8 +173,7 @@ package final class GatewayAdmin {
     /// Stops listening and probing. What the router still reports keeps feeding the metrics,
     /// which is harmless.
     package func close() {
-        rebindTimer?.close()
-        rebindTimer = nil
+        listening.close()
         server?.close()
         server = nil
         console?.close()
@@ -185,20 +185,7 @@ package final class GatewayAdmin {
 
     private func bind() {
         guard let server, let endpoint else { return }
-        do {
-            try server.bind(endpoint)
-            if bindFailures > 0 { log.info("admin endpoint listening after all", ["listen": endpoint.description]) }
-            bindFailures = 0
-        } catch {
-            if bindFailures == 0 {
-                log.error("admin endpoint cannot listen; retrying", ["problem": error.description,
-                                                                     "retry_ms": settings.rebindEveryMs,
-                                                                     "fix": "set admin.listen (or PUSHGW_ADMIN_LISTEN) to a free address"])
-            }
-            bindFailures += 1
-            if rebindTimer == nil { rebindTimer = LoopTimer(loop: loop) { [unowned self] in self.bind() } }
-            rebindTimer?.schedule(afterMs: settings.rebindEveryMs)
-        }
+        listening.bind(server, to: endpoint)
     }
 
     // MARK: Answers

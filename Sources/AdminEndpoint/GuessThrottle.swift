@@ -198,12 +198,21 @@ package final class CredentialGuard {
 
     private var throttle: GuessThrottle
     private let log: Log
+    /// What is guessed, for the log: `admin token`, `API key`.
+    private let credential: String
     private var sweep: LoopTimer!
 
-    init(loop: EventLoop, log: Log, settings: GuessThrottle.Settings) {
+    init(loop: EventLoop, log: Log, settings: GuessThrottle.Settings, credential: String = "admin token") {
         throttle = GuessThrottle(settings: settings)
         self.log = log
+        self.credential = credential
         sweep = LoopTimer(loop: loop) { [unowned self] in self.endQuietBursts() }
+    }
+
+    /// Guess limits of their own, with the default settings, for another kind of secret
+    /// (the producers' API keys: IngestEndpoint).
+    package convenience init(loop: EventLoop, log: Log, credential: String) {
+        self.init(loop: loop, log: log, settings: GuessThrottle.Settings(), credential: credential)
     }
 
     package func close() { sweep.close() }
@@ -238,15 +247,15 @@ package final class CredentialGuard {
                 if let via { fields["via"] = via }
                 if let client = burst.client {
                     fields["client"] = client.key
-                    log.warn("wrong admin tokens from one address: its token checks wait, doubling with each wrong one", fields)
+                    log.warn("wrong \(credential)s from one address: its token checks wait, doubling with each wrong one", fields)
                 } else {
-                    log.warn("wrong admin tokens from many addresses: every token check waits, doubling with each wrong one", fields)
+                    log.warn("wrong \(credential)s from many addresses: every token check waits, doubling with each wrong one", fields)
                 }
             case let .ended(burst):
                 var fields: [String: Any] = ["wrong": burst.wrong, "refused": burst.refused,
                                              "seconds": (burst.lastWrongMs - burst.startedMs) / 1000]
                 if let client = burst.client { fields["client"] = client.key }
-                log.info("wrong admin tokens: the burst is over", fields)
+                log.info("wrong \(credential)s: the burst is over", fields)
             }
         }
     }

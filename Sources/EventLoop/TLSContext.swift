@@ -94,8 +94,11 @@ public final class TLSContext: @unchecked Sendable {
 
     /// A server context with `certFile`/`keyFile`, selecting ALPN `h2`. With `clientCAFile`,
     /// a client certificate is requested and verified against it (but not required, so token
-    /// auth works on the same port).
-    public static func server(certFile: String, keyFile: String, clientCAFile: String? = nil) throws(TLSError) -> TLSContext {
+    /// auth works on the same port), or, with `requireClientCertificate`, required: a client
+    /// without one is refused in the handshake. Without `alpnH2` no protocol is selected, and
+    /// clients speak HTTP/1.1 (the producers' HTTP API on evhttp).
+    public static func server(certFile: String, keyFile: String, clientCAFile: String? = nil,
+                              requireClientCertificate: Bool = false, alpnH2: Bool = true) throws(TLSError) -> TLSContext {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw TLSError("SSL_CTX_new: \(TLSError.drainOpenSSL())") }
         let context = TLSContext(ctx: ctx, isServer: true)
         try context.applyCommon()
@@ -104,8 +107,9 @@ public final class TLSContext: @unchecked Sendable {
             guard SSL_CTX_load_verify_locations(ctx, clientCAFile, nil) == 1 else {
                 throw TLSError("cannot load client CA file \(clientCAFile): \(TLSError.drainOpenSSL())")
             }
-            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (requireClientCertificate ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), nil)
         }
+        guard alpnH2 else { return context }
         SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, _ in
             // nghttp2_select_next_protocol would also do; h2 is all we speak.
             var i = 0

@@ -26,14 +26,17 @@ package struct GatewayConfig: Equatable, Sendable {
     package var credentials: [String: Credential]
     /// Apps by id; the id is the `{APP}` hash tag of every Redis key of that app.
     package var apps: [String: AppConfig]
+    /// The producers' HTTP API; nil (the default) keeps it off (ConfigIngest.swift).
+    package var ingest: IngestConfig?
 
     package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
-                credentials: [String: Credential], apps: [String: AppConfig]) {
+                credentials: [String: Credential], apps: [String: AppConfig], ingest: IngestConfig? = nil) {
         self.redis = redis
         self.admin = admin
         self.apns = apns
         self.credentials = credentials
         self.apps = apps
+        self.ingest = ingest
     }
 }
 

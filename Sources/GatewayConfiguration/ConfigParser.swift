@@ -77,18 +77,19 @@ struct ConfigParser {
     init(_ reader: ConfigReader) { self.reader = reader }
 
     func parse(_ root: [String: Any]) -> GatewayConfig {
-        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps"])
+        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps", "ingest"])
         let redis = parseRedis(root)
         let admin = parseAdmin(root)
         let apns = parseAPNs(root)
         let (credentials, declared) = parseCredentials(root)
         let apps = parseApps(root, declaredCredentials: declared)
+        let ingest = parseIngest(root, admin: admin, appIDs: Set((root["apps"] as? [String: Any])?.keys.map { $0 } ?? []))
         // What only loading the files tells (ConfigCredentialChecks.swift).
         let nowS = Int64(Date().timeIntervalSince1970)
         checkCAFile(apns, nowS: nowS)
         let certificates = checkLoading(credentials, nowS: nowS)
         checkEnvironments(apps: apps, apns: apns, certificates: certificates)
-        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps)
+        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps, ingest: ingest)
     }
 
     // MARK: admin
@@ -110,28 +111,10 @@ struct ConfigParser {
                                            example: "secrets/admin-token")
         config.readonlyTokenFile = reader.filePath(section, "readonly_token_file", in: path, role: .adminToken, required: false,
                                                    example: "secrets/console-readonly-token")
-        if let (text, at) = reader.string(section, "public_host", in: path, required: false, example: "pushgw.example.com") {
-            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
-                reader.error(at, "\(reader.quoted(bad)) is not a host name",
-                             fix: "write the names clients reach the endpoint by, such as \"pushgw.example.com\" (several separated by commas; no port, no scheme)")
-            } else {
-                config.publicHosts = names
-            }
-        }
-        let most = 4_096
-        config.maxConnections = reader.positiveInteger(section, "max_connections", in: path, fallback: AdminConfig.defaultMaxConnections,
-                                                       most: most) ?? config.maxConnections
-        if let perClient = reader.positiveInteger(section, "max_connections_per_client", in: path,
-                                                  fallback: min(AdminConfig.defaultMaxConnectionsPerClient, config.maxConnections),
-                                                  most: most) {
-            if perClient > config.maxConnections {
-                reader.error(path.appending("max_connections_per_client"), "\(perClient) is over max_connections (\(config.maxConnections))",
-                             fix: "make it at most max_connections, such as half of it (one client should not hold every connection)")
-            } else {
-                config.maxConnectionsPerClient = perClient
-            }
-        }
+        config.publicHosts = publicHosts(section, in: path, example: "pushgw.example.com", what: "clients reach the endpoint by")
+            ?? config.publicHosts
+        (config.maxConnections, config.maxConnectionsPerClient) = connectionCaps(
+            section, in: path, most: 4_096, defaults: (AdminConfig.defaultMaxConnections, AdminConfig.defaultMaxConnectionsPerClient))
         if let endpoint = Endpoint(parsing: config.listen), !Endpoint.isLoopback(endpoint.host) {
             let listen = reader.lookup(section, "listen", in: path)?.path ?? path.appending("listen")
             reader.warning(listen, "\(reader.quoted(config.listen)) listens beyond loopback: /metrics, /healthz and /readyz answer anyone who reaches it"
@@ -140,6 +123,36 @@ struct ConfigParser {
                                + (config.tokenFile == nil ? "; set admin.token_file to open the admin API with a token" : ""))
         }
         return config
+    }
+
+    /// `public_host`: host names separated by commas, lower case; nil when absent or wrong
+    /// (the problem recorded). `what`: who uses the names, for the fix.
+    func publicHosts(_ section: [String: Any], in path: JSONPath, example: String, what: String) -> [String]? {
+        guard let (text, at) = reader.string(section, "public_host", in: path, required: false, example: example) else { return nil }
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if let bad = names.first(where: { !GatewayConfig.isHostName($0) }) {
+            reader.error(at, "\(reader.quoted(bad)) is not a host name",
+                         fix: "write the names \(what), such as \"\(example)\" (several separated by commas; no port, no scheme)")
+            return nil
+        }
+        return names
+    }
+
+    /// `max_connections` and `max_connections_per_client` (at most the first), each at most
+    /// `most`; the defaults where absent or wrong (the problem recorded).
+    func connectionCaps(_ section: [String: Any], in path: JSONPath, most: Int,
+                        defaults: (total: Int, perClient: Int)) -> (total: Int, perClient: Int) {
+        let total = reader.positiveInteger(section, "max_connections", in: path, fallback: defaults.total, most: most) ?? defaults.total
+        var perClient = min(defaults.perClient, total)
+        if let value = reader.positiveInteger(section, "max_connections_per_client", in: path, fallback: perClient, most: most) {
+            if value > total {
+                reader.error(path.appending("max_connections_per_client"), "\(value) is over max_connections (\(total))",
+                             fix: "make it at most max_connections, such as half of it (one client should not hold every connection)")
+            } else {
+                perClient = value
+            }
+        }
+        return (total, perClient)
     }
 
     // MARK: apns
@@ -469,13 +482,13 @@ extension GatewayConfig {
     static let maxBundleIDCharacters = 255
 
     /// What `isName` accepts, for messages.
-    static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
+    package static let nameRule = "1-64 letters, digits, \".\", \"_\" or \"-\""
 
     /// True for a name that may go into Redis keys, log lines and metric labels (app ids,
     /// credential names, `redis.prefix`): 1-64 ASCII letters, digits, `.`, `_` or `-`; no
     /// braces (a Redis Cluster hash tag), colons (key separators), `*` (a pattern), spaces or
     /// control characters.
-    static func isName(_ name: String) -> Bool {
+    package static func isName(_ name: String) -> Bool {
         let utf8 = name.utf8
         return !utf8.isEmpty && utf8.count <= 64 && utf8.allSatisfy { c in
             (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39)

@@ -127,6 +127,7 @@ public struct HTTPResponse: Equatable, Sendable {
     public var reasonPhrase: String {
         switch status {
         case 200: return "OK"
+        case 202: return "Accepted"
         case 303: return "See Other"
         case 400: return "Bad Request"
         case 401: return "Unauthorized"
@@ -134,8 +135,10 @@ public struct HTTPResponse: Equatable, Sendable {
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
         case 409: return "Conflict"
+        case 413: return "Content Too Large"
         case 421: return "Misdirected Request"
         case 429: return "Too Many Requests"
+        case 500: return "Internal Server Error"
         case 503: return "Service Unavailable"
         default: return "Status"
         }

@@ -1,5 +1,6 @@
 import AdminEndpoint
 import BuildVersion
+import IngestEndpoint
 import EventLoop
 import GatewayConfiguration
 import GatewayRoles
@@ -33,6 +34,8 @@ final class GatewayProcess {
     private var draining = false
     private let deadLetters: DeadLettersRole?
     private let admin: GatewayAdmin
+    /// The producers' HTTP API (`ingest`), when configured.
+    private let ingest: IngestEndpoint?
     /// Told why the service refuses to run: its consumer name is another live gateway's.
     var onConsumerNameTaken: ((String) -> Void)?
     private var exitStatus: Int32 = 0
@@ -95,6 +98,7 @@ final class GatewayProcess {
                            adminToken: token, guesses: admin.guesses, log: log,
                            figures: { admin.consoleFigures() })
         }
+        ingest = config.ingest.map { IngestEndpoint(loop: loop, config: $0, apps: apps, topology: store.topology, log: log) }
         log.info("pushgw starting", ["version": BuildVersion.version, "commit": BuildVersion.commit,
                                      "apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
@@ -114,12 +118,14 @@ final class GatewayProcess {
             self.loop.stop()
         }
         admin.start()
+        ingest?.start()
         store.start()
         moverTopology?.start()
         runner?.start()
         mover?.start()
         deadLetters?.start()
         loop.run()
+        ingest?.close()
         admin.close()
         for s in signals { s.close() }
         mover?.close()
@@ -150,9 +156,14 @@ final class GatewayProcess {
                       ["problems": report.errors.map(\.description)])
             return
         }
-        guard newConfig.redis == config.redis, newConfig.admin == config.admin else {
+        let sameIngest = switch (config.ingest, newConfig.ingest) {
+        case (nil, nil): true
+        case let (old?, new?): new.listensAs(old)
+        default: false
+        }
+        guard newConfig.redis == config.redis, newConfig.admin == config.admin, sameIngest else {
             log.error("config reload refused; the running config stays",
-                      ["problems": ["redis and admin settings change only with a restart"]])
+                      ["problems": ["redis, admin and ingest listener settings change only with a restart (ingest's apps, keys and rates reload)"]])
             return
         }
         for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
@@ -162,6 +173,7 @@ final class GatewayProcess {
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)
+        if let ingest, let newIngest = newConfig.ingest { _ = ingest.apply(newIngest, apps: apps) }
         admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))
         admin.console?.updateApps(newConfig)
         let before = Set(config.apps.keys), after = Set(newConfig.apps.keys)

@@ -1,6 +1,8 @@
 import EventLoop
 import Foundation
+import GatewayConfiguration
 import GatewayTestSupport
+import IngestEndpoint
 import TestSupport
 import XCTest
 @testable import GatewayRoles
@@ -15,41 +17,57 @@ final class ProducerExampleTests: XCTestCase {
     private static let root = packageRoot + "/examples/producers/"
 
     func testPythonProducer() throws {
-        try run("python", ["python3", Self.root + "python/producer.py"], n: 1)
+        try run("python", ["python3", Self.root + "python/producer.py"], n: 1, api: true)
     }
 
     func testNodeProducer() throws {
-        try run("node", ["node", Self.root + "node/producer.js"], n: 2, environment: ["NODE_PATH": "/usr/share/nodejs"])
+        try run("node", ["node", Self.root + "node/producer.js"], n: 2, environment: ["NODE_PATH": "/usr/share/nodejs"], api: true)
     }
 
     func testGoProducer() throws {
         try run("go", ["go", "run", Self.root + "go/producer.go"], n: 3,
-                environment: ["GO111MODULE": "off", "GOPATH": "/usr/share/gocode"])
+                environment: ["GO111MODULE": "off", "GOPATH": "/usr/share/gocode"], api: true)
     }
 
     func testRubyProducer() throws {
-        try run("ruby", ["ruby", Self.root + "ruby/producer.rb"], n: 4)
+        try run("ruby", ["ruby", Self.root + "ruby/producer.rb"], n: 4, api: true)
     }
 
     func testPHPProducer() throws {
-        try run("php", ["php", Self.root + "php/producer.php"], n: 5)
+        try run("php", ["php", Self.root + "php/producer.php"], n: 5, api: true)
     }
 
     func testShellProducer() throws {
-        try run("shell", ["bash", Self.root + "shell/producer.sh"], n: 6)
+        try run("shell", ["bash", Self.root + "shell/producer.sh"], n: 6, api: true)
     }
 
     /// Runs one producer to its end (at most 120 s: `go run` compiles first) against a router
     /// whose APNs declares its VoIP token unregistered, and checks what it printed.
-    private func run(_ language: String, _ command: [String], n: Int, environment: [String: String] = [:],
+    /// With `api`, the gateway also has its HTTP API (`IngestEndpoint`) with a key of `acme`, and the
+    /// producer sends a call and its cancel through it and reads the call's result there.
+    private func run(_ language: String, _ command: [String], n: Int, environment: [String: String] = [:], api: Bool = false,
                      file: StaticString = #filePath, line: UInt = #line) throws {
         let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
         let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] })
         defer { h.close() }
         _ = try h.redis.cli(["ACL", "SETUSER", "acme-backend", "reset", "on", ">producer-PW"] + DocumentedACL.producer())
         let url = "redis://acme-backend:producer-PW@127.0.0.1:\(h.redis.port)/0"
-        let env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
+        var env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
                                        "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"]) { $1 }
+        let apiToken = String(format: "a1a1%012x", n)
+        var ingest: IngestEndpoint?
+        if api {
+            let key = APIKeys.newKey()
+            let endpoint = IngestEndpoint(loop: h.loop, config: IngestConfig(listen: "127.0.0.1:\(freeLoopbackPort())",
+                                                                             apps: ["acme": IngestApp(keyHashes: [APIKeys.hash(key)])]),
+                                          apps: h.apps, topology: h.store.topology, log: Log(minimum: .error))
+            endpoint.start()
+            ingest = endpoint
+            env["INGEST_URL"] = "http://127.0.0.1:\(try XCTUnwrap(endpoint.port))"
+            env["INGEST_KEY"] = key
+            env["API_VOIP_TOKEN"] = apiToken
+        }
+        defer { ingest?.close() }
         let producer = try ChildProcess(command[0], Array(command.dropFirst()), environment: env)
         let finished = h.runUntil("the \(language) producer to end", timeoutMs: 120_000, file: file, line: line) {
             !producer.isRunning
@@ -71,6 +89,12 @@ final class ProducerExampleTests: XCTestCase {
             "the invalid event's result, with its id")
         has("^group producer-\(language) 3 results$", "the three results read through its own consumer group")
         has("^feedback voip \(voipToken) Unregistered [0-9]+$", "the feedback for its VoIP token")
+        if api {
+            has(#"^api call call-\S+ delivered_voip$"#, "the API's call, answered with its result (?wait)")
+            has(#"^api cancel call-\S+ cancelled delivered_voip$"#, "the API's cancel: too late, the call was delivered")
+            has(#"^api result call-\S+ delivered_voip$"#, "the API's call's result, read by id")
+            XCTAssertEqual(h.requests(apiToken).count, 1, "one VoIP push for the API's call", file: file, line: line)
+        }
         XCTAssertEqual(h.requests(voipToken).count, 1, "one VoIP push", file: file, line: line)
         XCTAssertEqual(h.requests(alertToken).count, 1, "one alert push", file: file, line: line)
         XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1, "the invalid event is a dead letter", file: file, line: line)

@@ -6,14 +6,20 @@
 // results stream, and reads the feedback stream. Prints one line per result and exits 0 when
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
+// With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+// through the gateway's HTTP API and reads the call's result there.
+//
 //	GO111MODULE=off GOPATH=/usr/share/gocode REDIS_URL=redis://127.0.0.1:6379/0 go run producer.go
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -140,6 +146,42 @@ func main() {
 	}
 	fmt.Printf("group %s %d results\n", group, seen)
 	ok = ok && seen == len(entries)
+
+	// The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+	// a call that waits for its result, its cancel, and the result read by id (net/http: stdlib).
+	if ingestURL, ingestKey := os.Getenv("INGEST_URL"), os.Getenv("INGEST_KEY"); ingestURL != "" && ingestKey != "" {
+		api := func(method, path string, event map[string]any) map[string]any {
+			var body io.Reader
+			if event != nil {
+				text, _ := json.Marshal(event)
+				body = bytes.NewReader(text)
+			}
+			req, _ := http.NewRequest(method, ingestURL+"/v1/apps/"+app+"/calls"+path, body)
+			req.Header.Set("Authorization", "Bearer "+ingestKey)
+			req.Header.Set("Content-Type", "application/json")
+			out := map[string]any{}
+			if answer, err := (&http.Client{Timeout: 15 * time.Second}).Do(req); err == nil {
+				defer answer.Body.Close()
+				json.NewDecoder(answer.Body).Decode(&out) // 4xx/5xx too: {"error": code, "message": …}
+			}
+			return out
+		}
+		result := func(answer map[string]any) map[string]any { r, _ := answer["result"].(map[string]any); return r }
+		apiID := "call-go-api-" + hex.EncodeToString(random)
+		done := api("POST", "?wait=5s", map[string]any{"v": 1, "id": apiID, "type": "incoming_call",
+			"voip_token": env("API_VOIP_TOKEN", "a1a1a1a1a1a1a1a1"),
+			"voip":       map[string]any{"caller": "+15551234567", "callerName": "Alice"}})
+		fmt.Printf("api call %s %v\n", apiID, result(done)["outcome"])
+		cancelled := result(api("POST", "/"+apiID+"/cancel?wait=5s", nil))
+		after, found := cancelled["cancelled_after"]
+		if !found {
+			after = "-"
+		}
+		fmt.Printf("api cancel %s %v %v\n", apiID, cancelled["outcome"], after)
+		read := api("GET", "/"+apiID, nil)
+		fmt.Printf("api result %s %v\n", apiID, result(read)["outcome"])
+		ok = ok && read["status"] == "done"
+	}
 
 	feedback, _ := redis.Values(r.Do("XREVRANGE", key+"feedback", "+", "-", "COUNT", 100))
 	for _, item := range feedback {

@@ -6,6 +6,9 @@
 // results stream, and reads the feedback stream. Prints one line per result and exits 0 when
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
+// With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+// through the gateway's HTTP API and reads the call's result there.
+//
 //   NODE_PATH=/usr/share/nodejs REDIS_URL=redis://127.0.0.1:6379/0 node producer.js
 "use strict";
 const crypto = require("crypto");
@@ -80,6 +83,24 @@ async function main() {
   }
   console.log(`group ${group} ${seen} results`);
   ok = ok && seen === entries.size;
+
+  // The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+  // a call that waits for its result, its cancel, and the result read by id (fetch: Node 18+).
+  const ingestUrl = process.env.INGEST_URL, ingestKey = process.env.INGEST_KEY;
+  if (ingestUrl && ingestKey) {
+    const api = async (method, path, event) => (await fetch(`${ingestUrl}/v1/apps/${app}/calls${path}`, {
+      method, body: event === undefined ? undefined : JSON.stringify(event),
+      headers: { Authorization: `Bearer ${ingestKey}`, "Content-Type": "application/json" } })).json();
+    const apiId = "call-node-api-" + crypto.randomBytes(6).toString("hex");
+    const done = await api("POST", "?wait=5s", { v: 1, id: apiId, type: "incoming_call",
+      voip_token: process.env.API_VOIP_TOKEN || "a1a1a1a1a1a1a1a1", voip: { caller: "+15551234567", callerName: "Alice" } });
+    console.log(`api call ${apiId} ${done.result?.outcome}`);
+    const cancelled = (await api("POST", `/${apiId}/cancel?wait=5s`)).result || {};
+    console.log(`api cancel ${apiId} ${cancelled.outcome} ${cancelled.cancelled_after || "-"}`);
+    const read = await api("GET", `/${apiId}`);
+    console.log(`api result ${apiId} ${read.result?.outcome}`);
+    ok = ok && read.status === "done";
+  }
 
   for (const { message: f } of await r.xRevRange(key + "feedback", "+", "-", { COUNT: 100 })) {
     if (f.token === voipToken || f.token === alertToken) {

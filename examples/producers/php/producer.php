@@ -6,6 +6,9 @@
 // stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 // event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
+// With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+// through the gateway's HTTP API and reads the call's result there.
+//
 //   REDIS_URL=redis://127.0.0.1:6379/0 php producer.php
 
 $url = getenv('REDIS_URL') ?: 'redis://127.0.0.1:6379/0';
@@ -85,6 +88,30 @@ while ($seen < count($entries) && microtime(true) < $deadline) {
 }
 echo "group $group $seen results\n";
 $ok = $ok && $seen === count($entries);
+
+// The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+// a call that waits for its result, its cancel, and the result read by id (PHP's http streams).
+$ingestUrl = getenv('INGEST_URL');
+$ingestKey = getenv('INGEST_KEY');
+if ($ingestUrl && $ingestKey) {
+    $api = function (string $method, string $path, ?array $event = null) use ($ingestUrl, $ingestKey, $app): array {
+        $context = stream_context_create(['http' => [
+            'method' => $method, 'ignore_errors' => true, 'timeout' => 15,   // ignore_errors: read 4xx/5xx bodies too
+            'header' => "Authorization: Bearer $ingestKey\r\nContent-Type: application/json\r\n",
+            'content' => $event === null ? '' : json_encode($event)]]);
+        return json_decode(file_get_contents("$ingestUrl/v1/apps/$app/calls$path", false, $context), true) ?? [];
+    };
+    $apiId = 'call-php-api-' . bin2hex(random_bytes(6));
+    $done = $api('POST', '?wait=5s', ['v' => 1, 'id' => $apiId, 'type' => 'incoming_call',
+                                      'voip_token' => getenv('API_VOIP_TOKEN') ?: 'a1a1a1a1a1a1a1a1',
+                                      'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']]);
+    echo "api call $apiId " . ($done['result']['outcome'] ?? '') . "\n";
+    $cancelled = $api('POST', "/$apiId/cancel?wait=5s")['result'] ?? [];
+    echo "api cancel $apiId " . ($cancelled['outcome'] ?? '') . ' ' . ($cancelled['cancelled_after'] ?? '-') . "\n";
+    $read = $api('GET', "/$apiId");
+    echo "api result $apiId " . ($read['result']['outcome'] ?? '') . "\n";
+    $ok = $ok && ($read['status'] ?? '') === 'done';
+}
 
 foreach ($r->xRevRange($key . 'feedback', '+', '-', 100) as $f) {
     if ($f['token'] === $voipToken || $f['token'] === $alertToken) {

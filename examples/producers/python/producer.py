@@ -6,12 +6,17 @@ result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group o
 stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 
+With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+through the gateway's HTTP API and reads the call's result there.
+
     REDIS_URL=redis://127.0.0.1:6379/0 PUSHGW_APP=acme python3 producer.py
 """
 import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import redis
@@ -81,6 +86,30 @@ while seen < len(entries) and time.monotonic() < deadline:
             r.xack(key + "results", group, entry_id)
 print(f"group {group} {seen} results")
 ok = ok and seen == len(entries)
+
+# The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+# a call that waits for its result, its cancel, and the result read by id (urllib: stdlib).
+ingest_url, ingest_key = os.environ.get("INGEST_URL"), os.environ.get("INGEST_KEY")
+if ingest_url and ingest_key:
+    def api(method, path, event=None):
+        body = json.dumps(event).encode() if event is not None else None
+        req = urllib.request.Request(f"{ingest_url}/v1/apps/{app}/calls{path}", data=body, method=method,
+                                     headers={"Authorization": f"Bearer {ingest_key}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=15) as answer:
+                return json.load(answer)
+        except urllib.error.HTTPError as refused:          # 4xx/5xx: {"error": code, "message": …}
+            return json.load(refused)
+    api_id = f"call-py-api-{uuid.uuid4().hex[:12]}"
+    done = api("POST", "?wait=5s", {"v": 1, "id": api_id, "type": "incoming_call",
+                                    "voip_token": os.environ.get("API_VOIP_TOKEN", "a1a1a1a1a1a1a1a1"),
+                                    "voip": {"caller": "+15551234567", "callerName": "Alice"}})
+    print(f"api call {api_id} {done.get('result', {}).get('outcome')}")
+    cancelled = api("POST", f"/{api_id}/cancel?wait=5s").get("result", {})
+    print(f"api cancel {api_id} {cancelled.get('outcome')} {cancelled.get('cancelled_after', '-')}")
+    read = api("GET", f"/{api_id}")
+    print(f"api result {api_id} {read.get('result', {}).get('outcome')}")
+    ok = ok and read.get("status") == "done"
 
 for _, f in r.xrevrange(key + "feedback", count=100):
     if f["token"] in (voip_token, alert_token):

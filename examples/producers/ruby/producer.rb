@@ -6,8 +6,12 @@
 # stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 #
+# With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+# through the gateway's HTTP API and reads the call's result there.
+#
 #   REDIS_URL=redis://127.0.0.1:6379/0 ruby producer.rb
 require "json"
+require "net/http"
 require "redis"
 require "securerandom"
 
@@ -77,6 +81,29 @@ while seen < entries.size && now.call < deadline
 end
 puts "group #{group} #{seen} results"
 ok &&= seen == entries.size
+
+# The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+# a call that waits for its result, its cancel, and the result read by id (net/http: stdlib).
+ingest_url, ingest_key = ENV["INGEST_URL"], ENV["INGEST_KEY"]
+if ingest_url && ingest_key
+  api = lambda do |method, path, event = nil|
+    uri = URI("#{ingest_url}/v1/apps/#{app}/calls#{path}")
+    request = (method == :post ? Net::HTTP::Post : Net::HTTP::Get).new(uri)
+    request["Authorization"] = "Bearer #{ingest_key}"
+    request["Content-Type"] = "application/json"
+    request.body = JSON.generate(event) if event
+    JSON.parse(Net::HTTP.start(uri.host, uri.port, use_ssl: uri.scheme == "https", read_timeout: 15) { |h| h.request(request) }.body)
+  end
+  api_id = "call-rb-api-#{SecureRandom.hex(6)}"
+  done = api.call(:post, "?wait=5s", { v: 1, id: api_id, type: "incoming_call", voip_token: ENV.fetch("API_VOIP_TOKEN", "a1a1a1a1a1a1a1a1"),
+                                       voip: { caller: "+15551234567", callerName: "Alice" } })
+  puts "api call #{api_id} #{done.dig('result', 'outcome')}"
+  cancelled = api.call(:post, "/#{api_id}/cancel?wait=5s")["result"] || {}
+  puts "api cancel #{api_id} #{cancelled['outcome']} #{cancelled['cancelled_after'] || '-'}"
+  read = api.call(:get, "/#{api_id}")
+  puts "api result #{api_id} #{read.dig('result', 'outcome')}"
+  ok &&= read["status"] == "done"
+end
 
 r.xrevrange(key + "feedback", "+", "-", count: 100).each do |_, f|
   next unless [voip_token, alert_token].include?(f["token"])

@@ -6,7 +6,11 @@
 # stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 #
+# With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
+# through the gateway's HTTP API with curl, and reads the call's result there.
+#
 #   REDIS_URL=redis://127.0.0.1:6379/0 bash producer.sh
+#   INGEST_URL=http://127.0.0.1:9480 INGEST_KEY=pgw_… REDIS_URL=… bash producer.sh
 set -euo pipefail
 url=${REDIS_URL:-redis://127.0.0.1:6379/0}
 app=${PUSHGW_APP:-acme}
@@ -74,6 +78,22 @@ while [ "$seen" -lt 3 ] && [ "$(date +%s)" -le "$deadline" ]; do
 done
 echo "group $group $seen results"
 [ "$seen" -eq 3 ] || ok=no
+
+# The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
+# a call that waits for its result, its cancel, and the result read by id, with curl.
+if [ -n "${INGEST_URL:-}" ] && [ -n "${INGEST_KEY:-}" ]; then
+  api() { curl -sS -H "Authorization: Bearer $INGEST_KEY" -H 'Content-Type: application/json' "$@"; }
+  api_id="call-sh-api-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+  api_token=${API_VOIP_TOKEN:-a1a1a1a1a1a1a1a1}
+  answer=$(api --data-binary "{\"v\":1,\"id\":\"$api_id\",\"type\":\"incoming_call\",\"voip_token\":\"$api_token\",\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}" \
+    "$INGEST_URL/v1/apps/$app/calls?wait=5s")
+  echo "api call $api_id $(field outcome <<<"$answer")"
+  answer=$(api -X POST "$INGEST_URL/v1/apps/$app/calls/$api_id/cancel?wait=5s")
+  echo "api cancel $api_id $(field outcome <<<"$answer") $(field cancelled_after <<<"$answer")"
+  answer=$(api "$INGEST_URL/v1/apps/$app/calls/$api_id")
+  echo "api result $api_id $(field outcome <<<"$answer")"
+  [ "$(field status <<<"$answer")" = done ] || ok=no
+fi
 
 # Feedback entries: id, then field/value pairs (token, channel, reason, timestamp).
 raw XREVRANGE "${key}feedback" + - COUNT 100 | paste - - - - - - - - - | while IFS=$'\t' read -r _ _ token _ channel _ reason _ timestamp; do
