@@ -536,9 +536,7 @@ class TakeOverTests: XCTestCase {
         XCTAssertEqual(h.runner.stats.claimed, 2)
         XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1)
     }
-}
 
-extension RouterIntegrationTests {
     /// A claim round while no app is configured (a reload removed them all) arms the claim
     /// timer again: once apps are back, a dead consumer's entries are taken over. Before, the
     /// round never ended and take-overs stopped for the life of the process.
@@ -717,6 +715,7 @@ final class TakeOverOverTLSTests: TakeOverTests {
 
     override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
     override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+    override func testTakeOversGoOnAfterAReloadLeftNoAppForARound() throws { try super.testTakeOversGoOnAfterAReloadLeftNoAppForARound() }
 }
 
 /// `TakeOverTests` over TLS with a client certificate.
@@ -725,6 +724,7 @@ final class TakeOverOverMutualTLSTests: TakeOverTests {
 
     override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
     override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+    override func testTakeOversGoOnAfterAReloadLeftNoAppForARound() throws { try super.testTakeOversGoOnAfterAReloadLeftNoAppForARound() }
 }
 
 /// `TakeOverTests` as the least-privileged ACL user.
@@ -733,6 +733,7 @@ final class TakeOverAsLeastPrivilegedUserTests: TakeOverTests {
 
     override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
     override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+    override func testTakeOversGoOnAfterAReloadLeftNoAppForARound() throws { try super.testTakeOversGoOnAfterAReloadLeftNoAppForARound() }
 }
 
 /// `TakeOverTests` through a sentinel.
@@ -741,6 +742,7 @@ final class TakeOverThroughSentinelTests: TakeOverTests {
 
     override func testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() throws { try super.testAnEntryThisProcessLeftPendingIsRoutedAgainByItsSweep() }
     override func testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() throws { try super.testEntriesOfADeadConsumerAreTakenOverAndPoisonIsDeadLettered() }
+    override func testTakeOversGoOnAfterAReloadLeftNoAppForARound() throws { try super.testTakeOversGoOnAfterAReloadLeftNoAppForARound() }
 }
 
 /// The deployments' classes above list every test of their base class.
