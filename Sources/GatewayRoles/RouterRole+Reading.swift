@@ -184,6 +184,17 @@ extension RouterRole {
             }
             // A replay carries the original call's deadline (`call_deadline`).
             event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
+            // Devices and answers are decided by `CallStateMachine` (Routing), which this
+            // runner does not perform yet: such an event is refused as invalid, so it claims no
+            // id and its dead letter can be replayed to a gateway that routes it.
+            if !event.listedDevices.isEmpty {
+                throw InvalidEvent(field: "devices", problem: "a call with devices is not routed by this gateway yet",
+                                   callID: event.id, kind: event.kind)
+            }
+            if event.kind == .callAnswered || event.kind == .callDeclined {
+                throw InvalidEvent(field: "type", problem: "\(event.kind.rawValue) is not routed by this gateway yet",
+                                   callID: event.id, kind: event.kind)
+            }
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],

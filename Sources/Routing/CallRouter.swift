@@ -211,6 +211,11 @@ public struct CallRouter: Sendable {
             state = .finished(.cancelled)
             if cancelled { return duplicate(call, of: .cancelled) }
             return CallAction(step: .cancelCall(record(call, .cancelled)))
+        case .callAnswered, .callDeclined:
+            // A call's answer ends the ring of its devices (`CallStateMachine.onEndHeard`); it
+            // rings nothing itself, so no device's router routes it.
+            return deadLetter(call, .invalidEvent("type: a \(event.kind.rawValue) event is not routed as a call"),
+                              appUnhealthy: false)
         case .incomingCall:
             if let alreadyDone {
                 state = .finished(alreadyDone)
@@ -472,6 +477,10 @@ public struct CallRouter: Sendable {
             return deadLetter(call, .retriesExhausted(.voip), appUnhealthy: false, feedback: feedback)
         case .payload:
             return deadLetter(call, .payloadTooLarge(.voip), appUnhealthy: false, feedback: feedback)
+        case .unanswered:
+            // The call's machine sends the missed-call alert of an unanswered call, never a
+            // device's router; were it ever asked to, nothing rang before the deadline.
+            return finish(call, .expired, feedback: feedback)
         }
     }
 

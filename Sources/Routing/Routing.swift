@@ -2,8 +2,10 @@
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // `RouterRole` (GatewayRoles) performs.
-// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallCopies and
-// LiveCallStateMachine (an entry's stay in the router process, beside its copies), CallAction
+// Files: CallEvent (decoding, devices), AppRoutingPolicy, CallRouter (one device's state machine),
+// CallStateMachine (a call's life as one machine: its entry's stay and one router per device,
+// the end of the ring on the others, missed-call alerts), CallCopies and LiveCallStateMachine
+// (an entry's stay in the router process, beside its copies), CallAction
 // (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output of
@@ -46,4 +48,7 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     case retriesExhausted = "retries_exhausted"
     /// APNs refused the VoIP payload as too large (413).
     case payload
+    /// Nobody answered by the deadline (`missed_call_alert: unanswered`): the device's one
+    /// missed-call alert, whatever its VoIP push did.
+    case unanswered
 }
