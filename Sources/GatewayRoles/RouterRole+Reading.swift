@@ -203,7 +203,7 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
                             isCancel: event.kind == .callCancelled)
         register(call)
         hearCancels(around: call)
@@ -220,13 +220,13 @@ extension RouterRole {
         guard call.nextOfCall != nil else { return }
         if call.isCancel {
             for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isCancel {
-                run(other.life.onCancelHeard(), for: other)
+                run(other.machine.onEndHeard(.cancelled, now: Clock.unixMs()), for: other)
             }
             return
         }
         var next = call.nextOfCall
         while let other = next {
-            if other.isCancel { return run(call.life.onCancelHeard(), for: call) }
+            if other.isCancel { return run(call.machine.onEndHeard(.cancelled, now: Clock.unixMs()), for: call) }
             next = other.nextOfCall
         }
     }
@@ -264,7 +264,7 @@ extension RouterRole {
         stats.retriesFired += 1
         // Snapshots written before the producer's entry was kept in them: this entry stands in.
         let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
         hearCancels(around: call)
@@ -276,27 +276,18 @@ extension RouterRole {
     /// says so or a cancel of it was heard here meanwhile (`hearCancels`).
     func start(_ a: Admitted, found: EventLookup) {
         let call = a.call
-        let done = found.recordedOutcome
-        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled,
-                                                claimHolder: found.claimHolder, consumer: settings.consumer,
-                                                copyRoutingHere: copyRouting(besides: call) != nil)
-        switch action {
-        case let .startRouter(cancelled):
-            let routerAction: CallAction
-            if let snapshot = a.snapshot {
-                routerAction = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
-            } else {
-                routerAction = call.router.start(a.event, now: Clock.unixMs(),
-                                                 knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
-                                                 alreadyDone: done, cancelled: cancelled)
-            }
-            perform(routerAction, for: call)
+        let action = call.machine.onLookupAnswered(alreadyDone: found.recordedOutcome, cancelled: found.cancelled,
+                                                   claimHolder: found.claimHolder, consumer: settings.consumer,
+                                                   copyRoutingHere: copyRouting(besides: call) != nil,
+                                                   knownInvalid: [(found.voipInvalidSinceMs, found.alertInvalidSinceMs)],
+                                                   snapshot: a.snapshot, now: Clock.unixMs())
+        switch action.life {
         case .waitForCopyHere:
             copyRouting(besides: call)!.copiesWaiting.append(a)
         case .waitForCopyElsewhere:
             copiesElsewhere.append(a)
             if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
-        case .none, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
+        case .none, .startRouter, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
             run(action, for: call)
         }
     }

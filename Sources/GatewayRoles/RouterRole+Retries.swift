@@ -8,9 +8,14 @@ import Routing
 extension RouterRole {
     /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
     /// only, and this process forgets it.
-    func schedule(_ call: LiveCall, channel: PushChannel) {
-        guard var snapshot = call.router.waiting else {
-            preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
+    func schedule(_ call: LiveCall) {
+        guard var snapshot = call.machine.waiting else {
+            preconditionFailure("a schedule step without a waiting router (call \(call.callID))")
+        }
+        let channel: PushChannel
+        switch snapshot.stage {
+        case .voip: channel = .voip
+        case .alert: channel = .alert
         }
         snapshot.entryID = call.producerEntryID
         let retry = ScheduledRetry(snapshot, retryID: call.entryID, callID: call.callID, app: call.app.id, event: call.rawEvent,
@@ -21,20 +26,20 @@ extension RouterRole {
                 self.writesAccepted()
                 self.stats.retriesScheduled += 1
                 self.stats.retriesScheduledByChannel[channel.rawValue, default: 0] += 1
-                self.run(call.life.onScheduled(), for: call)
+                self.run(call.machine.onScheduled(), for: call)
                 self.onRetryScheduled?(snapshot.dueAtMs)
             case .success(.cancelled):
                 // A cancel was recorded while the push was out: finish as cancelled now.
-                self.run(call.life.onScheduleFoundCancelled(), for: call)
+                self.run(call.machine.onScheduleFoundCancelled(now: Clock.unixMs()), for: call)
             case .success(.notOwned):
                 // Tolerated: this process stalled past its lease and another took the entry
                 // over (or finished it); that one carries on.
                 self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
                               ["app": call.app.id, "event": call.callID, "entry": call.entryID], limited: true)
-                self.run(call.life.onScheduled(), for: call)
+                self.run(call.machine.onScheduled(), for: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.run(call.life.onScheduleFailed(), for: call)
+                self.run(call.machine.onScheduleFailed(), for: call)
                 if error.writeRefusal != nil {
                     self.writesRefused(error)
                 } else {
@@ -49,13 +54,7 @@ extension RouterRole {
     func retrySchedulingSteps() {
         let calls = scheduleAgain
         scheduleAgain = []
-        for call in calls where call.life.onScheduleAgainDue() == .write {
-            guard let channel = call.router.waiting.map({ waiting -> PushChannel in
-                if case .voip = waiting.stage { return .voip }
-                return .alert
-            }) else { continue }
-            schedule(call, channel: channel)
-        }
+        for call in calls { run(call.machine.onScheduleAgainDue(), for: call) }
     }
 
     /// A `call_cancelled` event's step, once no entry of its call that started here is still

@@ -95,8 +95,9 @@ package struct RouterRoleSettings: Sendable {
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
 /// `retriesFired`: a push the router decided to try again).
 package final class RouterRole {
-    /// One event being routed. The router's state lives here between I/O steps; which of the
-    /// runner's steps may happen to it now is its `life`.
+    /// One event being routed. Its whole life — the entry's stay and its devices' routers —
+    /// is one machine, `machine` (`CallStateMachine`, Routing), every event of the call goes
+    /// through it, and `run(_:for:)` performs what it returns.
     final class LiveCall {
         let app: AppRuntime
         /// The stream entry, acknowledged with the outcome.
@@ -106,9 +107,10 @@ package final class RouterRole {
         let producerEntryID: String
         /// The entry's `event` field, its bytes as Redis holds them (kept exactly in a dead letter).
         let rawEvent: [UInt8]
-        var router: CallRouter
+        var machine: CallStateMachine
         let callID: String
-        var life: LiveCallStateMachine
+        /// Which of the runner's steps may happen to the entry now (the machine's nested one).
+        var life: LiveCallStateMachine { machine.life }
         var feedback: [InvalidToken] = []
         var firstFailureMs: Int64?
         /// The next live entry of the same app and call id (`liveByCall` lists them: usually
@@ -121,20 +123,21 @@ package final class RouterRole {
         /// Cancels of this call whose step waits for it to leave, so their result can say what
         /// the call got (`cancelled_after`): it had pushed when the cancel came.
         var cancelsWaiting: [(cancel: LiveCall, record: OutcomeRecord)] = []
-        /// The push with the APNs client, while its answer is awaited: a cancel takes it back
-        /// if it is not written yet.
-        var pushInFlight: (client: ApnsClient, ticket: ApnsPushTicket)?
+        /// The pushes with the APNs client, by device, while their answers are awaited: a
+        /// cancel takes them back if they are not written yet.
+        var pushesOut: [(device: Int, client: ApnsClient, ticket: ApnsPushTicket)] = []
+        /// The call's one timer (its devices' retries, its deadline), made when first armed.
+        var timer: LoopTimer?
 
-        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
-             callID: String, isCancel: Bool = false, life: LiveCallStateMachine = LiveCallStateMachine()) {
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
+             callID: String, isCancel: Bool = false) {
             self.app = app
             self.entryID = entryID
             self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
-            self.router = router
+            self.machine = machine
             self.callID = callID
             self.isCancel = isCancel
-            self.life = life
         }
     }
 
@@ -400,31 +403,8 @@ package final class RouterRole {
 
     // MARK: A live call's life
 
-    /// Performs what a live call's `LiveCallStateMachine` returned, for the actions that are the
-    /// same whichever step led there. `.write` (a schedule step) is performed by the step that
-    /// asked (it holds the router's snapshot); `.startRouter` and the waits by `start` (they
-    /// need the lookup).
-    func run(_ action: LiveCallStateMachine.Action, for call: LiveCall) {
-        switch action {
-        case .none, .write, .startRouter, .waitForCopyHere, .waitForCopyElsewhere:
-            break
-        case let .writeRecord(record):
-            write(record, for: call)
-        case .tellRouterCancelled:
-            perform(call.router.cancelReceived(now: Clock.unixMs()), for: call)
-        case .scheduleAgainLater:
-            scheduleAgain.append(call)
-            if !scheduleAgainTimer.isScheduled { scheduleAgainTimer.schedule(afterMs: settings.scheduleAgainAfterMs) }
-        case .recordAgainLater:
-            recordAgain.append(call)
-            if !recordAgainTimer.isScheduled { recordAgainTimer.schedule(afterMs: settings.recordAgainAfterMs) }
-        case let .leave(duplicatesOf: outcome):
-            leave(call, duplicatesOf: outcome)
-        }
-    }
-
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
-    private func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
+    func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
         guard let i = live.index(forKey: key(call.app, call.entryID)), live.values[i] === call else {
             preconditionFailure("call \(call.callID) (entry \(call.entryID)) left the process twice")
         }
@@ -438,7 +418,9 @@ package final class RouterRole {
             previous?.nextOfCall = call.nextOfCall
         }
         call.nextOfCall = nil
-        call.pushInFlight = nil
+        call.pushesOut = []
+        call.timer?.close()
+        call.timer = nil
         inFlightPerApp[call.app.id, default: 1] -= 1
         // Its waiting copies: duplicates of a recorded outcome; otherwise (the call went to the
         // retry schedule, or a step failed) each looks the call up again.
@@ -464,7 +446,7 @@ package final class RouterRole {
         stats.redisErrors += 1
         ownSweepsDue = max(ownSweepsDue, 1)
         let left = Array(calls)
-        for call in left { run(call.life.onStepFailed(), for: call) }
+        for call in left { run(call.machine.onStepFailed(), for: call) }
         if error.writeRefusal != nil {
             writesRefused(error, leftPending: left.map { key($0.app, $0.entryID) })
         } else {

@@ -52,6 +52,8 @@ public struct CallStateMachine: Sendable {
         case single(CallRouter)
         /// A call with devices (or any call under `missed_call_alert: unanswered`).
         case ringing(Ringing)
+        /// An entry refused at admission (invalid, poison): its dead letter is written, nothing routes.
+        case refused
     }
 
     private struct Ringing: Sendable {
@@ -173,6 +175,21 @@ public struct CallStateMachine: Sendable {
         self.state = .waiting(event: event, jitter: jitter)
     }
 
+    /// An entry refused at admission (invalid event, poison, unreadable retry): its dead letter
+    /// is written at once (the runner performs `writeRecord` of it), and it never routes.
+    public static func refusedAtAdmission(_ deadLetter: DeadLetter, policy: AppRoutingPolicy) -> CallStateMachine {
+        var machine = CallStateMachine(refusing: deadLetter.record.id ?? "", policy: policy)
+        machine.life = .refusedAtAdmission(deadLetter)
+        return machine
+    }
+
+    private init(refusing callID: String, policy: AppRoutingPolicy) {
+        self.policy = policy
+        self.callID = callID
+        self.life = LiveCallStateMachine()
+        self.state = .refused
+    }
+
     /// Whether the event is routed by the machine's devices (a call with `devices`, or any
     /// `incoming_call` of an app whose missed-call alert is `unanswered`) rather than by one
     /// router as before devices.
@@ -204,6 +221,7 @@ public struct CallStateMachine: Sendable {
                                           copyRoutingHere: Bool, knownInvalid: [(voip: Int64?, alert: Int64?)] = [],
                                           snapshot: WaitingCall? = nil, now: Int64) -> Action {
         guard case let .waiting(event, seed) = state else {
+            if case .refused = state { preconditionFailure("a lookup answered for an entry refused at admission") }
             // The life refuses a second lookup answer of a started call itself.
             return Action(life: life.onLookupAnswered(.incomingCall, alreadyDone: alreadyDone != nil, cancelled: cancelled,
                                                       claimHolder: claimHolder, consumer: consumer,
@@ -270,7 +288,7 @@ public struct CallStateMachine: Sendable {
     /// says; the machine's own push is dropped, no attempt made.
     public mutating func onPushWithheld(device: Int, _ reason: DeadLetterReason, now: Int64) -> Action {
         switch state {
-        case .waiting:
+        case .waiting, .refused:
             preconditionFailure("a push withheld before the call's routers started")
         case var .single(router):
             let action = router.pushWithheld(reason, now: now)
@@ -301,6 +319,8 @@ public struct CallStateMachine: Sendable {
         switch state {
         case .waiting:
             end = heard
+            return Action(life: step)
+        case .refused:
             return Action(life: step)
         case var .single(router):
             guard step == .tellRouterCancelled else { return Action(life: step) }
@@ -366,7 +386,7 @@ public struct CallStateMachine: Sendable {
                                    router answer: (inout CallRouter) -> CallAction,
                                    attempt: (OwnPush) -> AttemptRecord) -> Action {
         switch state {
-        case .waiting:
+        case .waiting, .refused:
             preconditionFailure("an APNs answer before the call's routers started")
         case var .single(router):
             let action = answer(&router)
