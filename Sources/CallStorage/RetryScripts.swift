@@ -81,7 +81,8 @@ enum RetryLua {
         return {id, score, v[1], v[2]}
         """
 
-    /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
+    /// A `call_cancelled` event (or a `call_answered`, `call_declined`: any end of the ring) in
+    /// one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
     /// each (once per call id: its result key, whose in-flight claim, if any, the outcome
     /// replaces), records the cancel event's own result (once: its own result key; a
@@ -123,12 +124,14 @@ enum RetryLua {
           after = string.match(call, '^{"outcome":"(delivered_[a-z]+)"')
           local entryMs = string.match(call, ',"entry":"(%d+)%-')
           local latency = string.match(call, ',"latency_ms":(%d+)')
-          if after and entryMs and latency then
+          -- The end's own outcome (cancelled, answered, declined) stays first.
+          local head = string.match(json, '^{"outcome":"[a-z_]+"')
+          if after and head and entryMs and latency then
             at = tonumber(entryMs) + tonumber(latency)
-            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '","delivered_at":' .. string.format('%d', at)
-              .. string.sub(json, 23)
-          elseif after then
-            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '"' .. string.sub(json, 23)
+            json = head .. ',"cancelled_after":"' .. after .. '","delivered_at":' .. string.format('%d', at)
+              .. string.sub(json, #head + 1)
+          elseif after and head then
+            json = head .. ',"cancelled_after":"' .. after .. '"' .. string.sub(json, #head + 1)
           end
         end
         local cancelRecorded = 0

@@ -184,17 +184,6 @@ extension RouterRole {
             }
             // A replay carries the original call's deadline (`call_deadline`).
             event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
-            // Devices and answers are decided by `CallStateMachine` (Routing), which this
-            // runner does not perform yet: such an event is refused as invalid, so it claims no
-            // id and its dead letter can be replayed to a gateway that routes it.
-            if !event.listedDevices.isEmpty {
-                throw InvalidEvent(field: "devices", problem: "a call with devices is not routed by this gateway yet",
-                                   callID: event.id, kind: event.kind)
-            }
-            if event.kind == .callAnswered || event.kind == .callDeclined {
-                throw InvalidEvent(field: "type", problem: "\(event.kind.rawValue) is not routed by this gateway yet",
-                                   callID: event.id, kind: event.kind)
-            }
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
@@ -204,29 +193,30 @@ extension RouterRole {
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
-                            isCancel: event.kind == .callCancelled)
+                            ends: event.end)
         register(call)
         hearCancels(around: call)
         return Admitted(call: call, event: event, snapshot: nil)
     }
 
-    /// A cancel wins over every entry of its call it meets here, whichever came first: a new
-    /// cancel tells its call's live entries at once (one looking up starts cancelled, one
-    /// routing takes its push back if not written yet), and a new call entry whose cancel is
-    /// live here starts cancelled. After the cancel left, its marker in Redis tells the lookup.
-    /// `call` was just registered: it heads its call's list, and the others follow it (the
-    /// common case, none, costs one comparison and no allocation).
+    /// An end of the ring (a cancel, an answer, a decline) wins over every entry of its call it
+    /// meets here, whichever came first: a new end entry tells its call's live entries at once
+    /// (one looking up starts stopped, one routing stops its devices and takes back pushes not
+    /// written yet), and a new call entry whose end is live here starts stopped. After the
+    /// end entry left, its cancellation marker in Redis tells the lookup. `call` was just
+    /// registered: it heads its call's list, and the others follow it (the common case, none,
+    /// costs one comparison and no allocation).
     func hearCancels(around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
-        if call.isCancel {
-            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isCancel {
-                run(other.machine.onEndHeard(.cancelled, now: Clock.unixMs()), for: other)
+        if let end = call.ends {
+            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isEnd {
+                run(other.machine.onEndHeard(end, now: Clock.unixMs()), for: other)
             }
             return
         }
         var next = call.nextOfCall
         while let other = next {
-            if other.isCancel { return run(call.machine.onEndHeard(.cancelled, now: Clock.unixMs()), for: call) }
+            if let end = other.ends { return run(call.machine.onEndHeard(end, now: Clock.unixMs()), for: call) }
             next = other.nextOfCall
         }
     }

@@ -61,7 +61,7 @@ extension RouterRole {
     /// live: those were told of the cancel when it was read (`hearCancels`) and end soon (a push
     /// taken back, or its answer), and the cancel's result then says what the call got.
     func recordCancel(_ record: OutcomeRecord, of cancelEntry: LiveCall) {
-        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isCancel && $0.life.hasStarted }
+        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isEnd && $0.life.hasStarted }
         if let started {
             started.cancelsWaiting.append((cancelEntry, record))
         } else {

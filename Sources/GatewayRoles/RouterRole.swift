@@ -116,8 +116,10 @@ package final class RouterRole {
         /// The next live entry of the same app and call id (`liveByCall` lists them: usually
         /// one, two while a cancel or a producer's duplicate is in flight with its call).
         var nextOfCall: LiveCall?
-        /// A `call_cancelled` entry (it never pushes, so copies never wait for it).
-        let isCancel: Bool
+        /// For a `call_cancelled`, `call_answered` or `call_declined` entry, the end of the ring
+        /// it brings (it never pushes, so copies never wait for it); nil for a call.
+        let ends: CallEnd?
+        var isEnd: Bool { ends != nil }
         /// Copies of this call that wait for it to leave the process (`CallCopies`).
         var copiesWaiting: [Admitted] = []
         /// Cancels of this call whose step waits for it to leave, so their result can say what
@@ -130,14 +132,14 @@ package final class RouterRole {
         var timer: LoopTimer?
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
-             callID: String, isCancel: Bool = false) {
+             callID: String, ends: CallEnd? = nil) {
             self.app = app
             self.entryID = entryID
             self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
             self.machine = machine
             self.callID = callID
-            self.isCancel = isCancel
+            self.ends = ends
         }
     }
 
@@ -395,7 +397,7 @@ package final class RouterRole {
     func copyRouting(besides call: LiveCall) -> LiveCall? {
         var next = liveByCall[callKey(call.app, call.callID)]
         while let other = next {
-            if other !== call, other.life.hasStarted, !other.isCancel { return other }
+            if other !== call, other.life.hasStarted, !other.isEnd { return other }
             next = other.nextOfCall
         }
         return nil
@@ -433,8 +435,19 @@ package final class RouterRole {
         }
         let cancels = call.cancelsWaiting
         call.cancelsWaiting = []
-        for c in cancels { recordCancel(c.record, of: c.cancel) }
+        for c in cancels { recordCancel(reported(c.record, of: c.cancel, by: call), of: c.cancel) }
         readNext()
+    }
+
+    /// The own result of `end`, an entry that ended `call`'s ring, with the devices it stopped
+    /// and told (a call with devices only: a single-device call's ends keep their record).
+    private func reported(_ record: OutcomeRecord, of end: LiveCall, by call: LiveCall) -> OutcomeRecord {
+        guard let report = call.machine.endReport else { return record }
+        var record = record
+        let first = call.machine.end == end.ends
+        record.stopped = first ? report.stopped : []
+        record.told = first ? report.told : []
+        return record
     }
 
     /// The lookup step for `calls` failed: it is counted and logged, and the calls leave the

@@ -95,7 +95,7 @@ extension ResultEntry {
     /// namespace, so the cancel and the call each have one result and a call whose id is
     /// `cancel:X` is not taken for a cancel of `X` (docs/protocol.md).
     init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
-        self.init(eventId: callID, namespace: record.type == .callCancelled ? .cancel : .call, keying: keying,
+        self.init(eventId: callID, namespace: record.type?.endsRing == true ? .cancel : .call, keying: keying,
                   resultJSON: record.jsonString)
     }
 

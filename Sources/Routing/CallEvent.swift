@@ -14,6 +14,21 @@ public struct CallEvent: Equatable, Sendable {
         case callAnswered = "call_answered"
         /// One of the call's devices (`device`) declined: the ring ends on every other device.
         case callDeclined = "call_declined"
+
+        /// A `call_cancelled`, `call_answered` or `call_declined`: it ends its call's ring
+        /// (`CallEnd`), rings nothing itself, and has its own result in the cancels' id
+        /// namespace (docs/protocol.md).
+        public var endsRing: Bool { self != .incomingCall }
+    }
+
+    /// What an event that ends its call's ring says ended it; nil for an `incoming_call`.
+    public var end: CallEnd? {
+        switch kind {
+        case .incomingCall: return nil
+        case .callCancelled: return .cancelled
+        case .callAnswered: return .answered(device: device ?? "")
+        case .callDeclined: return .declined(device: device ?? "")
+        }
     }
 
     /// The call id: 1…128 characters, the idempotency key, carried in both pushes.

@@ -212,10 +212,12 @@ public struct CallRouter: Sendable {
             if cancelled { return duplicate(call, of: .cancelled) }
             return CallAction(step: .cancelCall(record(call, .cancelled)))
         case .callAnswered, .callDeclined:
-            // A call's answer ends the ring of its devices (`CallStateMachine.onEndHeard`); it
-            // rings nothing itself, so no device's router routes it.
-            return deadLetter(call, .invalidEvent("type: a \(event.kind.rawValue) event is not routed as a call"),
-                              appUnhealthy: false)
+            // Like a cancel, it ends the ring (its call's entries hear it: `CallStateMachine.
+            // onEndHeard`) and is recorded with the cancellation marker; a ring ended before
+            // makes it a duplicate.
+            state = .finished(.cancelled)
+            if cancelled { return duplicate(call, of: .cancelled) }
+            return CallAction(step: .cancelCall(record(call, event.kind == .callAnswered ? .answered : .declined)))
         case .incomingCall:
             if let alreadyDone {
                 state = .finished(alreadyDone)

@@ -65,8 +65,6 @@ public struct CallStateMachine: Sendable {
         var missedCallAlertsSent = false
         /// The call's record was requested: nothing more is pushed.
         var recordRequested = false
-        /// Time of the last APNs answer or failure of any push of the call (`latency_ms`).
-        var lastAnswerAtMs: Int64?
     }
 
     private struct DeviceRing: Sendable {
@@ -394,7 +392,6 @@ public struct CallStateMachine: Sendable {
             return single(action)
         case var .ringing(r):
             var action = Action()
-            r.lastAnswerAtMs = now
             if let own = r.devices[i].ownPush {
                 r.devices[i].ownPush = nil
                 var record = attempt(own)
@@ -543,7 +540,8 @@ public struct CallStateMachine: Sendable {
         action.timer = wake
     }
 
-    /// The call's record: each device's outcome, every push tagged with its device, and the
+    /// The call's record: each device's outcome, every push tagged with its device (`latency_ms`:
+    /// to the last answer of a device's ring or fallback, as a single-device call's), and the
     /// call's outcome, the best a device got (a VoIP delivery, an alert, then `cancelled`,
     /// `expired`, `undeliverable`); a dead letter only when every device's ring was one.
     private func record(_ r: Ringing) -> LiveCallStateMachine.Record {
@@ -571,10 +569,9 @@ public struct CallStateMachine: Sendable {
         attempts.sort { $0.sentAtMs < $1.sentAtMs }
         let ranked: [CallOutcome] = [.deliveredVoip, .deliveredAlert, .cancelled, .expired, .undeliverable]
         let outcome = ranked.first { o in devices.contains { $0.outcome == o } } ?? .deadLettered
-        let lastAnswer = r.lastAnswerAtMs.map { $0.clampedDifference(r.event.entryTimeMs) }
         var record = OutcomeRecord(outcome: outcome, id: r.event.id, type: r.event.kind, app: policy.appID,
                                    channel: outcome == .deliveredVoip ? .voip : outcome == .deliveredAlert ? .alert : nil,
-                                   latencyMs: lastAnswer.map { max($0, latest ?? $0) } ?? latest, attempts: attempts)
+                                   latencyMs: latest, attempts: attempts)
         record.ended = end
         record.devices = devices
         guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }

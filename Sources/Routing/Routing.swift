@@ -23,6 +23,10 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     case expired
     /// The caller hung up before any push was delivered; nothing more is sent.
     case cancelled
+    /// A `call_answered` event's own result: a device answered, the ring ended on the others.
+    case answered
+    /// A `call_declined` event's own result: a device declined, the ring ended on the others.
+    case declined
     /// A human must look: the record carries the dead-letter `reason`.
     case deadLettered = "dead_lettered"
     /// The event's id already had an outcome within the idempotency window (a producer's

@@ -36,19 +36,6 @@ final class HostileEventTests: XCTestCase {
         return text
     }
 
-    func testCallsWithDevicesAndAnswersAreRefusedUntilThisGatewayRoutesThemAndNothingIsSent() throws {
-        h = try RouterHarness()
-        h.xaddRaw("acme", #"{"v":1,"id":"m-1","type":"incoming_call","devices":[{"id":"phone","voip_token":"e1e1"}]}"#)
-        h.xaddRaw("acme", #"{"v":1,"id":"m-1","type":"call_answered","device":"phone"}"#)
-        h.call("neighbour", voip: "a0a1")
-        XCTAssertTrue(h.waitForRecords(3), "one outcome per entry: \(h.recorded.map(\.record.id))")
-        XCTAssertEqual(h.record("neighbour")?.outcome, .deliveredVoip)
-        XCTAssertTrue(h.requests("e1e1").isEmpty, "nothing is pushed for a call with devices")
-        let reasons = h.entries(h.keys("acme").dead).compactMap { $0.fields["reason"] }
-        XCTAssertEqual(reasons, ["invalid_event: devices: a call with devices is not routed by this gateway yet",
-                                 "invalid_event: type: call_answered is not routed by this gateway yet"])
-    }
-
     func testEventsThatAreNotUTF8AreRefusedAndKeptByteForByte() throws {
         h = try RouterHarness()
         var rng = SystemRandomNumberGenerator()
