@@ -196,8 +196,11 @@ public struct EventLookup: Equatable, Sendable {
     /// The outcome already recorded for the event id, nil if none (within the window) or if
     /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
     public var outcome: String?
-    /// Whether the call was cancelled.
+    /// Whether the call was cancelled (or its ring ended by an answer or a decline).
     public var cancelled: Bool
+    /// The cancellation marker's value when it is not a plain cancel's `1`: the end of the ring
+    /// that set it (`answered:DEVICE`, `declined:DEVICE`, `RetrySchedule.cancel`).
+    public var endMarker: String?
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
     public var voipInvalidSinceMs: Int64?
     public var alertInvalidSinceMs: Int64?

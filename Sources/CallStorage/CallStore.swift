@@ -481,6 +481,7 @@ public final class CallStore {
                 var holder = reads
                 for q in queries {
                     var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
+                    if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }

@@ -98,14 +98,18 @@ enum RetryLua {
     /// KEYS: calls, results, the cancel event's result key (`AppKeys.cancelResult`), cancelled marker, retry, data,
     ///       byCall, result key of the call.
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
-    ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
+    ///       results maxlen, call id, n, then n × (retry id, the call's result JSON), then the
+    ///       marker's value (`1` for a cancel, `answered:DEVICE`, `declined:DEVICE`): the first
+    ///       end of the call keeps its value, a later one renews its TTL only.
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
     /// was recorded, the call's delivered outcome or '', its delivery time or -1}.
     static let cancel = CallStoreLua.recordThenAcknowledge + """
-        redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
+        if not redis.call('SET', KEYS[4], ARGV[9 + 2 * n] or '1', 'EX', ARGV[4], 'NX') then
+          redis.call('EXPIRE', KEYS[4], ARGV[4])
+        end
         for i = 0, n - 1 do
           local id, json = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
           if redis.call('ZREM', KEYS[5], id) == 1 then

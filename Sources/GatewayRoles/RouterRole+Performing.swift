@@ -24,6 +24,7 @@ extension RouterRole {
         } else {
             call.timer?.cancel()
         }
+        if action.timer != nil, call.machine.awaitsEnd { watchForEnd(call) }
         if action.retry != nil, call.firstFailureMs == nil {
             call.firstFailureMs = call.machine.waiting?.firstFailureAtMs ?? Clock.unixMs()
         }

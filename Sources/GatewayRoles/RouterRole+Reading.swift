@@ -269,6 +269,7 @@ extension RouterRole {
         let action = call.machine.onLookupAnswered(alreadyDone: found.recordedOutcome, cancelled: found.cancelled,
                                                    claimHolder: found.claimHolder, consumer: settings.consumer,
                                                    copyRoutingHere: copyRouting(besides: call) != nil,
+                                                   ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
                                                    knownInvalid: [(found.voipInvalidSinceMs, found.alertInvalidSinceMs)],
                                                    snapshot: a.snapshot, now: Clock.unixMs())
         switch action.life {

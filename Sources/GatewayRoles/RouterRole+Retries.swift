@@ -101,7 +101,8 @@ extension RouterRole {
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
             self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, resultJSON: cancelRecord.jsonString,
-                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
+                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds,
+                                      marker: cancelEntry.ends?.marker ?? "1") { [unowned self] result in
                 switch result {
                 case let .failure(error):
                     self.recordFailed(CollectionOfOne(cancelEntry), "recording a cancellation failed; cancelling again",
@@ -124,5 +125,45 @@ extension RouterRole {
                 }
             }
         }
+    }
+
+    // MARK: Ends read by another gateway
+
+    /// Lists `call` among the calls with devices still ringing, whose cancellation markers
+    /// `recheckRingingCalls` reads every `ringRecheckEveryMs`.
+    func watchForEnd(_ call: LiveCall) {
+        guard !call.watchedForEnd else { return }
+        call.watchedForEnd = true
+        ringing.append(call)
+        if !ringRecheckTimer.isScheduled { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
+    }
+
+    /// An answer, a decline or a cancel of a ringing call may have been read by another
+    /// gateway, which set the call's cancellation marker but cannot end the ring: it does not
+    /// know the devices. One lookup per app (an MGET, no claim) reads the markers of the calls
+    /// still ringing here, and each one found ends its ring as if heard here (the marker's value
+    /// names the end). A failed lookup is tried at the next round.
+    func recheckRingingCalls() {
+        let watched = ringing
+        ringing = []
+        var byApp: [String: [LiveCall]] = [:]
+        for call in watched {
+            guard isLive(call), call.machine.awaitsEnd else {
+                call.watchedForEnd = false
+                continue
+            }
+            ringing.append(call)
+            byApp[call.app.id, default: []].append(call)
+        }
+        for (_, calls) in byApp {
+            let queries = calls.map { LookupQuery(eventId: $0.callID, voipToken: nil, alertToken: nil) }
+            store.lookup(calls[0].app.keys, queries) { [unowned self] result in
+                guard case let .success(found) = result else { return }
+                for (call, f) in zip(calls, found) where f.cancelled && self.isLive(call) {
+                    self.run(call.machine.onEndHeard(CallEnd(marker: f.endMarker), now: Clock.unixMs()), for: call)
+                }
+            }
+        }
+        if !ringing.isEmpty { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
     }
 }

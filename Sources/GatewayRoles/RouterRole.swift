@@ -53,6 +53,9 @@ package struct RouterRoleSettings: Sendable {
     var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
     var copyRecheckEveryMs: Int64 = 250
+    /// How often the cancellation markers of the calls with devices ringing here are read (an
+    /// answer, decline or cancel another gateway read), ms: one MGET per app per round.
+    var ringRecheckEveryMs: Int64 = 1_000
     /// When an app's pushes are withheld after APNs refused its credential, and how often one
     /// goes as a probe (`AppCredentialHealth`).
     package var credentialHealth = AppCredentialHealth.Policy()
@@ -130,6 +133,8 @@ package final class RouterRole {
         var pushesOut: [(device: Int, client: ApnsClient, ticket: ApnsPushTicket)] = []
         /// The call's one timer (its devices' retries, its deadline), made when first armed.
         var timer: LoopTimer?
+        /// Listed in `ringing`: its cancellation marker is read now and then.
+        var watchedForEnd = false
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
              callID: String, ends: CallEnd? = nil) {
@@ -212,6 +217,10 @@ package final class RouterRole {
     var inFlightPerApp: [String: Int] = [:]
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
+    /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
+    /// (an end read by another gateway).
+    var ringing: [LiveCall] = []
+    var ringRecheckTimer: LoopTimer!
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     var scheduleAgain: [LiveCall] = []
     /// Calls holding an outcome whose record step failed, written again by `recordAgainTimer`.
@@ -304,6 +313,7 @@ package final class RouterRole {
         scheduleAgainTimer = timer { $0.retrySchedulingSteps() }
         recordAgainTimer = timer { $0.recordHeldOutcomes() }
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
+        ringRecheckTimer = timer { $0.recheckRingingCalls() }
         registerTimer = timer { $0.registerAgain?($0) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
         store.onReadReplyMayBeLost = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
@@ -355,6 +365,7 @@ package final class RouterRole {
             scheduleAgainTimer.cancel()
             recordAgainTimer.cancel()
             recheckTimer.cancel()
+            ringRecheckTimer.cancel()
             registerTimer.cancel()
             store.retire(consumer: settings.consumer, instance: instance) { _ in done() }
             return

@@ -195,6 +195,13 @@ public struct CallStateMachine: Sendable {
         event.kind == .incomingCall && (!event.listedDevices.isEmpty || policy.missedCallAlert == .unanswered)
     }
 
+    /// A call with devices still ringing: no end heard, its record not requested. The runner
+    /// looks such calls' cancellation markers up now and then, for an end another gateway read.
+    public var awaitsEnd: Bool {
+        guard case let .ringing(r) = state else { return false }
+        return end == nil && !r.recordRequested
+    }
+
     /// The single-device router's snapshot while it waits for a retry (after `Action.retry`).
     public var waiting: WaitingCall? {
         guard case let .single(router) = state else { return nil }
@@ -213,10 +220,12 @@ public struct CallStateMachine: Sendable {
 
     /// The lookup answered (see `LiveCallStateMachine.onLookupAnswered`): unless a copy routes,
     /// the routers start — or, with `snapshot`, the single-device router resumes from the
-    /// durable schedule. `knownInvalid`: per device (in `CallEvent.devices`' order) since when
+    /// durable schedule. `ended`: what the cancellation marker says ended the ring, when
+    /// `cancelled` (nil: a cancel). `knownInvalid`: per device (in `CallEvent.devices`' order) since when
     /// its VoIP and alert tokens are known to be invalid; missing entries mean not known.
     public mutating func onLookupAnswered(alreadyDone: CallOutcome?, cancelled: Bool, claimHolder: String?, consumer: String,
-                                          copyRoutingHere: Bool, knownInvalid: [(voip: Int64?, alert: Int64?)] = [],
+                                          copyRoutingHere: Bool, ended: CallEnd? = nil,
+                                          knownInvalid: [(voip: Int64?, alert: Int64?)] = [],
                                           snapshot: WaitingCall? = nil, now: Int64) -> Action {
         guard case let .waiting(event, seed) = state else {
             if case .refused = state { preconditionFailure("a lookup answered for an entry refused at admission") }
@@ -229,7 +238,7 @@ public struct CallStateMachine: Sendable {
                                          claimHolder: claimHolder, consumer: consumer, copyRoutingHere: copyRoutingHere)
         guard case let .startRouter(startCancelled) = step else { return Action(life: step) }
         // Cancelled by Redis' marker, not heard here: the ring ends as by a cancel.
-        if startCancelled && end == nil { end = .cancelled }
+        if startCancelled && end == nil { end = ended ?? .cancelled }
         var jitter = seed
         if snapshot != nil || !CallStateMachine.ringsDevices(event, policy: policy) || alreadyDone != nil {
             var router = CallRouter(policy: policy, jitter: jitter.split())

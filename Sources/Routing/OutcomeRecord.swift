@@ -70,6 +70,27 @@ public enum CallEnd: Equatable, Sendable {
         }
     }
 
+    /// The call's cancellation marker's value for this end (Redis keeps the first end of a
+    /// call): `1` for a cancel (what it always was), `answered:DEVICE`, `declined:DEVICE`.
+    public var marker: String {
+        switch self {
+        case let .answered(device): return "answered:" + device
+        case let .declined(device): return "declined:" + device
+        case .cancelled: return "1"
+        }
+    }
+
+    /// The end a marker's value names; a cancel for `1` or any value no version writes.
+    public init(marker: String?) {
+        guard let marker, let colon = marker.firstIndex(of: ":") else { self = .cancelled; return }
+        let device = String(marker[marker.index(after: colon)...])
+        switch marker[..<colon] {
+        case "answered": self = .answered(device: device)
+        case "declined": self = .declined(device: device)
+        default: self = .cancelled
+        }
+    }
+
     /// What the background push tells the other devices (its payload's `ended`).
     public var told: EndedElsewhere {
         switch self {

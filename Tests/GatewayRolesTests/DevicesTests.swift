@@ -86,6 +86,23 @@ final class DevicesTests: XCTestCase {
         let stored = try XCTUnwrap(h.command("GET", h.keys("acme").cancelResult("d-answered"))?.string)
         XCTAssertTrue(stored.hasPrefix(#"{"outcome":"answered","cancelled_after":"delivered_voip""#), stored)
         XCTAssertTrue(stored.contains(#""told":["bob-iphone","bob-iphone-2"]"#), stored)
+        XCTAssertEqual(h.command("GET", h.keys("acme").cancelled("d-answered"))?.string, "answered:bob-ipad",
+                       "the marker names the end, for a gateway that rings the call elsewhere")
+    }
+
+    func testAnAnswerAnotherGatewayReadEndsTheRingHereAtTheNextRecheck() throws {
+        h = try RouterHarness(missedCallAlert: .unanswered)
+        let start = Clock.unixMs()
+        ring("d-elsewhere", deadlineInMs: 20_000)
+        waitForRinging()
+        // What another gateway's answer step leaves: the marker (it knows no devices to tell).
+        h.command("SET", h.keys("acme").cancelled("d-elsewhere"), "answered:" + Self.ids[1], "EX", "60")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertLessThan(Clock.unixMs() - start, 10_000, "ended by the marker, not by the deadline")
+        XCTAssertEqual(endedPushes(0, .answeredElsewhere, callID: "d-elsewhere"), 1)
+        XCTAssertEqual(endedPushes(2, .answeredElsewhere, callID: "d-elsewhere"), 1)
+        XCTAssertEqual(h.requests(Self.alert[1]).count, 0, "the device that answered gets nothing, no missed-call alert")
+        XCTAssertEqual(h.record("d-elsewhere")?.ended, .answered(device: Self.ids[1]))
     }
 
     func testADeclineEndsTheCallOnTheOthers() throws {

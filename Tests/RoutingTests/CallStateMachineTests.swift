@@ -269,6 +269,24 @@ final class CallStateMachineTests: XCTestCase {
         XCTAssertEqual(done.pushes, [])
     }
 
+    func testTheCancellationMarkerNamesTheEndAndAPlainOneIsACancel() {
+        for end in [CallEnd.answered(device: "a:b"), .declined(device: "ipad"), .cancelled] {
+            XCTAssertEqual(CallEnd(marker: end.marker), end, end.marker)
+        }
+        XCTAssertEqual(CallEnd(marker: "1"), .cancelled, "what every version before devices wrote")
+        XCTAssertEqual(CallEnd(marker: "paused:x"), .cancelled, "a value no version writes still ends the ring")
+        XCTAssertEqual(CallEnd(marker: nil), .cancelled)
+    }
+
+    func testACallWhoseMarkerNamesAnAnswerStartsStoppedWithThatEnd() throws {
+        var m = try RingModel(Self.event())
+        let started = try m.apply(m.machine.onLookupAnswered(alreadyDone: nil, cancelled: true, claimHolder: "me", consumer: "me",
+                                                             copyRoutingHere: false, ended: .answered(device: Self.ids[0]),
+                                                             now: m.now))
+        XCTAssertEqual(started.pushes, [])
+        XCTAssertEqual(try XCTUnwrap(m.recorded).ended, .answered(device: Self.ids[0]))
+    }
+
     func testCollapseIDsFitApnsLimitAndKeepLongIDsApart() {
         XCTAssertEqual(CallStateMachine.collapseID(for: "call-1"), "call-1")
         let a = CallStateMachine.collapseID(for: String(repeating: "x", count: 100) + "a")
