@@ -462,6 +462,10 @@ public final class CallStore {
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
+            for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
+                if let voip { command.append(app.invalidVoipPrefix, voip) }
+                if let alert { command.append(app.invalidAlertPrefix, alert) }
+            }
         }
         let reads = command.count - (claims == 0 ? 1 : 0)
         if let claimAs, claims > 0 {
@@ -485,6 +489,12 @@ public final class CallStore {
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                    for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
+                        found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
+                        if voip != nil { i += 1 }
+                        found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
+                        if alert != nil { i += 1 }
+                    }
                     if claims > 0, q.claim {
                         if values[holder].integer == 1 {
                             found.claimHolder = claimAs

@@ -270,7 +270,7 @@ extension RouterRole {
                                                    claimHolder: found.claimHolder, consumer: settings.consumer,
                                                    copyRoutingHere: copyRouting(besides: call) != nil,
                                                    ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
-                                                   knownInvalid: [(found.voipInvalidSinceMs, found.alertInvalidSinceMs)],
+                                                   knownInvalid: found.knownInvalid,
                                                    snapshot: a.snapshot, now: Clock.unixMs())
         switch action.life {
         case .waitForCopyHere:

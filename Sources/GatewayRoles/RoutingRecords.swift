@@ -37,6 +37,13 @@ extension EventLookup {
 
     /// The outcome already recorded for the event, if any.
     var recordedOutcome: CallOutcome? { outcome.flatMap(CallOutcome.init(rawValue:)) }
+
+    /// Since when each device's tokens are known invalid, in `CallEvent.devices`' order: the
+    /// listed devices' marks, or the single-device form's pair.
+    var knownInvalid: [(voip: Int64?, alert: Int64?)] {
+        guard !deviceVoipInvalidSinceMs.isEmpty else { return [(voipInvalidSinceMs, alertInvalidSinceMs)] }
+        return zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
+    }
 }
 
 /// What a recording script did with a record (`FinishReport`, `RecordReport`, `CancelReport`).
@@ -84,8 +91,9 @@ extension LookupQuery {
     /// marks; an `incoming_call` also takes its in-flight claim.
     init(_ event: borrowing CallEvent, resumed: Bool) {
         let claim = event.kind == .incomingCall
+        let devices = resumed ? [] : event.listedDevices
         self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
-                  claim: claim)
+                  claim: claim, deviceVoipTokens: devices.map(\.voipToken), deviceAlertTokens: devices.map(\.alertToken))
     }
 }
 

@@ -146,6 +146,18 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(h.entries(h.keys("acme").feedback).compactMap { $0.fields["token"] }, [Self.voip[1]])
     }
 
+    func testADevicesKnownInvalidVoipTokenIsSkippedStraightToItsAlert() throws {
+        h = try RouterHarness()
+        h.sim.simulator.setScenario(.unregistered, for: Self.voip[2])
+        h.call("before", voip: Self.voip[2])
+        XCTAssertTrue(h.waitForRecords(1), "APNs declares the token gone")
+        ring("d-known", deadlineInMs: 1_500)
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.requests(Self.voip[2]).count, 1, "a known-invalid token gets no second VoIP push")
+        XCTAssertEqual(h.requests(Self.alert[2]).count, 1)
+        XCTAssertEqual(h.record("d-known")?.devices?[2].cause, .voipTokenInvalid)
+    }
+
     func testUnansweredEveryDeviceGetsOneCollapsedAlertAfterTheDeadline() throws {
         h = try RouterHarness(missedCallAlert: .unanswered)
         let start = Clock.unixMs()
