@@ -8,16 +8,21 @@ import Routing
 // to the call's machine.
 extension RouterRole {
     /// Performs one action of a call's machine (`CallStateMachine`), all of it: feedback, the
-    /// app's refusal, withdrawals, pushes, the timer, then the entry's step. The waits for a
+    /// app's refusal, withdrawals, the timer, the entry's step, then the pushes. The waits for a
     /// copy are `start`'s (they need the lookup); the router's start and a cancel's telling
     /// happen inside the machine.
+    ///
+    /// The pushes go last: a push the APNs client answers at once (closed, queue full) runs its
+    /// completion inside `send`, and the machine's answer to it is performed there, nested; it
+    /// is newer than this action, so nothing of this one may be performed after it (a timer
+    /// this action arms would move the one the nested action armed). An action never carries
+    /// pushes and a record together: a call is recorded only once no push of it is out.
     func run(_ action: CallStateMachine.Action, for call: LiveCall) {
         for feedback in action.feedback { call.feedback.append(InvalidToken(feedback)) }
         if let reason = action.appRefused { appRefused(call.app, reason) }
         for device in action.withdraw {
             for out in call.pushesOut where out.device == device { out.client.withdraw(out.ticket) }
         }
-        for push in action.pushes { send(push, for: call) }
         if let at = action.timer {
             if call.timer == nil { call.timer = LoopTimer(loop: loop) { [unowned self, unowned call] in self.timerFired(call) } }
             call.timer?.schedule(afterMs: max(0, at - Clock.unixMs()))
@@ -48,6 +53,7 @@ extension RouterRole {
         case .waitForCopyHere, .waitForCopyElsewhere:
             preconditionFailure("call \(call.callID): \(action.life) is performed by start, which holds the lookup")
         }
+        for push in action.pushes { send(push, for: call) }
     }
 
     /// The call's timer fired (its devices' retries, its deadline). Tolerated: a call that left.

@@ -135,7 +135,8 @@ public struct CallStateMachine: Sendable {
     }
 
     /// What the runner does after one event: every part, in this order: feedback, the app's
-    /// refusal, withdrawals, pushes, the timer, then the entry's step (`life`).
+    /// refusal, withdrawals, the timer, the entry's step (`life`), then the pushes (last: a push
+    /// answered at once is answered inside the runner's send). Never pushes and a record together.
     public struct Action: Equatable, Sendable {
         /// Token feedback to write with the call's record (and to remember).
         public var feedback: [TokenFeedback] = []
