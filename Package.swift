@@ -18,9 +18,12 @@ let package = Package(
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
+        // The admin endpoint's request and response values, shared by its server, its routes and the console.
+        .target(name: "HTTPMessages", dependencies: []),
         .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "COpenSSL"]),
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
-        .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText"]),
+        .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText",
+                                                         "HTTPMessages"]),
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
@@ -31,7 +34,7 @@ let package = Package(
                                                      "Routing", "Retry", "DeadLetters", "VisibleText"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
-                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "CLibEvent"]),
+                                                      "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
@@ -66,7 +69,7 @@ let package = Package(
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
-        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
+        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
                                                                "TestSupport", "APNs", "APNsSimulator", "CallStorage", "EventLoop",
                                                                "RedisClient", "Routing"]),
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
@@ -81,7 +84,7 @@ let package = Package(
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),
         .testTarget(name: "CallStorageTests", dependencies: ["CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
-        .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
+        .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "HTTPMessages", "DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

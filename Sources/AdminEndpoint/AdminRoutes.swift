@@ -1,95 +1,40 @@
 import Foundation
-import OperatorsConsole
+import HTTPMessages
 
-/// One request to the admin endpoint, as much of it as the routes need.
-package struct AdminRequest: Equatable, Sendable {
-    /// `GET`, `HEAD`, `POST`, …
-    package var method: String
-    /// The path without query, as sent (not percent-decoded: only exact paths match).
-    package var path: String
-    /// The `Authorization` header; nil when absent.
-    package var authorization: String?
-    /// The query after `?`, undecoded; empty when absent.
-    package var query: String
-    /// The headers of `consoleHeaderNames` that came, by lower-case name.
-    package var headers: [String: String]
-    /// The body (the console's forms).
-    package var body: [UInt8]
-    /// `address:port` of the client.
-    package var peer: String?
-
-    /// The headers the server copies for the operators' console.
-    static let consoleHeaderNames = ConsoleRequest.headerNames
-
-    package init(method: String, path: String, authorization: String? = nil, query: String = "", headers: [String: String] = [:],
-                body: [UInt8] = [], peer: String? = nil) {
-        self.method = method
-        self.path = path
-        self.authorization = authorization
-        self.query = query
-        self.headers = headers
-        self.body = body
-        self.peer = peer
-    }
+extension HTTPRequest {
+    /// The `Authorization` header (the first); nil when absent.
+    package var authorization: String? { headers["authorization"] }
 }
 
-/// The answer to an `AdminRequest`.
-package struct AdminResponse: Equatable, Sendable {
-    package var status: Int
-    package var contentType: String
-    package var body: [UInt8]
-    /// Extra headers (`WWW-Authenticate`, `Allow`).
-    package var headers: [String: String]
-    /// The request proved the admin token or a console session: its connection is trusted,
-    /// kept longest under a connection flood (`AdminServer`).
-    package var trusted = false
-
-    package init(status: Int, contentType: String, body: String, headers: [String: String] = [:]) {
-        self.status = status
-        self.contentType = contentType
-        self.body = Array(body.utf8)
-        self.headers = headers
-    }
-
+extension HTTPResponse {
     /// A JSON body `{"error": message}`.
-    package static func error(_ status: Int, _ message: String, headers: [String: String] = [:]) -> AdminResponse {
+    package static func error(_ status: Int, _ message: String, headers: HTTPHeaders = [:]) -> HTTPResponse {
         let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
-        return AdminResponse(status: status, contentType: "application/json", body: String(decoding: data, as: UTF8.self),
-                             headers: headers)
-    }
-
-    /// The HTTP reason phrase of `status`.
-    var reasonPhrase: String {
-        switch status {
-        case 200: return "OK"
-        case 303: return "See Other"
-        case 400: return "Bad Request"
-        case 401: return "Unauthorized"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 405: return "Method Not Allowed"
-        case 409: return "Conflict"
-        case 421: return "Misdirected Request"
-        case 429: return "Too Many Requests"
-        case 503: return "Service Unavailable"
-        default: return "Status"
-        }
+        return HTTPResponse(status: status, contentType: "application/json", body: String(decoding: data, as: UTF8.self),
+                            headers: headers)
     }
 }
 
-/// What the admin endpoint answers: `/metrics`, `/healthz`, `/readyz` for anyone, and the
-/// admin API (routes added with `addRoute`) behind the bearer token (`AdminAccess`).
+/// What the admin endpoint answers, its one routing table: `/metrics`, `/healthz`, `/readyz`
+/// for anyone, the admin API (routes added with `addRoute`) behind the bearer token
+/// (`AdminAccess`), and sections with access rules of their own that may answer later (the
+/// console under `/console`, added with `addSection`).
 ///
-/// Independent of HTTP plumbing: `handle` maps a request to a response, so the rules are
-/// tested without sockets and `AdminServer` only carries bytes. Loop-owned.
+/// Independent of HTTP plumbing: `answer` (and `handle`, for what answers at once) maps a
+/// request to a response, so the rules are tested without sockets and `AdminServer` only
+/// carries bytes. Loop-owned.
 package final class AdminRoutes {
-    package typealias Handler = (AdminRequest) -> AdminResponse
+    package typealias Handler = (HTTPRequest) -> HTTPResponse
+    /// A handler that answers through its second argument, once, now or later on the loop.
+    package typealias AnsweringHandler = (HTTPRequest, @escaping (HTTPResponse) -> Void) -> Void
 
     private let token: AdminToken?
     private let metrics: () -> String
     private let readiness: () -> Readiness
     private let guesses: CredentialGuard?
     private var api: [String: Handler] = [:]
+    /// Path prefixes (`/console`) whose paths their own handler answers, in the order added.
+    private var sections: [(prefix: String, handler: AnsweringHandler)] = []
 
     /// - Parameters:
     ///   - token: the admin API's token; nil closes the admin API (403).
@@ -113,7 +58,7 @@ package final class AdminRoutes {
         case unchecked(retryAfterSeconds: Int)
     }
 
-    private func presented(_ request: AdminRequest) -> Presented {
+    private func presented(_ request: HTTPRequest) -> Presented {
         guard let token, request.authorization != nil else { return .none }
         if case let .wait(seconds) = guesses?.admit(request.peer) { return .unchecked(retryAfterSeconds: seconds) }
         if token.matches(authorization: request.authorization) { return .right }
@@ -127,7 +72,24 @@ package final class AdminRoutes {
         api[path] = handler
     }
 
-    package func handle(_ request: AdminRequest) -> AdminResponse {
+    /// Adds a section: `prefix` and every path under `prefix/` go to `handler`, which checks
+    /// access itself (the console's sessions) and may answer after a few Redis round trips.
+    package func addSection(_ prefix: String, handler: @escaping AnsweringHandler) {
+        precondition(!AdminAccess.openPaths.contains(prefix) && api[prefix] == nil, "\(prefix) is a route already")
+        sections.append((prefix, handler))
+    }
+
+    /// Answers `request` through `respond`: a section's path by its handler (now or later),
+    /// every other path at once (`handle`).
+    package func answer(_ request: HTTPRequest, respond: @escaping (HTTPResponse) -> Void) {
+        if let section = sections.first(where: { request.path == $0.prefix || request.path.hasPrefix($0.prefix + "/") }) {
+            return section.handler(request, respond)
+        }
+        respond(handle(request))
+    }
+
+    /// Answers a request of the open paths or the admin API (not of a section).
+    package func handle(_ request: HTTPRequest) -> HTTPResponse {
         if AdminAccess.openPaths.contains(request.path) {
             guard request.method == "GET" || request.method == "HEAD" else {
                 return .error(405, "\(request.path) answers GET and HEAD only", headers: ["Allow": "GET, HEAD"])
@@ -135,18 +97,18 @@ package final class AdminRoutes {
             switch request.path {
             case "/healthz":
                 // Answered on the loop: if this runs, the loop runs.
-                return AdminResponse(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
+                return HTTPResponse(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
             case "/readyz":
                 // Open, but its problems' details only to the bearer token (`Readiness.json`);
                 // a token that may not be checked now gets what anyone gets.
                 let r = readiness()
                 let detailed: Bool
                 if case .right = presented(request) { detailed = true } else { detailed = false }
-                var response = AdminResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
+                var response = HTTPResponse(status: r.isReady ? 200 : 503, contentType: "application/json", body: r.json(detailed: detailed))
                 response.trusted = detailed
                 return response
             default:
-                return AdminResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
+                return HTTPResponse(status: 200, contentType: PrometheusText.contentType, body: metrics())
             }
         }
         guard token != nil else { return .error(403, "the admin API is closed: no admin.token_file is configured") }

@@ -1,3 +1,4 @@
+import HTTPMessages
 import CLibEvent
 import EventLoop
 import GatewayConfiguration
@@ -7,8 +8,8 @@ import Glibc
 /// The admin endpoint's HTTP server: libevent's evhttp on the process's one loop
 /// (docs/architecture.md: `/metrics` answered within milliseconds under full load).
 ///
-/// It only carries bytes: each request becomes an `AdminRequest`, the handler (normally
-/// `AdminRoutes.handle`, or the operators' console for `/console/…`) gives the `AdminResponse`,
+/// It only carries bytes: each request becomes an `HTTPRequest`, the handler (normally
+/// `AdminRoutes.handle`, or the operators' console for `/console/…`) gives the `HTTPResponse`,
 /// at once or after a few Redis round trips, and the reply is sent then. A request whose
 /// connection closes before its answer is forgotten (the late answer is dropped). No headers
 /// are logged (one of them is the token).
@@ -19,7 +20,7 @@ import Glibc
 /// - at most `Limits.maxConnections` at once, and `Limits.maxConnectionsPerClient` from one
 ///   client address (`ClientAddress`). A new connection beyond either cap takes the place of
 ///   an idle one (no request being answered): first one that never proved a token, oldest
-///   activity first, then a trusted one (`AdminResponse.trusted`); the newcomer is closed at
+///   activity first, then a trusted one (`HTTPResponse.trusted`); the newcomer is closed at
 ///   once only when every connection of its share is answering. So `/healthz` and `/readyz`
 ///   always get in, whatever a client without the token holds open;
 /// - connections are accepted at most `Limits.acceptsPerSecond` (the listener pauses between)
@@ -41,9 +42,9 @@ import Glibc
 /// Loop-owned. The owner keeps the server alive while it is bound (evhttp holds an unretained
 /// pointer to it) and calls `close()` before dropping it.
 package final class AdminServer {
-    package typealias Handler = (AdminRequest) -> AdminResponse
+    package typealias Handler = (HTTPRequest) -> HTTPResponse
     /// A handler that answers through its second argument, once, now or later on the loop.
-    package typealias AnsweringHandler = (AdminRequest, @escaping (AdminResponse) -> Void) -> Void
+    package typealias AnsweringHandler = (HTTPRequest, @escaping (HTTPResponse) -> Void) -> Void
 
     /// The bounds on connections (docs/operations.md, "Limits").
     package struct Limits: Sendable {
@@ -383,8 +384,9 @@ package final class AdminServer {
 
     private func serve(_ request: OpaquePointer) {
         // Refused before anything else (`RequestScreen`): the routes never see such a request.
-        if let refusal = screen.refusal(headers: AdminServer.headerLines(request)) {
-            var response = AdminResponse.error(refusal.status, refusal.message)
+        let lines = AdminServer.headerLines(request)
+        if let refusal = screen.refusal(headers: lines) {
+            var response = HTTPResponse.error(refusal.status, refusal.message)
             if refusal.closes { response.headers["Connection"] = "close" }
             return send(response, to: request)
         }
@@ -395,14 +397,7 @@ package final class AdminServer {
         }
         var query = ""
         if let uri = evhttp_request_get_evhttp_uri(request), let q = evhttp_uri_get_query(uri) { query = String(cString: q) }
-        var authorization: String?
-        var headers: [String: String] = [:]
-        if let input = evhttp_request_get_input_headers(request) {
-            if let value = evhttp_find_header(input, "Authorization") { authorization = String(cString: value) }
-            for name in AdminRequest.consoleHeaderNames {
-                if let value = evhttp_find_header(input, name) { headers[name] = String(cString: value) }
-            }
-        }
+        let headers = HTTPHeaders(lines.map { HTTPHeader($0.name, $0.value) })
         var body: [UInt8] = []
         if let input = evhttp_request_get_input_buffer(request) {
             let length = evbuffer_get_length(input)
@@ -426,8 +421,7 @@ package final class AdminServer {
             connection.answering += 1
             updateListener()  // with every connection answering, nothing can give way
         }
-        handler(AdminRequest(method: method, path: path, authorization: authorization, query: query, headers: headers, body: body,
-                             peer: peer)) { [weak self] response in
+        handler(HTTPRequest(method: method, path: path, query: query, headers: headers, body: body, peer: peer)) { [weak self] response in
             guard let self, let w = self.waiting.removeValue(forKey: serial) else { return }
             var response = response
             if let evcon = w.evcon, self.answered(evcon, trusted: response.trusted) == .close {
@@ -462,11 +456,11 @@ package final class AdminServer {
         return connection.requestsInWindow > limits.requestsPerConnectionPerSecond ? .close : .keepAlive
     }
 
-    private func send(_ response: AdminResponse, to request: OpaquePointer) {
+    private func send(_ response: HTTPResponse, to request: OpaquePointer) {
         if let out = evhttp_request_get_output_headers(request) {
             evhttp_add_header(out, "Content-Type", response.contentType)
             evhttp_add_header(out, "Cache-Control", "no-store")
-            for (name, value) in response.headers { evhttp_add_header(out, name, value) }
+            for header in response.headers { evhttp_add_header(out, header.name, header.value) }
         }
         guard let buffer = evbuffer_new() else {
             evhttp_send_error(request, 500, nil)

@@ -5,6 +5,7 @@
 // Owns: what the process shows and lets operators do over HTTP (docs/operations.md).
 // Must not: hold business rules or drive the roles: it reads the roles' objects (GatewayRoles)
 // at scrape time and is told about events; the command line wires it into a process.
+import HTTPMessages
 import APNs
 import EventLoop
 import Foundation
@@ -128,6 +129,12 @@ package final class GatewayAdmin {
         let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
                                  readiness: { [unowned self] in self.readiness() }, guesses: guesses)
         routes.addRoute("/status") { [unowned self] _ in self.status() }
+        routes.addSection("/console") { [weak self] request, answer in
+            guard let console = self?.console else {
+                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
+            }
+            console.handle(request, answer: answer)
+        }
         self.routes = routes
         if let token, let openConsole {
             let console = openConsole(token)
@@ -140,13 +147,7 @@ package final class GatewayAdmin {
         // The name in admin.listen is one clients reach the endpoint by, like admin.public_host.
         let listenHost = Endpoint(parsing: config.listen).map(\.host).map { [$0] } ?? []
         server = AdminServer(loop: loop, timeoutSeconds: settings.idleTimeoutSeconds, limits: limits,
-                             publicHosts: config.publicHosts + listenHost, log: log) { [weak self] request, answer in
-            guard request.path == "/console" || request.path.hasPrefix("/console/") else { return answer(routes.handle(request)) }
-            guard let console = self?.console else {
-                return answer(.error(403, "the console is closed: no usable admin.token_file is configured"))
-            }
-            console.handle(request, answer: answer)
-        }
+                             publicHosts: config.publicHosts + listenHost, log: log, answering: routes.answer)
         probe.start()
         evictionCheck.start()
         guard let endpoint = Endpoint(parsing: config.listen) else {
@@ -288,7 +289,7 @@ package final class GatewayAdmin {
     }
 
     /// `GET /status` (admin API): what this process is doing, as JSON.
-    private func status() -> AdminResponse {
+    private func status() -> HTTPResponse {
         let s = snapshot()
         let ready = readiness()
         var object: [String: Any] = [
@@ -306,7 +307,7 @@ package final class GatewayAdmin {
         }
         object["backlog"] = s.backlog.mapValues { ["length": $0.length, "pending": $0.pending] }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return AdminResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
+        return HTTPResponse(status: 200, contentType: "application/json", body: String(decoding: data, as: UTF8.self))
     }
 }
 

@@ -1,3 +1,4 @@
+import HTTPMessages
 import DeadLetters
 import EventLoop
 import GatewayConfiguration
@@ -72,17 +73,9 @@ package final class GatewayConsole {
         console.recordOutcome(app: app, outcome: outcome, cause: cause, latencyMs: latencyMs)
     }
 
-    /// Answers a `/console…` request of the admin endpoint.
-    func handle(_ request: AdminRequest, answer: @escaping (AdminResponse) -> Void) {
-        let consoleRequest = ConsoleRequest(method: request.method, path: request.path, query: request.query, headers: request.headers,
-                                            body: request.body, peer: request.peer)
-        console.handle(consoleRequest) { response in
-            var headers: [String: String] = [:]
-            for (name, value) in response.headers { headers[name] = value }
-            var out = AdminResponse(status: response.status, contentType: response.contentType, body: "", headers: headers)
-            out.body = response.body
-            out.trusted = response.signedIn
-            answer(out)
-        }
+    /// Answers a `/console…` request of the admin endpoint: the same request and response
+    /// values, every header line kept (two `Set-Cookie` reach the client as two).
+    func handle(_ request: HTTPRequest, answer: @escaping (HTTPResponse) -> Void) {
+        console.handle(request, respond: answer)
     }
 }

@@ -1,3 +1,4 @@
+import HTTPMessages
 import EventLoop
 import GatewayRoles
 import Glibc
@@ -21,7 +22,7 @@ package struct ClientAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// From `AdminRequest.peer` (`address:port`, the address as evhttp gives it); nil gives
+    /// From `HTTPRequest.peer` (`address:port`, the address as evhttp gives it); nil gives
     /// one shared unknown client.
     package init(peer: String?) {
         guard let peer, let colon = peer.lastIndex(of: ":") else {
@@ -207,7 +208,7 @@ package final class CredentialGuard {
 
     package func close() { sweep.close() }
 
-    /// Whether a token presented by `peer` (`AdminRequest.peer`) may be checked now.
+    /// Whether a token presented by `peer` (`HTTPRequest.peer`) may be checked now.
     package func admit(_ peer: String?) -> Verdict {
         switch throttle.admit(ClientAddress(peer: peer), nowMs: Clock.monotonicMs()) {
         case .check: return .check

@@ -80,7 +80,7 @@ package final class RedisEvictionCheck {
         }
     }
 
-    /// The command connections to ask, by the node they reach: the store's `commands`
+    /// The command connections to ask, by the node they reach: the store topology's
     /// connection on one Redis (the primary, through sentinels), each primary's on a cluster.
     private var targets: [(key: String, connection: RedisConnection)] {
         switch store.topology {

@@ -9,7 +9,7 @@ import RedisClient
 /// while it refuses writes), and every app's backlog (XLEN + XPENDING, one Lua step for all
 /// apps) every `backlogEveryMs`.
 ///
-/// Both go over the store's `commands` connection, the one every outcome is written on (on a
+/// Both go over the store's topology (`CallStore.topology`), the one every outcome is written on (on a
 /// cluster, the store's connections to the primaries), so "reachable" means reachable for the
 /// work that matters. At most one PING and one round of
 /// backlog reads are outstanding at a time: while Redis is down they wait in the connection's

@@ -1,6 +1,7 @@
 // CallStorage: pushgw's data in Redis: the key layout of docs/protocol.md, the stores that
-// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore), their Lua
-// scripts, and the MAC of the internal `retry` field (RetrySigner).
+// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore; each sends on one
+// `RedisTopology`), the reads of new calls (StreamReads, for one Redis and for a cluster),
+// their Lua scripts, and the MAC of the internal `retry` field (RetrySigner).
 // Owns: every Redis key name and every command and script on pushgw's keys. Must not know
 // about APNs or routing, nor how a connection is kept: connections, Sentinel, Cluster and
 // the wire are RedisClient's, below this module.

@@ -16,20 +16,19 @@ import RedisClient
 ///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
 ///   that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
 ///   at least once (docs/protocol.md).
-/// - Two connections: `blocking` carries only `readNew` (a blocked XREADGROUP holds up its
-///   connection), `commands` everything else. `blocking` re-creates the consumer group of
-///   every configured app on each (re)connect before any read, so `NOGROUP` does not stick
-///   after a Redis restart without persistence.
+/// - One `RedisTopology` carries every command but `readNew`: one connection (`pushgw-write`
+///   in the process), or the owners of their keys' slots on a cluster. `readNew` goes to the
+///   store's `StreamReads`, which never share a connection with the other commands (a blocked
+///   XREADGROUP holds up its connection) and keep every configured app's consumer group, so
+///   `NOGROUP` does not stick after a Redis restart without persistence.
 ///
 /// Completions run on the loop, once each. Errors are `RedisError`s: `.disconnected` and
 /// `.connectFailed` are transient (retry later), `.server` is Redis refusing the command.
 /// Loop-owned: call everything on the loop thread; `start()` before use, `close()` at the end.
 public final class CallStore {
-    /// Names, caps and windows. Defaults are the production values.
+    /// Names, caps and windows. Defaults are the production values. (How Redis is reached is
+    /// the store's `RedisTopology`.)
     public struct Config: Sendable {
-        /// How the store's connections reach Redis (URL, TLS, sentinels, watchdog, backoff):
-        /// each connection is this with its own client name.
-        public var connection: RedisConnection.Config
         /// The key prefix; must equal every `AppKeys.prefix` given to the store.
         public var prefix: String
         /// The consumer group on every calls stream.
@@ -51,15 +50,13 @@ public final class CallStore {
         /// `claimAbandoned` reads at most this many XPENDING pages per call.
         public var claimScanPages: Int
 
-        public init(connection: RedisConnection.Config,
-                    prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
+        public init(prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
                     doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
                     consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10) {
             precondition(resultsMaxLen > 0 && feedbackMaxLen > 0 && (deadMaxLen ?? 1) > 0, "stream caps must be positive")
             precondition(doneTTLSeconds > 0 && invalidTokenTTLSeconds > 0, "TTLs must be positive")
             precondition(claimScanPages > 0, "claimScanPages must be positive")
-            self.connection = connection
             self.prefix = prefix
             self.group = group
             self.groupStartID = groupStartID
@@ -76,32 +73,21 @@ public final class CallStore {
         var retryScheduleConfig: RetrySchedule.Config {
             RetrySchedule.Config(prefix: prefix, group: group, doneTTLSeconds: doneTTLSeconds, resultsMaxLen: resultsMaxLen)
         }
-
-        /// The settings of one of the store's connections.
-        func connection(named name: String) -> RedisConnection.Config {
-            var named = connection
-            named.clientName = name
-            return named
-        }
     }
 
     public let config: Config
-    /// The configured apps: their groups are (re)created on every connect of `blocking`.
+    /// The configured apps: their groups are (re)created by the reads (`StreamReads.apps`).
     public private(set) var apps: [AppKeys]
     public let gatewayKeys: GatewayKeys
-    /// On one Redis: carries `readNew` only. Nil on a cluster (`ClusterStreamReads`).
-    public let blocking: RedisConnection?
-    /// On one Redis: carries every other command. Nil on a cluster.
-    public let commands: RedisConnection?
-    /// Where every command but `readNew` goes: `commands`, or the cluster.
+    /// Where every command but `readNew` goes: one connection, or the cluster.
     public let topology: RedisTopology
-    /// The durable retry schedule, on `commands` or the cluster (the router schedules and
-    /// cancels retries there; the mover uses a schedule on a connection of its own).
+    /// The durable retry schedule, on `topology` (the router schedules and cancels retries
+    /// there; the mover uses a schedule on a topology of its own).
     public let retries: RetrySchedule
-    /// On a cluster: one blocking read per app.
-    private let clusterReads: ClusterStreamReads?
+    /// Where `readNew` goes: a connection of its own beside `topology`'s on one Redis, a lane
+    /// per app of the cluster client on a cluster.
+    private let reads: any StreamReads
 
-    private var appsByCallsKey: [String: AppKeys]
     private let finishScript = RedisScript(CallStoreLua.finish)
     private let deadLetterScript = RedisScript(CallStoreLua.deadLetter)
     private let claimScript = RedisScript(CallStoreLua.claim)
@@ -116,53 +102,33 @@ public final class CallStore {
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
     private let backlogsScript = RedisScript(CallStoreLua.backlogs)
 
-    /// With `config.connection.sentinel`, `sentinels` shares the process's watch of them (else each
-    /// connection makes its own).
-    public init(loop: EventLoop, config: Config, apps: [AppKeys], sentinels: RedisSentinels? = nil) {
+    /// A store whose commands go to `topology`, which it starts and closes (make it with
+    /// `RedisTopology.own(…clientName: "pushgw-write")`; nothing else may close it).
+    ///
+    /// New entries are read apart (`StreamReads`): on one Redis on a sibling of the topology's
+    /// connection named `pushgw-read` (the same sentinels' watch); on a cluster each app's
+    /// stream by a blocking read of its own on the app's primary that blocks `readBlockMs`
+    /// (`ClusterStreamReads`; on one Redis the caller's `blockMs` is the read's).
+    public init(config: Config, apps: [AppKeys], topology: RedisTopology, readBlockMs: Int64 = 30_000) {
         precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
         self.config = config
         self.apps = apps
         self.gatewayKeys = GatewayKeys(prefix: config.prefix)
-        var byKey: [String: AppKeys] = [:]
-        for app in apps { byKey[app.calls] = app }
-        appsByCallsKey = byKey
-        let blocking = RedisConnection(loop: loop, config: config.connection(named: "pushgw-read"), sentinels: sentinels)
-        let commands = RedisConnection(loop: loop, config: config.connection(named: "pushgw-write"), sentinels: sentinels)
-        self.blocking = blocking
-        self.commands = commands
-        topology = .single(commands)
-        clusterReads = nil
-        retries = RetrySchedule(connection: commands, config: config.retryScheduleConfig)
-        let group = config.group, start = config.groupStartID
-        blocking.onReady = { [unowned self] connection in
-            for app in self.apps {
-                CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in }
-            }
-            if connection.stats.ready > 1 { self.onReadReplyMayBeLost?() }
+        self.topology = topology
+        retries = RetrySchedule(topology: topology, config: config.retryScheduleConfig)
+        switch topology {
+        case .single(let commands):
+            reads = SingleStreamReads(connection: commands.sibling(clientName: "pushgw-read"), apps: apps,
+                                      group: config.group, groupStartID: config.groupStartID)
+        case .cluster(let cluster):
+            reads = ClusterStreamReads(cluster: cluster, apps: apps, group: config.group, groupStartID: config.groupStartID,
+                                       blockMs: readBlockMs)
         }
-    }
-
-    /// A store on a Redis Cluster (`config.connection.url` gives only the credentials, db and TLS; the
-    /// cluster's connections are its own). Each app's stream is read by a blocking read of its
-    /// own that blocks `readBlockMs` (`ClusterStreamReads`), every other command goes to the
-    /// owner of its key's slot. The caller starts nothing and closes the cluster after the store.
-    public init(config: Config, apps: [AppKeys], cluster: RedisCluster, readBlockMs: Int64 = 30_000) {
-        precondition(apps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
-        self.config = config
-        self.apps = apps
-        self.gatewayKeys = GatewayKeys(prefix: config.prefix)
-        appsByCallsKey = Dictionary(uniqueKeysWithValues: apps.map { ($0.calls, $0) })
-        blocking = nil
-        commands = nil
-        topology = .cluster(cluster)
-        clusterReads = ClusterStreamReads(cluster: cluster, group: config.group, groupStartID: config.groupStartID,
-                                          blockMs: readBlockMs)
-        retries = RetrySchedule(topology: .cluster(cluster), config: config.retryScheduleConfig)
-        clusterReads?.onReadLost = { [unowned self] in self.onReadReplyMayBeLost?() }
+        reads.onReadLost = { [unowned self] in self.onReadReplyMayBeLost?() }
     }
 
     /// Runs when a read of new entries may have been served by Redis with its reply lost: on
-    /// one Redis after every reconnect of `blocking`, once its groups are re-created (a hung
+    /// one Redis after every reconnect of the reads' connection, once its groups are re-created (a hung
     /// Redis reads its input when it resumes, so a read in flight on the dropped connection
     /// may still be served); on a cluster when an app's read failed with its connection. Its
     /// entries are then pending for the consumer, and the router claims them back (`claimOwn`).
@@ -174,40 +140,34 @@ public final class CallStore {
         precondition(newApps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
         let added = newApps.filter { !apps.contains($0) }
         apps = newApps
-        appsByCallsKey = Dictionary(uniqueKeysWithValues: newApps.map { ($0.calls, $0) })
+        reads.apps = newApps
         for app in added { ensureGroup(app) { _ in } }
     }
 
-    /// Connects both connections; on a cluster, reads its slot map and creates every app's group.
+    /// Connects the topology and the reads; on a cluster, reads its slot map and creates every
+    /// app's group.
     public func start() {
-        switch topology {
-        case .single:
-            blocking?.start()
-            commands?.start()
-        case .cluster(let cluster):
-            cluster.start()
-            for app in apps { ensureGroup(app) { _ in } }
-        }
+        topology.start()
+        reads.start()
     }
 
-    /// Closes both connections (on a cluster, stops its reads); operations in flight complete
-    /// `.disconnected`.
+    /// Closes the reads, then the topology (the reads' connection may use the topology's watch
+    /// of the sentinels); operations in flight complete `.disconnected`.
     public func close() {
-        blocking?.close()
-        commands?.close()
-        clusterReads?.close()
+        reads.close()
+        topology.close()
     }
 
     /// The store's connections by name, for metrics and the admin endpoint: `read` and `write`
     /// on one Redis, each node connection on a cluster.
     public var links: [(name: String, connection: RedisConnection)] {
         switch topology {
-        case .single: return [blocking.map { ("read", $0) }, commands.map { ("write", $0) }].compactMap { $0 }
-        case .cluster(let cluster): return cluster.nodeConnections
+        case .single(let commands): return reads.ownLinks + [("write", commands)]
+        case .cluster(let cluster): return reads.ownLinks + cluster.nodeConnections
         }
     }
 
-    /// The admin endpoint's probe: succeeds when Redis serves commands. `PING` on `commands`;
+    /// The admin endpoint's probe: succeeds when Redis serves commands. `PING` on one Redis;
     /// on a cluster `EXISTS` of the registry's key on its primary instead, because a cluster
     /// node answers `PING` even while it refuses every keyed command (`-CLUSTERDOWN`: a slot
     /// without a primary, as between a primary's loss and its replica's promotion), and the
@@ -270,55 +230,20 @@ public final class CallStore {
 
     /// `XGROUP CREATE calls group <start> MKSTREAM`; an existing group (`BUSYGROUP`) is success.
     public func ensureGroup(_ app: AppKeys, completion: @escaping (Result<Void, RedisError>) -> Void) {
-        CallStore.createGroup(app, group: config.group, startID: config.groupStartID, on: channel(app.calls), completion: completion)
+        createConsumerGroup(app, group: config.group, startID: config.groupStartID, on: channel(app.calls), completion: completion)
     }
 
-    private static func createGroup(_ app: AppKeys, group: String, startID: String, on connection: some RedisCommandChannel,
-                                    completion: @escaping (Result<Void, RedisError>) -> Void) {
-        connection.send(command: RedisCommand(["XGROUP", "CREATE", app.calls, group, startID, "MKSTREAM"]), blockMs: 0) { result in
-            switch result {
-            case .success: completion(.success(()))
-            case .failure(let error) where error.serverCode == "BUSYGROUP": completion(.success(()))
-            case .failure(let error): completion(.failure(error))
-            }
-        }
-    }
-
-    /// One `XREADGROUP GROUP g consumer COUNT count [BLOCK blockMs] STREAMS calls… > …` over
-    /// `apps` on the blocking connection: at most `count` new entries per app. Returns the
+    /// One read of new entries over `apps`: at most `count` new entries per app. Returns the
     /// entries of the apps that had any (an empty dictionary when BLOCK timed out).
     /// `blockMs` nil does not block. After a `NOGROUP` answer the groups of `apps` are
     /// re-created before the next read and the error is returned: retry. After any error
     /// wait a little before reading again (an error answers at once, so an immediate retry
-    /// loop would spin).
+    /// loop would spin). On one Redis one `XREADGROUP GROUP g consumer COUNT count [BLOCK
+    /// blockMs] STREAMS calls… > …`; on a cluster one read per app (`StreamReads`).
     public func readNew(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
                         completion: @escaping (Result<[AppKeys: [StreamEntry]], RedisError>) -> Void) {
         precondition(!apps.isEmpty && count > 0, "readNew needs apps and a positive count")
-        if let clusterReads {
-            return clusterReads.read(apps: apps, consumer: consumer, count: count, blockMs: blockMs, completion: completion)
-        }
-        var args = ["XREADGROUP", "GROUP", config.group, consumer, "COUNT", String(count)]
-        if let blockMs { args += ["BLOCK", String(max(1, blockMs))] }
-        args.append("STREAMS")
-        args += apps.map(\.calls)
-        args += Array(repeating: ">", count: apps.count)
-        var lookup = appsByCallsKey
-        for app in apps { lookup[app.calls] = app }
-        let group = config.group, start = config.groupStartID
-        guard let connection = blocking else { preconditionFailure("a store on one Redis has its blocking connection") }
-        connection.send(command: RedisCommand(args), blockMs: blockMs ?? 0, decodingInPlace: { reply in
-            var out: [AppKeys: [StreamEntry]] = [:]
-            for (key, entries) in try StreamReplies.read(reply) {
-                guard let app = lookup[key] else { throw RedisError.unexpectedReply("XREADGROUP returned unknown stream \(key)") }
-                out[app] = entries
-            }
-            return out
-        }, completion: { (result: Result<[AppKeys: [StreamEntry]], RedisError>) in
-            if case let .failure(error) = result, error.serverCode == "NOGROUP" {
-                for app in apps { CallStore.createGroup(app, group: group, startID: start, on: connection) { _ in } }
-            }
-            completion(result)
-        })
+        reads.read(apps: apps, consumer: consumer, count: count, blockMs: blockMs, completion: completion)
     }
 
     // MARK: Recording outcomes

@@ -24,8 +24,9 @@ import RedisClient
 ///
 /// Entries held here are pending for the consumer in Redis, so a process that dies with
 /// them is taken over like any other. Loop-owned.
-final class ClusterStreamReads {
+final class ClusterStreamReads: StreamReads {
     private let cluster: RedisCluster
+    var apps: [AppKeys]
     private let group: String
     private let groupStartID: String
     /// How long each app's read blocks, ms.
@@ -41,12 +42,23 @@ final class ClusterStreamReads {
     /// Called when an app's read failed with its connection (see the type's comment).
     var onReadLost: (() -> Void)?
 
-    init(cluster: RedisCluster, group: String, groupStartID: String, blockMs: Int64) {
+    init(cluster: RedisCluster, apps: [AppKeys], group: String, groupStartID: String, blockMs: Int64) {
         self.cluster = cluster
+        self.apps = apps
         self.group = group
         self.groupStartID = groupStartID
         self.blockMs = blockMs
         waitTimer = LoopTimer(loop: cluster.loop) { [unowned self] in self.answer(timedOut: true) }
+    }
+
+    /// The lanes are the cluster client's.
+    var ownLinks: [(name: String, connection: RedisConnection)] { [] }
+
+    /// Creates every app's group (each on its slot's owner, once the slot map is read).
+    func start() {
+        for app in apps {
+            createConsumerGroup(app, group: group, startID: groupStartID, on: cluster.channel(slot: HashSlot(key: app.calls))) { _ in }
+        }
     }
 
     func read(apps: [AppKeys], consumer: String, count: Int, blockMs: Int64?,
@@ -95,7 +107,8 @@ final class ClusterStreamReads {
                 break
             case .failure(let error):
                 if error.serverCode == "NOGROUP" {
-                    self.cluster.send(["XGROUP", "CREATE", app.calls, self.group, self.groupStartID, "MKSTREAM"], slot: slot) { _ in }
+                    createConsumerGroup(app, group: self.group, startID: self.groupStartID,
+                                        on: self.cluster.channel(slot: slot)) { _ in }
                 }
                 if error == .disconnected { self.onReadLost?() }
                 self.failure = error

@@ -27,10 +27,6 @@ public final class DeadLetterStore {
     private let trimScript = RedisScript(DeadLetterLua.trim)
     private let pendingTrimScript = RedisScript(DeadLetterLua.pendingTrim)
 
-    public convenience init(connection: RedisConnection, prefix: String) {
-        self.init(topology: .single(connection), prefix: prefix)
-    }
-
     public init(topology: RedisTopology, prefix: String) {
         self.topology = topology
         self.gatewayKeys = GatewayKeys(prefix: prefix)

@@ -75,12 +75,8 @@ public final class RetrySchedule {
     private let pendingScript = RedisScript(RetryLua.pending)
     private let cancelScript = RedisScript(RetryLua.cancel)
 
-    /// A schedule on `connection` (shared with other users, or the mover's own).
-    public convenience init(connection: RedisConnection, config: Config) {
-        self.init(topology: .single(connection), config: config)
-    }
-
-    /// A schedule on a cluster, or on one connection.
+    /// A schedule on one connection (`.single`: shared with other users, or the mover's own)
+    /// or a cluster; the caller starts and closes it.
     public init(topology: RedisTopology, config: Config) {
         self.topology = topology
         self.config = config

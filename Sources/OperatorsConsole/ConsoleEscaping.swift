@@ -1,23 +1,27 @@
+import HTTPMessages
 import VisibleText
 
 /// Every value the console shows that it did not write itself (ids, tokens, names, reasons,
 /// event JSON: anything a producer, Redis or APNs gave) goes through one of these functions,
-/// one per context of the page, and through nothing else. Pure.
+/// one per context of the page, and through nothing else: text and attribute values through
+/// the renderer of `Node` only, query and path components where a link is built. Pure.
 ///
 /// Control and bidi characters are first made visible as `\uXXXX`, as the command line shows
 /// them (`TerminalText`): a right-to-left override in a call id must not reorder a row here
 /// either.
 public enum ConsoleEscaping {
-    /// Text between tags (`<td>…</td>`, `<pre>…</pre>`): `&`, `<`, `>` escaped, controls made
-    /// visible (line feeds kept when `keepingLines`, for a multi-line `<pre>`).
-    public static func html(_ text: String, keepingLines: Bool = false) -> String {
-        escape(keepingLines ? TerminalText.line(text) : TerminalText.field(text), quotes: false)
+    /// Text between tags (`<td>…</td>`, `<pre>…</pre>`): `&`, `<`, `>` and both quotes escaped
+    /// (quotes are harmless there, but then no quote of a value reaches a page unescaped in
+    /// any context, which a check of a page can rely on), controls made visible (line feeds
+    /// kept when `keepingLines`, for a multi-line `<pre>`). `Node.render` calls it.
+    static func html(_ text: String, keepingLines: Bool = false) -> String {
+        escape(keepingLines ? TerminalText.line(text) : TerminalText.field(text))
     }
 
-    /// A quoted attribute value (`value="…"`, `href="…"`): also both quotes escaped. The
-    /// console's own attributes always quote with `"`.
-    public static func attribute(_ text: String) -> String {
-        escape(TerminalText.field(text), quotes: true)
+    /// A quoted attribute value (`value="…"`, `href="…"`): as text, its line feeds made
+    /// visible too. The renderer always quotes with `"`.
+    static func attribute(_ text: String) -> String {
+        escape(TerminalText.field(text))
     }
 
     /// A value inside a JSON data block of a page (`<script type="application/json">`, never
@@ -41,21 +45,10 @@ public enum ConsoleEscaping {
         return out + "\""
     }
 
-    /// One component of a query string or path (`app=…`, `/console/dead/APP/ID`): every byte
-    /// but `A–Z a–z 0–9 - . _ ~` percent-encoded, so an id cannot add a parameter, a path
-    /// segment or a scheme (`javascript:` stays `javascript%3A`).
-    public static func queryComponent(_ text: String) -> String {
-        var out = ""
-        for b in text.utf8 {
-            switch b {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
-                out += "%" + hex(UInt32(b), digits: 2).uppercased()
-            }
-        }
-        return out
-    }
+    /// One component of a query string or path (`app=…`, `/console/dead/APP/ID`), as
+    /// `FormData.component` encodes it: an id cannot add a parameter, a path segment or a
+    /// scheme (`javascript:` stays `javascript%3A`).
+    public static func queryComponent(_ text: String) -> String { FormData.component(text) }
 
     /// A device token as the command line shows it: its last 8 characters after `…`, so a
     /// page (or a screenshot of it) never carries a whole token.
@@ -64,9 +57,9 @@ public enum ConsoleEscaping {
         return token.count <= 8 ? token : "…" + String(token.suffix(8))
     }
 
-    private static func escape(_ text: String, quotes: Bool) -> String {
+    private static func escape(_ text: String) -> String {
         // Most values (entry ids, app ids, outcome names) need nothing: no copy then.
-        if !text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || (quotes && ($0 == 0x22 || $0 == 0x27)) }) {
+        if !text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 }) {
             return text
         }
         var out = ""
@@ -76,8 +69,8 @@ public enum ConsoleEscaping {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
-            case "\"" where quotes: out += "&quot;"
-            case "'" where quotes: out += "&#39;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
             default: out.unicodeScalars.append(scalar)
             }
         }

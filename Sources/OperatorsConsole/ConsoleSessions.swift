@@ -1,3 +1,5 @@
+import HTTPMessages
+
 /// Who signed in to the console, and what they may do.
 public enum ConsoleRole: String, Equatable, Sendable {
     /// Signed in with the admin token (`admin.token_file`): sees everything, replays and purges.
@@ -115,7 +117,7 @@ enum ConsoleGate {
     }
 
     /// - Parameter changes: the request would change something (replay, purge).
-    static func check(_ request: ConsoleRequest, session: ConsoleSession?, changes: Bool) -> Verdict {
+    static func check(_ request: HTTPRequest, session: ConsoleSession?, changes: Bool) -> Verdict {
         guard let session else { return .signInFirst }
         guard request.method == "POST" else { return .allowed }
         guard isSameOrigin(request) else { return .crossOrigin }
@@ -133,7 +135,7 @@ enum ConsoleGate {
     /// the console's own pages, under `Referrer-Policy: same-origin`, send their origin. A
     /// client that sends neither header (curl, a script holding the cookie) still needs the
     /// CSRF token beyond the sign-in.
-    static func isSameOrigin(_ request: ConsoleRequest) -> Bool {
+    static func isSameOrigin(_ request: HTTPRequest) -> Bool {
         if let site = request.headers["sec-fetch-site"], site != "same-origin", site != "none" { return false }
         if let origin = request.headers["origin"] {
             guard let host = request.headers["host"] else { return false }

@@ -63,35 +63,21 @@ enum DeadReplayCommand: Command {
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
             let operations = session.operations
-            let pacer = ReplayPacer(rate: rate, startMs: Clock.monotonicMs())
-            var summary = DeadLetterOperations.ReplaySummary()
+            let replay = operations.replayAudited(rate: rate, by: DeadSession.actor(context), filter: change.all ? change.filter : nil)
             let selected = try session.bulk(change, done: "replayed", dryRunNote: " at \(rate)", context: context, line: { r in
                 "would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "
                     + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1)): " + operations.forecast(r, nowMs: change.nowMs).text(nowMs: change.nowMs)
             }, question: { "Replay \($0) to their calls streams at \(rate)?" }, act: { page, proceed in
-                let references = page.map { DeadLetterReference(app: $0.app, id: $0.id) }
-                operations.replayPaced(references, pacer: pacer, firstIndex: summary.replayed.count, onStep: { reference, step in
-                    switch step {
-                    case let .replayed(r, entry, forecast):
-                        context.console.out("replayed \(TerminalText.field(r.app))/\(r.id) -> calls entry \(entry)  call \(TerminalText.field(r.callID ?? "-"))  "
-                                            + "(replay #\(r.replays + 1)): " + forecast.text(nowMs: Clock.unixMs()))
-                    case let .skipped(r, forecast):
-                        context.console.out("skipped \(TerminalText.field(r.app))/\(r.id): " + forecast.text(nowMs: Clock.unixMs()))
-                    case .gone:
-                        context.console.out("skipped \(TerminalText.field(reference.text)): gone meanwhile (replayed or purged by someone else)")
-                    }
-                }, completion: { part in
-                    summary.add(part)
-                    proceed(part.failure == nil)
-                })
+                replay.replay(page.map { DeadLetterReference(app: $0.app, id: $0.id) }, onStep: { _, line in
+                    context.console.out(TerminalText.field(line))
+                }, completion: proceed)
             })
             guard let selected else { return 0 }
+            let summary = replay.summary
             let replayed = summary.replayed
             let notDone = [summary.gone > 0 ? "\(summary.gone) gone meanwhile" : nil,
                            summary.skipped > 0 ? "\(summary.skipped) not replayable" : nil].compactMap { $0 }
-            try session.finishAudited(ids: replayed, requested: selected.count, done: replayed.count,
-                                      filter: change.all ? change.filter : nil, options: [("rate", .string(rate.description))],
-                                      failure: summary.failure,
+            try session.finishAudited(replay.record(requested: selected.count, verb: session.auditVerb), failure: summary.failure,
                                       summary: "replayed \(replayed.count) of \(selected.what)"
                                           + (notDone.isEmpty ? "" : " (" + notDone.joined(separator: ", ") + ")"),
                                       context: context)

@@ -228,11 +228,18 @@ final class DeadSession {
     func finishAudited(ids: [String], requested: Int, done: Int, filter: DeadLetterFilter?,
                        options: [(String, OrderedJSON)] = [], failure: RedisError?, summary: String,
                        context: CommandContext) throws(DeadFailure) {
-        var failure = failure.map { DeadFailure.failed("pushgw \(command) \(verb): \($0)") }
-        let (user, sudo) = Self.user(context)
-        let auditVerb = command == "dead" ? verb : "\(command) \(verb)"
-        let record = AuditRecord(timeMs: Clock.unixMs(), verb: auditVerb, user: user, sudoUser: sudo, ids: ids,
+        let actor = Self.actor(context)
+        let record = AuditRecord(timeMs: Clock.unixMs(), verb: auditVerb, user: actor.user, sudoUser: actor.sudoUser, ids: ids,
                                  requested: requested, done: done, filter: filter, options: options)
+        try finishAudited(record, failure: failure, summary: summary, context: context)
+    }
+
+    /// The verb as the audit record names it: `replay`, `purge`, `tokens forget`.
+    var auditVerb: String { command == "dead" ? verb : "\(command) \(verb)" }
+
+    /// Ends a changing verb with `record` made already (`AuditedReplay.record`), as above.
+    func finishAudited(_ record: AuditRecord, failure: RedisError?, summary: String, context: CommandContext) throws(DeadFailure) {
+        var failure = failure.map { DeadFailure.failed("pushgw \(command) \(verb): \($0)") }
         do throws(DeadFailure) {
             try audit(record, context: context)
         } catch {
@@ -252,11 +259,12 @@ final class DeadSession {
         _ = try wait { operations.audit(record, completion: $0) }
     }
 
-    /// `$USER` (or `$LOGNAME`) and `$SUDO_USER` of the environment.
-    private static func user(_ context: CommandContext) -> (String, String?) {
+    /// Who runs the command, for its audit record: `$USER` (or `$LOGNAME`) and `$SUDO_USER`
+    /// of the environment.
+    static func actor(_ context: CommandContext) -> AuditActor {
         let env = context.environment
         let user = [env["USER"], env["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty } ?? "unknown"
         let sudo = env["SUDO_USER"].flatMap { $0.isEmpty ? nil : $0 }
-        return (user, sudo)
+        return AuditActor(user: user, sudoUser: sudo)
     }
 }

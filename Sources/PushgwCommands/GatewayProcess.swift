@@ -22,8 +22,6 @@ final class GatewayProcess {
     private let runner: RouterRole?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
-    /// On Redis Cluster: the store's cluster client.
-    private let cluster: RedisCluster?
     /// The retry role's parts: the mover has a connection (or cluster client) of its own, so its
     /// looks never wait behind the router's commands (nil without the role).
     private let moverTopology: RedisTopology?
@@ -48,12 +46,10 @@ final class GatewayProcess {
         let sentinels = redis.sentinel.map { RedisSentinels(loop: loop, options: $0, tls: redis.tls, watchdogMs: redis.watchdogMs) }
         self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
-        let storeConfig = CallStore.Config(connection: redis, prefix: config.redis.prefix)
         let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
-        let cluster = clusterConfig.map { RedisCluster(loop: loop, config: $0) }
-        self.cluster = cluster
-        let store = cluster.map { CallStore(config: storeConfig, apps: apps.map(\.keys), cluster: $0) }
-            ?? CallStore(loop: loop, config: storeConfig, apps: apps.map(\.keys), sentinels: sentinels)
+        let store = CallStore(config: CallStore.Config(prefix: config.redis.prefix), apps: apps.map(\.keys),
+                              topology: .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
+                                             clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config, log: log)
         self.store = store
         self.pools = pools
@@ -79,10 +75,9 @@ final class GatewayProcess {
         deadLetters = roles.contains(.deadletters)
             ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig, log: log)
             : nil
-        if let cluster {
-            log.follow(cluster, name: "write")
-        } else {
-            for link in store.links { log.follow(link.connection, name: link.name) }
+        switch store.topology {
+        case .cluster(let cluster): log.follow(cluster, name: "write")
+        case .single: for link in store.links { log.follow(link.connection, name: link.name) }
         }
         if let moverTopology { log.follow(moverTopology, name: "retry") }
         if let sentinels { log.follow(sentinels) }
@@ -130,12 +125,10 @@ final class GatewayProcess {
         deadLetters?.close()
         pools.close()
         store.close()
-        cluster?.close()
         sentinels?.close()
-        var moverCluster: RedisCluster?
-        if case .cluster(let client)? = moverTopology { moverCluster = client }
-        for (name, client) in [("write", cluster), ("retry", moverCluster)] {
-            guard let stats = client?.stats else { continue }
+        for (name, topology) in [("write", store.topology), ("retry", moverTopology)] {
+            guard case .cluster(let client)? = topology else { continue }
+            let stats = client.stats
             log.info("redis cluster redirects followed", ["connection": name, "moved": stats.moved, "asked": stats.asked,
                                                           "retried_later": stats.retriedLater, "map_refreshes": stats.refreshes])
         }

@@ -27,6 +27,14 @@ import EventLoop
 ///   still names no owner, it completes `.connectFailed`, as a command waiting for a
 ///   single-node connection does after a failed attempt.
 ///
+/// - **Server version**: when a node refuses `CLUSTER SHARDS` with `ERR`, its `HELLO` answer's
+///   version says why: before 7.0 the client reads maps with `CLUSTER SLOTS` from then on;
+///   from 7.0 the refusal is that node's problem and the next candidate is asked.
+///
+/// Its life is `StateMachine` (`RedisCluster+StateMachine.swift`): refreshes, the slot map and
+/// the trust are the machine's, every event goes to it, and `run(_:)` performs the action it
+/// returns, in one place. The course of each command is `ClusterCommandCourse`'s.
+///
 /// Every command completes exactly once, on the loop. Loop-owned: call everything on the loop
 /// thread; `start()` first, `close()` at the end.
 public final class RedisCluster {
@@ -87,14 +95,14 @@ public final class RedisCluster {
     public let loop: EventLoop
     public let config: Config
     /// The current slot map (empty before the first refresh).
-    public private(set) var map = ClusterSlotMap()
-    public private(set) var stats = Stats()
+    public var map: ClusterSlotMap { machine.map }
+    public var stats: Stats { machine.stats }
     /// The last refresh problem, nil once a refresh succeeded.
-    public private(set) var lastProblem: String?
+    public var lastProblem: String? { machine.lastProblem }
     /// Runs after every refresh that changed the map.
     public var onMapChanged: ((ClusterSlotMap) -> Void)?
     /// Which nodes may get the credentials; grows with what seeds announce.
-    public private(set) var trust: RedisNodeTrust
+    public var trust: RedisNodeTrust { machine.trust }
     /// Told of every node refused as untrusted (for the log).
     public var onRefusal: ((RedisNodeRefusal) -> Void)?
     /// Observes every node connection's events (for logs), named `host:port lane`.
@@ -104,56 +112,34 @@ public final class RedisCluster {
         let node: Endpoint
         let lane: Lane
     }
+    private var machine: StateMachine
     private var connections: [ConnectionKey: RedisConnection] = [:]
     /// Commands whose slot has no owner: sent (or failed) after the next refresh.
-    private var waitingForMap: [(_ failure: String?) -> Void] = []
-    private var refreshing = false
-    private var refreshAgain = false
-    private var lastRefreshStartMs: Int64 = .min / 2
+    private var waitingForMap: [(MapWait) -> Void] = []
     private var refreshTimer: LoopTimer!
     /// Timers of commands waiting out a `-TRYAGAIN`/`-CLUSTERDOWN`.
     private var retryTimers: [ObjectIdentifier: LoopTimer] = [:]
-    /// `CLUSTER SHARDS` was refused as unknown: the server predates Redis 7.
-    private var useSlotsCommand = false
-    /// A node was refused: the next refresh asks the seeds before the known primaries.
-    private var askSeedsFirst = false
-    /// Primaries of slot maps the running refresh did not use as untrusted: reported at its
-    /// end unless a seed's answer vouched for them meanwhile.
-    private var untrustedInMaps: [RedisNodeRefusal] = []
-    private var started = false
-    private var closed = false
     private let random: () -> Double
 
     public init(loop: EventLoop, config: Config, random: @escaping () -> Double = { Double.random(in: 0..<1) }) {
         self.loop = loop
         self.config = config
         self.random = random
-        trust = RedisNodeTrust(configured: config.seeds, allowedHosts: config.allowedHosts, learnsFromSeeds: true)
-        refreshTimer = LoopTimer(loop: loop) { [unowned self] in self.refreshNow() }
+        machine = StateMachine(config: config)
+        refreshTimer = LoopTimer(loop: loop) { [unowned self] in self.run(self.machine.onRefreshTimerFired(nowMs: Clock.monotonicMs())) }
     }
 
     /// Reads the slot map; commands sent before wait for it.
     public func start() {
         loop.assertInLoop()
-        guard !started, !closed else { return }
-        started = true
-        refreshNow()
+        run(machine.onStart(nowMs: Clock.monotonicMs()))
     }
 
     /// Closes every node connection; commands in flight complete `.disconnected`, waiting ones
     /// `.closed`, later sends `.closed`.
     public func close() {
         loop.assertInLoop()
-        guard !closed else { return }
-        closed = true
-        refreshTimer.close()
-        for timer in retryTimers.values { timer.close() }
-        retryTimers = [:]
-        for connection in connections.values { connection.close() }
-        connections = [:]
-        let waiting = waitingForMap
-        waitingForMap = []
-        for resume in waiting { resume("closed") }
+        run(machine.onCloseRequested())
     }
 
     // MARK: Sending
@@ -203,9 +189,10 @@ public final class RedisCluster {
         let connection = RedisConnection(loop: loop, config: settings)
         let name = "\(node) \(lane.name)"
         connection.onEvent = { [weak self] event in
-            self?.onConnectionEvent?(name, event)
+            guard let self else { return }
+            self.onConnectionEvent?(name, event)
             if case .ready = event { return }
-            self?.requestRefresh()   // a node lost or refusing: maybe a failover
+            self.requestRefresh()   // a node lost or refusing: maybe a failover
         }
         connections[key] = connection
         connection.start()
@@ -224,14 +211,17 @@ public final class RedisCluster {
         loop.assertInLoop()
         var course = ClusterCommandCourse()
         func toOwner() {
-            guard !closed else { return completion(.failure(.closed)) }
-            guard let owner = map.owner(of: slot) else {
-                waitingForMap.append { [unowned self] failure in
-                    if let failure {
-                        completion(.failure(failure == "closed" ? .closed : .connectFailed(failure)))
-                    } else if self.map.owner(of: slot) == nil {
+            guard !machine.isClosed else { return completion(.failure(.closed)) }
+            guard let owner = machine.map.owner(of: slot) else {
+                waitingForMap.append { [unowned self] outcome in
+                    switch outcome {
+                    case .closed:
+                        completion(.failure(.closed))
+                    case .refreshFailed(let reason):
+                        completion(.failure(.connectFailed(reason)))
+                    case .mapRead where self.machine.map.owner(of: slot) == nil:
                         completion(.failure(.connectFailed("redis cluster: no primary serves slot \(slot)")))
-                    } else {
+                    case .mapRead:
                         toOwner()
                     }
                 }
@@ -242,28 +232,22 @@ public final class RedisCluster {
         func attempt(_ connection: RedisConnection, node: Endpoint) {
             send(connection, command) { [unowned self] result in
                 guard case .failure(let error) = result else { return completion(result) }
-                switch course.onAnswer(error: error, answeredBy: node, trust: self.trust, random: self.random()) {
+                let decision = course.onAnswer(error: error, answeredBy: node, trust: self.machine.trust, random: self.random())
+                if case .resendAsking = decision, self.machine.isClosed { return completion(.failure(.closed)) }
+                if case .refuse(let refusal) = decision { self.onRefusal?(refusal) }
+                self.run(self.machine.onCommandRedirected(decision, nowMs: Clock.monotonicMs()))
+                switch decision {
                 case .complete:
                     completion(result)
-                case let .resendAfterMove(movedSlot, node):
-                    self.stats.moved += 1
-                    self.map.assign(movedSlot.value...movedSlot.value, to: node)
-                    self.requestRefresh()
+                case .resendAfterMove:
                     toOwner()
                 case let .resendAsking(node):
-                    guard !self.closed else { return completion(.failure(.closed)) }
-                    self.stats.asked += 1
                     let importing = self.connection(to: node, lane: lane)
                     importing.send(["ASKING"]) { _ in }
                     attempt(importing, node: node)
                 case let .retryLater(delayMs):
-                    self.stats.retriedLater += 1
-                    self.requestRefresh()
                     self.after(delayMs, toOwner)
                 case let .refuse(refusal):
-                    self.refused(refusal)
-                    self.askSeedsFirst = true
-                    self.requestRefresh()
                     completion(.failure(.refusedNode(refusal)))
                 }
             }
@@ -271,13 +255,8 @@ public final class RedisCluster {
         toOwner()
     }
 
-    private func refused(_ refusal: RedisNodeRefusal) {
-        stats.refused[refusal.kind, default: 0] += 1
-        onRefusal?(refusal)
-    }
-
     private func after(_ ms: Int64, _ action: @escaping () -> Void) {
-        guard !closed else { return action() }
+        guard !machine.isClosed else { return action() }
         var id: ObjectIdentifier?
         let timer = LoopTimer(loop: loop) { [unowned self] in
             if let id, let timer = self.retryTimers.removeValue(forKey: id) { timer.close() }
@@ -293,109 +272,52 @@ public final class RedisCluster {
     /// Reads the slot map again soon: now, or when `minRefreshGapMs` has passed since the last
     /// refresh began; a refresh asked for while one runs starts once it ends.
     public func requestRefresh() {
-        guard started, !closed else { return }
-        if refreshing {
-            refreshAgain = true
+        run(machine.onRefreshRequested(nowMs: Clock.monotonicMs()))
+    }
+
+    // MARK: Performing the machine's actions
+
+    /// Performs `action`: the only place where the client's lifecycle turns into I/O.
+    private func run(_ action: StateMachine.Action) {
+        switch action {
+        case .none:
             return
-        }
-        let wait = lastRefreshStartMs + config.minRefreshGapMs - Clock.monotonicMs()
-        if wait <= 0 {
-            refreshNow()
-        } else if !refreshTimer.isScheduled || wait < config.refreshEveryMs {
-            refreshTimer.schedule(afterMs: wait)
-        }
-    }
-
-    private func refreshNow() {
-        guard !closed, !refreshing else { return }
-        refreshing = true
-        refreshAgain = false
-        lastRefreshStartMs = Clock.monotonicMs()
-        // Known primaries first (their connections are up), then the seeds; the seeds first
-        // after a refusal, so that a node the cluster gained is learned from them at once.
-        var candidates = askSeedsFirst ? config.seeds : map.primaries
-        for node in askSeedsFirst ? map.primaries : config.seeds where !candidates.contains(node) { candidates.append(node) }
-        askSeedsFirst = false
-        untrustedInMaps = []
-        ask(candidates, index: 0, problems: [])
-    }
-
-    private func ask(_ candidates: [Endpoint], index: Int, problems: [String]) {
-        guard !closed else { return }
-        guard index < candidates.count else {
-            return refreshDone(.failure(.connectFailed("redis cluster: no node gave the slot map: " + problems.joined(separator: "; "))))
-        }
-        let node = candidates[index]
-        let shards = !useSlotsCommand
-        connection(to: node).send(["CLUSTER", shards ? "SHARDS" : "SLOTS"]) { [weak self] result in
-            guard let self, !self.closed else { return }
-            switch result {
-            case .success(let reply):
-                do throws(ClusterSlotMap.ParseError) {
-                    let read = shards ? try ClusterSlotMap(shards: reply, tls: self.config.connection.url.usesTLS, askedHost: node.host)
-                                      : try ClusterSlotMap(slots: reply, askedHost: node.host)
-                    if read.coveredSlots == 0 {
-                        return self.ask(candidates, index: index + 1, problems: problems + ["\(node): serves no slot"])
-                    }
-                    if self.config.seeds.contains(node) { self.trust.learn(read.announced) }
-                    if let stranger = read.primaries.first(where: { !self.trust.allows($0) }) {
-                        let refusal = RedisNodeRefusal(kind: .slotMap, node: stranger, namedBy: node)
-                        self.untrustedInMaps.append(refusal)
-                        return self.ask(candidates, index: index + 1, problems: problems + ["\(refusal)"])
-                    }
-                    self.refreshDone(.success(read))
-                } catch {
-                    self.ask(candidates, index: index + 1, problems: problems + ["\(node): \(error)"])
-                }
-            case .failure(let error) where shards && error.serverCode == "ERR" && "\(error)".contains("nknown subcommand"):
-                self.useSlotsCommand = true
-                self.ask(candidates, index: index, problems: problems)
-            case .failure(let error):
-                self.ask(candidates, index: index + 1, problems: problems + ["\(node): \(error)"])
+        case let .askSlotMap(node, command):
+            connection(to: node).send(command.arguments) { [weak self] result in
+                guard let self else { return }
+                self.run(self.machine.onSlotMapAnswered(by: node, result))
             }
-        }
-    }
-
-    private func refreshDone(_ result: Result<ClusterSlotMap, RedisError>) {
-        refreshing = false
-        for refusal in untrustedInMaps where !trust.allows(refusal.node) {
-            refused(refusal)
-            askSeedsFirst = true
-        }
-        untrustedInMaps = []
-        var failure: String?
-        switch result {
-        case .success(let read):
-            stats.refreshes += 1
-            lastProblem = nil
-            if read != map {
-                map = read
+        case .askVersion(let node):
+            connection(to: node).send(["HELLO", "2"]) { [weak self] result in
+                guard let self else { return }
+                self.run(self.machine.onVersionAnswered(by: node, result))
+            }
+        case .armRefreshTimer(let ms):
+            refreshTimer.schedule(afterMs: ms)
+        case .finishRefresh(let outcome):
+            for refusal in outcome.refusals { onRefusal?(refusal) }
+            if outcome.mapChanged {
                 closeIdleConnectionsOfFormerPrimaries()
-                onMapChanged?(read)
+                onMapChanged?(machine.map)
             }
-        case .failure(let error):
-            stats.refreshFailures += 1
-            failure = "\(error)"
-            lastProblem = failure
+            let waiting = waitingForMap
+            waitingForMap = []
+            for resume in waiting { resume(outcome.waiters) }
+            refreshTimer.schedule(afterMs: outcome.nextRefreshAfterMs)
+        case .shutDown:
+            refreshTimer.close()
+            for timer in retryTimers.values { timer.close() }
+            retryTimers = [:]
+            for connection in connections.values { connection.close() }
+            connections = [:]
+            let waiting = waitingForMap
+            waitingForMap = []
+            for resume in waiting { resume(.closed) }
         }
-        let waiting = waitingForMap
-        waitingForMap = []
-        for resume in waiting { resume(failure) }
-        if refreshAgain || failure != nil {
-            refreshTimer.schedule(afterMs: max(config.minRefreshGapMs, 1))
-        } else {
-            refreshTimer.schedule(afterMs: config.refreshEveryMs)
-        }
-        refreshAgain = false
-    }
-
-    /// Gives `slot` to `node` in the map, as a stale map would (tests of `-MOVED`).
-    func testOnlyAssign(_ slot: HashSlot, to node: Endpoint) {
-        map.assign(slot.value...slot.value, to: node)
     }
 
     private func closeIdleConnectionsOfFormerPrimaries() {
-        let owners = Set(map.primaries)
+        let owners = Set(machine.map.primaries)
         for (key, connection) in connections where !owners.contains(key.node)
             && connection.inFlightCount == 0 && connection.waitingCount == 0 {
             connection.close()

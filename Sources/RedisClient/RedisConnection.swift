@@ -225,6 +225,23 @@ public final class RedisConnection: TLSStreamDelegate {
         keepAlive = Unmanaged.passRetained(self)
     }
 
+    /// A second connection to the same Redis: this one's settings and address (through
+    /// sentinels, the same watch of them), named `clientName` in Redis. Not started; its owner
+    /// starts and closes it. For a link whose commands must not wait behind this one's (a
+    /// blocking read holds up its connection). When this connection made its own watch of the
+    /// sentinels, close the sibling first: closing this one ends the watch.
+    public func sibling(clientName: String) -> RedisConnection {
+        var settings = config
+        settings.clientName = clientName
+        let source: AddressSource
+        switch addresses {
+        case .url: source = .url
+        case .eachSentinel(let options): source = .eachSentinel(options)
+        case .primary(let sentinels, _): source = .primary(sentinels, owned: false)
+        }
+        return RedisConnection(loop: loop, config: settings, addresses: source, random: random)
+    }
+
     /// Whether commands are sent at once (connected, handshake done).
     public var isReady: Bool { machine.isReady }
     /// The address the connection is connected to while ready (through sentinels: the primary
@@ -253,11 +270,6 @@ public final class RedisConnection: TLSStreamDelegate {
     /// Sends a command (`args[0]` is its name). `blockMs` is how long the command may
     /// legitimately hold the connection (`BLOCK`), added to the watchdog's patience.
     public func send(_ args: [String], blockMs: Int64 = 0, completion: @escaping Completion) {
-        send(command: RedisCommand(args), blockMs: blockMs, completion: completion)
-    }
-
-    /// `send` with binary arguments.
-    public func send(bytes args: [[UInt8]], blockMs: Int64 = 0, completion: @escaping Completion) {
         send(command: RedisCommand(args), blockMs: blockMs, completion: completion)
     }
 

@@ -2,9 +2,11 @@ import EventLoop
 
 /// Where a store's commands go: one Redis, or the owners of their keys' slots on a cluster.
 ///
-/// The stores (`CallStore`, `RetrySchedule`) ask it for the channel of each command's first key
-/// and send there; on one Redis every key gives the same connection, so nothing is computed on
-/// that path.
+/// Each store of CallStorage sends on one topology: it asks it for the channel of each
+/// command's first key and sends there; on one Redis every key gives the same connection, so
+/// nothing is computed on that path. Blocking reads need a link of their own beside it: a
+/// sibling connection on one Redis (`RedisConnection.sibling`), a lane of the cluster client on
+/// a cluster (`RedisCluster.Lane`).
 public enum RedisTopology {
     /// One Redis (plain, TLS or through sentinels), every command on `connection`.
     case single(RedisConnection)

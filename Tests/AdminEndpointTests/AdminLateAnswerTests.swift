@@ -1,3 +1,4 @@
+import HTTPMessages
 import EventLoop
 import Foundation
 import GatewayConfiguration
@@ -24,7 +25,7 @@ final class AdminLateAnswerTests: XCTestCase {
             let timer = LoopTimer(loop: loop) {
                 answered += 1
                 let body = String(decoding: request.body, as: UTF8.self)
-                answer(AdminResponse(status: 200, contentType: "text/plain",
+                answer(HTTPResponse(status: 200, contentType: "text/plain",
                                      body: "\(request.method) \(request.path) ?\(request.query) \(request.headers["origin"] ?? "-") \(body) "
                                          + "\(request.peer?.hasPrefix("127.0.0.1:") == true)\n",
                                      headers: ["Set-Cookie": "a=b"]))

@@ -1,3 +1,4 @@
+import HTTPMessages
 import EventLoop
 import Foundation
 import GatewayConfiguration
@@ -15,7 +16,7 @@ final class AdminLimitsTests: XCTestCase {
         var limits = AdminServer.Limits()
         configure(&limits)
         let server = AdminServer(loop: loop, limits: limits) { _ in
-            AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
+            HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
         }
         let port = try server.bind(Endpoint(host: "127.0.0.1", port: 0))
         return (loop, server, port)
@@ -51,7 +52,7 @@ final class AdminLimitsTests: XCTestCase {
         var limits = AdminServer.Limits()
         limits.maxConnections = 3
         let server = AdminServer(loop: loop, limits: limits) { request in
-            var response = AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
+            var response = HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
             response.trusted = request.path == "/signed-in"
             return response
         }
@@ -106,7 +107,7 @@ final class AdminLimitsTests: XCTestCase {
         let loop = EventLoop()
         var limits = AdminServer.Limits()
         limits.maxConnections = 2
-        var pending: [(AdminResponse) -> Void] = []
+        var pending: [(HTTPResponse) -> Void] = []
         let server = AdminServer(loop: loop, limits: limits, answering: { _, answer in pending.append(answer) })
         let port = try server.bind(Endpoint(host: "127.0.0.1", port: 0))
         defer { server.close(); loop.close() }
@@ -120,13 +121,13 @@ final class AdminLimitsTests: XCTestCase {
         loop.run(forMs: 300)
         XCTAssertEqual(server.stats.accepted, 2, "no place: the newcomer waits in the listen backlog, no waiting request is cut")
         XCTAssertEqual(server.stats.evicted, 0)
-        for answer in pending { answer(AdminResponse(status: 200, contentType: "text/plain", body: "late\n")) }
+        for answer in pending { answer(HTTPResponse(status: 200, contentType: "text/plain", body: "late\n")) }
         loop.run(waitingFor: "both answered, and the newcomer's request taken", timeoutMs: 5_000) {
             replies.allSatisfy { $0.get() != nil } && pending.count == 3
         }
         XCTAssertEqual(replies.map { $0.get() }, [200, 200])
         guard pending.count == 3 else { return XCTFail("the newcomer's request never came") }
-        pending[2](AdminResponse(status: 200, contentType: "text/plain", body: "ok\n"))
+        pending[2](HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n"))
         loop.run(waitingFor: "the newcomer answered", timeoutMs: 5_000) { third.get() != nil }
         XCTAssertEqual(third.get(), 200)
     }

@@ -1,3 +1,4 @@
+import HTTPMessages
 import EventLoop
 import GatewayConfiguration
 import XCTest
@@ -9,55 +10,69 @@ final class AdminRoutesTests: XCTestCase {
 
     private func routes(token: String?, ready: Readiness = Readiness(problems: [])) -> AdminRoutes {
         let r = AdminRoutes(token: token.flatMap(AdminToken.init), metrics: { "pushgw_x 1\n" }, readiness: { ready })
-        r.addRoute("/status") { _ in AdminResponse(status: 200, contentType: "application/json", body: "{}") }
+        r.addRoute("/status") { _ in HTTPResponse(status: 200, contentType: "application/json", body: "{}") }
         return r
     }
 
     func testTheThreeOpenPathsNeedNoToken() {
         let r = routes(token: secret)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).status, 200)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).body, Array("ok\n".utf8))
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/readyz")).status, 200)
-        let metrics = r.handle(AdminRequest(method: "HEAD", path: "/metrics"))
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/healthz")).status, 200)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/healthz")).body, Array("ok\n".utf8))
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/readyz")).status, 200)
+        let metrics = r.handle(HTTPRequest(method: "HEAD", path: "/metrics"))
         XCTAssertEqual(metrics.status, 200)
         XCTAssertEqual(metrics.contentType, "text/plain; version=0.0.4; charset=utf-8")
-        let post = r.handle(AdminRequest(method: "POST", path: "/metrics"))
+        let post = r.handle(HTTPRequest(method: "POST", path: "/metrics"))
         XCTAssertEqual(post.status, 405, "the open paths are read-only")
         XCTAssertEqual(post.headers["Allow"], "GET, HEAD")
     }
 
     func testEverythingElseNeedsTheBearerToken() {
         let r = routes(token: secret)
-        let none = r.handle(AdminRequest(method: "GET", path: "/status"))
+        let none = r.handle(HTTPRequest(method: "GET", path: "/status"))
         XCTAssertEqual(none.status, 401)
         XCTAssertEqual(none.headers["WWW-Authenticate"], "Bearer realm=\"pushgw\"")
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer wrong")).status, 401)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret + "x")).status, 401,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer wrong"])).status, 401)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer " + secret + "x"])).status, 401,
                        "a longer token is wrong")
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret.dropLast())).status, 401,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer " + secret.dropLast()])).status, 401,
                        "a prefix of the token is wrong")
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Basic " + secret)).status, 401,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Basic " + secret])).status, 401,
                        "another scheme is refused")
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: secret)).status, 401)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer " + secret)).status, 200)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "bearer  " + secret)).status, 200,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": secret])).status, 401)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer " + secret])).status, 200)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "bearer  " + secret])).status, 200,
                        "the scheme is case-insensitive (RFC 7235)")
     }
 
     func testUnknownPathsAre404OnlyAfterAuthentication() {
         let r = routes(token: secret)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope")).status, 401,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/nope")).status, 401,
                        "without the token an unknown path is not revealed as unknown")
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope", authorization: "Bearer " + secret)).status, 404)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/metrics/", authorization: nil)).status, 401,
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/nope", headers: ["Authorization": "Bearer " + secret])).status, 404)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/metrics/")).status, 401,
                        "only the exact open paths are open")
+    }
+
+    func testASectionAnswersItsOwnPathsLaterAndNothingElse() {
+        let r = routes(token: secret)
+        var pending: [(HTTPRequest, (HTTPResponse) -> Void)] = []
+        r.addSection("/console") { request, answer in pending.append((request, answer)) }
+        var answers: [String: Int] = [:]
+        for path in ["/console", "/console/dead", "/consolex", "/status"] {
+            r.answer(HTTPRequest(method: "GET", path: path)) { answers[path] = $0.status }
+        }
+        XCTAssertEqual(pending.map(\.0.path), ["/console", "/console/dead"], "the prefix and the paths under it, not /consolex")
+        XCTAssertEqual(answers, ["/consolex": 401, "/status": 401], "the other paths are answered at once, under the bearer token")
+        for (request, answer) in pending { answer(HTTPResponse(status: 200, contentType: "text/plain", body: request.path)) }
+        XCTAssertEqual(answers["/console/dead"], 200, "a section answers when it is ready")
     }
 
     func testWithoutATokenFileTheAdminAPIIsClosed() {
         let r = routes(token: nil)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/status", authorization: "Bearer anything")).status, 403)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/nope")).status, 403)
-        XCTAssertEqual(r.handle(AdminRequest(method: "GET", path: "/healthz")).status, 200, "the open paths stay open")
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/status", headers: ["Authorization": "Bearer anything"])).status, 403)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/nope")).status, 403)
+        XCTAssertEqual(r.handle(HTTPRequest(method: "GET", path: "/healthz")).status, 200, "the open paths stay open")
         XCTAssertNil(AdminToken("  \n"), "an empty token file gives no token: the API stays closed")
     }
 

@@ -1,3 +1,4 @@
+import HTTPMessages
 import EventLoop
 import Foundation
 import TestSupport
@@ -31,7 +32,7 @@ final class RequestScreenTests: XCTestCase {
         var handled = 0
         let server = AdminServer(loop: loop) { _ in
             handled += 1
-            return AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
+            return HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
         }
         let port = try server.bind(Endpoint(host: "127.0.0.1", port: 0))
         defer { server.close(); loop.close() }

@@ -15,6 +15,8 @@ class CallStoreTests: XCTestCase {
     class var onClusterNode: Bool { false }
     var loop: EventLoop!
     var store: CallStore!
+    /// How the store's connections reach the server (the cluster tests' node connections too).
+    var connection: RedisConnection.Config!
     var producer: RedisConnection!
     let acme = AppKeys(app: "acme"), beta = AppKeys(app: "beta"), gamma = AppKeys(app: "gamma")
 
@@ -27,8 +29,9 @@ class CallStoreTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))),
-                          apps: [acme, beta, gamma])
+        connection = RedisConnection.Config(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))
+        store = CallStore(config: .init(), apps: [acme, beta, gamma],
+                          topology: .own(loop: loop, redis: connection, cluster: nil, clientName: "pushgw-write"))
         store.start()
         producer = try connect(loop, server.url)
     }
@@ -119,6 +122,27 @@ class CallStoreTests: XCTestCase {
         // Scripts are gone from Redis's cache too: EVALSHA's NOSCRIPT falls back to EVAL.
         let report = complete(loop) { store.finish(acme, entryID: got[0].id, record: .init(eventId: "after", resultJSON: result("delivered_voip", "after")), completion: $0) }
         XCTAssertEqual(report.value(), RecordReport(recorded: true, acknowledged: true, deadEntryID: nil))
+    }
+
+    /// A blocked read holds up its connection, so the store's reads have one of their own
+    /// (`SingleStreamReads`, `pushgw-read`) beside the topology's (`pushgw-write`): while a read
+    /// blocks in Redis, the store's other commands are answered.
+    func testAReadThatBlocksHoldsUpNoOtherCommand() throws {
+        XCTAssertEqual(store.links.map(\.name), ["read", "write"])
+        var read: Result<[AppKeys: [StreamEntry]], RedisError>?
+        store.readNew(apps: [acme], consumer: "c1", count: 10, blockMs: 20_000) { read = $0 }
+        var blocked = false
+        for _ in 0..<500 where !blocked {
+            let list = call(producer, ["CLIENT", "LIST"]).value()?.string ?? ""
+            blocked = list.split(separator: "\n").contains { $0.contains(" name=pushgw-read ") && $0.contains(" cmd=xreadgroup") }
+            if !blocked { pause(loop, ms: 10) }
+        }
+        XCTAssertTrue(blocked, "the read blocks in XREADGROUP on its own connection")
+        XCTAssertNotNil(complete(loop) { store.ping(completion: $0) }.value(), "answered while the read blocks")
+        XCTAssertNil(read, "the read still blocks")
+        produce(acme, "wakes-the-read")
+        drive(loop, waitingFor: "the read's entry", until: { read != nil })
+        XCTAssertEqual(try read?.get()[acme]?.map { $0.fields["event"] }, [event("wakes-the-read")])
     }
 
     // MARK: Recording
@@ -579,13 +603,10 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     /// the router gets is still every app's entries, `count` at most per app and read.
     override func testReadNewReadsEveryAppInOneCallWithACountPerApp() throws {
         let node = try XCTUnwrap(clusterNode)
-        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
-        let clusterStore = CallStore(config: store.config, apps: [acme, beta, gamma], cluster: cluster, readBlockMs: 1_000)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme, beta, gamma], topology: .cluster(cluster), readBlockMs: 1_000)
         clusterStore.start()
-        defer {
-            clusterStore.close()
-            cluster.close()
-        }
+        defer { clusterStore.close() }
         for i in 0..<3 { produce(acme, "a\(i)") }
         produce(beta, "b0")
         for i in 0..<2 { produce(gamma, "g\(i)") }
@@ -607,6 +628,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
         XCTAssertEqual(refusal.serverCode, "CROSSSLOT")
     }
     override func testReadNewSurvivesARestartWithoutNOGROUP() throws { try super.testReadNewSurvivesARestartWithoutNOGROUP() }
+    override func testAReadThatBlocksHoldsUpNoOtherCommand() throws { try super.testAReadThatBlocksHoldsUpNoOtherCommand() }
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
@@ -650,13 +672,10 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     /// closed afterwards.
     private func withClusterStore(_ body: (CallStore, RedisCluster, LocalRedisCluster) throws -> Void) throws {
         let node = try XCTUnwrap(clusterNode)
-        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: store.config.connection))
-        let clusterStore = CallStore(config: store.config, apps: [acme], cluster: cluster)
+        let cluster = RedisCluster(loop: loop, config: .init(seeds: node.seeds, connection: connection))
+        let clusterStore = CallStore(config: store.config, apps: [acme], topology: .cluster(cluster))
         clusterStore.start()
-        defer {
-            clusterStore.close()
-            cluster.close()
-        }
+        defer { clusterStore.close() }
         try body(clusterStore, cluster, node)
     }
 

@@ -29,7 +29,9 @@ class RetryScheduleTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(loop: loop, config: .init(connection: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200))), apps: [acme, beta])
+        store = CallStore(config: .init(), apps: [acme, beta],
+                          topology: .own(loop: loop, redis: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)), cluster: nil,
+                                         clientName: "pushgw-write"))
         store.start()
         plain = try connect(loop, server.url)
         for app in [acme, beta] { XCTAssertNotNil(complete(loop) { store.ensureGroup(app, completion: $0) }.value()) }

@@ -8,26 +8,9 @@ import TestSupport
 /// `DeadLetterOperations.listing`, the console's bounded pages, against a real redis-server:
 /// paging across apps visits every matching dead letter exactly once, newest first, whatever
 /// the page and scan sizes, and a filter that matches few entries still moves on.
-final class DeadLetterListingTests: XCTestCase {
-    var server: RedisServer!
-    var loop: EventLoop!
-    var connection: RedisConnection!
-    var operations: DeadLetterOperations!
-
+final class DeadLetterListingTests: DeadLetterOperationsTestCase {
     override func setUpWithError() throws {
-        server = try RedisServer.start()
-        loop = EventLoop()
-        connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
-        connection.start()
-        let store = DeadLetterStore(connection: connection, prefix: "pushgw")
-        operations = DeadLetterOperations(loop: loop, store: store, policies: ["acme": .default, "beta": .default, "zeta": .default],
-                                          ringTimeoutsMs: [:])
-    }
-
-    override func tearDown() {
-        connection.close()
-        loop.close()
-        server.stop()
+        try startOperations(policies: ["acme": .default, "beta": .default, "zeta": .default], ringTimeoutsMs: [:])
     }
 
     private func send(_ args: [String]) {

@@ -20,7 +20,7 @@ final class DeadLetterStoreTests: XCTestCase {
         loop = EventLoop()
         connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
         connection.start()
-        store = DeadLetterStore(connection: connection, prefix: "pushgw")
+        store = DeadLetterStore(topology: .single(connection), prefix: "pushgw")
     }
 
     override func tearDown() {

@@ -32,8 +32,8 @@ final class CancelRaceTests: XCTestCase {
     private func pipeline(_ h: RouterHarness, _ events: [String]) {
         var replies = 0
         for event in events {
-            h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8),
-                                    Array(event.utf8)]) { result in
+            h.producer.send(command: RedisCommand([Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8),
+                                    Array(event.utf8)]), blockMs: 0) { result in
                 if case let .failure(error) = result { XCTFail("XADD failed: \(error)") }
                 replies += 1
             }

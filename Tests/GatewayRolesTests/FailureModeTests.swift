@@ -86,7 +86,7 @@ final class FailureModeTests: XCTestCase {
     /// back each call is routed and delivered, none dead-lettered for `redelivery_limit`.
     func testLookupsRefusedForOutOfMemoryDoNotMakeCallsPoison() throws {
         let h = try RouterHarness(settings: { $0.claimEveryMs = 100; $0.redeliveryLimit = 3 },
-                                  store: { $0.connection.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
+                                  storeConnection: { $0.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
         self.h = h
         defer { _ = try? h.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
         XCTAssertTrue(h.runUntil("the router to register") { h.runner.registered })
@@ -150,7 +150,7 @@ final class FailureModeTests: XCTestCase {
         let h = try RouterHarness(simulator: { $0.scenarios = ["5a0e0001": .slow(300)] },
                                   settings: { $0.claimEveryMs = 100; $0.fullClaimSweepEveryMs = 100; $0.ownEntriesIdleMs = 500;
                                               $0.claimMinIdleMs = 0 },
-                                  store: { $0.connection.watchdogMs = 300; $0.connection.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
+                                  storeConnection: { $0.watchdogMs = 300; $0.backoff = ReconnectBackoff(baseMs: 20, capMs: 100) })
         self.h = h
         defer { _ = try? restore(h) }
         let stream = h.keys("acme").calls
@@ -179,8 +179,8 @@ final class FailureModeTests: XCTestCase {
     /// The results and feedback streams are capped per app (`MAXLEN ~`, 100,000 by default):
     /// a small cap here, and streams of 10-entry nodes, so that the cap is reached with few calls.
     func testResultsAndFeedbackStreamsAreCapped() throws {
-        XCTAssertEqual(CallStore.Config(connection: RedisConnection.Config(url: try RedisURL(parsing: "redis://127.0.0.1:1/0"))).resultsMaxLen, 100_000)
-        XCTAssertEqual(CallStore.Config(connection: RedisConnection.Config(url: try RedisURL(parsing: "redis://127.0.0.1:1/0"))).feedbackMaxLen, 100_000)
+        XCTAssertEqual(CallStore.Config().resultsMaxLen, 100_000)
+        XCTAssertEqual(CallStore.Config().feedbackMaxLen, 100_000)
         let h = try RouterHarness(simulator: { $0.defaultScenario = .unregistered },
                                   store: { $0.resultsMaxLen = 10; $0.feedbackMaxLen = 10 })
         self.h = h

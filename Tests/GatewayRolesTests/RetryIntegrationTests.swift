@@ -76,7 +76,8 @@ final class RetryIntegrationTests: XCTestCase {
         h.runner.drain(timeoutMs: 1_000) { drained = true }
         XCTAssertTrue(h.runUntil("the first router to drain") { drained })
         let url = try RedisURL(parsing: h.redis.url)
-        let store = CallStore(loop: h.loop, config: CallStore.Config(connection: RedisConnection.Config(url: url)), apps: h.apps.map(\.keys))
+        let store = CallStore(config: CallStore.Config(), apps: h.apps.map(\.keys),
+                              topology: .own(loop: h.loop, redis: RedisConnection.Config(url: url), cluster: nil, clientName: "pushgw-write"))
         var settings = RouterRoleSettings(consumer: "second")
         settings.blockMs = 100
         let second = RouterRole(loop: h.loop, store: store, pools: h.pools, apps: h.apps, settings: settings,

@@ -50,6 +50,7 @@ package final class RouterHarness {
          missedCallAlert: MissedCallAlert = .undelivered,
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
+         storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         access = try GatewayRedis(deployment)
         sim = try SimTestServer(configure: configure)
@@ -86,9 +87,12 @@ package final class RouterHarness {
             apps: appConfigs)
         apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        var storeConfig = CallStore.Config(connection: RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel))
+        var storeConfig = CallStore.Config()
         storeSettings(&storeConfig)
-        store = CallStore(loop: sim.loop, config: storeConfig, apps: apps.map(\.keys))
+        var storeRedis = RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)
+        storeConnection(&storeRedis)
+        store = CallStore(config: storeConfig, apps: apps.map(\.keys),
+                          topology: .own(loop: sim.loop, redis: storeRedis, cluster: nil, clientName: "pushgw-write"))
         pools = ApnsPools(loop: sim.loop, config: config)
         consumer = "test-\(getpid())"
         var s = RouterRoleSettings(consumer: consumer)
@@ -97,7 +101,7 @@ package final class RouterHarness {
         runner = RouterRole(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: access.admin)
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
-        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(connection: moverConnection, config: .init()),
+        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init()),
                            log: Log(minimum: .error))
         mover.apps = apps.map(\.keys)
         runner.observations = outcomes
@@ -140,7 +144,7 @@ package final class RouterHarness {
     package func xaddRaw(_ app: String, bytes: [UInt8], field: String = "event", file: StaticString = #filePath,
                  line: UInt = #line) -> String {
         var id: String?
-        producer.send(bytes: [Array("XADD".utf8), Array(keys(app).calls.utf8), Array("*".utf8), Array(field.utf8), bytes]) { result in
+        producer.send(command: RedisCommand([Array("XADD".utf8), Array(keys(app).calls.utf8), Array("*".utf8), Array(field.utf8), bytes]), blockMs: 0) { result in
             switch result {
             case let .success(reply): id = reply.string ?? ""
             case let .failure(e): XCTFail("XADD failed: \(e)", file: file, line: line); id = ""

@@ -13,66 +13,9 @@ import XCTest
 /// letter whether its replay rings or sends the missed-call alert only, and a preview of
 /// "all matching" pages through the stream a bounded step at a time, answering with what it
 /// found so far and where to go on.
-final class ConsolePreviewTests: XCTestCase {
-    private var server: RedisServer!
-    private var loop: EventLoop!
-    private var connection: RedisConnection!
-    private var operations: DeadLetterOperations!
-    private var console: OperatorsConsole!
-    private var cookie = ""
-    private var csrf = ""
-
+final class ConsolePreviewTests: ConsoleTestCase {
     override func setUpWithError() throws {
-        server = try RedisServer.start()
-        loop = EventLoop()
-        connection = RedisConnection(loop: loop, config: .init(url: try RedisURL(parsing: server.url)))
-        connection.start()
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(connection: connection, prefix: "pushgw"),
-                                          policies: ["acme": .default, "beta": .default], ringTimeoutsMs: ["acme": 30_000, "beta": 30_000])
-        console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: false,
-                                   signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong }, figures: { ConsoleFigures() })
-        let signIn = request("POST", "/console/signin", form: [("token", "admin-token"), ("name", "ann")])
-        XCTAssertEqual(signIn.status, 303)
-        cookie = try XCTUnwrap(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
-        let list = body(request("GET", "/console/dead"))
-        csrf = try XCTUnwrap(match(#"name="csrf" value="([0-9a-f]+)""#, list).first)
-    }
-
-    override func tearDown() {
-        console?.close()
-        connection?.close()
-        loop?.close()
-        server?.stop()
-    }
-
-    // MARK: Requests
-
-    private func request(_ method: String, _ path: String, query: [(String, String)] = [], form: [(String, String)] = [],
-                         file: StaticString = #filePath, line: UInt = #line) -> ConsoleResponse {
-        var headers = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464", "content-type": "application/x-www-form-urlencoded"]
-        if !cookie.isEmpty { headers["cookie"] = cookie }
-        let r = ConsoleRequest(method: method, path: path, query: FormData.encode(query), headers: headers,
-                               body: Array(FormData.encode(form).utf8), peer: "127.0.0.1:5000")
-        var response: ConsoleResponse?
-        console.handle(r) { response = $0 }
-        loop.run(waitingFor: "the console to answer \(method) \(path)", file: file, line: line) { response != nil }
-        return response ?? ConsoleResponse(status: 0, contentType: "", body: "")
-    }
-
-    private func body(_ r: ConsoleResponse) -> String { String(decoding: r.body, as: UTF8.self) }
-
-    private func match(_ pattern: String, _ text: String) -> [String] {
-        guard let regex = try? NSRegularExpression(pattern: pattern) else { return [] }
-        return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { m in
-            Range(m.range(at: 1), in: text).map { String(text[$0]) }
-        }
-    }
-
-    private func redis(_ args: [String]) -> RedisReply? {
-        var result: Result<RedisReply, RedisError>?
-        connection.send(args) { result = $0 }
-        loop.run(waitingFor: "redis to answer \(args[0])") { result != nil }
-        return try? result?.get()
+        try startConsole(policies: ["acme": .default, "beta": .default])
     }
 
     /// A dead letter as the router writes one, its record naming calls entry `entryMs`.

@@ -1,3 +1,4 @@
+import HTTPMessages
 @testable import OperatorsConsole
 import XCTest
 
@@ -17,6 +18,19 @@ final class ConsoleRulesTests: XCTestCase {
     func testAttributesEscapeBothQuotes() {
         XCTAssertEqual(ConsoleEscaping.attribute(#""><img src=x onerror=alert(1)>"#), "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;")
         XCTAssertEqual(ConsoleEscaping.attribute("it's"), "it&#39;s")
+    }
+
+    func testTheRendererEscapesEveryTextAndAttributeValue() {
+        let hostile = #"</td><script>x('1')</script>"&"#
+        let page = Node.group(.raw(.doctype),
+                              .element("td", [Attribute("title", hostile), .flag("hidden")], [.text(hostile), .el("input", ["value": hostile])]),
+                              .el("pre", .text("a\n<b>", keepingLines: true)), .el("svg", .el("circle", ["r": "1"])))
+        XCTAssertEqual(page.rendered, "<!doctype html>"
+                       + #"<td title="&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;" hidden>"#
+                       + #"&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;"#
+                       + #"<input value="&lt;/td&gt;&lt;script&gt;x(&#39;1&#39;)&lt;/script&gt;&quot;&amp;"></td>"#
+                       + "<pre>a\n&lt;b&gt;</pre><svg><circle r=\"1\"/></svg>",
+                       "text and attribute values escaped, quotes included; void elements without end tag; SVG shapes self-closed")
     }
 
     func testJSONStringsCannotCloseTheirBlock() {
@@ -46,7 +60,7 @@ final class ConsoleRulesTests: XCTestCase {
     }
 
     func testCookiesAreFoundByExactName() {
-        let r = ConsoleRequest(method: "GET", path: "/console/", headers: ["cookie": "x_pushgw_console=no; pushgw_console=abc; y=1"])
+        let r = HTTPRequest(method: "GET", path: "/console/", headers: ["cookie": "x_pushgw_console=no; pushgw_console=abc; y=1"])
         XCTAssertEqual(r.cookie("pushgw_console"), "abc")
         XCTAssertNil(r.cookie("pushgw"))
     }
@@ -61,8 +75,8 @@ final class ConsoleRulesTests: XCTestCase {
         }
     }
 
-    private func post(_ form: String, headers: [String: String] = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464"]) -> ConsoleRequest {
-        ConsoleRequest(method: "POST", path: "/console/dead/purge", headers: headers, body: Array(form.utf8))
+    private func post(_ form: String, headers: HTTPHeaders = ["host": "127.0.0.1:9464", "origin": "http://127.0.0.1:9464"]) -> HTTPRequest {
+        HTTPRequest(method: "POST", path: "/console/dead/purge", headers: headers, body: Array(form.utf8))
     }
 
     func testAChangeNeedsTheSessionsCSRFTokenTheAdminRoleAndTheSameOrigin() {
@@ -85,7 +99,7 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)", headers: ["host": "h:1", "origin": "null", "sec-fetch-site": "cross-site"]),
                                          session: admin, changes: true), .crossOrigin)
         XCTAssertEqual(ConsoleGate.check(post("csrf=\(admin.csrf)"), session: nil, changes: true), .signInFirst)
-        XCTAssertEqual(ConsoleGate.check(ConsoleRequest(method: "GET", path: "/console/dead"), session: readOnly, changes: false), .allowed)
+        XCTAssertEqual(ConsoleGate.check(HTTPRequest(method: "GET", path: "/console/dead"), session: readOnly, changes: false), .allowed)
     }
 
     func testSessionsExpireWhenIdleOrOld() {
@@ -153,7 +167,7 @@ final class ConsoleRulesTests: XCTestCase {
     func testTheChartEscapesTheAppAndDrawsOneBarPerOutcome() {
         var h = OutcomeHistory()
         h.record(app: "a\"<b>", outcome: "delivered_voip", cause: nil, latencyMs: 30, nowMs: 60_000 * 100)
-        let svg = OutcomeChart.svg(app: "a\"<b>", points: h.series(app: "a\"<b>", nowMs: 60_000 * 100))
+        let svg = OutcomeChart.svg(app: "a\"<b>", points: h.series(app: "a\"<b>", nowMs: 60_000 * 100)).rendered
         XCTAssertFalse(svg.contains("a\"<b>"), "the app id is escaped in the label")
         XCTAssertEqual(svg.components(separatedBy: "<rect ").count - 1, 1)
     }
@@ -169,7 +183,7 @@ final class ConsoleOverviewTests: XCTestCase {
                                                 series: history.series(app: app.id, nowMs: now), dead: nil,
                                                 retention: .default)
         return ConsolePages.overview(viewer: ConsolePages.Viewer(name: "ops", role: .admin, csrf: "x"),
-                                     figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now)
+                                     figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now).rendered
     }
 
     func testAnAppWithTokensOfTheOtherEnvironmentIsWarnedAbout() {

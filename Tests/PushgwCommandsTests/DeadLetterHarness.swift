@@ -77,8 +77,9 @@ final class DeadLetterHarness {
         let config = config(fixed: fixed)
         let apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)),
-                              apps: apps.map(\.keys))
+        let store = CallStore(config: CallStore.Config(), apps: apps.map(\.keys),
+                              topology: .own(loop: loop, redis: RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel),
+                                             cluster: nil, clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RouterRoleSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")
         settings.blockMs = 100

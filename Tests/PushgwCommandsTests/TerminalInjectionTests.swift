@@ -3,6 +3,7 @@ import DeadLetters
 import Foundation
 import GatewayRoles
 import GatewayTestSupport
+import RedisClient
 import TestSupport
 import VisibleText
 import XCTest
@@ -88,7 +89,7 @@ final class TerminalInjectionTests: XCTestCase {
         try h.startRouter(fixed: false)
         let event = Array(#"{"v":1,"id":"bad-"#.utf8) + [0xFF, 0x1B] + Array("\"}\n\u{202E}".utf8) + [0xC3]
         var callsEntry: String?
-        h.producer.send(bytes: [Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]) {
+        h.producer.send(command: RedisCommand([Array("XADD".utf8), Array(h.keys("acme").calls.utf8), Array("*".utf8), Array("event".utf8), event]), blockMs: 0) {
             callsEntry = (try? $0.get().string) ?? ""
         }
         h.loop.run(waitingFor: "the XADD's reply") { callsEntry != nil }

@@ -14,19 +14,29 @@ final class ClusterProtocolTests: XCTestCase {
         XCTAssertEqual(crc, 0x31C3, "the cluster specification's test vector")
     }
 
+    /// Each key against the slot `CLUSTER KEYSLOT` gives for it (redis-server 7.0.15 with
+    /// `cluster-enabled yes`), so a broken tag rule changes a number and fails here.
     func testHashTagRules() {
-        XCTAssertEqual(HashSlot(key: "{user1000}.following"), HashSlot(key: "user1000"))
-        XCTAssertEqual(HashSlot(key: "{user1000}.followers"), HashSlot(key: "user1000"))
-        XCTAssertEqual(HashSlot(key: "foo{}{bar}"), HashSlot(key: "foo{}{bar}"), "an empty tag: the whole key is hashed")
-        XCTAssertNotEqual(HashSlot(key: "foo{}{bar}"), HashSlot(key: "bar"))
-        XCTAssertEqual(HashSlot(key: "foo{{bar}}zap"), HashSlot(key: "{bar"), "the tag runs from the first { to the first } after it")
-        XCTAssertEqual(HashSlot(key: "foo{bar}{zap}"), HashSlot(key: "bar"), "only the first tag counts")
-        XCTAssertEqual(HashSlot(key: "no-close{tag"), HashSlot(key: "no-close{tag"))
-        XCTAssertNotEqual(HashSlot(key: "no-close{tag"), HashSlot(key: "tag"))
-        // Values Redis 7 gives for `CLUSTER KEYSLOT`.
-        XCTAssertEqual(HashSlot(key: "foo").value, 12182)
-        XCTAssertEqual(HashSlot(key: "bar").value, 5061)
-        XCTAssertEqual(HashSlot(key: "").value, 0)
+        let keyslot: [(key: String, slot: Int, rule: String)] = [
+            ("foo", 12182, "no tag: the whole key"),
+            ("bar", 5061, "no tag: the whole key"),
+            ("", 0, "the empty key"),
+            ("user1000", 3443, "no tag: the whole key"),
+            ("{user1000}.following", 3443, "the tag alone is hashed"),
+            ("{user1000}.followers", 3443, "the tag alone is hashed"),
+            ("foo{}{bar}", 8363, "an empty first tag: the whole key is hashed, not `bar`"),
+            ("{}", 15257, "an empty tag: the whole key is hashed"),
+            ("foo{{bar}}zap", 4015, "the tag runs from the first { to the first } after it: `{bar`"),
+            ("{bar", 4015, "no }: the whole key"),
+            ("foo{bar}{zap}", 5061, "only the first tag counts: `bar`"),
+            ("no-close{tag", 2638, "no }: the whole key"),
+            ("com.example.voip", 2506, "an app id"),
+            ("pushgw:{com.example.voip}:calls", 2506, "an app's key: the slot of its id"),
+        ]
+        for (key, slot, rule) in keyslot {
+            XCTAssertEqual(HashSlot(key: key).value, slot, "CLUSTER KEYSLOT \(key): \(rule)")
+        }
+        XCTAssertNotEqual(HashSlot(key: "foo{}{bar}"), HashSlot(key: "bar"), "an empty tag does not fall through to the next one")
     }
 
     func testEveryKeyOfAnAppSharesTheSlotOfItsId() {

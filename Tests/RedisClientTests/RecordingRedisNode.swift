@@ -113,6 +113,8 @@ final class RecordingRedisNode: @unchecked Sendable {
         case "AUTH", "CLIENT", "SELECT": return "+OK\r\n"
         case "PING": return "+PONG\r\n"
         case "ROLE": return "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"
+        // As Redis 6.2 answers `HELLO 2`: the nodes answer `CLUSTER SLOTS`, not `SHARDS`.
+        case "HELLO": return "*4\r\n" + bulk("server") + bulk("redis") + bulk("version") + bulk("6.2.14")
         default: return nil
         }
     }

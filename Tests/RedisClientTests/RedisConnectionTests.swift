@@ -60,7 +60,7 @@ class RedisConnectionTests: XCTestCase {
         // Binary-safe arguments: NUL and non-UTF-8 bytes survive the round trip.
         let bytes: [UInt8] = [0, 1, 0xff, 0, 0x80, 10]
         var stored: Result<RedisReply, RedisError>?
-        redis.send(bytes: [Array("SET".utf8), Array("bin".utf8), bytes]) { stored = $0 }
+        redis.send(command: RedisCommand([Array("SET".utf8), Array("bin".utf8), bytes]), blockMs: 0) { stored = $0 }
         drive(loop, waitingFor: "the SET's reply", until: { stored != nil })
         XCTAssertEqual(call(redis, ["GET", "bin"]).value(), .bulk(bytes))
     }

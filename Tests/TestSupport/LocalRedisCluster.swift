@@ -187,6 +187,19 @@ public final class LocalRedisCluster: @unchecked Sendable {
         }
     }
 
+    /// Moves `slot` and its keys from its owner to `to` (`beginMigration`, `migrateKeys` until
+    /// none is left, `finishMigration`); returns the former owner. A client whose map was read
+    /// before still sends the slot's commands there, and gets `-MOVED`.
+    @discardableResult
+    public func moveSlot(_ slot: HashSlot, to: RedisServer) throws -> RedisServer {
+        let from = try owner(of: slot)
+        guard from !== to else { return from }
+        try beginMigration(of: slot, from: from, to: to)
+        while try migrateKeys(of: slot, from: from, to: to, count: 100) > 0 {}
+        try finishMigration(of: slot, from: from, to: to)
+        return from
+    }
+
     /// Stops every node.
     public func stop() {
         nodes.forEach { $0.stop() }

@@ -11,6 +11,16 @@ public struct HTTPReply: Sendable {
     /// Everything received, status line and headers included.
     public let raw: String
 
+    /// Every value of header `name` (any case) in the order received: a repeated header
+    /// (two `Set-Cookie`) gives each of its lines, where `headers` keeps only the last.
+    public func values(_ name: String) -> [String] {
+        guard let end = raw.range(of: "\r\n\r\n") else { return [] }
+        return raw[..<end.lowerBound].components(separatedBy: "\r\n").dropFirst().compactMap { line in
+            guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == name.lowercased() else { return nil }
+            return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+    }
+
     /// The server closed the connection without a byte (status 0).
     public static let closedWithoutAnswer = HTTPReply(status: 0, headers: [:], body: "", raw: "")
 }

@@ -76,7 +76,9 @@ enum EndToEnd {
         let apps = AppRuntime.all(config)
         let redis: RedisConnection.Config
         do { redis = try config.redis.connection() } catch { fatalError("\(error)") }
-        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: redis.url, tls: redis.tls)), apps: apps.map(\.keys))
+        let store = CallStore(config: CallStore.Config(), apps: apps.map(\.keys),
+                              topology: .own(loop: loop, redis: RedisConnection.Config(url: redis.url, tls: redis.tls), cluster: nil,
+                                             clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RouterRoleSettings(consumer: "bench")
         settings.blockMs = 50

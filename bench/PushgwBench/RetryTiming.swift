@@ -28,7 +28,8 @@ enum RetryTiming {
         let url: RedisURL
         do { url = try RedisURL(parsing: o.string("redis")) } catch { fatalError("\(error)") }
         let apps = (0..<appCount).map { AppKeys(app: "rt\($0)") }
-        let store = CallStore(loop: loop, config: CallStore.Config(connection: RedisConnection.Config(url: url)), apps: apps)
+        let store = CallStore(config: CallStore.Config(), apps: apps,
+                              topology: .own(loop: loop, redis: RedisConnection.Config(url: url), cluster: nil, clientName: "pushgw-write"))
         store.start()
         func wait(_ what: String, timeoutMs: Int64 = 60_000, until condition: () -> Bool) {
             let end = Clock.monotonicMs() + timeoutMs
@@ -50,7 +51,7 @@ enum RetryTiming {
         for i in 0..<total {
             let app = apps[i % apps.count]
             let event = #"{"v":1,"id":"rt-\#(i)","type":"incoming_call","voip_token":"abab"}"#
-            store.commands?.send(["XADD", app.calls, "*", "event", event]) { if case .success = $0 { written += 1 } }
+            store.topology.send(["XADD", app.calls, "*", "event", event], key: app.calls) { if case .success = $0 { written += 1 } }
         }
         wait("XADD") { written == total }
         var pending: [(AppKeys, StreamEntry)] = []
@@ -84,7 +85,7 @@ enum RetryTiming {
         // 2. The mover.
         let connection = RedisConnection(loop: loop, config: .init(url: url, clientName: "pushgw-retry"))
         connection.start()
-        let mover = RetryRole(loop: loop, schedule: RetrySchedule(connection: connection, config: .init()),
+        let mover = RetryRole(loop: loop, schedule: RetrySchedule(topology: .single(connection), config: .init()),
                                log: Log(minimum: .error))
         var lateness: [Int64] = []
         lateness.reserveCapacity(total)

@@ -1,0 +1,89 @@
+import HTTPMessages
+import DeadLetters
+import EventLoop
+import Foundation
+import CallStorage
+
+/// Replays and purges confirmed from a preview, run as jobs whose pages can be watched, and
+/// the audit trail they (and `pushgw dead`) write.
+extension OperatorsConsole {
+    /// The confirmation of a preview: the very dead letters it listed (`APP/ID` each), acted on
+    /// by a job that reads each one just before it acts (those gone meanwhile are skipped).
+    func change(_ action: ConsolePages.Action, _ request: HTTPRequest, _ session: ConsoleSession,
+                        _ answer: @escaping (HTTPResponse) -> Void) {
+        let viewer = OperatorsConsole.viewer(session)
+        let items = request.formItems
+        let (text, filter, _) = filters(items, prefix: "f-", nowMs: Clock.unixMs())
+        let wasAll = !text.isEmpty
+        let references = items.filter { $0.0 == "ids" }.compactMap { DeadLetterReference($0.1) }
+        let rateText = items.first { $0.0 == "rate" }?.1 ?? ""
+        guard let rate = rateText.isEmpty ? ReplayRate.default : ReplayRate(parsing: rateText) else {
+            return answer(.html(400, ConsolePages.message(title: "Nothing done", viewer: viewer, text: OperatorsConsole.rateProblem(rateText),
+                                                          back: ("/console/dead", "Dead letters"))))
+        }
+        guard !references.isEmpty, references.count <= OperatorsConsole.maxTargets,
+              references.allSatisfy({ $0.app.map { operations.policies[$0] != nil } ?? false }) else {
+            return answer(.html(400, ConsolePages.message(title: "Nothing done", viewer: viewer,
+                                                          text: "Confirm a preview of 1 to \(OperatorsConsole.maxTargets) dead letters of configured apps (APP/ID each).",
+                                                          back: ("/console/dead", "Dead letters"))))
+        }
+        let who = [("via", OrderedJSON.string("console")), ("access", .string(session.role.rawValue)), ("from", .string(request.peer ?? "?"))]
+        let job = newJob(action, requested: references.count, rate: action == .replay ? rate : nil)
+        let auditFilter = wasAll ? filter : nil
+        switch action {
+        case .replay:
+            let replay = operations.replayAudited(rate: rate, by: AuditActor(user: session.name, options: who), filter: auditFilter)
+            replay.replay(references, onStep: { step, line in
+                if case .replayed = step { job.stepDone(line) } else { job.stepGone(line) }
+            }, completion: { [weak self] _ in
+                if let failure = replay.summary.failure { job.failure = "Redis failed: \(failure); the rest was not replayed" }
+                self?.finish(job, replay.record(requested: references.count))
+            })
+        case .purge:
+            operations.purge(references) { [weak self] summary in
+                for id in summary.ids { job.stepDone("purged \(id)") }
+                if let failure = summary.failure { job.failure = "Redis failed: \(failure); the rest was not purged" }
+                let record = AuditRecord(timeMs: Clock.unixMs(), verb: "purge", user: session.name, ids: summary.ids,
+                                         requested: references.count, done: summary.purged, filter: auditFilter, options: who)
+                job.counted(done: summary.purged)
+                self?.finish(job, record)
+            }
+        }
+        answer(.redirect("/console/jobs/\(job.number)"))
+    }
+
+    func newJob(_ action: ConsolePages.Action, requested: Int, rate: ReplayRate?) -> ConsoleJob {
+        jobCount += 1
+        let job = ConsoleJob(number: jobCount, action: action, requested: requested, rate: rate)
+        jobs[job.number] = job
+        jobs[job.number - OperatorsConsole.keptJobs] = nil
+        return job
+    }
+
+    /// Logs the action and writes its audit record to the audit stream, as `pushgw dead` does.
+    func finish(_ job: ConsoleJob, _ record: AuditRecord) {
+        log(.info, "dead letters \(record.verb)", [("user", record.user), ("requested", String(record.requested)),
+                                                   ("done", String(record.done)), ("via", "console")])
+        operations.audit(record) { [weak self] result in
+            if case let .failure(error) = result {
+                job.failure = (job.failure.map { $0 + "; " } ?? "") + "the audit record was not written: \(error)"
+                self?.log(.warn, "console audit record not written", [("verb", record.verb), ("error", "\(error)")])
+            }
+            job.finish()
+        }
+    }
+
+    func auditTrail(_ request: HTTPRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
+        let before = request.queryItems.first { $0.0 == "before" }.map(\.1).flatMap { DeadLetterRecord.isEntryID($0) ? "(" + $0 : nil }
+        operations.auditTrail(count: OperatorsConsole.auditPageSize + 1, before: before) { result in
+            switch result {
+            case let .success(entries):
+                let shown = Array(entries.prefix(OperatorsConsole.auditPageSize))
+                let next = entries.count > OperatorsConsole.auditPageSize ? shown.last?.id : nil
+                answer(.html(200, ConsolePages.audit(viewer: viewer, entries: shown, next: next, problem: nil)))
+            case let .failure(error):
+                answer(.html(503, ConsolePages.audit(viewer: viewer, entries: [], next: nil, problem: "Redis: \(error)")))
+            }
+        }
+    }
+}
