@@ -270,7 +270,8 @@ extension RouterRole {
                                                    claimHolder: found.claimHolder, consumer: settings.consumer,
                                                    copyRoutingHere: copyRouting(besides: call) != nil,
                                                    ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
-                                                   knownInvalid: found.knownInvalid,
+                                                   knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                                   devicesKnownInvalid: found.devicesKnownInvalid,
                                                    snapshot: a.snapshot, now: Clock.unixMs())
         switch action.life {
         case .waitForCopyHere:

@@ -38,11 +38,10 @@ extension EventLookup {
     /// The outcome already recorded for the event, if any.
     var recordedOutcome: CallOutcome? { outcome.flatMap(CallOutcome.init(rawValue:)) }
 
-    /// Since when each device's tokens are known invalid, in `CallEvent.devices`' order: the
-    /// listed devices' marks, or the single-device form's pair.
-    var knownInvalid: [(voip: Int64?, alert: Int64?)] {
-        guard !deviceVoipInvalidSinceMs.isEmpty else { return [(voipInvalidSinceMs, alertInvalidSinceMs)] }
-        return zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
+    /// Since when each listed device's tokens are known invalid, in `CallEvent.devices`' order
+    /// (empty for the single-device form, whose marks are `voipInvalidSinceMs`, `alertInvalidSinceMs`).
+    var devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] {
+        zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
     }
 }
 

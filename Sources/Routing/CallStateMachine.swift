@@ -222,11 +222,13 @@ public struct CallStateMachine: Sendable {
     /// The lookup answered (see `LiveCallStateMachine.onLookupAnswered`): unless a copy routes,
     /// the routers start — or, with `snapshot`, the single-device router resumes from the
     /// durable schedule. `ended`: what the cancellation marker says ended the ring, when
-    /// `cancelled` (nil: a cancel). `knownInvalid`: per device (in `CallEvent.devices`' order) since when
-    /// its VoIP and alert tokens are known to be invalid; missing entries mean not known.
+    /// `cancelled` (nil: a cancel). `knownInvalid`: since when the single-device form's VoIP and
+    /// alert tokens are known to be invalid; `devicesKnownInvalid` the same per listed device (in
+    /// `CallEvent.devices`' order; missing entries mean not known).
     public mutating func onLookupAnswered(alreadyDone: CallOutcome?, cancelled: Bool, claimHolder: String?, consumer: String,
                                           copyRoutingHere: Bool, ended: CallEnd? = nil,
-                                          knownInvalid: [(voip: Int64?, alert: Int64?)] = [],
+                                          knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
+                                          devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] = [],
                                           snapshot: WaitingCall? = nil, now: Int64) -> Action {
         guard case let .waiting(event, seed) = state else {
             if case .refused = state { preconditionFailure("a lookup answered for an entry refused at admission") }
@@ -247,7 +249,7 @@ public struct CallStateMachine: Sendable {
             if let snapshot {
                 action = router.resume(event, from: snapshot, now: now, alreadyDone: alreadyDone, cancelled: startCancelled)
             } else {
-                action = router.start(event, now: now, knownInvalid: knownInvalid.first ?? (nil, nil), alreadyDone: alreadyDone,
+                action = router.start(event, now: now, knownInvalid: knownInvalid, alreadyDone: alreadyDone,
                                       cancelled: startCancelled)
             }
             state = .single(router)
@@ -259,7 +261,8 @@ public struct CallStateMachine: Sendable {
         // Under `unanswered` the machine sends the missed-call alert: the routers ring VoIP only.
         let routersAlert = policy.missedCallAlert == .undelivered
         for (i, device) in devices.enumerated() {
-            let marks: (voip: Int64?, alert: Int64?) = i < knownInvalid.count ? knownInvalid[i] : (nil, nil)
+            let marks: (voip: Int64?, alert: Int64?) = event.listedDevices.isEmpty ? knownInvalid
+                : i < devicesKnownInvalid.count ? devicesKnownInvalid[i] : (nil, nil)
             var router = CallRouter(policy: policy, jitter: jitter.split())
             let deviceEvent = event.event(of: device, alert: routersAlert)
             let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled)
