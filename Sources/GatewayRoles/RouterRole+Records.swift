@@ -42,7 +42,7 @@ extension RouterRole {
         case let .deadLetter(deadLetter):
             writeDeadLetter(deadLetter, for: call)
         case let .cancellation(outcome):
-            recordCancel(stamped(outcome, call), of: call)
+            recordCancel(reported(stamped(outcome, call), of: call), of: call)
         }
     }
 

@@ -135,6 +135,10 @@ package final class RouterRole {
         var timer: LoopTimer?
         /// Listed in `ringing`: its cancellation marker is read now and then.
         var watchedForEnd = false
+        /// For an end entry: the devices of its call whose ring it cut short and those it told,
+        /// set when that call (with devices) left (`CallStateMachine.endReport`); its own result
+        /// names them.
+        var endReport: (stopped: [String], told: [String])?
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
              callID: String, ends: CallEnd? = nil) {
@@ -446,18 +450,24 @@ package final class RouterRole {
         }
         let cancels = call.cancelsWaiting
         call.cancelsWaiting = []
-        for c in cancels { recordCancel(reported(c.record, of: c.cancel, by: call), of: c.cancel) }
+        // The entries that ended its ring learn whom they stopped and told: those waiting for it
+        // now, and those whose own step comes later (their lookup still out).
+        if let report = call.machine.endReport {
+            for end in liveCalls(of: ck) where end.isEnd {
+                end.endReport = call.machine.end == end.ends ? report : (stopped: [], told: [])
+            }
+        }
+        for c in cancels { recordCancel(reported(c.record, of: c.cancel), of: c.cancel) }
         readNext()
     }
 
-    /// The own result of `end`, an entry that ended `call`'s ring, with the devices it stopped
+    /// The own result of `end`, an entry that ended a call's ring, with the devices it stopped
     /// and told (a call with devices only: a single-device call's ends keep their record).
-    private func reported(_ record: OutcomeRecord, of end: LiveCall, by call: LiveCall) -> OutcomeRecord {
-        guard let report = call.machine.endReport else { return record }
+    func reported(_ record: OutcomeRecord, of end: LiveCall) -> OutcomeRecord {
+        guard let report = end.endReport else { return record }
         var record = record
-        let first = call.machine.end == end.ends
-        record.stopped = first ? report.stopped : []
-        record.told = first ? report.told : []
+        record.stopped = report.stopped
+        record.told = report.told
         return record
     }
 
