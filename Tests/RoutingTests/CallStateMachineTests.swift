@@ -287,6 +287,64 @@ final class CallStateMachineTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(m.recorded).ended, .answered(device: Self.ids[0]))
     }
 
+    /// 2,000 seeded calls of 1 to 3 devices under both modes, with APNs answering each push at
+    /// random (200, 410, 429, 500, a timeout, a withdrawal when asked), an end heard at a random
+    /// moment or never, and the timer fired when it is due: the model throws on every forbidden
+    /// move, and every call ends with one record once nothing is out and its deadline passed.
+    func testRandomTranscriptsNeverMakeAForbiddenMoveAndAlwaysEndInOneRecord() throws {
+        var rng = SplitMix64(seed: 24)
+        var seen = Set<String>()
+        for round in 0..<2_000 {
+            let count = Int.random(in: 1...3, using: &rng)
+            let policy = Bool.random(using: &rng) ? Fixture.policy() : Self.unanswered()
+            var m = try RingModel(Self.event(devices: Self.devicesJSON(count, alert: Bool.random(using: &rng)), policy: policy),
+                                  policy: policy)
+            let end: CallEnd? = [nil, .cancelled, .answered(device: Self.ids[0]), .declined(device: Self.ids[count - 1])]
+                .randomElement(using: &rng)!
+            var endAt = Int.random(in: 0...8, using: &rng)
+            try m.lookUp()
+            var steps = 0
+            while m.recorded == nil {
+                steps += 1
+                guard steps < 500 else { return XCTFail("round \(round): no record after 500 events") }
+                if let end, endAt == 0 {
+                    try m.hear(end)
+                    endAt = -1
+                    continue
+                }
+                endAt -= 1
+                if let device = m.out.keys.sorted().randomElement(using: &rng) {
+                    let withdrawn = m.withdrawn.contains(device)
+                    switch withdrawn ? 5 : Int.random(in: 0..<5, using: &rng) {
+                    case 0, 1: try m.answer(device, 200)
+                    case 2: try m.answer(device, 410, .unregistered)
+                    case 3: try m.answer(device, [429, 500].randomElement(using: &rng)!, .tooManyRequests)
+                    case 4: try m.fail(device, .timeout)
+                    default: try m.fail(device, .withdrawn)
+                    }
+                } else if let at = m.timerAt {
+                    try m.timer(at: at)
+                } else {
+                    return XCTFail("round \(round): nothing out, no timer, and no record: the call is stuck")
+                }
+            }
+            XCTAssertTrue(m.out.isEmpty, "round \(round): recorded with nothing out")
+            for push in m.pushes {
+                switch push.purpose {
+                case .ring: seen.insert("ring")
+                case .fallback: seen.insert("fallback")
+                case let .ended(told): seen.insert(told.rawValue)
+                case .missedCall: seen.insert("missed call")
+                }
+            }
+            seen.insert("ended \(m.recorded?.ended?.name ?? "never")")
+            if m.pushes.contains(where: { $0.plan.attempt > 1 }) { seen.insert("retried") }
+        }
+        XCTAssertEqual(seen, ["ring", "fallback", "answered_elsewhere", "declined_elsewhere", "cancelled", "missed call",
+                              "ended never", "ended answered", "ended declined", "ended cancelled", "retried"],
+                       "the transcripts cover every kind of push and end")
+    }
+
     func testCollapseIDsFitApnsLimitAndKeepLongIDsApart() {
         XCTAssertEqual(CallStateMachine.collapseID(for: "call-1"), "call-1")
         let a = CallStateMachine.collapseID(for: String(repeating: "x", count: 100) + "a")
@@ -315,6 +373,8 @@ struct RingModel {
     var ended: CallEnd?
     var recorded: OutcomeRecord?
     var timerAt: Int64?
+    /// Devices whose push out was asked back (`Action.withdraw`): the client fails it as withdrawn.
+    var withdrawn: Set<Int> = []
 
     init(_ event: CallEvent, policy: AppRoutingPolicy = Fixture.policy()) throws {
         self.event = event
@@ -334,6 +394,7 @@ struct RingModel {
     mutating func answer(_ device: Int, _ status: Int, _ reason: ApnsReason? = nil, timestampMs: Int64? = nil,
                          after ms: Int64 = 20) throws -> CallStateMachine.Action {
         guard out.removeValue(forKey: device) != nil else { throw IllegalMove(description: "an answer for device \(device) with no push out") }
+        withdrawn.remove(device)
         now += ms
         return try apply(machine.onApnsAnswered(device: device, Fixture.response(status, reason, timestampMs: timestampMs), now: now))
     }
@@ -341,6 +402,7 @@ struct RingModel {
     @discardableResult
     mutating func fail(_ device: Int, _ error: ApnsClientError) throws -> CallStateMachine.Action {
         guard out.removeValue(forKey: device) != nil else { throw IllegalMove(description: "a failure for device \(device) with no push out") }
+        withdrawn.remove(device)
         now += 1
         return try apply(machine.onApnsFailed(device: device, error, now: now))
     }
@@ -359,8 +421,9 @@ struct RingModel {
     }
 
     mutating func apply(_ action: CallStateMachine.Action) throws -> CallStateMachine.Action {
-        for device in action.withdraw where out[device] == nil {
-            throw IllegalMove(description: "a withdrawal for device \(device) with nothing out")
+        for device in action.withdraw {
+            guard out[device] != nil else { throw IllegalMove(description: "a withdrawal for device \(device) with nothing out") }
+            withdrawn.insert(device)
         }
         for push in action.pushes {
             guard recorded == nil else { throw IllegalMove(description: "a push after the record: \(push)") }
