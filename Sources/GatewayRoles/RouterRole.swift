@@ -63,10 +63,11 @@ package struct RouterRoleSettings: Sendable {
     package init(consumer: String) { self.consumer = consumer }
 }
 
-/// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
-/// per event, and performs what each returns — APNs pushes, the durable retry schedule, and
-/// the atomic Redis records that acknowledge the entry. It decides nothing: every decision
-/// comes from `CallRouter` (Routing), every key from `CallStore` (CallStorage).
+/// The router role's I/O: reads call events from every app's stream, runs one
+/// `CallStateMachine` per event (its entry's stay and a `CallRouter` per device), and performs
+/// what each returns, in one place (`run(_:for:)`) — APNs pushes, the durable retry schedule,
+/// and the atomic Redis records that acknowledge the entry. It decides nothing: every decision
+/// comes from Routing, every key from `CallStore` (CallStorage).
 ///
 /// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
 /// records its outcome or puts the call in the retry schedule; entries of dead processes are
