@@ -11,19 +11,21 @@ let package = Package(
     targets: [
         // MARK: Service modules (see docs/architecture.md)
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
-        .target(name: "APNs", dependencies: ["EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
+        // The one JSON writer off the hot path: logs, command-line and console output, the provider token.
+        .target(name: "JSONOutput", dependencies: []),
         // The admin endpoint's request and response values, shared by its server, its routes and the console.
         .target(name: "HTTPMessages", dependencies: []),
-        .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "COpenSSL"]),
+        .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "JSONOutput", "COpenSSL"]),
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
         .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText",
-                                                         "HTTPMessages"]),
+                                                         "HTTPMessages", "JSONOutput"]),
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
@@ -31,14 +33,14 @@ let package = Package(
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
-                                                     "Routing", "Retry", "DeadLetters", "VisibleText"]),
+                                                     "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
                                                       "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
-                                                       "VisibleText"]),
+                                                       "VisibleText", "JSONOutput"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
         .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "CallStorage", "RedisClient", "Routing",
@@ -75,15 +77,17 @@ let package = Package(
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",
                                                                 "GatewayTestSupport", "TestSupport", "APNs", "APNsSimulator",
                                                                 "CallStorage", "DeadLetters", "EventLoop", "RedisClient", "Retry",
-                                                                "Routing", "VisibleText"]),
+                                                                "Routing", "VisibleText", "JSONOutput"]),
         // Tests that start the `pushgw` binary (beside the test bundle) and talk to it as
         // operators and producers do.
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
+        .testTarget(name: "JSONOutputTests", dependencies: ["JSONOutput"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),
         .testTarget(name: "CallStorageTests", dependencies: ["CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
-        .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
+        .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "JSONOutput",
+                                                             "TestSupport"]),
         .testTarget(name: "OperatorsConsoleTests", dependencies: ["OperatorsConsole", "HTTPMessages", "DeadLetters", "CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

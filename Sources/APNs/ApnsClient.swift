@@ -9,7 +9,7 @@ public enum ApnsAuthentication {
 }
 
 /// Settings of one `ApnsClient` (one connection pool).
-public struct ApnsClientConfiguration {
+public struct ApnsClientSettings {
     /// APNs host (or a simulator's), used for DNS, SNI, certificate checks and `:authority`.
     public var host: String
     /// 443, or 2197 where a firewall blocks other HTTPS.
@@ -113,7 +113,7 @@ public struct ApnsClientStats: Equatable, Sendable {
 /// `requestTimeoutMs` (one to be written, one to be answered).
 /// A rejection (any non-200) is an answer, not an error.
 public final class ApnsClient: ApnsConnectionDelegate {
-    public let configuration: ApnsClientConfiguration
+    public let settings: ApnsClientSettings
     private let loop: EventLoop
     private let tls: TLSContext
     private var connections: [ApnsConnection] = []
@@ -137,19 +137,19 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// True while a batch of answers is completed: `send` queues and the batch dispatches.
     private var deferringDispatch = false
     public private(set) var stats = ApnsClientStats()
-    /// `configuration.authentication`'s token source, read once: matching the enum per push
+    /// `settings.authentication`'s token source, read once: matching the enum per push
     /// copied it (a retain and release each time).
     private let tokenSource: ProviderTokenSource?
 
     /// Prepares the pool; opens nothing yet. Throws when the TLS setup fails (CA file or
     /// client certificate unreadable).
-    public init(loop: EventLoop, configuration: ApnsClientConfiguration) throws(TLSError) {
+    public init(loop: EventLoop, settings: ApnsClientSettings) throws(TLSError) {
         self.loop = loop
-        self.configuration = configuration
+        self.settings = settings
         var certificate: ClientCertificate?
-        if case let .certificate(c) = configuration.authentication { certificate = c }
-        if case let .token(source) = configuration.authentication { tokenSource = source } else { tokenSource = nil }
-        tls = try TLSContext.client(caFile: configuration.caFile, certificate: certificate)
+        if case let .certificate(c) = settings.authentication { certificate = c }
+        if case let .token(source) = settings.authentication { tokenSource = source } else { tokenSource = nil }
+        tls = try TLSContext.client(caFile: settings.caFile, certificate: certificate)
         reconnectTimer = LoopTimer(loop: loop) { [unowned self] in self.ensureConnections() }
         sweepTimer = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
     }
@@ -189,13 +189,13 @@ public final class ApnsClient: ApnsConnectionDelegate {
             completion(.failure(.clientClosed))
             return nil
         }
-        guard queue.count < configuration.maxQueued else {
+        guard queue.count < settings.maxQueued else {
             stats.queueFullRejections += 1
             completion(.failure(.queueFull))
             return nil
         }
         let now = Clock.monotonicMs()
-        var writeBy = now + configuration.requestTimeoutMs
+        var writeBy = now + settings.requestTimeoutMs
         if let writeByUnixMs { writeBy = min(writeBy, now + (writeByUnixMs - Clock.unixMs())) }
         let push = PendingPush(notification, writeByMs: writeBy, completion: completion)
         let wasWaiting = !queue.isEmpty
@@ -224,8 +224,8 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// A push waits while the pool backs off from failed connects: bring the next connect
     /// forward to the cap for waiting pushes.
     private func pushesStartedWaiting(now: Int64) {
-        guard reconnectTimer.isScheduled, reconnectDueMs - now > configuration.reconnectCapWhileWaitingMs else { return }
-        let delay = configuration.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
+        guard reconnectTimer.isScheduled, reconnectDueMs - now > settings.reconnectCapWhileWaitingMs else { return }
+        let delay = settings.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
                                                    pushesWaiting: true)
         reconnectDueMs = now + delay
         reconnectTimer.schedule(afterMs: delay)
@@ -250,7 +250,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
 
     // MARK: Dispatch
 
-    private var sweepIntervalMs: Int64 { max(10, min(250, configuration.requestTimeoutMs / 4)) }
+    private var sweepIntervalMs: Int64 { max(10, min(250, settings.requestTimeoutMs / 4)) }
 
     /// Moves queued pushes onto free streams, spreading them over connections, then flushes
     /// each connection once so many requests share TLS records.
@@ -291,7 +291,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                         break
                     }
                     // The answer's own time starts now, whatever the push waited in the queue.
-                    push.deadlineMs = now + configuration.requestTimeoutMs
+                    push.deadlineMs = now + settings.requestTimeoutMs
                     stats.sent += 1
                     submitted += 1
                     quota -= 1
@@ -329,7 +329,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
 
     // MARK: Connections
 
-    /// Keeps `configuration.connections` live connections, honouring the reconnect backoff.
+    /// Keeps `settings.connections` live connections, honouring the reconnect backoff.
     private func ensureConnections() {
         guard !closed, !reconnectTimer.isScheduled else { return }
         // Runs on every send: count without building arrays, and rebuild only when needed.
@@ -338,15 +338,15 @@ public final class ApnsClient: ApnsConnectionDelegate {
         for c in connections {
             if c.state.isLive { live += 1 } else if c.state == .closed { anyClosed = true }
         }
-        if live >= configuration.connections && !anyClosed { return }
+        if live >= settings.connections && !anyClosed { return }
         if anyClosed { connections.removeAll { $0.state == .closed } }
-        for _ in live..<max(live, configuration.connections) {
+        for _ in live..<max(live, settings.connections) {
             nextConnectionID += 1
-            let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: configuration.host,
-                                   streamCap: configuration.maxStreamsPerConnection)
+            let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: settings.host,
+                                   streamCap: settings.maxStreamsPerConnection)
             connections.append(c)
             stats.connectionsOpened += 1
-            c.start(loop: loop, tls: tls, host: configuration.host, port: configuration.port)
+            c.start(loop: loop, tls: tls, host: settings.host, port: settings.port)
         }
     }
 
@@ -437,7 +437,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 onReachability?(.connectFailed(reason: reason ?? "connect failed", failures: consecutiveConnectFailures,
                                                unreachableForMs: now - (unreachableSinceMs ?? now)))
             }
-            let delay = configuration.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
+            let delay = settings.reconnectDelayMs(failures: consecutiveConnectFailures, unit: Double.random(in: 0..<1),
                                                        pushesWaiting: !queue.isEmpty)
             reconnectDueMs = now + delay
             reconnectTimer.schedule(afterMs: delay)
@@ -460,13 +460,13 @@ public final class ApnsClient: ApnsConnectionDelegate {
             let expired = queue.removeAll { $0.isCompleted || $0.deadlineMs <= now }
             for push in expired where !push.isCompleted { expireUnsent(push) }
         }
-        for c in connections where c.isConnecting && now - c.startedMs > configuration.connectTimeoutMs {
-            c.abandonConnect(reason: "no TLS handshake and SETTINGS within \(configuration.connectTimeoutMs) ms")
+        for c in connections where c.isConnecting && now - c.startedMs > settings.connectTimeoutMs {
+            c.abandonConnect(reason: "no TLS handshake and SETTINGS within \(settings.connectTimeoutMs) ms")
         }
         for c in connections {
-            if let sent = c.pingSentMs, now - sent > configuration.pingTimeoutMs {
+            if let sent = c.pingSentMs, now - sent > settings.pingTimeoutMs {
                 stats.deadConnections += 1
-                c.close(reason: "no PING answer within \(configuration.pingTimeoutMs) ms", graceful: false)
+                c.close(reason: "no PING answer within \(settings.pingTimeoutMs) ms", graceful: false)
                 connectionClosed(c, reason: "dead", wasReady: true)
                 continue
             }
@@ -484,7 +484,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 }
                 c.ping(nowMs: now)  // a silent server may be a dead one
                 c.flush()
-            } else if now - c.lastReadMs > configuration.pingIdleMs {
+            } else if now - c.lastReadMs > settings.pingIdleMs {
                 c.ping(nowMs: now)
             }
         }

@@ -5,6 +5,7 @@
 // Does no I/O besides reading the key file once, and never logs or reports key material.
 import COpenSSL
 import Foundation
+import JSONOutput
 
 /// Why a signing key could not be loaded or used.
 ///
@@ -229,30 +230,12 @@ public struct ProviderTokenSigner: Sendable {
     ///
     /// Returns the bare JWT; the connection sends it as `authorization: bearer <token>`.
     public func token(issuedAt unixSeconds: Int64) throws(ProviderTokenError) -> String {
-        let header: String
-        let claims: String
-        do {
-            let encoder = JSONEncoder()
-            // Sorted keys give `alg,kid` and `iat,iss`: stable bytes for the same input.
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            header = base64URL(try encoder.encode(Header(alg: "ES256", kid: keyId)))
-            claims = base64URL(try encoder.encode(Claims(iss: teamId, iat: unixSeconds)))
-        } catch {
-            throw ProviderTokenError("cannot encode the APNs provider token as JSON: \(error)")
-        }
+        // Keys in sorted order, `alg,kid` and `iat,iss`: stable bytes for the same input.
+        let header = base64URL(OrderedJSON.object([("alg", .string("ES256")), ("kid", .string(keyId))]).text.utf8)
+        let claims = base64URL(OrderedJSON.object([("iat", .int(unixSeconds)), ("iss", .string(teamId))]).text.utf8)
         let signingInput = header + "." + claims
         let signature = try key.sign(Array(signingInput.utf8))
         return signingInput + "." + base64URL(signature)
-    }
-
-    private struct Header: Encodable {
-        let alg: String
-        let kid: String
-    }
-
-    private struct Claims: Encodable {
-        let iss: String
-        let iat: Int64
     }
 }
 

@@ -58,8 +58,12 @@ final class ProviderTokenVerifier {
         return nowSeconds - iat > maxAgeSeconds ? .expiredProviderToken : nil
     }
 
-    private struct Header: Decodable { let alg: String; let kid: String }
-    private struct Claims: Decodable { let iss: String; let iat: Int64 }
+    /// The members of a token part, when it is a JSON object.
+    private static func object(_ bytes: [UInt8]) -> [String: JSONValue]? {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(bytes)),
+              case let .object(members)? = JSONValue(serialized: parsed) else { return nil }
+        return members
+    }
 
     /// The token's `iat` when its form, key id, team and signature are right; else nil.
     private func verify(_ jwt: String) -> Int64? {
@@ -68,12 +72,14 @@ final class ProviderTokenVerifier {
               let headerBytes = Base64URL.decode(parts[0]),
               let claimsBytes = Base64URL.decode(parts[1]),
               let signature = Base64URL.decode(parts[2]), signature.count == 64,
-              let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)),
-              let claims = try? JSONDecoder().decode(Claims.self, from: Data(claimsBytes)),
-              header.alg == "ES256", let key = keys[header.kid] else { return nil }
-        if let teamId, claims.iss != teamId { return nil }
+              let header = Self.object(headerBytes), let claims = Self.object(claimsBytes),
+              header["alg"] == .string("ES256"), case let .string(kid)? = header["kid"], let key = keys[kid],
+              case let .string(iss)? = claims["iss"],
+              case let .number(issuedAt)? = claims["iat"], issuedAt.rounded() == issuedAt, abs(issuedAt) < 9.0e15 else { return nil }
+        let iat = Int64(issuedAt)
+        if let teamId, iss != teamId { return nil }
         let signedText = Array(jwt.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        return Self.verifyES256(key: key, message: signedText, rawSignature: signature) ? claims.iat : nil
+        return Self.verifyES256(key: key, message: signedText, rawSignature: signature) ? iat : nil
     }
 
     /// ECDSA P-256/SHA-256 over `message`. JWTs carry r‖s; OpenSSL verifies DER, so the

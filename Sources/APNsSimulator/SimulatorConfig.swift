@@ -63,10 +63,8 @@ public struct SimulatorConfig: Sendable, Equatable {
 
     /// Parses a config from JSON text; relative paths are resolved against `baseDirectory`.
     public static func parse(json: Data, baseDirectory: String) throws(SimulatorConfigError) -> SimulatorConfig {
-        let root: JSONValue
-        do {
-            root = try JSONDecoder().decode(JSONValue.self, from: json)
-        } catch {
+        guard let parsed = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]),
+              let root = JSONValue(serialized: parsed) else {
             throw SimulatorConfigError([.init(path: "$", message: "not valid JSON")])
         }
         var reader = ConfigReader(baseDirectory: baseDirectory)
@@ -90,17 +88,33 @@ public struct SimulatorConfigError: Error, Equatable, Sendable, CustomStringConv
 }
 
 /// A JSON value with its type kept exact (a `true` is never read as 1).
-enum JSONValue: Decodable, Equatable {
+enum JSONValue: Equatable {
     case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
 
-    init(from decoder: Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let d = try? c.decode(Double.self) { self = .number(d) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
+    /// What `JSONSerialization` read, typed: its booleans are the `NSNumber` class of `true`,
+    /// told apart from its numbers. Nil for a value it never makes.
+    init?(serialized value: Any) {
+        switch value {
+        case is NSNull: self = .null
+        case let s as String: self = .string(s)
+        case let n as NSNumber:
+            self = type(of: n) == type(of: NSNumber(value: true)) ? .bool(n.boolValue) : .number(n.doubleValue)
+        case let a as [Any]:
+            var items: [JSONValue] = []
+            for item in a {
+                guard let v = JSONValue(serialized: item) else { return nil }
+                items.append(v)
+            }
+            self = .array(items)
+        case let o as [String: Any]:
+            var members: [String: JSONValue] = [:]
+            for (key, item) in o {
+                guard let v = JSONValue(serialized: item) else { return nil }
+                members[key] = v
+            }
+            self = .object(members)
+        default: return nil
+        }
     }
 }
 

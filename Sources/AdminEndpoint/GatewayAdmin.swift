@@ -242,7 +242,7 @@ package final class GatewayAdmin {
             pool.unreachableForMs = client.unreachableSinceMs.map { now - $0 }
             s.pools.append(pool)
             // One source per key, shared by both environments' pools: the same figure twice.
-            if case let .token(source) = client.configuration.authentication {
+            if case let .token(source) = client.settings.authentication {
                 s.jwtRenewals[key.credential] = source.renewals
             }
         }

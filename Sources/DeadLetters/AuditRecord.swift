@@ -1,5 +1,6 @@
 import Foundation
 import CallStorage
+import JSONOutput
 import RedisClient
 
 /// What an operator did to dead letters, for the logs and the audit stream

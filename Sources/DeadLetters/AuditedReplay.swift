@@ -1,5 +1,6 @@
 import EventLoop
 import CallStorage
+import JSONOutput
 import RedisClient
 
 /// Who changes dead letters, for the audit record: the operator's name, the real user behind

@@ -1,3 +1,4 @@
+import JSONOutput
 import RedisClient
 
 /// Which dead letters an operator's command applies to. Bulk actions (`replay --all`,

@@ -1,5 +1,6 @@
 import Foundation
 import CallStorage
+import JSONOutput
 import RedisClient
 
 /// One push attempt of a dead-lettered event, as operators see it.
@@ -276,7 +277,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
         })))
         fields.append(("attempts", .array(attempts.map { $0.json(withRound: true) })))
         if let text = eventText {
-            fields.append(("event", PrettyJSON.isValid(text) ? .raw(text) : .string(text)))
+            fields.append(("event", EmbeddedJSON(text).map { .embedded($0) } ?? .string(text)))
         } else {
             fields.append(("event", .string(String(decoding: event, as: UTF8.self))))
             fields.append(("event_base64", .string(Data(event).base64EncodedString())))

@@ -9,8 +9,9 @@
 // DeadLetterReference (naming one dead letter), TimeArgument (`--since`/`--older-than` values),
 // DeadFormat (text shown to people), EventDigest, ReplayPacer (rate limit), ReplayForecast
 // (what a replay will do: ring, the missed-call alert only, nothing), ScanPacing (the share of
-// Redis and the loop bulk reads take), AuditRecord, JSONOutput (ordered JSON and pretty
-// printing), DeadLetterRetention (the retention runner).
+// Redis and the loop bulk reads take), AuditRecord, PrettyJSON (re-indenting and reading the
+// JSON inside dead letters; the module JSONOutput writes), DeadLetterRetention (the retention
+// runner).
 // Redis commands and scripts live in CallStorage's DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).

@@ -37,13 +37,17 @@ public protocol TLSStreamDelegate: AnyObject {
 /// Output produced outside a callback of this stream (a `send` from another connection's read,
 /// a timer) is written on the same loop iteration through an activated event, so writes made
 /// one after another share records and syscalls.
+///
+/// Its life (resolving, connecting, handshaking, open, a failure waiting to be reported,
+/// closed) is `TLSStream.Life` (`TLSStream+Life.swift`), performed by `run(_:)`.
 public final class TLSStream {
     /// Receives this stream's events. Not retained: the delegate owns the stream and must
     /// `close()` it before going away (a weak reference cost a side-table lookup per read).
     public unowned(unsafe) var delegate: TLSStreamDelegate
 
-    private enum Phase { case resolving, connecting, handshaking, open, closed }
-    private var phase: Phase
+    /// Resolving, connecting, handshaking, open, failing, closed (`Life`): every change
+    /// through `run(_:)`.
+    private var life: Life
     private let base: OpaquePointer
     /// The TLS connection; nil for a plain stream, and after `close()`.
     private var ssl: OpaquePointer?
@@ -60,7 +64,6 @@ public final class TLSStream {
     /// report a failure found while `connect` was still running.
     private var flushEvent: OpaquePointer?
     private var resolve: PendingResolve?
-    private var didConnect = false
     private var output = OutputBuffer()
     private let input: UnsafeMutableRawPointer
     /// True while one of this stream's libevent callbacks runs: failures are reported at once.
@@ -72,18 +75,17 @@ public final class TLSStream {
     private var writeBlocked = false
     /// SSL_read asked to write first (TLS 1.2 renegotiation): read again once writable.
     private var readWantsWrite = false
-    private var deferredFailure: String?
 
     /// Bytes handed to the delegate per `didRead` at most.
     private static let inputCapacity = 64 * 1024
     /// Bytes read per readable event at most, so one busy peer cannot hold the loop.
     private static let maxReadPerEvent = 1024 * 1024
 
-    private init(base: OpaquePointer, ssl: OpaquePointer?, phase: Phase, delegate: TLSStreamDelegate) {
+    private init(base: OpaquePointer, ssl: OpaquePointer?, phase: Life.State, delegate: TLSStreamDelegate) {
         self.base = base
         self.ssl = ssl
         self.isTLS = ssl != nil
-        self.phase = phase
+        self.life = Life(phase)
         self.delegate = delegate
         input = UnsafeMutableRawPointer.allocate(byteCount: Self.inputCapacity, alignment: 16)
         if let ssl {
@@ -190,11 +192,11 @@ public final class TLSStream {
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { _, _, arg in
             let stream = Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue()
-            withExtendedLifetime(stream) { stream.event { stream.readable() } }
+            withExtendedLifetime(stream) { stream.event { stream.run(stream.life.onReadable()) } }
         }, ctx)
         writeEvent = event_new(base, fd, Int16(EV_WRITE), { _, _, arg in
             let stream = Unmanaged<TLSStream>.fromOpaque(arg!).takeUnretainedValue()
-            withExtendedLifetime(stream) { stream.event { stream.writable() } }
+            withExtendedLifetime(stream) { stream.event { stream.run(stream.life.onWritable()) } }
         }, ctx)
     }
 
@@ -240,11 +242,12 @@ public final class TLSStream {
     /// Opens the socket to the first address found (as `bufferevent_socket_connect_hostname` did).
     private func resolved(_ result: Int32, _ ai: UnsafeMutablePointer<addrinfo>?) {
         defer { if let ai { evutil_freeaddrinfo(ai) } }
-        guard phase == .resolving else { return }
         guard result == 0, let ai, let addr = ai.pointee.ai_addr else {
             let code = result != 0 ? result : EVUTIL_EAI_FAIL
-            return fail("DNS: \(String(cString: evutil_gai_strerror(code)))")
+            return run(life.onResolved(failure: "DNS: \(String(cString: evutil_gai_strerror(code)))", inEvent: inEvent))
         }
+        let action = life.onResolved(failure: nil, inEvent: inEvent)
+        guard action == .openSocket else { return run(action) }
         openSocket(family: ai.pointee.ai_family, address: addr, length: ai.pointee.ai_addrlen)
     }
 
@@ -257,27 +260,35 @@ public final class TLSStream {
         // Even a connect that succeeds at once (a unix socket) is reported from the write event,
         // so the delegate never hears from inside `connect…` (this may run inside it).
         if Glibc.connect(fd, address, length) == 0 || errno == EINPROGRESS || (family == AF_UNIX && errno == EAGAIN) {
-            phase = .connecting
+            run(life.onConnectStarted())
             event_add(writeEvent, nil)
         } else {
             fail(String(cString: strerror(errno)))
         }
     }
 
-    private func socketConnected() {
+    /// The socket's connect answered (EV_WRITE while connecting).
+    private func checkConnect() {
+        var soError: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
+        if soError != 0 { return fail(String(cString: strerror(soError))) }
         event_add(readEvent, nil)
-        guard isTLS else {
-            phase = .open
-            didConnect = true
-            batching = true
-            delegate.tlsStreamDidConnect(self)
-            batching = false
+        run(life.onSocketConnected(isTLS: isTLS))
+    }
+
+    /// Tells the delegate the stream is up; it may write (and close) from inside the call.
+    private func reportConnected() {
+        batching = true
+        delegate.tlsStreamDidConnect(self)
+        batching = false
+        if isTLS {
+            // Application data may have come with the handshake's last flight: OpenSSL holds
+            // it, and epoll will not report it again.
+            run(life.onReadable())
+        } else {
             writeOutput()
-            return
         }
-        guard let ssl, SSL_set_fd(ssl, fd) == 1 else { return fail("SSL_set_fd: \(TLSError.drainOpenSSL())") }
-        phase = .handshaking
-        handshake()
     }
 
     /// One step of the TLS handshake; on success the delegate hears `didConnect`.
@@ -285,17 +296,7 @@ public final class TLSStream {
         guard let ssl else { return }
         ERR_clear_error()
         let rc = SSL_do_handshake(ssl)
-        if rc == 1 {
-            phase = .open
-            didConnect = true
-            batching = true
-            delegate.tlsStreamDidConnect(self)
-            batching = false
-            // Application data may have come with the handshake's last flight: OpenSSL holds
-            // it, and epoll will not report it again.
-            if phase == .open { readable() }
-            return
-        }
+        if rc == 1 { return run(life.onHandshakeDone()) }
         let code = SSL_get_error(ssl, rc)
         let err = errno
         switch code {
@@ -329,12 +330,8 @@ public final class TLSStream {
 
     // MARK: Events
 
+    /// Reads what the socket holds (`.read`: open) and hands it to the delegate in batches.
     private func readable() {
-        switch phase {
-        case .handshaking: return handshake()
-        case .open: break
-        default: return
-        }
         batching = true
         if isTLS { ERR_clear_error() }
         var filled = 0
@@ -347,7 +344,7 @@ public final class TLSStream {
                 filled += n
                 if filled == Self.inputCapacity {
                     delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-                    guard phase == .open else { return }
+                    guard life.isOpen else { return }
                     filled = 0
                     total += Self.inputCapacity
                     if total >= Self.maxReadPerEvent {
@@ -369,7 +366,7 @@ public final class TLSStream {
         }
         if filled > 0 {
             delegate.tlsStream(self, didRead: UnsafeRawBufferPointer(start: input, count: filled))
-            guard phase == .open else { return }
+            guard life.isOpen else { return }
         }
         batching = false
         if ended { return fail(endReason) }
@@ -454,42 +451,26 @@ public final class TLSStream {
         }
     }
 
-    private func writable() {
-        switch phase {
-        case .connecting:
-            var soError: Int32 = 0
-            var len = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
-            if soError != 0 { return fail(String(cString: strerror(soError))) }
-            socketConnected()
-        case .handshaking:
-            handshake()
-        case .open:
-            writeBlocked = false
-            if readWantsWrite {
-                readWantsWrite = false
-                readable()
-            } else {
-                writeOutput()
-            }
-        default:
-            break
+    /// The socket is writable again (`.resumeWriting`: open).
+    private func resumeWriting() {
+        writeBlocked = false
+        if readWantsWrite {
+            readWantsWrite = false
+            readable()
+        } else {
+            writeOutput()
         }
     }
 
     private func flushNow() {
         flushScheduled = false
-        if let failure = deferredFailure {
-            deferredFailure = nil
-            return fail(failure)
-        }
-        writeOutput()
+        run(life.onFlush())
     }
 
     /// Writes the output now unless a write is already waiting for EV_WRITE. After the output
     /// drained, the delegate may add more (it hears `didDrainOutput`), which is written too.
     private func writeOutput() {
-        guard phase == .open, !writeBlocked else { return }
+        guard life.isOpen, !writeBlocked else { return }
         var wrote = false
         while true {
             while output.count > 0 {
@@ -502,7 +483,7 @@ public final class TLSStream {
             batching = true
             delegate.tlsStreamDidDrainOutput(self)
             batching = false
-            guard phase == .open, output.count > 0 else { return }
+            guard life.isOpen, output.count > 0 else { return }
         }
     }
 
@@ -513,7 +494,7 @@ public final class TLSStream {
             if output.count >= Self.midBatchWrite { writeDuringBatch() }
             return
         }
-        guard !flushScheduled, !writeBlocked, phase == .open else { return }
+        guard !flushScheduled, !writeBlocked, life.isOpen else { return }
         flushScheduled = true
         event_active(flushEvent, 0, 0)
     }
@@ -536,7 +517,7 @@ public final class TLSStream {
     /// before the batch ends. Never calls the delegate; a failure is left for the write at the
     /// end of the batch, which meets it again.
     private func writeDuringBatch() {
-        guard phase == .open, !writeBlocked else { return }
+        guard life.isOpen, !writeBlocked else { return }
         while output.count > 0 {
             // Errors surface again at the end-of-batch write.
             guard let n = writeSome(min(Self.recordSize, output.count), report: false), n > 0 else { return }
@@ -547,14 +528,38 @@ public final class TLSStream {
     /// Closes and tells the delegate; from outside a callback (the DNS answer to a literal
     /// address comes inside `connect`), on this loop iteration through `flushEvent` instead.
     private func fail(_ reason: String?) {
-        guard phase != .closed else { return }
-        if !inEvent {
-            deferredFailure = reason ?? "connection closed"
+        run(life.onFailure(reason, inEvent: inEvent))
+    }
+
+    /// Performs what the stream's `Life` returned: the one place its phase's I/O happens
+    /// (`.openSocket` excepted: the caller of `onResolved` holds the address).
+    private func run(_ action: Life.Action) {
+        switch action {
+        case .none, .openSocket:
+            break
+        case .checkConnect:
+            checkConnect()
+        case .startHandshake:
+            guard let ssl, SSL_set_fd(ssl, fd) == 1 else { return fail("SSL_set_fd: \(TLSError.drainOpenSSL())") }
+            handshake()
+        case .handshakeStep:
+            handshake()
+        case .reportConnected:
+            reportConnected()
+        case .read:
+            readable()
+        case .resumeWriting:
+            resumeWriting()
+        case .writeOutput:
+            writeOutput()
+        case .scheduleFailureReport:
             event_active(flushEvent, 0, 0)
-            return
+        case let .closeAndReport(reason, wasOpen):
+            release(wasOpen: wasOpen)
+            delegate.tlsStream(self, didCloseWithReason: reason)
+        case let .release(wasOpen):
+            release(wasOpen: wasOpen)
         }
-        close()
-        delegate.tlsStream(self, didCloseWithReason: reason)
     }
 
     /// OpenSSL's error queue, else errno, as one line; nil when neither says anything.
@@ -574,7 +579,7 @@ public final class TLSStream {
     // MARK: Public API
 
     /// True until `close()` or the peer's close.
-    public var isOpen: Bool { phase != .closed }
+    public var isOpen: Bool { !life.isClosed }
 
     /// The ALPN protocol the server picked (`"h2"`), or nil when none was negotiated.
     public var negotiatedALPN: String? {
@@ -602,7 +607,7 @@ public final class TLSStream {
 
     /// Appends a copy of `bytes` to the output.
     public func write(_ bytes: UnsafeRawBufferPointer) {
-        guard phase != .closed, let src = bytes.baseAddress, bytes.count > 0 else { return }
+        guard !life.isClosed, let src = bytes.baseAddress, bytes.count > 0 else { return }
         output.reserve(bytes.count).copyMemory(from: src, byteCount: bytes.count)
         output.commit(bytes.count)
         scheduleFlush()
@@ -612,7 +617,7 @@ public final class TLSStream {
     /// commits what it reports. The output is one contiguous buffer that OpenSSL cuts into
     /// full records, so many small frames share a record.
     public func withReservedOutput(capacity: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Int) {
-        guard phase != .closed else { return }
+        guard !life.isClosed else { return }
         let region = output.reserve(capacity)
         let used = min(fill(UnsafeMutableRawBufferPointer(start: region, count: capacity)), capacity)
         guard used > 0 else { return }
@@ -623,9 +628,12 @@ public final class TLSStream {
     /// Writes what the kernel takes of the pending output, sends close_notify and frees the
     /// connection. No delegate call follows.
     public func close() {
-        guard phase != .closed else { return }
-        let wasOpen = phase == .open
-        phase = .closed
+        run(life.onClose())
+    }
+
+    /// Frees the connection; when it was open, first writes what the kernel takes of the
+    /// pending output and sends close_notify.
+    private func release(wasOpen: Bool) {
         if let pending = resolve {
             pending.stream = nil
             if let request = pending.request { evdns_getaddrinfo_cancel(request) }
@@ -636,7 +644,7 @@ public final class TLSStream {
         writeEvent = nil
         flushEvent = nil
         if let ssl {
-            if wasOpen && didConnect {
+            if wasOpen {
                 // Best effort and non-blocking: a GOAWAY queued just before must not be cut
                 // off by the close_notify that follows it.
                 while output.count > 0 {
@@ -649,7 +657,7 @@ public final class TLSStream {
                 ERR_clear_error()
             }
             SSL_free(ssl)
-        } else if wasOpen && didConnect {
+        } else if wasOpen {
             // Best effort and non-blocking, as above.
             while output.count > 0 {
                 let n = Glibc.write(fd, output.bytes, output.count)

@@ -46,12 +46,12 @@ package final class ApnsPools {
             authentications[name] = authentication
         }
         let endpoint = config.apns.endpoint(for: environment)
-        var settings = ApnsClientConfiguration(host: endpoint.host, port: endpoint.port, caFile: config.apns.caFile,
-                                               authentication: authentication)
+        var settings = ApnsClientSettings(host: endpoint.host, port: endpoint.port, caFile: config.apns.caFile,
+                                          authentication: authentication)
         settings.connections = config.apns.connections
         settings.requestTimeoutMs = Int64(config.apns.requestTimeoutMs)
         settings.maxQueued = config.apns.maxQueued
-        let client = try ApnsClient(loop: loop, configuration: settings)
+        let client = try ApnsClient(loop: loop, settings: settings)
         let log = self.log
         client.onReachability = { event in
             let pool: [String: Any] = ["credential": key.credential, "environment": key.environment.rawValue]

@@ -1,5 +1,6 @@
 import EventLoop
 import Foundation
+import JSONOutput
 import VisibleText
 
 /// The gateway's log: one JSON object per line on stdout (`time`, `level`, `msg`, then any
@@ -72,10 +73,10 @@ package final class Log {
         object["time"] = Log.timestamp()
         object["level"] = level.rawValue
         object["msg"] = message
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        // JSONSerialization escapes C0 controls only; DEL, C1 and bidi controls from an event
-        // (a call id, a reason) are escaped too, so a terminal showing the log is safe.
-        write(TerminalText.line(String(decoding: data, as: UTF8.self)))
+        // Keys sorted, `/` as it is. The writer escapes C0 controls only; DEL, C1 and bidi
+        // controls from an event (a call id, a reason) are escaped too, so a terminal showing
+        // the log is safe.
+        write(TerminalText.line(OrderedJSON(loggable: object).text))
     }
 
     package func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {

@@ -12,36 +12,34 @@ import Routing
 // That read does not block while calls wait for it, and goes out with their lookup, so it costs a
 // lone call one XREADGROUP that finds nothing, and no time beyond its lookup's.
 extension RouterRole {
+    /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, and
+    /// some app below its in-flight cap.
     func readNext() {
-        guard !reading else { return }
-        guard !stopping, registered else { return startCallsAwaitingRead() }
-        let ready = apps.filter { (inFlightPerApp[$0.id] ?? 0) < settings.perAppInFlight }
-        guard !ready.isEmpty else { return startCallsAwaitingRead() }  // a finishing call resumes reading
-        reading = true
+        run(lifecycle.onReadWanted(appsReady: apps.contains(where: hasRoom)))
+    }
+
+    /// Whether `app` has calls in flight here below its cap (`perAppInFlight`): its stream is read.
+    private func hasRoom(_ app: AppRuntime) -> Bool { (inFlightPerApp[app.id] ?? 0) < settings.perAppInFlight }
+
+    /// One XREADGROUP over the apps below their in-flight cap (`.read`), for as many entries as
+    /// the fullest of them has room for.
+    func read(blocks: Bool) {
+        let ready = apps.filter(hasRoom)
         let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
-        // Calls of the last read wait for this one: it must not block.
-        readBlocks = !callsAwaitRead
-        callsAwaitRead = false
         store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
-                      blockMs: readBlocks ? settings.blockMs : nil) { [unowned self] result in
-            self.reading = false
+                      blockMs: blocks ? settings.blockMs : nil) { [unowned self] result in
             switch result {
             case let .success(byApp):
+                let action = self.lifecycle.onReadAnswered(failure: nil)
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
                     self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
                     self.route(entries, app: app, fromRead: true)
                 }
-                // This read's cancels have told the calls they cancel (`admit`).
-                self.startCallsAwaitingRead()
-                self.readNext()
+                self.run(action)
             case let .failure(error):
-                self.startCallsAwaitingRead()
-                guard !self.stopping else { return }
-                self.stats.redisErrors += 1
-                self.log.warn("reading call events failed", ["error": "\(error)"], limited: true)
-                self.readRetryTimer.schedule(afterMs: 200)
+                self.run(self.lifecycle.onReadAnswered(failure: error))
             }
         }
     }
@@ -59,14 +57,14 @@ extension RouterRole {
                 admitted.append(a)
             }
         }
-        if fromRead && !admitted.isEmpty { callsAwaitRead = true }
+        if fromRead && !admitted.isEmpty { lifecycle.onCallsAwaitRead() }
         lookUp(admitted, app: app)
     }
 
     /// Starts `a` with its lookup now, or once the read in flight answered when `a` waits for
     /// the read after its own (`route`): a cancel that read brings is then known first.
     func startAfterRead(_ a: Admitted, found: EventLookup) {
-        if a.startsAfterNextRead && reading && !readBlocks {
+        if a.startsAfterNextRead && lifecycle.isReadingWithoutBlocking {
             callsAwaitingRead.append((a, found))
         } else {
             start(a, found: found)

@@ -5,47 +5,22 @@ import Routing
 // Liveness and take-over: the consumer name's lease, the heartbeat, and taking over the entries
 // of dead consumers (and this process's own entries left pending after an error).
 extension RouterRole {
-    /// Takes the consumer name's lease (`CallStore.register`). A live lease of another process
-    /// under the name is either this gateway's previous run, killed less than a lease ago, or a
-    /// second gateway started with the same `--consumer`: the first stops renewing and lapses
-    /// within `heartbeatTTLMs`, the second renews it. So the registration waits, looking again
-    /// every heartbeat, until the lease lapses (then it is taken) or is renewed (then the name is
-    /// in use: `onConsumerNameTaken`, and nothing is read). A Redis error retries after a beat.
-    func register(firstSeen: Int64?) {
-        guard !stopping else { return }
+    /// Takes the consumer name's lease (`CallStore.register`); what the answer means, and what
+    /// follows, is `Lifecycle`'s (`onRegistered`, `onLeaseTaken`, `onRegisterFailed`): a live
+    /// lease of another process under the name is waited out, looking again every heartbeat,
+    /// until it lapses (taken) or is renewed (the name is in use), and a Redis error retries
+    /// after a beat.
+    func register() {
         store.register(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs,
                        signingKey: signer.keyHex) { [unowned self] result in
-            let again = { (seen: Int64?) in
-                self.registerAgain = { $0.register(firstSeen: seen) }
-                self.registerTimer.schedule(afterMs: self.settings.heartbeatEveryMs)
-            }
             switch result {
             case let .success(.registered(_, signingKey)):
                 self.adoptSigningKey(signingKey)
-                self.registered = true
-                self.registeredAtMs = Clock.monotonicMs()
-                // Entries a previous run under this name left pending are this process's now.
-                self.ownSweepsDue = max(self.ownSweepsDue, 1)
-                self.beat()
-                self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
-                self.readNext()
+                self.run(self.lifecycle.onRegistered(nowMs: Clock.monotonicMs()))
             case let .success(.taken(holder, leaseUntil)):
-                if let firstSeen, leaseUntil > firstSeen {
-                    let problem = "consumer name \"\(self.settings.consumer)\" is in use by another live gateway "
-                        + "(instance \(holder ?? "unknown") renewed its lease while this one waited)"
-                    self.log.error("consumer name in use; not starting", ["consumer": self.settings.consumer,
-                                                                         "instance": holder ?? "unknown"])
-                    self.onConsumerNameTaken?(problem)
-                    return
-                }
-                if firstSeen == nil {
-                    self.log.info("consumer name leased by an earlier process; waiting for its lease to lapse or be renewed",
-                                  ["consumer": self.settings.consumer, "lease_ms": self.settings.heartbeatTTLMs])
-                }
-                again(firstSeen ?? leaseUntil)
+                self.run(self.lifecycle.onLeaseTaken(holder: holder, leaseUntil: leaseUntil))
             case let .failure(error):
-                self.log.warn("registering the consumer failed; trying again", ["error": "\(error)"], limited: true)
-                again(firstSeen)
+                self.run(self.lifecycle.onRegisterFailed(error))
             }
         }
     }
@@ -59,29 +34,29 @@ extension RouterRole {
     /// event finishes within seconds of Redis coming back, not at the 2-minute own-entries
     /// rule of the full sweep. A sweep that fails stays due.
     func claimOwnEntries() {
-        guard !sweepingOwn else { return }
-        sweepingOwn = true
         var routing: [AppKeys: [String]] = [:]
         for call in live.values { routing[call.app.keys, default: []].append(call.entryID) }
         let swept = apps
         store.claimOwn(swept.map(\.keys), consumer: settings.consumer, count: Self.ownSweepPage, routing: routing,
                        thisRunMs: thisRunMs) { [unowned self] result in
-            self.sweepingOwn = false
             guard case let .success(byApp) = result else {
                 self.stats.redisErrors += 1
-                return
+                return self.lifecycle.onOwnSweepAnswered(succeeded: false, filledPage: false)
             }
-            self.ownSweepsDue = max(0, self.ownSweepsDue - 1)
+            // A full page: more of its own entries wait (a long refusal of writes left many
+            // lookups undone). The next claim tick sweeps again, not the 2-minute rule.
+            let filledPage = swept.contains { app in
+                byApp[app.keys].map { $0.entries.count + $0.lostIDs.count >= Self.ownSweepPage } ?? false
+            }
+            self.lifecycle.onOwnSweepAnswered(succeeded: true, filledPage: filledPage)
             for app in swept {
                 guard let found = byApp[app.keys] else { continue }
-                // A full page: more of its own entries wait (a long refusal of writes left many
-                // lookups undone). The next claim tick sweeps again, not the 2-minute rule.
-                if found.entries.count + found.lostIDs.count >= Self.ownSweepPage { self.ownSweepsDue = max(self.ownSweepsDue, 1) }
                 self.routeTakenOver(found, app: app, "claimed back own pending entries")
             }
         }
     }
 
+    /// One heartbeat, renewing the lease (the next is armed by `run(.beat)`, while running).
     func beat() {
         store.heartbeat(consumer: settings.consumer, instance: instance, ttlMs: settings.heartbeatTTLMs,
                         signingKey: signer.keyHex) { [unowned self] result in
@@ -100,7 +75,6 @@ extension RouterRole {
             }
             self.writesAccepted()
         }
-        if !stopping { heartbeatTimer.schedule(afterMs: settings.heartbeatEveryMs) }
     }
 
     /// Signs with the deployment's key from now on (the one Redis holds after this process
@@ -124,12 +98,10 @@ extension RouterRole {
     /// entries: a consumer never registered (a producer reading as the group, a registry lost
     /// with Redis) is taken over a page per round, as a lapsed one is, not a page per full sweep.
     func claim() {
-        guard !stopping else { return }
-        if ownSweepsDue > 0 { claimOwnEntries() }
         store.consumerRegistry { [unowned self] result in
             guard case let .success(registry) = result else {
                 self.stats.redisErrors += 1
-                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+                return self.run(self.lifecycle.onClaimRoundEnded())
             }
             let now = Clock.monotonicMs()
             // While Redis refuses writes, and for a lease after, no heartbeat lands: a lapsed
@@ -138,7 +110,7 @@ extension RouterRole {
             let trusted = self.leasesAreTrustworthy
             let lapsed = trusted ? registry.lapsed.subtracting([self.settings.consumer]) : []
             guard !lapsed.isEmpty || self.sweepFoundMore || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
-                return self.claimTimer.schedule(afterMs: self.settings.claimEveryMs)
+                return self.run(self.lifecycle.onClaimRoundEnded())
             }
             self.lastFullSweepMs = now
             var liveSet = trusted ? registry.live : registry.live.union(registry.lapsed)
@@ -166,7 +138,7 @@ extension RouterRole {
                     guard remaining == 0 else { return }
                     self.sweepFoundMore = foundMore
                     if cleared { self.store.forgetLapsed(lapsed.sorted()) { _ in } }
-                    if !self.stopping { self.claimTimer.schedule(afterMs: self.settings.claimEveryMs) }
+                    self.run(self.lifecycle.onClaimRoundEnded())
                 }
             }
         }
@@ -186,7 +158,7 @@ extension RouterRole {
 
     /// How long this process has held its consumer name: its own entries delivered within it
     /// were delivered to this live process, and claiming them back is no delivery.
-    var thisRunMs: Int64 { registeredAtMs.map { Clock.monotonicMs() - $0 } ?? 0 }
+    var thisRunMs: Int64 { lifecycle.registeredAtMs.map { Clock.monotonicMs() - $0 } ?? 0 }
 
     /// Routes the entries a take-over claimed, except those this process is still routing (a
     /// sweep of its own entries, or the own-idle rule, may return them: they are not new work).

@@ -90,10 +90,13 @@ package struct RouterRoleSettings: Sendable {
 /// answers from one TLS read shares one script.
 ///
 /// Files by concern: this one holds the state and the tables of live calls; `+Reading` reads
-/// and admits entries and starts their routers, `+Performing` turns a router's actions into
-/// I/O, `+Retries` the retry schedule and cancellations, `+Records` the outcomes' records,
-/// `+TakeOver` the consumer lease, heartbeats and taking entries over. Each live call's own life
-/// (looked up, routing, scheduling, recording, gone) is `LiveCallStateMachine` (Routing).
+/// and admits entries and starts their machines, `+Performing` performs a call machine's
+/// actions (`run(_:for:)`) and sends the pushes, `+Retries` the retry schedule, cancellations
+/// and the ends of ringing calls read elsewhere, `+Records` the outcomes' records, `+TakeOver`
+/// the consumer lease, heartbeats and taking entries over, `+Lifecycle` the role's own life
+/// (registering, running, draining, retired) as a machine. Each live call's own life (looked
+/// up, routing, scheduling, recording, gone, and its devices' rings) is one `CallStateMachine`
+/// (Routing).
 ///
 /// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
@@ -241,25 +244,13 @@ package final class RouterRole {
     /// Seeded once; each call's router gets a stream split off it (no system call per call).
     var jitter = Jitter.random()
 
-    /// An XREADGROUP is in flight.
-    var reading = false
-    /// It blocks (`settings.blockMs`); false while calls of the read before wait for it.
-    var readBlocks = true
-    /// The last read brought calls that wait for the next read: it must not block.
-    var callsAwaitRead = false
+    /// The role's own life: registering, running, draining, retired; the read in flight and
+    /// the own sweeps due (`Lifecycle`). Every change goes through `run(_:)`.
+    var lifecycle: Lifecycle
     /// Looked-up calls waiting for the read in flight to answer (`startAfterRead`).
     var callsAwaitingRead: [(Admitted, EventLookup)] = []
-    /// Draining: nothing new is read or taken over.
-    var stopping = false
-    /// True once this process holds its consumer name's lease (`register`): reading waits for it.
-    var registered = false
-    /// Monotonic ms when this process took its consumer name's lease (`thisRunMs`).
-    var registeredAtMs: Int64?
-    /// Sweeps of this process's own pending entries still to run (`claimOwnEntries`): after a
-    /// reconnect of the reading connection and after a failed lookup or record.
-    var ownSweepsDue = 0
-    /// A sweep of this process's own entries is in flight.
-    var sweepingOwn = false
+    /// Who waits for the drain to finish (`drain`).
+    var drainDone: [() -> Void] = []
     /// Monotonic ms of the last full take-over sweep (`claim`).
     var lastFullSweepMs: Int64 = 0
     /// The last sweep filled a page in some app: more abandoned entries wait (of consumers that
@@ -267,16 +258,16 @@ package final class RouterRole {
     /// round sweeps again instead of waiting `fullClaimSweepEveryMs`.
     var sweepFoundMore = false
 
+    // The role's own timers: armed and cancelled only by `run(_:)` (the lifecycle's actions).
     var readRetryTimer: LoopTimer!
     var heartbeatTimer: LoopTimer!
     var claimTimer: LoopTimer!
+    var registerTimer: LoopTimer!
+    var drainTimer: LoopTimer!
+    // The live calls' timers, for the steps they try again; cancelled when the role retires.
     var scheduleAgainTimer: LoopTimer!
     var recordAgainTimer: LoopTimer!
     var recheckTimer: LoopTimer!
-    var registerTimer: LoopTimer!
-    /// What `registerTimer` does next (the registration, with what it saw so far).
-    var registerAgain: ((RouterRole) -> Void)?
-    var drainTimer: LoopTimer?
 
     /// The apps APNs refused lately for their credential or configuration, by id (a healthy
     /// app has no entry, so the hot path pays one missed lookup per push).
@@ -312,16 +303,20 @@ package final class RouterRole {
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
         self.settings = settings
         self.log = log
+        lifecycle = Lifecycle(timing: Lifecycle.Timing(heartbeatEveryMs: settings.heartbeatEveryMs,
+                                                       claimEveryMs: settings.claimEveryMs))
         readRetryTimer = timer { $0.readNext() }
-        heartbeatTimer = timer { $0.beat() }
-        claimTimer = timer { $0.claim() }
+        heartbeatTimer = timer { $0.run($0.lifecycle.onHeartbeatDue()) }
+        claimTimer = timer { $0.run($0.lifecycle.onClaimDue()) }
+        registerTimer = timer { $0.run($0.lifecycle.onRegisterDue()) }
+        drainTimer = timer { $0.drainTick() }
         scheduleAgainTimer = timer { $0.retrySchedulingSteps() }
         recordAgainTimer = timer { $0.recordHeldOutcomes() }
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
         ringRecheckTimer = timer { $0.recheckRingingCalls() }
-        registerTimer = timer { $0.registerAgain?($0) }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
-        store.onReadReplyMayBeLost = { [unowned self] in self.ownSweepsDue = max(self.ownSweepsDue, 2) }
+        // A read served on a connection the watchdog dropped left its entries pending here.
+        store.onReadReplyMayBeLost = { [unowned self] in self.lifecycle.onOwnSweepsDue(atLeast: 2) }
     }
 
     /// A timer on the loop that runs `body` with this runner, held unowned: the runner owns its
@@ -347,38 +342,102 @@ package final class RouterRole {
     /// Registers the consumer name, then starts reading, heart-beating and taking over
     /// entries of dead consumers.
     package func start() {
-        register(firstSeen: nil)
+        run(lifecycle.onStart())
     }
 
     /// Stops reading new entries; calls in flight carry on to their outcome. `done` runs once
     /// none is left or after `timeoutMs` (what is left stays pending in Redis for another
     /// process: at least once).
     package func drain(timeoutMs: Int64, done: @escaping () -> Void) {
-        stopping = true
-        claimTimer.cancel()
-        readRetryTimer.cancel()
-        drainTick(deadline: Clock.monotonicMs() + timeoutMs, done: done)
+        drainDone.append(done)
+        run(lifecycle.onDrain(nowMs: Clock.monotonicMs(), timeoutMs: timeoutMs))
     }
 
     /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule
     /// (none waits in memory), then retires this consumer so whatever is still pending (calls
     /// cut off by the timeout, outcomes Redis would not take meanwhile) is claimable by other
     /// processes at once: those are routed again, at least once.
-    private func drainTick(deadline: Int64, done: @escaping () -> Void) {
-        if live.isEmpty || Clock.monotonicMs() >= deadline {
+    private func drainTick() {
+        run(lifecycle.onDrainTick(liveCalls: live.count, nowMs: Clock.monotonicMs()))
+    }
+
+    /// An XREADGROUP is in flight.
+    var reading: Bool { lifecycle.isReading }
+
+    /// True once this process holds its consumer name's lease (`register`): reading waits for it.
+    var registered: Bool { lifecycle.isRegistered }
+
+    // MARK: The role's own life
+
+    /// Performs what the role's `Lifecycle` returned: the one place its timers are armed and
+    /// cancelled and its registration, heartbeats, reads, claim rounds and retirement are sent.
+    func run(_ action: Lifecycle.Action) {
+        switch action {
+        case .none:
+            break
+        case .register:
+            register()
+        case let .registerLater(afterMs, because):
+            switch because {
+            case .leaseFirstSeen:
+                log.info("consumer name leased by an earlier process; waiting for its lease to lapse or be renewed",
+                         ["consumer": settings.consumer, "lease_ms": settings.heartbeatTTLMs])
+            case .leaseStillHeld:
+                break
+            case let .failed(error):
+                log.warn("registering the consumer failed; trying again", ["error": "\(error)"], limited: true)
+            }
+            registerTimer.schedule(afterMs: afterMs)
+        case let .reportNameTaken(holder):
+            let problem = "consumer name \"\(settings.consumer)\" is in use by another live gateway "
+                + "(instance \(holder ?? "unknown") renewed its lease while this one waited)"
+            log.error("consumer name in use; not starting", ["consumer": settings.consumer, "instance": holder ?? "unknown"])
+            onConsumerNameTaken?(problem)
+        case let .beginRunning(claimAfterMs):
+            run(lifecycle.onHeartbeatDue())
+            claimTimer.schedule(afterMs: claimAfterMs)
+            readNext()
+        case let .beat(againAfterMs):
+            beat()
+            if let againAfterMs { heartbeatTimer.schedule(afterMs: againAfterMs) }
+        case let .read(blocks):
+            read(blocks: blocks)
+        case .startCallsAwaitingRead:
+            startCallsAwaitingRead()
+        case .readAgain:
+            // This read's cancels have told the calls they cancel (`admit`).
+            startCallsAwaitingRead()
+            readNext()
+        case let .readAgainLater(afterMs, error):
+            startCallsAwaitingRead()
+            stats.redisErrors += 1
+            log.warn("reading call events failed", ["error": "\(error)"], limited: true)
+            readRetryTimer.schedule(afterMs: afterMs)
+        case let .claim(sweepOwn):
+            if sweepOwn { claimOwnEntries() }
+            claim()
+        case let .scheduleClaim(afterMs):
+            claimTimer.schedule(afterMs: afterMs)
+        case .beginDrain:
+            claimTimer.cancel()
+            readRetryTimer.cancel()
+            drainTick()
+        case let .drainTickLater(afterMs):
+            drainTimer.schedule(afterMs: afterMs)
+        case .retire:
             heartbeatTimer.cancel()
             scheduleAgainTimer.cancel()
             recordAgainTimer.cancel()
             recheckTimer.cancel()
             ringRecheckTimer.cancel()
             registerTimer.cancel()
-            store.retire(consumer: settings.consumer, instance: instance) { _ in done() }
-            return
+            // Held strongly: whoever waits for the drain hears of it even if the role is let go.
+            store.retire(consumer: settings.consumer, instance: instance) { _ in self.run(self.lifecycle.onRetired()) }
+        case .finishDrain:
+            let waiting = drainDone
+            drainDone = []
+            for done in waiting { done() }
         }
-        if drainTimer == nil {
-            drainTimer = timer { $0.drainTick(deadline: deadline, done: done) }
-        }
-        drainTimer?.schedule(afterMs: 20)
     }
 
     // MARK: The live tables
@@ -479,7 +538,7 @@ package final class RouterRole {
     func stepFailed(_ calls: some Sequence<LiveCall>, _ level: Log.Level, _ message: String, error: RedisError,
                     _ fields: [String: Any]) {
         stats.redisErrors += 1
-        ownSweepsDue = max(ownSweepsDue, 1)
+        lifecycle.onOwnSweepsDue(atLeast: 1)
         let left = Array(calls)
         for call in left { run(call.machine.onStepFailed(), for: call) }
         if error.writeRefusal != nil {

@@ -3,6 +3,7 @@ import DeadLetters
 import EventLoop
 import Foundation
 import CallStorage
+import JSONOutput
 
 /// Replays and purges confirmed from a preview, run as jobs whose pages can be watched, and
 /// the audit trail they (and `pushgw dead`) write.

@@ -60,7 +60,7 @@ struct Verb {
 }
 
 /// One verb of `pushgw`. Its `run` validates every argument before any I/O, returns the exit
-/// status, and writes only through `context.console`.
+/// status, and writes only through `context.output`.
 protocol Command {
     /// The verb as typed.
     static var name: String { get }
@@ -74,20 +74,20 @@ protocol Command {
 /// What a command may touch: its output streams, the environment, the working directory and
 /// the operator's terminal (for confirmations).
 struct CommandContext {
-    var console: Console
+    var output: CommandOutput
     var environment: [String: String]
     var workingDirectory: String
     var terminal: Terminal = .standard
 
     /// The real process: stdout, stderr, `ProcessInfo`'s environment, the current directory.
     static var process: CommandContext {
-        CommandContext(console: .standard, environment: ProcessInfo.processInfo.environment,
+        CommandContext(output: .standard, environment: ProcessInfo.processInfo.environment,
                        workingDirectory: FileManager.default.currentDirectoryPath)
     }
 
     /// Prints a usage error as its one line on stderr and returns 2.
     func usage(_ error: UsageError) -> Int32 {
-        console.err(error.line)
+        output.err(error.line)
         return 2
     }
 }
@@ -96,7 +96,7 @@ struct CommandContext {
 ///
 /// Every line goes through `TerminalText.line` first: whatever text from Redis, a producer or
 /// APNs a command prints, no control or bidi character reaches the terminal.
-struct Console {
+struct CommandOutput {
     private let write: (String) -> Void
     private let writeError: (String) -> Void
 
@@ -111,9 +111,9 @@ struct Console {
     /// One line on stderr.
     func err(_ line: String) { writeError(TerminalText.line(line)) }
 
-    static var standard: Console {
-        Console(out: { print($0) },
-                err: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+    static var standard: CommandOutput {
+        CommandOutput(out: { print($0) },
+                      err: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
     }
 }
 
@@ -182,17 +182,17 @@ enum HelpCommand: Command {
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         switch args.count {
         case 0:
-            context.console.out(overview)
+            context.output.out(overview)
             return 0
         case 1:
             if args[0] == "--help" || args[0] == "-h" {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             guard let command = commands.first(where: { $0.name == args[0] }) else {
                 return context.usage(UsageError("no verb named \"\(args[0])\"", verb: name))
             }
-            context.console.out(command.help)
+            context.output.out(command.help)
             return 0
         default:
             return context.usage(UsageError("help takes at most one verb", verb: name))

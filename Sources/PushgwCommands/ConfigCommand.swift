@@ -1,5 +1,6 @@
 import DeadLetters
 import GatewayConfiguration
+import JSONOutput
 
 /// `pushgw config check [--config F | F] [--json]`: validates a config file and prints every
 /// problem, one per line, with its JSON path and fix.
@@ -30,7 +31,7 @@ enum ConfigCommand: Command {
         }
         switch sub {
         case "--help", "-h", "help":
-            context.console.out(help)
+            context.output.out(help)
             return 0
         case "check":
             return check(Array(args.dropFirst()), context: context)
@@ -44,7 +45,7 @@ enum ConfigCommand: Command {
         do {
             switch try Arguments.parse(args, verb: name, flags: ["--json"], options: ["--config"], maxPositionals: 1) {
             case .help:
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             case let .arguments(parsed):
                 arguments = parsed
@@ -59,10 +60,10 @@ enum ConfigCommand: Command {
         let report = GatewayConfig.load(file: file, environment: context.environment,
                                         workingDirectory: context.workingDirectory)
         if arguments.flags.contains("--json") {
-            context.console.out(jsonReport(report, file: file))
+            context.output.out(jsonReport(report, file: file))
         } else {
-            report.problems.forEach { context.console.out($0.description) }
-            context.console.out(summary(report, file: file))
+            report.problems.forEach { context.output.out($0.description) }
+            context.output.out(summary(report, file: file))
         }
         return report.errors.isEmpty ? 0 : 1
     }

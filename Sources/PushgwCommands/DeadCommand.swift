@@ -45,7 +45,7 @@ enum DeadCommand: Command {
             return context.usage(UsageError("dead needs a verb: \(verbs.map(\.name).joined(separator: ", "))", verb: name))
         }
         if ["--help", "-h", "help"].contains(sub) {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         guard let verb = verbs.first(where: { $0.name == sub }) else {

@@ -31,7 +31,7 @@ enum DeadListCommand: Command {
         DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--json"],
                                                   options: ["--config", "--app", "--reason", "--call", "--since", "--limit"]) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             let now = Clock.unixMs()
@@ -42,21 +42,21 @@ enum DeadListCommand: Command {
             let found = try session.newest(filter: filter, limit: limit + 1)
             let shown = Array(found.prefix(limit))
             if a.flag("--json") {
-                for record in shown { context.console.out(record.summaryJSON(nowMs: now).text) }
+                for record in shown { context.output.out(record.summaryJSON(nowMs: now).text) }
                 return 0
             }
             guard !shown.isEmpty else {
-                context.console.out("no dead letters\(filter == DeadLetterFilter(apps: filter.apps) ? "" : " match") in \(describe(session.apps))")
+                context.output.out("no dead letters\(filter == DeadLetterFilter(apps: filter.apps) ? "" : " match") in \(describe(session.apps))")
                 return 0
             }
             let rows = shown.map { r in
                 [r.id, r.app, DeadFormat.age(now - r.deadAtMs), r.reason, r.callID ?? "-", String(r.attempts.count), String(r.replays)]
             }
             for line in DeadFormat.table(["ID", "APP", "AGE", "REASON", "CALL", "ATTEMPTS", "REPLAYS"], rows) {
-                context.console.out(line)
+                context.output.out(line)
             }
             if found.count > limit {
-                context.console.out("(the newest \(limit) shown; more match: raise --limit or narrow the filters)")
+                context.output.out("(the newest \(limit) shown; more match: raise --limit or narrow the filters)")
             }
             return 0
         }

@@ -39,7 +39,7 @@ enum DeadPurgeCommand: Command {
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--all", "--dry-run", "--yes"],
                                                   options: ["--config", "--app", "--reason", "--call", "--since", "--older-than"],
                                                   maxPositionals: 100_000) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             let selection = try a.selection(action: "purge", filterOptions: ["--reason", "--call", "--since", "--older-than"])

@@ -48,7 +48,7 @@ enum DeadReplayCommand: Command {
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--all", "--dry-run", "--yes"],
                                                   options: ["--config", "--app", "--reason", "--call", "--since", "--rate"],
                                                   maxPositionals: 100_000) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             let selection = try a.selection(action: "replay", filterOptions: ["--reason", "--call", "--since"])
@@ -69,7 +69,7 @@ enum DeadReplayCommand: Command {
                     + "\(TerminalText.field(r.reason))  (replay #\(r.replays + 1)): " + operations.forecast(r, nowMs: change.nowMs).text(nowMs: change.nowMs)
             }, question: { "Replay \($0) to their calls streams at \(rate)?" }, act: { page, proceed in
                 replay.replay(page.map { DeadLetterReference(app: $0.app, id: $0.id) }, onStep: { _, line in
-                    context.console.out(TerminalText.field(line))
+                    context.output.out(TerminalText.field(line))
                 }, completion: proceed)
             })
             guard let selected else { return 0 }

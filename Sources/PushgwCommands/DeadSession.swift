@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import CallStorage
+import JSONOutput
 import RedisClient
 
 /// Why a `pushgw dead` verb stops, and its exit status.
@@ -18,13 +19,13 @@ enum DeadFailure: Error {
     func report(_ context: CommandContext) -> Int32 {
         switch self {
         case let .usage(error):
-            context.console.err(error.line)
+            context.output.err(error.line)
             return 2
         case let .config(line):
-            context.console.err(line)
+            context.output.err(line)
             return 2
         case let .failed(line):
-            context.console.err(line)
+            context.output.err(line)
             return 1
         }
     }
@@ -174,16 +175,16 @@ final class DeadSession {
             try visit { page, proceed in
                 for record in page {
                     selected.add(record)
-                    if change.dryRun { context.console.out(line(record)) }
+                    if change.dryRun { context.output.out(line(record)) }
                 }
                 proceed(true)
             }
             guard selected.count > 0 else {
-                context.console.out("no dead letters match; nothing \(done)")
+                context.output.out("no dead letters match; nothing \(done)")
                 return nil
             }
             if change.dryRun {
-                context.console.out("dry run: \(selected.what) would be \(done)\(dryRunNote); nothing changed")
+                context.output.out("dry run: \(selected.what) would be \(done)\(dryRunNote); nothing changed")
                 return nil
             }
             if !DeadCommand.confirm(question(selected.what), context: context) {
@@ -197,7 +198,7 @@ final class DeadSession {
             act(page, proceed)
         }
         if !counting && acted.count == 0 {
-            context.console.out("no dead letters match; nothing \(done)")
+            context.output.out("no dead letters match; nothing \(done)")
             return nil
         }
         return counting ? selected : acted
@@ -245,7 +246,7 @@ final class DeadSession {
         } catch {
             if failure == nil { failure = error }
         }
-        context.console.out(summary)
+        context.output.out(summary)
         if let failure { throw failure }
     }
 
@@ -255,7 +256,7 @@ final class DeadSession {
         let line = OrderedJSON.object([("time", .string(DeadFormat.time(record.timeMs))), ("level", .string("info")),
                                      ("msg", .string(command == "dead" ? "dead letters \(record.verb)" : record.verb))]
             + fields)
-        context.console.err(line.text)
+        context.output.err(line.text)
         _ = try wait { operations.audit(record, completion: $0) }
     }
 

@@ -31,7 +31,7 @@ enum DeadShowCommand: Command {
         DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--json"], options: ["--config", "--app"],
                                                   maxPositionals: 1) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             guard let reference = try a.references().first else { throw a.usage("name the dead letter to show: show ID") }
@@ -42,9 +42,9 @@ enum DeadShowCommand: Command {
             let record = try session.find([reference])[0]
             let now = Clock.unixMs()
             if a.flag("--json") {
-                context.console.out(record.detailJSON(nowMs: now).text)
+                context.output.out(record.detailJSON(nowMs: now).text)
             } else {
-                render(record, ringTimeoutMs: session.operations.ringTimeoutMs(record.app), nowMs: now).forEach(context.console.out)
+                render(record, ringTimeoutMs: session.operations.ringTimeoutMs(record.app), nowMs: now).forEach(context.output.out)
             }
             return 0
         }

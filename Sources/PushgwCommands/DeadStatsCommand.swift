@@ -1,6 +1,7 @@
 import DeadLetters
 import EventLoop
 import GatewayConfiguration
+import JSONOutput
 
 /// `pushgw dead stats`: how many dead letters each app has, why, how old the oldest is, and
 /// what retention is about to remove.
@@ -27,7 +28,7 @@ enum DeadStatsCommand: Command {
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--json"], options: ["--config", "--app"]) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: try a.apps(), context: context)
@@ -36,9 +37,9 @@ enum DeadStatsCommand: Command {
             let stats = try session.wait { session.operations.stats(apps: session.apps, completion: $0) }
             let total = stats.reduce(0) { $0 + $1.count }
             if a.flag("--json") {
-                context.console.out(json(stats, total: total, nowMs: now).text)
+                context.output.out(json(stats, total: total, nowMs: now).text)
             } else {
-                render(stats, total: total, nowMs: now).forEach(context.console.out)
+                render(stats, total: total, nowMs: now).forEach(context.output.out)
             }
             return 0
         }

@@ -19,11 +19,11 @@ enum DemoCommand: Command {
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         if args.contains("--help") || args.contains("-h") {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         guard args.isEmpty else {
-            context.console.err(UsageError("unexpected argument \"\(args[0])\"", verb: name).line)
+            context.output.err(UsageError("unexpected argument \"\(args[0])\"", verb: name).line)
             return 2
         }
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -33,7 +33,7 @@ enum DemoCommand: Command {
                             .deletingLastPathComponent().deletingLastPathComponent().path,
                           context.workingDirectory]
         guard let root = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/scripts/demo.sh") }) else {
-            context.console.err("pushgw demo: scripts/demo.sh not found: run it from a source checkout, or `make demo` there")
+            context.output.err("pushgw demo: scripts/demo.sh not found: run it from a source checkout, or `make demo` there")
             return 2
         }
         var env = ProcessInfo.processInfo.environment
@@ -45,7 +45,7 @@ enum DemoCommand: Command {
         do {
             try process.run()
         } catch {
-            context.console.err("pushgw demo: cannot start scripts/demo.sh: \(error)")
+            context.output.err("pushgw demo: cannot start scripts/demo.sh: \(error)")
             return 1
         }
         process.waitUntilExit()

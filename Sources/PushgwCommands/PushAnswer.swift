@@ -1,6 +1,7 @@
 import APNs
 import DeadLetters
 import Foundation
+import JSONOutput
 
 /// Prints APNs' answer to a hand-made push on stdout and returns `pushgw push`'s exit status:
 /// 0 accepted, 1 rejected or no answer (transport trouble). With `json`, one line
@@ -8,19 +9,19 @@ import Foundation
 /// 410 invalidation time in unix milliseconds; a transport error gives `"status":null` and an
 /// `"error"` key.
 package func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> Int32 {
-    printPushAnswer(result, json: json, console: .standard)
+    printPushAnswer(result, json: json, output: .standard)
 }
 
 func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool,
-                     console: Console) -> Int32 {
+                     output: CommandOutput) -> Int32 {
     switch result {
     case let .success(response):
         if json {
-            console.out(OrderedJSON.object([("status", .int(response.status)), ("apns_id", .string(response.apnsID)),
+            output.out(OrderedJSON.object([("status", .int(response.status)), ("apns_id", .string(response.apnsID)),
                                             ("reason", .string(response.reason?.text)),
                                             ("timestamp", .int(response.invalidationTimestampMs))]).text)
         } else if response.isAccepted {
-            console.out("accepted: 200, apns-id \(response.apnsID ?? "(none)")")
+            output.out("accepted: 200, apns-id \(response.apnsID ?? "(none)")")
         } else {
             var line = "rejected: \(response.status) \(response.reason?.text ?? "(no reason)")"
             if let kind = response.rejectionKind { line += " (\(kind.rawValue))" }
@@ -29,15 +30,15 @@ func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>
                 line += ", token invalid since \(ISO8601DateFormatter().string(from: date))"
             }
             line += ", apns-id \(response.apnsID ?? "(none)")"
-            console.out(line)
+            output.out(line)
         }
         return response.isAccepted ? 0 : 1
     case let .failure(error):
         if json {
-            console.out(OrderedJSON.object([("status", .null), ("apns_id", .null), ("reason", .null), ("timestamp", .null),
+            output.out(OrderedJSON.object([("status", .null), ("apns_id", .null), ("reason", .null), ("timestamp", .null),
                                             ("error", .string(error.description))]).text)
         } else {
-            console.err("pushgw push: no answer from APNs: \(error.description)")
+            output.err("pushgw push: no answer from APNs: \(error.description)")
         }
         return 1
     }

@@ -52,36 +52,36 @@ enum PushCommand: Command {
         let json: Bool
         do {
             guard let made = try makePlan(args, context: context) else {
-                context.console.out(help)
+                context.output.out(help)
                 return 0
             }
             (plan, json) = made
         } catch {
-            context.console.err(error.line)
+            context.output.err(error.line)
             return 2
         }
-        return send(plan, json: json, console: context.console)
+        return send(plan, json: json, output: context.output)
     }
 
     /// Sends the planned push on a loop of its own and prints the answer.
-    static func send(_ plan: ManualPushPlan, json: Bool, console: Console) -> Int32 {
+    static func send(_ plan: ManualPushPlan, json: Bool, output: CommandOutput) -> Int32 {
         let loop = EventLoop()
         defer { loop.close() }
         let client: ApnsClient
         do {
-            var configuration = ApnsClientConfiguration(host: plan.endpoint.host, port: plan.endpoint.port,
-                                                        caFile: plan.caFile,
-                                                        authentication: try plan.credential.authentication())
-            configuration.connections = 1
-            configuration.requestTimeoutMs = Int64(plan.requestTimeoutMs)
-            client = try ApnsClient(loop: loop, configuration: configuration)
+            var settings = ApnsClientSettings(host: plan.endpoint.host, port: plan.endpoint.port,
+                                              caFile: plan.caFile,
+                                              authentication: try plan.credential.authentication())
+            settings.connections = 1
+            settings.requestTimeoutMs = Int64(plan.requestTimeoutMs)
+            client = try ApnsClient(loop: loop, settings: settings)
         } catch {
-            console.err("pushgw push: credentials.\(plan.credentialName): \(error)")
+            output.err("pushgw push: credentials.\(plan.credentialName): \(error)")
             return 2
         }
         var status: Int32?
         client.send(plan.notification) { result in
-            status = printPushAnswer(result, json: json, console: console)
+            status = printPushAnswer(result, json: json, output: output)
         }
         loop.run(until: { status != nil })
         client.close()

@@ -36,15 +36,15 @@ enum RunCommand: Command {
         do {
             parsed = try Arguments.parse(args, verb: name, options: ["--config", "--role", "--consumer", "--log-level", "--drain-ms"])
         } catch {
-            context.console.err(error.line)
+            context.output.err(error.line)
             return 2
         }
         guard case let .arguments(a) = parsed else {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         func usage(_ problem: String) -> Int32 {
-            context.console.err(UsageError(problem, verb: name).line)
+            context.output.err(UsageError(problem, verb: name).line)
             return 2
         }
         let roleNames = (a.values["--role"] ?? "router,retry,deadletters").split(separator: ",", omittingEmptySubsequences: false)
@@ -64,14 +64,14 @@ enum RunCommand: Command {
         let file = a.values["--config"] ?? GatewayConfig.defaultFile
         let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         guard let config = report.config else {
-            for problem in report.errors { context.console.err("pushgw run: \(problem)") }
+            for problem in report.errors { context.output.err("pushgw run: \(problem)") }
             return 2
         }
         let redis: RedisConnection.Config
         do {
             redis = try config.redis.connection()
         } catch {
-            context.console.err("pushgw run: \(file): redis.url: \(error)")
+            context.output.err("pushgw run: \(file): redis.url: \(error)")
             return 2
         }
         var hostname = [CChar](repeating: 0, count: 256)
@@ -88,7 +88,7 @@ enum RunCommand: Command {
             GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         }
         service.onConsumerNameTaken = { problem in
-            context.console.err("pushgw run: \(problem); give each process its own --consumer (default: host-pid)")
+            context.output.err("pushgw run: \(problem); give each process its own --consumer (default: host-pid)")
         }
         return service.run()
     }

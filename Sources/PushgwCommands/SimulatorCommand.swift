@@ -15,7 +15,7 @@ enum SimulatorCommand: Command {
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         if args.contains("--help") || args.contains("-h") {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         return runSimulatorCommand(arguments: args)

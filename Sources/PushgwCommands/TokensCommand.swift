@@ -2,6 +2,7 @@ import DeadLetters
 import EventLoop
 import GatewayConfiguration
 import CallStorage
+import JSONOutput
 import RedisClient
 import VisibleText
 
@@ -51,7 +52,7 @@ enum TokensCommand: Command {
             return context.usage(UsageError("tokens needs a verb: show, forget", verb: name))
         }
         if ["--help", "-h", "help"].contains(sub) {
-            context.console.out(help)
+            context.output.out(help)
             return 0
         }
         guard sub == "show" || sub == "forget" else {
@@ -66,7 +67,7 @@ enum TokensCommand: Command {
                 let options = sub == "show" ? ["--config", "--app"] : ["--config", "--app", "--channel"]
                 switch try Arguments.parse(Array(args.dropFirst()), verb: verb, flags: flags, options: options, maxPositionals: 1) {
                 case .help:
-                    context.console.out(help)
+                    context.output.out(help)
                     return 0
                 case let .arguments(a): parsed = a
                 }
@@ -113,31 +114,31 @@ enum TokensCommand: Command {
             let marks = try session.wait { store.marks(keys, token: token, completion: $0) }
             let feedback = try session.wait { store.feedback(keys, token: token, scanning: scanned, completion: $0) }
             if json {
-                context.console.out(jsonLine(app: app, token: token, marks: marks, feedback: feedback))
+                context.output.out(jsonLine(app: app, token: token, marks: marks, feedback: feedback))
                 continue
             }
-            context.console.out("\(TerminalText.field(app)): token \(token)")
+            context.output.out("\(TerminalText.field(app)): token \(token)")
             for channel in TokenChannel.allCases {
                 guard let mark = marks[channel] else {
-                    context.console.out("  \(channel.rawValue): not known to be invalid")
+                    context.output.out("  \(channel.rawValue): not known to be invalid")
                     continue
                 }
                 let why = feedback.first { $0.channel == channel.rawValue && $0.environment == nil }.map {
                     TerminalText.field($0.reason)
                 } ?? "reason no longer in the feedback stream"
                 let lapses = mark.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
-                context.console.out("  \(channel.rawValue): known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); "
+                context.output.out("  \(channel.rawValue): known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); "
                                     + "calls skip it unless registered again after that; \(lapses)")
             }
             if let last = feedback.first {
-                context.console.out("  last feedback: \(line(last))")
+                context.output.out("  last feedback: \(line(last))")
             } else {
-                context.console.out("  last feedback: none among the app's last \(scanned) feedback entries")
+                context.output.out("  last feedback: none among the app's last \(scanned) feedback entries")
             }
             if !feedback.isEmpty {
-                context.console.out("  APNs' answers about it, newest first:")
-                for f in feedback.prefix(shown) { context.console.out("    \(line(f))") }
-                if feedback.count > shown { context.console.out("    … \(feedback.count - shown) more") }
+                context.output.out("  APNs' answers about it, newest first:")
+                for f in feedback.prefix(shown) { context.output.out("    \(line(f))") }
+                if feedback.count > shown { context.output.out("    … \(feedback.count - shown) more") }
             }
         }
         return 0

@@ -10,7 +10,7 @@
 /// Such characters are C0 controls (ESC, BEL, …), DEL, C1 controls (U+0080–U+009F) and the
 /// bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C). Each is
 /// written as `\uXXXX`: visible, and the way JSON escapes it, so a line of JSON stays the same
-/// JSON (such characters can only stand inside its strings). `Console` applies this to every
+/// JSON (such characters can only stand inside its strings). `CommandOutput` applies this to every
 /// line the command line prints, `Log` to every log line and the operators' console to every
 /// value it shows from an event; the `dead` verbs also apply it to
 /// each field they print (`field`), so a line break in a call id cannot start a fake row.

@@ -29,14 +29,14 @@ final class ApnsClientBudgetTests: XCTestCase {
     }
 
     private func client(_ server: SimTestServer, port: Int? = nil,
-                        _ configure: (inout ApnsClientConfiguration) -> Void = { _ in }) throws -> ApnsClient {
+                        _ configure: (inout ApnsClientSettings) -> Void = { _ in }) throws -> ApnsClient {
         let key = try ES256SigningKey.load(p8File: server.pki.jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: server.teamID, keyId: server.keyID, key: key))
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port ?? server.port, caFile: server.pki.caCert,
-                                             authentication: .token(source))
+        var config = ApnsClientSettings(host: "127.0.0.1", port: port ?? server.port, caFile: server.pki.caCert,
+                                        authentication: .token(source))
         config.connections = 1
         configure(&config)
-        return try ApnsClient(loop: server.loop, configuration: config)
+        return try ApnsClient(loop: server.loop, settings: config)
     }
 
     private func voip(_ server: SimTestServer, _ token: String) throws -> PushNotification {
@@ -100,7 +100,7 @@ final class ApnsClientBudgetTests: XCTestCase {
     func testTheReconnectDelayIsCappedWhilePushesWait() throws {
         let key = try ES256SigningKey.load(p8File: TestPKI.shared().jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-        var config = ApnsClientConfiguration(host: "x", authentication: .token(source))
+        var config = ApnsClientSettings(host: "x", authentication: .token(source))
         config.reconnectBaseMs = 100
         config.reconnectCapMs = 30_000
         config.reconnectCapWhileWaitingMs = 1_000

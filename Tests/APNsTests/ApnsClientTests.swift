@@ -28,13 +28,13 @@ final class ApnsClientTests: XCTestCase {
     }
 
     private func client(_ auth: ApnsAuthentication? = nil, host: String = "127.0.0.1", port: Int? = nil,
-                        _ configure: (inout ApnsClientConfiguration) -> Void = { _ in }) throws -> ApnsClient {
-        var config = ApnsClientConfiguration(host: host, port: port ?? server.port, caFile: server.pki.caCert,
-                                             authentication: try auth ?? .token(tokenSource()))
+                        _ configure: (inout ApnsClientSettings) -> Void = { _ in }) throws -> ApnsClient {
+        var config = ApnsClientSettings(host: host, port: port ?? server.port, caFile: server.pki.caCert,
+                                        authentication: try auth ?? .token(tokenSource()))
         config.connections = 1
         config.requestTimeoutMs = 5_000
         configure(&config)
-        return try ApnsClient(loop: server.loop, configuration: config)
+        return try ApnsClient(loop: server.loop, settings: config)
     }
 
     private func voip(_ token: String, payload: String = #"{"caller":"Alice"}"#) throws -> PushNotification {
@@ -237,10 +237,10 @@ final class ApnsClientTests: XCTestCase {
     func testServerCertificateIsVerified() throws {
         try start()
         // A CA that did not sign the simulator's certificate: the handshake must fail.
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: server.port, caFile: server.pki.clientCert,
-                                             authentication: .token(try tokenSource()))
+        var config = ApnsClientSettings(host: "127.0.0.1", port: server.port, caFile: server.pki.clientCert,
+                                        authentication: .token(try tokenSource()))
         config.requestTimeoutMs = 1_000
-        let c = try ApnsClient(loop: server.loop, configuration: config)
+        let c = try ApnsClient(loop: server.loop, settings: config)
         let results = sendAll(c, [try voip("ab")])
         guard case .failure(.connectionFailed) = results[0] else {
             return XCTFail("an untrusted server certificate must not be accepted: \(results[0])")

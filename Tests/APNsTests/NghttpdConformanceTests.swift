@@ -31,10 +31,10 @@ final class NghttpdConformanceTests: XCTestCase {
     private func makeClient(_ loop: EventLoop, connections: Int = 2) throws -> ApnsClient {
         let key = try ES256SigningKey.load(p8File: pki.jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
+        var config = ApnsClientSettings(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
         config.connections = connections
         config.requestTimeoutMs = 5000
-        return try ApnsClient(loop: loop, configuration: config)
+        return try ApnsClient(loop: loop, settings: config)
     }
 
     func testManyPushesOverSeveralConnectionsAllAnswered() throws {
@@ -111,12 +111,12 @@ final class NghttpdConformanceTests: XCTestCase {
         server.stop()
         let key = try ES256SigningKey.load(p8File: pki.jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
+        var config = ApnsClientSettings(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
         config.connections = 1
         config.requestTimeoutMs = 400
         config.reconnectBaseMs = 20
         config.reconnectCapMs = 100
-        let client = try ApnsClient(loop: loop, configuration: config)
+        let client = try ApnsClient(loop: loop, settings: config)
         let push = try PushNotification(deviceToken: tokens[0], bundleID: "com.example.app", pushType: .voip,
                                         payload: Array("{}".utf8))
         var down: Result<PushNotificationResponse, ApnsClientError>?
@@ -154,10 +154,10 @@ final class NghttpdConformanceTests: XCTestCase {
     private func makeFastClient(_ loop: EventLoop) throws -> ApnsClient {
         let key = try ES256SigningKey.load(p8File: pki.jwtKey)
         let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-        var config = ApnsClientConfiguration(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
+        var config = ApnsClientSettings(host: "127.0.0.1", port: port, caFile: pki.caCert, authentication: .token(source))
         config.connections = 1
         config.requestTimeoutMs = 200
         config.pingTimeoutMs = 200
-        return try ApnsClient(loop: loop, configuration: config)
+        return try ApnsClient(loop: loop, settings: config)
     }
 }

@@ -1,3 +1,4 @@
+import JSONOutput
 import XCTest
 import EventLoop
 import CallStorage

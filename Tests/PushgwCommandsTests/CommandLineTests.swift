@@ -4,6 +4,7 @@ import EventLoop
 import Foundation
 import GatewayConfiguration
 import GatewayTestSupport
+import JSONOutput
 import TestSupport
 import XCTest
 @testable import PushgwCommands
@@ -16,10 +17,10 @@ final class CommandLineTests: XCTestCase {
     }
 
     /// Runs `pushgwMain` with captured output.
-    private func run(_ args: [String], environment: [String: String] = [:]) -> (Int32, CapturedConsole) {
-        let console = CapturedConsole()
-        let status = pushgwMain(args, context: console.context(environment: environment, workingDirectory: fixture.directory))
-        return (status, console)
+    private func run(_ args: [String], environment: [String: String] = [:]) -> (Int32, CapturedOutput) {
+        let output = CapturedOutput()
+        let status = pushgwMain(args, context: output.context(environment: environment, workingDirectory: fixture.directory))
+        return (status, output)
     }
 
     // MARK: Usage errors
@@ -49,21 +50,21 @@ final class CommandLineTests: XCTestCase {
             (["run", "--role", "router,"], "run", "unknown role"),
         ]
         for c in cases {
-            let (status, console) = run(c.args)
+            let (status, output) = run(c.args)
             XCTAssertEqual(status, 2, "bad usage exits 2: \(c.args)")
-            XCTAssertEqual(console.out, [], "nothing on stdout for bad usage: \(c.args)")
-            XCTAssertEqual(console.err.count, 1, "exactly one line on stderr: \(c.args) -> \(console.err)")
-            let line = console.err.first ?? ""
+            XCTAssertEqual(output.out, [], "nothing on stdout for bad usage: \(c.args)")
+            XCTAssertEqual(output.err.count, 1, "exactly one line on stderr: \(c.args) -> \(output.err)")
+            let line = output.err.first ?? ""
             XCTAssertTrue(line.hasPrefix("pushgw: ") && line.contains(c.mentions), "\(c.args) -> \(line)")
             XCTAssertTrue(line.hasSuffix("(see pushgw \(c.verb.map { "\($0) " } ?? "")--help)"), "\(c.args) -> \(line)")
         }
     }
 
     func testArgumentsAreCheckedBeforeTheConfigIsRead() {
-        let (status, console) = run(["push", "--config", "missing.json", "--app", "a", "--token", "ab", "--type", "nope"])
+        let (status, output) = run(["push", "--config", "missing.json", "--app", "a", "--token", "ab", "--type", "nope"])
         XCTAssertEqual(status, 2)
-        XCTAssertTrue(console.err.first?.contains("unknown push type") == true,
-                      "a bad argument is reported before the missing config: \(console.err)")
+        XCTAssertTrue(output.err.first?.contains("unknown push type") == true,
+                      "a bad argument is reported before the missing config: \(output.err)")
     }
 
     func testVerbsWithoutTheirInputsExitTwo() {
@@ -80,10 +81,10 @@ final class CommandLineTests: XCTestCase {
         for args in [["--help"], ["-h"], ["help"], ["help", "push"], ["push", "--help"], ["config", "--help"],
                      ["config", "check", "--help"], ["run", "--help"], ["simulator", "--help"],
                      ["push", "--app", "a", "--help"]] {
-            let (status, console) = run(args)
+            let (status, output) = run(args)
             XCTAssertEqual(status, 0, "\(args)")
-            XCTAssertEqual(console.err, [], "\(args)")
-            XCTAssertTrue(console.out.first?.hasPrefix("usage: pushgw") == true, "\(args): \(console.out)")
+            XCTAssertEqual(output.err, [], "\(args)")
+            XCTAssertTrue(output.out.first?.hasPrefix("usage: pushgw") == true, "\(args): \(output.out)")
         }
         let (_, top) = run(["--help"])
         for verb in ["run", "push", "dead", "config", "simulator", "demo"] {
@@ -117,9 +118,9 @@ final class CommandLineTests: XCTestCase {
     func testConfigCheckRefusesAHugeBundleIdWithItsPathAndAShortQuote() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.bundle_id", "com." + String(repeating: "a", count: 20_000)))
-        let (status, console) = run(["config", "check", "pushgw.json"])
-        XCTAssertEqual(status, 1, "\(console.out) \(console.err)")
-        let line = (console.out + console.err).first { $0.contains("apps.acme.bundle_id") } ?? ""
+        let (status, output) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(output.out) \(output.err)")
+        let line = (output.out + output.err).first { $0.contains("apps.acme.bundle_id") } ?? ""
         XCTAssertTrue(line.contains("is 20004 characters, over the 255-character limit"), line)
         XCTAssertLessThan(line.utf8.count, 400, "the message quotes a short prefix of the value")
     }
@@ -127,31 +128,31 @@ final class CommandLineTests: XCTestCase {
     func testConfigCheckNamesANullTitleInsteadOfDroppingTheApp() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.fallback_alert.title", NSNull()))
-        let (status, console) = run(["config", "check", "pushgw.json"])
-        XCTAssertEqual(status, 1, "\(console.out)")
-        XCTAssertEqual(console.out.first, "pushgw.json: apps.acme.fallback_alert.title: expected a string, found null; "
+        let (status, output) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(output.out)")
+        XCTAssertEqual(output.out.first, "pushgw.json: apps.acme.fallback_alert.title: expected a string, found null; "
                        + "write a string in quotes, such as \"Missed call\", or leave \"title\" out for its default (null is not the default)")
-        XCTAssertEqual(console.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
+        XCTAssertEqual(output.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
     }
 
     func testConfigCheckRefusesAOneCharacterAdminToken() throws {
         try fixture.makeSecrets()
         try fixture.write("secrets/admin-token", "x\n")
         try fixture.writeConfig(ConfigFixture.example)
-        let (status, console) = run(["config", "check", "pushgw.json"])
-        XCTAssertEqual(status, 1, "\(console.out)")
-        let line = console.out.first { $0.contains("admin.token_file") } ?? ""
+        let (status, output) = run(["config", "check", "pushgw.json"])
+        XCTAssertEqual(status, 1, "\(output.out)")
+        let line = output.out.first { $0.contains("admin.token_file") } ?? ""
         XCTAssertTrue(line.contains("holds a token shorter than 32 characters; write a random token: openssl rand -hex 32 > "), line)
-        XCTAssertEqual(console.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
+        XCTAssertEqual(output.out.last, "pushgw.json: not usable: 1 error, 0 warnings")
     }
 
     func testConfigCheckJSONIsOneParsableLine() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.bundle_id", "nope"))
-        let (status, console) = run(["config", "check", "--json", "pushgw.json"])
+        let (status, output) = run(["config", "check", "--json", "pushgw.json"])
         XCTAssertEqual(status, 1)
-        XCTAssertEqual(console.out.count, 1)
-        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(console.out[0].utf8)) as? [String: Any])
+        XCTAssertEqual(output.out.count, 1)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(output.out[0].utf8)) as? [String: Any])
         XCTAssertEqual(object["ok"] as? Bool, false)
         XCTAssertEqual(object["errors"] as? Int, 1)
         let problems = try XCTUnwrap(object["problems"] as? [[String: Any]])
@@ -165,8 +166,8 @@ final class CommandLineTests: XCTestCase {
     func testPushPlanUsesTheAppsCredentialAndSandboxWhenAsked() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(ConfigFixture.example)
-        let console = CapturedConsole()
-        let context = console.context(workingDirectory: fixture.directory)
+        let output = CapturedOutput()
+        let context = output.context(workingDirectory: fixture.directory)
         let token = String(repeating: "ab", count: 32)
         let (plan, json) = try XCTUnwrap(try PushCommand.makePlan(["--config", "pushgw.json", "--app", "acme", "--token", token],
                                                                  context: context))
@@ -196,10 +197,10 @@ final class CommandLineTests: XCTestCase {
     func testPushReportsConfigAndAppProblemsInOneLine() throws {
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(setting(ConfigFixture.example, "apps.acme.credential", "x"), "apns.connections", 0))
-        let (status, console) = run(["push", "--config", "pushgw.json", "--app", "acme", "--token", "abcd"])
+        let (status, output) = run(["push", "--config", "pushgw.json", "--app", "acme", "--token", "abcd"])
         XCTAssertEqual(status, 2)
-        XCTAssertEqual(console.err.count, 1, "\(console.err)")
-        XCTAssertTrue(console.err[0].contains("(and 1 more errors); run pushgw config check pushgw.json"), console.err[0])
+        XCTAssertEqual(output.err.count, 1, "\(output.err)")
+        XCTAssertTrue(output.err[0].contains("(and 1 more errors); run pushgw config check pushgw.json"), output.err[0])
 
         try fixture.writeConfig(ConfigFixture.example)
         let (noApp, app) = run(["push", "--config", "pushgw.json", "--app", "nope", "--token", "abcd"])
@@ -230,10 +231,10 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testPushAnswerIsOneJSONLineAndTheExitStatusFollowsAcceptance() {
-        func answer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> (Int32, CapturedConsole) {
-            let console = CapturedConsole()
-            let status = printPushAnswer(result, json: json, console: console.context().console)
-            return (status, console)
+        func answer(_ result: Result<PushNotificationResponse, ApnsClientError>, json: Bool) -> (Int32, CapturedOutput) {
+            let output = CapturedOutput()
+            let status = printPushAnswer(result, json: json, output: output.context().output)
+            return (status, output)
         }
         let id = "0a1b2c3d-0000-4000-8000-00000000000f"
         let (ok, accepted) = answer(.success(PushNotificationResponse(status: 200, reason: nil, apnsID: id)), json: true)

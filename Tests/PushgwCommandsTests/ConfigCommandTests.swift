@@ -31,24 +31,24 @@ final class ConfigCommandTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(report.problems.count, 6, report.problems.map(\.description).joined(separator: "\n"))
         let rsaBody = try fixture.contents("secrets/rsa.p8").split(separator: "\n")[1]
         let token = try fixture.contents("secrets/admin-token").trimmingCharacters(in: .whitespacesAndNewlines)
-        let console = CapturedConsole()
-        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
-        _ = pushgwMain(["config", "check", "--json", fixture.directory + "/pushgw.json"], context: console.context())
-        let everything = (report.problems.map(\.description) + console.out + console.err).joined(separator: "\n")
+        let output = CapturedOutput()
+        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: output.context())
+        _ = pushgwMain(["config", "check", "--json", fixture.directory + "/pushgw.json"], context: output.context())
+        let everything = (report.problems.map(\.description) + output.out + output.err).joined(separator: "\n")
         XCTAssertFalse(everything.contains("TOPSECRET"), "a secret file's contents or the Redis password leaked:\n\(everything)")
         XCTAssertFalse(everything.contains(String(rsaBody.prefix(16))), "key material leaked")
         XCTAssertFalse(everything.contains(token), "the admin token leaked")
     }
 
     func testNoMessageContainsTheSentinelPassword() throws {
-        let console = CapturedConsole()
+        let output = CapturedOutput()
         try fixture.writeConfig(setting(ConfigFixture.example, "redis", [
             "url": "redis://m/0",
             "sentinel": ["master": "m", "addresses": ["bad address"], "password": "SENTINEL-SECRET"],
         ]))
-        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
-        XCTAssertFalse((console.out + console.err).joined().contains("SENTINEL-SECRET"), "\(console.out)")
-        XCTAssertTrue(console.out.joined().contains("redis.sentinel.addresses.0"), "\(console.out)")
+        _ = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: output.context())
+        XCTAssertFalse((output.out + output.err).joined().contains("SENTINEL-SECRET"), "\(output.out)")
+        XCTAssertTrue(output.out.joined().contains("redis.sentinel.addresses.0"), "\(output.out)")
     }
 }
 
@@ -70,12 +70,12 @@ final class ConfigCheckLoadsCredentialsTests: XCTestCase {
         json = setting(json, "credentials.beta-cert", ["cert_file": "secrets/old.pem", "key_file": "secrets/old.key"])
         json = setting(json, "apps.gamma", ["bundle_id": "io.gamma.app", "credential": "p12", "environment": "production"])
         try fixture.writeConfig(json)
-        let console = CapturedConsole()
-        let status = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: console.context())
-        XCTAssertEqual(status, 1, console.out.joined(separator: "\n"))
-        let text = console.out.joined(separator: "\n")
+        let output = CapturedOutput()
+        let status = pushgwMain(["config", "check", fixture.directory + "/pushgw.json"], context: output.context())
+        XCTAssertEqual(status, 1, output.out.joined(separator: "\n"))
+        let text = output.out.joined(separator: "\n")
         XCTAssertTrue(text.contains("credentials.p12.password_file: the password in ") && text.contains("; put the password"), text)
         XCTAssertTrue(text.contains("credentials.beta-cert.cert_file: the certificate \"/CN=old\" expired on ") && text.contains("; renew"), text)
-        XCTAssertTrue(console.out.last?.contains("not usable: 2 errors") ?? false, text)
+        XCTAssertTrue(output.out.last?.contains("not usable: 2 errors") ?? false, text)
     }
 }

@@ -10,7 +10,7 @@ import XCTest
 final class DeadCommandTests: XCTestCase {
     private func run(_ args: [String], terminal: Terminal = .none) -> (Int32, [String], [String]) {
         var out: [String] = [], err: [String] = []
-        let context = CommandContext(console: Console(out: { out.append($0) }, err: { err.append($0) }),
+        let context = CommandContext(output: CommandOutput(out: { out.append($0) }, err: { err.append($0) }),
                                      environment: [:], workingDirectory: TestScratch.root, terminal: terminal)
         return (pushgwMain(args, context: context), out, err)
     }

@@ -212,7 +212,7 @@ final class DeadLetterHarness {
         let terminal = answer.map { text in
             Terminal(isInteractive: true, prompt: { prompts.append($0) }, readLine: { text })
         } ?? .none
-        let context = CommandContext(console: Console(out: { out.append($0) }, err: { err.append($0) }),
+        let context = CommandContext(output: CommandOutput(out: { out.append($0) }, err: { err.append($0) }),
                                      environment: ["USER": user], workingDirectory: directory, terminal: terminal)
         let path = config ?? directory + "/pushgw.json"
         let status = pushgwMain(args + ["--config", path], context: context)

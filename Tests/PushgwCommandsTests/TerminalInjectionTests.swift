@@ -57,14 +57,14 @@ final class TerminalInjectionTests: XCTestCase {
     }
 
     func testPushAnswerTextFromAPNsIsEscaped() {
-        let console = CapturedConsole()
+        let output = CapturedOutput()
         let response = PushNotificationResponse(status: 400, reason: .unknown("Bad\u{1B}[2J\u{202E}", status: 400),
                                                 apnsID: "id\u{9B}1")
-        _ = printPushAnswer(.success(response), json: false, console: console.context().console)
-        _ = printPushAnswer(.success(response), json: true, console: console.context().console)
-        assertNoControl(console.out + console.err, "push")
-        XCTAssertTrue(console.out[0].contains(#"Bad\u001b[2J\u202e"#), console.out[0])
-        XCTAssertNotNil(try? JSONSerialization.jsonObject(with: Data(console.out[1].utf8)), "--json stays JSON: \(console.out[1])")
+        _ = printPushAnswer(.success(response), json: false, output: output.context().output)
+        _ = printPushAnswer(.success(response), json: true, output: output.context().output)
+        assertNoControl(output.out + output.err, "push")
+        XCTAssertTrue(output.out[0].contains(#"Bad\u001b[2J\u202e"#), output.out[0])
+        XCTAssertNotNil(try? JSONSerialization.jsonObject(with: Data(output.out[1].utf8)), "--json stays JSON: \(output.out[1])")
     }
 
     func testConfigCheckQuotesAHostilePrefixOnOneLine() throws {
@@ -72,11 +72,11 @@ final class TerminalInjectionTests: XCTestCase {
         defer { fixture.cleanUp() }
         try fixture.makeSecrets()
         try fixture.writeConfig(setting(ConfigFixture.example, "redis.prefix", "p\u{1B}]52;c;eA==\u{07}\nFAKE: all good"))
-        let console = CapturedConsole()
-        let status = pushgwMain(["config", "check", "pushgw.json"], context: console.context(workingDirectory: fixture.directory))
+        let output = CapturedOutput()
+        let status = pushgwMain(["config", "check", "pushgw.json"], context: output.context(workingDirectory: fixture.directory))
         XCTAssertEqual(status, 1)
-        assertNoControl(console.out + console.err, "config check")
-        let lines = (console.out + console.err).flatMap { $0.split(separator: "\n") }
+        assertNoControl(output.out + output.err, "config check")
+        let lines = (output.out + output.err).flatMap { $0.split(separator: "\n") }
         XCTAssertFalse(lines.contains { $0.hasPrefix("FAKE") }, "a line feed in the value cannot start a line: \(lines)")
     }
 

@@ -99,12 +99,12 @@ enum ApnsThroughput {
         do {
             let key = try ES256SigningKey.load(p8File: o.string("key"))
             let source = ProviderTokenSource(signer: ProviderTokenSigner(teamId: "TEAM123456", keyId: "KEY1234567", key: key))
-            var config = ApnsClientConfiguration(host: o.string("host", "127.0.0.1"), port: o.int("port", 0),
-                                                 caFile: o.string("ca"), authentication: .token(source))
+            var config = ApnsClientSettings(host: o.string("host", "127.0.0.1"), port: o.int("port", 0),
+                                            caFile: o.string("ca"), authentication: .token(source))
             config.connections = connections
             config.maxStreamsPerConnection = streams
             config.requestTimeoutMs = 30_000
-            let client = try ApnsClient(loop: loop, configuration: config)
+            let client = try ApnsClient(loop: loop, settings: config)
             let payload = Array(String(repeating: "x", count: 250).utf8)
             let body = Array(#"{"caller":"+15551234567","callerName":"Alice Johnson","pad":""#.utf8) + payload + Array(#""}"#.utf8)
             let push = try PushNotification(deviceToken: o.string("token"), bundleID: "com.example.app",

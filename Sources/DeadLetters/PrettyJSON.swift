@@ -1,80 +1,11 @@
 import Foundation
-
-/// A JSON value for output whose key order is part of the format (scripts read `--json`
-/// lines; people read the same keys in the same order every time).
-public indirect enum OrderedJSON: Sendable {
-    case null
-    case bool(Bool)
-    case int(Int64)
-    case string(String)
-    case array([OrderedJSON])
-    case object([(String, OrderedJSON)])
-    /// JSON text inserted as is; the caller guarantees it is valid JSON.
-    case raw(String)
-
-    /// An optional string, `null` when nil.
-    public static func string(_ s: String?) -> OrderedJSON { s.map { .string($0) } ?? .null }
-    /// An optional integer, `null` when nil.
-    public static func int<N: BinaryInteger>(_ n: N?) -> OrderedJSON { n.map { .int(Int64($0)) } ?? .null }
-
-    /// Compact text, keys in the order given.
-    public var text: String {
-        var out = ""
-        write(to: &out)
-        return out
-    }
-
-    private func write(to out: inout String) {
-        switch self {
-        case .null: out += "null"
-        case let .bool(b): out += b ? "true" : "false"
-        case let .int(n): out += String(n)
-        case let .string(s): OrderedJSON.quote(s, into: &out)
-        case let .raw(text): out += text
-        case let .array(items):
-            out += "["
-            for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
-                item.write(to: &out)
-            }
-            out += "]"
-        case let .object(fields):
-            out += "{"
-            for (i, (key, value)) in fields.enumerated() {
-                if i > 0 { out += "," }
-                OrderedJSON.quote(key, into: &out)
-                out += ":"
-                value.write(to: &out)
-            }
-            out += "}"
-        }
-    }
-
-    /// Appends `s` as a JSON string literal.
-    static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-    }
-}
+import JSONOutput
 
 /// Reading and re-indenting JSON text without reordering it.
 public enum PrettyJSON {
     /// Whether `text` is one valid JSON value (objects, arrays and scalars alike).
     public static func isValid(_ text: String) -> Bool {
-        (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil
+        EmbeddedJSON(text) != nil
     }
 
     /// `text` (valid JSON) re-indented with two spaces per level, keys and values in their
