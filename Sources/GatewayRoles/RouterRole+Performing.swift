@@ -66,7 +66,11 @@ extension RouterRole {
     /// hands its answer back to the call's machine under its device.
     func send(_ push: CallStateMachine.DevicePush, for call: LiveCall) {
         let plan = push.plan, device = push.device
-        if case let .fallback(cause) = push.purpose, plan.attempt == 1 { observations?.fallback(app: call.app.id, cause: cause) }
+        switch push.purpose {
+        case let .fallback(cause) where plan.attempt == 1: observations?.fallback(app: call.app.id, cause: cause)
+        case .missedCall: observations?.fallback(app: call.app.id, cause: .unanswered)
+        case .ring, .fallback, .ended: break
+        }
         // An app APNs refused again and again: its push is withheld, but for one probe a period.
         var probe = false
         if appHealth[call.app.id] != nil {
