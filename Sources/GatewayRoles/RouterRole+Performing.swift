@@ -21,7 +21,8 @@ extension RouterRole {
         for feedback in action.feedback { call.feedback.append(InvalidToken(feedback)) }
         if let reason = action.appRefused { appRefused(call.app, reason) }
         for device in action.withdraw {
-            for out in call.pushesOut where out.device == device { out.client.withdraw(out.ticket) }
+            if let out = call.firstPushOut, out.device == device { out.client.withdraw(out.ticket) }
+            for out in call.morePushesOut where out.device == device { out.client.withdraw(out.ticket) }
         }
         if let at = action.timer {
             if call.timer == nil { call.timer = LoopTimer(loop: loop) { [unowned self, unowned call] in self.timerFired(call) } }
@@ -53,7 +54,8 @@ extension RouterRole {
         case .waitForCopyHere, .waitForCopyElsewhere:
             preconditionFailure("call \(call.callID): \(action.life) is performed by start, which holds the lookup")
         }
-        for push in action.pushes { send(push, for: call) }
+        if let push = action.firstPush { send(push, for: call) }
+        for push in action.morePushes { send(push, for: call) }
     }
 
     /// The call's timer fired (its devices' retries, its deadline). Tolerated: a call that left.
@@ -93,7 +95,8 @@ extension RouterRole {
         }
         let sentUs = Clock.monotonicUs()
         let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
-            call.pushesOut.removeAll { $0.device == device }
+            if call.firstPushOut?.device == device { call.firstPushOut = nil }
+            call.morePushesOut.removeAll { $0.device == device }
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             if probe { self.appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
@@ -115,7 +118,10 @@ extension RouterRole {
             self.run(action, for: call)
         }
         // Nil when the client answered at once (closed, queue full): the completion ran.
-        if let ticket, !ticket.isAnswered { call.pushesOut.append((device, client, ticket)) }
+        if let ticket, !ticket.isAnswered {
+            let out = PushOut(device: device, client: client, ticket: ticket)
+            if call.firstPushOut == nil { call.firstPushOut = out } else { call.morePushesOut.append(out) }
+        }
     }
 
     // MARK: An app's credential

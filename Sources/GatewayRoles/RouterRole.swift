@@ -133,8 +133,10 @@ package final class RouterRole {
         /// the call got (`cancelled_after`): it had pushed when the cancel came.
         var cancelsWaiting: [(cancel: LiveCall, record: OutcomeRecord)] = []
         /// The pushes with the APNs client, by device, while their answers are awaited: a
-        /// cancel takes them back if they are not written yet.
-        var pushesOut: [(device: Int, client: ApnsClient, ticket: ApnsPushTicket)] = []
+        /// cancel takes them back if they are not written yet. A single-device call has one at
+        /// most, kept apart from the others' array (`firstPushOut`), which it then never needs.
+        var firstPushOut: PushOut?
+        var morePushesOut: [PushOut] = []
         /// The call's one timer (its devices' retries, its deadline), made when first armed.
         var timer: LoopTimer?
         /// Listed in `ringing`: its cancellation marker is read now and then.
@@ -154,6 +156,13 @@ package final class RouterRole {
             self.callID = callID
             self.ends = ends
         }
+    }
+
+    /// A push of a call with the APNs client.
+    struct PushOut {
+        let device: Int
+        let client: ApnsClient
+        let ticket: ApnsPushTicket
     }
 
     /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
@@ -495,7 +504,8 @@ package final class RouterRole {
             previous?.nextOfCall = call.nextOfCall
         }
         call.nextOfCall = nil
-        call.pushesOut = []
+        call.firstPushOut = nil
+        call.morePushesOut = []
         call.timer?.close()
         call.timer = nil
         inFlightPerApp[call.app.id, default: 1] -= 1

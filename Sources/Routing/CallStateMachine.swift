@@ -146,9 +146,11 @@ public struct CallStateMachine: Sendable {
         /// Devices whose push with the APNs client is to be taken back if not written yet
         /// (`ApnsClient.withdraw`); it then fails with `.withdrawn`.
         public var withdraw: [Int] = []
-        /// Pushes to hand to the APNs client now; each is answered with `onApnsAnswered` or
-        /// `onApnsFailed` (or `onPushWithheld`) for its device.
-        public var pushes: [DevicePush] = []
+        /// The pushes to hand to the APNs client now (`pushes`); each is answered with
+        /// `onApnsAnswered` or `onApnsFailed` (or `onPushWithheld`) for its device. The first is
+        /// kept apart: most actions carry one at most, which then costs no array.
+        public private(set) var firstPush: DevicePush?
+        public private(set) var morePushes: [DevicePush] = []
         /// When the call's one timer must fire (`onTimer`), unix ms; nil: no timer. Every
         /// action says it: the runner arms, moves or cancels the timer to match.
         public var timer: Int64?
@@ -161,6 +163,13 @@ public struct CallStateMachine: Sendable {
         public init() {}
 
         public static let none = Action()
+
+        /// Every push of the action, in order.
+        public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
+
+        mutating func push(_ push: DevicePush) {
+            if firstPush == nil { firstPush = push } else { morePushes.append(push) }
+        }
     }
 
     // MARK: Init and reading
@@ -449,9 +458,9 @@ public struct CallStateMachine: Sendable {
         case .none:
             break
         case let .sendVoip(plan):
-            action.pushes.append(DevicePush(device: 0, plan: plan, purpose: .ring))
+            action.push(DevicePush(device: 0, plan: plan, purpose: .ring))
         case let .sendAlert(plan, cause):
-            action.pushes.append(DevicePush(device: 0, plan: CallStateMachine.collapsed(plan, callID: callID), purpose: .fallback(cause)))
+            action.push(DevicePush(device: 0, plan: CallStateMachine.collapsed(plan, callID: callID), purpose: .fallback(cause)))
         case .withdrawPush:
             action.withdraw.append(0)
         case let .scheduleRetry(plan):
@@ -478,10 +487,10 @@ public struct CallStateMachine: Sendable {
             break
         case let .sendVoip(plan):
             r.devices[i].routerPushOut = true
-            action.pushes.append(DevicePush(device: i, plan: plan, purpose: .ring))
+            action.push(DevicePush(device: i, plan: plan, purpose: .ring))
         case let .sendAlert(plan, cause):
             r.devices[i].routerPushOut = true
-            action.pushes.append(DevicePush(device: i, plan: CallStateMachine.collapsed(plan, callID: r.event.id),
+            action.push(DevicePush(device: i, plan: CallStateMachine.collapsed(plan, callID: r.event.id),
                                             purpose: .fallback(cause)))
         case .withdrawPush:
             action.withdraw.append(i)
@@ -518,7 +527,7 @@ public struct CallStateMachine: Sendable {
                                                        priority: .conserve, expiration: (r.event.deadlineMs + 999) / 1000)
                 else { continue }
                 r.devices[i].ownPush = OwnPush(kind: .ended, sentAtMs: now, told: end.told, environment: environment)
-                action.pushes.append(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
                                                                           notification: push),
                                                 purpose: .ended(end.told)))
             }
@@ -534,7 +543,7 @@ public struct CallStateMachine: Sendable {
                 else { continue }
                 r.devices[i].missedCallAlertSent = true
                 r.devices[i].ownPush = OwnPush(kind: .missedCall, sentAtMs: now, told: nil, environment: environment)
-                action.pushes.append(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
                                                                           notification: push),
                                                 purpose: .missedCall))
             }
