@@ -193,7 +193,7 @@ extension RouterRole {
                             machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
                             ends: event.end)
         register(call)
-        hearCancels(around: call)
+        hearEnds(around: call)
         return Admitted(call: call, event: event, snapshot: nil)
     }
 
@@ -204,7 +204,7 @@ extension RouterRole {
     /// end entry left, its cancellation marker in Redis tells the lookup. `call` was just
     /// registered: it heads its call's list, and the others follow it (the common case, none,
     /// costs one comparison and no allocation).
-    func hearCancels(around call: LiveCall) {
+    func hearEnds(around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
         if let end = call.ends {
             for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isEnd {
@@ -255,13 +255,13 @@ extension RouterRole {
                             machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
-        hearCancels(around: call)
+        hearEnds(around: call)
         return Admitted(call: call, event: event, snapshot: snapshot)
     }
 
     /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
     /// call's router starts (or resumes) and its first action runs; cancelled when Redis' marker
-    /// says so or a cancel of it was heard here meanwhile (`hearCancels`).
+    /// says so or a cancel of it was heard here meanwhile (`hearEnds`).
     func start(_ a: Admitted, found: EventLookup) {
         let call = a.call
         let action = call.machine.onLookupAnswered(alreadyDone: found.recordedOutcome, cancelled: found.cancelled,

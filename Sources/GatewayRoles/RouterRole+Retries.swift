@@ -58,7 +58,7 @@ extension RouterRole {
     }
 
     /// A `call_cancelled` event's step, once no entry of its call that started here is still
-    /// live: those were told of the cancel when it was read (`hearCancels`) and end soon (a push
+    /// live: those were told of the cancel when it was read (`hearEnds`) and end soon (a push
     /// taken back, or its answer), and the cancel's result then says what the call got.
     func recordCancel(_ record: OutcomeRecord, of cancelEntry: LiveCall) {
         let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isEnd && $0.life.hasStarted }
