@@ -24,13 +24,16 @@ extension RouterRole {
             if let out = call.firstPushOut, out.device == device { out.client.withdraw(out.ticket) }
             for out in call.morePushesOut where out.device == device { out.client.withdraw(out.ticket) }
         }
-        if let at = action.timer {
+        switch action.timer {
+        case .unchanged:
+            break
+        case let .fireAt(at):
             if call.timer == nil { call.timer = LoopTimer(loop: loop) { [unowned self, unowned call] in self.timerFired(call) } }
             call.timer?.schedule(afterMs: max(0, at - Clock.unixMs()))
-        } else {
+            if call.machine.awaitsEnd { watchForEnd(call) }
+        case .cancel:
             call.timer?.cancel()
         }
-        if action.timer != nil, call.machine.awaitsEnd { watchForEnd(call) }
         if action.retry != nil, call.firstFailureMs == nil {
             call.firstFailureMs = call.machine.waiting?.firstFailureAtMs ?? Clock.unixMs()
         }

@@ -360,6 +360,9 @@ package final class RouterRole {
     package func drain(timeoutMs: Int64, done: @escaping () -> Void) {
         drainDone.append(done)
         run(lifecycle.onDrain(nowMs: Clock.monotonicMs(), timeoutMs: timeoutMs))
+        // Calls with devices waiting for an answer are recorded as they stand (or keep waiting
+        // under `unanswered`): none is left to be rung again by another gateway.
+        for call in Array(live.values) { run(call.machine.onDrain(now: Clock.unixMs()), for: call) }
     }
 
     /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule

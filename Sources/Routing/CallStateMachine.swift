@@ -65,6 +65,9 @@ public struct CallStateMachine: Sendable {
         var missedCallAlertsSent = false
         /// The call's record was requested: nothing more is pushed.
         var recordRequested = false
+        /// The process drains: under `undelivered` the call is recorded once its devices'
+        /// routers are done, without waiting for an end or the deadline (`onDrain`).
+        var draining = false
     }
 
     private struct DeviceRing: Sendable {
@@ -151,9 +154,9 @@ public struct CallStateMachine: Sendable {
         /// kept apart: most actions carry one at most, which then costs no array.
         public private(set) var firstPush: DevicePush?
         public private(set) var morePushes: [DevicePush] = []
-        /// When the call's one timer must fire (`onTimer`), unix ms; nil: no timer. Every
-        /// action says it: the runner arms, moves or cancels the timer to match.
-        public var timer: Int64?
+        /// What becomes of the call's one timer (`onTimer`): unchanged (an event that changes
+        /// nothing of the ring), armed to fire at a time, or cancelled.
+        public var timer: TimerChange = .unchanged
         /// The single-device call's retry (with `life == .write`): keep the router's `waiting`
         /// snapshot in the durable schedule.
         public var retry: RetryPlan?
@@ -163,6 +166,14 @@ public struct CallStateMachine: Sendable {
         public init() {}
 
         public static let none = Action()
+
+        /// The call's timer after an action.
+        public enum TimerChange: Equatable, Sendable {
+            case unchanged
+            /// Fire at this unix ms (replacing any earlier schedule).
+            case fireAt(Int64)
+            case cancel
+        }
 
         /// Every push of the action, in order.
         public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
@@ -380,6 +391,21 @@ public struct CallStateMachine: Sendable {
         return action
     }
 
+    /// The process drains (SIGTERM). A call with devices under `missed_call_alert: undelivered`
+    /// stops waiting for an answer: once its devices' routers are done (pushes answered,
+    /// retries run) it is recorded as it stands, so no other gateway takes it over and rings
+    /// its devices again; an answer read later ends nothing here (the app's signalling does).
+    /// Under `unanswered` the call keeps waiting for its deadline: its missed-call alerts depend
+    /// on whether it is answered. Tolerated: a call not ringing (any other state) is unchanged.
+    public mutating func onDrain(now: Int64) -> Action {
+        guard case var .ringing(r) = state, !r.recordRequested, policy.missedCallAlert == .undelivered else { return .none }
+        r.draining = true
+        var action = Action()
+        advance(&r, now: now, &action)
+        state = .ringing(r)
+        return action
+    }
+
     // The entry's Redis steps: forwarded to the life (`LiveCallStateMachine`), whose docs say
     // which states each may come in.
 
@@ -549,17 +575,17 @@ public struct CallStateMachine: Sendable {
             }
         }
         let settled = routersDone && r.devices.allSatisfy { $0.ownPush == nil }
-        let over = end != nil || r.deadlinePassed || !anyRang
+        let over = end != nil || r.deadlinePassed || !anyRang || r.draining
         let alertsDone = policy.missedCallAlert == .undelivered || end != nil || r.missedCallAlertsSent
         if settled && over && alertsDone {
             r.recordRequested = true
-            action.timer = nil
+            action.timer = .cancel
             action.life = life.onRecordRequested(record(r))
             return
         }
         var wake = r.devices.compactMap(\.retryDueAtMs).min()
         if end == nil && !r.deadlinePassed { wake = min(wake ?? r.event.deadlineMs, r.event.deadlineMs) }
-        action.timer = wake
+        action.timer = wake.map(Action.TimerChange.fireAt) ?? .cancel
     }
 
     /// The call's record: each device's outcome, every push tagged with its device (`latency_ms`:

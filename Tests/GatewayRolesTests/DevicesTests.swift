@@ -190,6 +190,17 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(endRecord(.callAnswered)?.stopped, [Self.ids[0]])
     }
 
+    func testADrainRecordsARingingCallInsteadOfLeavingItToBeRungAgain() throws {
+        h = try RouterHarness()
+        ring("d-drain")
+        waitForRinging()
+        var drained = false
+        h.runner.drain(timeoutMs: 10_000) { drained = true }
+        XCTAssertTrue(h.runUntil("the drain") { drained })
+        XCTAssertEqual(h.record("d-drain")?.outcome, .deliveredVoip, "recorded, so no other gateway rings it again")
+        XCTAssertEqual(h.command("XPENDING", h.keys("acme").calls, "pushgw")?.array?.first?.integer, 0, "nothing left pending")
+    }
+
     func testASingleDeviceCallsResultIsTheSameBytesAsBeforeDevices() throws {
         h = try RouterHarness()
         h.call("single", voip: "a0a0", alert: "b0b0")

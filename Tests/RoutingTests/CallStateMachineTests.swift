@@ -36,7 +36,7 @@ final class CallStateMachineTests: XCTestCase {
         var m = try RingModel(Self.event())
         let first = try m.lookUp()
         XCTAssertEqual(first.pushes.map(\.purpose), [.ring, .ring, .ring], "every device rings at once")
-        XCTAssertEqual(first.timer, Fixture.deadline, "a ringing call waits for its deadline")
+        XCTAssertEqual(first.timer, .fireAt(Fixture.deadline), "a ringing call waits for its deadline")
         for d in 0..<3 { try m.answer(d, 200) }
         XCTAssertTrue(m.recorded == nil, "delivered, the call waits for an answer until its deadline")
         let end = try m.hear(.answered(device: Self.ids[1]))
@@ -96,12 +96,12 @@ final class CallStateMachineTests: XCTestCase {
         var m = try RingModel(Self.event())
         try m.lookUp()
         let throttled = try m.answer(0, 429, .tooManyRequests)
-        let due = try XCTUnwrap(throttled.timer, "the retry waits for the call's timer")
+        let due = try XCTUnwrap(throttled.timer.at, "the retry waits for the call's timer")
         XCTAssertLessThan(due, Fixture.deadline)
         try m.answer(1, 200)
         try m.answer(2, 200)
         let end = try m.hear(.answered(device: Self.ids[1]))
-        XCTAssertNil(end.timer, "no retry is left to fire, no deadline to wait for")
+        XCTAssertEqual(end.timer, .cancel, "no retry is left to fire, no deadline to wait for")
         XCTAssertEqual(end.pushes.map(\.device), [2], "the 429'd device never rang: it is not told either")
         try m.answer(2, 200)
         XCTAssertEqual(try XCTUnwrap(m.recorded).devices?[0].outcome, .cancelled)
@@ -113,12 +113,12 @@ final class CallStateMachineTests: XCTestCase {
     func testARetryAfterA429GoesAtItsTimeWhileTheOthersKeepRinging() throws {
         var m = try RingModel(Self.event())
         try m.lookUp()
-        let due = try XCTUnwrap(try m.answer(2, 429, .tooManyRequests).timer)
+        let due = try XCTUnwrap(try m.answer(2, 429, .tooManyRequests).timer.at)
         try m.answer(0, 200)
         let retried = try m.timer(at: due)
         XCTAssertEqual(retried.pushes.map(\.device), [2])
         XCTAssertEqual(retried.pushes.first?.plan.attempt, 2)
-        XCTAssertEqual(retried.timer, Fixture.deadline)
+        XCTAssertEqual(retried.timer, .fireAt(Fixture.deadline))
     }
 
     // MARK: A token gone, the deadline
@@ -214,6 +214,31 @@ final class CallStateMachineTests: XCTestCase {
         XCTAssertEqual(record.devices?.map(\.cause), [.unanswered, .unanswered])
     }
 
+    // MARK: A drain
+
+    func testADrainRecordsARingingCallOnceItsDevicesAreDone() throws {
+        var m = try RingModel(Self.event())
+        try m.lookUp()
+        try m.answer(0, 200)
+        try m.answer(1, 200)
+        try m.apply(m.machine.onDrain(now: m.now))
+        XCTAssertNil(m.recorded, "device 2's push is still out")
+        try m.answer(2, 200)
+        let record = try XCTUnwrap(m.recorded, "recorded as it stands, not left to be rung again elsewhere")
+        XCTAssertEqual(record.outcome, .deliveredVoip)
+        XCTAssertNil(record.ended)
+        XCTAssertLessThan(m.now, Fixture.deadline)
+    }
+
+    func testADrainLeavesAnUnansweredCallWaitingForItsDeadline() throws {
+        var m = try RingModel(Self.event(policy: Self.unanswered()), policy: Self.unanswered())
+        try m.lookUp()
+        for d in 0..<3 { try m.answer(d, 200) }
+        XCTAssertEqual(try m.apply(m.machine.onDrain(now: m.now)), .none, "its missed-call alerts depend on an answer")
+        XCTAssertEqual(m.timerAt, Fixture.deadline, "its deadline timer stays")
+        XCTAssertNil(m.recorded)
+    }
+
     // MARK: Before the routers start, and the single-device form
 
     func testAnAnswerHeardDuringTheLookupStartsTheCallStoppedAndNothingIsPushed() throws {
@@ -240,7 +265,7 @@ final class CallStateMachineTests: XCTestCase {
 
         var m = try RingModel(event)
         let first = try m.lookUp()
-        XCTAssertEqual(first.timer, nil, "no timer: it does not wait for an answer")
+        XCTAssertEqual(first.timer, .unchanged, "no timer: it does not wait for an answer")
         let fallback = try m.answer(0, 410, .unregistered, after: 40)
         XCTAssertEqual(fallback.pushes.first?.plan.notification.payload, expected.plan.notification.payload)
         XCTAssertEqual(fallback.pushes.first?.plan.notification.collapseID, "call-7f3a9c")
@@ -469,7 +494,11 @@ struct RingModel {
             out[push.device] = push
             pushes.append(push)
         }
-        timerAt = action.timer
+        switch action.timer {
+        case .unchanged: break
+        case let .fireAt(at): timerAt = at
+        case .cancel: timerAt = nil
+        }
         if case let .writeRecord(record) = action.life {
             guard recorded == nil else { throw IllegalMove(description: "a second record") }
             guard out.isEmpty else { throw IllegalMove(description: "recorded with pushes out: \(out.keys.sorted())") }
@@ -479,5 +508,13 @@ struct RingModel {
             }
         }
         return action
+    }
+}
+
+extension CallStateMachine.Action.TimerChange {
+    /// The time it arms the timer for; nil when it leaves or cancels it.
+    var at: Int64? {
+        if case let .fireAt(at) = self { return at }
+        return nil
     }
 }
