@@ -469,6 +469,24 @@ public final class CallStore {
         }
     }
 
+    /// Renews `claimAs`'s in-flight claims of `eventIds` for `claimTTLMs` (a call that rings
+    /// longer than a claim lasts: a call with devices waiting for an answer), each only if it
+    /// still holds that claim; one script on the app's keys (`CallStoreLua.takeOverClaims`, with
+    /// `claimAs` as the holder). Answers per id whether the claim was renewed.
+    public func renewClaims(_ app: AppKeys, _ eventIds: [String], claimAs: String, claimTTLMs: Int64,
+                            completion: @escaping (Result<[Bool], RedisError>) -> Void) {
+        guard !eventIds.isEmpty else { return completion(.success([])) }
+        takeOverScript.run(on: channel(app.calls), keys: eventIds.map { app.result($0) },
+                           args: [claimAs, String(claimTTLMs)] + eventIds.map { _ in claimAs }) { result in
+            completion(result.flatMap { reply in
+                guard let flags = reply.array, flags.count == eventIds.count else {
+                    return .failure(.unexpectedReply("renew claims \(reply)"))
+                }
+                return .success(flags.map { $0.integer == 1 })
+            })
+        }
+    }
+
     // MARK: Consumers and take-over
 
     /// Declares `consumer` live for `ttlMs` from now (Redis server clock), held by `instance`

@@ -134,6 +134,7 @@ extension RouterRole {
     func watchForEnd(_ call: LiveCall) {
         guard !call.watchedForEnd else { return }
         call.watchedForEnd = true
+        call.claimedAtMs = Clock.monotonicMs()
         ringing.append(call)
         if !ringRecheckTimer.isScheduled { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
     }
@@ -142,7 +143,9 @@ extension RouterRole {
     /// gateway, which set the call's cancellation marker but cannot end the ring: it does not
     /// know the devices. One lookup per app (an MGET, no claim) reads the markers of the calls
     /// still ringing here, and each one found ends its ring as if heard here (the marker's value
-    /// names the end). A failed lookup is tried at the next round.
+    /// names the end). A failed lookup is tried at the next round. The same round renews the
+    /// in-flight claims of the calls ringing for half a claim's life or more, so a resend of a
+    /// call ringing longer than that finds it routed here.
     func recheckRingingCalls() {
         let watched = ringing
         ringing = []
@@ -155,7 +158,15 @@ extension RouterRole {
             ringing.append(call)
             byApp[call.app.id, default: []].append(call)
         }
+        let now = Clock.monotonicMs()
         for (_, calls) in byApp {
+            // Renewed claims count from now; one whose renewal failed is tried at the next round.
+            let renewing = calls.filter { now - $0.claimedAtMs >= settings.inFlightClaimMs / 2 }
+            store.renewClaims(calls[0].app.keys, renewing.map(\.callID), claimAs: settings.consumer,
+                              claimTTLMs: settings.inFlightClaimMs) { result in
+                guard case let .success(renewed) = result else { return }
+                for (call, done) in zip(renewing, renewed) where done { call.claimedAtMs = now }
+            }
             let queries = calls.map { LookupQuery(eventId: $0.callID, voipToken: nil, alertToken: nil) }
             store.lookup(calls[0].app.keys, queries) { [unowned self] result in
                 guard case let .success(found) = result else { return }

@@ -141,6 +141,9 @@ package final class RouterRole {
         var timer: LoopTimer?
         /// Listed in `ringing`: its cancellation marker is read now and then.
         var watchedForEnd = false
+        /// Monotonic ms when its in-flight claim was last taken or renewed (a call with
+        /// devices may ring longer than a claim lasts: `recheckRingingCalls` renews it).
+        var claimedAtMs: Int64 = 0
         /// For an end entry: the devices of its call whose ring it cut short and those it told,
         /// set when that call (with devices) left (`CallStateMachine.endReport`); its own result
         /// names them.

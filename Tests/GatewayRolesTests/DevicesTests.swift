@@ -201,6 +201,17 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(h.command("XPENDING", h.keys("acme").calls, "pushgw")?.array?.first?.integer, 0, "nothing left pending")
     }
 
+    func testARingLongerThanAClaimLastsKeepsItsClaim() throws {
+        h = try RouterHarness(settings: { $0.inFlightClaimMs = 1_200 })
+        ring("d-long", deadlineInMs: 4_000)
+        waitForRinging()
+        h.runFor(2_500)
+        XCTAssertEqual(h.command("GET", h.keys("acme").result("d-long"))?.string, "in_flight:" + h.consumer,
+                       "renewed while it rings: a resend finds it routed here")
+        XCTAssertTrue(h.waitForRecords(1), "recorded at its deadline")
+        XCTAssertEqual(h.record("d-long")?.outcome, .deliveredVoip)
+    }
+
     func testASingleDeviceCallsResultIsTheSameBytesAsBeforeDevices() throws {
         h = try RouterHarness()
         h.call("single", voip: "a0a0", alert: "b0b0")
