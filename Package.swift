@@ -18,6 +18,9 @@ let package = Package(
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
+        // The version and git commit of this build, written before each build by the plugin below.
+        .target(name: "BuildVersion", dependencies: [], plugins: ["BuildVersionPlugin"]),
+        .plugin(name: "BuildVersionPlugin", capability: .buildTool(), path: "Plugins/BuildVersion"),
         // The one JSON writer off the hot path: logs, command-line and console output, the provider token.
         .target(name: "JSONOutput", dependencies: []),
         // The admin endpoint's request and response values, shared by its server, its routes and the console.
@@ -35,10 +38,10 @@ let package = Package(
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
                                                      "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
-        .target(name: "AdminEndpoint", dependencies: ["GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
+        .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
                                                       "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent"]),
         // The command line: one file per verb, and the one place that wires a process together.
-        .target(name: "PushgwCommands", dependencies: ["AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
+        .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
                                                        "VisibleText", "JSONOutput"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
@@ -71,7 +74,7 @@ let package = Package(
         .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
-        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
+        .testTarget(name: "AdminEndpointTests", dependencies: ["AdminEndpoint", "BuildVersion", "HTTPMessages", "GatewayRoles", "GatewayConfiguration", "GatewayTestSupport",
                                                                "TestSupport", "APNs", "APNsSimulator", "CallStorage", "EventLoop",
                                                                "RedisClient", "Routing"]),
         .testTarget(name: "PushgwCommandsTests", dependencies: ["PushgwCommands", "GatewayRoles", "GatewayConfiguration",

@@ -9,7 +9,8 @@
 #   scripts/check-deploy.sh secrets BIN  uid 10001 (the image's user) reads secrets set up the
 #                                        way docker/README.md says (needs root or sudo)
 #   scripts/check-deploy.sh systemd      systemd-analyze verify deploy/systemd/pushgw.service
-#   scripts/check-deploy.sh prometheus   promtool check rules + test rules on deploy/prometheus
+#   scripts/check-deploy.sh prometheus   promtool check rules + test rules on deploy/prometheus; every
+#                                        rule tested, with a runbook_url to its docs/operations.md section
 #   scripts/check-deploy.sh dockerignore the build context leaves out .git, .build and secrets
 #
 # Exit 0: passed; 1: failed (the reason on stderr); 77: cannot run here (the reason on stderr).
@@ -163,6 +164,32 @@ check_prometheus() {
   [ -x "$promtool" ] || fail "$promtool missing (make test takes it out of Debian's prometheus package)"
   (cd deploy/prometheus && "$promtool" check rules pushgw-alerts.yml && "$promtool" test rules pushgw-alerts.test.yml) 2>&1 \
     || fail "promtool refused deploy/prometheus"
+  # Every rule has a unit test and a runbook: its runbook_url is its own section of
+  # docs/operations.md's "Runbook", and that section names no alert that is not a rule.
+  python3 - <<'PY'
+import re, sys, yaml
+rules = [r for g in yaml.safe_load(open("deploy/prometheus/pushgw-alerts.yml"))["groups"] for r in g["rules"] if "alert" in r]
+tests = {t["alertname"] for case in yaml.safe_load(open("deploy/prometheus/pushgw-alerts.test.yml"))["tests"]
+         for t in case.get("alert_rule_test", [])}
+doc = open("docs/operations.md").read()
+runbook = re.search(r"^## Runbook\n(.*?)(?=^## |\Z)", doc, re.S | re.M)
+runbook or sys.exit("check-deploy: docs/operations.md has no \"## Runbook\" section")
+sections = re.findall(r"^### (\S+)\s*$", runbook.group(1), re.M)
+problems = []
+for r in rules:
+    name = r["alert"]
+    want = f"docs/operations.md#{name.lower()}"
+    if r.get("annotations", {}).get("runbook_url") != want:
+        problems.append(f"{name}: runbook_url is not {want}")
+    if name not in sections:
+        problems.append(f"{name}: no \"### {name}\" in docs/operations.md, Runbook")
+    if name not in tests:
+        problems.append(f"{name}: no test in pushgw-alerts.test.yml")
+problems += [f"docs/operations.md, Runbook: ### {s} is not an alert rule" for s in sections if s not in {r["alert"] for r in rules}]
+if problems:
+    sys.exit("check-deploy: " + "; ".join(problems))
+print(f"prometheus: {len(rules)} rules, each with a unit test and a runbook section")
+PY
 }
 
 check_dockerignore() {
@@ -181,7 +208,8 @@ def ignored(path):
 must = [".git/HEAD", ".build/debug/pushgw", "config/demo-secrets/AuthKey.p8", "docker/secrets/AuthKey.p8",
         "docker/secrets/admin-token", "config/secrets/beta-voip.key", "bench/out/x"]
 keep = ["Package.swift", "Sources/GatewayConfiguration/Config.swift", "Tests/GatewayTestSupport/ConfigFixture.swift", "bench/run.sh",
-        "scripts/debian-packages.txt", "docker/build-pushgw.sh", "docker/pushgw.json"]
+        "scripts/debian-packages.txt", "docker/build-pushgw.sh", "docker/pushgw.json", "VERSION", "BUILD-COMMIT",
+        "Plugins/BuildVersion/BuildVersion.swift", "scripts/build-version.sh"]
 wrong = [p for p in must if not ignored(p)] + [f"{p} (needed by the build)" for p in keep if ignored(p)]
 if wrong:
     sys.exit("check-deploy: .dockerignore: " + ", ".join(wrong))

@@ -7,6 +7,7 @@
 // at scrape time and is told about events; the command line wires it into a process.
 import HTTPMessages
 import APNs
+import BuildVersion
 import EventLoop
 import Foundation
 import GatewayConfiguration
@@ -93,6 +94,7 @@ package final class GatewayAdmin {
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         probe.apps = newApps.map(\.keys)
+        metrics.preset(apps: newApps.map(\.id))
     }
 
     package init(loop: EventLoop, config: AdminConfig, apps: [AppRuntime], store: CallStore, pools: ApnsPools,
@@ -110,6 +112,7 @@ package final class GatewayAdmin {
         probe = RedisProbe(loop: loop, store: store, apps: apps.map(\.keys), settings: settings.probe)
         evictionCheck = RedisEvictionCheck(loop: loop, store: store, log: log)
         evictionCheck.everyMs = settings.evictionCheckEveryMs
+        metrics.preset(apps: apps.map(\.id))
     }
 
     /// The port the endpoint listens on; nil while it is not bound.
@@ -229,6 +232,7 @@ package final class GatewayAdmin {
         let now = Clock.monotonicMs()
         var s = GatewaySnapshot()
         s.apps = apps.map(\.id)
+        s.process = ProcessFigures.read()
         if let runner {
             s.router = runner.stats
             s.callsInFlight = runner.inFlight
@@ -293,6 +297,8 @@ package final class GatewayAdmin {
         let s = snapshot()
         let ready = readiness()
         var object: [String: Any] = [
+            "version": BuildVersion.version,
+            "commit": BuildVersion.commit,
             "apps": s.apps,
             "ready": ready.isReady,
             "draining": draining,

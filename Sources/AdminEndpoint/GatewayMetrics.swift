@@ -1,4 +1,5 @@
 import APNs
+import BuildVersion
 import GatewayConfiguration
 import GatewayRoles
 import CallStorage
@@ -32,6 +33,7 @@ package final class GatewayMetrics: RouterObservations {
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
     let tokenFeedback: CounterFamily
+    let tokensInvalidated: CounterFamily
     let environmentMismatches: CounterFamily
     let deadlineMisses: CounterFamily
     let eventLatency: HistogramFamily
@@ -87,6 +89,14 @@ package final class GatewayMetrics: RouterObservations {
     let pendingEntries: GaugeFamily
     // MARK: The registry itself
     let droppedSeries: CounterFamily
+    // MARK: The build and the process (Prometheus' standard names)
+    let buildInfo: GaugeFamily
+    let processCPUSeconds: CounterFamily
+    let processResidentMemory: GaugeFamily
+    let processVirtualMemory: GaugeFamily
+    let processStartTime: GaugeFamily
+    let processOpenFDs: GaugeFamily
+    let processMaxFDs: GaugeFamily
 
     package init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -109,6 +119,9 @@ package final class GatewayMetrics: RouterObservations {
         tokenFeedback = r.counter("pushgw_token_feedback_total",
                                   help: "Feedback entries written: tokens APNs declared invalid, by app, channel and Apple's reason (other for a reason not in Apple's table), and tokens accepted in the other environment (reason environment_mismatch).",
                                   labels: ["app", "channel", "reason"])
+        tokensInvalidated = r.counter("pushgw_tokens_invalidated_total",
+                                      help: "Tokens marked known invalid (later calls skip them for 30 days unless registered again), by app, channel and Apple's reason (other for a reason not in Apple's table).",
+                                      labels: ["app", "channel", "reason"])
         environmentMismatches = r.counter("pushgw_environment_mismatches_total",
                                           help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",
                                           labels: ["app", "channel", "environment"])
@@ -230,6 +243,48 @@ package final class GatewayMetrics: RouterObservations {
                                      labels: ["node"])
         droppedSeries = r.counter("pushgw_metrics_dropped_series_total",
                                   help: "Observations dropped because their metric had too many label sets.")
+        buildInfo = r.gauge("pushgw_build_info", help: "Always 1: the version and the git commit this pushgw was built from.",
+                            labels: ["version", "commit"])
+        buildInfo.set([BuildVersion.version, BuildVersion.commit], 1)
+        processCPUSeconds = r.counter("process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds.")
+        processResidentMemory = r.gauge("process_resident_memory_bytes", help: "Resident memory size in bytes.")
+        processVirtualMemory = r.gauge("process_virtual_memory_bytes", help: "Virtual memory size in bytes.")
+        processStartTime = r.gauge("process_start_time_seconds", help: "Start time of the process since unix epoch in seconds.")
+        processOpenFDs = r.gauge("process_open_fds", help: "Number of open file descriptors.")
+        processMaxFDs = r.gauge("process_max_fds", help: "Maximum number of open file descriptors.")
+    }
+
+    /// Apple's reasons that write a token off (the token classes of `ApnsReason.table`), and
+    /// `other`: the values of the `reason` label of the token counters.
+    static let tokenReasons = ApnsReason.table.filter { $0.kind == .tokenInvalid || $0.kind == .tokenInvalidHere }.map(\.text) + ["other"]
+
+    /// Shows every series an app's calls can make at 0 from the start (outcomes, dead-letter
+    /// reasons, fallback causes, token feedback and invalidation reasons, deadline misses, APNs
+    /// acceptances), so `rate()` and `increase()` see an app's first event of each kind instead
+    /// of a series that appears with it. Called with the configured apps at start and at each
+    /// reload; series of removed apps stay (counters never go back).
+    package func preset(apps: [String]) {
+        let channels = PushChannel.allCases.map(\.rawValue)
+        let outcomes = CallOutcome.allCases.filter { $0 != .duplicate }.map(\.rawValue)
+        for app in apps {
+            for source in ["read", "claimed"] { eventsReceived.preset([app, source]) }
+            for outcome in outcomes {
+                eventsFinished.preset([app, outcome])
+                duplicates.preset([app, outcome])
+            }
+            for reason in DeadLetterReason.codes { deadLetters.preset([app, reason]) }
+            for cause in FallbackCause.allCases { fallbacks.preset([app, cause.rawValue]) }
+            deadlineMisses.preset([app])
+            for channel in channels {
+                for reason in GatewayMetrics.tokenReasons {
+                    tokenFeedback.preset([app, channel, reason])
+                    tokensInvalidated.preset([app, channel, reason])
+                }
+                tokenFeedback.preset([app, channel, "environment_mismatch"])
+                for environment in ApnsEnvironment.allCases { environmentMismatches.preset([app, channel, environment.rawValue]) }
+                apnsResponses.preset([app, channel, "200", ""])
+            }
+        }
     }
 
     // MARK: Pushed
@@ -266,6 +321,8 @@ package final class GatewayMetrics: RouterObservations {
             environmentMismatches.inc([app, feedback.channel.rawValue, feedback.environment ?? ""])
         } else {
             if case .unknown = ApnsReason(text: feedback.reason, status: 0) { reason = "other" } else { reason = feedback.reason }
+            // Without an environment the feedback entry came with a known-invalid mark (`InvalidToken`).
+            tokensInvalidated.inc([app, feedback.channel.rawValue, reason])
         }
         tokenFeedback.inc([app, feedback.channel.rawValue, reason])
     }
@@ -371,6 +428,14 @@ package final class GatewayMetrics: RouterObservations {
         redisEvictingPolicy.removeAll()
         for (node, evicts) in snapshot.redisEvictingNodes { redisEvictingPolicy.set([node], evicts ? 1 : 0) }
         for (node, count) in snapshot.redisEvictedKeys { redisEvictedKeys.set([node], total: Double(count)) }
+        if let p = snapshot.process {
+            processCPUSeconds.set(total: p.cpuSeconds)
+            processResidentMemory.set([], p.residentBytes)
+            processVirtualMemory.set([], p.virtualBytes)
+            processStartTime.set([], p.startTimeSeconds)
+            if let open = p.openFDs { processOpenFDs.set([], open) }
+            if let max = p.maxFDs { processMaxFDs.set([], max) }
+        }
         droppedSeries.set(total: Double(registry.droppedSeries))
     }
 
@@ -452,6 +517,8 @@ package struct GatewaySnapshot {
     package var redisEvictingNodes: [String: Bool] = [:]
     /// Node → keys it evicted while this process watched it.
     package var redisEvictedKeys: [String: Int64] = [:]
+    /// The process's CPU, memory and descriptors (`ProcessFigures.read()`); nil: not read.
+    package var process: ProcessFigures?
     /// App id → dead letters the next retention run will remove (deadletters role only).
     var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age, by count and by size.

@@ -75,6 +75,8 @@ package class ValueFamily {
     package let labelNames: [String]
     fileprivate unowned let registry: MetricsRegistry
     fileprivate var values: [[String]: Double] = [:]
+    /// Series made by `preset` (label sets from the config): they do not count against the cap.
+    private var presets = 0
 
     fileprivate init(name: String, help: String, labelNames: [String], registry: MetricsRegistry) {
         self.name = name
@@ -95,7 +97,19 @@ package class ValueFamily {
     /// from a source at scrape time, so a label set that disappeared stops being shown.
     package func removeAll() {
         values.removeAll(keepingCapacity: true)
+        presets = 0
         if labelNames.isEmpty { values[[]] = 0 }
+    }
+
+    /// Shows the series of `labels` at 0 unless it exists: a counter that exists before its
+    /// first event lets `rate()` and `increase()` see that event. For label sets the config
+    /// bounds (its apps × a fixed table), so they do not count against
+    /// `MetricsRegistry.maxSeriesPerFamily`.
+    package func preset(_ labels: [String]) {
+        precondition(labels.count == labelNames.count, "\(name) takes \(labelNames.count) label values, got \(labels.count)")
+        guard values[labels] == nil else { return }
+        values[labels] = 0
+        presets += 1
     }
 
     fileprivate func update(_ labels: [String], _ change: (inout Double) -> Void) {
@@ -106,7 +120,7 @@ package class ValueFamily {
             change(&values.values[i])
             return
         }
-        guard values.count < registry.maxSeriesPerFamily else {
+        guard values.count - presets < registry.maxSeriesPerFamily else {
             registry.droppedSeries += 1
             return
         }

@@ -1,5 +1,5 @@
 // CallStorage: pushgw's data in Redis: the key layout of docs/protocol.md, the stores that
-// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore; each sends on one
+// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore, CallHistoryStore; each sends on one
 // `RedisTopology`), the reads of new calls (StreamReads, for one Redis and for a cluster),
 // their Lua scripts, and the MAC of the internal `retry` field (RetrySigner).
 // Owns: every Redis key name and every command and script on pushgw's keys. Must not know

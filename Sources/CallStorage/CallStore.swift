@@ -533,8 +533,8 @@ public final class CallStore {
         }
     }
 
-    /// Removes `consumer` from the registry (clean shutdown) if `instance` holds it: its
-    /// pending entries become claimable at once.
+    /// Retires `consumer` (clean shutdown) if `instance` holds it: its lease lapses at once, so
+    /// its pending entries are taken over at the other gateways' next claim round.
     public func retire(consumer: String, instance: String, completion: @escaping (Result<Void, RedisError>) -> Void) {
         retireScript.run(on: channel(gatewayKeys.consumers), keys: [gatewayKeys.consumers, gatewayKeys.consumerInstances],
                          args: [consumer, instance]) { result in completion(result.map { _ in () }) }

@@ -295,13 +295,19 @@ enum CallStoreLua {
         return {1, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('GET', KEYS[3])}
         """
 
-    /// Retires a consumer (clean shutdown) if this instance holds its lease, so its pending
-    /// entries are claimable at once. KEYS: consumers, instances. ARGV: name, instance id.
+    /// Retires a consumer (clean shutdown) if this instance holds its lease: the lease is
+    /// made to lapse now (Redis-server time), not removed, so the other gateways' next claim
+    /// round sees a lapsed consumer and takes its pending entries over at once (a drain cut
+    /// off by its timeout leaves some), then forgets it; a consumer no longer in the registry
+    /// would wait for their full sweep, and one lapsed long ago would be forgotten by the
+    /// next heartbeat first. KEYS: consumers, instances. ARGV: name, instance id.
     static let retire = """
         local holder = redis.call('HGET', KEYS[2], ARGV[1])
         if holder and holder ~= ARGV[2] then return 0 end
         redis.call('HDEL', KEYS[2], ARGV[1])
-        return redis.call('ZREM', KEYS[1], ARGV[1])
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        return redis.call('ZADD', KEYS[1], 'XX', 'CH', now, ARGV[1])
         """
 
     /// The registry in one read: {live consumers, consumers whose lease lapsed but are still

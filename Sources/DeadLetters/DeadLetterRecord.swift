@@ -152,15 +152,7 @@ public struct DeadLetterRecord: Equatable, Sendable {
         continuesLedger = !earlier.isEmpty
         let number = earlier.count + 1
         let attemptList = (record as? [String: Any])?["attempts"] as? [Any] ?? record as? [Any] ?? []
-        let voip = voipToken, alert = alertToken
-        let own = attemptList.compactMap { item -> DeadLetterAttempt? in
-            guard let a = item as? [String: Any] else { return nil }
-            let channel = JSONRead.string(a["channel"])
-            let token = JSONRead.string(a["token"]) ?? (channel == "voip" ? voip : channel == "alert" ? alert : nil)
-            return DeadLetterAttempt(timeMs: JSONRead.int(a["t"]), channel: channel, token: token.map { String($0.suffix(8)) },
-                                     status: JSONRead.int(a["status"]).map { Int($0) }, reason: JSONRead.string(a["reason"]),
-                                     error: JSONRead.string(a["error"]), apnsID: JSONRead.string(a["apns_id"]), round: number)
-        }
+        let own = DeadLetterAttempt.list(attemptList, voipToken: voipToken, alertToken: alertToken, round: number)
         rounds = earlier + [DeadLetterRound(round: number, deadEntryID: entry.id, reason: reason, firstFailureMs: ownFirst,
                                             lastFailureMs: ownLast, attempts: own)]
         replays = max(f["replays"].flatMap(DeadLetterRecord.count) ?? 0, ledgerReplays)

@@ -11,7 +11,8 @@
 // (what a replay will do: ring, the missed-call alert only, nothing), ScanPacing (the share of
 // Redis and the loop bulk reads take), AuditRecord, PrettyJSON (re-indenting and reading the
 // JSON inside dead letters; the module JSONOutput writes), DeadLetterRetention (the retention
-// runner).
+// runner), RecordedResult (a call's stored result read back for `pushgw calls show`, its
+// attempts read as a dead letter's are).
 // Redis commands and scripts live in CallStorage's DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).

@@ -90,8 +90,8 @@ extension RouterRole {
             /// The lease is held: send a heartbeat (and arm its timer), arm the claim timer,
             /// read.
             case beginRunning(claimAfterMs: Int64)
-            /// Send a heartbeat, and arm the heartbeat timer when `againAfterMs` is not nil.
-            case beat(againAfterMs: Int64?)
+            /// Send a heartbeat and arm the heartbeat timer for the next.
+            case beat(againAfterMs: Int64)
             /// Send an XREADGROUP (`onReadAnswered` follows), blocking or not.
             case read(blocks: Bool)
             /// No read goes out now: start the calls that waited for one.
@@ -160,6 +160,15 @@ extension RouterRole {
             case .draining, .retiring, .retired: return true
             case .idle, .registering, .running, .nameTaken: return false
             }
+        }
+
+        /// Retired: the calls still live were handed over with the consumer name (their entries
+        /// left pending for other processes to take over at once), so what becomes of their
+        /// pushes here (failures as the process closes its APNs clients) is no longer this
+        /// process's to act on.
+        var hasHandedOver: Bool {
+            if case .retired = state { return true }
+            return false
         }
 
         private var read: Read {
@@ -252,12 +261,13 @@ extension RouterRole {
 
         // MARK: Running
 
-        /// The heartbeat timer fired (or running began). Heartbeats stop renewing once a drain
-        /// began: the one due then is the last.
+        /// The heartbeat timer fired (or running began). A drain keeps beating until it retires:
+        /// its calls' pushes are still out, and a lease that lapsed mid-drain would let another
+        /// gateway take them over and ring them again (every call of a drain longer than the
+        /// lease did, before). Retiring cancels the timer and hands what is left over at once.
         func onHeartbeatDue() -> Action {
             switch state {
-            case .running: return .beat(againAfterMs: timing.heartbeatEveryMs)
-            case .draining: return .beat(againAfterMs: nil)
+            case .running, .draining: return .beat(againAfterMs: timing.heartbeatEveryMs)
             case .idle, .registering, .nameTaken, .retiring, .retired:
                 // Its timer is armed only while running, and cancelled before retiring.
                 return .none

@@ -100,6 +100,12 @@ extension RouterRole {
         let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
             if call.firstPushOut?.device == device { call.firstPushOut = nil }
             call.morePushesOut.removeAll { $0.device == device }
+            // A drain cut off by its timeout retired with this push out; the process then
+            // closes its clients and the push fails `.clientClosed`. The entry is another
+            // process's now: scheduling a retry here would acknowledge it with the process
+            // gone before the retry's due index is written (it waited for the repair, past the
+            // call's deadline).
+            guard !self.lifecycle.hasHandedOver else { return }
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             if probe { self.appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }

@@ -112,6 +112,9 @@ extension RouterRole {
             guard !lapsed.isEmpty || self.sweepFoundMore || now - self.lastFullSweepMs >= self.settings.fullClaimSweepEveryMs else {
                 return self.run(self.lifecycle.onClaimRoundEnded())
             }
+            // No app configured (all removed by a reload): the round ends here, so the claim
+            // timer is armed again for when apps come back.
+            guard !self.apps.isEmpty else { return self.run(self.lifecycle.onClaimRoundEnded()) }
             self.lastFullSweepMs = now
             var liveSet = trusted ? registry.live : registry.live.union(registry.lapsed)
             liveSet.insert(self.settings.consumer)

@@ -414,7 +414,7 @@ package final class RouterRole {
             readNext()
         case let .beat(againAfterMs):
             beat()
-            if let againAfterMs { heartbeatTimer.schedule(afterMs: againAfterMs) }
+            heartbeatTimer.schedule(afterMs: againAfterMs)
         case let .read(blocks):
             read(blocks: blocks)
         case .startCallsAwaitingRead:

@@ -4,6 +4,7 @@
 // Owns: what a person types and reads. Depends on every module below it and is the only one
 // that does; `Sources/pushgw/main.swift` only calls `pushgwMain`.
 // Must not: hold business rules or logic another module needs (it is the top of the chain).
+import BuildVersion
 import Foundation
 import GatewayConfiguration
 import VisibleText
@@ -28,6 +29,10 @@ func pushgwMain(_ args: [String], context: CommandContext) -> Int32 {
     switch verb {
     case "help", "--help", "-h":
         return HelpCommand.run(verb == "help" ? rest : [], context: context)
+    case "--version":
+        guard rest.isEmpty else { return context.usage(UsageError("\(verb) takes no arguments")) }
+        context.output.out(BuildVersion.line)
+        return 0
     default:
         guard let command = commands.first(where: { $0.name == verb }) else {
             let near = DidYouMean.nearest(verb, among: commands.map(\.name)).map { "; did you mean \"\($0)\"?" } ?? ""
@@ -39,8 +44,8 @@ func pushgwMain(_ args: [String], context: CommandContext) -> Int32 {
 
 /// The verbs, in the order `pushgw --help` lists them.
 var commands: [Verb] {
-    [Verb(RunCommand.self), Verb(PushCommand.self), Verb(DeadCommand.self), Verb(TokensCommand.self), Verb(ConfigCommand.self),
-     Verb(SimulatorCommand.self), Verb(DemoCommand.self), Verb(HelpCommand.self)]
+    [Verb(RunCommand.self), Verb(PushCommand.self), Verb(CallsCommand.self), Verb(DeadCommand.self), Verb(TokensCommand.self),
+     Verb(AuditCommand.self), Verb(ConfigCommand.self), Verb(SimulatorCommand.self), Verb(DemoCommand.self), Verb(HelpCommand.self)]
 }
 
 /// A verb of the table, its `Command`'s statics captured. (A table of `any Command.Type`
@@ -174,8 +179,9 @@ enum HelpCommand: Command {
             verbs:
             \(lines.joined(separator: "\n"))
 
-            Run pushgw VERB --help for a verb's options. Exit status: 0 success, 1 the verb
-            failed (problems found, push rejected), 2 bad usage or config error.
+            Run pushgw VERB --help for a verb's options; pushgw --version prints the version
+            and the commit it was built from. Exit status: 0 success, 1 the verb failed
+            (problems found, push rejected), 2 bad usage or config error.
             """
     }
 

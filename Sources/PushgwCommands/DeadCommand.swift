@@ -80,13 +80,15 @@ struct DeadArguments {
     /// `dead list`, … (what the usage line points at).
     let verb: String
 
-    /// Parses `args`; nil when `--help` was asked for.
-    static func parse(_ args: [String], verb: String, flags: [String] = [], options: [String] = [],
+    /// Parses `args` of `command verb` (`dead list`, `tokens show`, `audit` with no verb); nil
+    /// when `--help` was asked for.
+    static func parse(_ args: [String], command: String = "dead", verb: String, flags: [String] = [], options: [String] = [],
                       maxPositionals: Int = 0) throws(DeadFailure) -> DeadArguments? {
+        let invocation = DeadSession.invocation(command, verb)
         do {
-            switch try Arguments.parse(args, verb: "dead \(verb)", flags: flags, options: options, maxPositionals: maxPositionals) {
+            switch try Arguments.parse(args, verb: invocation, flags: flags, options: options, maxPositionals: maxPositionals) {
             case .help: return nil
-            case let .arguments(a): return DeadArguments(arguments: a, verb: "dead \(verb)")
+            case let .arguments(a): return DeadArguments(arguments: a, verb: invocation)
             }
         } catch {
             throw .usage(error)

@@ -7,8 +7,8 @@ enum DeadListCommand: Command {
     static let name = "list"
     static let summary = "the newest dead letters as a table (--json: one object per line)"
     static let help = """
-        usage: pushgw dead list [--app A[,B…]] [--reason R] [--call ID] [--since T] [--limit N]
-                                [--json] [--config FILE]
+        usage: pushgw dead list [--app A[,B…]] [--reason R] [--call ID] [--since T] [--older-than T]
+                                [--limit N] [--json] [--config FILE]
 
         Lists dead letters, newest first, across the apps of the config: id, app, age, reason,
         call id, attempts (all rounds) and replays.
@@ -18,6 +18,8 @@ enum DeadListCommand: Command {
                           (apns_credentials matches "apns_credentials: InvalidProviderToken")
           --call ID       only the dead letters of this call id
           --since T       only those dead at or after T: \(TimeArgument.forms)
+          --older-than T  only those dead before T (the same forms: 3d is three days ago), such
+                          as what retention's max_age_days is about to remove
           --limit N       show at most N (default 50, at most 10000)
           --json          one JSON object per line:
                           {"id","app","time_ms","age_s","reason","call_id","type","calls_entry",
@@ -30,7 +32,7 @@ enum DeadListCommand: Command {
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
             guard let a = try DeadArguments.parse(args, verb: name, flags: ["--json"],
-                                                  options: ["--config", "--app", "--reason", "--call", "--since", "--limit"]) else {
+                                                  options: ["--config", "--app", "--reason", "--call", "--since", "--older-than", "--limit"]) else {
                 context.output.out(help)
                 return 0
             }

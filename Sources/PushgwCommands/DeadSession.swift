@@ -40,7 +40,11 @@ enum DeadFailure: Error {
 final class DeadSession {
     /// `dead` or `tokens`: how messages name the command, and the Redis client name.
     let command: String
+    /// The verb of `command` (`list`, `show`, …); empty for a command without verbs (`audit`).
     let verb: String
+    /// How messages name the command: `dead list`, `audit`.
+    var invocation: String { DeadSession.invocation(command, verb) }
+    static func invocation(_ command: String, _ verb: String) -> String { verb.isEmpty ? command : "\(command) \(verb)" }
     let config: GatewayConfig
     /// The apps the command looks at (the `--app` list, or every configured app), sorted.
     let apps: [String]
@@ -55,17 +59,18 @@ final class DeadSession {
          context: CommandContext) throws(DeadFailure) {
         self.command = command
         self.verb = verb
+        let invocation = DeadSession.invocation(command, verb)
         let file = configFile ?? GatewayConfig.defaultFile
         let report = GatewayConfig.load(file: file, environment: context.environment, workingDirectory: context.workingDirectory)
         guard let config = report.config else {
             let errors = report.errors
             let more = errors.count > 1 ? " (and \(errors.count - 1) more errors)" : ""
-            throw .config("pushgw \(command) \(verb): \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
+            throw .config("pushgw \(invocation): \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
         }
         if let appFilter {
             for app in appFilter where config.apps[app] == nil {
                 throw .usage(UsageError("no app \"\(app)\" in \(file) (declared: \(config.apps.keys.sorted().joined(separator: ", ")))",
-                                        verb: "\(command) \(verb)"))
+                                        verb: invocation))
             }
         }
         let settings: RedisConnection.Config
@@ -74,7 +79,7 @@ final class DeadSession {
             settings = try config.redis.connection(clientName: "pushgw-\(command)")
             clusterSettings = try config.redis.cluster(clientName: "pushgw-\(command)")
         } catch {
-            throw .config("pushgw \(command) \(verb): \(file): redis.url: \(error)")
+            throw .config("pushgw \(invocation): \(file): redis.url: \(error)")
         }
         self.config = config
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
@@ -98,7 +103,7 @@ final class DeadSession {
         loop.run(until: { result != nil })
         switch result! {
         case let .success(value): return value
-        case let .failure(error): throw .failed("pushgw \(command) \(verb): \(error)")
+        case let .failure(error): throw .failed("pushgw \(invocation): \(error)")
         }
     }
 
@@ -214,9 +219,9 @@ final class DeadSession {
         case let .success(records): return records
         case let .failure(error):
             switch error {
-            case .unknownApp: throw .usage(UsageError(error.description, verb: "\(command) \(verb)"))
-            case .notFound: throw .failed("pushgw \(command) \(verb): \(error); nothing done")
-            case .redis: throw .failed("pushgw \(command) \(verb): \(error)")
+            case .unknownApp: throw .usage(UsageError(error.description, verb: invocation))
+            case .notFound: throw .failed("pushgw \(invocation): \(error); nothing done")
+            case .redis: throw .failed("pushgw \(invocation): \(error)")
             }
         }
     }
@@ -236,11 +241,11 @@ final class DeadSession {
     }
 
     /// The verb as the audit record names it: `replay`, `purge`, `tokens forget`.
-    var auditVerb: String { command == "dead" ? verb : "\(command) \(verb)" }
+    var auditVerb: String { command == "dead" ? verb : invocation }
 
     /// Ends a changing verb with `record` made already (`AuditedReplay.record`), as above.
     func finishAudited(_ record: AuditRecord, failure: RedisError?, summary: String, context: CommandContext) throws(DeadFailure) {
-        var failure = failure.map { DeadFailure.failed("pushgw \(command) \(verb): \($0)") }
+        var failure = failure.map { DeadFailure.failed("pushgw \(invocation): \($0)") }
         do throws(DeadFailure) {
             try audit(record, context: context)
         } catch {
@@ -261,11 +266,23 @@ final class DeadSession {
     }
 
     /// Who runs the command, for its audit record: `$USER` (or `$LOGNAME`) and `$SUDO_USER`
-    /// of the environment.
-    static func actor(_ context: CommandContext) -> AuditActor {
+    /// of the environment; without them (cron, a container, `env -i`) the name of the process's
+    /// user id in the passwd database (`getpwuid_r`), else `uid:N`.
+    static func actor(_ context: CommandContext, uid: uid_t = getuid()) -> AuditActor {
         let env = context.environment
-        let user = [env["USER"], env["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty } ?? "unknown"
+        let user = [env["USER"], env["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty }
+            ?? userName(uid: uid) ?? "uid:\(uid)"
         let sudo = env["SUDO_USER"].flatMap { $0.isEmpty ? nil : $0 }
         return AuditActor(user: user, sudoUser: sudo)
+    }
+
+    /// The passwd database's name for `uid`; nil when it has none.
+    static func userName(uid: uid_t) -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return nil }
+        let text = String(cString: name)
+        return text.isEmpty ? nil : text
     }
 }

@@ -1,4 +1,5 @@
 import AdminEndpoint
+import BuildVersion
 import EventLoop
 import GatewayConfiguration
 import GatewayRoles
@@ -94,7 +95,8 @@ final class GatewayProcess {
                            adminToken: token, guesses: admin.guesses, log: log,
                            figures: { admin.consoleFigures() })
         }
-        log.info("pushgw starting", ["apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
+        log.info("pushgw starting", ["version": BuildVersion.version, "commit": BuildVersion.commit,
+                                     "apps": apps.map(\.id), "roles": ServiceRole.allCases.filter(roles.contains).map(\.rawValue),
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
 

@@ -14,6 +14,7 @@ enum RunCommand: Command {
     static let summary = "run the gateway service"
     static let help = """
         usage: pushgw run [--config FILE] [--role router,retry,deadletters] [--consumer NAME] [--log-level debug|info|warn|error]
+                          [--drain-ms MS]
 
         Runs the gateway: reads call events from every app's stream, sends the VoIP push,
         falls back to the alert push, and records one result per event. Any number of
@@ -22,6 +23,12 @@ enum RunCommand: Command {
         restart under its own name waits up to a lease (3 s) for the previous run's lease to
         lapse. SIGTERM or SIGINT drains and exits 0.
 
+          --config FILE    the config file (default \(GatewayConfig.defaultFile)); PUSHGW_REDIS_URL,
+                           PUSHGW_REDIS_PREFIX and PUSHGW_ADMIN_LISTEN override it. Check it first
+                           with pushgw config check FILE; SIGHUP reads it again
+          --log-level L    the least level logged: debug (a line per call), info (default),
+                           warn, error. One JSON object per line on stdout
+          --consumer NAME  this process's name in the consumer groups (default: host-pid)
           --role ROLES     comma-separated modules to run (default: router,retry,deadletters):
                              router       routes call events; a push to retry goes to the
                                           durable retry schedule in Redis
@@ -29,6 +36,10 @@ enum RunCommand: Command {
                              deadletters  trims the apps' dead letters by count and age
                            Without a retry role somewhere, scheduled retries wait.
           --drain-ms MS    how long a drain waits for calls in flight (default 10000, at most 3600000)
+
+        Exit status: 0 stopped by SIGTERM or SIGINT after the drain; 2 bad usage, a config
+        error (each problem on stderr), or --consumer taken by another live gateway (a
+        restart would not fix any of these: the systemd unit does not restart on 2).
         """
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {

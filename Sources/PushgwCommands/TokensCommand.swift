@@ -60,21 +60,13 @@ enum TokensCommand: Command {
             return context.usage(UsageError("unknown tokens verb \"\(sub)\"\(near) (known: show, forget)", verb: name))
         }
         return DeadCommand.running(context) { () throws(DeadFailure) -> Int32 in
-            let verb = "tokens \(sub)"
-            let parsed: Arguments
-            do throws(UsageError) {
-                let flags = sub == "show" ? ["--json"] : []
-                let options = sub == "show" ? ["--config", "--app"] : ["--config", "--app", "--channel"]
-                switch try Arguments.parse(Array(args.dropFirst()), verb: verb, flags: flags, options: options, maxPositionals: 1) {
-                case .help:
-                    context.output.out(help)
-                    return 0
-                case let .arguments(a): parsed = a
-                }
-            } catch {
-                throw .usage(error)
+            let flags = sub == "show" ? ["--json"] : []
+            let options = sub == "show" ? ["--config", "--app"] : ["--config", "--app", "--channel"]
+            guard let a = try DeadArguments.parse(Array(args.dropFirst()), command: name, verb: sub, flags: flags, options: options,
+                                                  maxPositionals: 1) else {
+                context.output.out(help)
+                return 0
             }
-            let a = DeadArguments(arguments: parsed, verb: verb)
             guard let text = a.positionals.first else { throw a.usage("name the token (hex)") }
             guard let token = normalized(text) else {
                 throw a.usage("\"\(TerminalText.field(String(text.prefix(64))))\" is not a device token (an even number of hex digits, at most 400)")

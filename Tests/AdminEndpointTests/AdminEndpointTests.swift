@@ -1,3 +1,4 @@
+import BuildVersion
 import APNsSimulator
 import EventLoop
 import Foundation
@@ -439,8 +440,10 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(reply.status, 200, reply.body)
         XCTAssertEqual(reply.headers["content-type"], "application/json")
         let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
-        XCTAssertEqual(Set(status.keys), ["apps", "ready", "draining", "redis_reachable", "calls_in_flight", "unhealthy_apps",
-                                          "withheld_apps", "pools", "backlog"], reply.body)
+        XCTAssertEqual(Set(status.keys), ["version", "commit", "apps", "ready", "draining", "redis_reachable", "calls_in_flight",
+                                          "unhealthy_apps", "withheld_apps", "pools", "backlog"], reply.body)
+        XCTAssertEqual(status["version"] as? String, BuildVersion.version)
+        XCTAssertEqual(status["commit"] as? String, BuildVersion.commit)
         XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])
         XCTAssertEqual(status["ready"] as? Bool, true, "the broken app is its own problem, not the process's")
         XCTAssertEqual(status["draining"] as? Bool, false)

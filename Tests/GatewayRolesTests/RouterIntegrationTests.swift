@@ -538,6 +538,35 @@ class TakeOverTests: XCTestCase {
     }
 }
 
+extension RouterIntegrationTests {
+    /// A claim round while no app is configured (a reload removed them all) arms the claim
+    /// timer again: once apps are back, a dead consumer's entries are taken over. Before, the
+    /// round never ended and take-overs stopped for the life of the process.
+    func testTakeOversGoOnAfterAReloadLeftNoAppForARound() throws {
+        let h = try RouterHarness(redis: Self.redisDeployment,
+                                  settings: { $0.claimEveryMs = 100; $0.claimMinIdleMs = 0; $0.fullClaimSweepEveryMs = 120_000 },
+                                  startRouter: false)
+        defer { h.close() }
+        h.runner.start()
+        h.runFor(300)
+        h.runner.updateApps([])
+        h.runFor(300)
+        let stream = h.keys("acme").calls
+        h.call("after-reload", voip: "a0b0")
+        // A consumer that read it (this router reads no app now) and died: registered, its
+        // lease lapsed a second ago.
+        let read = try h.redis.cli(["XREADGROUP", "GROUP", "pushgw", "ghost-after-reload", "COUNT", "1", "STREAMS", stream, ">"])
+        XCTAssertTrue(read.contains("after-reload"), "the ghost holds the entry: \(read)")
+        let time = try h.redis.cli(["TIME"]).split(separator: "\n").compactMap { Int64($0) }
+        _ = try h.redis.cli(["ZADD", "pushgw:consumers", String(time[0] * 1000 - 1_000), "ghost-after-reload"])
+        h.runFor(500)  // claim rounds with no app, a lapsed consumer in the registry
+        h.runner.updateApps(h.apps)
+        XCTAssertTrue(h.waitForRecords(1, timeoutMs: 10_000), "the dead consumer's entry is taken over after the reload")
+        XCTAssertEqual(h.record("after-reload")?.outcome, .deliveredVoip)
+        XCTAssertEqual(h.requests("a0b0").count, 1)
+    }
+}
+
 /// Entries pending on a consumer that never registered — a producer whose ACL let it read the
 /// calls stream as the group, or a registry lost with Redis — are taken over a page per claim
 /// round while pages come full, as a lapsed consumer's are, not one page per full sweep.

@@ -130,7 +130,7 @@ final class RouterRoleLifecycleTests: XCTestCase {
         XCTAssertEqual(m.onClaimDue(), .claim(sweepOwn: false), "none due: the round takes over only")
     }
 
-    func testADrainWhileReadingLetsTheReadAnswerAndStopsReadingClaimingAndHeartBeats() {
+    func testADrainWhileReadingLetsTheReadAnswerAndStopsReadingAndClaimingButKeepsTheLease() {
         var m = machine()
         makeRunning(&m, atMs: 100)
         XCTAssertEqual(m.onReadWanted(appsReady: true), .read(blocks: true))
@@ -141,7 +141,7 @@ final class RouterRoleLifecycleTests: XCTestCase {
         XCTAssertEqual(m.onReadWanted(appsReady: true), .none)
         XCTAssertEqual(m.onClaimDue(), .none, "nothing is taken over while draining")
         XCTAssertEqual(m.onClaimRoundEnded(), .none, "a round in flight does not arm the claim timer again")
-        XCTAssertEqual(m.onHeartbeatDue(), .beat(againAfterMs: nil), "the heartbeat due is the last")
+        XCTAssertEqual(m.onHeartbeatDue(), .beat(againAfterMs: 1_000), "the lease is kept while the drain's calls are out")
         XCTAssertEqual(m.onDrainTick(liveCalls: 3, nowMs: 1_000), .drainTickLater(afterMs: 20))
         XCTAssertEqual(m.onReadAnswered(failure: nil), .readAgain, "its entries are routed, its waiting calls start")
         XCTAssertEqual(m.onReadWanted(appsReady: true), .startCallsAwaitingRead, "and no read follows")

@@ -1,0 +1,52 @@
+import RedisClient
+
+/// What Redis holds about one call by its id, for operators (`pushgw calls show`): its result
+/// key, its cancel's own result and its cancellation marker (docs/protocol.md, *Finding
+/// results*). The router writes them (`CallStore`, `RetrySchedule.cancel`); this only reads. The
+/// call's dead letters, scheduled retry and tokens are read through `DeadLetterStore`,
+/// `RetrySchedule.pending` and `TokenStore`.
+///
+/// Completions run on the loop, once each. Loop-owned, like the topology it sends on.
+public final class CallHistoryStore {
+    public let topology: RedisTopology
+
+    public init(topology: RedisTopology) {
+        self.topology = topology
+    }
+
+    /// The keys of one call id, as read.
+    public struct Keys: Equatable, Sendable {
+        /// `AppKeys.result(id)`: the result JSON (starts with `{`), or `in_flight:GATEWAY` while
+        /// a gateway routes the call; nil when absent (never seen, or older than 24 h).
+        public var result: String?
+        /// `AppKeys.cancelResult(id)`: the result of the call's `call_cancelled` event.
+        public var cancelResult: String?
+        /// Whether `AppKeys.cancelled(id)` is set: a cancel came, later pushes are not sent.
+        public var cancelled: Bool
+
+        /// The gateway named by an in-flight claim in `result`; nil when it holds a result or nothing.
+        public var inFlightGateway: String? {
+            guard let result, result.hasPrefix(CallHistoryStore.inFlightPrefix) else { return nil }
+            return String(result.dropFirst(CallHistoryStore.inFlightPrefix.count))
+        }
+
+        /// `result` when it is a result (JSON), not a claim.
+        public var resultJSON: String? { result?.hasPrefix("{") == true ? result : nil }
+    }
+
+    /// What an in-flight claim in a result key starts with (`AppKeys.result`).
+    public static let inFlightPrefix = "in_flight:"
+
+    /// The three keys of call `callID` in `app`, in one MGET (one slot: the app's).
+    public func read(_ app: AppKeys, callID: String, completion: @escaping (Result<Keys, RedisError>) -> Void) {
+        let keys = [app.result(callID), app.cancelResult(callID), app.cancelled(callID)]
+        topology.send(["MGET"] + keys, key: keys[0]) { result in
+            completion(result.flatMap { reply in
+                guard let values = reply.array, values.count == keys.count else {
+                    return .failure(.unexpectedReply("MGET call keys \(reply)"))
+                }
+                return .success(Keys(result: values[0].string, cancelResult: values[1].string, cancelled: !values[2].isNull))
+            })
+        }
+    }
+}
