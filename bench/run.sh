@@ -14,7 +14,10 @@
 #   again while 4 threads fetch /metrics from the admin endpoint back to back, and again while
 #   a browser-like client loads operators' console pages 10 times a second; peak RSS
 #   (target ≤ 64 MB). The same throughput phase again with the router reaching Redis over
-#   TLS (rediss://, the same redis-server's TLS port), alternating with the plain runs. Then the
+#   TLS (rediss://, the same redis-server's TLS port), alternating with the plain runs, and the
+#   same phase with calls ringing 3 devices each and answered on one (docs/protocol.md,
+#   *Devices*; BENCH_DEVICE_CALLS calls, each answer 2,000 entries after its call): events/s
+#   (calls and answers) and CPU per device push beside the 1-device figures. Then the
 #   CPU time per event of pushgw, redis-server and nghttpd (and per request of h2load and
 #   nghttpd) and the events/s those sums allow on this machine's cores: the ratio's ceiling.
 #   The figure that counts: pushgw's CPU per event over h2load's CPU per request (target
@@ -31,6 +34,7 @@ REQUESTS=${BENCH_REQUESTS:-200000}
 ROUNDS=${BENCH_ROUNDS:-3}
 bin=$(swift build -c release --show-bin-path)
 EVENTS=${BENCH_EVENTS:-100000}
+DEVICE_CALLS=${BENCH_DEVICE_CALLS:-$((EVENTS / 2))}
 scratch=pushgw-bench
 . bench/common.sh
 
@@ -82,6 +86,7 @@ wait_port "$rport"
 echo
 echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, routed by pushgw to the same nghttpd (2 connections x 100 streams)"
 e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); flood99=(); console99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
+e2e3_rps=(); push1_gw=(); push3_gw=()
 # EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
 prefill() {
   python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
@@ -93,6 +98,32 @@ for i in range(n):
           "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
     p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
     if i % 5000 == 4999: p.execute()
+p.execute()
+PY
+}
+# DEVICE_CALLS calls ringing 3 devices each (the same 4 tokens as VoIP and alert tokens), each
+# answered on its first device by a call_answered written 2,000 entries after it, across apps
+# app0..app3: 500 per app, five reads later (a call starts after the read that follows its
+# own, so an answer one read behind would stop it before it rang), and below the app's
+# in-flight cap (1,000), which a call waiting for its answer counts in.
+prefill_devices() {
+  python3 - "$rport" "$DEVICE_CALLS" "$tokens" <<'PY'
+import json, sys, redis
+port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
+r = redis.Redis(port=port); p = r.pipeline(transaction=False)
+lag = 2000
+def answer(i):
+    ev = {"v": 1, "id": f"d-{i}", "type": "call_answered", "device": "dev-0"}
+    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
+for i in range(n):
+    devices = [{"id": f"dev-{d}", "voip_token": tokens[(3 * i + d) % len(tokens)], "alert_token": tokens[(3 * i + d) % len(tokens)]}
+               for d in range(3)]
+    ev = {"v": 1, "id": f"d-{i}", "type": "incoming_call", "devices": devices,
+          "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
+    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
+    if i >= lag: answer(i - lag)
+    if i % 5000 == 4999: p.execute()
+for i in range(max(0, n - lag), n): answer(i)
 p.execute()
 PY
 }
@@ -111,6 +142,15 @@ for _ in $(seq 1 "$ROUNDS"); do
   out_tls=$("$bin/pushgw-bench" e2e --redis "rediss://127.0.0.1:$tport/0" --redis-ca "$pki/ca.pem" --port "$port" --ca "$pki/ca.pem" \
         --key "$pki/AuthKey.p8" --tokens "$tokens" --apps 4 --events "$EVENTS" --rate 100 --seconds 1 --connections 2)
   e2e_tls+=("$(echo "$out_tls" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["delivered"]==d["events"], d; print(d["events_per_s"])')")
+  # Calls ringing 3 devices, each answered on one: its calls and answers are its events.
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill_devices
+  out3=$("$bin/pushgw-bench" e2e --redis "redis://127.0.0.1:$rport/0" --port "$port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" \
+        --tokens "$tokens" --apps 4 --events "$((2 * DEVICE_CALLS))" --connections 2 --throughput-only 1 \
+        --peer-pids "redis=$redis_pid,nghttpd=$nghttpd_pid")
+  e2e3_rps+=("$(echo "$out3" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["pushes"]>0, d; print(d["events_per_s"])')")
+  push3_gw+=("$(echo "$out3" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_push"]["pushgw"])')")
+  push1_gw+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_push"]["pushgw"])')")
   p50+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')")
   p99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')")
   flood99+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["flood_p99_ms"])')")
@@ -180,6 +220,7 @@ em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" 
 printf '%-34s %12s\n' "pushgw events/s (XADD'ed to recorded)" "$em"
 printf '%-34s %12s\n' "  the same, by pushgw run (binary)" "$run_median"
 printf '%-34s %12s\n' "  the same, Redis over TLS" "$(printf '%s\n' "${e2e_tls[@]}" | median)"
+printf '%-34s %12s\n' "  3-device calls + answers, events/s" "$(printf '%s\n' "${e2e3_rps[@]}" | median)"
 printf '%-34s %12s\n' "h2load requests/s (2 x 100)" "$hm"
 printf '%-34s %12s   (no target: h2load does no Redis work; see CPU per event below)\n' "ratio" "$(python3 -c "print(f'{$em/$hm:.2f}')")"
 printf '%-34s %12s ms (target <= 2)\n' "p50 XADD -> outcome at 2,000/s" "$(printf '%s\n' "${p50[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
@@ -198,6 +239,8 @@ printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw" "h2load"
 printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
 printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
 printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
+printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
+printf '%-34s %12s %14s\n' "  (medians; a 3-device call's pushes: 3 rings, up to 2 ended)" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 a=$(printf '%s\n' "${apns_cpu[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" "$a" <<'PY'
 import sys

@@ -100,12 +100,20 @@ public struct LookupQuery: Equatable, Sendable {
     /// Take the call's in-flight claim (`AppKeys.result`) in the same step, for an
     /// `incoming_call` about to be pushed.
     public var claim: Bool
+    /// The tokens of a call's listed devices, one pair per device (nil: the device has none),
+    /// looked up as `voipToken` and `alertToken` are; empty for a single-device call.
+    public var deviceVoipTokens: [String?]
+    public var deviceAlertTokens: [String?]
 
-    public init(eventId: String, voipToken: String?, alertToken: String?, claim: Bool = false) {
+    public init(eventId: String, voipToken: String?, alertToken: String?, claim: Bool = false,
+                deviceVoipTokens: [String?] = [], deviceAlertTokens: [String?] = []) {
+        precondition(deviceVoipTokens.count == deviceAlertTokens.count, "one token pair per device")
         self.eventId = eventId
         self.voipToken = voipToken
         self.alertToken = alertToken
         self.claim = claim
+        self.deviceVoipTokens = deviceVoipTokens
+        self.deviceAlertTokens = deviceAlertTokens
     }
 }
 
@@ -196,11 +204,17 @@ public struct EventLookup: Equatable, Sendable {
     /// The outcome already recorded for the event id, nil if none (within the window) or if
     /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
     public var outcome: String?
-    /// Whether the call was cancelled.
+    /// Whether the call was cancelled (or its ring ended by an answer or a decline).
     public var cancelled: Bool
+    /// The cancellation marker's value when it is not a plain cancel's `1`: the end of the ring
+    /// that set it (`answered:DEVICE`, `declined:DEVICE`, `RetrySchedule.cancel`).
+    public var endMarker: String?
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
     public var voipInvalidSinceMs: Int64?
     public var alertInvalidSinceMs: Int64?
+    /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
+    public var deviceVoipInvalidSinceMs: [Int64?] = []
+    public var deviceAlertInvalidSinceMs: [Int64?] = []
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String?

@@ -387,6 +387,10 @@ public final class CallStore {
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
+            for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
+                if let voip { command.append(app.invalidVoipPrefix, voip) }
+                if let alert { command.append(app.invalidAlertPrefix, alert) }
+            }
         }
         let reads = command.count - (claims == 0 ? 1 : 0)
         if let claimAs, claims > 0 {
@@ -406,9 +410,16 @@ public final class CallStore {
                 var holder = reads
                 for q in queries {
                     var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
+                    if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
                     i += 2
                     if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                    for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
+                        found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
+                        if voip != nil { i += 1 }
+                        found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
+                        if alert != nil { i += 1 }
+                    }
                     if claims > 0, q.claim {
                         if values[holder].integer == 1 {
                             found.claimHolder = claimAs
@@ -455,6 +466,24 @@ public final class CallStore {
                     return .success(holders)
                 })
             }
+        }
+    }
+
+    /// Renews `claimAs`'s in-flight claims of `eventIds` for `claimTTLMs` (a call that rings
+    /// longer than a claim lasts: a call with devices waiting for an answer), each only if it
+    /// still holds that claim; one script on the app's keys (`CallStoreLua.takeOverClaims`, with
+    /// `claimAs` as the holder). Answers per id whether the claim was renewed.
+    public func renewClaims(_ app: AppKeys, _ eventIds: [String], claimAs: String, claimTTLMs: Int64,
+                            completion: @escaping (Result<[Bool], RedisError>) -> Void) {
+        guard !eventIds.isEmpty else { return completion(.success([])) }
+        takeOverScript.run(on: channel(app.calls), keys: eventIds.map { app.result($0) },
+                           args: [claimAs, String(claimTTLMs)] + eventIds.map { _ in claimAs }) { result in
+            completion(result.flatMap { reply in
+                guard let flags = reply.array, flags.count == eventIds.count else {
+                    return .failure(.unexpectedReply("renew claims \(reply)"))
+                }
+                return .success(flags.map { $0.integer == 1 })
+            })
         }
     }
 

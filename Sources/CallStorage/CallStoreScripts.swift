@@ -414,7 +414,8 @@ enum CallStoreLua {
         """
 
     /// Takes over the in-flight claims of consumers whose lease lapsed: each result key still
-    /// holding the named consumer's claim gets this consumer's, PX the claim TTL.
+    /// holding the named consumer's claim gets this consumer's, PX the claim TTL (named as its
+    /// own holder, a consumer renews its claims: `CallStore.renewClaims`).
     /// KEYS: result keys. ARGV: consumer, claim TTL ms, then per key the lapsed holder.
     /// Returns per key 1 (taken over) or 0 (the claim changed meanwhile: a result, or another claim).
     static let takeOverClaims = """

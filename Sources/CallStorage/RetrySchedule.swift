@@ -129,9 +129,11 @@ public final class RetrySchedule {
     /// listed retries removed with their `cancelled` record each (`removing`: retry id and the
     /// call's result JSON), the cancel event's own result `resultJSON` (idempotency key
     /// `AppKeys.cancelResult(callID)`; it gains `cancelled_after` when the call had been
-    /// delivered), and XACK + XDEL of `cancelEntryID`.
+    /// delivered), and XACK + XDEL of `cancelEntryID`. `marker` is the marker's value: `1` for
+    /// a cancel, the end's name and device for an answer or a decline (`EventLookup.endMarker`);
+    /// the first end's stays.
     public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, resultJSON: String,
-                       removing: [(retryID: String, resultJSON: String)], markerTTLSeconds: Int,
+                       removing: [(retryID: String, resultJSON: String)], markerTTLSeconds: Int, marker: String = "1",
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
         let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
@@ -139,6 +141,7 @@ public final class RetrySchedule {
         var args = [config.group, cancelEntryID ?? "", resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
+        args.append(marker)
         cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 6, let recorded = parts[0].integer, let acked = parts[1].integer,

@@ -81,7 +81,8 @@ enum RetryLua {
         return {id, score, v[1], v[2]}
         """
 
-    /// A `call_cancelled` event in one step: sets the call's cancellation marker, removes the
+    /// A `call_cancelled` event (or a `call_answered`, `call_declined`: any end of the ring) in
+    /// one step: sets the call's cancellation marker, removes the
     /// given retries of the call that are still scheduled and records the call's outcome for
     /// each (once per call id: its result key, whose in-flight claim, if any, the outcome
     /// replaces), records the cancel event's own result (once: its own result key; a
@@ -97,14 +98,18 @@ enum RetryLua {
     /// KEYS: calls, results, the cancel event's result key (`AppKeys.cancelResult`), cancelled marker, retry, data,
     ///       byCall, result key of the call.
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
-    ///       results maxlen, call id, n, then n × (retry id, the call's result JSON).
+    ///       results maxlen, call id, n, then n × (retry id, the call's result JSON), then the
+    ///       marker's value (`1` for a cancel, `answered:DEVICE`, `declined:DEVICE`): the first
+    ///       end of the call keeps its value, a later one renews its TTL only.
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
     /// was recorded, the call's delivered outcome or '', its delivery time or -1}.
     static let cancel = CallStoreLua.recordThenAcknowledge + """
-        redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
+        if not redis.call('SET', KEYS[4], ARGV[9 + 2 * n] or '1', 'EX', ARGV[4], 'NX') then
+          redis.call('EXPIRE', KEYS[4], ARGV[4])
+        end
         for i = 0, n - 1 do
           local id, json = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
           if redis.call('ZREM', KEYS[5], id) == 1 then
@@ -123,12 +128,14 @@ enum RetryLua {
           after = string.match(call, '^{"outcome":"(delivered_[a-z]+)"')
           local entryMs = string.match(call, ',"entry":"(%d+)%-')
           local latency = string.match(call, ',"latency_ms":(%d+)')
-          if after and entryMs and latency then
+          -- The end's own outcome (cancelled, answered, declined) stays first.
+          local head = string.match(json, '^{"outcome":"[a-z_]+"')
+          if after and head and entryMs and latency then
             at = tonumber(entryMs) + tonumber(latency)
-            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '","delivered_at":' .. string.format('%d', at)
-              .. string.sub(json, 23)
-          elseif after then
-            json = '{"outcome":"cancelled","cancelled_after":"' .. after .. '"' .. string.sub(json, 23)
+            json = head .. ',"cancelled_after":"' .. after .. '","delivered_at":' .. string.format('%d', at)
+              .. string.sub(json, #head + 1)
+          elseif after and head then
+            json = head .. ',"cancelled_after":"' .. after .. '"' .. string.sub(json, #head + 1)
           end
         end
         local cancelRecorded = 0

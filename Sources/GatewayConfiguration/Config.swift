@@ -199,6 +199,8 @@ package struct AppConfig: Equatable, Sendable {
     package var ringTimeoutSeconds: Int
     package var retry: RetryPolicies
     package var fallbackAlert: FallbackTemplate
+    /// Which devices of a call get the missed-call alert (`missed_call_alert`).
+    package var missedCallAlert: MissedCallAlert
     /// Retention of the app's dead-letter stream (`dead_letters`).
     package var deadLetters: DeadLetterRetentionPolicy
 
@@ -210,13 +212,14 @@ package struct AppConfig: Equatable, Sendable {
     package init(bundleId: String, credential: String, environment: ApnsEnvironment,
                 ringTimeoutSeconds: Int = AppConfig.defaultRingTimeoutSeconds,
                 retry: RetryPolicies = RetryPolicies(), fallbackAlert: FallbackTemplate = FallbackTemplate(),
-                deadLetters: DeadLetterRetentionPolicy = .default) {
+                missedCallAlert: MissedCallAlert = .undelivered, deadLetters: DeadLetterRetentionPolicy = .default) {
         self.bundleId = bundleId
         self.credential = credential
         self.environment = environment
         self.ringTimeoutSeconds = ringTimeoutSeconds
         self.retry = retry
         self.fallbackAlert = fallbackAlert
+        self.missedCallAlert = missedCallAlert
         self.deadLetters = deadLetters
     }
 }

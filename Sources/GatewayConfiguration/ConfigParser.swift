@@ -328,7 +328,7 @@ struct ConfigParser {
     private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
-                                   "dead_letters"])
+                                   "missed_call_alert", "dead_letters"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -357,12 +357,31 @@ struct ConfigParser {
         }
         let retry = parseRetry(entry, in: path)
         let fallback = parseFallbackAlert(entry, in: path)
+        let missedCallAlert = parseMissedCallAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)
-        guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let deadLetters else {
+        guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
+              let deadLetters else {
             return nil
         }
         return AppConfig(bundleId: bundleId, credential: credential, environment: environment,
-                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, deadLetters: deadLetters)
+                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, missedCallAlert: missedCallAlert,
+                         deadLetters: deadLetters)
+    }
+
+    /// `missed_call_alert`: `"undelivered"` (the default) or `"unanswered"`.
+    private func parseMissedCallAlert(_ entry: [String: Any], in path: JSONPath) -> MissedCallAlert? {
+        guard let (text, at) = reader.string(entry, "missed_call_alert", in: path, required: false,
+                                             example: MissedCallAlert.undelivered.rawValue) else {
+            // Absent: the default; a value of another type (null too) was reported by `string`.
+            return reader.lookup(entry, "missed_call_alert", in: path) == nil ? .undelivered : nil
+        }
+        guard let mode = MissedCallAlert(rawValue: text) else {
+            reader.error(at, "\(reader.quoted(text)) is not a missed-call alert mode",
+                         fix: "write \"undelivered\" (the alert goes to a device whose VoIP push was not delivered) or "
+                              + "\"unanswered\" (every device gets it when nobody answered by the deadline; needs call_answered events)")
+            return nil
+        }
+        return mode
     }
 
     private func parseBundleID(_ entry: [String: Any], in path: JSONPath) -> String? {

@@ -23,7 +23,7 @@ package final class AppRuntime: Sendable {
                                   reachesBothEnvironments: reachesBothEnvironments, ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
                                   voipRetry: config.retry.voip, alertRetry: config.retry.alert,
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
-                                  fallbackAlert: config.fallbackAlert)
+                                  fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert)
     }
 
     /// Every app of `config`, in a stable order (by id).

@@ -3,43 +3,79 @@ import EventLoop
 import CallStorage
 import Routing
 
-// Performing: the only place a router's actions become I/O — pushes, the retry schedule, the
-// records — and where APNs' answers go back to the router.
+// Performing: the only place a call's actions become I/O — pushes, withdrawals, the call's
+// timer, the retry schedule, the records, leaving the tables — and where APNs' answers go back
+// to the call's machine.
 extension RouterRole {
-    /// Performs one action of a call's router.
-    func perform(_ action: CallAction, for call: LiveCall) {
-        if let feedback = action.feedback {
-            call.feedback.append(InvalidToken(feedback))
+    /// Performs one action of a call's machine (`CallStateMachine`), all of it: feedback, the
+    /// app's refusal, withdrawals, the timer, the entry's step, then the pushes. The waits for a
+    /// copy are `start`'s (they need the lookup); the router's start and a cancel's telling
+    /// happen inside the machine.
+    ///
+    /// The pushes go last: a push the APNs client answers at once (closed, queue full) runs its
+    /// completion inside `send`, and the machine's answer to it is performed there, nested; it
+    /// is newer than this action, so nothing of this one may be performed after it (a timer
+    /// this action arms would move the one the nested action armed). An action never carries
+    /// pushes and a record together: a call is recorded only once no push of it is out.
+    func run(_ action: CallStateMachine.Action, for call: LiveCall) {
+        for feedback in action.feedback { call.feedback.append(InvalidToken(feedback)) }
+        if let reason = action.appRefused { appRefused(call.app, reason) }
+        for device in action.withdraw {
+            if let out = call.firstPushOut, out.device == device { out.client.withdraw(out.ticket) }
+            for out in call.morePushesOut where out.device == device { out.client.withdraw(out.ticket) }
         }
-        switch action.step {
+        switch action.timer {
+        case .unchanged:
+            break
+        case let .fireAt(at):
+            if call.timer == nil { call.timer = LoopTimer(loop: loop) { [unowned self, unowned call] in self.timerFired(call) } }
+            call.timer?.schedule(afterMs: max(0, at - Clock.unixMs()))
+            if call.machine.awaitsEnd { watchForEnd(call) }
+        case .cancel:
+            call.timer?.cancel()
+        }
+        if action.retry != nil, call.firstFailureMs == nil {
+            call.firstFailureMs = call.machine.waiting?.firstFailureAtMs ?? Clock.unixMs()
+        }
+        switch action.life {
         case .none:
             break
-        case let .sendVoip(plan):
-            send(plan, for: call)
-        case let .sendAlert(plan, cause):
-            if plan.attempt == 1 { observations?.fallback(app: call.app.id, cause: cause) }
-            send(plan, for: call)
-        case let .scheduleRetry(plan):
-            if call.firstFailureMs == nil { call.firstFailureMs = call.router.waiting?.firstFailureAtMs ?? Clock.unixMs() }
-            guard call.life.onScheduleRequested() == .write else { return }
-            schedule(call, channel: plan.channel)
-        case let .finish(record):
-            run(call.life.onRecordRequested(.outcome(record)), for: call)
-        case let .deadLetter(deadLetter):
-            if deadLetter.appUnhealthy { appRefused(call.app, deadLetter.reason) }
-            run(call.life.onRecordRequested(.deadLetter(deadLetter)), for: call)
-        case .withdrawPush:
-            if let push = call.pushInFlight { push.client.withdraw(push.ticket) }
-        case let .cancelCall(record):
-            run(call.life.onRecordRequested(.cancellation(record)), for: call)
-        case let .acknowledgeDuplicate(record):
-            // An already finished call, a second cancel, a copy of a call another entry
-            // finished: its `duplicate` result is written and its entry acknowledged.
-            run(call.life.onRecordRequested(.duplicate(record)), for: call)
+        case .write:
+            schedule(call)
+        case let .writeRecord(record):
+            write(record, for: call)
+        case .scheduleAgainLater:
+            scheduleAgain.append(call)
+            if !scheduleAgainTimer.isScheduled { scheduleAgainTimer.schedule(afterMs: settings.scheduleAgainAfterMs) }
+        case .recordAgainLater:
+            recordAgain.append(call)
+            if !recordAgainTimer.isScheduled { recordAgainTimer.schedule(afterMs: settings.recordAgainAfterMs) }
+        case let .leave(duplicatesOf: outcome):
+            leave(call, duplicatesOf: outcome)
+        case .startRouter, .tellRouterCancelled:
+            preconditionFailure("call \(call.callID): \(action.life) is performed inside its CallStateMachine")
+        case .waitForCopyHere, .waitForCopyElsewhere:
+            preconditionFailure("call \(call.callID): \(action.life) is performed by start, which holds the lookup")
         }
+        if let push = action.firstPush { send(push, for: call) }
+        for push in action.morePushes { send(push, for: call) }
     }
 
-    func send(_ plan: PushPlan, for call: LiveCall) {
+    /// The call's timer fired (its devices' retries, its deadline). Tolerated: a call that left.
+    private func timerFired(_ call: LiveCall) {
+        guard isLive(call) else { return }
+        run(call.machine.onTimer(now: Clock.unixMs()), for: call)
+    }
+
+    /// Sends one push of a call to the pool of its app's credential and environment, and
+    /// hands its answer back to the call's machine under its device.
+    func send(_ push: CallStateMachine.DevicePush, for call: LiveCall) {
+        let plan = push.plan, device = push.device
+        switch push.purpose {
+        case let .fallback(cause) where plan.attempt == 1: observations?.fallback(app: call.app.id, cause: cause)
+        case .missedCall: observations?.fallback(app: call.app.id, cause: .unanswered)
+        case .ring, .fallback, .ended: break
+        }
         // An app APNs refused again and again: its push is withheld, but for one probe a period.
         var probe = false
         if appHealth[call.app.id] != nil {
@@ -50,7 +86,7 @@ extension RouterRole {
                 probe = true
                 log.info("probing a withheld app's credential with one push", ["app": call.app.id, "event": call.callID])
             case let .withhold(reason):
-                return perform(call.router.pushWithheld(reason, now: Clock.unixMs()), for: call)
+                return run(call.machine.onPushWithheld(device: device, reason, now: Clock.unixMs()), for: call)
             }
         }
         let client: ApnsClient
@@ -58,12 +94,12 @@ extension RouterRole {
             client = try pools.client(credential: call.app.credential, environment: plan.environment)
         } catch {
             if probe { appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
-            let action = call.router.apnsFailed(.credentialUnusable("\(error)"), now: Clock.unixMs())
-            return perform(action, for: call)
+            return run(call.machine.onApnsFailed(device: device, .credentialUnusable("\(error)"), now: Clock.unixMs()), for: call)
         }
         let sentUs = Clock.monotonicUs()
         let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
-            call.pushInFlight = nil
+            if call.firstPushOut?.device == device { call.firstPushOut = nil }
+            call.morePushesOut.removeAll { $0.device == device }
             // A drain cut off by its timeout retired with this push out; the process then
             // closes its clients and the push fails `.clientClosed`. The entry is another
             // process's now: scheduling a retry here would acknowledge it with the process
@@ -73,25 +109,28 @@ extension RouterRole {
             let now = Clock.unixMs()
             let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
             if probe { self.appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
-            let action: CallAction
+            let action: CallStateMachine.Action
             switch result {
             case .failure(.withdrawn):
                 // Taken back after a cancel: it never left, and is no APNs failure.
-                action = call.router.apnsFailed(.withdrawn, now: now)
+                action = call.machine.onApnsFailed(device: device, .withdrawn, now: now)
             case let .success(response):
                 self.observations?.apnsAnswered(app: call.app.id, channel: plan.channel, status: response.status,
                                                 reason: response.reason?.text, latencySeconds: seconds)
                 // APNs accepted the app's credentials and topic again: healthy (docs/protocol.md).
                 if response.isAccepted, self.appHealth[call.app.id] != nil { self.appAccepted(call.app) }
-                action = call.router.apnsAnswered(response, now: now)
+                action = call.machine.onApnsAnswered(device: device, response, now: now)
             case let .failure(error):
                 self.observations?.apnsFailed(app: call.app.id, channel: plan.channel, error: error, latencySeconds: seconds)
-                action = call.router.apnsFailed(error, now: now)
+                action = call.machine.onApnsFailed(device: device, error, now: now)
             }
-            self.perform(action, for: call)
+            self.run(action, for: call)
         }
         // Nil when the client answered at once (closed, queue full): the completion ran.
-        if let ticket, !ticket.isAnswered { call.pushInFlight = (client, ticket) }
+        if let ticket, !ticket.isAnswered {
+            let out = PushOut(device: device, client: client, ticket: ticket)
+            if call.firstPushOut == nil { call.firstPushOut = out } else { call.morePushesOut.append(out) }
+        }
     }
 
     // MARK: An app's credential

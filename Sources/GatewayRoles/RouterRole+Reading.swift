@@ -190,30 +190,31 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id,
-                            isCancel: event.kind == .callCancelled)
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            ends: event.end)
         register(call)
-        hearCancels(around: call)
+        hearEnds(around: call)
         return Admitted(call: call, event: event, snapshot: nil)
     }
 
-    /// A cancel wins over every entry of its call it meets here, whichever came first: a new
-    /// cancel tells its call's live entries at once (one looking up starts cancelled, one
-    /// routing takes its push back if not written yet), and a new call entry whose cancel is
-    /// live here starts cancelled. After the cancel left, its marker in Redis tells the lookup.
-    /// `call` was just registered: it heads its call's list, and the others follow it (the
-    /// common case, none, costs one comparison and no allocation).
-    func hearCancels(around call: LiveCall) {
+    /// An end of the ring (a cancel, an answer, a decline) wins over every entry of its call it
+    /// meets here, whichever came first: a new end entry tells its call's live entries at once
+    /// (one looking up starts stopped, one routing stops its devices and takes back pushes not
+    /// written yet), and a new call entry whose end is live here starts stopped. After the
+    /// end entry left, its cancellation marker in Redis tells the lookup. `call` was just
+    /// registered: it heads its call's list, and the others follow it (the common case, none,
+    /// costs one comparison and no allocation).
+    func hearEnds(around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
-        if call.isCancel {
-            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isCancel {
-                run(other.life.onCancelHeard(), for: other)
+        if let end = call.ends {
+            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isEnd {
+                run(other.machine.onEndHeard(end, now: Clock.unixMs()), for: other)
             }
             return
         }
         var next = call.nextOfCall
         while let other = next {
-            if other.isCancel { return run(call.life.onCancelHeard(), for: call) }
+            if let end = other.ends { return run(call.machine.onEndHeard(end, now: Clock.unixMs()), for: call) }
             next = other.nextOfCall
         }
     }
@@ -251,39 +252,32 @@ extension RouterRole {
         stats.retriesFired += 1
         // Snapshots written before the producer's entry was kept in them: this entry stands in.
         let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: jitter.split()), callID: event.id)
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
-        hearCancels(around: call)
+        hearEnds(around: call)
         return Admitted(call: call, event: event, snapshot: snapshot)
     }
 
     /// The lookup answered: unless another copy of the call is routing (`CallCopies`), the
     /// call's router starts (or resumes) and its first action runs; cancelled when Redis' marker
-    /// says so or a cancel of it was heard here meanwhile (`hearCancels`).
+    /// says so or a cancel of it was heard here meanwhile (`hearEnds`).
     func start(_ a: Admitted, found: EventLookup) {
         let call = a.call
-        let done = found.recordedOutcome
-        let action = call.life.onLookupAnswered(a.event.kind, alreadyDone: done != nil, cancelled: found.cancelled,
-                                                claimHolder: found.claimHolder, consumer: settings.consumer,
-                                                copyRoutingHere: copyRouting(besides: call) != nil)
-        switch action {
-        case let .startRouter(cancelled):
-            let routerAction: CallAction
-            if let snapshot = a.snapshot {
-                routerAction = call.router.resume(a.event, from: snapshot, now: Clock.unixMs(), alreadyDone: done, cancelled: cancelled)
-            } else {
-                routerAction = call.router.start(a.event, now: Clock.unixMs(),
-                                                 knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
-                                                 alreadyDone: done, cancelled: cancelled)
-            }
-            perform(routerAction, for: call)
+        let action = call.machine.onLookupAnswered(alreadyDone: found.recordedOutcome, cancelled: found.cancelled,
+                                                   claimHolder: found.claimHolder, consumer: settings.consumer,
+                                                   copyRoutingHere: copyRouting(besides: call) != nil,
+                                                   ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
+                                                   knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                                   devicesKnownInvalid: found.devicesKnownInvalid,
+                                                   snapshot: a.snapshot, now: Clock.unixMs())
+        switch action.life {
         case .waitForCopyHere:
             copyRouting(besides: call)!.copiesWaiting.append(a)
         case .waitForCopyElsewhere:
             copiesElsewhere.append(a)
             if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
-        case .none, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
+        case .none, .startRouter, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
             run(action, for: call)
         }
     }

@@ -42,7 +42,7 @@ extension RouterRole {
         case let .deadLetter(deadLetter):
             writeDeadLetter(deadLetter, for: call)
         case let .cancellation(outcome):
-            recordCancel(stamped(outcome, call), of: call)
+            recordCancel(reported(stamped(outcome, call), of: call), of: call)
         }
     }
 
@@ -100,8 +100,7 @@ extension RouterRole {
     /// Dead-letters an entry that never became a live call (invalid, poison).
     func deadLetterEntry(_ app: AppRuntime, entry: StreamEntry, raw: [UInt8], _ deadLetter: DeadLetter) {
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            router: CallRouter(policy: app.policy, jitter: .constant(0)), callID: deadLetter.record.id ?? "",
-                            life: .refusedAtAdmission(deadLetter))
+                            machine: .refusedAtAdmission(deadLetter, policy: app.policy), callID: deadLetter.record.id ?? "")
         register(call)
         write(.deadLetter(deadLetter), for: call)
     }
@@ -112,7 +111,7 @@ extension RouterRole {
     /// ran with its answer lost is answered as the entry's own result when written again.
     func recordFailed(_ calls: some Sequence<LiveCall>, _ message: String, error: RedisError, _ fields: [String: Any]) {
         stats.redisErrors += 1
-        for call in calls { run(call.life.onRecordFailed(), for: call) }
+        for call in calls { run(call.machine.onRecordFailed(), for: call) }
         if error.writeRefusal != nil {
             writesRefused(error)
         } else {
@@ -126,7 +125,7 @@ extension RouterRole {
     func recordHeldOutcomes() {
         let calls = recordAgain
         recordAgain = []
-        for call in calls { run(call.life.onRecordAgainDue(), for: call) }
+        for call in calls { run(call.machine.onRecordAgainDue(), for: call) }
     }
 
     /// What a recording script did with `record`: wrote it; or, the id having an outcome
@@ -143,7 +142,7 @@ extension RouterRole {
             writesAccepted()
             recorded(record.duplicate(of: first ?? record.outcome), call: call)
         case .ownResultThere:
-            run(call.life.onRecorded(outcome: nil), for: call)
+            run(call.machine.onRecorded(outcome: nil), for: call)
         }
     }
 
@@ -167,6 +166,6 @@ extension RouterRole {
         observations?.callRecorded(app: call.app.id, record: record)
         // Its waiting copies are duplicates of the outcome it recorded (for a duplicate, the
         // first outcome it names).
-        run(call.life.onRecorded(outcome: record.outcome == .duplicate ? record.firstOutcome : record.outcome), for: call)
+        run(call.machine.onRecorded(outcome: record.outcome == .duplicate ? record.firstOutcome : record.outcome), for: call)
     }
 }

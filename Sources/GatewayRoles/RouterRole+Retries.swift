@@ -8,9 +8,14 @@ import Routing
 extension RouterRole {
     /// The schedule step for a call whose router is waiting: afterwards the call is in Redis
     /// only, and this process forgets it.
-    func schedule(_ call: LiveCall, channel: PushChannel) {
-        guard var snapshot = call.router.waiting else {
-            preconditionFailure("a scheduleRetry action without a waiting router (call \(call.callID))")
+    func schedule(_ call: LiveCall) {
+        guard var snapshot = call.machine.waiting else {
+            preconditionFailure("a schedule step without a waiting router (call \(call.callID))")
+        }
+        let channel: PushChannel
+        switch snapshot.stage {
+        case .voip: channel = .voip
+        case .alert: channel = .alert
         }
         snapshot.entryID = call.producerEntryID
         let retry = ScheduledRetry(snapshot, retryID: call.entryID, callID: call.callID, app: call.app.id, event: call.rawEvent,
@@ -21,20 +26,20 @@ extension RouterRole {
                 self.writesAccepted()
                 self.stats.retriesScheduled += 1
                 self.stats.retriesScheduledByChannel[channel.rawValue, default: 0] += 1
-                self.run(call.life.onScheduled(), for: call)
+                self.run(call.machine.onScheduled(), for: call)
                 self.onRetryScheduled?(snapshot.dueAtMs)
             case .success(.cancelled):
                 // A cancel was recorded while the push was out: finish as cancelled now.
-                self.run(call.life.onScheduleFoundCancelled(), for: call)
+                self.run(call.machine.onScheduleFoundCancelled(now: Clock.unixMs()), for: call)
             case .success(.notOwned):
                 // Tolerated: this process stalled past its lease and another took the entry
                 // over (or finished it); that one carries on.
                 self.log.warn("entry taken over before its retry was scheduled; left to its new owner",
                               ["app": call.app.id, "event": call.callID, "entry": call.entryID], limited: true)
-                self.run(call.life.onScheduled(), for: call)
+                self.run(call.machine.onScheduled(), for: call)
             case let .failure(error):
                 self.stats.redisErrors += 1
-                self.run(call.life.onScheduleFailed(), for: call)
+                self.run(call.machine.onScheduleFailed(), for: call)
                 if error.writeRefusal != nil {
                     self.writesRefused(error)
                 } else {
@@ -49,20 +54,14 @@ extension RouterRole {
     func retrySchedulingSteps() {
         let calls = scheduleAgain
         scheduleAgain = []
-        for call in calls where call.life.onScheduleAgainDue() == .write {
-            guard let channel = call.router.waiting.map({ waiting -> PushChannel in
-                if case .voip = waiting.stage { return .voip }
-                return .alert
-            }) else { continue }
-            schedule(call, channel: channel)
-        }
+        for call in calls { run(call.machine.onScheduleAgainDue(), for: call) }
     }
 
     /// A `call_cancelled` event's step, once no entry of its call that started here is still
-    /// live: those were told of the cancel when it was read (`hearCancels`) and end soon (a push
+    /// live: those were told of the cancel when it was read (`hearEnds`) and end soon (a push
     /// taken back, or its answer), and the cancel's result then says what the call got.
     func recordCancel(_ record: OutcomeRecord, of cancelEntry: LiveCall) {
-        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isCancel && $0.life.hasStarted }
+        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isEnd && $0.life.hasStarted }
         if let started {
             started.cancelsWaiting.append((cancelEntry, record))
         } else {
@@ -102,7 +101,8 @@ extension RouterRole {
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
             self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, resultJSON: cancelRecord.jsonString,
-                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds) { [unowned self] result in
+                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds,
+                                      marker: cancelEntry.ends?.marker ?? "1") { [unowned self] result in
                 switch result {
                 case let .failure(error):
                     self.recordFailed(CollectionOfOne(cancelEntry), "recording a cancellation failed; cancelling again",
@@ -125,5 +125,56 @@ extension RouterRole {
                 }
             }
         }
+    }
+
+    // MARK: Ends read by another gateway
+
+    /// Lists `call` among the calls with devices still ringing, whose cancellation markers
+    /// `recheckRingingCalls` reads every `ringRecheckEveryMs`.
+    func watchForEnd(_ call: LiveCall) {
+        guard !call.watchedForEnd else { return }
+        call.watchedForEnd = true
+        call.claimedAtMs = Clock.monotonicMs()
+        ringing.append(call)
+        if !ringRecheckTimer.isScheduled { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
+    }
+
+    /// An answer, a decline or a cancel of a ringing call may have been read by another
+    /// gateway, which set the call's cancellation marker but cannot end the ring: it does not
+    /// know the devices. One lookup per app (an MGET, no claim) reads the markers of the calls
+    /// still ringing here, and each one found ends its ring as if heard here (the marker's value
+    /// names the end). A failed lookup is tried at the next round. The same round renews the
+    /// in-flight claims of the calls ringing for half a claim's life or more, so a resend of a
+    /// call ringing longer than that finds it routed here.
+    func recheckRingingCalls() {
+        let watched = ringing
+        ringing = []
+        var byApp: [String: [LiveCall]] = [:]
+        for call in watched {
+            guard isLive(call), call.machine.awaitsEnd else {
+                call.watchedForEnd = false
+                continue
+            }
+            ringing.append(call)
+            byApp[call.app.id, default: []].append(call)
+        }
+        let now = Clock.monotonicMs()
+        for (_, calls) in byApp {
+            // Renewed claims count from now; one whose renewal failed is tried at the next round.
+            let renewing = calls.filter { now - $0.claimedAtMs >= settings.inFlightClaimMs / 2 }
+            store.renewClaims(calls[0].app.keys, renewing.map(\.callID), claimAs: settings.consumer,
+                              claimTTLMs: settings.inFlightClaimMs) { result in
+                guard case let .success(renewed) = result else { return }
+                for (call, done) in zip(renewing, renewed) where done { call.claimedAtMs = now }
+            }
+            let queries = calls.map { LookupQuery(eventId: $0.callID, voipToken: nil, alertToken: nil) }
+            store.lookup(calls[0].app.keys, queries) { [unowned self] result in
+                guard case let .success(found) = result else { return }
+                for (call, f) in zip(calls, found) where f.cancelled && self.isLive(call) {
+                    self.run(call.machine.onEndHeard(CallEnd(marker: f.endMarker), now: Clock.unixMs()), for: call)
+                }
+            }
+        }
+        if !ringing.isEmpty { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
     }
 }

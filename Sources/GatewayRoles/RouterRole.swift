@@ -53,6 +53,9 @@ package struct RouterRoleSettings: Sendable {
     var inFlightClaimMs: Int64 = 60_000
     /// How often a copy waiting for another process's copy of its call looks the call up again, ms.
     var copyRecheckEveryMs: Int64 = 250
+    /// How often the cancellation markers of the calls with devices ringing here are read (an
+    /// answer, decline or cancel another gateway read), ms: one MGET per app per round.
+    var ringRecheckEveryMs: Int64 = 1_000
     /// When an app's pushes are withheld after APNs refused its credential, and how often one
     /// goes as a probe (`AppCredentialHealth`).
     package var credentialHealth = AppCredentialHealth.Policy()
@@ -60,10 +63,11 @@ package struct RouterRoleSettings: Sendable {
     package init(consumer: String) { self.consumer = consumer }
 }
 
-/// The router role's I/O: reads call events from every app's stream, runs one `CallRouter`
-/// per event, and performs what each returns — APNs pushes, the durable retry schedule, and
-/// the atomic Redis records that acknowledge the entry. It decides nothing: every decision
-/// comes from `CallRouter` (Routing), every key from `CallStore` (CallStorage).
+/// The router role's I/O: reads call events from every app's stream, runs one
+/// `CallStateMachine` per event (its entry's stay and a `CallRouter` per device), and performs
+/// what each returns, in one place (`run(_:for:)`) — APNs pushes, the durable retry schedule,
+/// and the atomic Redis records that acknowledge the entry. It decides nothing: every decision
+/// comes from Routing, every key from `CallStore` (CallStorage).
 ///
 /// Loop-owned. Delivery is at least once: an entry is acknowledged only by the Lua step that
 /// records its outcome or puts the call in the retry schedule; entries of dead processes are
@@ -86,18 +90,21 @@ package struct RouterRoleSettings: Sendable {
 /// answers from one TLS read shares one script.
 ///
 /// Files by concern: this one holds the state and the tables of live calls; `+Reading` reads
-/// and admits entries and starts their routers, `+Performing` turns a router's actions into
-/// I/O, `+Retries` the retry schedule and cancellations, `+Records` the outcomes' records,
-/// `+TakeOver` the consumer lease, heartbeats and taking entries over, `+Lifecycle` the role's
-/// own life (registering, running, draining, retired) as a machine. Each live call's own life
-/// (looked up, routing, scheduling, recording, gone) is `LiveCallStateMachine` (Routing).
+/// and admits entries and starts their machines, `+Performing` performs a call machine's
+/// actions (`run(_:for:)`) and sends the pushes, `+Retries` the retry schedule, cancellations
+/// and the ends of ringing calls read elsewhere, `+Records` the outcomes' records, `+TakeOver`
+/// the consumer lease, heartbeats and taking entries over, `+Lifecycle` the role's own life
+/// (registering, running, draining, retired) as a machine. Each live call's own life (looked
+/// up, routing, scheduling, recording, gone, and its devices' rings) is one `CallStateMachine`
+/// (Routing).
 ///
 /// Counted apart (`Stats`): crash redeliveries (`claimed`: entries taken over from a dead
 /// consumer, whose delivery count XCLAIM raised) and error retries (`retriesScheduled`,
 /// `retriesFired`: a push the router decided to try again).
 package final class RouterRole {
-    /// One event being routed. The router's state lives here between I/O steps; which of the
-    /// runner's steps may happen to it now is its `life`.
+    /// One event being routed. Its whole life — the entry's stay and its devices' routers —
+    /// is one machine, `machine` (`CallStateMachine`, Routing), every event of the call goes
+    /// through it, and `run(_:for:)` performs what it returns.
     final class LiveCall {
         let app: AppRuntime
         /// The stream entry, acknowledged with the outcome.
@@ -107,36 +114,58 @@ package final class RouterRole {
         let producerEntryID: String
         /// The entry's `event` field, its bytes as Redis holds them (kept exactly in a dead letter).
         let rawEvent: [UInt8]
-        var router: CallRouter
+        var machine: CallStateMachine
         let callID: String
-        var life: LiveCallStateMachine
+        /// Which of the runner's steps may happen to the entry now (the machine's nested one).
+        var life: LiveCallStateMachine { machine.life }
         var feedback: [InvalidToken] = []
         var firstFailureMs: Int64?
         /// The next live entry of the same app and call id (`liveByCall` lists them: usually
         /// one, two while a cancel or a producer's duplicate is in flight with its call).
         var nextOfCall: LiveCall?
-        /// A `call_cancelled` entry (it never pushes, so copies never wait for it).
-        let isCancel: Bool
+        /// For a `call_cancelled`, `call_answered` or `call_declined` entry, the end of the ring
+        /// it brings (it never pushes, so copies never wait for it); nil for a call.
+        let ends: CallEnd?
+        var isEnd: Bool { ends != nil }
         /// Copies of this call that wait for it to leave the process (`CallCopies`).
         var copiesWaiting: [Admitted] = []
         /// Cancels of this call whose step waits for it to leave, so their result can say what
         /// the call got (`cancelled_after`): it had pushed when the cancel came.
         var cancelsWaiting: [(cancel: LiveCall, record: OutcomeRecord)] = []
-        /// The push with the APNs client, while its answer is awaited: a cancel takes it back
-        /// if it is not written yet.
-        var pushInFlight: (client: ApnsClient, ticket: ApnsPushTicket)?
+        /// The pushes with the APNs client, by device, while their answers are awaited: a
+        /// cancel takes them back if they are not written yet. A single-device call has one at
+        /// most, kept apart from the others' array (`firstPushOut`), which it then never needs.
+        var firstPushOut: PushOut?
+        var morePushesOut: [PushOut] = []
+        /// The call's one timer (its devices' retries, its deadline), made when first armed.
+        var timer: LoopTimer?
+        /// Listed in `ringing`: its cancellation marker is read now and then.
+        var watchedForEnd = false
+        /// Monotonic ms when its in-flight claim was last taken or renewed (a call with
+        /// devices may ring longer than a claim lasts: `recheckRingingCalls` renews it).
+        var claimedAtMs: Int64 = 0
+        /// For an end entry: the devices of its call whose ring it cut short and those it told,
+        /// set when that call (with devices) left (`CallStateMachine.endReport`); its own result
+        /// names them.
+        var endReport: (stopped: [String], told: [String])?
 
-        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], router: CallRouter,
-             callID: String, isCancel: Bool = false, life: LiveCallStateMachine = LiveCallStateMachine()) {
+        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
+             callID: String, ends: CallEnd? = nil) {
             self.app = app
             self.entryID = entryID
             self.producerEntryID = producerEntryID ?? entryID
             self.rawEvent = rawEvent
-            self.router = router
+            self.machine = machine
             self.callID = callID
-            self.isCancel = isCancel
-            self.life = life
+            self.ends = ends
         }
+    }
+
+    /// A push of a call with the APNs client.
+    struct PushOut {
+        let device: Int
+        let client: ApnsClient
+        let ticket: ApnsPushTicket
     }
 
     /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
@@ -208,6 +237,10 @@ package final class RouterRole {
     var inFlightPerApp: [String: Int] = [:]
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
+    /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
+    /// (an end read by another gateway).
+    var ringing: [LiveCall] = []
+    var ringRecheckTimer: LoopTimer!
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     var scheduleAgain: [LiveCall] = []
     /// Calls holding an outcome whose record step failed, written again by `recordAgainTimer`.
@@ -292,6 +325,7 @@ package final class RouterRole {
         scheduleAgainTimer = timer { $0.retrySchedulingSteps() }
         recordAgainTimer = timer { $0.recordHeldOutcomes() }
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
+        ringRecheckTimer = timer { $0.recheckRingingCalls() }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
         // A read served on a connection the watchdog dropped left its entries pending here.
         store.onReadReplyMayBeLost = { [unowned self] in self.lifecycle.onOwnSweepsDue(atLeast: 2) }
@@ -329,6 +363,9 @@ package final class RouterRole {
     package func drain(timeoutMs: Int64, done: @escaping () -> Void) {
         drainDone.append(done)
         run(lifecycle.onDrain(nowMs: Clock.monotonicMs(), timeoutMs: timeoutMs))
+        // Calls with devices waiting for an answer are recorded as they stand (or keep waiting
+        // under `unanswered`): none is left to be rung again by another gateway.
+        for call in Array(live.values) { run(call.machine.onDrain(now: Clock.unixMs()), for: call) }
     }
 
     /// Waits (polling every 20 ms) until every live call is recorded or in the retry schedule
@@ -407,6 +444,7 @@ package final class RouterRole {
             scheduleAgainTimer.cancel()
             recordAgainTimer.cancel()
             recheckTimer.cancel()
+            ringRecheckTimer.cancel()
             registerTimer.cancel()
             // Held strongly: whoever waits for the drain hears of it even if the role is let go.
             store.retire(consumer: settings.consumer, instance: instance) { _ in self.run(self.lifecycle.onRetired()) }
@@ -449,7 +487,7 @@ package final class RouterRole {
     func copyRouting(besides call: LiveCall) -> LiveCall? {
         var next = liveByCall[callKey(call.app, call.callID)]
         while let other = next {
-            if other !== call, other.life.hasStarted, !other.isCancel { return other }
+            if other !== call, other.life.hasStarted, !other.isEnd { return other }
             next = other.nextOfCall
         }
         return nil
@@ -457,31 +495,8 @@ package final class RouterRole {
 
     // MARK: A live call's life
 
-    /// Performs what a live call's `LiveCallStateMachine` returned, for the actions that are the
-    /// same whichever step led there. `.write` (a schedule step) is performed by the step that
-    /// asked (it holds the router's snapshot); `.startRouter` and the waits by `start` (they
-    /// need the lookup).
-    func run(_ action: LiveCallStateMachine.Action, for call: LiveCall) {
-        switch action {
-        case .none, .write, .startRouter, .waitForCopyHere, .waitForCopyElsewhere:
-            break
-        case let .writeRecord(record):
-            write(record, for: call)
-        case .tellRouterCancelled:
-            perform(call.router.cancelReceived(now: Clock.unixMs()), for: call)
-        case .scheduleAgainLater:
-            scheduleAgain.append(call)
-            if !scheduleAgainTimer.isScheduled { scheduleAgainTimer.schedule(afterMs: settings.scheduleAgainAfterMs) }
-        case .recordAgainLater:
-            recordAgain.append(call)
-            if !recordAgainTimer.isScheduled { recordAgainTimer.schedule(afterMs: settings.recordAgainAfterMs) }
-        case let .leave(duplicatesOf: outcome):
-            leave(call, duplicatesOf: outcome)
-        }
-    }
-
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
-    private func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
+    func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
         guard let i = live.index(forKey: key(call.app, call.entryID)), live.values[i] === call else {
             preconditionFailure("call \(call.callID) (entry \(call.entryID)) left the process twice")
         }
@@ -495,7 +510,10 @@ package final class RouterRole {
             previous?.nextOfCall = call.nextOfCall
         }
         call.nextOfCall = nil
-        call.pushInFlight = nil
+        call.firstPushOut = nil
+        call.morePushesOut = []
+        call.timer?.close()
+        call.timer = nil
         inFlightPerApp[call.app.id, default: 1] -= 1
         // Its waiting copies: duplicates of a recorded outcome; otherwise (the call went to the
         // retry schedule, or a step failed) each looks the call up again.
@@ -508,8 +526,25 @@ package final class RouterRole {
         }
         let cancels = call.cancelsWaiting
         call.cancelsWaiting = []
-        for c in cancels { recordCancel(c.record, of: c.cancel) }
+        // The entries that ended its ring learn whom they stopped and told: those waiting for it
+        // now, and those whose own step comes later (their lookup still out).
+        if let report = call.machine.endReport {
+            for end in liveCalls(of: ck) where end.isEnd {
+                end.endReport = call.machine.end == end.ends ? report : (stopped: [], told: [])
+            }
+        }
+        for c in cancels { recordCancel(reported(c.record, of: c.cancel), of: c.cancel) }
         readNext()
+    }
+
+    /// The own result of `end`, an entry that ended a call's ring, with the devices it stopped
+    /// and told (a call with devices only: a single-device call's ends keep their record).
+    func reported(_ record: OutcomeRecord, of end: LiveCall) -> OutcomeRecord {
+        guard let report = end.endReport else { return record }
+        var record = record
+        record.stopped = report.stopped
+        record.told = report.told
+        return record
     }
 
     /// The lookup step for `calls` failed: it is counted and logged, and the calls leave the
@@ -521,7 +556,7 @@ package final class RouterRole {
         stats.redisErrors += 1
         lifecycle.onOwnSweepsDue(atLeast: 1)
         let left = Array(calls)
-        for call in left { run(call.life.onStepFailed(), for: call) }
+        for call in left { run(call.machine.onStepFailed(), for: call) }
         if error.writeRefusal != nil {
             writesRefused(error, leftPending: left.map { key($0.app, $0.entryID) })
         } else {

@@ -37,6 +37,12 @@ extension EventLookup {
 
     /// The outcome already recorded for the event, if any.
     var recordedOutcome: CallOutcome? { outcome.flatMap(CallOutcome.init(rawValue:)) }
+
+    /// Since when each listed device's tokens are known invalid, in `CallEvent.devices`' order
+    /// (empty for the single-device form, whose marks are `voipInvalidSinceMs`, `alertInvalidSinceMs`).
+    var devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] {
+        zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
+    }
 }
 
 /// What a recording script did with a record (`FinishReport`, `RecordReport`, `CancelReport`).
@@ -84,8 +90,9 @@ extension LookupQuery {
     /// marks; an `incoming_call` also takes its in-flight claim.
     init(_ event: borrowing CallEvent, resumed: Bool) {
         let claim = event.kind == .incomingCall
+        let devices = resumed ? [] : event.listedDevices
         self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
-                  claim: claim)
+                  claim: claim, deviceVoipTokens: devices.map(\.voipToken), deviceAlertTokens: devices.map(\.alertToken))
     }
 }
 
@@ -95,7 +102,7 @@ extension ResultEntry {
     /// namespace, so the cancel and the call each have one result and a call whose id is
     /// `cancel:X` is not taken for a cancel of `X` (docs/protocol.md).
     init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
-        self.init(eventId: callID, namespace: record.type == .callCancelled ? .cancel : .call, keying: keying,
+        self.init(eventId: callID, namespace: record.type?.endsRing == true ? .cancel : .call, keying: keying,
                   resultJSON: record.jsonString)
     }
 

@@ -29,12 +29,16 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     public var alertTTLMs: Int64
     /// The alert sent when an event carries no `alert` object, and the sound of every alert.
     public var fallbackAlert: FallbackTemplate
+    /// Which devices of a call get the missed-call alert (config `missed_call_alert`,
+    /// docs/protocol.md, *Devices*).
+    public var missedCallAlert: MissedCallAlert
 
     public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
                 reachesBothEnvironments: Bool = true, ringTimeoutMs: Int64 = 30_000,
                 voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
-                alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate()) {
+                alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate(),
+                missedCallAlert: MissedCallAlert = .undelivered) {
         self.appID = appID
         self.bundleID = bundleID
         self.voipTopic = PushType.voip.topic(bundleID: bundleID)
@@ -45,7 +49,19 @@ public struct AppRoutingPolicy: Equatable, Sendable {
         self.alertRetry = alertRetry
         self.alertTTLMs = alertTTLMs
         self.fallbackAlert = fallbackAlert
+        self.missedCallAlert = missedCallAlert
     }
+}
+
+/// When a device of a call gets the missed-call alert (the app's `missed_call_alert`).
+public enum MissedCallAlert: String, Equatable, Sendable, CaseIterable {
+    /// The default, and the only behaviour before devices: a device whose VoIP push could not
+    /// be delivered (token gone, retries out, deadline) gets the alert as its fallback.
+    case undelivered
+    /// For producers that send `call_answered`: when the deadline passes and no device
+    /// answered (nor declined, nor the caller cancelled), each device with a usable alert
+    /// token gets one missed-call alert; a VoIP failure alone sends none.
+    case unanswered
 }
 
 /// The app's "missed call" alert. `{callerName}` and `{caller}` in title and body are filled

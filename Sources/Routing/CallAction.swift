@@ -32,7 +32,7 @@ public struct CallAction: Equatable, Sendable {
         /// Write the dead letter (the event, the record's attempts, the reason) and its record
         /// to the results stream, mark the app unhealthy if asked, then acknowledge. Final.
         case deadLetter(DeadLetter)
-        /// A `call_cancelled` event: record that call `record.id` is cancelled (so its pending
+        /// A `call_cancelled` (or `call_answered`, `call_declined`) event: record that call `record.id` is cancelled (so its pending
         /// retries and any later `incoming_call` for it stop, and a live router of that call gets
         /// `cancelReceived`), write the record for the cancel event, acknowledge. Final.
         case cancelCall(OutcomeRecord)

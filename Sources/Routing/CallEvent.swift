@@ -10,6 +10,25 @@ public struct CallEvent: Equatable, Sendable {
     public enum Kind: String, Sendable, CaseIterable {
         case incomingCall = "incoming_call"
         case callCancelled = "call_cancelled"
+        /// One of the call's devices (`device`) answered: the ring ends on every other device.
+        case callAnswered = "call_answered"
+        /// One of the call's devices (`device`) declined: the ring ends on every other device.
+        case callDeclined = "call_declined"
+
+        /// A `call_cancelled`, `call_answered` or `call_declined`: it ends its call's ring
+        /// (`CallEnd`), rings nothing itself, and has its own result in the cancels' id
+        /// namespace (docs/protocol.md).
+        public var endsRing: Bool { self != .incomingCall }
+    }
+
+    /// What an event that ends its call's ring says ended it; nil for an `incoming_call`.
+    public var end: CallEnd? {
+        switch kind {
+        case .incomingCall: return nil
+        case .callCancelled: return .cancelled
+        case .callAnswered: return .answered(device: device ?? "")
+        case .callDeclined: return .declined(device: device ?? "")
+        }
     }
 
     /// The call id: 1…128 characters, the idempotency key, carried in both pushes.
@@ -44,12 +63,41 @@ public struct CallEvent: Equatable, Sendable {
     public let voipTokenRegisteredAtMs: Int64?
     /// The same for the alert token.
     public let alertTokenRegisteredAtMs: Int64?
+    /// The devices of an `incoming_call` written with `devices` (1 ... `maxDevices`, ids
+    /// unique), in the producer's order; empty for the single-device form, whose one device is
+    /// the top-level tokens (`devices` gives both forms as one list).
+    public internal(set) var listedDevices: [CallDevice] = []
+    /// For `call_answered` and `call_declined`: the id of the device that answered or declined.
+    public internal(set) var device: String? = nil
 
     /// Events larger than this are refused before parsing: the VoIP and alert payloads are
     /// bounded by 5120 and 4096 bytes, and parsing runs on the loop thread.
     public static let maxEventBytes = 65_536
-    /// Longest call id, in characters.
+    /// Longest call id, in characters (a device id's limit too).
     public static let maxIDCharacters = 128
+    /// Most devices one `incoming_call` rings.
+    public static let maxDevices = 16
+
+    /// The devices the call rings: the listed ones, or the one of the single-device form
+    /// (no id, the top-level tokens). Empty for the other event types.
+    public var devices: [CallDevice] {
+        guard listedDevices.isEmpty else { return listedDevices }
+        guard kind == .incomingCall else { return [] }
+        return [CallDevice(id: nil, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
+                           voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs)]
+    }
+
+    /// This event as the single-device event of `device`: its tokens, its environment, the
+    /// call's id, deadline and payloads. What one device's `CallRouter` routes; `alert: false`
+    /// leaves its alert token out (the router then has no fallback).
+    public func event(of device: CallDevice, alert: Bool = true) -> CallEvent {
+        CallEvent(id: id, kind: kind, voipToken: device.voipToken, alertToken: alert ? device.alertToken : nil, sandbox: device.sandbox,
+                  deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs,
+                  voipPayload: voipPayload,
+                  alertPayload: alert && device.alertToken != nil ? alertPayload : [], alertFromTemplate: alertFromTemplate,
+                  voipTokenRegisteredAtMs: device.voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: device.alertTokenRegisteredAtMs,
+                  listedDevices: [], device: nil)
+    }
 
     /// True for a usable call id: 1 ... `maxIDCharacters` characters.
     public static func isCallID(_ id: String) -> Bool {
@@ -147,6 +195,30 @@ public struct CallEvent: Equatable, Sendable {
         } catch {
             return (error.callID, error.kind)
         }
+    }
+}
+
+/// One device a call rings (an entry of the event's `devices`, or the single-device form's
+/// top-level tokens): tokens checked and lower-cased as the event's are.
+public struct CallDevice: Equatable, Sendable {
+    /// The producer's name for the device, unique in its call (1 ... 128 characters); nil for
+    /// the device of the single-device form, which has none.
+    public let id: String?
+    public let voipToken: String?
+    public let alertToken: String?
+    /// The device's `sandbox`, else the event's; nil: the app's environment.
+    public let sandbox: Bool?
+    public let voipTokenRegisteredAtMs: Int64?
+    public let alertTokenRegisteredAtMs: Int64?
+
+    public init(id: String?, voipToken: String?, alertToken: String?, sandbox: Bool? = nil,
+                voipTokenRegisteredAtMs: Int64? = nil, alertTokenRegisteredAtMs: Int64? = nil) {
+        self.id = id
+        self.voipToken = voipToken
+        self.alertToken = alertToken
+        self.sandbox = sandbox
+        self.voipTokenRegisteredAtMs = voipTokenRegisteredAtMs
+        self.alertTokenRegisteredAtMs = alertTokenRegisteredAtMs
     }
 }
 
@@ -299,11 +371,25 @@ struct JSONFields {
         callID = id
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
-            throw invalid("type", "unknown event type \"\(InvalidEvent.quote(typeText))\" (expected incoming_call or call_cancelled)")
+            throw invalid("type", "unknown event type \"\(InvalidEvent.quote(typeText))\" "
+                                  + "(expected incoming_call, call_cancelled, call_answered or call_declined)")
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
         let sandbox = try bool("sandbox")
+        let listed = kind == .incomingCall ? try devices(sandbox: sandbox, entryTimeMs: entryTimeMs) : []
+        if !listed.isEmpty, voipToken != nil || alertToken != nil {
+            throw invalid(voipToken != nil ? "voip_token" : "alert_token",
+                          "not with devices (each device carries its own tokens)")
+        }
+        var device: String?
+        if kind == .callAnswered || kind == .callDeclined {
+            let named = try required("device", string("device"))
+            guard CallEvent.isCallID(named) else {
+                throw invalid("device", named.isEmpty ? "empty" : "\(named.count) characters, over \(CallEvent.maxIDCharacters)")
+            }
+            device = named
+        }
         let deadline = try unixMs("deadline", entryTimeMs: entryTimeMs)
         let voipRegistered = try unixMs("voip_token_registered_at", entryTimeMs: entryTimeMs)
         let alertRegistered = try unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs)
@@ -326,9 +412,11 @@ struct JSONFields {
                 throw InvalidEvent(field: "alert." + (error.field ?? ""), problem: error.problem, callID: id)
             }
         }
-        if kind == .incomingCall && voipToken == nil && alertToken == nil {
+        if kind == .incomingCall && voipToken == nil && alertToken == nil && listed.isEmpty {
             throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
         }
+        let anyVoip = voipToken != nil || listed.contains { $0.voipToken != nil }
+        let anyAlert = alertToken != nil || listed.contains { $0.alertToken != nil }
         let ringEnd = entryTimeMs.clampedSum(policy.ringTimeoutMs)
         let deadlineMs = deadline ?? callDeadlineMs.map { min($0, ringEnd) } ?? ringEnd
 
@@ -337,17 +425,58 @@ struct JSONFields {
         let fromTemplate = alertTitle == nil || alertBody == nil
         if kind == .incomingCall {
             voipPayload = JSONFields.voipPayload(voip, id: id, deadlineMs: deadlineMs)
-            if voipToken != nil && voipPayload.count > PushType.voip.maxPayloadBytes {
+            if anyVoip && voipPayload.count > PushType.voip.maxPayloadBytes {
                 throw invalid("voip", "payload is \(voipPayload.count) bytes, over the \(PushType.voip.maxPayloadBytes)-byte VoIP limit")
             }
         }
-        if kind == .incomingCall, alertToken != nil {
+        if kind == .incomingCall, anyAlert {
             alertPayload = JSONFields.fittedAlertPayload(title: alertTitle, body: alertBody, voip: voip, policy: policy, id: id)
         }
         return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
                          deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
                          voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
-                         voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered)
+                         voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
+                         listedDevices: listed, device: device)
+    }
+
+    /// The `devices` list of an `incoming_call`: absent (empty), or 1 ... `CallEvent.maxDevices`
+    /// objects, each with an `id` unique in the call and at least one token; a device without
+    /// `sandbox` takes the event's. Problems name the device by its index (`devices[2].voip_token`).
+    mutating func devices(sandbox: Bool?, entryTimeMs: Int64) throws(InvalidEvent) -> [CallDevice] {
+        guard let list = value("devices") else { return [] }
+        guard case let .array(items) = list else { throw invalid("devices", "expected an array, got \(list.kind)") }
+        guard !items.isEmpty else { throw invalid("devices", "empty (an incoming_call rings 1 to \(CallEvent.maxDevices) devices)") }
+        guard items.count <= CallEvent.maxDevices else {
+            throw invalid("devices", "\(items.count) devices, over the \(CallEvent.maxDevices) a call rings")
+        }
+        var out: [CallDevice] = []
+        out.reserveCapacity(items.count)
+        for (i, item) in items.enumerated() {
+            let at = "devices[\(i)]"
+            guard case let .object(o) = item else {
+                throw InvalidEvent(field: at, problem: "expected an object, got \(item.kind)", callID: callID)
+            }
+            let f = JSONFields(root: o, callID: callID ?? "")
+            do throws(InvalidEvent) {
+                let id = try f.required("id", f.string("id"))
+                guard CallEvent.isCallID(id) else {
+                    throw f.invalid("id", id.isEmpty ? "empty" : "\(id.count) characters, over \(CallEvent.maxIDCharacters)")
+                }
+                if out.contains(where: { $0.id == id }) {
+                    throw f.invalid("id", "\"\(InvalidEvent.quote(id))\" names two devices (a device id is unique in its call)")
+                }
+                let voip = try f.token("voip_token"), alert = try f.token("alert_token")
+                guard voip != nil || alert != nil else {
+                    throw f.invalid("voip_token", "required when alert_token is absent (a device needs at least one token)")
+                }
+                out.append(CallDevice(id: id, voipToken: voip, alertToken: alert, sandbox: try f.bool("sandbox") ?? sandbox,
+                                      voipTokenRegisteredAtMs: try f.unixMs("voip_token_registered_at", entryTimeMs: entryTimeMs),
+                                      alertTokenRegisteredAtMs: try f.unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs)))
+            } catch {
+                throw InvalidEvent(field: at + "." + (error.field ?? ""), problem: error.problem, callID: callID)
+            }
+        }
+        return out
     }
 
     private init(root: JSONObject, callID: String) {

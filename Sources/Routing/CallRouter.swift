@@ -211,6 +211,13 @@ public struct CallRouter: Sendable {
             state = .finished(.cancelled)
             if cancelled { return duplicate(call, of: .cancelled) }
             return CallAction(step: .cancelCall(record(call, .cancelled)))
+        case .callAnswered, .callDeclined:
+            // Like a cancel, it ends the ring (its call's entries hear it: `CallStateMachine.
+            // onEndHeard`) and is recorded with the cancellation marker; a ring ended before
+            // makes it a duplicate.
+            state = .finished(.cancelled)
+            if cancelled { return duplicate(call, of: .cancelled) }
+            return CallAction(step: .cancelCall(record(call, event.kind == .callAnswered ? .answered : .declined)))
         case .incomingCall:
             if let alreadyDone {
                 state = .finished(alreadyDone)
@@ -472,6 +479,10 @@ public struct CallRouter: Sendable {
             return deadLetter(call, .retriesExhausted(.voip), appUnhealthy: false, feedback: feedback)
         case .payload:
             return deadLetter(call, .payloadTooLarge(.voip), appUnhealthy: false, feedback: feedback)
+        case .unanswered:
+            // The call's machine sends the missed-call alert of an unanswered call, never a
+            // device's router; were it ever asked to, nothing rang before the deadline.
+            return finish(call, .expired, feedback: feedback)
         }
     }
 

@@ -2,8 +2,10 @@
 // fallback), outcomes and token feedback.
 // Owns: every routing decision. Must not open sockets itself: it returns actions that the
 // `RouterRole` (GatewayRoles) performs.
-// Files: CallEvent (decoding), AppRoutingPolicy, CallRouter (the state machine), CallCopies and
-// LiveCallStateMachine (an entry's stay in the router process, beside its copies), CallAction
+// Files: CallEvent (decoding, devices), AppRoutingPolicy, CallRouter (one device's state machine),
+// CallStateMachine (a call's life as one machine: its entry's stay and one router per device,
+// the end of the ring on the others, missed-call alerts), CallCopies and LiveCallStateMachine
+// (an entry's stay in the router process, beside its copies), CallAction
 // (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
 // through the APNs reason table), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output of
@@ -21,6 +23,10 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     case expired
     /// The caller hung up before any push was delivered; nothing more is sent.
     case cancelled
+    /// A `call_answered` event's own result: a device answered, the ring ended on the others.
+    case answered
+    /// A `call_declined` event's own result: a device declined, the ring ended on the others.
+    case declined
     /// A human must look: the record carries the dead-letter `reason`.
     case deadLettered = "dead_lettered"
     /// The event's id already had an outcome within the idempotency window (a producer's
@@ -46,4 +52,7 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     case retriesExhausted = "retries_exhausted"
     /// APNs refused the VoIP payload as too large (413).
     case payload
+    /// Nobody answered by the deadline (`missed_call_alert: unanswered`): the device's one
+    /// missed-call alert, whatever its VoIP push did.
+    case unanswered
 }

@@ -141,6 +141,26 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testMissedCallAlertDefaultsToUndeliveredAndRefusesAnythingButItsTwoModes() throws {
+        XCTAssertEqual(try fixture.check(ConfigFixture.example).config?.apps["acme"]?.missedCallAlert, .undelivered,
+                       "absent: today's behaviour")
+        for mode in MissedCallAlert.allCases {
+            let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.missed_call_alert", mode.rawValue))
+            XCTAssertEqual(report.config?.apps["acme"]?.missedCallAlert, mode, mode.rawValue)
+            XCTAssertTrue(report.problems.isEmpty, "\(report.problems)")
+        }
+        let rows: [(Any, String)] = [("unanwsered", "is not a missed-call alert mode"), (true, "expected a string"),
+                                     (NSNull(), "expected a string")]
+        for (value, fragment) in rows {
+            let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.missed_call_alert", value))
+            XCTAssertNil(report.config, "\(value) is refused")
+            let p = try XCTUnwrap(problem(at: "apps.acme.missed_call_alert", in: report, severity: .error), "\(value)")
+            XCTAssertTrue(p.problem.contains(fragment), p.description)
+            XCTAssertTrue(p.description.hasPrefix(p.file + ": apps.acme.missed_call_alert: "), "names the file and key: \(p.description)")
+            XCTAssertTrue(p.fix.contains("undelivered") || p.fix.contains("string"), "says what to write: \(p.description)")
+        }
+    }
+
     func testValuesThatReachKeysHeadersAndArithmeticAreBounded() throws {
         let rows: [(String, Any, String)] = [
             ("apps.acme.bundle_id", "com." + String(repeating: "a", count: 252), "over the 255-character limit"),

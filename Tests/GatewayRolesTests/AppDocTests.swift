@@ -65,5 +65,26 @@ final class AppDocTests: XCTestCase {
         let expiration = try XCTUnwrap(Int64(alert.header("apns-expiration") ?? ""))
         XCTAssertEqual(Double(expiration), Double(Clock.unixMs() / 1000 + 60), accuracy: 10,
                        "the fallback's start + the app's alert TTL (60 s in the harness)")
+        XCTAssertEqual(alert.header("apns-collapse-id"), "call-7f3a9c")
+
+        // The push that ends the call on another device: the event's tokens as two devices,
+        // answered on the first.
+        let endedText = try example("ended payload", in: doc)
+        h.sim.simulator.setScenario(.ok, for: "a0a0a0a0")
+        let devices = #""devices":[{"id":"phone","voip_token":"a0a0a0a0"},{"id":"ipad","voip_token":"b0b0b0b0","alert_token":"b1e7b1e7"}]"#
+        let withDevices = event.replacingOccurrences(of: #""voip_token":"a0a0a0a0","alert_token":"a1e7a1e7""#, with: devices)
+        XCTAssertNotEqual(withDevices, event, "the documented event names its tokens as the test expects")
+        // The id was routed in acme above: its result goes, as a replay's does, so it routes again.
+        h.command("DEL", h.keys("acme").result("call-7f3a9c"))
+        h.xaddRaw("acme", withDevices)
+        XCTAssertTrue(h.runUntil("the iPad's VoIP push accepted") { !h.requests("b0b0b0b0").isEmpty && h.requests("b0b0b0b0")[0].status == 200 })
+        h.xaddRaw("acme", #"{"v":1,"id":"call-7f3a9c","type":"call_answered","device":"phone"}"#)
+        XCTAssertTrue(h.runUntil("the ended push") { !h.requests("b1e7b1e7").isEmpty })
+        let ended = try XCTUnwrap(h.requests("b1e7b1e7").first)
+        XCTAssertEqual(String(decoding: ended.body, as: UTF8.self), endedText, "docs/app.md's ended payload")
+        XCTAssertEqual(ended.header("apns-push-type"), "background")
+        XCTAssertEqual(ended.header("apns-topic"), h.sim.bundleID)
+        XCTAssertEqual(ended.header("apns-priority"), "5")
+        XCTAssertEqual(ended.header("apns-expiration"), String((deadline + 999) / 1000), "the deadline, rounded up")
     }
 }

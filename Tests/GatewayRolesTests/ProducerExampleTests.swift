@@ -9,7 +9,8 @@ import XCTest
 
 /// The producers of `examples/producers/` — real clients in six languages, each with the Redis
 /// client Debian packages — against a live router. Each sends a call whose VoIP token APNs
-/// declares gone, that call's cancel and an invalid event; reads each result by id and
+/// declares gone, that call's cancel, an invalid event, and a call ringing two devices answered
+/// on one (docs/protocol.md, *Devices*); reads each result by id and
 /// through its own consumer group, and the feedback; and prints what it read. Each runs as
 /// the producers' ACL user docs/operations.md gives (`DocumentedACL.producer`), and nothing it
 /// sends may be refused (`ACL LOG`).
@@ -48,12 +49,14 @@ final class ProducerExampleTests: XCTestCase {
     private func run(_ language: String, _ command: [String], n: Int, environment: [String: String] = [:], api: Bool = false,
                      file: StaticString = #filePath, line: UInt = #line) throws {
         let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
+        let devices = ["PHONE_VOIP_TOKEN": String(format: "c0c0%012x", n), "PHONE_ALERT_TOKEN": String(format: "c1c1%012x", n),
+                       "IPAD_VOIP_TOKEN": String(format: "c2c2%012x", n), "IPAD_ALERT_TOKEN": String(format: "c3c3%012x", n)]
         let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] })
         defer { h.close() }
         _ = try h.redis.cli(["ACL", "SETUSER", "acme-backend", "reset", "on", ">producer-PW"] + DocumentedACL.producer())
         let url = "redis://acme-backend:producer-PW@127.0.0.1:\(h.redis.port)/0"
         var env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
-                                       "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"]) { $1 }
+                                       "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"].merging(devices) { $1 }) { $1 }
         let apiToken = String(format: "a1a1%012x", n)
         var ingest: IngestEndpoint?
         if api {
@@ -87,7 +90,9 @@ final class ProducerExampleTests: XCTestCase {
         has(#"^result call-\S+ call_cancelled cancelled -$"#, "the cancel's own result, found by id")
         has(#"^result call-\S+-bad incoming_call dead_lettered invalid_event: voip_token: not a hex string$"#,
             "the invalid event's result, with its id")
-        has("^group producer-\(language) 3 results$", "the three results read through its own consumer group")
+        has(#"^result call-\S+-multi incoming_call delivered_voip answered$"#, "the call with devices, ended by the answer")
+        has(#"^result call-\S+-multi call_answered answered -$"#, "the answer's own result, found by id")
+        has("^group producer-\(language) 5 results$", "the five results read through its own consumer group")
         has("^feedback voip \(voipToken) Unregistered [0-9]+$", "the feedback for its VoIP token")
         if api {
             has(#"^api call call-\S+ delivered_voip$"#, "the API's call, answered with its result (?wait)")
@@ -98,6 +103,10 @@ final class ProducerExampleTests: XCTestCase {
         XCTAssertEqual(h.requests(voipToken).count, 1, "one VoIP push", file: file, line: line)
         XCTAssertEqual(h.requests(alertToken).count, 1, "one alert push", file: file, line: line)
         XCTAssertEqual(h.entries(h.keys("acme").dead).count, 1, "the invalid event is a dead letter", file: file, line: line)
+        XCTAssertEqual(h.requests(devices["PHONE_ALERT_TOKEN"]!).count, 0, "the phone answered: nothing more to it",
+                       file: file, line: line)
+        XCTAssertEqual(h.requests(devices["IPAD_ALERT_TOKEN"]!).map { $0.header("apns-push-type") }, ["background"],
+                       "the iPad is told the call was answered elsewhere", file: file, line: line)
         XCTAssertEqual(try h.redis.cli(["ACL", "LOG"]).trimmingCharacters(in: .whitespacesAndNewlines), "", "nothing the \(language) producer sent was refused to it",
                        file: file, line: line)
     }

@@ -19,6 +19,9 @@ import Routing
 ///    (`name=pid,…`: redis-server and nghttpd), read around that phase;
 /// 2. latency: a steady `--rate` events per second for `--seconds`, each timed from its XADD
 ///    to its recorded outcome (which includes APNs' answer); prints p50 and p99;
+///    With `--throughput-only 1` it stops there (the 3-device run of bench/run.sh: calls with
+///    `devices` and an answer each, whose records count as events), printing also the pushes
+///    APNs answered and the CPU time per push (`cpu_us_per_push`).
 /// 3. with `--scrapers N` (> 0): the same steady phase again while the admin endpoint runs on
 ///    the loop and N threads fetch `/metrics` from it back to back; prints that p99 and the
 ///    scrapes served (`--metrics-max-age-ms` sets the rendering's reuse, 0 = every scrape renders).
@@ -28,6 +31,8 @@ import Routing
 final class BenchObservations: RouterObservations {
     var target: RouterObservations
     var onRecorded: (OutcomeRecord) -> Void = { _ in }
+    /// Pushes answered by APNs or failed (every device push of every call).
+    var pushes = 0
 
     init(reportingTo target: RouterObservations) { self.target = target }
 
@@ -36,10 +41,12 @@ final class BenchObservations: RouterObservations {
     }
 
     func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        pushes += 1
         target.apnsAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
     }
 
     func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
+        pushes += 1
         target.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
     }
 
@@ -122,11 +129,28 @@ enum EndToEnd {
         loop.run(until: { recorded >= events })
         let throughputSeconds = Double(Clock.monotonicUs() - start) / 1e6
         func perEvent(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1e6 / Double(events)) }
-        var cpu = [#""pushgw":\#(perEvent(ownCPUSeconds() - cpuBefore))"#]
+        let pushes = observer.pushes
+        func perPush(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1e6 / Double(max(pushes, 1))) }
+        let ownCPU = ownCPUSeconds() - cpuBefore
+        var cpu = [#""pushgw":\#(perEvent(ownCPU))"#]
+        var cpuPerPush = [#""pushgw":\#(perPush(ownCPU))"#]
         for (peer, before) in zip(peers, peerCPUBefore) {
-            cpu.append(#""\#(peer.name)":\#(perEvent((processCPUSeconds(peer.pid) ?? before) - before))"#)
+            let used = (processCPUSeconds(peer.pid) ?? before) - before
+            cpu.append(#""\#(peer.name)":\#(perEvent(used))"#)
+            cpuPerPush.append(#""\#(peer.name)":\#(perPush(used))"#)
         }
         let delivered = runner.stats.finished["delivered_voip"] ?? 0
+        let pushFigures = #""pushes":\#(pushes),"cpu_us_per_push":{\#(cpuPerPush.joined(separator: ","))}"#
+        if o.int("throughput-only", 0) != 0 {
+            print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),\#(pushFigures),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
+            var drained = false
+            runner.drain(timeoutMs: 1_000) { drained = true }
+            loop.run(until: { drained })
+            pools.close()
+            store.close()
+            producer.close()
+            return
+        }
 
         // Phase 2: a steady rate, one event every 1000/rate ms (in bursts per 1 ms tick).
         var phase = 0
@@ -208,7 +232,7 @@ enum EndToEnd {
             admin.close()
             console = #","console_views_per_s":\#(consoleViews),"console_pages":\#(pages),"console_failures":\#(failures),"console_p99_ms":\#(String(format: "%.2f", pct(viewed, 0.99)))"#
         }
-        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(steady.count),"p50_ms":\#(String(format: "%.2f", pct(steady, 0.5))),"p99_ms":\#(String(format: "%.2f", pct(steady, 0.99)))\#(flood)\#(console),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
+        print(#"{"events":\#(events),"delivered":\#(delivered),"seconds":\#(String(format: "%.3f", throughputSeconds)),"events_per_s":\#(Int(Double(events) / throughputSeconds)),"rate":\#(rate),"latency_samples":\#(steady.count),"p50_ms":\#(String(format: "%.2f", pct(steady, 0.5))),"p99_ms":\#(String(format: "%.2f", pct(steady, 0.99)))\#(flood)\#(console),"peak_rss_mb":\#(String(format: "%.1f", peakRSSMegabytes())),\#(pushFigures),"cpu_us_per_event":{\#(cpu.joined(separator: ","))}}"#)
         var drained = false
         runner.drain(timeoutMs: 1_000) { drained = true }
         loop.run(until: { drained })

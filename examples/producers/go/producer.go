@@ -1,7 +1,8 @@
 // A pushgw producer in Go with Debian's golang-github-gomodule-redigo-dev (redigo), built in
 // GOPATH mode with Debian's golang: no module download.
 //
-// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a
+// call that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads
 // each result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the
 // results stream, and reads the feedback stream. Prints one line per result and exits 0 when
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -42,6 +43,10 @@ func main() {
 	voipToken := env("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
 	alertToken := env("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
 	timeoutS, _ := strconv.ParseFloat(env("TIMEOUT_S", "10"), 64)
+	phone := map[string]any{"id": "bob-phone", "voip_token": env("PHONE_VOIP_TOKEN", "c0c0c0c0c0c0c0c0"),
+		"alert_token": env("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1")}
+	ipad := map[string]any{"id": "bob-ipad", "voip_token": env("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
+		"alert_token": env("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3")}
 	deadline := time.Now().Add(time.Duration(timeoutS * float64(time.Second)))
 
 	r, err := redis.DialURL(url)
@@ -90,13 +95,23 @@ func main() {
 	send(map[string]any{"v": 1, "id": callID, "type": "incoming_call", "voip_token": voipToken, "alert_token": alertToken,
 		"deadline": time.Now().Add(30 * time.Second).UnixMilli(),
 		"voip":     map[string]any{"caller": "+15551234567", "callerName": "Alice"}}, callID)
-	names := []string{callID, "cancel:" + callID, callID + "-bad"}
+	multiID := callID + "-multi"
+	names := []string{callID, "cancel:" + callID, callID + "-bad", multiID, "answer:" + multiID}
 	results := map[string]map[string]any{callID: resultByID("result:", callID)}
 	// The caller hangs up: the cancel's own result is under cancel-result:ID.
 	send(map[string]any{"v": 1, "id": callID, "type": "call_cancelled"}, names[1])
 	send(map[string]any{"v": 1, "id": names[2], "type": "incoming_call", "voip_token": "not-hex"}, names[2])
 	results[names[1]] = resultByID("cancel-result:", callID)
 	results[names[2]] = resultByID("result:", names[2])
+	// A call that rings both of Bob's devices; he answers on the phone a second later, and the
+	// iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+	send(map[string]any{"v": 1, "id": multiID, "type": "incoming_call", "devices": []any{phone, ipad},
+		"deadline": time.Now().Add(30 * time.Second).UnixMilli(),
+		"voip":     map[string]any{"caller": "+15551234567", "callerName": "Alice"}}, multiID)
+	time.Sleep(time.Second)
+	send(map[string]any{"v": 1, "id": multiID, "type": "call_answered", "device": "bob-phone"}, names[4])
+	results[multiID] = resultByID("result:", multiID)
+	results[names[4]] = resultByID("cancel-result:", multiID)
 
 	ok := true
 	for _, name := range names {
@@ -107,7 +122,7 @@ func main() {
 			continue
 		}
 		detail := "-"
-		for _, field := range []string{"cause", "reason", "first_outcome"} {
+		for _, field := range []string{"cause", "reason", "first_outcome", "ended"} {
 			if s, found := res[field].(string); found {
 				detail = s
 				break

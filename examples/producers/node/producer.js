@@ -1,7 +1,8 @@
 // A pushgw producer in Node.js with Debian's node-redis (the `redis` v4 package of npm: the
 // same code runs after `npm install redis`).
 //
-// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a
+// call that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads
 // each result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the
 // results stream, and reads the feedback stream. Prints one line per result and exits 0 when
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -21,6 +22,10 @@ const prefix = env.PUSHGW_PREFIX || "pushgw";
 const voipToken = env.VOIP_TOKEN || "a0a0a0a0a0a0a0a0";
 const alertToken = env.ALERT_TOKEN || "b0b0b0b0b0b0b0b0";
 const timeoutMs = Number(env.TIMEOUT_S || "10") * 1000;
+const phone = { id: "bob-phone", voip_token: env.PHONE_VOIP_TOKEN || "c0c0c0c0c0c0c0c0",
+                alert_token: env.PHONE_ALERT_TOKEN || "c1c1c1c1c1c1c1c1" };
+const ipad = { id: "bob-ipad", voip_token: env.IPAD_VOIP_TOKEN || "c2c2c2c2c2c2c2c2",
+               alert_token: env.IPAD_ALERT_TOKEN || "c3c3c3c3c3c3c3c3" };
 
 const key = `${prefix}:{${app}}:`; // the app's keys: pushgw:{acme}:calls, …
 const group = "producer-node";      // this producer's group on the results stream
@@ -62,11 +67,20 @@ async function main() {
   await send({ v: 1, id: badId, type: "incoming_call", voip_token: "not-hex" }, badId);
   results.set("cancel:" + callId, await resultById(callId, "cancel-result:"));
   results.set(badId, await resultById(badId));
+  // A call that rings both of Bob's devices; he answers on the phone a second later, and the
+  // iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+  const multiId = callId + "-multi";
+  await send({ v: 1, id: multiId, type: "incoming_call", devices: [phone, ipad], deadline: Date.now() + 30000,
+               voip: { caller: "+15551234567", callerName: "Alice" } }, multiId);
+  await sleep(1000);
+  await send({ v: 1, id: multiId, type: "call_answered", device: "bob-phone" }, "answer:" + multiId);
+  results.set(multiId, await resultById(multiId));
+  results.set("answer:" + multiId, await resultById(multiId, "cancel-result:"));
 
   let ok = true;
   for (const [name, res] of results) {
     if (!res) { console.log(`result ${name} none: no result within ${timeoutMs / 1000} s`); ok = false; continue; }
-    const detail = res.cause || res.reason || res.first_outcome || "-";
+    const detail = res.cause || res.reason || res.first_outcome || res.ended || "-";
     console.log(`result ${res.id} ${res.type} ${res.outcome} ${detail}`);
   }
 

@@ -1,7 +1,8 @@
 <?php
 // A pushgw producer in PHP with Debian's php-redis (the phpredis extension, 5.x).
 //
-// Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+// Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a call
+// that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads each
 // result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
 // stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 // event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -17,6 +18,10 @@ $prefix = getenv('PUSHGW_PREFIX') ?: 'pushgw';
 $voipToken = getenv('VOIP_TOKEN') ?: 'a0a0a0a0a0a0a0a0';
 $alertToken = getenv('ALERT_TOKEN') ?: 'b0b0b0b0b0b0b0b0';
 $timeoutS = (float)(getenv('TIMEOUT_S') ?: '10');
+$phone = ['id' => 'bob-phone', 'voip_token' => getenv('PHONE_VOIP_TOKEN') ?: 'c0c0c0c0c0c0c0c0',
+          'alert_token' => getenv('PHONE_ALERT_TOKEN') ?: 'c1c1c1c1c1c1c1c1'];
+$ipad = ['id' => 'bob-ipad', 'voip_token' => getenv('IPAD_VOIP_TOKEN') ?: 'c2c2c2c2c2c2c2c2',
+         'alert_token' => getenv('IPAD_ALERT_TOKEN') ?: 'c3c3c3c3c3c3c3c3'];
 $deadline = microtime(true) + $timeoutS;
 
 // phpredis takes host and port, not a URL.
@@ -62,6 +67,16 @@ $badId = "$callId-bad";
 $send(['v' => 1, 'id' => $badId, 'type' => 'incoming_call', 'voip_token' => 'not-hex'], $badId);
 $results["cancel:$callId"] = $resultById($callId, 'cancel-result:');
 $results[$badId] = $resultById($badId);
+// A call that rings both of Bob's devices; he answers on the phone a second later, and the
+// iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+$multiId = "$callId-multi";
+$send(['v' => 1, 'id' => $multiId, 'type' => 'incoming_call', 'devices' => [$phone, $ipad],
+       'deadline' => (int)(microtime(true) * 1000) + 30000,
+       'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']], $multiId);
+sleep(1);
+$send(['v' => 1, 'id' => $multiId, 'type' => 'call_answered', 'device' => 'bob-phone'], "answer:$multiId");
+$results[$multiId] = $resultById($multiId);
+$results["answer:$multiId"] = $resultById($multiId, 'cancel-result:');
 
 $ok = true;
 foreach ($results as $name => $res) {
@@ -70,7 +85,7 @@ foreach ($results as $name => $res) {
         $ok = false;
         continue;
     }
-    $detail = $res['cause'] ?? $res['reason'] ?? $res['first_outcome'] ?? '-';
+    $detail = $res['cause'] ?? $res['reason'] ?? $res['first_outcome'] ?? $res['ended'] ?? '-';
     echo "result {$res['id']} {$res['type']} {$res['outcome']} $detail\n";
 }
 

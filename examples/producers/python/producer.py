@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A pushgw producer in Python with Debian's python3-redis (the `redis` package of PyPI).
 
-Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a call
+that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads each
 result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
 stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -27,6 +28,10 @@ prefix = os.environ.get("PUSHGW_PREFIX", "pushgw")
 voip_token = os.environ.get("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
 alert_token = os.environ.get("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
 timeout_s = float(os.environ.get("TIMEOUT_S", "10"))
+phone = {"id": "bob-phone", "voip_token": os.environ.get("PHONE_VOIP_TOKEN", "c0c0c0c0c0c0c0c0"),
+         "alert_token": os.environ.get("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1")}
+ipad = {"id": "bob-ipad", "voip_token": os.environ.get("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
+        "alert_token": os.environ.get("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3")}
 
 r = redis.Redis.from_url(url, decode_responses=True)
 key = f"{prefix}:{{{app}}}:"                      # the app's keys: pushgw:{acme}:calls, …
@@ -66,6 +71,16 @@ bad_id = call_id + "-bad"
 entries[send({"v": 1, "id": bad_id, "type": "incoming_call", "voip_token": "not-hex"})] = bad_id
 results["cancel:" + call_id] = result_by_id(call_id, deadline, "cancel-result:")
 results[bad_id] = result_by_id(bad_id, deadline)
+# A call that rings both of Bob's devices; he answers on the phone a second later, and the
+# iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+multi_id = call_id + "-multi"
+entries[send({"v": 1, "id": multi_id, "type": "incoming_call", "devices": [phone, ipad],
+              "deadline": int(time.time() * 1000) + 30_000,
+              "voip": {"caller": "+15551234567", "callerName": "Alice"}})] = multi_id
+time.sleep(1)
+entries[send({"v": 1, "id": multi_id, "type": "call_answered", "device": "bob-phone"})] = "answer:" + multi_id
+results[multi_id] = result_by_id(multi_id, deadline)
+results["answer:" + multi_id] = result_by_id(multi_id, deadline, "cancel-result:")
 
 ok = True
 for name, res in results.items():
@@ -73,7 +88,7 @@ for name, res in results.items():
         print(f"result {name} none: no result within {timeout_s} s")
         ok = False
         continue
-    detail = res.get("cause") or res.get("reason") or res.get("first_outcome") or "-"
+    detail = res.get("cause") or res.get("reason") or res.get("first_outcome") or res.get("ended") or "-"
     print(f"result {res.get('id')} {res.get('type')} {res['outcome']} {detail}")
 
 # The same results through our consumer group: each entry names the calls entry it answers.

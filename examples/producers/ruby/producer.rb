@@ -1,7 +1,8 @@
 #!/usr/bin/env ruby
 # A pushgw producer in Ruby with Debian's ruby-redis (the `redis` gem, 4.x).
 #
-# Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+# Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a call
+# that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads each
 # result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
 # stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -21,6 +22,10 @@ prefix = ENV.fetch("PUSHGW_PREFIX", "pushgw")
 voip_token = ENV.fetch("VOIP_TOKEN", "a0a0a0a0a0a0a0a0")
 alert_token = ENV.fetch("ALERT_TOKEN", "b0b0b0b0b0b0b0b0")
 timeout_s = Float(ENV.fetch("TIMEOUT_S", "10"))
+phone = { id: "bob-phone", voip_token: ENV.fetch("PHONE_VOIP_TOKEN", "c0c0c0c0c0c0c0c0"),
+          alert_token: ENV.fetch("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1") }
+ipad = { id: "bob-ipad", voip_token: ENV.fetch("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
+         alert_token: ENV.fetch("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3") }
 
 r = Redis.new(url: url)
 key = "#{prefix}:{#{app}}:"  # the app's keys: pushgw:{acme}:calls, …
@@ -58,6 +63,16 @@ bad_id = "#{call_id}-bad"
 send_event.call({ v: 1, id: bad_id, type: "incoming_call", voip_token: "not-hex" }, bad_id)
 results["cancel:#{call_id}"] = result_by_id.call(call_id, "cancel-result:")
 results[bad_id] = result_by_id.call(bad_id)
+# A call that rings both of Bob's devices; he answers on the phone a second later, and the
+# iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+multi_id = "#{call_id}-multi"
+send_event.call({ v: 1, id: multi_id, type: "incoming_call", devices: [phone, ipad],
+                  deadline: (Time.now.to_f * 1000).to_i + 30_000,
+                  voip: { caller: "+15551234567", callerName: "Alice" } }, multi_id)
+sleep 1
+send_event.call({ v: 1, id: multi_id, type: "call_answered", device: "bob-phone" }, "answer:#{multi_id}")
+results[multi_id] = result_by_id.call(multi_id)
+results["answer:#{multi_id}"] = result_by_id.call(multi_id, "cancel-result:")
 
 ok = true
 results.each do |name, res|
@@ -66,7 +81,7 @@ results.each do |name, res|
     ok = false
     next
   end
-  detail = res["cause"] || res["reason"] || res["first_outcome"] || "-"
+  detail = res["cause"] || res["reason"] || res["first_outcome"] || res["ended"] || "-"
   puts "result #{res['id']} #{res['type']} #{res['outcome']} #{detail}"
 end
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A pushgw producer in shell with redis-cli (Debian's redis-tools) and coreutils only.
 #
-# Sends an incoming call, then its cancel (the caller hung up) and an invalid event; reads each
+# Sends an incoming call, then its cancel (the caller hung up) and an invalid event, then a call
+# that rings two devices and is answered on one (docs/protocol.md, *Devices*); reads each
 # result by id (GET PREFIX:{APP}:result:ID), then through its own consumer group on the results
 # stream, and reads the feedback stream. Prints one line per result and exits 0 when every
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
@@ -18,13 +19,15 @@ prefix=${PUSHGW_PREFIX:-pushgw}
 voip_token=${VOIP_TOKEN:-a0a0a0a0a0a0a0a0}
 alert_token=${ALERT_TOKEN:-b0b0b0b0b0b0b0b0}
 timeout_s=${TIMEOUT_S:-10}
+phone="{\"id\":\"bob-phone\",\"voip_token\":\"${PHONE_VOIP_TOKEN:-c0c0c0c0c0c0c0c0}\",\"alert_token\":\"${PHONE_ALERT_TOKEN:-c1c1c1c1c1c1c1c1}\"}"
+ipad="{\"id\":\"bob-ipad\",\"voip_token\":\"${IPAD_VOIP_TOKEN:-c2c2c2c2c2c2c2c2}\",\"alert_token\":\"${IPAD_ALERT_TOKEN:-c3c3c3c3c3c3c3c3}\"}"
 deadline=$(( $(date +%s) + ${timeout_s%.*} ))
 
 rc() { redis-cli -u "$url" --no-raw "$@" | sed 's/^"\(.*\)"$/\1/'; }   # one reply, quotes removed
 raw() { redis-cli -u "$url" --raw "$@"; }                             # one value per line
 key="$prefix:{$app}:"   # the app's keys: pushgw:{acme}:calls, …
 group=producer-shell    # this producer's group on the results stream
-field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }   # a string field of a result (results are flat JSON up to "attempts")
+field() { { grep -o "\"$1\":\"[^\"]*\"" || true; } | head -n 1 | cut -d '"' -f 4; }   # a string field's first value (a result's own fields come before its devices')
 
 # Our own consumer group on the results stream, created before we write, at its end ($).
 raw XGROUP CREATE "${key}results" "$group" '$' MKSTREAM >/dev/null 2>&1 || true
@@ -49,14 +52,22 @@ results=("$(result_by_id "$call_id" || true)")
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id\",\"type\":\"call_cancelled\"}")")
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$call_id-bad\",\"type\":\"incoming_call\",\"voip_token\":\"not-hex\"}")")
 results+=("$(result_by_id "$call_id" cancel-result: || true)" "$(result_by_id "$call_id-bad" || true)")
+# A call that rings both of Bob's devices; he answers on the phone a second later, and the
+# iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
+multi_id="$call_id-multi"
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$multi_id\",\"type\":\"incoming_call\",\"devices\":[$phone,$ipad],\"deadline\":$(( $(date +%s%3N) + 30000 )),\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}")")
+sleep 1
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$multi_id\",\"type\":\"call_answered\",\"device\":\"bob-phone\"}")")
+results+=("$(result_by_id "$multi_id" || true)" "$(result_by_id "$multi_id" cancel-result: || true)")
 
 ok=yes
-names=("$call_id" "cancel:$call_id" "$call_id-bad")
-for i in 0 1 2; do
+names=("$call_id" "cancel:$call_id" "$call_id-bad" "$multi_id" "answer:$multi_id")
+for i in 0 1 2 3 4; do
   res=${results[$i]}
   if [ -z "$res" ]; then echo "result ${names[$i]} none: no result within $timeout_s s"; ok=no; continue; fi
   detail=$(field cause <<<"$res"); [ -n "$detail" ] || detail=$(field reason <<<"$res")
-  [ -n "$detail" ] || detail=$(field first_outcome <<<"$res"); [ -n "$detail" ] || detail=-
+  [ -n "$detail" ] || detail=$(field first_outcome <<<"$res"); [ -n "$detail" ] || detail=$(field ended <<<"$res")
+  [ -n "$detail" ] || detail=-
   echo "result $(field id <<<"$res") $(field type <<<"$res") $(field outcome <<<"$res") $detail"
 done
 
@@ -64,7 +75,7 @@ done
 # redis-cli --raw prints the reply one value per line: stream, then per entry its id, the
 # field name `result` and the result JSON.
 seen=0
-while [ "$seen" -lt 3 ] && [ "$(date +%s)" -le "$deadline" ]; do
+while [ "$seen" -lt 5 ] && [ "$(date +%s)" -le "$deadline" ]; do
   id=""
   while IFS= read -r line; do
     case "$line" in
@@ -77,7 +88,7 @@ while [ "$seen" -lt 3 ] && [ "$(date +%s)" -le "$deadline" ]; do
   done < <(raw XREADGROUP GROUP "$group" worker-1 COUNT 100 BLOCK 500 STREAMS "${key}results" '>')
 done
 echo "group $group $seen results"
-[ "$seen" -eq 3 ] || ok=no
+[ "$seen" -eq 5 ] || ok=no
 
 # The same through the HTTP API (docs/protocol.md, "The HTTP API"), when the gateway has one:
 # a call that waits for its result, its cancel, and the result read by id, with curl.

@@ -1,0 +1,690 @@
+import APNs
+import Retry
+
+/// One `incoming_call` entry's life in the router process as one machine: the entry's stay
+/// (`LiveCallStateMachine`, nested: looked up, routing, scheduling, recording, gone) and the
+/// ring of every device it names, each device routed by its own `CallRouter` by today's rules
+/// (docs/protocol.md, *Devices*). As AsyncHTTPClient's connection machine owns its request
+/// machine, this one owns both, takes every event of the call (lookup answered, APNs answered
+/// per device, an answer, decline or cancel heard, its timer, the Redis steps answered) and
+/// returns one `Action` for the runner to perform completely in one place.
+///
+/// Pure: no clock, no I/O. Runs on the loop thread; a plain value.
+///
+///     waiting ─lookup answered─┬─▶ single (the single-device form: one router, today's actions)
+///                              └─▶ ringing(devices) ─answer/decline/cancel, deadline─▶ ringing(recorded)
+///
+/// Invariants:
+/// - A device's pushes go one at a time: its router's (the ring, its fallback) or, once its
+///   router finished, the machine's own (the background push that ends the call, the
+///   missed-call alert). An APNs answer for device `i` is for whichever is out.
+/// - Nothing is pushed to a device after an answer, a decline or a cancel but the background
+///   push `ended` (`apns-push-type: background`, priority 5, to the alert token), and that only
+///   to a device whose VoIP push was accepted or may have been (no answer came), never to the
+///   device that answered or declined, and never a VoIP push (Apple forbids pushing VoIP to
+///   end a call).
+/// - A device gets at most one missed-call alert per call, with `apns-collapse-id` derived
+///   from the call id (`collapseID(for:)`), so a repeat replaces it.
+/// - A call with devices waits in the process, its entry pending, until its ring ends: an
+///   answer, decline or cancel, or its deadline (nothing can answer sooner than that: a
+///   device's VoIP push was delivered), or no device rings at all. Its devices' retries wait
+///   here too (`Action.timer`), not in the durable retry schedule, which keeps single-device
+///   calls only.
+/// - The single-device form under `missed_call_alert: undelivered` is today's call: its
+///   router's actions pass through one for one and its record is the router's, byte for byte.
+public struct CallStateMachine: Sendable {
+    public let policy: AppRoutingPolicy
+    /// The call's id (the event's).
+    public let callID: String
+    /// The entry's stay in the process; every event of the entry goes through it.
+    public private(set) var life: LiveCallStateMachine
+    /// What ended the ring, once heard (first one wins), also before the routers started.
+    public private(set) var end: CallEnd?
+    private var state: State
+
+    // MARK: States
+
+    private enum State: Sendable {
+        /// Admitted: the routers start once the lookup answered.
+        case waiting(event: CallEvent, jitter: Jitter)
+        /// The single-device form under `missed_call_alert: undelivered` (or another event
+        /// type): one router, whose actions pass through.
+        case single(CallRouter)
+        /// A call with devices (or any call under `missed_call_alert: unanswered`).
+        case ringing(Ringing)
+        /// An entry refused at admission (invalid, poison): its dead letter is written, nothing routes.
+        case refused
+    }
+
+    private struct Ringing: Sendable {
+        let event: CallEvent
+        var devices: [DeviceRing]
+        /// The deadline passed (a timer or any event at or after it).
+        var deadlinePassed = false
+        /// The missed-call alerts of an unanswered call were sent.
+        var missedCallAlertsSent = false
+        /// The call's record was requested: nothing more is pushed.
+        var recordRequested = false
+        /// The process drains: under `undelivered` the call is recorded once its devices'
+        /// routers are done, without waiting for an end or the deadline (`onDrain`).
+        var draining = false
+    }
+
+    private struct DeviceRing: Sendable {
+        let device: CallDevice
+        var router: CallRouter
+        /// The alert token exists and is not known to be invalid (for the missed-call alert).
+        let alertUsable: Bool
+        /// A push of the router is with the APNs client.
+        var routerPushOut = false
+        /// The router waits for a retry due at this time (unix ms), in the process.
+        var retryDueAtMs: Int64?
+        /// The router's end, once it reached one.
+        var end: DeviceEnd?
+        /// The end of the call cut this device's ring short (a push out, a retry, a fallback).
+        var stopped = false
+        /// The machine's own push with the APNs client.
+        var ownPush: OwnPush?
+        /// The machine's own pushes to the device, answered (ended, missed call).
+        var ownAttempts: [AttemptRecord] = []
+        /// The background push ending the call was accepted for it.
+        var told: EndedElsewhere?
+        /// The missed-call alert was sent (at most once).
+        var missedCallAlertSent = false
+        /// APNs accepted the missed-call alert, with `missedCallAPNsID`.
+        var missedCallAccepted = false
+        var missedCallAPNsID: String?
+    }
+
+    private enum DeviceEnd: Sendable {
+        case record(OutcomeRecord)
+        case deadLetter(DeadLetter)
+
+        var record: OutcomeRecord {
+            switch self {
+            case let .record(r): return r
+            case let .deadLetter(d): return d.record
+            }
+        }
+    }
+
+    private struct OwnPush: Sendable {
+        let kind: AttemptRecord.PushKind
+        let sentAtMs: Int64
+        let told: EndedElsewhere?
+        let environment: ApnsEnvironment
+    }
+
+    // MARK: Actions
+
+    /// A push for one device of the call.
+    public struct DevicePush: Equatable, Sendable {
+        /// What the push is for.
+        public enum Purpose: Hashable, Sendable {
+            /// The device's VoIP push (the ring).
+            case ring
+            /// Its router's alert fallback.
+            case fallback(FallbackCause)
+            /// The background push that ends the call on the device.
+            case ended(EndedElsewhere)
+            /// The missed-call alert of an unanswered call.
+            case missedCall
+        }
+
+        /// The device's index in `CallEvent.devices`; its answer comes back under it.
+        public let device: Int
+        public let plan: PushPlan
+        public let purpose: Purpose
+    }
+
+    /// What the runner does after one event: every part, in this order: feedback, the app's
+    /// refusal, withdrawals, the timer, the entry's step (`life`), then the pushes (last: a push
+    /// answered at once is answered inside the runner's send). Never pushes and a record together.
+    public struct Action: Equatable, Sendable {
+        /// Token feedback to write with the call's record (and to remember).
+        public var feedback: [TokenFeedback] = []
+        /// APNs refused the app's credential or configuration (a dead letter marked
+        /// `appUnhealthy`): the runner marks the app.
+        public var appRefused: DeadLetterReason?
+        /// Devices whose push with the APNs client is to be taken back if not written yet
+        /// (`ApnsClient.withdraw`); it then fails with `.withdrawn`.
+        public var withdraw: [Int] = []
+        /// The pushes to hand to the APNs client now (`pushes`); each is answered with
+        /// `onApnsAnswered` or `onApnsFailed` (or `onPushWithheld`) for its device. The first is
+        /// kept apart: most actions carry one at most, which then costs no array.
+        public private(set) var firstPush: DevicePush?
+        public private(set) var morePushes: [DevicePush] = []
+        /// What becomes of the call's one timer (`onTimer`): unchanged (an event that changes
+        /// nothing of the ring), armed to fire at a time, or cancelled.
+        public var timer: TimerChange = .unchanged
+        /// The single-device call's retry (with `life == .write`): keep the router's `waiting`
+        /// snapshot in the durable schedule.
+        public var retry: RetryPlan?
+        /// The entry's step, as `LiveCallStateMachine` returned it.
+        public var life: LiveCallStateMachine.Action = .none
+
+        public init() {}
+
+        public static let none = Action()
+
+        /// The call's timer after an action.
+        public enum TimerChange: Equatable, Sendable {
+            case unchanged
+            /// Fire at this unix ms (replacing any earlier schedule).
+            case fireAt(Int64)
+            case cancel
+        }
+
+        /// Every push of the action, in order.
+        public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
+
+        mutating func push(_ push: DevicePush) {
+            if firstPush == nil { firstPush = push } else { morePushes.append(push) }
+        }
+    }
+
+    // MARK: Init and reading
+
+    /// The machine of an admitted entry: its lookup goes out next. `jitter` seeds the routers'
+    /// backoff draws (one split per device).
+    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter) {
+        self.policy = policy
+        self.callID = event.id
+        self.life = LiveCallStateMachine()
+        self.state = .waiting(event: event, jitter: jitter)
+    }
+
+    /// An entry refused at admission (invalid event, poison, unreadable retry): its dead letter
+    /// is written at once (the runner performs `writeRecord` of it), and it never routes.
+    public static func refusedAtAdmission(_ deadLetter: DeadLetter, policy: AppRoutingPolicy) -> CallStateMachine {
+        var machine = CallStateMachine(refusing: deadLetter.record.id ?? "", policy: policy)
+        machine.life = .refusedAtAdmission(deadLetter)
+        return machine
+    }
+
+    private init(refusing callID: String, policy: AppRoutingPolicy) {
+        self.policy = policy
+        self.callID = callID
+        self.life = LiveCallStateMachine()
+        self.state = .refused
+    }
+
+    /// Whether the event is routed by the machine's devices (a call with `devices`, or any
+    /// `incoming_call` of an app whose missed-call alert is `unanswered`) rather than by one
+    /// router as before devices.
+    public static func ringsDevices(_ event: CallEvent, policy: AppRoutingPolicy) -> Bool {
+        event.kind == .incomingCall && (!event.listedDevices.isEmpty || policy.missedCallAlert == .unanswered)
+    }
+
+    /// A call with devices still ringing: no end heard, its record not requested. The runner
+    /// looks such calls' cancellation markers up now and then, for an end another gateway read.
+    public var awaitsEnd: Bool {
+        guard case let .ringing(r) = state else { return false }
+        return end == nil && !r.recordRequested
+    }
+
+    /// The single-device router's snapshot while it waits for a retry (after `Action.retry`).
+    public var waiting: WaitingCall? {
+        guard case let .single(router) = state else { return nil }
+        return router.waiting
+    }
+
+    /// For the own result of the event that ended the ring (`end`), once the call's record was
+    /// requested: the ids of the devices whose ring it cut short and of those it told.
+    public var endReport: (stopped: [String], told: [String])? {
+        guard case let .ringing(r) = state, r.recordRequested, end != nil else { return nil }
+        return (r.devices.compactMap { $0.stopped ? $0.device.id : nil },
+                r.devices.compactMap { $0.told != nil ? $0.device.id : nil })
+    }
+
+    // MARK: Events
+
+    /// The lookup answered (see `LiveCallStateMachine.onLookupAnswered`): unless a copy routes,
+    /// the routers start — or, with `snapshot`, the single-device router resumes from the
+    /// durable schedule. `ended`: what the cancellation marker says ended the ring, when
+    /// `cancelled` (nil: a cancel). `knownInvalid`: since when the single-device form's VoIP and
+    /// alert tokens are known to be invalid; `devicesKnownInvalid` the same per listed device (in
+    /// `CallEvent.devices`' order; missing entries mean not known).
+    public mutating func onLookupAnswered(alreadyDone: CallOutcome?, cancelled: Bool, claimHolder: String?, consumer: String,
+                                          copyRoutingHere: Bool, ended: CallEnd? = nil,
+                                          knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
+                                          devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] = [],
+                                          snapshot: WaitingCall? = nil, now: Int64) -> Action {
+        guard case let .waiting(event, seed) = state else {
+            if case .refused = state { preconditionFailure("a lookup answered for an entry refused at admission") }
+            // The life refuses a second lookup answer of a started call itself.
+            return Action(life: life.onLookupAnswered(.incomingCall, alreadyDone: alreadyDone != nil, cancelled: cancelled,
+                                                      claimHolder: claimHolder, consumer: consumer,
+                                                      copyRoutingHere: copyRoutingHere))
+        }
+        let step = life.onLookupAnswered(event.kind, alreadyDone: alreadyDone != nil, cancelled: cancelled,
+                                         claimHolder: claimHolder, consumer: consumer, copyRoutingHere: copyRoutingHere)
+        guard case let .startRouter(startCancelled) = step else { return Action(life: step) }
+        // Cancelled by Redis' marker, not heard here: the ring ends as by a cancel.
+        if startCancelled && end == nil { end = ended ?? .cancelled }
+        var jitter = seed
+        if snapshot != nil || !CallStateMachine.ringsDevices(event, policy: policy) || alreadyDone != nil {
+            var router = CallRouter(policy: policy, jitter: jitter.split())
+            let action: CallAction
+            if let snapshot {
+                action = router.resume(event, from: snapshot, now: now, alreadyDone: alreadyDone, cancelled: startCancelled)
+            } else {
+                action = router.start(event, now: now, knownInvalid: knownInvalid, alreadyDone: alreadyDone,
+                                      cancelled: startCancelled)
+            }
+            state = .single(router)
+            return single(action)
+        }
+        var ringing = Ringing(event: event, devices: [])
+        var action = Action()
+        let devices = event.devices
+        // Under `unanswered` the machine sends the missed-call alert: the routers ring VoIP only.
+        let routersAlert = policy.missedCallAlert == .undelivered
+        for (i, device) in devices.enumerated() {
+            let marks: (voip: Int64?, alert: Int64?) = event.listedDevices.isEmpty ? knownInvalid
+                : i < devicesKnownInvalid.count ? devicesKnownInvalid[i] : (nil, nil)
+            var router = CallRouter(policy: policy, jitter: jitter.split())
+            let deviceEvent = event.event(of: device, alert: routersAlert)
+            let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled)
+            ringing.devices.append(DeviceRing(device: device, router: router,
+                                              alertUsable: CallRouter.usable(device.alertToken, invalidSince: marks.alert,
+                                                                             registeredAt: device.alertTokenRegisteredAtMs)))
+            absorb(started, device: i, into: &ringing, &action)
+        }
+        advance(&ringing, now: now, &action)
+        state = .ringing(ringing)
+        return action
+    }
+
+    /// APNs answered the push out for device `device`.
+    public mutating func onApnsAnswered(device: Int, _ response: PushNotificationResponse, now: Int64) -> Action {
+        answered(device: device, now: now, own: { .init(response) }, router: { $0.apnsAnswered(response, now: now) },
+                 attempt: { own in
+                     AttemptRecord(sentAtMs: own.sentAtMs, channel: .alert, status: response.status, reason: response.reason?.text,
+                                   error: nil, apnsID: response.apnsID)
+                 })
+    }
+
+    /// The push out for device `device` got no answer (timeout, connection lost, withdrawn, …).
+    public mutating func onApnsFailed(device: Int, _ error: ApnsClientError, now: Int64) -> Action {
+        answered(device: device, now: now, own: { .init(error) }, router: { $0.apnsFailed(error, now: now) },
+                 attempt: { own in
+                     AttemptRecord(sentAtMs: own.sentAtMs, channel: .alert, status: nil, reason: nil, error: error.description,
+                                   apnsID: nil)
+                 })
+    }
+
+    /// The runner did not send device `device`'s push: the app's pushes are withheld
+    /// (`AppCredentialHealth`). A router's push ends its device as `CallRouter.pushWithheld`
+    /// says; the machine's own push is dropped, no attempt made.
+    public mutating func onPushWithheld(device: Int, _ reason: DeadLetterReason, now: Int64) -> Action {
+        switch state {
+        case .waiting, .refused:
+            preconditionFailure("a push withheld before the call's routers started")
+        case var .single(router):
+            let action = router.pushWithheld(reason, now: now)
+            state = .single(router)
+            return single(action)
+        case var .ringing(r):
+            var action = Action()
+            if r.devices[device].ownPush != nil {
+                r.devices[device].ownPush = nil
+            } else {
+                r.devices[device].routerPushOut = false
+                let routed = r.devices[device].router.pushWithheld(reason, now: now)
+                absorb(routed, device: device, into: &r, &action)
+            }
+            advance(&r, now: now, &action)
+            state = .ringing(r)
+            return action
+        }
+    }
+
+    /// An answer, a decline or a cancel of the call was heard (read by this process). The
+    /// first one ends the ring; a later one changes nothing (tolerated: two ends race).
+    /// Before the routers start, the call starts stopped (nothing is pushed); a single-device
+    /// call's router is told as of a cancel (`CallRouter.cancelReceived`), for any of the three.
+    public mutating func onEndHeard(_ heard: CallEnd, now: Int64) -> Action {
+        guard end == nil else { return .none }
+        let step = life.onCancelHeard()
+        switch state {
+        case .waiting:
+            end = heard
+            return Action(life: step)
+        case .refused:
+            return Action(life: step)
+        case var .single(router):
+            guard step == .tellRouterCancelled else { return Action(life: step) }
+            end = heard
+            let action = router.cancelReceived(now: now)
+            state = .single(router)
+            return single(action)
+        case var .ringing(r):
+            // Tolerated: an end heard once the call's record was requested has nothing to stop.
+            guard step == .tellRouterCancelled, !r.recordRequested else { return Action(life: step) }
+            end = heard
+            var action = Action()
+            for i in r.devices.indices where r.devices[i].end == nil {
+                r.devices[i].stopped = true
+                let told = r.devices[i].router.cancelReceived(now: now)
+                absorb(told, device: i, into: &r, &action)
+            }
+            advance(&r, now: now, &action)
+            state = .ringing(r)
+            return action
+        }
+    }
+
+    /// The call's timer fired (`Action.timer`): the devices' retries due by `now` go, and at
+    /// the deadline the ring ends. Tolerated: a timer of a call that moved on does nothing.
+    public mutating func onTimer(now: Int64) -> Action {
+        guard case var .ringing(r) = state, !r.recordRequested else { return .none }
+        var action = Action()
+        for i in r.devices.indices {
+            guard let due = r.devices[i].retryDueAtMs, due <= now else { continue }
+            r.devices[i].retryDueAtMs = nil
+            let routed = r.devices[i].router.retryDue(now: now)
+            absorb(routed, device: i, into: &r, &action)
+        }
+        advance(&r, now: now, &action)
+        state = .ringing(r)
+        return action
+    }
+
+    /// The process drains (SIGTERM). A call with devices under `missed_call_alert: undelivered`
+    /// stops waiting for an answer: once its devices' routers are done (pushes answered,
+    /// retries run) it is recorded as it stands, so no other gateway takes it over and rings
+    /// its devices again; an answer read later ends nothing here (the app's signalling does).
+    /// Under `unanswered` the call keeps waiting for its deadline: its missed-call alerts depend
+    /// on whether it is answered. Tolerated: a call not ringing (any other state) is unchanged.
+    public mutating func onDrain(now: Int64) -> Action {
+        guard case var .ringing(r) = state, !r.recordRequested, policy.missedCallAlert == .undelivered else { return .none }
+        r.draining = true
+        var action = Action()
+        advance(&r, now: now, &action)
+        state = .ringing(r)
+        return action
+    }
+
+    // The entry's Redis steps: forwarded to the life (`LiveCallStateMachine`), whose docs say
+    // which states each may come in.
+
+    public mutating func onScheduleFailed() -> Action { Action(life: life.onScheduleFailed()) }
+    public mutating func onScheduleAgainDue() -> Action { Action(life: life.onScheduleAgainDue()) }
+    public mutating func onScheduled() -> Action { Action(life: life.onScheduled()) }
+    public mutating func onRecordFailed() -> Action { Action(life: life.onRecordFailed()) }
+    public mutating func onRecordAgainDue() -> Action { Action(life: life.onRecordAgainDue()) }
+    public mutating func onRecorded(outcome: CallOutcome?) -> Action { Action(life: life.onRecorded(outcome: outcome)) }
+    public mutating func onStepFailed() -> Action { Action(life: life.onStepFailed()) }
+
+    /// The schedule step found the call cancelled: its router finishes it as cancelled.
+    public mutating func onScheduleFoundCancelled(now: Int64) -> Action {
+        let step = life.onScheduleFoundCancelled()
+        guard case var .single(router) = state, step == .tellRouterCancelled else { return Action(life: step) }
+        let action = router.cancelReceived(now: now)
+        state = .single(router)
+        return single(action)
+    }
+
+    // MARK: Transitions
+
+    private mutating func answered(device i: Int, now: Int64, own verdict: () -> ApnsVerdict,
+                                   router answer: (inout CallRouter) -> CallAction,
+                                   attempt: (OwnPush) -> AttemptRecord) -> Action {
+        switch state {
+        case .waiting, .refused:
+            preconditionFailure("an APNs answer before the call's routers started")
+        case var .single(router):
+            let action = answer(&router)
+            state = .single(router)
+            return single(action)
+        case var .ringing(r):
+            var action = Action()
+            if let own = r.devices[i].ownPush {
+                r.devices[i].ownPush = nil
+                var record = attempt(own)
+                record.device = r.devices[i].device.id
+                record.kind = own.kind
+                r.devices[i].ownAttempts.append(record)
+                switch verdict() {
+                case let .accepted(apnsID):
+                    switch own.kind {
+                    case .ended: r.devices[i].told = own.told
+                    case .missedCall: (r.devices[i].missedCallAccepted, r.devices[i].missedCallAPNsID) = (true, apnsID)
+                    }
+                case let .tokenInvalid(reason, timestampMs, _):
+                    action.feedback.append(TokenFeedback(token: r.devices[i].device.alertToken ?? "", channel: .alert,
+                                                         reason: reason, timestampMs: timestampMs ?? now,
+                                                         timestampFromAPNs: timestampMs != nil))
+                case let .deadLetter(reason, appUnhealthy):
+                    if appUnhealthy { action.appRefused = reason }
+                case .transient, .payloadTooLarge, .withdrawn:
+                    // One attempt each: the app's own signalling ends the call too, and a
+                    // missed-call alert is sent at most once.
+                    break
+                }
+            } else {
+                precondition(r.devices[i].routerPushOut, "an APNs answer for device \(i) of call \(r.event.id) with no push out")
+                r.devices[i].routerPushOut = false
+                let routed = answer(&r.devices[i].router)
+                absorb(routed, device: i, into: &r, &action)
+            }
+            advance(&r, now: now, &action)
+            state = .ringing(r)
+            return action
+        }
+    }
+
+    /// A single-device router's action, passed through: what `RouterRole` performed before
+    /// devices, with the alert's collapse id added.
+    private mutating func single(_ routed: CallAction) -> Action {
+        var action = Action()
+        if let feedback = routed.feedback { action.feedback.append(feedback) }
+        switch routed.step {
+        case .none:
+            break
+        case let .sendVoip(plan):
+            action.push(DevicePush(device: 0, plan: plan, purpose: .ring))
+        case let .sendAlert(plan, cause):
+            action.push(DevicePush(device: 0, plan: CallStateMachine.collapsed(plan, callID: callID), purpose: .fallback(cause)))
+        case .withdrawPush:
+            action.withdraw.append(0)
+        case let .scheduleRetry(plan):
+            action.retry = plan
+            action.life = life.onScheduleRequested()
+        case let .finish(record):
+            action.life = life.onRecordRequested(.outcome(record))
+        case let .deadLetter(deadLetter):
+            if deadLetter.appUnhealthy { action.appRefused = deadLetter.reason }
+            action.life = life.onRecordRequested(.deadLetter(deadLetter))
+        case let .cancelCall(record):
+            action.life = life.onRecordRequested(.cancellation(record))
+        case let .acknowledgeDuplicate(record):
+            action.life = life.onRecordRequested(.duplicate(record))
+        }
+        return action
+    }
+
+    /// One device router's action, taken into the call's.
+    private func absorb(_ routed: CallAction, device i: Int, into r: inout Ringing, _ action: inout Action) {
+        if let feedback = routed.feedback { action.feedback.append(feedback) }
+        switch routed.step {
+        case .none:
+            break
+        case let .sendVoip(plan):
+            r.devices[i].routerPushOut = true
+            action.push(DevicePush(device: i, plan: plan, purpose: .ring))
+        case let .sendAlert(plan, cause):
+            r.devices[i].routerPushOut = true
+            action.push(DevicePush(device: i, plan: CallStateMachine.collapsed(plan, callID: r.event.id),
+                                            purpose: .fallback(cause)))
+        case .withdrawPush:
+            action.withdraw.append(i)
+        case let .scheduleRetry(plan):
+            r.devices[i].retryDueAtMs = plan.atMs
+        case let .finish(record):
+            r.devices[i].retryDueAtMs = nil
+            r.devices[i].end = .record(record)
+        case let .deadLetter(deadLetter):
+            r.devices[i].retryDueAtMs = nil
+            if deadLetter.appUnhealthy { action.appRefused = deadLetter.reason }
+            r.devices[i].end = .deadLetter(deadLetter)
+        case .cancelCall, .acknowledgeDuplicate:
+            preconditionFailure("a device's router of call \(r.event.id) answered as for a cancel or a duplicate event")
+        }
+    }
+
+    /// After every event of a ringing call: the end's background pushes, the missed-call
+    /// alerts, the record once everything settled, and the timer.
+    private mutating func advance(_ r: inout Ringing, now: Int64, _ action: inout Action) {
+        if now >= r.event.deadlineMs { r.deadlinePassed = true }
+        guard !r.recordRequested else { return }
+        let routersDone = r.devices.allSatisfy { $0.end != nil }
+        let anyRang = r.devices.contains { CallStateMachine.mayHaveRung($0) }
+        if let end {
+            for i in r.devices.indices {
+                let d = r.devices[i]
+                guard d.end != nil, d.ownPush == nil, d.told == nil, !d.ownAttempts.contains(where: { $0.kind == .ended }),
+                      let id = d.device.id, id != end.device, CallStateMachine.mayHaveRung(d),
+                      let token = d.device.alertToken else { continue }
+                let environment = environment(of: d.device)
+                guard let push = try? PushNotification(deviceToken: token, bundleID: policy.bundleID, pushType: .background,
+                                                       payload: CallStateMachine.endedPayload(callID: r.event.id, end.told),
+                                                       priority: .conserve, expiration: (r.event.deadlineMs + 999) / 1000)
+                else { continue }
+                r.devices[i].ownPush = OwnPush(kind: .ended, sentAtMs: now, told: end.told, environment: environment)
+                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                                                                          notification: push),
+                                                purpose: .ended(end.told)))
+            }
+        } else if policy.missedCallAlert == .unanswered, routersDone, !r.missedCallAlertsSent, r.deadlinePassed || !anyRang {
+            r.missedCallAlertsSent = true
+            for i in r.devices.indices where r.devices[i].alertUsable && !r.devices[i].missedCallAlertSent {
+                let d = r.devices[i]
+                let environment = environment(of: d.device)
+                guard let push = try? PushNotification(deviceToken: d.device.alertToken ?? "", bundleID: policy.bundleID,
+                                                       pushType: .alert, payload: r.event.alertPayload, priority: .immediate,
+                                                       expiration: now.clampedSum(policy.alertTTLMs) / 1000,
+                                                       collapseID: CallStateMachine.collapseID(for: r.event.id))
+                else { continue }
+                r.devices[i].missedCallAlertSent = true
+                r.devices[i].ownPush = OwnPush(kind: .missedCall, sentAtMs: now, told: nil, environment: environment)
+                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                                                                          notification: push),
+                                                purpose: .missedCall))
+            }
+        }
+        let settled = routersDone && r.devices.allSatisfy { $0.ownPush == nil }
+        let over = end != nil || r.deadlinePassed || !anyRang || r.draining
+        let alertsDone = policy.missedCallAlert == .undelivered || end != nil || r.missedCallAlertsSent
+        if settled && over && alertsDone {
+            r.recordRequested = true
+            action.timer = .cancel
+            action.life = life.onRecordRequested(record(r))
+            return
+        }
+        var wake = r.devices.compactMap(\.retryDueAtMs).min()
+        if end == nil && !r.deadlinePassed { wake = min(wake ?? r.event.deadlineMs, r.event.deadlineMs) }
+        action.timer = wake.map(Action.TimerChange.fireAt) ?? .cancel
+    }
+
+    /// The call's record: each device's outcome, every push tagged with its device (`latency_ms`:
+    /// to the last answer of a device's ring or fallback, as a single-device call's), and the
+    /// call's outcome, the best a device got (a VoIP delivery, an alert, then `cancelled`,
+    /// `expired`, `undeliverable`); a dead letter only when every device's ring was one.
+    private func record(_ r: Ringing) -> LiveCallStateMachine.Record {
+        var devices: [DeviceRecord] = []
+        var attempts: [AttemptRecord] = []
+        var latest: Int64?
+        for d in r.devices {
+            guard let end = d.end else { preconditionFailure("call \(r.event.id) recorded with a device still routing") }
+            let routed = end.record
+            var device = DeviceRecord(id: d.device.id, outcome: routed.outcome, channel: routed.channel, apnsID: routed.apnsID,
+                                      environmentMismatch: routed.environmentMismatch, cause: routed.cause, reason: routed.reason,
+                                      told: d.told)
+            if d.missedCallAccepted, routed.outcome != .deliveredVoip, routed.outcome != .deliveredAlert {
+                (device.outcome, device.channel, device.apnsID, device.cause, device.reason) =
+                    (.deliveredAlert, .alert, d.missedCallAPNsID, .unanswered, nil)
+            }
+            devices.append(device)
+            for var a in routed.attempts {
+                a.device = d.device.id
+                attempts.append(a)
+            }
+            attempts.append(contentsOf: d.ownAttempts)
+            if let l = routed.latencyMs { latest = max(latest ?? l, l) }
+        }
+        attempts.sort { $0.sentAtMs < $1.sentAtMs }
+        let ranked: [CallOutcome] = [.deliveredVoip, .deliveredAlert, .cancelled, .expired, .undeliverable]
+        let outcome = ranked.first { o in devices.contains { $0.outcome == o } } ?? .deadLettered
+        var record = OutcomeRecord(outcome: outcome, id: r.event.id, type: r.event.kind, app: policy.appID,
+                                   channel: outcome == .deliveredVoip ? .voip : outcome == .deliveredAlert ? .alert : nil,
+                                   latencyMs: latest, attempts: attempts)
+        record.ended = end
+        record.devices = devices
+        guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }
+        record.reason = first.reason.text
+        return .deadLetter(DeadLetter(reason: first.reason, appUnhealthy: false, record: record))
+    }
+
+    private func environment(of device: CallDevice) -> ApnsEnvironment {
+        guard let sandbox = device.sandbox else { return policy.environment }
+        return sandbox ? .sandbox : .production
+    }
+
+    /// A device's VoIP push was accepted, or may have been (written, no answer came).
+    private static func mayHaveRung(_ d: DeviceRing) -> Bool {
+        guard let end = d.end else { return false }
+        return end.record.attempts.contains { $0.channel == .voip && ($0.status == 200 || ($0.status == nil && $0.error != nil)) }
+    }
+
+    /// `{"aps":{"content-available":1},"id":…,"ended":…}`: a background push wakes the app
+    /// with no alert, sound or badge (Apple's background-update rules), naming the call.
+    static func endedPayload(callID: String, _ ended: EndedElsewhere) -> [UInt8] {
+        var w = JSONWriter()
+        w.object { o in
+            o.object("aps") { aps in aps.int("content-available", 1) }
+            o.string("id", callID)
+            o.string("ended", ended.rawValue)
+        }
+        return w.finish()
+    }
+
+    /// `plan` with the call's collapse id (a missed-call alert repeated replaces the first).
+    static func collapsed(_ plan: PushPlan, callID: String) -> PushPlan {
+        let n = plan.notification
+        guard let push = try? PushNotification(deviceToken: n.deviceToken, topic: n.topic, pushType: n.pushType, payload: n.payload,
+                                               priority: n.priority, expiration: n.expiration, apnsID: n.apnsID,
+                                               collapseID: collapseID(for: callID))
+        else { return plan }
+        var out = PushPlan(channel: plan.channel, attempt: plan.attempt, environment: plan.environment, notification: push)
+        out.writeByUnixMs = plan.writeByUnixMs
+        return out
+    }
+
+    /// `apns-collapse-id` of a call's alerts: the call id when it fits APNs' 64 bytes; a longer
+    /// id (up to 128 characters) keeps its first 40 bytes, at a character boundary, then `~` and
+    /// the 64-bit FNV-1a of the whole id in hex, so two long ids sharing a prefix stay apart.
+    public static func collapseID(for callID: String) -> String {
+        guard callID.utf8.count > 64 else { return callID }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in callID.utf8 {
+            hash ^= UInt64(b)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        var prefix = ""
+        for c in callID {
+            guard prefix.utf8.count + c.utf8.count <= 40 else { break }
+            prefix.append(c)
+        }
+        let hex = String(hash, radix: 16)
+        return prefix + "~" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+extension CallStateMachine.Action {
+    init(life: LiveCallStateMachine.Action) {
+        self.init()
+        self.life = life
+    }
+}
