@@ -74,7 +74,8 @@ extension RouterRole {
         switch push.purpose {
         case let .fallback(cause) where plan.attempt == 1: observations?.fallback(app: call.app.id, cause: cause)
         case .missedCall: observations?.fallback(app: call.app.id, cause: .unanswered)
-        case .ring, .fallback, .ended: break
+        case .noReceipt(.alert): observations?.fallback(app: call.app.id, cause: .noReceipt)
+        case .ring, .fallback, .ended, .noReceipt: break
         }
         // An app APNs refused again and again: its push is withheld, but for one probe a period.
         var probe = false

@@ -32,13 +32,18 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// Which devices of a call get the missed-call alert (config `missed_call_alert`,
     /// docs/protocol.md, *Devices*).
     public var missedCallAlert: MissedCallAlert
+    /// With ring receipts on (config `ring_receipt_timeout_ms`, docs/protocol.md, *Ring
+    /// receipts*): how long after APNs accepted a device's VoIP push its `call_ringing` is
+    /// expected before the device is escalated (one more VoIP push, then its alert). Nil: off,
+    /// the default; nothing waits for receipts.
+    public var ringReceiptTimeoutMs: Int64?
 
     public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
                 reachesBothEnvironments: Bool = true, ringTimeoutMs: Int64 = 30_000,
                 voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
                 alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate(),
-                missedCallAlert: MissedCallAlert = .undelivered) {
+                missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int64? = nil) {
         self.appID = appID
         self.bundleID = bundleID
         self.voipTopic = PushType.voip.topic(bundleID: bundleID)
@@ -50,6 +55,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
         self.alertTTLMs = alertTTLMs
         self.fallbackAlert = fallbackAlert
         self.missedCallAlert = missedCallAlert
+        self.ringReceiptTimeoutMs = ringReceiptTimeoutMs
     }
 }
 

@@ -479,9 +479,10 @@ public struct CallRouter: Sendable {
             return deadLetter(call, .retriesExhausted(.voip), appUnhealthy: false, feedback: feedback)
         case .payload:
             return deadLetter(call, .payloadTooLarge(.voip), appUnhealthy: false, feedback: feedback)
-        case .unanswered:
-            // The call's machine sends the missed-call alert of an unanswered call, never a
-            // device's router; were it ever asked to, nothing rang before the deadline.
+        case .unanswered, .noReceipt:
+            // The call's machine sends the missed-call alert of an unanswered call and an
+            // escalation's alert, never a device's router; were it ever asked to, nothing rang
+            // before the deadline.
             return finish(call, .expired, feedback: feedback)
         }
     }

@@ -31,7 +31,13 @@ import Retry
 ///   here too (`Action.timer`), not in the durable retry schedule, which keeps single-device
 ///   calls only.
 /// - The single-device form under `missed_call_alert: undelivered` is today's call: its
-///   router's actions pass through one for one and its record is the router's, byte for byte.
+///   router's actions pass through one for one and its record is the router's, byte for byte
+///   (unless ring receipts are on: then every call rings as a call with devices).
+/// - With ring receipts on (`AppRoutingPolicy.ringReceiptTimeoutMs`), a device whose VoIP push
+///   was accepted and whose receipt (`onRingReceipt`) has not come within the timeout is
+///   escalated, before the deadline only and never after an end: one more VoIP push, then its
+///   alert, each the machine's own push (`kind: no_receipt`). A receipt stops what is pending
+///   for its device (a due step, a push not written yet) and only for it.
 public struct CallStateMachine: Sendable {
     public let policy: AppRoutingPolicy
     /// The call's id (the event's).
@@ -94,6 +100,16 @@ public struct CallStateMachine: Sendable {
         /// APNs accepted the missed-call alert, with `missedCallAPNsID`.
         var missedCallAccepted = false
         var missedCallAPNsID: String?
+        /// With ring receipts on: when the device's receipt was heard (unix ms).
+        var rangAtMs: Int64?
+        /// The receipt is awaited until this time (unix ms); then the next escalation step goes.
+        var receiptDueAtMs: Int64?
+        /// The receipt wait started (once, when the router's VoIP push was accepted).
+        var receiptAwaited = false
+        /// Escalation steps sent for want of a receipt: 1 after the second VoIP push, 2 after the alert.
+        var noReceiptSteps = 0
+        /// APNs accepted the escalation's alert, with this apns-id.
+        var noReceiptAlertAPNsID: String?
     }
 
     private enum DeviceEnd: Sendable {
@@ -113,6 +129,9 @@ public struct CallStateMachine: Sendable {
         let sentAtMs: Int64
         let told: EndedElsewhere?
         let environment: ApnsEnvironment
+        /// The ended push and the missed-call alert go to the alert token; an escalation's
+        /// first step is a VoIP push.
+        var channel: PushChannel = .alert
     }
 
     // MARK: Actions
@@ -129,6 +148,9 @@ public struct CallStateMachine: Sendable {
             case ended(EndedElsewhere)
             /// The missed-call alert of an unanswered call.
             case missedCall
+            /// A step of the device's escalation for want of its ring receipt: one more VoIP
+            /// push, then the alert.
+            case noReceipt(PushChannel)
         }
 
         /// The device's index in `CallEvent.devices`; its answer comes back under it.
@@ -213,7 +235,8 @@ public struct CallStateMachine: Sendable {
     /// `incoming_call` of an app whose missed-call alert is `unanswered`) rather than by one
     /// router as before devices.
     public static func ringsDevices(_ event: CallEvent, policy: AppRoutingPolicy) -> Bool {
-        event.kind == .incomingCall && (!event.listedDevices.isEmpty || policy.missedCallAlert == .unanswered)
+        event.kind == .incomingCall
+            && (!event.listedDevices.isEmpty || policy.missedCallAlert == .unanswered || policy.ringReceiptTimeoutMs != nil)
     }
 
     /// A call with devices still ringing: no end heard, its record not requested. The runner
@@ -364,6 +387,8 @@ public struct CallStateMachine: Sendable {
             guard step == .tellRouterCancelled, !r.recordRequested else { return Action(life: step) }
             end = heard
             var action = Action()
+            // An escalation push not written yet rings nothing more: taken back.
+            for i in r.devices.indices where r.devices[i].ownPush?.kind == .noReceipt { action.withdraw.append(i) }
             for i in r.devices.indices where r.devices[i].end == nil {
                 r.devices[i].stopped = true
                 let told = r.devices[i].router.cancelReceived(now: now)
@@ -386,6 +411,32 @@ public struct CallStateMachine: Sendable {
             let routed = r.devices[i].router.retryDue(now: now)
             absorb(routed, device: i, into: &r, &action)
         }
+        if end == nil && now < r.event.deadlineMs {
+            for i in r.devices.indices {
+                guard let due = r.devices[i].receiptDueAtMs, due <= now, r.devices[i].ownPush == nil else { continue }
+                r.devices[i].receiptDueAtMs = nil
+                escalate(&r, device: i, now: now, &action)
+            }
+        }
+        advance(&r, now: now, &action)
+        state = .ringing(r)
+        return action
+    }
+
+    /// A ring receipt (`call_ringing`) of the call was heard: device `device` (nil: the one
+    /// device of the single-device form) reported the call to CallKit at `now`. Its escalation
+    /// stops (a due step is dropped, a push not written yet is taken back); the other devices'
+    /// go on. Tolerated: a receipt of a device the call does not name, a second receipt, a
+    /// receipt of a call not ringing (recorded, or a single-device call without receipts on).
+    public mutating func onRingReceipt(device: String?, now: Int64) -> Action {
+        guard case var .ringing(r) = state, !r.recordRequested else { return .none }
+        let found = device.flatMap { id in r.devices.firstIndex { $0.device.id == id } }
+            ?? (device == nil && r.event.listedDevices.isEmpty ? 0 : nil)
+        guard let i = found, r.devices[i].rangAtMs == nil else { return .none }
+        var action = Action()
+        r.devices[i].rangAtMs = now
+        r.devices[i].receiptDueAtMs = nil
+        if r.devices[i].ownPush?.kind == .noReceipt { action.withdraw.append(i) }
         advance(&r, now: now, &action)
         state = .ringing(r)
         return action
@@ -443,6 +494,8 @@ public struct CallStateMachine: Sendable {
             if let own = r.devices[i].ownPush {
                 r.devices[i].ownPush = nil
                 var record = attempt(own)
+                record = AttemptRecord(sentAtMs: record.sentAtMs, channel: own.channel, status: record.status, reason: record.reason,
+                                       error: record.error, apnsID: record.apnsID)
                 record.device = r.devices[i].device.id
                 record.kind = own.kind
                 r.devices[i].ownAttempts.append(record)
@@ -451,6 +504,12 @@ public struct CallStateMachine: Sendable {
                     switch own.kind {
                     case .ended: r.devices[i].told = own.told
                     case .missedCall: (r.devices[i].missedCallAccepted, r.devices[i].missedCallAPNsID) = (true, apnsID)
+                    case .noReceipt:
+                        if own.channel == .alert {
+                            r.devices[i].noReceiptAlertAPNsID = apnsID
+                        } else if r.devices[i].rangAtMs == nil, let timeout = policy.ringReceiptTimeoutMs {
+                            r.devices[i].receiptDueAtMs = now.clampedSum(timeout)
+                        }
                     }
                 case let .tokenInvalid(reason, timestampMs, _):
                     action.feedback.append(TokenFeedback(token: r.devices[i].device.alertToken ?? "", channel: .alert,
@@ -462,6 +521,11 @@ public struct CallStateMachine: Sendable {
                     // One attempt each: the app's own signalling ends the call too, and a
                     // missed-call alert is sent at most once.
                     break
+                }
+                // An escalation's VoIP push not accepted: its next step (the alert) goes now.
+                if own.kind == .noReceipt, own.channel == .voip, r.devices[i].receiptDueAtMs == nil,
+                   r.devices[i].rangAtMs == nil, end == nil, now < r.event.deadlineMs {
+                    escalate(&r, device: i, now: now, &action)
                 }
             } else {
                 precondition(r.devices[i].routerPushOut, "an APNs answer for device \(i) of call \(r.event.id) with no push out")
@@ -534,11 +598,51 @@ public struct CallStateMachine: Sendable {
         }
     }
 
+    /// Device `i`'s next escalation step for want of its receipt: one more VoIP push (while
+    /// the deadline allows), then its alert (when its alert token is usable); nothing when both
+    /// were sent. Never after an end or the deadline (the caller checks).
+    private func escalate(_ r: inout Ringing, device i: Int, now: Int64, _ action: inout Action) {
+        let d = r.devices[i]
+        let environment = environment(of: d.device)
+        if d.noReceiptSteps == 0, let token = d.device.voipToken,
+           let push = try? PushNotification(deviceToken: token, topic: policy.voipTopic, pushType: .voip,
+                                            payload: r.event.voipPayload, priority: .immediate,
+                                            expiration: r.event.deadlineMs / 1000) {
+            r.devices[i].noReceiptSteps = 1
+            r.devices[i].ownPush = OwnPush(kind: .noReceipt, sentAtMs: now, told: nil, environment: environment, channel: .voip)
+            var plan = PushPlan(channel: .voip, attempt: 1, environment: environment, notification: push)
+            plan.writeByUnixMs = r.event.deadlineMs
+            action.push(DevicePush(device: i, plan: plan, purpose: .noReceipt(.voip)))
+            return
+        }
+        r.devices[i].noReceiptSteps = 2
+        guard d.noReceiptSteps < 2, d.alertUsable, !r.event.alertPayload.isEmpty,
+              let push = try? PushNotification(deviceToken: d.device.alertToken ?? "", bundleID: policy.bundleID,
+                                               pushType: .alert, payload: r.event.alertPayload, priority: .immediate,
+                                               expiration: now.clampedSum(policy.alertTTLMs) / 1000,
+                                               collapseID: CallStateMachine.collapseID(for: r.event.id))
+        else { return }
+        r.devices[i].ownPush = OwnPush(kind: .noReceipt, sentAtMs: now, told: nil, environment: environment, channel: .alert)
+        action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment, notification: push),
+                               purpose: .noReceipt(.alert)))
+    }
+
     /// After every event of a ringing call: the end's background pushes, the missed-call
     /// alerts, the record once everything settled, and the timer.
     private mutating func advance(_ r: inout Ringing, now: Int64, _ action: inout Action) {
         if now >= r.event.deadlineMs { r.deadlinePassed = true }
         guard !r.recordRequested else { return }
+        if let timeout = policy.ringReceiptTimeoutMs {
+            for i in r.devices.indices {
+                if end != nil || r.deadlinePassed {
+                    r.devices[i].receiptDueAtMs = nil  // nothing escalates after an end or the deadline
+                } else if !r.devices[i].receiptAwaited, r.devices[i].rangAtMs == nil,
+                          case let .record(routed)? = r.devices[i].end, routed.outcome == .deliveredVoip {
+                    r.devices[i].receiptAwaited = true
+                    r.devices[i].receiptDueAtMs = now.clampedSum(timeout)
+                }
+            }
+        }
         let routersDone = r.devices.allSatisfy { $0.end != nil }
         let anyRang = r.devices.contains { CallStateMachine.mayHaveRung($0) }
         if let end {
@@ -575,7 +679,11 @@ public struct CallStateMachine: Sendable {
             }
         }
         let settled = routersDone && r.devices.allSatisfy { $0.ownPush == nil }
-        let over = end != nil || r.deadlinePassed || !anyRang || r.draining
+        // The single-device form under `undelivered` waits for nothing but its receipt (no
+        // answer can end it early: no other device to tell).
+        let receiptsSettled = policy.ringReceiptTimeoutMs != nil && r.event.listedDevices.isEmpty
+            && policy.missedCallAlert == .undelivered && r.devices.allSatisfy { $0.receiptDueAtMs == nil }
+        let over = end != nil || r.deadlinePassed || !anyRang || r.draining || receiptsSettled
         let alertsDone = policy.missedCallAlert == .undelivered || end != nil || r.missedCallAlertsSent
         if settled && over && alertsDone {
             r.recordRequested = true
@@ -583,7 +691,7 @@ public struct CallStateMachine: Sendable {
             action.life = life.onRecordRequested(record(r))
             return
         }
-        var wake = r.devices.compactMap(\.retryDueAtMs).min()
+        var wake = (r.devices.compactMap(\.retryDueAtMs) + r.devices.compactMap(\.receiptDueAtMs)).min()
         if end == nil && !r.deadlinePassed { wake = min(wake ?? r.event.deadlineMs, r.event.deadlineMs) }
         action.timer = wake.map(Action.TimerChange.fireAt) ?? .cancel
     }
@@ -606,6 +714,12 @@ public struct CallStateMachine: Sendable {
                 (device.outcome, device.channel, device.apnsID, device.cause, device.reason) =
                     (.deliveredAlert, .alert, d.missedCallAPNsID, .unanswered, nil)
             }
+            device.rangAtMs = d.rangAtMs
+            // Accepted, yet no receipt came: what the device showed is the escalation's alert.
+            if d.rangAtMs == nil, let apnsID = d.noReceiptAlertAPNsID {
+                (device.outcome, device.channel, device.apnsID, device.cause, device.environmentMismatch) =
+                    (.deliveredAlert, .alert, apnsID, .noReceipt, nil)
+            }
             devices.append(device)
             for var a in routed.attempts {
                 a.device = d.device.id
@@ -622,6 +736,11 @@ public struct CallStateMachine: Sendable {
                                    latencyMs: latest, attempts: attempts)
         record.ended = end
         record.devices = devices
+        if policy.ringReceiptTimeoutMs != nil, r.event.listedDevices.isEmpty, let only = devices.first {
+            // The single-device form says at the top what its one device got, as before receipts.
+            (record.channel, record.apnsID, record.cause, record.environmentMismatch) =
+                (only.channel, only.apnsID, only.cause, only.environmentMismatch)
+        }
         guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }
         record.reason = first.reason.text
         return .deadLetter(DeadLetter(reason: first.reason, appUnhealthy: false, record: record))

@@ -30,6 +30,9 @@ public struct AttemptRecord: Equatable, Sendable {
         case ended
         /// The missed-call alert of a call nobody answered (`missed_call_alert: unanswered`).
         case missedCall = "missed_call"
+        /// A step of a device's escalation for want of its ring receipt: one more VoIP push
+        /// (`channel: voip`), then its alert (`channel: alert`).
+        case noReceipt = "no_receipt"
     }
 
     public init(sentAtMs: Int64, channel: PushChannel, status: Int?, reason: String?, error: String?, apnsID: String?,
@@ -123,10 +126,13 @@ public struct DeviceRecord: Equatable, Sendable {
     public var reason: String?
     /// The background push it was sent when the call ended elsewhere (`told`).
     public var told: EndedElsewhere?
+    /// With ring receipts on: when the device's `call_ringing` was heard, unix ms (`rang_at`):
+    /// the phone reported the call to CallKit.
+    public var rangAtMs: Int64?
 
     public init(id: String?, outcome: CallOutcome, channel: PushChannel? = nil, apnsID: String? = nil,
                 environmentMismatch: ApnsEnvironment? = nil, cause: FallbackCause? = nil, reason: String? = nil,
-                told: EndedElsewhere? = nil) {
+                told: EndedElsewhere? = nil, rangAtMs: Int64? = nil) {
         self.id = id
         self.outcome = outcome
         self.channel = channel
@@ -135,6 +141,7 @@ public struct DeviceRecord: Equatable, Sendable {
         self.cause = cause
         self.reason = reason
         self.told = told
+        self.rangAtMs = rangAtMs
     }
 }
 
@@ -144,7 +151,7 @@ public struct DeviceRecord: Equatable, Sendable {
 /// type, app, entry, channel, apns_id, environment_mismatch, cause, reason, ended, ended_by,
 /// latency_ms, attempts, devices, stopped, told`, absent values omitted; each attempt `t,
 /// device, kind, channel, environment, status, reason, error, apns_id`; each device `id,
-/// outcome, channel, apns_id, environment_mismatch, cause, reason, told`. A single-device
+/// outcome, channel, apns_id, environment_mismatch, cause, reason, told, rang_at`. A single-device
 /// call's record has none of the devices' keys, so its bytes are what they were before
 /// devices. `outcome` always comes
 /// first: the recording scripts read it from there (`CallStoreLua`); the cancel step writes
@@ -262,6 +269,7 @@ public struct OutcomeRecord: Equatable, Sendable {
                         e.string("cause", d.cause?.rawValue)
                         e.string("reason", d.reason)
                         e.string("told", d.told?.rawValue)
+                        e.int("rang_at", d.rangAtMs)
                     }
                 }
             }

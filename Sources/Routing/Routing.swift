@@ -55,4 +55,7 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     /// Nobody answered by the deadline (`missed_call_alert: unanswered`): the device's one
     /// missed-call alert, whatever its VoIP push did.
     case unanswered
+    /// With ring receipts on: the device's VoIP push was accepted but no `call_ringing` came
+    /// in time, nor after one more VoIP push (docs/protocol.md, *Ring receipts*).
+    case noReceipt = "no_receipt"
 }

@@ -360,6 +360,7 @@ final class CallStateMachineTests: XCTestCase {
                 case .fallback: seen.insert("fallback")
                 case let .ended(told): seen.insert(told.rawValue)
                 case .missedCall: seen.insert("missed call")
+                case .noReceipt: seen.insert("no receipt")
                 }
             }
             seen.insert("ended \(m.recorded?.ended?.name ?? "never")")
@@ -479,6 +480,17 @@ struct RingModel {
                 }
                 guard !sent(to: push.device).contains(where: { if case .ended = $0.purpose { return true }; return false }) else {
                     throw IllegalMove(description: "a second ended push to device \(push.device)")
+                }
+            case let .noReceipt(channel):
+                guard ended == nil else { throw IllegalMove(description: "an escalation after the call ended") }
+                guard now < event.deadlineMs else { throw IllegalMove(description: "an escalation after the deadline") }
+                guard policy.ringReceiptTimeoutMs != nil else { throw IllegalMove(description: "an escalation without receipts on") }
+                let token = channel == .voip ? device.voipToken : device.alertToken
+                guard n.pushType == (channel == .voip ? .voip : .alert), n.deviceToken == token else {
+                    throw IllegalMove(description: "malformed escalation \(n)")
+                }
+                guard !sent(to: push.device).contains(where: { $0.purpose == push.purpose }) else {
+                    throw IllegalMove(description: "a second escalation step \(channel) to device \(push.device)")
                 }
             case .missedCall:
                 guard ended == nil else {
