@@ -341,7 +341,7 @@ package final class GatewayMetrics: RouterObservations {
             deadLetters.inc([app, reason])
         case .expired:
             deadlineMisses.inc([app])
-        case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled, .answered, .declined, .duplicate:
+        case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled, .answered, .declined, .ringing, .duplicate:
             break
         }
         if let latencyMs = record.latencyMs,

@@ -24,6 +24,8 @@ public struct ResultEntry: Equatable, Sendable {
     public enum Namespace: Sendable {
         case call
         case cancel
+        /// A `call_ringing` event's own (`AppKeys.ringResult`), keyed by call and device.
+        case ringing
     }
 
     /// The event's `id`, the idempotency key: the result is stored under it for the
@@ -41,6 +43,12 @@ public struct ResultEntry: Equatable, Sendable {
         self.namespace = namespace
         self.keying = keying
         self.resultJSON = resultJSON
+    }
+
+    /// The event id a receipt's own result is keyed by: the call id, then `:` and the device
+    /// for a call with devices.
+    public static func ringingID(_ callID: String, device: String?) -> String {
+        device.map { callID + ":" + $0 } ?? callID
     }
 
     /// The outcome a stored result (the result key's value) claims its event id with; nil when

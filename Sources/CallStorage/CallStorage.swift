@@ -32,6 +32,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         dead = base + "dead"
         resultPrefix = base + "result:"
         cancelResultPrefix = base + "cancel-result:"
+        ringResultPrefix = base + "ring-result:"
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
@@ -73,11 +74,20 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// Cancels and calls have separate id namespaces: a call whose id is `cancel:X` is keyed
     /// `result("cancel:X")`, never this key of a cancel of `X`.
     public func cancelResult(_ callID: String) -> String { cancelResultPrefix + callID }
-    /// The key `record` is stored under: `result(id)` or, for a cancel's own, `cancelResult(id)`.
+    /// String: the own result of device `device`'s `call_ringing` event of call `callID` (its
+    /// ring receipt), with the same TTL: `ring-result:ID` for the single-device form,
+    /// `ring-result:ID:DEVICE` for a device of a call with devices. It is also how a gateway
+    /// ringing the call hears a receipt another gateway read (`CallStore.ringReceipts`).
+    public func ringResult(_ callID: String, device: String?) -> String {
+        ringResultPrefix + ResultEntry.ringingID(callID, device: device)
+    }
+    /// The key `record` is stored under: `result(id)` or, for a cancel's own, `cancelResult(id)`,
+    /// for a receipt's own, `ringResult`.
     func resultKeyPrefix(_ namespace: ResultEntry.Namespace) -> String {
         switch namespace {
         case .call: resultPrefix
         case .cancel: cancelResultPrefix
+        case .ringing: ringResultPrefix
         }
     }
 
@@ -90,6 +100,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     // can write a key straight into a command (`RedisCommand.append(_:_:)`) per event.
     let resultPrefix: String
     let cancelResultPrefix: String
+    let ringResultPrefix: String
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String

@@ -473,6 +473,25 @@ public final class CallStore {
     /// longer than a claim lasts: a call with devices waiting for an answer), each only if it
     /// still holds that claim; one script on the app's keys (`CallStoreLua.takeOverClaims`, with
     /// `claimAs` as the holder). Answers per id whether the claim was renewed.
+    /// The ring receipts' own results (`AppKeys.ringResult`) of `receipts` (call id, device),
+    /// one `MGET`: each the result JSON, or nil when no receipt of that device was recorded.
+    public func ringReceipts(_ app: AppKeys, _ receipts: [(callID: String, device: String?)],
+                             completion: @escaping (Result<[String?], RedisError>) -> Void) {
+        guard !receipts.isEmpty else { return completion(.success([])) }
+        var command = RedisCommand(reservingBytes: receipts.count * (app.ringResultPrefix.utf8.count + 160) + 16,
+                                   arguments: 1 + receipts.count)
+        command.append("MGET")
+        for r in receipts { command.append(app.ringResult(r.callID, device: r.device)) }
+        channel(app.calls).send(command: command, blockMs: 0) { result in
+            completion(result.flatMap { reply in
+                guard let values = reply.array, values.count == receipts.count else {
+                    return .failure(.unexpectedReply("ring receipts \(reply)"))
+                }
+                return .success(values.map { $0.string.flatMap { $0.hasPrefix("{") ? $0 : nil } })
+            })
+        }
+    }
+
     public func renewClaims(_ app: AppKeys, _ eventIds: [String], claimAs: String, claimTTLMs: Int64,
                             completion: @escaping (Result<[Bool], RedisError>) -> Void) {
         guard !eventIds.isEmpty else { return completion(.success([])) }

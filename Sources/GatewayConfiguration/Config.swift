@@ -203,6 +203,12 @@ package struct AppConfig: Equatable, Sendable {
     package var missedCallAlert: MissedCallAlert
     /// Retention of the app's dead-letter stream (`dead_letters`).
     package var deadLetters: DeadLetterRetentionPolicy
+    /// Ring receipts (`ring_receipt_timeout_ms`): how long after APNs accepted a VoIP push its
+    /// device's `call_ringing` is expected; nil (the default): off.
+    package var ringReceiptTimeoutMs: Int? = nil
+    /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
+    /// second or two of the push; past 30 s the caller has given up.
+    static let ringReceiptTimeoutRange = 500...30_000
 
     static let defaultRingTimeoutSeconds = 30
     /// Above this `config check` warns: people stop waiting for an answer within a minute or

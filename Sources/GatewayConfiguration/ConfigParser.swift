@@ -328,7 +328,7 @@ struct ConfigParser {
     private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
-                                   "missed_call_alert", "dead_letters"])
+                                   "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -359,13 +359,31 @@ struct ConfigParser {
         let fallback = parseFallbackAlert(entry, in: path)
         let missedCallAlert = parseMissedCallAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)
+        let receiptTimeout = parseRingReceiptTimeout(entry, in: path)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters else {
+              let deadLetters, let receiptTimeout else {
             return nil
         }
-        return AppConfig(bundleId: bundleId, credential: credential, environment: environment,
-                         ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, missedCallAlert: missedCallAlert,
-                         deadLetters: deadLetters)
+        var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
+                            ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, missedCallAlert: missedCallAlert,
+                            deadLetters: deadLetters)
+        app.ringReceiptTimeoutMs = receiptTimeout
+        return app
+    }
+
+    /// `ring_receipt_timeout_ms`: absent (off), or milliseconds in `AppConfig.ringReceiptTimeoutRange`.
+    /// Nil when it is invalid (the error is reported); `.some(nil)` when it is absent.
+    private func parseRingReceiptTimeout(_ entry: [String: Any], in path: JSONPath) -> Int?? {
+        guard reader.lookup(entry, "ring_receipt_timeout_ms", in: path) != nil else { return .some(nil) }
+        let range = AppConfig.ringReceiptTimeoutRange
+        guard let ms = reader.positiveInteger(entry, "ring_receipt_timeout_ms", in: path, fallback: 4_000, most: range.upperBound)
+        else { return nil }
+        guard ms >= range.lowerBound else {
+            reader.error(path.appending("ring_receipt_timeout_ms"), "\(ms) ms is under the least of \(range.lowerBound) ms",
+                         fix: "write how long a phone takes to report a call to CallKit, from \(range.lowerBound) to \(range.upperBound), such as 4000; remove the key to turn ring receipts off")
+            return nil
+        }
+        return .some(ms)
     }
 
     /// `missed_call_alert`: `"undelivered"` (the default) or `"unanswered"`.

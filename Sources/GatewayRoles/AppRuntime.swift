@@ -23,7 +23,8 @@ package final class AppRuntime: Sendable {
                                   reachesBothEnvironments: reachesBothEnvironments, ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
                                   voipRetry: config.retry.voip, alertRetry: config.retry.alert,
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
-                                  fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert)
+                                  fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert,
+                                  ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init))
     }
 
     /// Every app of `config`, in a stable order (by id).

@@ -191,9 +191,13 @@ extension RouterRole {
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
-                            ends: event.end)
+                            ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
-        hearEnds(around: call)
+        if call.isReceipt {
+            hearReceipt(event, around: call)
+        } else {
+            hearEnds(around: call)
+        }
         return Admitted(call: call, event: event, snapshot: nil)
     }
 
@@ -207,7 +211,7 @@ extension RouterRole {
     func hearEnds(around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
         if let end = call.ends {
-            for other in liveCalls(of: callKey(call.app, call.callID)) where !other.isEnd {
+            for other in liveCalls(of: callKey(call.app, call.callID)) where other.isCall {
                 run(other.machine.onEndHeard(end, now: Clock.unixMs()), for: other)
             }
             return
@@ -216,6 +220,17 @@ extension RouterRole {
         while let other = next {
             if let end = other.ends { return run(call.machine.onEndHeard(end, now: Clock.unixMs()), for: call) }
             next = other.nextOfCall
+        }
+    }
+
+    /// A ring receipt (`receipt`, a `call_ringing` entry just registered as `call`) tells the
+    /// entries of its call ringing here at once; its own result (`ring-result:…`, written with
+    /// its record) tells a gateway ringing the call elsewhere, which reads it now and then
+    /// (`recheckRingingCalls`).
+    func hearReceipt(_ receipt: CallEvent, around call: LiveCall) {
+        guard call.nextOfCall != nil else { return }
+        for other in liveCalls(of: callKey(call.app, call.callID)) where other.isCall {
+            run(other.machine.onRingReceipt(device: receipt.device, rangAtMs: receipt.entryTimeMs, now: Clock.unixMs()), for: other)
         }
     }
 

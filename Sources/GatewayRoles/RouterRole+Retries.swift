@@ -61,7 +61,7 @@ extension RouterRole {
     /// live: those were told of the cancel when it was read (`hearEnds`) and end soon (a push
     /// taken back, or its answer), and the cancel's result then says what the call got.
     func recordCancel(_ record: OutcomeRecord, of cancelEntry: LiveCall) {
-        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { !$0.isEnd && $0.life.hasStarted }
+        let started = liveCalls(of: callKey(cancelEntry.app, cancelEntry.callID)).first { $0.isCall && $0.life.hasStarted }
         if let started {
             started.cancelsWaiting.append((cancelEntry, record))
         } else {
@@ -167,6 +167,7 @@ extension RouterRole {
                 guard case let .success(renewed) = result else { return }
                 for (call, done) in zip(renewing, renewed) where done { call.claimedAtMs = now }
             }
+            hearReceiptsReadElsewhere(calls)
             let queries = calls.map { LookupQuery(eventId: $0.callID, voipToken: nil, alertToken: nil) }
             store.lookup(calls[0].app.keys, queries) { [unowned self] result in
                 guard case let .success(found) = result else { return }
@@ -176,5 +177,24 @@ extension RouterRole {
             }
         }
         if !ringing.isEmpty { ringRecheckTimer.schedule(afterMs: settings.ringRecheckEveryMs) }
+    }
+
+    /// With ring receipts on, a receipt read by another gateway reaches the ring through its
+    /// own result (`ring-result:…`): one `MGET` per app reads those of the devices still
+    /// awaited, and each found is heard as if read here (its `rang_at`, the receipt entry's
+    /// time). A failed read is tried at the next round.
+    private func hearReceiptsReadElsewhere(_ calls: [LiveCall]) {
+        var asked: [(call: LiveCall, device: String?)] = []
+        for call in calls {
+            for device in call.machine.devicesAwaitingReceipt { asked.append((call, device)) }
+        }
+        guard !asked.isEmpty else { return }
+        store.ringReceipts(calls[0].app.keys, asked.map { ($0.call.callID, $0.device) }) { [unowned self] result in
+            guard case let .success(found) = result else { return }
+            for (a, json) in zip(asked, found) where json != nil && self.isLive(a.call) {
+                let rangAt = json.flatMap(OutcomeRecord.rangAtMs(inJSON:))
+                self.run(a.call.machine.onRingReceipt(device: a.device, rangAtMs: rangAt, now: Clock.unixMs()), for: a.call)
+            }
+        }
     }
 }

@@ -127,6 +127,11 @@ package final class RouterRole {
         /// it brings (it never pushes, so copies never wait for it); nil for a call.
         let ends: CallEnd?
         var isEnd: Bool { ends != nil }
+        /// A `call_ringing` entry (a ring receipt): it never pushes and ends nothing, so copies
+        /// and cancels never wait for it; its call's entries here hear it when it is read.
+        let isReceipt: Bool
+        /// An entry of the call itself (an `incoming_call` or its retry): not an end, not a receipt.
+        var isCall: Bool { ends == nil && !isReceipt }
         /// Copies of this call that wait for it to leave the process (`CallCopies`).
         var copiesWaiting: [Admitted] = []
         /// Cancels of this call whose step waits for it to leave, so their result can say what
@@ -150,7 +155,8 @@ package final class RouterRole {
         var endReport: (stopped: [String], told: [String])?
 
         init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
-             callID: String, ends: CallEnd? = nil) {
+             callID: String, ends: CallEnd? = nil, isReceipt: Bool = false) {
+            self.isReceipt = isReceipt
             self.app = app
             self.entryID = entryID
             self.producerEntryID = producerEntryID ?? entryID
@@ -487,7 +493,7 @@ package final class RouterRole {
     func copyRouting(besides call: LiveCall) -> LiveCall? {
         var next = liveByCall[callKey(call.app, call.callID)]
         while let other = next {
-            if other !== call, other.life.hasStarted, !other.isEnd { return other }
+            if other !== call, other.life.hasStarted, other.isCall { return other }
             next = other.nextOfCall
         }
         return nil

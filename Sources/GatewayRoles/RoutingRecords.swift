@@ -102,6 +102,11 @@ extension ResultEntry {
     /// namespace, so the cancel and the call each have one result and a call whose id is
     /// `cancel:X` is not taken for a cancel of `X` (docs/protocol.md).
     init(_ record: borrowing OutcomeRecord, callID: String, keying: Keying = .once) {
+        if record.type == .callRinging {
+            self.init(eventId: ResultEntry.ringingID(callID, device: record.device), namespace: .ringing, keying: keying,
+                      resultJSON: record.jsonString)
+            return
+        }
         self.init(eventId: callID, namespace: record.type?.endsRing == true ? .cancel : .call, keying: keying,
                   resultJSON: record.jsonString)
     }

@@ -14,11 +14,14 @@ public struct CallEvent: Equatable, Sendable {
         case callAnswered = "call_answered"
         /// One of the call's devices (`device`) declined: the ring ends on every other device.
         case callDeclined = "call_declined"
+        /// One of the call's devices (`device`; absent for the single-device form) reported
+        /// the call to CallKit: its ring receipt (docs/protocol.md, *Ring receipts*).
+        case callRinging = "call_ringing"
 
         /// A `call_cancelled`, `call_answered` or `call_declined`: it ends its call's ring
         /// (`CallEnd`), rings nothing itself, and has its own result in the cancels' id
         /// namespace (docs/protocol.md).
-        public var endsRing: Bool { self != .incomingCall }
+        public var endsRing: Bool { self != .incomingCall && self != .callRinging }
     }
 
     /// What an event that ends its call's ring says ended it; nil for an `incoming_call`.
@@ -28,6 +31,7 @@ public struct CallEvent: Equatable, Sendable {
         case .callCancelled: return .cancelled
         case .callAnswered: return .answered(device: device ?? "")
         case .callDeclined: return .declined(device: device ?? "")
+        case .callRinging: return nil
         }
     }
 
@@ -67,7 +71,8 @@ public struct CallEvent: Equatable, Sendable {
     /// unique), in the producer's order; empty for the single-device form, whose one device is
     /// the top-level tokens (`devices` gives both forms as one list).
     public internal(set) var listedDevices: [CallDevice] = []
-    /// For `call_answered` and `call_declined`: the id of the device that answered or declined.
+    /// For `call_answered` and `call_declined`: the id of the device that answered or declined;
+    /// for `call_ringing`, the device that rang (nil for the single-device form).
     public internal(set) var device: String? = nil
 
     /// Events larger than this are refused before parsing: the VoIP and alert payloads are
@@ -372,7 +377,7 @@ struct JSONFields {
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
             throw invalid("type", "unknown event type \"\(InvalidEvent.quote(typeText))\" "
-                                  + "(expected incoming_call, call_cancelled, call_answered or call_declined)")
+                                  + "(expected incoming_call, call_cancelled, call_answered, call_declined or call_ringing)")
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
@@ -385,6 +390,12 @@ struct JSONFields {
         var device: String?
         if kind == .callAnswered || kind == .callDeclined {
             let named = try required("device", string("device"))
+            guard CallEvent.isCallID(named) else {
+                throw invalid("device", named.isEmpty ? "empty" : "\(named.count) characters, over \(CallEvent.maxIDCharacters)")
+            }
+            device = named
+        }
+        if kind == .callRinging, let named = try string("device") {
             guard CallEvent.isCallID(named) else {
                 throw invalid("device", named.isEmpty ? "empty" : "\(named.count) characters, over \(CallEvent.maxIDCharacters)")
             }

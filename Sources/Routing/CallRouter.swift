@@ -218,6 +218,13 @@ public struct CallRouter: Sendable {
             state = .finished(.cancelled)
             if cancelled { return duplicate(call, of: .cancelled) }
             return CallAction(step: .cancelCall(record(call, event.kind == .callAnswered ? .answered : .declined)))
+        case .callRinging:
+            // A receipt rings nothing: the call's entries hear it (`CallStateMachine.
+            // onRingReceipt`), and it is recorded with its own result, whatever the call got.
+            state = .finished(.ringing)
+            var receipt = record(call, .ringing)
+            (receipt.device, receipt.rangAtMs) = (event.device, event.entryTimeMs)
+            return CallAction(step: .finish(receipt))
         case .incomingCall:
             if let alreadyDone {
                 state = .finished(alreadyDone)

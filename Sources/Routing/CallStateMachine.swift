@@ -246,6 +246,14 @@ public struct CallStateMachine: Sendable {
         return end == nil && !r.recordRequested
     }
 
+    /// With ring receipts on, the devices of a ringing call whose receipt is awaited (their
+    /// VoIP push accepted, no receipt heard yet): nil names the single-device form's one. The
+    /// runner reads their receipts' own results now and then, for a receipt another gateway read.
+    public var devicesAwaitingReceipt: [String?] {
+        guard case let .ringing(r) = state, !r.recordRequested, end == nil, policy.ringReceiptTimeoutMs != nil else { return [] }
+        return r.devices.filter { $0.receiptAwaited && $0.rangAtMs == nil }.map(\.device.id)
+    }
+
     /// The single-device router's snapshot while it waits for a retry (after `Action.retry`).
     public var waiting: WaitingCall? {
         guard case let .single(router) = state else { return nil }
@@ -424,17 +432,18 @@ public struct CallStateMachine: Sendable {
     }
 
     /// A ring receipt (`call_ringing`) of the call was heard: device `device` (nil: the one
-    /// device of the single-device form) reported the call to CallKit at `now`. Its escalation
+    /// device of the single-device form) reported the call to CallKit at `rangAtMs` (the
+    /// receipt entry's time; `now` when not given). Its escalation
     /// stops (a due step is dropped, a push not written yet is taken back); the other devices'
     /// go on. Tolerated: a receipt of a device the call does not name, a second receipt, a
     /// receipt of a call not ringing (recorded, or a single-device call without receipts on).
-    public mutating func onRingReceipt(device: String?, now: Int64) -> Action {
+    public mutating func onRingReceipt(device: String?, rangAtMs: Int64? = nil, now: Int64) -> Action {
         guard case var .ringing(r) = state, !r.recordRequested else { return .none }
         let found = device.flatMap { id in r.devices.firstIndex { $0.device.id == id } }
             ?? (device == nil && r.event.listedDevices.isEmpty ? 0 : nil)
         guard let i = found, r.devices[i].rangAtMs == nil else { return .none }
         var action = Action()
-        r.devices[i].rangAtMs = now
+        r.devices[i].rangAtMs = rangAtMs ?? now
         r.devices[i].receiptDueAtMs = nil
         if r.devices[i].ownPush?.kind == .noReceipt { action.withdraw.append(i) }
         advance(&r, now: now, &action)

@@ -148,7 +148,7 @@ public struct DeviceRecord: Equatable, Sendable {
 /// The result of one event (field `result` of `pushgw:{APP}:results`, and the value of its
 /// per-event key, docs/protocol.md), also the record a dead letter carries. `json()` is
 /// deterministic: keys in the order `outcome, cancelled_after, delivered_at, first_outcome, id,
-/// type, app, entry, channel, apns_id, environment_mismatch, cause, reason, ended, ended_by,
+/// type, app, entry, device, rang_at, channel, apns_id, environment_mismatch, cause, reason, ended, ended_by,
 /// latency_ms, attempts, devices, stopped, told`, absent values omitted; each attempt `t,
 /// device, kind, channel, environment, status, reason, error, apns_id`; each device `id,
 /// outcome, channel, apns_id, environment_mismatch, cause, reason, told, rang_at`. A single-device
@@ -207,6 +207,10 @@ public struct OutcomeRecord: Equatable, Sendable {
     /// `stopped`) and those it sent the background push that ends the call (`told`).
     public var stopped: [String]?
     public var told: [String]?
+    /// For a `call_ringing` event's own result: the device it confirmed (`device`; nil for the
+    /// single-device form) and when it rang, the receipt entry's time, unix ms (`rang_at`).
+    public var device: String?
+    public var rangAtMs: Int64?
 
     public init(outcome: CallOutcome, firstOutcome: CallOutcome? = nil, id: String?, type: CallEvent.Kind?, app: String,
                 entry: String? = nil, channel: PushChannel? = nil, apnsID: String? = nil, cause: FallbackCause? = nil,
@@ -237,6 +241,8 @@ public struct OutcomeRecord: Equatable, Sendable {
             o.string("type", type?.rawValue)
             o.string("app", app)
             o.string("entry", entry)
+            o.string("device", device)
+            o.int("rang_at", rangAtMs)
             o.string("channel", channel?.rawValue)
             o.string("apns_id", apnsID)
             o.string("environment_mismatch", environmentMismatch?.rawValue)
@@ -277,6 +283,13 @@ public struct OutcomeRecord: Equatable, Sendable {
             if let told { o.array("told", told) { w, id in w.string(id) } }
         }
         return w.finish()
+    }
+
+    /// The `rang_at` of a receipt's own result as `json()` wrote it (unix ms); nil when it has none.
+    public static func rangAtMs(inJSON json: String) -> Int64? {
+        guard let parsed = try? JSONParser.parse(Array(json.utf8)), case let .object(o) = parsed,
+              case let .int(ms)? = o.last("rang_at") else { return nil }
+        return ms
     }
 
     /// `json()` as a string.

@@ -27,6 +27,8 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     case answered
     /// A `call_declined` event's own result: a device declined, the ring ended on the others.
     case declined
+    /// A `call_ringing` event's own result: the device named reported the call to CallKit.
+    case ringing
     /// A human must look: the record carries the dead-letter `reason`.
     case deadLettered = "dead_lettered"
     /// The event's id already had an outcome within the idempotency window (a producer's

@@ -161,6 +161,28 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testRingReceiptTimeoutIsOffByDefaultAndBoundedFrom500To30000Ms() throws {
+        XCTAssertNil(try fixture.check(ConfigFixture.example).config?.apps["acme"]?.ringReceiptTimeoutMs, "absent: off")
+        for ms in [500, 4_000, 30_000] {
+            let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.ring_receipt_timeout_ms", ms))
+            XCTAssertEqual(report.config?.apps["acme"]?.ringReceiptTimeoutMs, ms)
+            XCTAssertTrue(report.problems.isEmpty, "\(report.problems)")
+        }
+        let rows: [(Any, String, String)] = [(499, "under the least of 500 ms", "from 500 to 30000"),
+                                             (30_001, "over the limit of 30000", "from 1 to 30000"),
+                                             (0, "not a positive whole number", "at least 1"),
+                                             ("4000", "expected a number, found a string", "without quotes"),
+                                             (NSNull(), "expected a positive whole number", "leave")]
+        for (value, fragment, fix) in rows {
+            let report = try fixture.check(setting(ConfigFixture.example, "apps.acme.ring_receipt_timeout_ms", value))
+            XCTAssertNil(report.config, "\(value) is refused")
+            let p = try XCTUnwrap(problem(at: "apps.acme.ring_receipt_timeout_ms", in: report, severity: .error), "\(value)")
+            XCTAssertTrue(p.problem.contains(fragment), p.description)
+            XCTAssertTrue(p.description.hasPrefix(p.file + ": apps.acme.ring_receipt_timeout_ms: "), "names the file and key: \(p.description)")
+            XCTAssertTrue(p.fix.contains(fix), "says what to write: \(p.description)")
+        }
+    }
+
     func testValuesThatReachKeysHeadersAndArithmeticAreBounded() throws {
         let rows: [(String, Any, String)] = [
             ("apps.acme.bundle_id", "com." + String(repeating: "a", count: 252), "over the 255-character limit"),

@@ -40,14 +40,14 @@ package final class RouterHarness {
     package let outcomes = RecordedOutcomes()
     package var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
 
-    /// Apps `acme` (its missed-call alert `missedCallAlert`) and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
+    /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`) and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
     /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
-         missedCallAlert: MissedCallAlert = .undelivered,
+         missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int? = nil,
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
@@ -69,8 +69,10 @@ package final class RouterHarness {
             sandboxSim = nil
         }
         let policies = RetryPolicies(voip: voipRetry, alert: alertRetry, alertTTLSeconds: 60)
-        var appConfigs = ["acme": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies,
-                                            missedCallAlert: missedCallAlert),
+        var acme = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies,
+                             missedCallAlert: missedCallAlert)
+        acme.ringReceiptTimeoutMs = ringReceiptTimeoutMs
+        var appConfigs = ["acme": acme,
                     "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
                     "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
                     "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
@@ -217,9 +219,11 @@ package final class RouterHarness {
         loop.run(forMs: ms)
     }
 
-    /// The outcome recorded for call `id` (not a cancel event's, nor a duplicate's answer).
+    /// The outcome recorded for call `id` (not a cancel event's or a receipt's, nor a duplicate's answer).
     package func record(_ id: String, file: StaticString = #filePath, line: UInt = #line) -> OutcomeRecord? {
-        let found = recorded.filter { $0.record.id == id && $0.record.type?.endsRing != true && $0.record.outcome != .duplicate }
+        let found = recorded.filter {
+            $0.record.id == id && $0.record.type?.endsRing != true && $0.record.type != .callRinging && $0.record.outcome != .duplicate
+        }
         XCTAssertLessThanOrEqual(found.count, 1, "one result per event (\(id))", file: file, line: line)
         return found.first?.record
     }

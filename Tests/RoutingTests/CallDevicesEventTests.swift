@@ -75,4 +75,19 @@ final class CallDevicesEventTests: XCTestCase {
         XCTAssertEqual(refusal(#"{"id":"c1","type":"call_declined","device":""}"#)?.description, "device: empty")
         XCTAssertEqual(refusal(#"{"id":"c1","type":"call_answered","device":3}"#)?.field, "device")
     }
+
+    func testARingReceiptNamesItsDeviceOrNoneForTheSingleDeviceForm() throws {
+        let receipt = try decode(#"{"v":1,"id":"c1","type":"call_ringing","device":"phone"}"#)
+        XCTAssertEqual(receipt.kind, .callRinging)
+        XCTAssertEqual(receipt.device, "phone")
+        XCTAssertEqual(receipt.devices, [], "a receipt rings nothing")
+        XCTAssertNil(receipt.end, "nor ends the ring")
+        XCTAssertFalse(receipt.kind.endsRing)
+        XCTAssertNil(try decode(#"{"id":"c1","type":"call_ringing"}"#).device, "the single-device form's receipt")
+        XCTAssertEqual(refusal(#"{"id":"c1","type":"call_ringing","device":""}"#)?.description, "device: empty")
+        XCTAssertEqual(refusal(#"{"id":"c1","type":"call_ringing","device":["phone"]}"#)?.field, "device")
+        XCTAssertEqual(refusal(#"{"id":"c1","type":"call_ringing","device":"\#(String(repeating: "d", count: 129))"}"#)?.description,
+                       "device: 129 characters, over 128")
+        XCTAssertEqual(refusal(#"{"type":"call_ringing","device":"phone"}"#)?.description, "id: required")
+    }
 }

@@ -198,7 +198,7 @@ private struct LegacyFields {
         callID = id
         guard let typeText = try string("type") else { throw invalid("type", "required") }
         guard let kind = CallEvent.Kind(rawValue: typeText) else {
-            throw invalid("type", "unknown event type \"\(typeText)\" (expected incoming_call, call_cancelled, call_answered or call_declined)")
+            throw invalid("type", "unknown event type \"\(typeText)\" (expected incoming_call, call_cancelled, call_answered, call_declined or call_ringing)")
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
