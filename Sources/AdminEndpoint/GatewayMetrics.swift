@@ -30,6 +30,7 @@ package final class GatewayMetrics: RouterObservations {
     let eventsReceived: CounterFamily
     let eventsFinished: CounterFamily
     let duplicates: CounterFamily
+    let ringReceipts: CounterFamily
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
     let tokenFeedback: CounterFamily
@@ -110,6 +111,9 @@ package final class GatewayMetrics: RouterObservations {
         duplicates = r.counter("pushgw_duplicate_events_total",
                                help: "Call events whose id already had an outcome, answered with a duplicate result and nothing sent, by app and the first outcome.",
                                labels: ["app", "first_outcome"])
+        ringReceipts = r.counter("pushgw_ring_receipts_total",
+                                 help: "Ring receipts (call_ringing events) recorded, by app; not counted among the finished events, which they would dilute.",
+                                 labels: ["app"])
         deadLetters = r.counter("pushgw_dead_letters_total",
                                 help: "Events written to the dead-letter stream, by app and reason code.",
                                 labels: ["app", "reason"])
@@ -265,7 +269,7 @@ package final class GatewayMetrics: RouterObservations {
     /// reload; series of removed apps stay (counters never go back).
     package func preset(apps: [String]) {
         let channels = PushChannel.allCases.map(\.rawValue)
-        let outcomes = CallOutcome.allCases.filter { $0 != .duplicate }.map(\.rawValue)
+        let outcomes = CallOutcome.allCases.filter { $0 != .duplicate && $0 != .ringing }.map(\.rawValue)
         for app in apps {
             for source in ["read", "claimed"] { eventsReceived.preset([app, source]) }
             for outcome in outcomes {
@@ -275,6 +279,7 @@ package final class GatewayMetrics: RouterObservations {
             for reason in DeadLetterReason.codes { deadLetters.preset([app, reason]) }
             for cause in FallbackCause.allCases { fallbacks.preset([app, cause.rawValue]) }
             deadlineMisses.preset([app])
+            ringReceipts.preset([app])
             for channel in channels {
                 for reason in GatewayMetrics.tokenReasons {
                     tokenFeedback.preset([app, channel, reason])
@@ -331,6 +336,11 @@ package final class GatewayMetrics: RouterObservations {
         if record.outcome == .duplicate {
             // Not an outcome of its own: the first one was counted when it was recorded.
             duplicates.inc([app, record.firstOutcome?.rawValue ?? "unknown"])
+            return
+        }
+        if record.outcome == .ringing {
+            // A receipt is no call: counted apart, so the finished calls' ratios stay the calls'.
+            ringReceipts.inc([app])
             return
         }
         eventsFinished.inc([app, record.outcome.rawValue])

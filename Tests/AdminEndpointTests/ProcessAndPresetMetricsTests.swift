@@ -43,7 +43,8 @@ final class ProcessAndPresetMetricsTests: XCTestCase {
         m.preset(apps: ["acme", "beta"])
         var text = m.render()
         for app in ["acme", "beta"] {
-            for outcome in CallOutcome.allCases where outcome != .duplicate {
+            XCTAssertTrue(text.contains(#"pushgw_ring_receipts_total{app="\#(app)"} 0"#))
+            for outcome in CallOutcome.allCases where outcome != .duplicate && outcome != .ringing {
                 XCTAssertTrue(text.contains(#"pushgw_events_finished_total{app="\#(app)",outcome="\#(outcome.rawValue)"} 0"#), outcome.rawValue)
             }
             for reason in DeadLetterReason.codes {
@@ -54,6 +55,7 @@ final class ProcessAndPresetMetricsTests: XCTestCase {
             }
         }
         XCTAssertFalse(text.contains(#"outcome="duplicate""#))
+        XCTAssertFalse(text.contains(#"outcome="ringing""#), "a receipt is not a finished call")
         // Two observed label sets still fit beside the presets; a third is dropped.
         m.apnsAnswered(app: "acme", channel: .voip, status: 410, reason: "Unregistered", latencySeconds: 0.1)
         m.apnsAnswered(app: "acme", channel: .voip, status: 400, reason: "BadDeviceToken", latencySeconds: 0.1)
