@@ -114,9 +114,14 @@ public struct HTTPResponse: Equatable, Sendable {
     public var trusted = false
 
     public init(status: Int, contentType: String, body: String, headers: HTTPHeaders = [:]) {
+        self.init(status: status, contentType: contentType, bytes: Array(body.utf8), headers: headers)
+    }
+
+    /// A body already encoded (a rendered page).
+    public init(status: Int, contentType: String, bytes: [UInt8], headers: HTTPHeaders = [:]) {
         self.status = status
         self.contentType = contentType
-        self.body = Array(body.utf8)
+        body = bytes
         self.headers = headers
     }
 

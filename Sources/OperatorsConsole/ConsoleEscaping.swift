@@ -14,14 +14,28 @@ public enum ConsoleEscaping {
     /// (quotes are harmless there, but then no quote of a value reaches a page unescaped in
     /// any context, which a check of a page can rely on), controls made visible (line feeds
     /// kept when `keepingLines`, for a multi-line `<pre>`). `Node.render` calls it.
-    static func html(_ text: String, keepingLines: Bool = false) -> String {
-        escape(keepingLines ? TerminalText.line(text) : TerminalText.field(text))
+    static func appendHTML(_ text: String, keepingLines: Bool = false, to out: inout [UInt8]) {
+        appendEscaped(keepingLines ? TerminalText.line(text) : TerminalText.field(text), to: &out)
     }
 
     /// A quoted attribute value (`value="…"`, `href="…"`): as text, its line feeds made
     /// visible too. The renderer always quotes with `"`.
+    static func appendAttribute(_ text: String, to out: inout [UInt8]) {
+        appendEscaped(TerminalText.field(text), to: &out)
+    }
+
+    /// `appendHTML` as a string.
+    static func html(_ text: String, keepingLines: Bool = false) -> String {
+        var out: [UInt8] = []
+        appendHTML(text, keepingLines: keepingLines, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `appendAttribute` as a string.
     static func attribute(_ text: String) -> String {
-        escape(TerminalText.field(text))
+        var out: [UInt8] = []
+        appendAttribute(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A value inside a JSON data block of a page (`<script type="application/json">`, never
@@ -57,24 +71,29 @@ public enum ConsoleEscaping {
         return token.count <= 8 ? token : "…" + String(token.suffix(8))
     }
 
-    private static func escape(_ text: String) -> String {
-        // Most values (entry ids, app ids, outcome names) need nothing: no copy then.
-        if !text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 }) {
-            return text
-        }
-        var out = ""
-        out.reserveCapacity(text.utf8.count + 16)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.unicodeScalars.append(scalar)
+    /// Appends `text`'s UTF-8 with the five characters of markup written as entities. They are
+    /// all ASCII, so a byte equal to one of them is that character, never part of another's
+    /// encoding: the runs between them are copied as they are.
+    private static func appendEscaped(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { bytes in
+            var run = 0
+            for i in bytes.indices {
+                let entity: StaticString
+                switch bytes[i] {
+                case 0x26: entity = "&amp;"
+                case 0x3C: entity = "&lt;"
+                case 0x3E: entity = "&gt;"
+                case 0x22: entity = "&quot;"
+                case 0x27: entity = "&#39;"
+                default: continue
+                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i]))
+                entity.withUTF8Buffer { out.append(contentsOf: $0) }
+                run = i + 1
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
         }
-        return out
     }
 
     private static func unicodeEscape(_ v: UInt32) -> String { "\\u" + hex(v, digits: 4) }

@@ -15,57 +15,96 @@ enum Node: Sendable {
     indirect case group([Node])
     /// A fragment written as it is: only the named constants of `RawHTML`.
     case raw(RawHTML)
+    /// Nodes this renderer already wrote (`prerendered`), copied as they are.
+    case rendered(RenderedHTML)
 
     /// Nothing (an empty group), for an optional part of a page.
     static let none = Node.group([])
 
     /// The page, or part of it, as HTML.
-    var rendered: String {
-        var out = ""
+    var rendered: String { String(decoding: renderedBytes, as: UTF8.self) }
+
+    /// The node rendered now, to be copied into a page rendered later: a preview renders each
+    /// row in the scan's step that read it, each step on its own loop turn, so the answer's
+    /// render copies 1,000 rows instead of holding the loop to render them (docs/operations.md,
+    /// "Console").
+    var prerendered: Node { .rendered(RenderedHTML(bytes: renderedBytes)) }
+
+    /// The page as the UTF-8 bytes of its HTML, what a response carries.
+    var renderedBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(4_096)
         render(into: &out)
         return out
     }
 
-    func render(into out: inout String) {
+    /// Writes the node's HTML. Bytes, not a `String`: a preview's 1,000 rows are rendered on
+    /// the loop, and appending each piece's UTF-8 to one buffer costs a fraction of growing a
+    /// string piece by piece.
+    func render(into out: inout [UInt8]) {
         switch self {
         case let .text(text, keepingLines):
-            out += ConsoleEscaping.html(text, keepingLines: keepingLines)
+            ConsoleEscaping.appendHTML(text, keepingLines: keepingLines, to: &out)
         case let .group(nodes):
             for node in nodes { node.render(into: &out) }
         case let .raw(fragment):
-            out += fragment.html
+            out.append(contentsOf: fragment.html.utf8)
+        case let .rendered(html):
+            out.append(contentsOf: html.bytes)
         case let .element(name, attributes, children):
-            out += "<"
-            out += name.description
+            out.append(0x3C) // <
+            name.append(to: &out)
             for attribute in attributes {
-                out += " "
-                out += attribute.name.description
+                out.append(0x20)
+                attribute.name.append(to: &out)
                 if let value = attribute.value {
-                    out += "=\""
-                    out += ConsoleEscaping.attribute(value)
-                    out += "\""
+                    out.append(0x3D) // =
+                    out.append(0x22) // "
+                    ConsoleEscaping.appendAttribute(value, to: &out)
+                    out.append(0x22)
                 }
             }
-            if Node.voidElements.contains(name.description) {
-                out += ">"
+            if Node.isVoid(name) {
+                out.append(0x3E) // >
                 return
             }
-            if children.isEmpty && Node.svgShapes.contains(name.description) {
-                out += "/>"
+            if children.isEmpty && Node.isSVGShape(name) {
+                out.append(0x2F) // /
+                out.append(0x3E)
                 return
             }
-            out += ">"
+            out.append(0x3E)
             for child in children { child.render(into: &out) }
-            out += "</"
-            out += name.description
-            out += ">"
+            out.append(0x3C)
+            out.append(0x2F)
+            name.append(to: &out)
+            out.append(0x3E)
         }
     }
 
     /// HTML elements that have no content and no end tag.
-    static let voidElements: Set<String> = ["input", "meta", "link", "br", "hr", "img"]
+    static func isVoid(_ name: StaticString) -> Bool {
+        name.isOne(of: ["input", "meta", "link", "br", "hr", "img"])
+    }
+
     /// SVG elements the chart draws without children, written self-closed.
-    static let svgShapes: Set<String> = ["line", "circle", "polyline", "rect", "path"]
+    static func isSVGShape(_ name: StaticString) -> Bool {
+        name.isOne(of: ["line", "circle", "polyline", "rect", "path"])
+    }
+}
+
+extension StaticString {
+    fileprivate func append(to out: inout [UInt8]) {
+        withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    /// True when the name's bytes are those of one of `names` (compared as bytes: no string is
+    /// made per element rendered).
+    fileprivate func isOne(of names: [StaticString]) -> Bool {
+        withUTF8Buffer { mine in
+            names.contains { name in name.withUTF8Buffer { $0.elementsEqual(mine) } }
+        }
+    }
 }
 
 /// One attribute of an element: `name="value"`, or `name` alone (a boolean attribute such as
@@ -98,6 +137,12 @@ struct RawHTML: Sendable {
 
     /// The first line of every page.
     static let doctype = RawHTML("<!doctype html>")
+}
+
+/// HTML that `Node.render` wrote, kept to be copied into a page (`Node.prerendered`): escaped
+/// as every node is; nothing else can make one.
+struct RenderedHTML: Sendable {
+    fileprivate let bytes: [UInt8]
 }
 
 // MARK: Building

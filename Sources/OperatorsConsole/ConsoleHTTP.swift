@@ -13,7 +13,7 @@ extension HTTPRequest {
 
 extension HTTPResponse {
     static func html(_ status: Int, _ page: Node, headers: HTTPHeaders = [:]) -> HTTPResponse {
-        HTTPResponse(status: status, contentType: "text/html; charset=utf-8", body: page.rendered, headers: headers)
+        HTTPResponse(status: status, contentType: "text/html; charset=utf-8", bytes: page.renderedBytes, headers: headers)
     }
 
     /// 303 See Other to `location` (after a POST, so a reload does not post again).

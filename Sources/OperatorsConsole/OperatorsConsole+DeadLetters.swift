@@ -81,8 +81,9 @@ extension OperatorsConsole {
         FormData.unescape(Substring(text.replacingOccurrences(of: "+", with: "%2B")))
     }
 
-    /// One dead letter of a preview: what the page shows of it, not its event, built as it is
-    /// read (a step of the scan builds its rows' nodes, so the record is not kept).
+    /// One dead letter of a preview: what the page shows of it, not its event, built and
+    /// rendered as it is read (a step of the scan renders its rows, so the record is not kept
+    /// and the answer's render only copies them).
     struct PreviewRow: Sendable {
         let app: String
         let id: String
@@ -95,7 +96,9 @@ extension OperatorsConsole {
             app = record.app
             id = record.id
             self.forecast = forecast
-            (row, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
+            let (row, input) = ConsolePages.previewRow(record, action: action, forecast: forecast, nowMs: nowMs)
+            self.row = row.prerendered
+            self.input = input.prerendered
         }
     }
 
