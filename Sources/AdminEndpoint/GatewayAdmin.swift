@@ -128,7 +128,7 @@ package final class GatewayAdmin {
             do {
                 token = try AdminToken.load(file: file)
             } catch {
-                log.error("admin API closed: the token file is unusable", ["problem": error.description])
+                log.error("admin API closed: the token file is unusable", ["error": error.description])
             }
         }
         let routes = AdminRoutes(token: token, metrics: { [unowned self] in self.scrape() },
@@ -165,9 +165,10 @@ package final class GatewayAdmin {
             log.warn("admin endpoint listens beyond loopback: protect /metrics and /readyz with a firewall",
                      ["listen": endpoint.description])
         }
-        bind()
-        log.info("admin endpoint", ["listen": endpoint.description, "port": port ?? endpoint.port,
-                                    "admin_api": token == nil ? "closed" : "open"])
+        if bind() {
+            log.info("admin endpoint", ["listen": endpoint.description, "port": port ?? endpoint.port,
+                                        "admin_api": token == nil ? "closed" : "open"])
+        }
     }
 
     /// Stops listening and probing. What the router still reports keeps feeding the metrics,
@@ -183,9 +184,11 @@ package final class GatewayAdmin {
         guesses.close()
     }
 
-    private func bind() {
-        guard let server, let endpoint else { return }
-        listening.bind(server, to: endpoint)
+    /// True when it listens now.
+    @discardableResult
+    private func bind() -> Bool {
+        guard let server, let endpoint else { return false }
+        return listening.bind(server, to: endpoint)
     }
 
     // MARK: Answers

@@ -35,7 +35,7 @@ package final class GatewayConsole {
             do {
                 readonly = try AdminToken.load(file: file)
             } catch {
-                log.error("console read-only access off: the token file is unusable", ["problem": "\(error)"])
+                log.error("console read-only access off: the token file is unusable", ["error": "\(error)"])
             }
         }
         let admin = adminToken

@@ -24,15 +24,19 @@ package final class ListenRetry {
         self.fix = fix
     }
 
-    /// Binds `server` to `endpoint` now, and again later while that fails.
-    package func bind(_ server: AdminServer, to endpoint: Endpoint) {
+    /// Binds `server` to `endpoint` now, and again later while that fails. True when it
+    /// listens now: the caller says so in the log only then (a line saying where it listens
+    /// right after one saying it cannot would be false).
+    @discardableResult
+    package func bind(_ server: AdminServer, to endpoint: Endpoint) -> Bool {
         do {
             try server.bind(endpoint)
             if failures > 0 { log.info("\(what) listening after all", ["listen": endpoint.description]) }
             failures = 0
+            return true
         } catch {
             if failures == 0 {
-                log.error("\(what) cannot listen; retrying", ["problem": error.description, "retry_ms": everyMs, "fix": fix])
+                log.error("\(what) cannot listen; retrying", ["error": error.description, "retry_ms": everyMs, "fix": fix])
             }
             failures += 1
             if timer == nil {
@@ -42,6 +46,7 @@ package final class ListenRetry {
                 }
             }
             timer?.schedule(afterMs: everyMs)
+            return false
         }
     }
 

@@ -74,7 +74,7 @@ package final class ApnsPools {
     /// `.clientClosed`, which the router retries) and reopen on the next push with the new
     /// settings. Returns the credentials whose pools were closed.
     @discardableResult
-    package func apply(_ newConfig: GatewayConfig) -> [String] {
+    package func apply(_ newConfig: GatewayConfig) -> (reopened: [String], closed: [String]) {
         let apnsChanged = newConfig.apns != config.apns
         var closed: Set<String> = []
         for (key, client) in clients where apnsChanged || newConfig.credentials[key.credential] != config.credentials[key.credential] {
@@ -86,7 +86,9 @@ package final class ApnsPools {
             authentications[name] = nil
         }
         config = newConfig
-        return closed.sorted()
+        // A credential still configured opens again at its next push; a removed one is gone.
+        let reopened = closed.filter { newConfig.credentials[$0] != nil }
+        return (reopened.sorted(), closed.subtracting(reopened).sorted())
     }
 
     /// Every pool opened so far, for metrics and shutdown.

@@ -15,11 +15,11 @@ extension Log {
                 self.info("redis connection ready", ["connection": name, "redis": target])
             case let .lost(reason):
                 lastFailure = nil
-                self.warn("redis connection lost; reconnecting", ["connection": name, "reason": reason])
+                self.warn("redis connection lost; reconnecting", ["connection": name, "error": reason])
             case let .connectFailed(reason):
                 guard reason != lastFailure else { return }
                 lastFailure = reason
-                self.warn("redis connection failed; retrying with backoff", ["connection": name, "reason": reason])
+                self.warn("redis connection failed; retrying with backoff", ["connection": name, "error": reason])
             }
         }
     }
@@ -38,11 +38,11 @@ extension Log {
                 self.info("redis connection ready", ["connection": connection])
             case let .lost(reason):
                 lastFailure[node] = nil
-                self.warn("redis connection lost; reconnecting", ["connection": connection, "reason": reason])
+                self.warn("redis connection lost; reconnecting", ["connection": connection, "error": reason])
             case let .connectFailed(reason):
                 guard reason != lastFailure[node] else { return }
                 lastFailure[node] = reason
-                self.warn("redis connection failed; retrying with backoff", ["connection": connection, "reason": reason])
+                self.warn("redis connection failed; retrying with backoff", ["connection": connection, "error": reason])
             }
         }
     }

@@ -3,8 +3,11 @@ import Foundation
 import JSONOutput
 import VisibleText
 
-/// The gateway's log: one JSON object per line on stdout (`time`, `level`, `msg`, then any
-/// fields such as `app` and `event`). Loop-owned; writes are unbuffered lines.
+/// The gateway's log: one JSON object per line on stdout (`time`, `level`, `msg`, then the
+/// fields such as `app` and `event`, sorted; the cause of a line, when it has one, is `error`).
+/// Loop-owned; writes are unbuffered lines. When stdout is the journal's stream, each line
+/// starts with its syslog priority (`<3>` error, `<4>` warn, `<6>` info, `<7>` debug), which
+/// journald takes as the line's priority (docs/operations.md, Logs).
 ///
 /// Secrets never reach it: callers pass tokens through `Log.token(_:)` (last 8 characters)
 /// and URLs through `RedisConfig.redactedURL`. Control and bidi characters are written as
@@ -28,9 +31,21 @@ package final class Log {
             }
         }
         package static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
+
+        /// The syslog priority journald files the line at (`journalctl -p`).
+        var syslogPriority: Int {
+            switch self {
+            case .debug: 7
+            case .info: 6
+            case .warn: 4
+            case .error: 3
+            }
+        }
     }
 
     package let minimum: Level
+    /// Lines start with `<N>`, their syslog priority (`Log.stdoutIsTheJournal`).
+    package let prefixesPriority: Bool
     private let write: (String) -> Void
     private var repeats: RepeatLimiter
     private let clock: () -> Int64
@@ -46,10 +61,12 @@ package final class Log {
         }
     }
 
-    /// A log writing lines to `write` (stdout by default).
-    package init(minimum: Level = .info, repeats: Repeats = Repeats(),
+    /// A log writing lines to `write` (stdout by default), with their priority first when
+    /// `prefixesPriority` (by default when stdout is the journal's stream).
+    package init(minimum: Level = .info, repeats: Repeats = Repeats(), prefixesPriority: Bool = Log.stdoutIsTheJournal(),
                 write: @escaping (String) -> Void = { line in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }) {
         self.minimum = minimum
+        self.prefixesPriority = prefixesPriority
         self.write = write
         self.repeats = RepeatLimiter(intervalMs: repeats.intervalMs)
         self.clock = repeats.clock
@@ -70,13 +87,31 @@ package final class Log {
             case let .write(suppressed): if suppressed > 0 { object["suppressed"] = suppressed }
             }
         }
-        object["time"] = Log.timestamp()
-        object["level"] = level.rawValue
-        object["msg"] = message
-        // Keys sorted, `/` as it is. The writer escapes C0 controls only; DEL, C1 and bidi
-        // controls from an event (a call id, a reason) are escaped too, so a terminal showing
-        // the log is safe.
-        write(TerminalText.line(OrderedJSON(loggable: object).text))
+        // `time`, `level`, `msg` first, the fields after them sorted; `/` as it is. The
+        // writer escapes C0 controls only; DEL, C1 and bidi controls from an event (a call id,
+        // a reason) are escaped too, so a terminal showing the log is safe.
+        var members: [(String, OrderedJSON)] = [("time", .string(Log.timestamp())), ("level", .string(level.rawValue)),
+                                                ("msg", .string(message))]
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) where !Log.leadingKeys.contains(key) {
+            members.append((key, OrderedJSON(loggable: value)))
+        }
+        let line = TerminalText.line(OrderedJSON.object(members).text)
+        write(prefixesPriority ? "<\(level.syslogPriority)>" + line : line)
+    }
+
+    /// The keys every line starts with; a field of the same name is not written.
+    static let leadingKeys: Set<String> = ["time", "level", "msg"]
+
+    /// True when stdout is the stream systemd connected to the journal: `JOURNAL_STREAM` names
+    /// its device and inode (`DEV:INODE`), and they are stdout's. A child that inherited the
+    /// variable but writes elsewhere (a pipe, a file) gets plain lines.
+    package static func stdoutIsTheJournal(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        guard let value = environment["JOURNAL_STREAM"] else { return false }
+        let parts = value.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var facts = stat()
+        guard fstat(STDOUT_FILENO, &facts) == 0 else { return false }
+        return UInt64(facts.st_dev) == device && UInt64(facts.st_ino) == inode
     }
 
     package func info(_ message: String, _ fields: @autoclosure () -> [String: Any] = [:], limited: Bool = false) {

@@ -142,11 +142,11 @@ extension RouterRole {
             .onRefused(reason, nowMs: Clock.monotonicMs())
         switch change {
         case .becameUnhealthy:
-            log.error("app marked unhealthy", ["app": app.id, "reason": reason.text], limited: true)
+            log.error("app marked unhealthy", ["app": app.id, "error": reason.text], limited: true)
         case .startedWithholding:
             log.error("app's pushes withheld: APNs refused its credential or configuration again and again; "
                       + "its calls are dead-lettered at once, one push a period probes it",
-                      ["app": app.id, "reason": reason.text, "refusals_in_a_row": settings.credentialHealth.refusalsToWithhold,
+                      ["app": app.id, "error": reason.text, "refusals_in_a_row": settings.credentialHealth.refusalsToWithhold,
                        "probe_every_ms": settings.credentialHealth.probeEveryMs,
                        "fix": "fix the app's key, certificate or bundle id and reload (SIGHUP), then replay its dead letters"])
         case .none, .becameHealthy:

@@ -184,7 +184,7 @@ extension RouterRole {
             event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
         } catch {
             stats.invalidEvents += 1
-            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+            log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "error": error.description],
                      limited: true)
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
@@ -256,7 +256,7 @@ extension RouterRole {
         } catch {
             // A bug, a hand-edited schedule or a forged entry gets here: a human must look.
             stats.invalidEvents += 1
-            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "reason": error.description],
+            log.error("unreadable retry dead-lettered", ["app": app.id, "entry": entry.id, "error": error.description],
                       limited: true)
             let entryTimeMs = entry.timeMs ?? Clock.unixMs()
             let identity = CallEvent.identity(raw, entryTimeMs: entryTimeMs, policy: app.policy)

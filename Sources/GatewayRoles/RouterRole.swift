@@ -598,7 +598,7 @@ package final class RouterRole {
                 return n
             }
             log.warn("Redis refuses writes; calls wait for it", [
-                "reason": error.writeRefusal?.code ?? "", "error": "\(error)", "for_ms": now - spell.sinceMs,
+                "refusal": error.writeRefusal?.code ?? "", "error": "\(error)", "for_ms": now - spell.sinceMs,
                 "calls_waiting": held + scheduleAgain.count + spell.leftPending.count, "outcomes_held": held,
                 "retries_to_schedule": scheduleAgain.count, "entries_to_look_up_again": spell.leftPending.count,
             ])
@@ -612,6 +612,6 @@ package final class RouterRole {
         refusal = nil
         refusalEndedMs = Clock.monotonicMs()
         log.info("Redis takes writes again", ["refused_for_ms": Clock.monotonicMs() - spell.sinceMs,
-                                              "reason": spell.last.writeRefusal?.code ?? ""])
+                                              "refusal": spell.last.writeRefusal?.code ?? ""])
     }
 }

@@ -77,7 +77,7 @@ package final class IngestEndpoint {
                 tls = try TLSContext.server(certFile: cert, keyFile: key, clientCAFile: config.tlsClientCAFile,
                                             requireClientCertificate: config.tlsClientCAFile != nil, alpnH2: false)
             } catch {
-                log.error("HTTP API not started: its TLS certificate does not load", ["problem": error.message])
+                log.error("HTTP API not started: its TLS certificate does not load", ["error": error.message])
                 return
             }
         }
@@ -93,9 +93,10 @@ package final class IngestEndpoint {
         let server = AdminServer(loop: loop, limits: limits, publicHosts: config.publicHosts + [endpoint.host], log: log,
                                  name: "ingest", tls: tls, answering: routes.answer)
         self.server = server
-        listening.bind(server, to: endpoint)
-        log.info("HTTP API", ["listen": endpoint.description, "port": port ?? endpoint.port, "tls": tls != nil,
-                              "apps": config.apps.keys.sorted()])
+        if listening.bind(server, to: endpoint) {
+            log.info("HTTP API", ["listen": endpoint.description, "port": port ?? endpoint.port, "tls": tls != nil,
+                                  "apps": config.apps.keys.sorted()])
+        }
     }
 
     package func close() {

@@ -166,8 +166,8 @@ final class GatewayProcess {
                       ["problems": ["redis, admin and ingest listener settings change only with a restart (ingest's apps, keys and rates reload)"]])
             return
         }
-        for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
-        let reopened = pools.apply(newConfig)
+        for warning in report.warnings { log.warn("config warning", ["error": warning.description]) }
+        let pooled = pools.apply(newConfig)
         let apps = AppRuntime.all(newConfig)
         store.updateApps(apps.map(\.keys))
         mover?.apps = apps.map(\.keys)
@@ -180,7 +180,8 @@ final class GatewayProcess {
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
         log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),
                                      "apps_removed": before.subtracting(after).sorted(),
-                                     "apps_changed": changed.sorted(), "credentials_reopened": reopened])
+                                     "apps_changed": changed.sorted(), "credentials_reopened": pooled.reopened,
+                                     "credentials_closed": pooled.closed])
         config = newConfig
     }
 

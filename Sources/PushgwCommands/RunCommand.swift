@@ -89,7 +89,7 @@ enum RunCommand: Command {
         gethostname(&hostname, hostname.count)
         let consumer = a.values["--consumer"] ?? "\(stringFromCBuffer(hostname))-\(getpid())"
         let log = Log(minimum: level)
-        for warning in report.warnings { log.warn("config warning", ["problem": warning.description]) }
+        for warning in report.warnings { log.warn("config warning", ["error": warning.description]) }
         let descriptors = DescriptorLimit.raiseSoftToHard()
         if descriptors.after.soft > descriptors.before.soft {
             log.info("file descriptor limit raised", ["from": descriptors.before.soft, "to": descriptors.after.soft])

@@ -32,12 +32,18 @@ final class ApnsPoolsTests: XCTestCase {
 
         let opened = a.stats.connectionsOpened
         config.credentials["b"] = .certificate(certFile: sim.pki.clientCert, keyFile: sim.pki.clientKey + ".new")
-        XCTAssertEqual(pools.apply(config), ["b"], "only the changed credential's pool closes")
+        let applied = pools.apply(config)
+        XCTAssertEqual(applied.reopened, ["b"], "only the changed credential's pool closes, to reopen")
+        XCTAssertEqual(applied.closed, [], "no credential was removed")
         XCTAssertTrue(a === (try pools.client(credential: "a", environment: .production)), "a keeps its connections")
         XCTAssertEqual(a.stats.connectionsOpened, opened, "and they stay open")
         XCTAssertGreaterThan(a.activeConnections, 0)
         XCTAssertThrowsError(try pools.client(credential: "b", environment: .production),
                              "b reopens with the new settings (here a missing key file)")
         _ = b
+        config.credentials["a"] = nil
+        let removed = pools.apply(config)
+        XCTAssertEqual(removed.closed, ["a"], "a removed credential's pools close for good: the reload says closed")
+        XCTAssertEqual(removed.reopened, [], "not reopened")
     }
 }

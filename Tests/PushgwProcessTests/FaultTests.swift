@@ -300,7 +300,7 @@ final class FaultTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(waitLines.count, gateways.count, "each gateway says Redis refuses writes", file: file, line: line)
         XCTAssertLessThanOrEqual(waitLines.count, gateways.count * (Int(seconds) / 10 + 2), "at most every 10 s: \(waitLines.count) lines",
                                  file: file, line: line)
-        XCTAssertTrue(waitLines.contains { $0.contains(#""reason":"\#(reason)""#) }, waitLines.first ?? "no line", file: file, line: line)
+        XCTAssertTrue(waitLines.contains { $0.contains(#""refusal":"\#(reason)""#) }, waitLines.first ?? "no line", file: file, line: line)
         let waiting = waitLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["calls_waiting"] as? Int }
         XCTAssertGreaterThan(waiting.max() ?? 0, 0, "and how many calls wait for it", file: file, line: line)
         print("fault suite: Redis \(fault) for \(Int(seconds)) s under 200 calls/s, APNs answering in 2 s, 2 gateways: \(all.count) calls, "
