@@ -47,7 +47,7 @@ let package = Package(
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
-                                                       "VisibleText", "JSONOutput"]),
+                                                       "VisibleText", "JSONOutput", "CSystemd"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
         .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "CallStorage", "RedisClient", "Routing",
@@ -59,6 +59,7 @@ let package = Package(
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Function-like macros of OpenSSL that Swift cannot import, wrapped as functions.
         .target(name: "CMacros", dependencies: ["COpenSSL"]),
 

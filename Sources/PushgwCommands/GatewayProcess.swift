@@ -16,6 +16,8 @@ import RedisClient
 final class GatewayProcess {
     private let loop = EventLoop()
     private var config: GatewayConfig
+    /// systemd's view of the service (`Type=notify`): ready, reloading, stopping, alive.
+    private lazy var notifications = ServiceNotifications(loop: loop)
     /// Reads the config file again (SIGHUP), with the same path and environment as at start.
     var loadConfig: (() -> ConfigReport)?
     /// The router role's parts (nil without it).
@@ -104,6 +106,11 @@ final class GatewayProcess {
                                      "consumer": consumer, "redis": config.redis.redactedURL])
     }
 
+    /// What systemd shows for the running service (`systemctl status`).
+    private var statusLine: String {
+        "running for \(config.apps.count) app\(config.apps.count == 1 ? "" : "s")"
+    }
+
     /// Runs until a signal drained the service; returns the exit status.
     func run() -> Int32 {
         for sig in [SIGTERM, SIGINT] {
@@ -124,7 +131,9 @@ final class GatewayProcess {
         runner?.start()
         mover?.start()
         deadLetters?.start()
+        notifications.start(status: statusLine)
         loop.run()
+        notifications.close()
         ingest?.close()
         admin.close()
         for s in signals { s.close() }
@@ -150,7 +159,10 @@ final class GatewayProcess {
     /// Redis and the admin endpoint are not reloaded: they need a restart, and a config that
     /// changes them is refused so the operator is not misled.
     private func reload() {
-        guard !draining, let report = loadConfig?() else { return }
+        guard !draining, let loadConfig else { return }
+        notifications.reloading()
+        defer { notifications.reloaded(status: statusLine) }
+        let report = loadConfig()
         guard let newConfig = report.config else {
             log.error("config reload refused; the running config stays",
                       ["problems": report.errors.map(\.description)])
@@ -191,6 +203,7 @@ final class GatewayProcess {
         guard !draining else { return }
         draining = true
         admin.draining = true  // /readyz answers 503 while draining
+        notifications.stopping()
         log.info("draining", ["signal": signal, "in_flight": runner?.inFlight ?? 0])
         mover?.stop()
         guard let runner else { return loop.stop() }
