@@ -9,9 +9,9 @@ SWIFT_BUILD_FLAGS ?=
 # user's PATH leaves out.
 export PATH := /usr/bin:/bin:$(PATH):/usr/sbin:/sbin
 DEMO_DEPS = build test python
-TEST_DEPS = $(DEMO_DEPS) browser producers deploy deploy-tools
+TEST_DEPS = $(DEMO_DEPS) browser producers deploy deploy-tools dist
 
-.PHONY: deps deps-test build release test demo bench soak screenshots clean
+.PHONY: deps deps-test build release dist test demo bench soak screenshots clean
 
 deps:
 	@scripts/install-deps.sh $(DEMO_DEPS)
@@ -25,17 +25,27 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
+# The release artifacts, for hosts without a Swift toolchain: a static binary (only Debian's
+# runtime libraries linked dynamically) in a tarball and a .deb, in .build/dist
+# (scripts/make-dist.sh; deploy/README.md, "From the release").
+dist: deps
+	@dpkg-deb --version >/dev/null
+	scripts/make-dist.sh release
+
 # Tests start what they need themselves (redis-server, the APNs simulator, nghttpd)
 # on free loopback ports; see Tests/TestSupport. The container image's build step builds
 # pushgw in debug (in .build/static) into .build/image/pushgw for the deployment checks
-# (DeploymentTests). The tests
+# (DeploymentTests), which scripts/make-dist.sh packages as the release's .deb, installed by
+# DistInstallTests into a clean Debian root (scripts/make-clean-root.sh). The tests
 # that read hostile input run first under AddressSanitizer (scripts/test-asan.sh, its own
 # build in .build/asan).
 test: deps-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	docker/build-pushgw.sh .build/image/pushgw debug >/dev/null
+	scripts/make-dist.sh debug --binary .build/image/pushgw
+	scripts/make-clean-root.sh .build/clean-root
 	scripts/test-asan.sh
-	scripts/test.sh
+	PUSHGW_DIST_REQUIRED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) scripts/test.sh
 
 # The README's console screenshots (docs/images/console-*.png), taken in headless Chromium by
 # the console's browser test against a live gateway.
