@@ -53,7 +53,12 @@ final class PreviewLoadProcessTests: XCTestCase {
         // The baseline is the larger of the two quiet phases around the load: one run's noise.
         let baseline = max(try XCTUnwrap(phase("before")["p99_ms"] as? Double), try XCTUnwrap(phase("after")["p99_ms"] as? Double))
         let loaded = try XCTUnwrap(phase("load")["p99_ms"] as? Double)
-        XCTAssertLessThanOrEqual(loaded, 2 * baseline, "beta's p99 under the previews (\(loaded) ms) against its baseline (\(baseline) ms)")
+        // A p99 of 400 calls a few ms long moves by a few ms between the phases of one run on a
+        // 2-core machine (measured: 2.97 -> 6.6 ms with nothing holding the loop); previews that
+        // held the loop for a render raised it to 11.6-17 ms over a 2-4 ms baseline. So: within
+        // 2x of the baseline, or at most 5 ms above it.
+        let allowed = max(2 * baseline, baseline + 5)
+        XCTAssertLessThanOrEqual(loaded, allowed, "beta's p99 under the previews (\(loaded) ms) against its baseline (\(baseline) ms)")
         XCTAssertEqual(gateway.stop(signal: SIGTERM), 0)
     }
 }
