@@ -72,7 +72,8 @@ package final class ApnsPools {
     /// Switches to `newConfig` (SIGHUP): pools whose credential or APNs settings did not
     /// change keep their connections; the others are closed (their pending pushes fail with
     /// `.clientClosed`, which the router retries) and reopen on the next push with the new
-    /// settings. Returns the credentials whose pools were closed.
+    /// settings. Returns the credentials whose pools were closed: those still configured
+    /// (`reopened` at their next push) and those the new config removed (`closed`).
     @discardableResult
     package func apply(_ newConfig: GatewayConfig) -> (reopened: [String], closed: [String]) {
         let apnsChanged = newConfig.apns != config.apns

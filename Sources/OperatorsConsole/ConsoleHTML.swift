@@ -16,7 +16,7 @@ enum Node: Sendable {
     /// A fragment written as it is: only the named constants of `RawHTML`.
     case raw(RawHTML)
     /// Nodes this renderer already wrote (`prerendered`), copied as they are.
-    case rendered(RenderedHTML)
+    case kept(RenderedHTML)
 
     /// Nothing (an empty group), for an optional part of a page.
     static let none = Node.group([])
@@ -28,7 +28,7 @@ enum Node: Sendable {
     /// row in the scan's step that read it, each step on its own loop turn, so the answer's
     /// render copies 1,000 rows instead of holding the loop to render them (docs/operations.md,
     /// "Console").
-    var prerendered: Node { .rendered(RenderedHTML(bytes: renderedBytes)) }
+    var prerendered: Node { .kept(RenderedHTML(bytes: renderedBytes)) }
 
     /// The page as the UTF-8 bytes of its HTML, what a response carries.
     var renderedBytes: [UInt8] {
@@ -38,9 +38,9 @@ enum Node: Sendable {
         return out
     }
 
-    /// Writes the node's HTML. Bytes, not a `String`: a preview's 1,000 rows are rendered on
-    /// the loop, and appending each piece's UTF-8 to one buffer costs a fraction of growing a
-    /// string piece by piece.
+    /// Writes the node's HTML. Bytes, not a `String`: every page is rendered on the loop, and
+    /// appending each piece's UTF-8 to one buffer costs a fraction of growing a string piece by
+    /// piece.
     func render(into out: inout [UInt8]) {
         switch self {
         case let .text(text, keepingLines):
@@ -49,7 +49,7 @@ enum Node: Sendable {
             for node in nodes { node.render(into: &out) }
         case let .raw(fragment):
             out.append(contentsOf: fragment.html.utf8)
-        case let .rendered(html):
+        case let .kept(html):
             out.append(contentsOf: html.bytes)
         case let .element(name, attributes, children):
             out.append(0x3C) // <
