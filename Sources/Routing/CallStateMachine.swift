@@ -551,7 +551,8 @@ public struct CallStateMachine: Sendable {
                 r.devices[i].ownPush = nil
                 var record = attempt(own)
                 record = AttemptRecord(sentAtMs: record.sentAtMs, channel: own.channel, status: record.status, reason: record.reason,
-                                       error: record.error, apnsID: record.apnsID)
+                                       error: record.error, apnsID: record.apnsID,
+                                       environment: own.environment == environment(of: r.devices[i].device) ? nil : own.environment)
                 record.device = r.devices[i].device.id
                 record.kind = own.kind
                 r.devices[i].ownAttempts.append(record)
@@ -659,7 +660,9 @@ public struct CallStateMachine: Sendable {
     /// were sent. Never after an end or the deadline (the caller checks).
     private func escalate(_ r: inout Ringing, device i: Int, now: Int64, _ action: inout Action) {
         let d = r.devices[i]
-        let environment = environment(of: d.device)
+        // Where the device's VoIP push was accepted: after an `environment_mismatch` that is
+        // the other environment, which the token (and its alert token, of the same build) belongs to.
+        let environment = acceptedEnvironment(of: d)
         if d.noReceiptSteps == 0, let token = d.device.voipToken,
            let push = try? PushNotification(deviceToken: token, topic: policy.voipTopic, pushType: .voip,
                                             payload: r.event.voipPayload, priority: .immediate,
@@ -805,6 +808,13 @@ public struct CallStateMachine: Sendable {
         guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }
         record.reason = first.reason.text
         return .deadLetter(DeadLetter(reason: first.reason, appUnhealthy: false, record: record))
+    }
+
+    /// Where device `d`'s VoIP push was last accepted (an attempt's `environment`: the other
+    /// one than the device's after a `BadDeviceToken`), else the device's own.
+    private func acceptedEnvironment(of d: DeviceRing) -> ApnsEnvironment {
+        let accepted = ((d.end?.record.attempts ?? []) + d.ownAttempts).last { $0.channel == .voip && $0.status == 200 }
+        return accepted?.environment ?? environment(of: d.device)
     }
 
     private func environment(of device: CallDevice) -> ApnsEnvironment {

@@ -293,4 +293,34 @@ final class CallStateMachineReceiptTests: XCTestCase {
         XCTAssertNotNil(m.recorded)
         XCTAssertEqual(m.machine.ringTally?.devices.map(\.rang), [false], "silent to the deadline")
     }
+
+    // MARK: The escalation's environment
+
+    func testTheEscalationGoesToTheEnvironmentTheVoipPushWasAcceptedIn() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        let retry = try m.answer(0, 400, .badDeviceToken)
+        XCTAssertEqual(retry.pushes.first?.plan.environment, .sandbox, "tried once in the other environment")
+        let due = try XCTUnwrap(try m.answer(0, 200).timer.at)
+        let again = try m.timer(at: due)
+        XCTAssertEqual(again.pushes.map(\.purpose), [.noReceipt(.voip)])
+        XCTAssertEqual(again.pushes.first?.plan.environment, .sandbox, "where the token was accepted, not the configured one")
+        let alert = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(alert.pushes.map(\.purpose), [.noReceipt(.alert)])
+        XCTAssertEqual(alert.pushes.first?.plan.environment, .sandbox)
+        try m.answer(0, 200)
+        let record = try XCTUnwrap(m.recorded)
+        XCTAssertEqual(record.attempts.map(\.environment), [nil, .sandbox, .sandbox, .sandbox], "each attempt says where it went")
+    }
+
+    func testWithoutAMismatchTheEscalationGoesToTheDevicesEnvironment() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        let again = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(again.pushes.first?.plan.environment, .production)
+        let alert = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(alert.pushes.first?.plan.environment, .production)
+        try m.answer(0, 200)
+        XCTAssertEqual(try XCTUnwrap(m.recorded).attempts.map(\.environment), [nil, nil, nil])
+    }
 }
