@@ -28,6 +28,9 @@
 #   counted with MONITOR for 2 s (target: about 20).
 #   Redis Cluster (bench/cluster.sh): the binary's end-to-end phase again on a local cluster of
 #   three primaries, beside the single Redis figure, and an idle gateway with 100 apps on it.
+#   Ring receipts (bench/ring-receipts.sh): `pushgw run` with ring receipts on, 2,000 calls/s
+#   for 5 s to the APNs simulator playing the phones (it adds each accepted VoIP push's
+#   call_ringing): XADD→APNs-accepted and XADD→ringing p50/p99 of the same calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -260,3 +263,8 @@ printf '%-34s %12s /s (target: about 20; %s in 2 s)\n' "idle pushgw run, Redis c
 echo
 echo "== Redis Cluster: the same $EVENTS events across the same 4 apps on three local primaries, pushgw run --role router, ${ROUNDS} rounds"
 source bench/cluster.sh
+
+# Ring receipts (bench/ring-receipts.sh): XADD→APNs-accepted and XADD→ringing of the same calls
+# at 2,000 events/s, the APNs simulator playing the phones and their app's backend.
+echo
+PUSHGW_BIN="$bin" bench/ring-receipts.sh
