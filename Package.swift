@@ -12,6 +12,8 @@ let package = Package(
         // MARK: Service modules (see docs/architecture.md)
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
         .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        // FCM HTTP v1 (Android phones) on the APNs module's HTTP/2 pool: service accounts, OAuth, messages, answers.
+        .target(name: "FCM", dependencies: ["APNs", "EventLoop", "JSONOutput", "COpenSSL"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
@@ -32,7 +34,7 @@ let package = Package(
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
-        .target(name: "GatewayConfiguration", dependencies: ["APNs", "RedisClient", "Routing", "Retry", "DeadLetters",
+        .target(name: "GatewayConfiguration", dependencies: ["APNs", "FCM", "RedisClient", "Routing", "Retry", "DeadLetters",
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
@@ -68,6 +70,7 @@ let package = Package(
                 path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
+        .testTarget(name: "FCMTests", dependencies: ["FCM", "APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         // Harnesses the Gateway modules' tests share: a config directory with keys, Redis per
         // deployment, the router on real parts. Only package API: no @testable here.
