@@ -14,10 +14,10 @@ let package = Package(
         .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         // FCM HTTP v1 (Android phones) on the APNs module's HTTP/2 pool: service accounts, OAuth, messages, answers.
         .target(name: "FCM", dependencies: ["APNs", "EventLoop", "JSONOutput", "COpenSSL"]),
-        .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        .target(name: "APNsSimulator", dependencies: ["APNs", "FCM", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
-        .target(name: "Routing", dependencies: ["APNs", "Retry"]),
+        .target(name: "Routing", dependencies: ["APNs", "FCM", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
         // The version and git commit of this build, written before each build by the plugin below.
@@ -98,7 +98,7 @@ let package = Package(
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "JSONOutputTests", dependencies: ["JSONOutput"]),
-        .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
+        .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "FCM", "Retry"]),
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),
         .testTarget(name: "CallStorageTests", dependencies: ["CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "JSONOutput",
