@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "GatewayConfiguration", dependencies: ["APNs", "FCM", "RedisClient", "Routing", "Retry", "DeadLetters",
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
-        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
+        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "FCM", "CallStorage", "RedisClient",
                                                      "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
@@ -79,7 +79,7 @@ let package = Package(
                 path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                                       "APNs", "DeadLetters", "EventLoop", "RedisClient", "Retry", "Routing"]),
-        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport", "FCM",
                                                               "IngestEndpoint",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
