@@ -60,17 +60,7 @@ package final class FcmPools {
             throw .tls(error)
         }
         let log = self.log
-        client.messagePool.onReachability = { event in
-            let pool: [String: Any] = ["credential": name, "provider": "fcm"]
-            switch event {
-            case let .connectFailed(reason, failures, unreachableForMs):
-                log?.warn("FCM unreachable: connecting failed", pool.merging(["error": reason, "failed_connects": failures,
-                                                                              "unreachable_s": Double(unreachableForMs) / 1000]) { $1 },
-                          limited: true)
-            case let .reachableAgain(afterMs, failures):
-                log?.info("FCM reachable again", pool.merging(["after_s": Double(afterMs) / 1000, "failed_connects": failures]) { $1 })
-            }
-        }
+        client.messagePool.onReachability = { event in log?.reachability(event, of: "FCM", pool: ["credential": name]) }
         clients[name] = client
         return client
     }
