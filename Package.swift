@@ -48,7 +48,7 @@ let package = Package(
                                                        "GatewayConfiguration", "GatewayRoles", "RedisClient", "DeadLetters", "COpenSSL"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
-                                                       "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
+                                                       "APNs", "FCM", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
                                                        "VisibleText", "JSONOutput", "CSystemd"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
