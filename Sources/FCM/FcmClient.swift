@@ -47,6 +47,8 @@ public struct FcmClientSettings: Sendable {
     public var port: Int
     public var caFile: String?
     public var connections: Int = 2
+    /// Upper bound on streams per connection to FCM, whatever the server allows.
+    public var maxStreamsPerConnection: Int = 1000
     public var requestTimeoutMs: Int64 = 10_000
     public var maxQueued: Int = 10_000
 
@@ -60,6 +62,7 @@ public struct FcmClientSettings: Sendable {
     func pool(host: String, port: Int, connections: Int) -> ApnsClientSettings {
         var settings = ApnsClientSettings(host: host, port: port, caFile: caFile, authentication: .perRequest)
         settings.connections = connections
+        settings.maxStreamsPerConnection = maxStreamsPerConnection
         settings.requestTimeoutMs = requestTimeoutMs
         settings.maxQueued = maxQueued
         return settings
