@@ -43,6 +43,9 @@ public struct ApnsClientSettings {
     /// for APNs to be tried again, so the first push goes out within about this long of APNs'
     /// return.
     public var reconnectCapWhileWaitingMs: Int64 = 1_000
+    /// Who the pool talks to, as its failure reasons name it: `APNs`, or for another
+    /// provider's pool `FCM` or `the token endpoint`.
+    public var serverName = "APNs"
 
     public init(host: String, port: Int = ApnsEnvironment.defaultPort, caFile: String? = nil,
                 authentication: ApnsAuthentication) {
@@ -370,7 +373,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         for _ in live..<max(live, settings.connections) {
             nextConnectionID += 1
             let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: settings.host,
-                                   streamCap: settings.maxStreamsPerConnection)
+                                   streamCap: settings.maxStreamsPerConnection, serverName: settings.serverName)
             connections.append(c)
             stats.connectionsOpened += 1
             c.start(loop: loop, tls: tls, host: settings.host, port: settings.port)

@@ -57,8 +57,12 @@ final class ApnsConnection: TLSStreamDelegate {
     private var capacityChanged = false
     private var goAwayReason: String??
 
-    init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int) {
+    /// Who the connection talks to, in its failure reasons (`ApnsClientSettings.serverName`).
+    private let serverName: String
+
+    init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int, serverName: String = "APNs") {
         self.id = id
+        self.serverName = serverName
         self.delegate = delegate
         self.headerBlock = RequestHeaderBlock(authority: authority)
         self.streamCap = max(1, streamCap)
@@ -201,7 +205,7 @@ final class ApnsConnection: TLSStreamDelegate {
         // with HTTP/1.1 or nothing; the connect fails now, saying so.
         let alpn = stream.negotiatedALPN
         guard alpn == "h2" else {
-            return fail(reason: "the server did not choose HTTP/2 in the TLS handshake (ALPN: \(alpn ?? "none")): not an APNs endpoint")
+            return fail(reason: "the server did not choose HTTP/2 in the TLS handshake (ALPN: \(alpn ?? "none")): not an \(serverName) endpoint")
         }
         run(machine.onTransportConnected())
     }
@@ -222,7 +226,7 @@ final class ApnsConnection: TLSStreamDelegate {
     func tlsStreamDidDrainOutput(_ stream: TLSStream) { flush() }
 
     func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?) {
-        fail(reason: reason ?? "closed by APNs")
+        fail(reason: reason ?? "closed by \(serverName)")
     }
 
     // MARK: Performing the machine's actions
@@ -364,7 +368,7 @@ final class ApnsConnection: TLSStreamDelegate {
         case .returned: returned.append(push)
         case .lost:
             lost.append(push)
-            lostReason = "stream reset by APNs (HTTP/2 error \(errorCode))"
+            lostReason = "stream reset by \(serverName) (HTTP/2 error \(errorCode))"
         }
     }
 

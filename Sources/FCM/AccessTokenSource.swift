@@ -27,7 +27,7 @@ public enum AccessTokenError: Error, Equatable, Sendable, CustomStringConvertibl
             return "the token endpoint refused the service account (HTTP \(status) \(error)\(description.map { ": \($0)" } ?? ""))"
         case let .unsigned(problem): return "the service account's key \(problem.description)"
         case let .malformedAnswer(why): return "the token endpoint's answer is not an access token: \(why)"
-        case let .unreachable(why): return "the token endpoint did not answer: \(why.description)"
+        case let .unreachable(why): return "the token endpoint did not answer: \(why.description(server: "the token endpoint"))"
         }
     }
 }

@@ -34,7 +34,7 @@ public enum FcmClientError: Error, Equatable, Sendable, CustomStringConvertible 
 
     public var description: String {
         switch self {
-        case let .transport(error): return error.description
+        case let .transport(error): return error.description(server: "FCM")
         case let .accessToken(error): return "no FCM access token: \(error.description)"
         }
     }
@@ -59,8 +59,9 @@ public struct FcmClientSettings: Sendable {
     }
 
     /// The HTTP/2 pool's settings for `host`: the APNs client's pool, with each request's own token.
-    func pool(host: String, port: Int, connections: Int) -> ApnsClientSettings {
+    func pool(host: String, port: Int, connections: Int, serverName: String) -> ApnsClientSettings {
         var settings = ApnsClientSettings(host: host, port: port, caFile: caFile, authentication: .perRequest)
+        settings.serverName = serverName
         settings.connections = connections
         settings.maxStreamsPerConnection = maxStreamsPerConnection
         settings.requestTimeoutMs = requestTimeoutMs
@@ -119,9 +120,10 @@ public final class FcmClient {
                 clock: @escaping () -> Int64 = { Clock.unixMs() / 1000 }) throws(TLSError) {
         self.settings = settings
         pool = try ApnsClient(loop: loop, settings: settings.pool(host: settings.host, port: settings.port,
-                                                                  connections: settings.connections))
+                                                                  connections: settings.connections, serverName: "FCM"))
         let endpoint = account.tokenEndpoint
-        let tokenPool = try ApnsClient(loop: loop, settings: settings.pool(host: endpoint.host, port: endpoint.port, connections: 1))
+        let tokenPool = try ApnsClient(loop: loop, settings: settings.pool(host: endpoint.host, port: endpoint.port, connections: 1,
+                                                                        serverName: "the token endpoint"))
         tokens = AccessTokenSource(account: account, pool: tokenPool, clock: clock)
         path = "/v1/projects/\(account.projectID)/messages:send"
     }
