@@ -272,7 +272,8 @@ public final class CallStore {
             size += app.cancelResultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
         }
-        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
+        if app.sendsWebhooks { keyCount += 1 }
+        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 7 + 4 * records.count)
         body.append(app.calls)
         body.append(app.results)
         body.append(app.feedback)
@@ -280,8 +281,9 @@ public final class CallStore {
             body.append(app.resultKeyPrefix(r.record.namespace), r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
         }
+        if app.sendsWebhooks { body.append(app.webhooks) }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
-                    String(config.invalidTokenTTLSeconds), String(records.count)] {
+                    String(config.invalidTokenTTLSeconds), String(records.count), app.sendsWebhooks ? "webhooks" : ""] {
             body.append(arg)
         }
         for r in records {
@@ -335,13 +337,15 @@ public final class CallStore {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
         if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
+        if app.sendsWebhooks { keys.append(app.webhooks) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
                                      .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app),
-                                     .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? "")]
+                                     .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? ""),
+                                     .text(app.sendsWebhooks ? "webhooks" : "")]
         deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),

@@ -2,13 +2,13 @@ import Foundation
 
 /// What a file named in the config is for; decides which checks run on it.
 enum ConfigFileRole {
-    case caBundle, certificate, tokenKey, certificateKey, pkcs12, password, adminToken
+    case caBundle, certificate, tokenKey, certificateKey, pkcs12, password, adminToken, webhookSecret
 
     /// Secrets get the file-mode warning.
     var isSecret: Bool {
         switch self {
         case .caBundle, .certificate: return false
-        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken: return true
+        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken, .webhookSecret: return true
         }
     }
 }
@@ -67,7 +67,7 @@ extension ConfigReader {
         case .tokenKey: checkTokenKey(path, at: jsonPath)
         case .certificateKey: checkCertificateKey(path, at: jsonPath)
         case .certificate: checkCertificate(path, at: jsonPath)
-        case .adminToken: checkAdminToken(path, at: jsonPath)
+        case .adminToken, .webhookSecret: checkAdminToken(path, at: jsonPath)
         case .caBundle, .pkcs12, .password: break
         }
     }
