@@ -88,19 +88,7 @@ echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, ro
 e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); flood99=(); console99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
 e2e3_rps=(); push1_gw=(); push3_gw=()
 # EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
-prefill() {
-  python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
-import json, sys, redis
-port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
-r = redis.Redis(port=port); p = r.pipeline(transaction=False)
-for i in range(n):
-    ev = {"v": 1, "id": f"t-{i}", "type": "incoming_call", "voip_token": tokens[i % len(tokens)],
-          "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
-    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
-    if i % 5000 == 4999: p.execute()
-p.execute()
-PY
-}
+prefill() { prefill_calls "$rport" "$EVENTS" "$tokens"; }
 # DEVICE_CALLS calls ringing 3 devices each (the same 4 tokens as VoIP and alert tokens), each
 # answered on its first device by a call_answered written 2,000 entries after it, across apps
 # app0..app3: 500 per app, five reads later (a call starts after the read that follows its
@@ -127,8 +115,6 @@ for i in range(max(0, n - lag), n): answer(i)
 p.execute()
 PY
 }
-# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
-proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill
@@ -177,22 +163,7 @@ done
 # The binary: `pushgw run --role router` with its defaults (info log, metrics, admin endpoint),
 # on the same pre-filled streams. Its rate is read from the results streams: (N - 1) over the
 # milliseconds between the first and the last result's entry ids.
-python3 - "$work/e2e-gw.json" "$rport" "$port" "$pki" "$(free_port)" <<'PY'
-import json, sys
-path, rport, port, pki, admin = sys.argv[1:]
-app = {"bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600}
-json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"}, "admin": {"listen": f"127.0.0.1:{admin}"},
-           "apns": {"production": {"endpoint": f"127.0.0.1:{port}"}, "sandbox": {"endpoint": f"127.0.0.1:{port}"},
-                    "ca_file": f"{pki}/ca.pem", "connections": 2, "max_queued": 20000},
-           "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{pki}/AuthKey.p8"}},
-           "apps": {f"app{i}": app for i in range(4)}}, open(path, "w"))
-PY
-# Results written so far, in one cheap redis-cli call (a Python start-up per poll would take
-# CPU from the gateway being measured).
-results_total() {
-  redis-cli -p "$rport" EVAL "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('XLEN', k) end return n" 4 \
-    'pushgw:{app0}:results' 'pushgw:{app1}:results' 'pushgw:{app2}:results' 'pushgw:{app3}:results'
-}
+write_router_config "$work/e2e-gw.json" "$rport" "$port" "$pki" "$(free_port)"
 run_rps=()
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
@@ -200,20 +171,10 @@ for _ in $(seq 1 "$ROUNDS"); do
   "$bin/pushgw" run --config "$work/e2e-gw.json" --role router --consumer bench-run >/dev/null 2>&1 &
   gw=$!
   pids+=("$gw")
-  for _ in $(seq 1 1200); do [ "$(results_total)" -ge "$EVENTS" ] && break; sleep 0.1; done
+  for _ in $(seq 1 1200); do [ "$(results_total "$rport")" -ge "$EVENTS" ] && break; sleep 0.1; done
   kill -TERM "$gw"; wait "$gw" || true
-  keep=(); for p in "${pids[@]}"; do [ "$p" = "$gw" ] || keep+=("$p"); done; pids=("${keep[@]}")
-  run_rps+=("$(python3 - "$rport" "$EVENTS" <<'PY'
-import sys, redis
-r = redis.Redis(port=int(sys.argv[1])); n = int(sys.argv[2])
-keys = [f"pushgw:{{app{i}}}:results" for i in range(4)]
-assert sum(r.xlen(k) for k in keys) == n, "every event has its result"
-ms = lambda entry_id: int(entry_id.split(b"-")[0])
-first = min(ms(r.xrange(k, count=1)[0][0]) for k in keys)
-last = max(ms(r.xrevrange(k, count=1)[0][0]) for k in keys)
-print(int((n - 1) * 1000 / max(1, last - first)))
-PY
-)")
+  forget_pid "$gw"
+  run_rps+=("$(results_rate "$rport" "$EVENTS")")
 done
 run_median=$(printf '%s\n' "${run_rps[@]}" | median)
 em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
