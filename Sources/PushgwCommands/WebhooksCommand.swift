@@ -22,7 +22,8 @@ enum WebhooksCommand: Command {
                    outcome, call id and Idempotency-Key (its results entry)
           replay   puts them back on the app's deliveries (the oldest --count, or the --id
                    entries), each retried for retry_for_seconds again with the same
-                   Idempotency-Key; the webhooks role of a running gateway sends them
+                   Idempotency-Key; the webhooks role of a running gateway sends them. Written
+                   to the audit stream (pushgw audit) and as a JSON line on stderr
 
           --count N      at most N (default 100, at most 10000)
           --id ENTRY     replay only these dead entries (ids as dead lists them)
@@ -69,9 +70,13 @@ enum WebhooksCommand: Command {
             let keys = AppKeys(prefix: session.config.redis.prefix, app: app)
             let store = WebhookStore(topology: session.topology)
             if sub == "replay" {
+                // One script: it moved all it found or nothing.
                 let moved = try session.wait { store.replay(keys, entryIDs: ids, count: count, completion: $0) }
-                context.output.out("replayed \(moved) webhook deliver\(moved == 1 ? "y" : "ies") of app \(TerminalText.field(app))"
-                                   + (session.config.apps[app]?.webhooks == nil ? " (the app has no webhooks in the config: nothing sends them)" : ""))
+                let summary = "replayed \(moved) webhook deliver\(moved == 1 ? "y" : "ies") of app \(TerminalText.field(app))"
+                    + (session.config.apps[app]?.webhooks == nil ? " (the app has no webhooks in the config: nothing sends them)" : "")
+                try session.finishAudited(ids: ids.map { "\(app)/\($0)" }, requested: ids.isEmpty ? count : ids.count, done: moved,
+                                          filter: nil, options: [("app", .string(app))], failure: nil, summary: summary,
+                                          context: context)
                 return 0
             }
             let dead = try session.wait { store.dead(keys, count: count, completion: $0) }

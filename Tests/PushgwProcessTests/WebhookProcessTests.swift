@@ -222,6 +222,8 @@ final class WebhookProcessTests: XCTestCase {
         let replay = try runCommand(s.world.pushgw, ["webhooks", "replay", "acme", "--config", s.config])
         XCTAssertEqual(replay.0, 0, replay.2)
         XCTAssertTrue(replay.1.contains("replayed 1 webhook delivery"), replay.1)
+        let audit = try runCommand(s.world.pushgw, ["audit", "--json", "--config", s.config])
+        XCTAssertTrue(audit.1.contains(#""verb":"webhooks replay""#) && audit.1.contains(#""done":1"#), "the replay is audited: \(audit.1) \(audit.2)")
         waitUntil("the replayed delivery", timeoutMs: 60_000) { self.received(s).count >= 2 }
         waitUntil("the webhooks stream emptied", timeoutMs: 30_000) { s.world.integer("XLEN", "pushgw:{acme}:webhooks") == 0 }
         let again = received(s)[1]
