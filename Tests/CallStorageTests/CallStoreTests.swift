@@ -674,6 +674,9 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
     override func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() { super.testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() }
+    override func testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep() throws {
+        try super.testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep()
+    }
     override func testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() { super.testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() }
     override func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() { super.testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() }
     override func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() { super.testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() }

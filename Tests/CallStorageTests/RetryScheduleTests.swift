@@ -311,6 +311,7 @@ final class RetryScheduleOnClusterNodeTests: RetryScheduleTests {
     override func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() { super.testAMoveIsBoundedByItsLimitAndSaysThereIsMore() }
     override func testARetryWhoseDataIsMissingIsDroppedAndReported() { super.testARetryWhoseDataIsMissingIsDroppedAndReported() }
     override func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() { super.testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() }
+    override func testCancelOfAnAppWithWebhooksQueuesBothResultsForDelivery() { super.testCancelOfAnAppWithWebhooksQueuesBothResultsForDelivery() }
     override func testACancelOfADeliveredCallSaysSoInItsResult() { super.testACancelOfADeliveredCallSaysSoInItsResult() }
     override func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() { super.testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() }
 
