@@ -17,14 +17,21 @@ final class WebhookProcessTests: XCTestCase {
         let received: String
     }
 
-    private func makeWorld(events: String = "") throws -> Setup {
+    /// `leastPrivilege`: the gateway and the command line connect as the ACL user of
+    /// docs/operations.md ("The least ACL permissions pushgw needs").
+    private func makeWorld(events: String = "", leastPrivilege: Bool = false) throws -> Setup {
         let world = try ProcessWorld()
+        var redisURL: String?
+        if leastPrivilege {
+            _ = try world.redis.cli(["ACL", "SETUSER", "pushgw", "reset", "on", ">least-privilege-SECRET"] + DocumentedACL.gateway())
+            redisURL = "redis://pushgw:least-privilege-SECRET@127.0.0.1:\(world.redis.port)/0"
+        }
         let secret = world.directory + "/webhook-secret"
         try "9f2c4e1a7b3d5f60812a4c6e8b0d2f4a".write(toFile: secret, atomically: true, encoding: .utf8)
         chmod(secret, 0o600)
         let port = freeLoopbackPort()
         let hooks = #""webhooks": { "url": "http://127.0.0.1:\#(port)/pushgw", "secret_file": "\#(secret)", "allow_private_targets": true\#(events) }"#
-        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(hooks)])
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(hooks)], redisURL: redisURL)
         let check = try runCommand(world.pushgw, ["config", "check", config])
         XCTAssertEqual(check.0, 0, "config check passes: \(check.1) \(check.2)")
         return Setup(world: world, config: config, secret: secret, port: port, received: world.directory + "/received.jsonl")
@@ -154,9 +161,11 @@ final class WebhookProcessTests: XCTestCase {
 
     /// The receiver is down for 30 s; meanwhile the gateway is SIGKILLed and started again
     /// under the same consumer name. Every result arrives once the receiver is back, each
-    /// call's results (its own and its cancel's) in the order of the results stream.
+    /// call's results (its own and its cancel's) in the order of the results stream. The
+    /// gateway runs as the documented least-privileged ACL user, long enough for its touches
+    /// and take-over rounds, and Redis refuses it nothing.
     func testReceiverDownAndGatewayKilledLosesNoDeliveryAndKeepsEachCallsOrder() throws {
-        let s = try makeWorld()
+        let s = try makeWorld(leastPrivilege: true)
         defer { s.world.stop() }
         let log = s.world.directory + "/gw.log"
         let first = try s.world.gateway(config: s.config, consumer: "gw-hooks", log: log)
@@ -192,6 +201,8 @@ final class WebhookProcessTests: XCTestCase {
             XCTAssertEqual(arrived, expected, "call \(id)'s results arrive in the results stream's order")
         }
         XCTAssertEqual(second.stop(), 0)
+        XCTAssertEqual(try s.world.redis.cli(["ACL", "LOG"]).trimmingCharacters(in: .whitespacesAndNewlines), "",
+                       "nothing refused to the least-privileged user")
         let retried = ProcessWorld.logLines(log, message: "webhook not delivered; retried").count
         print("webhooks: receiver down 30 s, gateway SIGKILLed and restarted meanwhile: \(got.count) of \(2 * calls) results delivered after, none lost, each call's in order (\(retried) retry warnings before the kill)")
     }
