@@ -89,7 +89,8 @@ public final class HTTPPoster {
         }
     }
 
-    /// Starts `request`; `completion` runs on the loop once, never before `post` returns.
+    /// Starts `request`; `completion` runs on the loop once: later, or at once when curl cannot
+    /// even take the request (out of memory, an option it refuses).
     public func post(_ request: HTTPPostRequest, completion: @escaping (HTTPPostOutcome) -> Void) {
         loop.assertInLoop()
         guard let easy = curl_easy_init() else { return completion(.transportFailed("curl_easy_init failed: out of memory")) }

@@ -15,6 +15,8 @@ final class WebhookProcessTests: XCTestCase {
         let secret: String
         let port: Int
         let received: String
+        /// The gateway's admin endpoint (`/metrics`).
+        let adminPort: Int
     }
 
     /// `leastPrivilege`: the gateway and the command line connect as the ACL user of
@@ -31,10 +33,13 @@ final class WebhookProcessTests: XCTestCase {
         chmod(secret, 0o600)
         let port = freeLoopbackPort()
         let hooks = #""webhooks": { "url": "http://127.0.0.1:\#(port)/pushgw", "secret_file": "\#(secret)", "allow_private_targets": true\#(events) }"#
-        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(hooks)], redisURL: redisURL)
+        let adminPort = freeLoopbackPort()
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(hooks)], admin: #""listen": "127.0.0.1:\#(adminPort)""#,
+                                           redisURL: redisURL)
         let check = try runCommand(world.pushgw, ["config", "check", config])
         XCTAssertEqual(check.0, 0, "config check passes: \(check.1) \(check.2)")
-        return Setup(world: world, config: config, secret: secret, port: port, received: world.directory + "/received.jsonl")
+        return Setup(world: world, config: config, secret: secret, port: port, received: world.directory + "/received.jsonl",
+                     adminPort: adminPort)
     }
 
     private func receiver(_ s: Setup, status: Int = 204) throws -> ChildProcess {
@@ -154,6 +159,10 @@ final class WebhookProcessTests: XCTestCase {
             XCTAssertEqual(delivery?["result"] as? NSDictionary, r.object as NSDictionary, "the body is the result producers read")
         }
         XCTAssertEqual(s.world.integer("XLEN", "pushgw:{acme}:webhooks:dead"), 0)
+        let metrics = try LoopbackHTTP.blockingRequest("/metrics", port: s.adminPort).body
+        XCTAssertTrue(metrics.contains(#"pushgw_webhooks_sent_total{app="acme",status="204"} 20"#), metrics)
+        XCTAssertTrue(metrics.contains(#"pushgw_webhook_latency_seconds_count{app="acme"} 20"#), "latency per attempt")
+        XCTAssertTrue(metrics.contains(#"pushgw_webhook_failures_total{app="acme",result="dead_lettered"} 0"#))
         XCTAssertEqual(gateway.stop(), 0)
         let checked = try verifyWithTheDocumentedSnippets(s, got[0])
         print("webhooks: 20 of 20 results delivered, 20 signatures verified by the receiver; docs/webhooks.md's \(checked.joined(separator: ", ")) snippets verify a delivery and refuse it altered")
@@ -242,6 +251,9 @@ final class WebhookProcessTests: XCTestCase {
         XCTAssertEqual(again["verified"] as? Bool, true)
         XCTAssertEqual(again["idempotency_key"] as? String, key, "a replay keeps the Idempotency-Key")
         XCTAssertEqual(s.world.integer("XLEN", "pushgw:{acme}:webhooks:dead"), 0)
+        let metrics = try LoopbackHTTP.blockingRequest("/metrics", port: s.adminPort).body
+        XCTAssertTrue(metrics.contains(#"pushgw_webhooks_sent_total{app="acme",status="400"} 1"#), metrics)
+        XCTAssertTrue(metrics.contains(#"pushgw_webhook_failures_total{app="acme",result="dead_lettered"} 1"#), metrics)
         XCTAssertEqual(gateway.stop(), 0)
     }
 }
