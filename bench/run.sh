@@ -28,6 +28,9 @@
 #   counted with MONITOR for 2 s (target: about 20).
 #   Redis Cluster (bench/cluster.sh): the binary's end-to-end phase again on a local cluster of
 #   three primaries, beside the single Redis figure, and an idle gateway with 100 apps on it.
+#   Ring receipts (bench/ring-receipts.sh): `pushgw run` with ring receipts on, 2,000 calls/s
+#   for 5 s to the APNs simulator playing the phones (it adds each accepted VoIP push's
+#   call_ringing): XADD→APNs-accepted and XADD→ringing p50/p99 of the same calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -200,8 +203,6 @@ printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw" "h2load"
 printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
 printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
 printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
-printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
-printf '%-34s %12s %14s\n' "  (medians; a 3-device call's pushes: 3 rings, up to 2 ended)" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 a=$(printf '%s\n' "${apns_cpu[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" "$a" <<'PY'
 import sys
@@ -216,6 +217,9 @@ apns_only = cores * 1e6 / (r + n + a)
 print(f"{'... if routing cost only the push':34s} {apns_only:12.0f}   (pushgw's APNs client alone, {a:.1f} µs a request above: ratio ceiling {apns_only / h2:.2f} here)")
 print(f"{'... if routing cost nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
 PY
+
+printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
+printf '%-34s %12s %14s   (medians; a 3-device call: 3 rings and up to 2 ended pushes)\n' "" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 
 # ---- Retries -----------------------------------------------------------------------------
 echo
@@ -259,3 +263,8 @@ printf '%-34s %12s /s (target: about 20; %s in 2 s)\n' "idle pushgw run, Redis c
 echo
 echo "== Redis Cluster: the same $EVENTS events across the same 4 apps on three local primaries, pushgw run --role router, ${ROUNDS} rounds"
 source bench/cluster.sh
+
+# Ring receipts (bench/ring-receipts.sh): XADD→APNs-accepted and XADD→ringing of the same calls
+# at 2,000 events/s, the APNs simulator playing the phones and their app's backend.
+echo
+PUSHGW_BIN="$bin" bench/ring-receipts.sh

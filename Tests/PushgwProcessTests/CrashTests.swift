@@ -70,15 +70,15 @@ final class CrashTests: XCTestCase {
         print("crash test: \(total) calls, SIGKILL of one of two gateways holding \(held) entries; taken over \(takeoverMs) ms after the kill, all recorded once \(String(format: "%.1f", allRecorded)) s after it; \(duplicated) pushes sent twice (crash between answer and record)")
     }
 
-    /// 100 calls of 3 devices each ring in two gateways (a 30 s ring: they ring through the
+    /// 140 calls of 3 devices each ring in two gateways (a 30 s ring: they ring through the
     /// take-over); 40 are answered and recorded; then one gateway is killed (SIGKILL) while the
-    /// 60 others ring, the other takes over what it held, and the 60 are answered after the
+    /// 100 others ring, the other takes over what it held, and the 100 are answered after the
     /// take-over. Every call ends with one result naming its 3 devices and the answer; no device
     /// of a call recorded before the kill is pushed again (one VoIP push each, the answering
     /// device no background push, the two others one each); devices pushed twice are only those
     /// of calls the killed gateway rang (their APNs answers died with it).
     func testSigkillWhileThreeDeviceCallsRingLeavesOneResultPerCallAndRepushesNoRecordedDevice() throws {
-        let total = 100, answeredFirst = 40
+        let total = 140, answeredFirst = 40
         let world = try ProcessWorld(simulator: #""default_scenario": "slow:100""#)
         defer { world.stop() }
         let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(#""ring_timeout_s": 30"#)], apns: #""connections": 2"#)
