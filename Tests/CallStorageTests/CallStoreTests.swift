@@ -210,9 +210,19 @@ class CallStoreTests: XCTestCase {
             store.deadLetter(hooked, entryID: nil, deadLetter: letter, record: .init(eventId: nil, keying: .provisional, resultJSON: loose),
                              completion: $0)
         }.value()
+        // A batch with ring tallies (the VoIP-ban guard's keys come before the webhooks stream).
+        let tallied = complete(loop) {
+            store.finish(hooked, [
+                FinishRecord(entryID: nil, record: .init(eventId: "w-4", resultJSON: result("delivered_voip", "w-4")),
+                             ringTally: .call(rings: [.init(voipToken: "aa04", silent: true, ringingID: "w-4")], suspectAfter: 3)),
+                FinishRecord(entryID: nil, record: .init(eventId: "w-5", namespace: .ringing, resultJSON: result("ringing", "w-5")),
+                             ringTally: .receipt(ringingID: "w-5")),
+            ], completion: $0)
+        }.value()
+        XCTAssertEqual(tallied?.recorded, [true, true])
         let results = complete(loop) { store.range(acme.results, count: 100, completion: $0) }.value() ?? []
         let queued = complete(loop) { store.range(acme.webhooks, count: 100, completion: $0) }.value() ?? []
-        XCTAssertEqual(results.count, 4)
+        XCTAssertEqual(results.count, 6)
         XCTAssertEqual(queued.map(\.fields), results.map { ["result": $0.fields["result"] ?? "", "results_entry": $0.id] },
                        "every result, in order, with its results entry id")
         XCTAssertEqual(queued.first?.fields["result"], recorded)
