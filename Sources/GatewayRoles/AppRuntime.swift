@@ -17,7 +17,7 @@ package final class AppRuntime: Sendable {
     /// (`Credential.reachesBothEnvironments`).
     package init(id: String, config: AppConfig, prefix: String, reachesBothEnvironments: Bool = true) {
         self.id = id
-        keys = AppKeys(prefix: prefix, app: id)
+        keys = AppKeys(prefix: prefix, app: id, sendsWebhooks: config.webhooks != nil)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
                                   reachesBothEnvironments: reachesBothEnvironments, ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
