@@ -25,7 +25,8 @@ package final class AppRuntime: Sendable {
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
                                   fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert,
                                   ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init),
-                                  voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings)
+                                  voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings,
+                                  fcmCredential: config.fcmCredential)
     }
 
     /// Every app of `config`, in a stable order (by id).
