@@ -28,6 +28,11 @@ package struct GatewayConfig: Equatable, Sendable {
     package var apps: [String: AppConfig]
     /// The producers' HTTP API; nil (the default) keeps it off (ConfigIngest.swift).
     package var ingest: IngestConfig?
+    /// How pushgw reaches FCM (ConfigFCM.swift); used only by apps with an `fcm_credential`.
+    package var fcm = FcmConfig()
+    /// FCM credentials (service accounts) by name, declared under `credentials` beside the APNs
+    /// ones (one namespace: a name is one or the other); apps name one in `fcm_credential`.
+    package var fcmCredentials: [String: FcmCredential] = [:]
 
     package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig], ingest: IngestConfig? = nil) {
@@ -206,6 +211,9 @@ package struct AppConfig: Equatable, Sendable {
     /// Ring receipts (`ring_receipt_timeout_ms`): how long after APNs accepted a VoIP push its
     /// device's `call_ringing` is expected; nil (the default): off.
     package var ringReceiptTimeoutMs: Int? = nil
+    /// The FCM credential (a name in `GatewayConfig.fcmCredentials`) its Android devices are
+    /// rung with; nil (the default): the app has no Android devices.
+    package var fcmCredential: String? = nil
     /// Where the app's results are POSTed (`webhooks`, docs/webhooks.md); nil (the default): nowhere.
     package var webhooks: WebhookConfig? = nil
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
