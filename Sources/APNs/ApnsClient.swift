@@ -180,9 +180,10 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// reason there was none. `writeByUnixMs` (unix ms) ends its time to be written earlier
     /// than the request timeout: the deadline of a VoIP push's call, after which it must never
     /// be sent. The ticket lets the caller take the push back while it is not written
-    /// (`withdraw`).
+    /// (`withdraw`). `lane` and `share` place it in the queue (`PushQueue`): lanes in order,
+    /// shares (the caller's tenants, small numbers from 0) in turns within a lane.
     @discardableResult
-    public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil,
+    public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil, lane: PushLane = .live, share: Int = 0,
                      completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) -> ApnsPushTicket? {
         loop.assertInLoop()
         guard !closed else {
@@ -197,7 +198,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         let now = Clock.monotonicMs()
         var writeBy = now + settings.requestTimeoutMs
         if let writeByUnixMs { writeBy = min(writeBy, now + (writeByUnixMs - Clock.unixMs())) }
-        let push = PendingPush(notification, writeByMs: writeBy, completion: completion)
+        let push = PendingPush(notification, writeByMs: writeBy, lane: lane, share: share, completion: completion)
         let wasWaiting = !queue.isEmpty
         queue.append(push)
         if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
@@ -454,9 +455,9 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private func sweep() {
         guard !closed else { return }
         let now = Clock.monotonicMs()
-        // Queued pushes: the queue is FIFO by deadline except for resends, so scan it whole
-        // but only when its head is due (cheap in the common case).
-        if let head = queue.first, head.deadlineMs <= now || queue.hasResends {
+        // Queued pushes: each share's FIFO is in deadline order except for resends, so scan the
+        // queue whole but only when a share's first push is due (cheap in the common case).
+        if queue.mayHoldExpired(nowMs: now) {
             let expired = queue.removeAll { $0.isCompleted || $0.deadlineMs <= now }
             for push in expired where !push.isCompleted { expireUnsent(push) }
         }

@@ -11,6 +11,10 @@ final class PendingPush {
     /// A push not written by then fails as a timeout without ever leaving the process, so a
     /// retry of it cannot reach the phone twice.
     let writeByMs: Int64
+    /// Its place in the client's queue (`PushQueue`): the lane, and the share (the caller's
+    /// tenant) whose turns it waits for.
+    let lane: PushLane
+    let share: Int
     /// Monotonic ms after which the caller gets `.timeout`: `writeByMs` while queued; once
     /// written, the write time plus the request timeout (the answer's own time).
     var deadlineMs: Int64
@@ -34,10 +38,12 @@ final class PendingPush {
     /// Its index in the connection's `InFlightTable`, -1 when not in one.
     var slot = -1
 
-    init(_ notification: PushNotification, writeByMs: Int64,
+    init(_ notification: PushNotification, writeByMs: Int64, lane: PushLane = .live, share: Int = 0,
          completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
         self.notification = notification
         self.writeByMs = writeByMs
+        self.lane = lane
+        self.share = share
         self.deadlineMs = writeByMs
         self.completion = completion
     }

@@ -190,7 +190,8 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split(),
+                                                      replayed: entry.values["call_deadline"] != nil), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
         if call.isReceipt {
