@@ -206,6 +206,8 @@ package struct AppConfig: Equatable, Sendable {
     /// Ring receipts (`ring_receipt_timeout_ms`): how long after APNs accepted a VoIP push its
     /// device's `call_ringing` is expected; nil (the default): off.
     package var ringReceiptTimeoutMs: Int? = nil
+    /// The app's in-flight cap and event rate (`limits`); empty: the gateway's defaults.
+    package var limits = AppLimits()
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
     /// second or two of the push; past 30 s the caller has given up.
     static let ringReceiptTimeoutRange = 500...30_000

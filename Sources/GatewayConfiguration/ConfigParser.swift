@@ -328,7 +328,7 @@ struct ConfigParser {
     private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
-                                   "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms"])
+                                   "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms", "limits"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -360,14 +360,16 @@ struct ConfigParser {
         let missedCallAlert = parseMissedCallAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)
         let receiptTimeout = parseRingReceiptTimeout(entry, in: path)
+        let limits = parseLimits(entry, in: path)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout else {
+              let deadLetters, let receiptTimeout, let limits else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
                             ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, missedCallAlert: missedCallAlert,
                             deadLetters: deadLetters)
         app.ringReceiptTimeoutMs = receiptTimeout
+        app.limits = limits
         return app
     }
 

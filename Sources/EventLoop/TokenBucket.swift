@@ -1,6 +1,6 @@
 /// A token bucket: `perSecond` tokens a second, at most `burst` held (full at the start). The
 /// admin endpoint's accept rate (`AdminAdmission`) and the HTTP API's per-app request rate
-/// (IngestEndpoint's `AppRequestRate`) are each one. Pure: the caller passes the time.
+/// (IngestEndpoint's `AppRequestRate`) and the router's per-app event rate (`limits`) are each one. Pure: the caller passes the time.
 package struct TokenBucket: Equatable, Sendable {
     package let perSecond: Int
     package let burst: Int
