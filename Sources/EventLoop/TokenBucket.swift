@@ -33,6 +33,23 @@ package struct TokenBucket: Equatable, Sendable {
         return nil
     }
 
+    /// The whole tokens there at `nowMs` (none taken).
+    package mutating func available(nowMs: Int64) -> Int {
+        refill(nowMs)
+        return max(0, Int(tokens))
+    }
+
+    /// Takes `n` tokens at `nowMs` (at most what `available` said: what it counts was read).
+    package mutating func take(_ n: Int, nowMs: Int64) {
+        refill(nowMs)
+        tokens -= Double(n)
+    }
+
+    /// Milliseconds from the last refill until `n` whole tokens are there (0 when they are).
+    package func msUntil(_ n: Int) -> Int64 {
+        tokens >= Double(n) ? 0 : Int64(((Double(n) - tokens) / perMs).rounded(.up))
+    }
+
     /// Spends a token at `nowMs` whatever is left (what it counts happened already: an
     /// accept): nil while another could be taken now, else the milliseconds until one can.
     package mutating func spend(nowMs: Int64) -> Int64? {

@@ -15,12 +15,15 @@ package final class AppRuntime: Sendable {
     /// The app's share in the APNs clients' queues (`ApnsClient.send`): its place in the
     /// config's apps, so apps sharing a credential take turns there.
     package let share: Int
+    /// The app's in-flight cap and event rate (`limits`, config/README.md).
+    package let limits: AppLimits
 
     /// `reachesBothEnvironments`: the app's credential can push to both APNs environments
     /// (`Credential.reachesBothEnvironments`).
     package init(id: String, config: AppConfig, prefix: String, reachesBothEnvironments: Bool = true, share: Int = 0) {
         self.id = id
         self.share = share
+        limits = config.limits
         keys = AppKeys(prefix: prefix, app: id)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
