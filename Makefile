@@ -11,7 +11,7 @@ export PATH := /usr/bin:/bin:$(PATH):/usr/sbin:/sbin
 DEMO_DEPS = build test python
 TEST_DEPS = $(DEMO_DEPS) browser producers deploy deploy-tools dist
 
-.PHONY: deps deps-test build release dist test demo bench soak screenshots clean
+.PHONY: deps deps-test build release dist test demo bench bench-ab soak screenshots clean
 
 deps:
 	@scripts/install-deps.sh $(DEMO_DEPS)
@@ -58,6 +58,11 @@ demo: release
 
 bench: release
 	bench/run.sh
+
+# Not in CI: this checkout's router against an older build (REF, default 570948c, built once
+# into .build/reference/), alternated in one run: events/s, CPU per event, peak RSS and ratios.
+bench-ab: release
+	REF=$(REF) bench/ab.sh
 
 # Not in CI: 10 minutes at 1,000 events/s with mixed outcomes, one line of figures a minute
 # (SOAK_SECONDS and SOAK_RATE change them); docs/operations.md has a run's figures.

@@ -12,7 +12,7 @@ let package = Package(
         // MARK: Service modules (see docs/architecture.md)
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
         .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
-        .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "RedisClient", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
         .target(name: "Routing", dependencies: ["APNs", "Retry"]),

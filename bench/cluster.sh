@@ -73,7 +73,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   pids+=("$gw")
   for _ in $(seq 1 1200); do [ "$(cluster_python count)" -ge "$EVENTS" ] && break; sleep 0.5; done
   kill -TERM "$gw"; wait "$gw" || true
-  keep=(); for p in "${pids[@]}"; do [ "$p" = "$gw" ] || keep+=("$p"); done; pids=("${keep[@]}")
+  forget_pid "$gw"
   cluster_rps+=("$(cluster_python rate)")
 done
 printf '%-34s %12s   (single Redis, same run: %s; each round: %s)\n' "pushgw run on a 3-primary cluster" \
@@ -94,7 +94,7 @@ for p in "${cluster_ports[@]}"; do
 done
 wait "${monitors[@]}" || true
 kill -TERM "$gw"; wait "$gw" || true
-keep=(); for p in "${pids[@]}"; do [ "$p" = "$gw" ] || keep+=("$p"); done; pids=("${keep[@]}")
+forget_pid "$gw"
 cat "$work"/cluster-idle-*.txt | grep -E '^[0-9]+\.[0-9]+ \[' | grep -v '\[0 lua\]' > "$work/cluster-idle.txt" || true
 printf '%-34s %12s /s (one Redis: about 22; by command in 35 s: %s)\n' "idle pushgw run, 100 apps, cluster" \
   "$(python3 -c "print(f'{$(wc -l < "$work/cluster-idle.txt")/35:.1f}')")" \

@@ -20,3 +20,62 @@ make_tokens() {
   done
   tokens=${tokens#,}
 }
+
+# EVENTS call events (`incoming_call`, one VoIP token each, round robin over `tokens`) across
+# apps app0..app3, as producers write them: prefill_calls REDIS_PORT EVENTS TOKENS.
+prefill_calls() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys, redis
+port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
+r = redis.Redis(port=port); p = r.pipeline(transaction=False)
+for i in range(n):
+    ev = {"v": 1, "id": f"t-{i}", "type": "incoming_call", "voip_token": tokens[i % len(tokens)],
+          "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
+    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
+    if i % 5000 == 4999: p.execute()
+p.execute()
+PY
+}
+
+# The config of `pushgw run --role router` for apps app0..app3 on one credential, with its
+# defaults (info log, metrics, admin endpoint): write_router_config FILE REDIS_PORT APNS_PORT PKI ADMIN_PORT.
+write_router_config() {
+  python3 - "$@" <<'PY'
+import json, sys
+path, rport, port, pki, admin = sys.argv[1:]
+app = {"bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600}
+json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"}, "admin": {"listen": f"127.0.0.1:{admin}"},
+           "apns": {"production": {"endpoint": f"127.0.0.1:{port}"}, "sandbox": {"endpoint": f"127.0.0.1:{port}"},
+                    "ca_file": f"{pki}/ca.pem", "connections": 2, "max_queued": 20000},
+           "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{pki}/AuthKey.p8"}},
+           "apps": {f"app{i}": app for i in range(4)}}, open(path, "w"))
+PY
+}
+
+# Results written so far in app0..app3, in one cheap redis-cli call (a Python start-up per
+# poll would take CPU from the gateway being measured): results_total REDIS_PORT.
+results_total() {
+  redis-cli -p "$1" EVAL "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('XLEN', k) end return n" 4 \
+    'pushgw:{app0}:results' 'pushgw:{app1}:results' 'pushgw:{app2}:results' 'pushgw:{app3}:results'
+}
+
+# Events/s of a finished drain of N events: (N - 1) over the milliseconds between the first
+# and the last result's entry ids; checks that every event has its result: results_rate REDIS_PORT N.
+results_rate() {
+  python3 - "$1" "$2" <<'PY'
+import sys, redis
+r = redis.Redis(port=int(sys.argv[1])); n = int(sys.argv[2])
+keys = [f"pushgw:{{app{i}}}:results" for i in range(4)]
+assert sum(r.xlen(k) for k in keys) == n, "every event has its result"
+ms = lambda entry_id: int(entry_id.split(b"-")[0])
+first = min(ms(r.xrange(k, count=1)[0][0]) for k in keys)
+last = max(ms(r.xrevrange(k, count=1)[0][0]) for k in keys)
+print(int((n - 1) * 1000 / max(1, last - first)))
+PY
+}
+
+# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
+proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
+
+# Takes a finished process's pid out of `pids` (exactly, not by substring).
+forget_pid() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }

@@ -28,6 +28,9 @@
 #   counted with MONITOR for 2 s (target: about 20).
 #   Redis Cluster (bench/cluster.sh): the binary's end-to-end phase again on a local cluster of
 #   three primaries, beside the single Redis figure, and an idle gateway with 100 apps on it.
+#   Ring receipts (bench/ring-receipts.sh): `pushgw run` with ring receipts on, 2,000 calls/s
+#   for 5 s to the APNs simulator playing the phones (it adds each accepted VoIP push's
+#   call_ringing): XADD→APNs-accepted and XADD→ringing p50/p99 of the same calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -88,19 +91,7 @@ echo "== End to end: $EVENTS events pre-filled across 4 apps in redis-server, ro
 e2e_rps=(); e2e_tls=(); e2e_h2=(); p50=(); p99=(); flood99=(); console99=(); rss=(); cpu_gw=(); cpu_redis=(); cpu_ng=(); cpu_h2=(); cpu_h2ng=()
 e2e3_rps=(); push1_gw=(); push3_gw=()
 # EVENTS call events across apps app0..app3 (the tokens nghttpd has files for), as producers write them.
-prefill() {
-  python3 - "$rport" "$EVENTS" "$tokens" <<'PY'
-import json, sys, redis
-port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
-r = redis.Redis(port=port); p = r.pipeline(transaction=False)
-for i in range(n):
-    ev = {"v": 1, "id": f"t-{i}", "type": "incoming_call", "voip_token": tokens[i % len(tokens)],
-          "voip": {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}}
-    p.xadd(f"pushgw:{{app{i % 4}}}:calls", {"event": json.dumps(ev, separators=(",", ":"))})
-    if i % 5000 == 4999: p.execute()
-p.execute()
-PY
-}
+prefill() { prefill_calls "$rport" "$EVENTS" "$tokens"; }
 # DEVICE_CALLS calls ringing 3 devices each (the same 4 tokens as VoIP and alert tokens), each
 # answered on its first device by a call_answered written 2,000 entries after it, across apps
 # app0..app3: 500 per app, five reads later (a call starts after the read that follows its
@@ -127,8 +118,6 @@ for i in range(max(0, n - lag), n): answer(i)
 p.execute()
 PY
 }
-# CPU seconds (user + system) of a process so far, from /proc/PID/stat.
-proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill
@@ -177,22 +166,7 @@ done
 # The binary: `pushgw run --role router` with its defaults (info log, metrics, admin endpoint),
 # on the same pre-filled streams. Its rate is read from the results streams: (N - 1) over the
 # milliseconds between the first and the last result's entry ids.
-python3 - "$work/e2e-gw.json" "$rport" "$port" "$pki" "$(free_port)" <<'PY'
-import json, sys
-path, rport, port, pki, admin = sys.argv[1:]
-app = {"bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600}
-json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"}, "admin": {"listen": f"127.0.0.1:{admin}"},
-           "apns": {"production": {"endpoint": f"127.0.0.1:{port}"}, "sandbox": {"endpoint": f"127.0.0.1:{port}"},
-                    "ca_file": f"{pki}/ca.pem", "connections": 2, "max_queued": 20000},
-           "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{pki}/AuthKey.p8"}},
-           "apps": {f"app{i}": app for i in range(4)}}, open(path, "w"))
-PY
-# Results written so far, in one cheap redis-cli call (a Python start-up per poll would take
-# CPU from the gateway being measured).
-results_total() {
-  redis-cli -p "$rport" EVAL "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('XLEN', k) end return n" 4 \
-    'pushgw:{app0}:results' 'pushgw:{app1}:results' 'pushgw:{app2}:results' 'pushgw:{app3}:results'
-}
+write_router_config "$work/e2e-gw.json" "$rport" "$port" "$pki" "$(free_port)"
 run_rps=()
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
@@ -200,20 +174,10 @@ for _ in $(seq 1 "$ROUNDS"); do
   "$bin/pushgw" run --config "$work/e2e-gw.json" --role router --consumer bench-run >/dev/null 2>&1 &
   gw=$!
   pids+=("$gw")
-  for _ in $(seq 1 1200); do [ "$(results_total)" -ge "$EVENTS" ] && break; sleep 0.1; done
+  for _ in $(seq 1 1200); do [ "$(results_total "$rport")" -ge "$EVENTS" ] && break; sleep 0.1; done
   kill -TERM "$gw"; wait "$gw" || true
-  keep=(); for p in "${pids[@]}"; do [ "$p" = "$gw" ] || keep+=("$p"); done; pids=("${keep[@]}")
-  run_rps+=("$(python3 - "$rport" "$EVENTS" <<'PY'
-import sys, redis
-r = redis.Redis(port=int(sys.argv[1])); n = int(sys.argv[2])
-keys = [f"pushgw:{{app{i}}}:results" for i in range(4)]
-assert sum(r.xlen(k) for k in keys) == n, "every event has its result"
-ms = lambda entry_id: int(entry_id.split(b"-")[0])
-first = min(ms(r.xrange(k, count=1)[0][0]) for k in keys)
-last = max(ms(r.xrevrange(k, count=1)[0][0]) for k in keys)
-print(int((n - 1) * 1000 / max(1, last - first)))
-PY
-)")
+  forget_pid "$gw"
+  run_rps+=("$(results_rate "$rport" "$EVENTS")")
 done
 run_median=$(printf '%s\n' "${run_rps[@]}" | median)
 em=$(printf '%s\n' "${e2e_rps[@]}" | median); hm=$(printf '%s\n' "${e2e_h2[@]}" | median)
@@ -239,8 +203,6 @@ printf '%-34s %12s %14s\n' "CPU per event, µs (medians)" "pushgw" "h2load"
 printf '%-34s %12s %14s\n' "  client: pushgw / h2load" "$g" "$c"
 printf '%-34s %12s %14s\n' "  redis-server" "$r" "-"
 printf '%-34s %12s %14s\n' "  nghttpd" "$n" "$cn"
-printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
-printf '%-34s %12s %14s\n' "  (medians; a 3-device call's pushes: 3 rings, up to 2 ended)" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 a=$(printf '%s\n' "${apns_cpu[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 python3 - "$g" "$r" "$n" "$c" "$cn" "$cores" "$hm" "$a" <<'PY'
 import sys
@@ -255,6 +217,9 @@ apns_only = cores * 1e6 / (r + n + a)
 print(f"{'... if routing cost only the push':34s} {apns_only:12.0f}   (pushgw's APNs client alone, {a:.1f} µs a request above: ratio ceiling {apns_only / h2:.2f} here)")
 print(f"{'... if routing cost nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
 PY
+
+printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
+printf '%-34s %12s %14s   (medians; a 3-device call: 3 rings and up to 2 ended pushes)\n' "" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 
 # ---- Retries -----------------------------------------------------------------------------
 echo
@@ -298,3 +263,8 @@ printf '%-34s %12s /s (target: about 20; %s in 2 s)\n' "idle pushgw run, Redis c
 echo
 echo "== Redis Cluster: the same $EVENTS events across the same 4 apps on three local primaries, pushgw run --role router, ${ROUNDS} rounds"
 source bench/cluster.sh
+
+# Ring receipts (bench/ring-receipts.sh): XADD→APNs-accepted and XADD→ringing of the same calls
+# at 2,000 events/s, the APNs simulator playing the phones and their app's backend.
+echo
+PUSHGW_BIN="$bin" bench/ring-receipts.sh

@@ -78,6 +78,9 @@ any(str(p).endswith(":6379") for p in redis.get("ports", [])) or fail("redis pub
 gw.get("depends_on", {}).get("redis", {}).get("condition") == "service_healthy" or fail("pushgw does not wait for a healthy redis")
 healthcheck = dockerfile.split("HEALTHCHECK", 1)[-1].split("\n\n")[0]
 "/healthz" in healthcheck and "/readyz" not in healthcheck or fail("the image's HEALTHCHECK does not ask /healthz (liveness; docs/operations.md, Readiness)")
+gw.get("read_only") is True or fail("pushgw's root filesystem is not read_only (it writes nothing there)")
+"ALL" in gw.get("cap_drop", []) or fail("pushgw does not drop every capability (cap_drop: [ALL])")
+"no-new-privileges:true" in gw.get("security_opt", []) or fail("pushgw may gain privileges (security_opt: no-new-privileges:true)")
 grace = str(gw.get("stop_grace_period", "10s")).rstrip("s")
 int(grace) > 10 or fail("stop_grace_period leaves the 10 s drain no room")
 ssvc = sim.get("services", {})
@@ -88,7 +91,7 @@ os.path.isfile(mounts(simulator).get(sconfig, "")) or fail(f"the simulator's con
 env = ssvc.get("pushgw", {}).get("environment", {})
 env.get("PUSHGW_APNS_PRODUCTION_ENDPOINT") or fail("the override does not point pushgw at the simulator")
 print(f"compose: pushgw reads {config} = {os.path.relpath(source, os.path.dirname(here))}; restart policies, redis port, "
-      f"/healthz health check and the simulator override are in place")
+      f"/healthz health check, a read-only root with no capabilities and the simulator override are in place")
 PY
 }
 

@@ -31,6 +31,8 @@ public final class ApnsSimulator {
     private var retired: [SimulatorConnection] = []
     private var reaper: LoopTimer?
     private var nextConnectionID = 1
+    /// Plays the devices' apps for ring receipts (`SimulatorConfig.ringReceipts`); nil: off.
+    private var ringReceipts: SimulatedRingReceipts?
 
     /// Loads the TLS identity, the token keys and opens the log. Does not listen yet.
     public init(loop: EventLoop, config: SimulatorConfig) throws(SimulatorError) {
@@ -64,12 +66,22 @@ public final class ApnsSimulator {
             }
         }
         reaper = LoopTimer(loop: loop) { [unowned self] in self.retired.removeAll() }
+        if let receipts = config.ringReceipts {
+            do {
+                ringReceipts = try SimulatedRingReceipts(loop: loop, config: receipts)
+            } catch {
+                log?.close()
+                verifier.close()
+                throw error
+            }
+        }
     }
 
     /// Starts listening on `config.host:config.port`.
     public func start() throws(SimulatorError) {
         loop.assertInLoop()
         guard listener == nil else { return }
+        ringReceipts?.start()
         do {
             listener = try TCPListener(loop: loop, host: config.host, port: config.port) { [unowned self] fd in
                 self.accept(fd)
@@ -111,6 +123,8 @@ public final class ApnsSimulator {
         delays = nil
         reaper?.close()
         reaper = nil
+        ringReceipts?.close()
+        ringReceipts = nil
         log?.close()
         log = nil
         requestJudge.verifier.close()
@@ -153,6 +167,7 @@ public final class ApnsSimulator {
         }
         stats.requests += 1
         if let status { stats.statusCounts[status, default: 0] += 1 } else { stats.unanswered += 1 }
+        if status == 200, let ringReceipts { ringReceipts.accepted(topic: request.header("apns-topic"), body: body) }
         let now = Clock.unixMs()
         recorder.record(RecordedRequest(timeMs: now, connectionID: connectionID, streamID: streamID,
                                         method: request.method, path: request.path, token: verdict.token,
@@ -219,6 +234,8 @@ public enum SimulatorError: Error, Equatable, CustomStringConvertible {
     case logFile(path: String, reason: String)
     /// The listening socket could not be bound.
     case listen(String)
+    /// `ring_receipts` names a Redis URL that cannot be used.
+    case ringReceipts(String)
 
     public var description: String {
         switch self {
@@ -226,6 +243,7 @@ public enum SimulatorError: Error, Equatable, CustomStringConvertible {
         case let .unusableKey(kid, file): return "token key \(kid): \(file) is not a readable P-256 key"
         case let .logFile(path, reason): return "cannot open log file \(path): \(reason)"
         case let .listen(why): return why
+        case let .ringReceipts(why): return "ring_receipts: \(why)"
         }
     }
 }

@@ -45,6 +45,25 @@ public struct SimulatorConfig: Sendable, Equatable {
     public var maxTokenAgeSeconds: Int = 3600
     /// How many recent requests `ApnsSimulator.recorded` keeps, with headers and body.
     public var recordLimit: Int = 256
+    /// When set, the simulator plays the devices' apps for ring receipts (docs/protocol.md,
+    /// *Ring receipts*): for each VoIP push it accepts, it adds the call's `call_ringing` to
+    /// the calls stream of the push's bundle id, as the app's backend would once the phone
+    /// reported the call to CallKit (`make bench`'s XADD→ringing).
+    public var ringReceipts: RingReceipts?
+
+    /// Where the simulator adds ring receipts.
+    public struct RingReceipts: Sendable, Equatable {
+        /// The Redis holding the calls streams (`redis://HOST:PORT/DB`).
+        public var redisURL: String
+        /// Bundle id (the VoIP topic without `.voip`) → the calls stream its receipts go to,
+        /// such as `pushgw:{acme}:calls`. Pushes of other bundle ids get none.
+        public var streams: [String: String]
+
+        public init(redisURL: String, streams: [String: String]) {
+            self.redisURL = redisURL
+            self.streams = streams
+        }
+    }
 
     public init(certFile: String, keyFile: String) {
         self.certFile = certFile
@@ -126,7 +145,7 @@ private struct ConfigReader {
     static let knownKeys: Set<String> = [
         "host", "port", "cert_file", "key_file", "client_ca_file", "token_keys", "team_id", "bundle_ids",
         "default_scenario", "scenarios", "goaway_every", "initial_max_streams", "raised_max_streams",
-        "log_file", "sandbox", "max_token_age_s", "record_limit", "token_environments",
+        "log_file", "sandbox", "max_token_age_s", "record_limit", "token_environments", "ring_receipts",
     ]
 
     mutating func read(_ root: JSONValue) -> SimulatorConfig? {
@@ -192,7 +211,27 @@ private struct ConfigReader {
         }
         if let n = int(o, "max_token_age_s", in: 1...Int(Int32.max)) { c.maxTokenAgeSeconds = n }
         if let n = int(o, "record_limit", in: 0...1_000_000) { c.recordLimit = n }
+        if let receipts = object(o, "ring_receipts") { c.ringReceipts = ringReceipts(receipts) }
         return c
+    }
+
+    /// `ring_receipts`: `{"redis_url": "redis://…", "streams": {"BUNDLE_ID": "STREAM", …}}`.
+    private mutating func ringReceipts(_ o: [String: JSONValue]) -> SimulatorConfig.RingReceipts? {
+        for key in o.keys.sorted() where key != "redis_url" && key != "streams" { problem("$.ring_receipts.\(key)", "unknown key") }
+        guard case let .string(url)? = o["redis_url"], url.hasPrefix("redis://") || url.hasPrefix("rediss://") else {
+            problem("$.ring_receipts.redis_url", "must be a redis:// URL such as redis://127.0.0.1:6379/0")
+            return nil
+        }
+        guard case let .object(table)? = o["streams"], !table.isEmpty else {
+            problem("$.ring_receipts.streams", "must be an object: bundle id → calls stream, such as {\"com.acme.phone\": \"pushgw:{acme}:calls\"}")
+            return nil
+        }
+        var streams: [String: String] = [:]
+        for (bundle, v) in table.sorted(by: { $0.key < $1.key }) {
+            guard case let .string(stream) = v, !stream.isEmpty else { problem("$.ring_receipts.streams.\(bundle)", "must be a stream name"); continue }
+            streams[bundle] = stream
+        }
+        return SimulatorConfig.RingReceipts(redisURL: url, streams: streams)
     }
 
     private mutating func problem(_ path: String, _ message: String) {

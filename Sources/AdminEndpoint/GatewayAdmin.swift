@@ -223,6 +223,7 @@ package final class GatewayAdmin {
         let now = Clock.monotonicMs()
         var s = GatewaySnapshot()
         s.apps = apps.map(\.id)
+        s.appsWithReceipts = apps.filter { $0.policy.ringReceiptTimeoutMs != nil }.map(\.id)
         s.process = ProcessFigures.read()
         if let runner {
             s.router = runner.stats
@@ -230,6 +231,7 @@ package final class GatewayAdmin {
             s.callsInFlightByApp = runner.inFlightByApp
             s.throttledSecondsByApp = runner.throttledSecondsByApp
             s.unhealthyApps = runner.unhealthyApps
+            s.appsMissingReceipts = runner.appsMissingReceipts
             s.withheldApps = runner.withheldApps.mapValues { (forMs: now - $0.sinceMs, nextProbeInMs: max(0, $0.nextProbeAtMs - now)) }
         }
         for (key, client) in pools.all {
@@ -275,9 +277,12 @@ package final class GatewayAdmin {
     package func consoleFigures() -> ConsoleFigures {
         let s = snapshot()
         let apps = self.apps.map { a in
-            ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
-                               refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length, pending: s.backlog[a.id]?.pending,
-                               environmentMismatches: mismatches[a.id])
+            var app = ConsoleFigures.App(id: a.id, bundleID: a.policy.bundleID, environment: a.policy.environment.rawValue,
+                                         refusal: s.refusal(of: a.id), backlog: s.backlog[a.id]?.length,
+                                         pending: s.backlog[a.id]?.pending, environmentMismatches: mismatches[a.id])
+            app.ringReceipts = a.policy.ringReceiptTimeoutMs != nil
+            app.receiptsMissing = s.appsMissingReceipts[a.id]
+            return app
         }
         let problems = readiness().problems.map { p in
             [p.check, p.node, p.credential.map { "credential \($0)" }, p.detail].compactMap { $0 }.joined(separator: ": ")
@@ -299,6 +304,7 @@ package final class GatewayAdmin {
             "calls_in_flight": s.callsInFlight,
             "unhealthy_apps": s.unhealthyApps,
             "withheld_apps": s.withheldApps.mapValues { ["for_ms": $0.forMs, "next_probe_in_ms": $0.nextProbeInMs] },
+            "receipts_missing_apps": s.appsMissingReceipts.mapValues { ["calls_without_receipt": $0] },
         ]
         object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
             ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,
@@ -326,6 +332,10 @@ extension GatewayAdmin: RouterObservations {
         metrics.fallback(app: app, cause: cause)
     }
 
+    package func voipSuspected(app: String, count: Int) {
+        metrics.voipSuspected(app: app, count: count)
+    }
+
     package func tokenFeedback(app: String, feedback: InvalidToken) {
         metrics.tokenFeedback(app: app, feedback: feedback)
         if let environment = feedback.environment {
@@ -340,6 +350,9 @@ extension GatewayAdmin: RouterObservations {
     package func callRecorded(app: String, record: OutcomeRecord) {
         metrics.callRecorded(app: app, record: record)
         console?.recorded(app: app, outcome: record.outcome.rawValue, cause: record.cause?.rawValue, latencyMs: record.latencyMs)
+        if let console, record.devices != nil {
+            for latencyMs in GatewayMetrics.ringLatenciesMs(record) { console.rang(app: app, latencyMs: latencyMs) }
+        }
     }
 }
 

@@ -46,6 +46,11 @@ package final class GatewayConsole {
             guesses.failed(request.peer, via: "console sign-in")
             return .wrong
         }, figures: figures)
+        let tokens = TokenStore(topology: topology)
+        let prefix = config.redis.prefix
+        console.suspectedVoipTokens = { app, limit, completion in
+            tokens.suspectedVoipTokens(AppKeys(prefix: prefix, app: app), limit: limit) { completion($0.mapError { ConsoleReadError("\($0)") }) }
+        }
         console.log = { level, message, fields in
             let object = Dictionary(fields, uniquingKeysWith: { a, _ in a }) as [String: Any]
             switch level {
@@ -71,6 +76,11 @@ package final class GatewayConsole {
     /// The router's record hook: one call counted in the overview's last hour.
     func recorded(app: String, outcome: String, cause: String?, latencyMs: Int64?) {
         console.recordOutcome(app: app, outcome: outcome, cause: cause, latencyMs: latencyMs)
+    }
+
+    /// A device's ring: its receipt `latencyMs` after its call's XADD.
+    func rang(app: String, latencyMs: Int64) {
+        console.recordRing(app: app, latencyMs: latencyMs)
     }
 
     /// Answers a `/console…` request of the admin endpoint: the same request and response

@@ -31,6 +31,7 @@ package final class GatewayMetrics: RouterObservations {
     let eventsFinished: CounterFamily
     let duplicates: CounterFamily
     let ringReceipts: CounterFamily
+    let voipSuspectedBlocked: CounterFamily
     let deadLetters: CounterFamily
     let fallbacks: CounterFamily
     let tokenFeedback: CounterFamily
@@ -38,6 +39,7 @@ package final class GatewayMetrics: RouterObservations {
     let environmentMismatches: CounterFamily
     let deadlineMisses: CounterFamily
     let eventLatency: HistogramFamily
+    let ringLatency: HistogramFamily
     // MARK: APNs answers (pushed)
     let apnsResponses: CounterFamily
     let apnsFailures: CounterFamily
@@ -54,6 +56,7 @@ package final class GatewayMetrics: RouterObservations {
     let appCallsInFlight: GaugeFamily
     let appThrottled: CounterFamily
     let appPushesWithheld: GaugeFamily
+    let appReceiptsMissing: GaugeFamily
     // MARK: APNs pools (pulled)
     let apnsRequests: CounterFamily
     let apnsAnswers: CounterFamily
@@ -116,6 +119,9 @@ package final class GatewayMetrics: RouterObservations {
         ringReceipts = r.counter("pushgw_ring_receipts_total",
                                  help: "Ring receipts (call_ringing events) recorded, by app; not counted among the finished events, which they would dilute.",
                                  labels: ["app"])
+        voipSuspectedBlocked = r.counter("pushgw_voip_suspected_blocked_total",
+                                         help: "VoIP tokens marked suspected of iOS's silent VoIP ban (their last VoIP rings accepted, no ring receipt): their calls skip VoIP and go straight to the alert, by app.",
+                                         labels: ["app"])
         deadLetters = r.counter("pushgw_dead_letters_total",
                                 help: "Events written to the dead-letter stream, by app and reason code.",
                                 labels: ["app", "reason"])
@@ -137,6 +143,9 @@ package final class GatewayMetrics: RouterObservations {
         eventLatency = r.histogram("pushgw_event_latency_seconds",
                                    help: "From the stream entry's time (XADD) to the APNs answer that finished the call, by the channel of that answer.",
                                    labels: ["channel"], buckets: GatewayMetrics.eventLatencyBuckets)
+        ringLatency = r.histogram("pushgw_ring_latency_seconds",
+                                  help: "With ring receipts: from the call's stream entry (XADD) to a device's ring receipt (the call_ringing entry's time), by app.",
+                                  labels: ["app"], buckets: GatewayMetrics.eventLatencyBuckets)
         apnsResponses = r.counter("pushgw_apns_responses_total",
                                   help: "APNs answers to pushes, by app, channel, HTTP status and Apple's reason (empty when accepted).",
                                   labels: ["app", "channel", "status", "reason"])
@@ -169,6 +178,9 @@ package final class GatewayMetrics: RouterObservations {
         appPushesWithheld = r.gauge("pushgw_app_pushes_withheld",
                                     help: "1 while the app's pushes are withheld after APNs refused its credentials or configuration again and again (its calls dead-lettered at once, one probe push a minute), else 0, by app.",
                                     labels: ["app"])
+        appReceiptsMissing = r.gauge("pushgw_app_receipts_missing",
+                                     help: "1 while no device of the app sent a ring receipt for its last calls (its backend stopped adding call_ringing: no token is suspected of a ban meanwhile), else 0, by app with ring receipts on.",
+                                     labels: ["app"])
 
         let pool = ["credential", "environment"]
         apnsRequests = r.counter("pushgw_apns_requests_total",
@@ -288,6 +300,7 @@ package final class GatewayMetrics: RouterObservations {
             for cause in FallbackCause.allCases { fallbacks.preset([app, cause.rawValue]) }
             deadlineMisses.preset([app])
             ringReceipts.preset([app])
+            voipSuspectedBlocked.preset([app])
             for channel in channels {
                 for reason in GatewayMetrics.tokenReasons {
                     tokenFeedback.preset([app, channel, reason])
@@ -318,6 +331,10 @@ package final class GatewayMetrics: RouterObservations {
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline { deadlineMisses.inc([app]) }
+    }
+
+    package func voipSuspected(app: String, count: Int) {
+        voipSuspectedBlocked.inc([app], by: Double(count))
     }
 
     /// The certificates' expiry times, replacing the ones set before (a reload may drop some).
@@ -366,6 +383,17 @@ package final class GatewayMetrics: RouterObservations {
            let channel = record.channel ?? record.attempts.last?.channel {
             eventLatency.observe([channel.rawValue], Double(latencyMs) / 1000)
         }
+        if record.devices != nil {
+            for latencyMs in GatewayMetrics.ringLatenciesMs(record) { ringLatency.observe([app], Double(latencyMs) / 1000) }
+        }
+    }
+
+    /// With ring receipts, each device's XADD→ringing of a call's record: from its entry's time
+    /// (the id of the producer's calls entry) to the device's `rang_at` (its receipt entry's
+    /// time), ms, at least 0 (two clocks of one Redis); none for a device that did not ring.
+    package static func ringLatenciesMs(_ record: OutcomeRecord) -> [Int64] {
+        guard let devices = record.devices, let entry = record.entry, let entryMs = Int64(entry.prefix { $0 != "-" }) else { return [] }
+        return devices.compactMap { $0.rangAtMs.map { max(0, $0 - entryMs) } }
     }
 
     // MARK: Pulled
@@ -383,6 +411,7 @@ package final class GatewayMetrics: RouterObservations {
         }
         appUnhealthy.removeAll()
         appPushesWithheld.removeAll()
+        appReceiptsMissing.removeAll()
         appCallsInFlight.removeAll()
         if snapshot.router != nil {
             for app in snapshot.apps { appCallsInFlight.set([app], Double(snapshot.callsInFlightByApp[app] ?? 0)) }
@@ -392,6 +421,7 @@ package final class GatewayMetrics: RouterObservations {
             appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1)
             appPushesWithheld.set([app], snapshot.withheldApps[app] == nil ? 0 : 1)
         }
+        for app in snapshot.appsWithReceipts { appReceiptsMissing.set([app], snapshot.appsMissingReceipts[app] == nil ? 0 : 1) }
 
         let poolFamilies: [ValueFamily] = [apnsRequests, apnsAnswers, apnsTimeouts, apnsLost, apnsResends, apnsGoaways,
                                            apnsConnectionsOpened, apnsConnectFailures, apnsDeadConnections, apnsQueueFull,
@@ -522,6 +552,11 @@ package struct GatewaySnapshot {
     /// App id → for how long its pushes have been withheld and when the next probe goes, ms
     /// (`RouterRole.withheldApps`).
     package var withheldApps: [String: (forMs: Int64, nextProbeInMs: Int64)] = [:]
+    /// The apps with ring receipts on.
+    package var appsWithReceipts: [String] = []
+    /// App id → its calls in a row without any ring receipt, for apps whose receipts are
+    /// missing (`RouterRole.appsMissingReceipts`).
+    package var appsMissingReceipts: [String: Int64] = [:]
 
     /// How the operators' console says why APNs refuses an app, and whether its pushes are withheld.
     package func refusal(of app: String) -> String? {

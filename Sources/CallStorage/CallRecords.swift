@@ -72,11 +72,39 @@ public struct FinishRecord: Equatable, Sendable {
     public var entryID: String?
     public var record: ResultEntry
     public var invalidTokens: [InvalidToken]
+    /// With ring receipts on, what the record tells the guard against iOS's silent VoIP ban
+    /// (`RingTally`); nil: nothing (receipts off, or nothing to tell).
+    public var ringTally: RingTally?
 
-    public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = []) {
+    public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [], ringTally: RingTally? = nil) {
         self.entryID = entryID
         self.record = record
         self.invalidTokens = invalidTokens
+        self.ringTally = ringTally
+    }
+}
+
+/// With ring receipts on, what one record tells the guard against iOS's silent VoIP ban
+/// (docs/protocol.md, *The guard against the silent VoIP ban*).
+public enum RingTally: Equatable, Sendable {
+    /// A call's rings: each device's VoIP token, and whether it rang (`silent` false) or its
+    /// push was accepted and no receipt came (`silent`, keyed by the receipt id it waited for,
+    /// `ResultEntry.ringingID`). `suspectAfter`: the app's `voip_suspected_after_silent_rings`.
+    case call(rings: [Ring], suspectAfter: Int)
+    /// A receipt's own record (`ringingID`): it clears what a silent count said of its token,
+    /// and says the app's backend sends receipts.
+    case receipt(ringingID: String)
+
+    public struct Ring: Equatable, Sendable {
+        public var voipToken: String
+        public var silent: Bool
+        public var ringingID: String
+
+        public init(voipToken: String, silent: Bool, ringingID: String) {
+            self.voipToken = voipToken
+            self.silent = silent
+            self.ringingID = ringingID
+        }
     }
 }
 
@@ -91,6 +119,14 @@ public struct FinishReport: Equatable, Sendable {
     public var firstOutcomes: [String?]
     /// How many of the entries were pending and are now acknowledged.
     public var acknowledged: Int64
+    /// With ring tallies in the batch: how many calls in a row of the app heard no receipt
+    /// after it (`AppKeys.callsWithoutReceipt`); nil when the batch had no call's tally.
+    public var callsWithoutReceipt: Int64?
+    /// VoIP tokens the batch marked suspected of iOS's silent ban (a feedback entry each).
+    public var suspected: [String] = []
+    /// VoIP tokens whose silent count a late receipt of the batch found (`AppKeys.silentRing`):
+    /// `CallStore.clearVoipSuspicion` clears them.
+    public var rangLate: [String] = []
 
     public init(recorded: [Bool], firstOutcomes: [String?]? = nil, acknowledged: Int64) {
         self.recorded = recorded
@@ -108,6 +144,9 @@ public struct LookupQuery: Equatable, Sendable {
     /// Take the call's in-flight claim (`AppKeys.result`) in the same step, for an
     /// `incoming_call` about to be pushed.
     public var claim: Bool
+    /// With ring receipts on: also read whether the VoIP tokens are suspected of iOS's silent
+    /// ban (`AppKeys.voipSuspected`).
+    public var voipSuspicion = false
     /// The tokens of a call's listed devices, one pair per device (nil: the device has none),
     /// looked up as `voipToken` and `alertToken` are; empty for a single-device call.
     public var deviceVoipTokens: [String?]
@@ -223,6 +262,10 @@ public struct EventLookup: Equatable, Sendable {
     /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
     public var deviceVoipInvalidSinceMs: [Int64?] = []
     public var deviceAlertInvalidSinceMs: [Int64?] = []
+    /// With `LookupQuery.voipSuspicion`: whether the VoIP token (of the single-device form, or
+    /// of each listed device in its order) is suspected of iOS's silent ban.
+    public var voipSuspected = false
+    public var deviceVoipSuspected: [Bool] = []
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String?

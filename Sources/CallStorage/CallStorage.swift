@@ -36,6 +36,9 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
+        voipSilentPrefix = base + "voip-silent:"
+        voipSuspectedPrefix = base + "voip-suspected:"
+        silentRingPrefix = base + "silent-ring:"
     }
 
     /// `PREFIX:{APP}:`, built once: the router derives several keys per event from it.
@@ -112,6 +115,30 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         case .alert: invalidAlertPrefix
         }
     }
+    // MARK: The guard against iOS's silent VoIP ban (docs/protocol.md), with ring receipts on
+
+    let voipSilentPrefix: String
+    let voipSuspectedPrefix: String
+    let silentRingPrefix: String
+    /// String: how many silent rings in a row VoIP token `token` had (a VoIP push accepted, no
+    /// receipt in time), with a TTL (`CallStore.Config.voipSuspicionTTLSeconds`, renewed at
+    /// each); removed by a ring that rang, and when the token is marked.
+    public func voipSilentRings(_ token: String) -> String { voipSilentPrefix + token }
+    /// String: unix ms since when VoIP token `token` is suspected of iOS's silent VoIP ban, with
+    /// that TTL: while it is there the token's calls skip VoIP; a receipt of the token removes it.
+    public func voipSuspected(_ token: String) -> String { voipSuspectedPrefix + token }
+    /// Sorted set: the app's suspected VoIP tokens, scored by when their mark lapses (unix ms),
+    /// for listing them (the console, `pushgw tokens show`); kept with the marks.
+    public var voipSuspectedTokens: String { base + "voip-suspected-tokens" }
+    /// String: the VoIP token of a device whose ring was counted silent, keyed by its receipt's
+    /// id (`ResultEntry.ringingID`), with that TTL: a receipt that comes after the call's record
+    /// finds the token and clears its count and mark.
+    public func silentRing(_ ringingID: String) -> String { silentRingPrefix + ringingID }
+    /// String: how many calls in a row of the app heard no receipt from any device (its VoIP
+    /// pushes accepted), with that TTL; removed by any receipt. At
+    /// `voip_suspected_after_silent_rings` the app's receipts are missing: no token is suspected.
+    public var callsWithoutReceipt: String { base + "calls-without-receipt" }
+
     /// Hash: the history of an event replayed from the dead letters (`replays`, `history`
     /// JSON, `calls_entry`, `dead_entry`), keyed by the SHA-256 (hex) of the event's raw
     /// text, with a TTL. Lets a replayed event that dies again keep its earlier attempts.

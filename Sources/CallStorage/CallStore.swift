@@ -49,6 +49,10 @@ public final class CallStore {
         public var consumerForgetMs: Int64
         /// `claimAbandoned` reads at most this many XPENDING pages per call.
         public var claimScanPages: Int
+        /// With ring receipts on, how long a VoIP token stays suspected of iOS's silent ban
+        /// once marked, and how long its silent count and the app's calls without a receipt
+        /// last since their last change, seconds (24 h; docs/protocol.md).
+        public var voipSuspicionTTLSeconds = 86_400
 
         public init(prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
@@ -101,6 +105,7 @@ public final class CallStore {
     private let registryScript = RedisScript(CallStoreLua.registry)
     private let forgetLapsedScript = RedisScript(CallStoreLua.forgetLapsed)
     private let backlogsScript = RedisScript(CallStoreLua.backlogs)
+    private let clearSuspicionScript = RedisScript(CallStoreLua.clearVoipSuspicion)
 
     /// A store whose commands go to `topology`, which it starts and closes (make it with
     /// `RedisTopology.own(…clientName: "pushgw-write")`; nothing else may close it).
@@ -262,7 +267,8 @@ public final class CallStore {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
         // Keys first (calls, results, feedback, then per record its result key and invalid-token
         // keys), then ARGV, written straight into one command buffer: no string per key.
-        var keyCount = 3
+        let guarded = records.contains { $0.ringTally != nil }
+        var keyCount = guarded ? 5 : 3
         var size = 0
         for r in records {
             guard let eventId = r.record.eventId else {
@@ -271,17 +277,42 @@ public final class CallStore {
             keyCount += 1 + r.invalidTokens.count
             size += app.cancelResultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
+            switch r.ringTally {
+            case nil: break
+            case let .call(rings, _):
+                keyCount += 3 * rings.count
+                size += rings.count * 800
+            case .receipt:
+                keyCount += 1
+                size += 400
+            }
         }
-        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 6 + 4 * records.count)
+        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 7 + 5 * records.count)
         body.append(app.calls)
         body.append(app.results)
         body.append(app.feedback)
+        if guarded {
+            body.append(app.callsWithoutReceipt)
+            body.append(app.voipSuspectedTokens)
+        }
         for r in records {
             body.append(app.resultKeyPrefix(r.record.namespace), r.record.eventId!)
             for t in r.invalidTokens { body.append(app.invalidPrefix(t.channel), t.token) }
+            switch r.ringTally {
+            case nil: break
+            case let .call(rings, _):
+                for ring in rings {
+                    body.append(app.voipSilentPrefix, ring.voipToken)
+                    body.append(app.voipSuspectedPrefix, ring.voipToken)
+                    body.append(app.silentRingPrefix, ring.ringingID)
+                }
+            case let .receipt(ringingID):
+                body.append(app.silentRingPrefix, ringingID)
+            }
         }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
-                    String(config.invalidTokenTTLSeconds), String(records.count)] {
+                    String(config.invalidTokenTTLSeconds), String(records.count),
+                    guarded ? String(config.voipSuspicionTTLSeconds) : ""] {
             body.append(arg)
         }
         for r in records {
@@ -297,11 +328,26 @@ public final class CallStore {
                 body.append(String(t.timestampMs))
                 body.append(t.environment ?? "")
             }
+            guard guarded else { continue }
+            switch r.ringTally {
+            case nil:
+                body.append("")
+            case let .call(rings, suspectAfter):
+                body.append("c")
+                body.append(String(suspectAfter))
+                body.append(String(rings.count))
+                for ring in rings {
+                    body.append(ring.voipToken)
+                    body.append(ring.silent ? "1" : "0")
+                }
+            case .receipt:
+                body.append("r")
+            }
         }
         let count = records.count
         finishScript.run(on: channel(app.calls), keyCount: keyCount, body: body) { result in
             completion(result.flatMap { reply in
-                guard let parts = reply.array, parts.count == count + 1, let acked = parts[count].integer else {
+                guard let parts = reply.array, parts.count == count + (guarded ? 4 : 1), let acked = parts[count].integer else {
                     return .failure(.unexpectedReply("finish script \(reply)"))
                 }
                 var recorded: [Bool] = []
@@ -319,7 +365,31 @@ public final class CallStore {
                         return .failure(.unexpectedReply("finish script \(reply)"))
                     }
                 }
-                return .success(FinishReport(recorded: recorded, firstOutcomes: firstOutcomes, acknowledged: acked))
+                var report = FinishReport(recorded: recorded, firstOutcomes: firstOutcomes, acknowledged: acked)
+                if guarded {
+                    report.callsWithoutReceipt = parts[count + 1].integer
+                    report.suspected = parts[count + 2].array?.compactMap(\.string) ?? []
+                    report.rangLate = parts[count + 3].array?.compactMap(\.string) ?? []
+                }
+                return .success(report)
+            })
+        }
+    }
+
+    /// Clears what the guard against iOS's silent VoIP ban holds of `voipTokens` of `app`
+    /// (their silent counts and suspicion marks): they rang (a receipt that came after its
+    /// call's record: `FinishReport.rangLate`). Answers how many marks went.
+    public func clearVoipSuspicion(_ app: AppKeys, voipTokens: [String], completion: @escaping (Result<Int, RedisError>) -> Void) {
+        guard !voipTokens.isEmpty else { return completion(.success(0)) }
+        var keys = [app.voipSuspectedTokens]
+        for token in voipTokens {
+            keys.append(app.voipSilentRings(token))
+            keys.append(app.voipSuspected(token))
+        }
+        clearSuspicionScript.run(on: channel(app.calls), keys: keys, args: voipTokens) { result in
+            completion(result.flatMap { reply in
+                guard let n = reply.integer else { return .failure(.unexpectedReply("clear VoIP suspicion \(reply)")) }
+                return .success(Int(n))
             })
         }
     }
@@ -385,10 +455,16 @@ public final class CallStore {
             if claims > 0, q.claim { resultIndices.append(command.count + 1) }  // 1-based, as Lua counts
             command.append(app.resultPrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
-            if let token = q.voipToken { command.append(app.invalidVoipPrefix, token) }
+            if let token = q.voipToken {
+                command.append(app.invalidVoipPrefix, token)
+                if q.voipSuspicion { command.append(app.voipSuspectedPrefix, token) }
+            }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
             for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
-                if let voip { command.append(app.invalidVoipPrefix, voip) }
+                if let voip {
+                    command.append(app.invalidVoipPrefix, voip)
+                    if q.voipSuspicion { command.append(app.voipSuspectedPrefix, voip) }
+                }
                 if let alert { command.append(app.invalidAlertPrefix, alert) }
             }
         }
@@ -412,11 +488,19 @@ public final class CallStore {
                     var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
                     if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
                     i += 2
-                    if q.voipToken != nil { found.voipInvalidSinceMs = values[i].integer; i += 1 }
+                    if q.voipToken != nil {
+                        found.voipInvalidSinceMs = values[i].integer
+                        i += 1
+                        if q.voipSuspicion { found.voipSuspected = !values[i].isNull; i += 1 }
+                    }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
                     for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
                         found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
                         if voip != nil { i += 1 }
+                        if q.voipSuspicion {
+                            found.deviceVoipSuspected.append(voip != nil && !values[i].isNull)
+                            if voip != nil { i += 1 }
+                        }
                         found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
                         if alert != nil { i += 1 }
                     }

@@ -91,17 +91,37 @@ enum CallStoreLua {
     /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
     /// KEYS: calls, results, feedback, then per record its result key followed by its
     ///       invalid-token keys.
-    /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, then
-    ///       per record: entry id ('' = none), result JSON, keying (`once` or `duplicate`), m,
-    ///       then m × (token, channel, reason, timestamp, environment). An environment names
+    /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, the
+    ///       guard's TTL ('' = no tallies: below), then per record: entry id ('' = none),
+    ///       result JSON, keying (`once` or `duplicate`), m, then m × (token, channel, reason,
+    ///       timestamp, environment). An environment names
     ///       where a token of the other environment was accepted (`environment_mismatch`): the
     ///       feedback entry carries it, and the token is not marked invalid.
+    /// ARGV[7] is '' unless the batch carries ring receipts' tallies (`RingTally`, the guard
+    /// against iOS's silent VoIP ban, docs/protocol.md); with them, ARGV[7] is the guard's TTL
+    /// s, KEYS[4] the app's calls without a receipt (`AppKeys.callsWithoutReceipt`), KEYS[5]
+    /// its suspected tokens' set, the per-record keys from KEYS[6], and after each
+    /// record's feedback a kind: '' (nothing), 'c' (a call's rings: suspect-after, t, then
+    /// t × (token, '1' silent or '0' rang); KEYS t × (silent count, suspicion mark, silent
+    /// ring)), 'r' (a receipt's own record; KEYS its silent ring). A call's rings, when it was
+    /// written: a ring that rang removes its token's count and mark; a silent one counts one
+    /// more (its token kept under its silent-ring key, for a late receipt) unless the app's
+    /// calls without any receipt have reached suspect-after (its backend sent none: the
+    /// silence says nothing of the token), and at suspect-after marks the token (unix ms, once:
+    /// `SET NX`), lists it, and writes one feedback entry, reason `voip_suspected_blocked`. A
+    /// call where some device rang, and a receipt's own record, reset the app's count; a call
+    /// whose rings were all silent adds one. A receipt takes its silent ring's token.
     /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
     /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
-    /// was written (its entry's own result is there already: `ownResult`).
+    /// was written (its entry's own result is there already: `ownResult`); with tallies also
+    /// {…, the app's calls without a receipt after the batch (false: no call's tally), the
+    /// tokens marked, the tokens a late receipt took}.
     static let finish = recordThenAcknowledge + """
         local out, ids = {}, {}
-        local a, k = 7, 4
+        local a, k = 8, 4
+        local guard = ARGV[7] ~= '' and ARGV[7]
+        local without, marked, late = false, {}, {}
+        if guard then k = 6 end
         for r = 1, tonumber(ARGV[6]) do
           local entry, json, m = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
           local recorded = 1
@@ -130,9 +150,87 @@ enum CallStoreLua {
           if entry ~= '' then ids[#ids + 1] = entry end
           a = a + 4 + 5 * m
           k = k + 1 + m
+          if guard then
+            local kind = ARGV[a]
+            if kind == 'c' then
+              local after, t = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+              if recorded == 1 then
+                local heard = false
+                for j = 0, t - 1 do if ARGV[a + 4 + 2 * j] == '0' then heard = true end end
+                if heard then
+                  redis.call('DEL', KEYS[4])
+                  without = 0
+                else
+                  without = tonumber(redis.call('GET', KEYS[4]) or '0') + 1
+                  redis.call('SET', KEYS[4], without, 'EX', guard)
+                end
+                for j = 0, t - 1 do
+                  local token, silent = ARGV[a + 3 + 2 * j], ARGV[a + 4 + 2 * j]
+                  local count, mark, ring = KEYS[k + 3 * j], KEYS[k + 3 * j + 1], KEYS[k + 3 * j + 2]
+                  if silent == '0' then
+                    redis.call('DEL', count)
+                    if redis.call('DEL', mark) == 1 then redis.call('ZREM', KEYS[5], token) end
+                  elseif without < after then
+                    redis.call('SET', ring, token, 'EX', guard)
+                    local n = tonumber(redis.call('GET', count) or '0') + 1
+                    if n < after then
+                      redis.call('SET', count, n, 'EX', guard)
+                    else
+                      redis.call('DEL', count)
+                      local clock = redis.call('TIME')
+                      local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+                      if redis.call('SET', mark, now, 'NX', 'EX', guard) then
+                        redis.call('ZADD', KEYS[5], now + 1000 * tonumber(guard), token)
+                        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
+                          'token', token, 'channel', 'voip', 'reason', 'voip_suspected_blocked', 'timestamp', now)
+                        marked[#marked + 1] = token
+                      end
+                    end
+                  end
+                end
+              end
+              a = a + 3 + 2 * t
+              k = k + 3 * t
+            elseif kind == 'r' then
+              if recorded == 1 then
+                local token = redis.call('GET', KEYS[k])
+                if token then
+                  redis.call('DEL', KEYS[k])
+                  late[#late + 1] = token
+                end
+                redis.call('DEL', KEYS[4])
+                without = 0
+              end
+              a = a + 1
+              k = k + 1
+            else
+              a = a + 1
+            end
+          end
         end
         out[#out + 1] = acknowledge(KEYS[1], ARGV[1], ids)
+        if guard then
+          out[#out + 1] = without
+          out[#out + 1] = marked
+          out[#out + 1] = late
+        end
         return out
+        """
+
+    /// Clears what the guard against iOS's silent VoIP ban holds of VoIP tokens that rang
+    /// (`CallStore.clearVoipSuspicion`; a receipt that came after its call's record).
+    /// KEYS: the suspected tokens' set, then per token its silent count and its mark. ARGV: the tokens.
+    /// Returns how many marks went.
+    static let clearVoipSuspicion = """
+        local n = 0
+        for i, token in ipairs(ARGV) do
+          redis.call('DEL', KEYS[2 * i])
+          if redis.call('DEL', KEYS[2 * i + 1]) == 1 then
+            redis.call('ZREM', KEYS[1], token)
+            n = n + 1
+          end
+        end
+        return n
         """
 
     /// Writes a dead letter and its result once per event id (`recordOnce`; an invalid event's

@@ -10,6 +10,8 @@ public final class TokenStore {
     public let topology: RedisTopology
     private let marksScript = RedisScript(TokenLua.marks)
     private let forgetScript = RedisScript(TokenLua.forget)
+    private let suspicionScript = RedisScript(TokenLua.suspicion)
+    private let suspectedScript = RedisScript(TokenLua.suspected)
 
     public init(topology: RedisTopology) {
         self.topology = topology
@@ -47,6 +49,44 @@ public final class TokenStore {
                     out[channel] = Mark(sinceMs: since, expiresInMs: ttl >= 0 ? ttl : nil)
                 }
                 return .success(out)
+            })
+        }
+    }
+
+    /// What the guard against iOS's silent VoIP ban (ring receipts, docs/protocol.md) holds of
+    /// a VoIP token: since when it is suspected (unix ms) and for how much longer (ms), nil when
+    /// it is not; and its silent rings in a row so far (a VoIP push accepted, no receipt).
+    public struct VoipSuspicion: Equatable, Sendable {
+        public var suspectedSinceMs: Int64?
+        public var expiresInMs: Int64?
+        public var silentRings: Int64
+    }
+
+    /// The guard's state of VoIP token `token` in `app`.
+    public func voipSuspicion(_ app: AppKeys, token: String, completion: @escaping (Result<VoipSuspicion, RedisError>) -> Void) {
+        suspicionScript.run(on: topology.channel(for: app.voipSuspected(token)),
+                            keys: [app.voipSuspected(token), app.voipSilentRings(token)], args: []) { result in
+            completion(result.flatMap { reply in
+                guard let parts = reply.array, parts.count == 3 else { return .failure(.unexpectedReply("VoIP suspicion \(reply)")) }
+                let ttl = parts[1].integer ?? -1
+                return .success(VoipSuspicion(suspectedSinceMs: parts[0].integer, expiresInMs: ttl >= 0 ? ttl : nil,
+                                              silentRings: parts[2].integer ?? 0))
+            })
+        }
+    }
+
+    /// The VoIP tokens of `app` suspected of iOS's silent ban now (`AppKeys.voipSuspectedTokens`,
+    /// marks not lapsed by Redis' clock), most recently marked first, at most `limit`, and
+    /// whether there are more.
+    public func suspectedVoipTokens(_ app: AppKeys, limit: Int,
+                                    completion: @escaping (Result<(tokens: [String], more: Bool), RedisError>) -> Void) {
+        precondition(limit > 0, "a listing needs a positive limit")
+        suspectedScript.run(on: topology.channel(for: app.voipSuspectedTokens), keys: [app.voipSuspectedTokens],
+                            args: [String(limit + 1)]) { result in
+            completion(result.flatMap { reply in
+                guard let members = reply.array else { return .failure(.unexpectedReply("suspected VoIP tokens \(reply)")) }
+                let tokens = members.compactMap(\.string)
+                return .success((Array(tokens.prefix(limit)), tokens.count > limit))
             })
         }
     }
@@ -100,6 +140,21 @@ enum TokenLua {
           out[#out + 1] = redis.call('PTTL', key)
         end
         return out
+        """
+
+    /// KEYS: a VoIP token's suspicion mark, its silent count. Returns {mark or false, its PTTL,
+    /// count or false}.
+    static let suspicion = """
+        return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+        """
+
+    /// KEYS: the app's suspected tokens' set. ARGV: limit. Drops the members whose mark lapsed
+    /// (Redis' clock), then returns the `limit` latest to lapse (the most recently marked).
+    static let suspected = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+        return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'REV')
         """
 
     /// KEYS: known-invalid keys. Returns per key 1 (removed) or 0 (was not there).

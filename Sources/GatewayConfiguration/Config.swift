@@ -211,6 +211,13 @@ package struct AppConfig: Equatable, Sendable {
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
     /// second or two of the push; past 30 s the caller has given up.
     static let ringReceiptTimeoutRange = 500...30_000
+    /// With ring receipts on (`voip_suspected_after_silent_rings`): after this many silent rings
+    /// in a row a VoIP token is suspected of iOS's silent VoIP ban, and after this many calls in
+    /// a row without any receipt the app's receipts are missing (docs/protocol.md).
+    package var voipSuspectedAfterSilentRings = AppConfig.defaultVoipSuspectedAfter
+    static let defaultVoipSuspectedAfter = 3
+    /// Its bounds: one lost push is no ban; past 20 a banned phone stays silent for weeks of calls.
+    static let voipSuspectedAfterRange = 2...20
 
     static let defaultRingTimeoutSeconds = 30
     /// Above this `config check` warns: people stop waiting for an answer within a minute or

@@ -328,7 +328,8 @@ struct ConfigParser {
     private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
-                                   "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms", "limits"])
+                                   "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms",
+                                   "voip_suspected_after_silent_rings", "limits"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -361,16 +362,39 @@ struct ConfigParser {
         let deadLetters = parseDeadLetters(entry, in: path)
         let receiptTimeout = parseRingReceiptTimeout(entry, in: path)
         let limits = parseLimits(entry, in: path)
+        let suspectAfter = parseVoipSuspectedAfter(entry, in: path, receipts: receiptTimeout.flatMap { $0 } != nil)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout, let limits else {
+              let deadLetters, let receiptTimeout, let suspectAfter, let limits else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
                             ringTimeoutSeconds: ring, retry: retry, fallbackAlert: fallback, missedCallAlert: missedCallAlert,
                             deadLetters: deadLetters)
         app.ringReceiptTimeoutMs = receiptTimeout
+        app.voipSuspectedAfterSilentRings = suspectAfter
         app.limits = limits
         return app
+    }
+
+    /// `voip_suspected_after_silent_rings`: a whole number in `AppConfig.voipSuspectedAfterRange`
+    /// (absent: `AppConfig.defaultVoipSuspectedAfter`); a warning when ring receipts are off,
+    /// where it means nothing. Nil when it is invalid (the error is reported).
+    private func parseVoipSuspectedAfter(_ entry: [String: Any], in path: JSONPath, receipts: Bool) -> Int? {
+        let key = "voip_suspected_after_silent_rings"
+        let range = AppConfig.voipSuspectedAfterRange
+        let fallback = AppConfig.defaultVoipSuspectedAfter
+        guard reader.lookup(entry, key, in: path) != nil else { return fallback }
+        guard let n = reader.positiveInteger(entry, key, in: path, fallback: fallback, most: range.upperBound) else { return nil }
+        guard n >= range.lowerBound else {
+            reader.error(path.appending(key), "\(n) silent ring would suspect a token of iOS's silent VoIP ban at its first lost push",
+                         fix: "write how many silent rings in a row (a VoIP push accepted, no receipt) make a token suspected, from \(range.lowerBound) to \(range.upperBound), such as \(fallback)")
+            return nil
+        }
+        if !receipts {
+            reader.warning(path.appending(key), "ring receipts are off for this app, so nothing counts silent rings",
+                           fix: "set ring_receipt_timeout_ms (such as 4000) to turn ring receipts on, or remove this key")
+        }
+        return n
     }
 
     /// `ring_receipt_timeout_ms`: absent (off), or milliseconds in `AppConfig.ringReceiptTimeoutRange`.

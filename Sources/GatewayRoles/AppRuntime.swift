@@ -31,7 +31,8 @@ package final class AppRuntime: Sendable {
                                   voipRetry: config.retry.voip, alertRetry: config.retry.alert,
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
                                   fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert,
-                                  ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init))
+                                  ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init),
+                                  voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings)
     }
 
     /// Every app of `config`, in a stable order (by id).

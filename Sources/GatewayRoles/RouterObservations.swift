@@ -30,6 +30,9 @@ package protocol RouterObservations: AnyObject {
     /// invalid, or one accepted in the other environment (`feedback.environment`, reason
     /// `environment_mismatch`).
     func tokenFeedback(app: String, feedback: InvalidToken)
+    /// With ring receipts on, `count` VoIP tokens of `app` were marked suspected of iOS's
+    /// silent VoIP ban (a feedback entry each, reason `voip_suspected_blocked`).
+    func voipSuspected(app: String, count: Int)
 }
 
 extension RouterObservations {
@@ -39,6 +42,7 @@ extension RouterObservations {
     package func fallback(app: String, cause: FallbackCause) {}
     package func callRecorded(app: String, record: OutcomeRecord) {}
     package func tokenFeedback(app: String, feedback: InvalidToken) {}
+    package func voipSuspected(app: String, count: Int) {}
 }
 
 extension ApnsClientError {

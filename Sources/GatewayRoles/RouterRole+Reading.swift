@@ -294,6 +294,7 @@ extension RouterRole {
                                                    ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
                                                    knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
                                                    devicesKnownInvalid: found.devicesKnownInvalid,
+                                                   devicesVoipSuspected: found.devicesVoipSuspected,
                                                    snapshot: a.snapshot, now: Clock.unixMs())
         switch action.life {
         case .waitForCopyHere:

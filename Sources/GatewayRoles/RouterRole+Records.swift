@@ -51,7 +51,8 @@ extension RouterRole {
         let record = stamped(record, call)
         let entry = ResultEntry(record, callID: call.callID, keying: keying)
         records.add(PendingRecord(call: call, record: record,
-                                  finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback)))
+                                  finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback,
+                                                       ringTally: keying == .once ? ringTally(of: record, for: call) : nil)))
     }
 
     /// One `finish` script per app (and chunk) for the turn's outcomes.
@@ -70,6 +71,9 @@ extension RouterRole {
                     switch result {
                     case let .success(report):
                         for (i, p) in chunk.enumerated() { self.answered(p.record, call: p.call, report.answer(i)) }
+                        if report.callsWithoutReceipt != nil || !report.suspected.isEmpty || !report.rangLate.isEmpty {
+                            self.heardGuard(report, app: chunk[0].call.app)
+                        }
                     case let .failure(error):
                         self.recordFailed(chunk.lazy.map(\.call), "recording outcomes failed; outcomes held, recording again",
                                           error: error, ["app": id, "count": chunk.count])

@@ -189,7 +189,9 @@ package final class RouterRole {
             self.snapshot = snapshot
         }
 
-        var query: LookupQuery { LookupQuery(event, resumed: snapshot != nil) }
+        var query: LookupQuery {
+            LookupQuery(event, resumed: snapshot != nil, voipSuspicion: call.app.policy.ringReceiptTimeoutMs != nil)
+        }
     }
 
     /// An app's entry id or call id: keys of the live tables (two strings, no concatenation).
@@ -291,6 +293,9 @@ package final class RouterRole {
     var recordAgainTimer: LoopTimer!
     var recheckTimer: LoopTimer!
 
+    /// With ring receipts on: per app, how many calls in a row heard no receipt from any
+    /// device, as its last recording script said (`heardGuard`).
+    var callsWithoutReceipt: [String: Int64] = [:]
     /// The apps APNs refused lately for their credential or configuration, by id (a healthy
     /// app has no entry, so the hot path pays one missed lookup per push).
     var appHealth: [String: AppCredentialHealth] = [:]

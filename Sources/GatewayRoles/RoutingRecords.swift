@@ -43,6 +43,10 @@ extension EventLookup {
     var devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] {
         zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
     }
+
+    /// Whether each device's VoIP token is suspected of iOS's silent ban, in `CallEvent.devices`'
+    /// order: the single-device form's one, or each listed device's.
+    var devicesVoipSuspected: [Bool] { deviceVoipSuspected.isEmpty ? [voipSuspected] : deviceVoipSuspected }
 }
 
 /// What a recording script did with a record (`FinishReport`, `RecordReport`, `CancelReport`).
@@ -88,11 +92,14 @@ extension LookupQuery {
     /// The lookup of an event before routing: its outcome, its cancellation, and for a new
     /// event (not a resumed retry, whose snapshot knows its tokens) the tokens' known-invalid
     /// marks; an `incoming_call` also takes its in-flight claim.
-    init(_ event: borrowing CallEvent, resumed: Bool) {
+    /// With `voipSuspicion` (ring receipts on) also whether its VoIP tokens are suspected of
+    /// iOS's silent VoIP ban.
+    init(_ event: borrowing CallEvent, resumed: Bool, voipSuspicion: Bool = false) {
         let claim = event.kind == .incomingCall
         let devices = resumed ? [] : event.listedDevices
         self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
                   claim: claim, deviceVoipTokens: devices.map(\.voipToken), deviceAlertTokens: devices.map(\.alertToken))
+        self.voipSuspicion = voipSuspicion && claim && !resumed
     }
 }
 

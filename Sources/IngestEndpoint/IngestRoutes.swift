@@ -70,10 +70,14 @@ package final class IngestRoutes {
     enum Route: Equatable {
         case submit(app: String)
         case read(app: String, id: String)
-        case cancel(app: String, id: String)
-        /// A receipt the gateway has no event type for yet (`answer`, `decline`, `ringing`).
-        case receipt(app: String, id: String, kind: String)
+        /// `cancel`, `answer`, `decline` or `ringing`: the call-in-progress event of that kind.
+        case progress(app: String, id: String, kind: CallEvent.Kind)
     }
+
+    /// The path action of each call-in-progress event kind.
+    static let progressActions: [String: CallEvent.Kind] = [
+        "cancel": .callCancelled, "answer": .callAnswered, "decline": .callDeclined, "ringing": .callRinging,
+    ]
 
     /// `/v1/apps/{app}/calls[/{id}[/{action}]]`; the id percent-decoded. Nil for any other path.
     static func route(_ path: String) -> Route? {
@@ -86,11 +90,7 @@ package final class IngestRoutes {
         case 6, 7:
             guard let id = parts[5].removingPercentEncoding, !id.isEmpty else { return nil }
             if parts.count == 6 { return .read(app: app, id: id) }
-            switch parts[6] {
-            case "cancel": return .cancel(app: app, id: id)
-            case "answer", "decline", "ringing": return .receipt(app: app, id: id, kind: parts[6])
-            default: return nil
-            }
+            return progressActions[parts[6]].map { .progress(app: app, id: id, kind: $0) }
         default: return nil
         }
     }
@@ -109,7 +109,7 @@ package final class IngestRoutes {
         }
         let app: String
         switch route {
-        case let .submit(a), let .read(a, _), let .cancel(a, _), let .receipt(a, _, _): app = a
+        case let .submit(a), let .read(a, _), let .progress(a, _, _): app = a
         }
         if let refusal = authenticate(request, app: app) { return respond(refusal) }
         guard let served = apps[app] else {
@@ -130,13 +130,10 @@ package final class IngestRoutes {
         switch route {
         case .submit:
             submit(request, app: served, wait: wait, respond: respond)
-        case let .cancel(_, id):
-            cancel(id, request: request, app: served, wait: wait, respond: respond)
+        case let .progress(_, id, kind):
+            progress(kind, of: id, request: request, app: served, wait: wait, respond: respond)
         case let .read(_, id):
             read(id, namespace: .call, app: served, until: wait.map { Clock.monotonicMs() + $0 }, respond: respond)
-        case let .receipt(_, _, kind):
-            respond(.problem(404, "event_type_unsupported",
-                             "this gateway has no \(kind) receipts yet: only incoming_call and call_cancelled events exist"))
         }
     }
 
@@ -180,24 +177,55 @@ package final class IngestRoutes {
         add(event.id, namespace: .call, bytes: request.body, app: app, until: until, respond: respond)
     }
 
-    private func cancel(_ id: String, request: HTTPRequest, app: App, wait: Int64?, respond: @escaping (HTTPResponse) -> Void) {
-        let object: [String: Any] = ["v": 1, "id": id, "type": CallEvent.Kind.callCancelled.rawValue]
+    /// `POST …/calls/{id}/cancel|answer|decline|ringing`: writes that event of call `id`. The
+    /// body is empty or a JSON object whose only field is `device` (required for an answer and
+    /// a decline, optional for a receipt, none for a cancel). An end's own result is keyed in
+    /// the cancels' namespace, a receipt's by call and device (docs/protocol.md).
+    private func progress(_ kind: CallEvent.Kind, of id: String, request: HTTPRequest, app: App, wait: Int64?,
+                          respond: @escaping (HTTPResponse) -> Void) {
+        var object: [String: Any] = ["v": 1, "id": id, "type": kind.rawValue]
+        if !request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            guard let given = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any] else {
+                return respond(.problem(400, "invalid_event", "invalid_event: body: expected empty or a JSON object such as "
+                                        + "{\"device\":\"bob-iphone\"}", field: "body"))
+            }
+            if let other = given.keys.sorted().first(where: { $0 != "device" }) {
+                return respond(.problem(400, "invalid_event", "invalid_event: \(InvalidEvent.quote(other)): not a field of this request "
+                                        + "(only device)", field: other))
+            }
+            if let device = given["device"] {
+                guard kind != .callCancelled else {
+                    return respond(.problem(400, "invalid_event", "invalid_event: device: a cancel ends the call on every device",
+                                            field: "device"))
+                }
+                object["device"] = device
+            }
+        }
         let bytes = Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
-        // The same checks as any event (the id's length above all).
-        if case let .failure(problem) = IngestRoutes.validate(bytes, app: app, nowMs: Clock.unixMs()) { return respond(problem.response) }
+        // The same checks as any event: the id's and the device's lengths, a device required.
+        let event: CallEvent
+        switch IngestRoutes.validate(bytes, app: app, nowMs: Clock.unixMs()) {
+        case let .success(valid): event = valid
+        case let .failure(problem): return respond(problem.response)
+        }
         if let problem = IngestRoutes.idempotencyProblem(request, id: id) { return respond(problem.response) }
-        add(id, namespace: .cancel, bytes: bytes, app: app, until: wait.map { Clock.monotonicMs() + $0 }, respond: respond)
+        let namespace: ResultEntry.Namespace = kind == .callRinging ? .ringing : .cancel
+        let keyed = kind == .callRinging ? ResultEntry.ringingID(id, device: event.device) : id
+        add(id, keyed: keyed, namespace: namespace, bytes: bytes, app: app, until: wait.map { Clock.monotonicMs() + $0 }, respond: respond)
     }
 
-    private func add(_ id: String, namespace: ResultEntry.Namespace, bytes: [UInt8], app: App, until: Int64?,
+    /// Adds event `bytes` of call `id`, its result keyed `keyed` (the id itself but for a
+    /// receipt, keyed by call and device) in `namespace`.
+    private func add(_ id: String, keyed: String? = nil, namespace: ResultEntry.Namespace, bytes: [UInt8], app: App, until: Int64?,
                      respond: @escaping (HTTPResponse) -> Void) {
-        intake.submit(app.keys, id: id, namespace: namespace, event: bytes) { [weak self] result in
+        let keyed = keyed ?? id
+        intake.submit(app.keys, id: keyed, namespace: namespace, event: bytes) { [weak self] result in
             guard let self else { return }
             switch result {
             case let .success(.added(entry)):
                 let accepted = HTTPResponse.json(202, ["status": "accepted", "id": id, "entry": entry])
                 guard let until else { return respond(accepted) }
-                self.poll(id, namespace: namespace, app: app, until: until, entry: entry, respond: respond)
+                self.poll(id, keyed: keyed, namespace: namespace, app: app, until: until, entry: entry, respond: respond)
             case let .success(.duplicate(first, json)):
                 var body: [String: Any] = ["error": "duplicate", "first_outcome": first,
                                            "message": "\(id) already has an outcome (\(first)): nothing was sent again"]
@@ -232,16 +260,16 @@ package final class IngestRoutes {
 
     /// After an add with `?wait`: the result (200) once it is there, else at `until` the
     /// accepted answer (202), `in_flight` when a gateway routes it.
-    private func poll(_ id: String, namespace: ResultEntry.Namespace, app: App, until: Int64, entry: String,
+    private func poll(_ id: String, keyed: String, namespace: ResultEntry.Namespace, app: App, until: Int64, entry: String,
                       respond: @escaping (HTTPResponse) -> Void) {
-        intake.result(app.keys, id: id, namespace: namespace) { [weak self] result in
+        intake.result(app.keys, id: keyed, namespace: namespace) { [weak self] result in
             switch result {
             case let .success(.result(json)):
                 respond(.json(200, ["status": "done", "id": id, "entry": entry,
                                     "result": (try? JSONSerialization.jsonObject(with: Data(json.utf8))) ?? json]))
             case let .success(stored):
                 if Clock.monotonicMs() < until, let self {
-                    return self.later { self.poll(id, namespace: namespace, app: app, until: until, entry: entry, respond: respond) }
+                    return self.later { self.poll(id, keyed: keyed, namespace: namespace, app: app, until: until, entry: entry, respond: respond) }
                 }
                 respond(.json(202, ["status": stored == .inFlight ? "in_flight" : "accepted", "id": id, "entry": entry]))
             case .failure:

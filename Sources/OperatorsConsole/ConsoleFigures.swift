@@ -1,3 +1,9 @@
+/// A Redis read of the console that failed, as its error said.
+public struct ConsoleReadError: Error, Equatable, Sendable {
+    public var text: String
+    public init(_ text: String) { self.text = text }
+}
+
 /// What the gateway tells the console's overview at the moment of a page view: read from the
 /// objects it already keeps (the router, the Redis probe, the APNs pools), no I/O. Plain data.
 public struct ConsoleFigures: Equatable, Sendable {
@@ -16,6 +22,11 @@ public struct ConsoleFigures: Equatable, Sendable {
         /// Tokens refused as `BadDeviceToken` in the app's environment and accepted in the
         /// other one since this gateway started; nil when none.
         public var environmentMismatches: EnvironmentMismatches?
+        /// Ring receipts are on for the app (`ring_receipt_timeout_ms`).
+        public var ringReceipts = false
+        /// With receipts on: its calls in a row without any receipt, when its receipts are
+        /// missing (its backend stopped adding `call_ringing`); nil when they are not.
+        public var receiptsMissing: Int64?
 
         public init(id: String, bundleID: String, environment: String, refusal: String? = nil, backlog: Int64? = nil,
                     pending: Int64? = nil, environmentMismatches: EnvironmentMismatches? = nil) {

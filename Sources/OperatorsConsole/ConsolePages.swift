@@ -87,6 +87,9 @@ enum ConsolePages {
         /// Dead letters kept and what a retention trim now would remove; nil when Redis did not say.
         var dead: DeadLetterStore.PendingTrim?
         var retention: DeadLetterRetentionPolicy
+        /// With ring receipts on: its VoIP tokens suspected of iOS's silent ban (or why they
+        /// could not be read); nil when not read.
+        var suspected: Result<(tokens: [String], more: Bool), ConsoleReadError>?
     }
 
     static let outcomeNames = ["delivered_voip", "delivered_alert", "dead_lettered", "expired", "undeliverable", "cancelled"]
@@ -127,6 +130,29 @@ enum ConsolePages {
                     + "its environment in the config disagree (a development or TestFlight build, or apps.\(id).environment). The tokens "
                     + "are kept, not marked invalid; see pushgw_environment_mismatches_total.")))
         }
+        if let calls = a.app.receiptsMissing {
+            s.append(.el("p", ["class": "warning receipts-missing"], .text(
+                "Ring receipts missing: no device sent a receipt for the app's last \(calls) calls, so its backend is not adding "
+                    + "call_ringing (docs/app.md, Ring receipts). Its calls are escalated for want of receipts; no VoIP token is "
+                    + "suspected of iOS's silent ban meanwhile. See pushgw_app_receipts_missing.")))
+        }
+        switch a.suspected {
+        case nil:
+            break
+        case let .failure(error)?:
+            s.append(.el("p", ["class": "error"], .text("suspected VoIP tokens unavailable: " + error.text)))
+        case let .success(found)?:
+            if !found.tokens.isEmpty {
+                let count = found.more ? "more than \(found.tokens.count)" : "\(found.tokens.count)"
+                s.append(.el("div", ["class": "warning voip-suspected"],
+                             .el("p", .text("\(count) VoIP \(found.tokens.count == 1 && !found.more ? "token" : "tokens") suspected of "
+                                            + "iOS's silent VoIP ban (their last VoIP rings were accepted and none rang): their calls skip "
+                                            + "VoIP and go straight to the alert until a receipt of the token, or for a day. "
+                                            + "pushgw tokens show TOKEN says more; see pushgw_voip_suspected_blocked_total.")),
+                             .el("ul", ["class": "tokens"],
+                                 children: found.tokens.map { .el("li", .el("code", .text(ConsoleEscaping.shortToken($0)))) })))
+            }
+        }
         let deadText = a.dead.map { "\($0.length)" } ?? "–"
         let trim = a.dead.map { d in
             d.total == 0 ? "nothing (keeps \(a.retention.summary))"
@@ -153,6 +179,12 @@ enum ConsolePages {
         }
         rows.append(.el("tr", ["class": "latency"], .el("th", "XADD→answer p50"), .el("td", .text(ms(a.last5.p50Ms))), .el("td", .text(ms(a.last60.p50Ms)))))
         rows.append(.el("tr", ["class": "latency"], .el("th", "XADD→answer p99"), .el("td", .text(ms(a.last5.p99Ms))), .el("td", .text(ms(a.last60.p99Ms)))))
+        if a.app.ringReceipts {
+            rows.append(.el("tr", ["class": "latency ring"], .el("th", "XADD→ringing p50"), .el("td", .text(ms(a.last5.ringP50Ms))),
+                            .el("td", .text(ms(a.last60.ringP50Ms)))))
+            rows.append(.el("tr", ["class": "latency ring"], .el("th", "XADD→ringing p99"), .el("td", .text(ms(a.last5.ringP99Ms))),
+                            .el("td", .text(ms(a.last60.ringP99Ms)))))
+        }
         rows.append(.el("tr", .el("th", "Deadline misses"), .el("td", .text(String(a.last5.outcomes["expired"] ?? 0))),
                         .el("td", .text(String(a.last60.outcomes["expired"] ?? 0)))))
         s.append(.el("div", ["class": "columns"],

@@ -44,6 +44,12 @@ public final class OperatorsConsole {
     let figures: () -> ConsoleFigures
     /// Receives the console's log lines: sign-ins, refusals, replays and purges (never a token).
     public var log: (LogLevel, String, [(String, String)]) -> Void = { _, _, _ in }
+    /// With ring receipts on, an app's VoIP tokens suspected of iOS's silent ban (at most
+    /// `limit`, the most recently marked first, and whether there are more); nil: not shown.
+    public var suspectedVoipTokens: ((_ app: String, _ limit: Int,
+                                      _ completion: @escaping (Result<(tokens: [String], more: Bool), ConsoleReadError>) -> Void) -> Void)?
+    /// Suspected VoIP tokens an app card lists.
+    static let suspectedShown = 20
     /// The last hour of outcomes; the gateway's record hook calls `recordOutcome`.
     public private(set) var history = OutcomeHistory()
     var sessions = ConsoleSessions()
@@ -78,6 +84,11 @@ public final class OperatorsConsole {
     /// Counts a recorded call in the overview's history (the router's record hook).
     public func recordOutcome(app: String, outcome: String, cause: String?, latencyMs: Int64?) {
         history.record(app: app, outcome: outcome, cause: cause, latencyMs: latencyMs, nowMs: Clock.unixMs())
+    }
+
+    /// Counts a ring in the overview's history: a device's receipt `latencyMs` after its call's XADD.
+    public func recordRing(app: String, latencyMs: Int64) {
+        history.recordRing(app: app, latencyMs: latencyMs, nowMs: Clock.unixMs())
     }
 
     /// The console holds no timers of its own; kept for its owner's symmetric shutdown.
@@ -210,6 +221,28 @@ public final class OperatorsConsole {
 
     func overview(_ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let figures = figures()
+        let receiptApps = figures.apps.filter(\.ringReceipts).map(\.id)
+        suspectedTokens(of: receiptApps) { [weak self] suspected in
+            self?.overview(viewer, figures: figures, suspected: suspected, answer)
+        }
+    }
+
+    /// The suspected VoIP tokens of `apps`, one read per app, answered together.
+    private func suspectedTokens(of apps: [String],
+                                 _ completion: @escaping ([String: Result<(tokens: [String], more: Bool), ConsoleReadError>]) -> Void) {
+        guard let read = suspectedVoipTokens, !apps.isEmpty else { return completion([:]) }
+        var found: [String: Result<(tokens: [String], more: Bool), ConsoleReadError>] = [:]
+        for app in apps {
+            read(app, Self.suspectedShown) { result in
+                found[app] = result
+                if found.count == apps.count { completion(found) }
+            }
+        }
+    }
+
+    private func overview(_ viewer: ConsolePages.Viewer, figures: ConsoleFigures,
+                          suspected: [String: Result<(tokens: [String], more: Bool), ConsoleReadError>],
+                          _ answer: @escaping (HTTPResponse) -> Void) {
         let ids = figures.apps.map(\.id)
         operations.pendingTrims(apps: ids, horizonMs: 0) { [weak self] pending in
             guard let self else { return }
@@ -225,7 +258,7 @@ public final class OperatorsConsole {
                 return ConsolePages.AppOverview(app: app, last5: self.history.window(app: app.id, minutes: 5, nowMs: now),
                                                 last60: self.history.window(app: app.id, minutes: 60, nowMs: now),
                                                 series: self.history.series(app: app.id, nowMs: now), dead: dead,
-                                                retention: self.operations.policy(app.id))
+                                                retention: self.operations.policy(app.id), suspected: suspected[app.id])
             }
             answer(.html(200, ConsolePages.overview(viewer: viewer, figures: figures, apps: apps, redisError: redisError, nowMs: now)))
         }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// What the gateway's router recorded over the last hour, per app and per minute: counts by
-/// outcome (the alert fallbacks also by cause) and a histogram of XADD→answer latency. The
+/// outcome (the alert fallbacks also by cause), a histogram of XADD→answer latency and, with
+/// ring receipts, one of XADD→ringing (the call's entry to its device's receipt). The
 /// console's overview and its chart read it; the router's record hook feeds it.
 ///
 /// A ring of `minutes` buckets per app, reused as the clock moves on: memory is fixed (a few
@@ -34,6 +35,9 @@ public struct OutcomeHistory: Sendable {
         var causes: [String: Int] = [:]
         var latency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets)
         var latencyCount = 0
+        /// XADD→ringing, made at the minute's first receipt (empty for an app without receipts).
+        var ringLatency: [Int32] = []
+        var ringCount = 0
     }
 
     private var rings: [String: [Minute]] = [:]
@@ -57,6 +61,19 @@ public struct OutcomeHistory: Sendable {
         }
     }
 
+    /// Counts one ring of `app`: a device's receipt `latencyMs` after its call's entry (XADD).
+    public mutating func recordRing(app: String, latencyMs: Int64, nowMs: Int64) {
+        let minute = nowMs / 60_000
+        let slot = Int(minute % Int64(OutcomeHistory.minutes))
+        if rings[app] == nil { rings[app] = [Minute](repeating: Minute(), count: OutcomeHistory.minutes) }
+        rings[app]!.withUnsafeMutableBufferPointer { ring in
+            if ring[slot].minute != minute { ring[slot] = Minute(minute: minute) }
+            if ring[slot].ringLatency.isEmpty { ring[slot].ringLatency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets) }
+            ring[slot].ringLatency[OutcomeHistory.bucket(latencyMs: latencyMs)] += 1
+            ring[slot].ringCount += 1
+        }
+    }
+
     /// The figures of `app` over the last `minutes` minutes (the current one included).
     public struct Window: Equatable, Sendable {
         public var outcomes: [String: Int] = [:]
@@ -66,21 +83,30 @@ public struct OutcomeHistory: Sendable {
         /// Upper bounds of the latency quantiles, ms; nil without measurements.
         public var p50Ms: Double?
         public var p99Ms: Double?
+        /// Rings heard (receipts) and the upper bounds of their XADD→ringing quantiles, ms.
+        public var rang = 0
+        public var ringP50Ms: Double?
+        public var ringP99Ms: Double?
         public var total: Int { outcomes.values.reduce(0, +) }
     }
 
     public func window(app: String, minutes: Int, nowMs: Int64) -> Window {
         var w = Window()
         var latency = [Int](repeating: 0, count: OutcomeHistory.latencyBuckets)
+        var ringLatency = [Int](repeating: 0, count: OutcomeHistory.latencyBuckets)
         let current = nowMs / 60_000
         for m in ring(app) where m.minute >= 0 && m.minute > current - Int64(minutes) && m.minute <= current {
             for (k, v) in m.outcomes { w.outcomes[k, default: 0] += v }
             for (k, v) in m.causes { w.causes[k, default: 0] += v }
             for i in 0..<OutcomeHistory.latencyBuckets { latency[i] += Int(m.latency[i]) }
             w.measured += m.latencyCount
+            for (i, n) in m.ringLatency.enumerated() { ringLatency[i] += Int(n) }
+            w.rang += m.ringCount
         }
         w.p50Ms = OutcomeHistory.quantile(0.50, latency, count: w.measured)
         w.p99Ms = OutcomeHistory.quantile(0.99, latency, count: w.measured)
+        w.ringP50Ms = OutcomeHistory.quantile(0.50, ringLatency, count: w.rang)
+        w.ringP99Ms = OutcomeHistory.quantile(0.99, ringLatency, count: w.rang)
         return w
     }
 

@@ -20,11 +20,13 @@ enum TokensCommand: Command {
                pushgw tokens forget TOKEN [--app A[,B…]] [--channel voip|alert] [--config FILE]
 
         show    for each app (every configured app unless --app names some): whether the token is
-                known to be invalid on each channel, since when and why, when the mark lapses,
-                and the feedback entries that name it, newest first (each an APNs answer about
-                the token: Unregistered, BadDeviceToken, …, or environment_mismatch when it was
-                accepted in the other environment), among the app's last \(TokensCommand.scanned)
-                feedback entries.
+                known to be invalid on each channel, since when and why, when the mark lapses;
+                with ring receipts on, whether its VoIP token is suspected of iOS's silent VoIP
+                ban (its calls then go straight to the alert) or how many silent rings in a row
+                it had; and the feedback entries that name it, newest first (each an APNs answer
+                about the token: Unregistered, BadDeviceToken, …, environment_mismatch when it was
+                accepted in the other environment, or voip_suspected_blocked), among the app's
+                last \(TokensCommand.scanned) feedback entries.
         forget  removes the token's known-invalid marks (both channels unless --channel), so
                 the next call pushes to it again. Writes an audit record (who, when, which) to
                 stderr and to the stream PREFIX:audit, as pushgw dead replay and purge do.
@@ -105,8 +107,9 @@ enum TokensCommand: Command {
             let keys = AppKeys(prefix: prefix, app: app)
             let marks = try session.wait { store.marks(keys, token: token, completion: $0) }
             let feedback = try session.wait { store.feedback(keys, token: token, scanning: scanned, completion: $0) }
+            let suspicion = try session.wait { store.voipSuspicion(keys, token: token, completion: $0) }
             if json {
-                context.output.out(jsonLine(app: app, token: token, marks: marks, feedback: feedback))
+                context.output.out(jsonLine(app: app, token: token, marks: marks, suspicion: suspicion, feedback: feedback))
                 continue
             }
             context.output.out("\(TerminalText.field(app)): token \(token)")
@@ -121,6 +124,15 @@ enum TokensCommand: Command {
                 let lapses = mark.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
                 context.output.out("  \(channel.rawValue): known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); "
                                     + "calls skip it unless registered again after that; \(lapses)")
+            }
+            if let since = suspicion.suspectedSinceMs {
+                let lapses = suspicion.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
+                context.output.out("  voip: suspected of iOS's silent VoIP ban since \(DeadFormat.time(since)) (its last VoIP rings "
+                                    + "were accepted and none rang); calls skip VoIP and go straight to the alert until a ring "
+                                    + "receipt of the token; \(lapses)")
+            } else if suspicion.silentRings > 0 {
+                context.output.out("  voip: \(suspicion.silentRings) silent \(suspicion.silentRings == 1 ? "ring" : "rings") in a row "
+                                    + "(accepted by APNs, no ring receipt)")
             }
             if let last = feedback.first {
                 context.output.out("  last feedback: \(line(last))")
@@ -143,7 +155,7 @@ enum TokensCommand: Command {
     }
 
     private static func jsonLine(app: String, token: String, marks: [TokenChannel: TokenStore.Mark],
-                                 feedback: [TokenStore.Feedback]) -> String {
+                                 suspicion: TokenStore.VoipSuspicion, feedback: [TokenStore.Feedback]) -> String {
         let invalid = TokenChannel.allCases.compactMap { channel -> (String, OrderedJSON)? in
             guard let mark = marks[channel] else { return nil }
             return (channel.rawValue, .object([("since_ms", .int(mark.sinceMs)),
@@ -154,7 +166,11 @@ enum TokensCommand: Command {
                                 ("timestamp", f.timestampMs.map { .int($0) } ?? .null),
                                 ("environment", f.environment.map { .string($0) } ?? .null)])
         }
+        let suspected: OrderedJSON = suspicion.suspectedSinceMs.map { since in
+            .object([("since_ms", .int(since)), ("expires_in_ms", suspicion.expiresInMs.map { .int($0) } ?? .null)])
+        } ?? .null
         return OrderedJSON.object([("app", .string(app)), ("token", .string(token)), ("known_invalid", .object(invalid)),
+                                   ("voip_suspected", suspected), ("silent_rings", .int(suspicion.silentRings)),
                                    ("feedback", .array(Array(entries))), ("feedback_found", .int(feedback.count))]).text
     }
 

@@ -37,13 +37,21 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// expected before the device is escalated (one more VoIP push, then its alert). Nil: off,
     /// the default; nothing waits for receipts.
     public var ringReceiptTimeoutMs: Int64?
+    /// With ring receipts on (config `voip_suspected_after_silent_rings`, docs/protocol.md,
+    /// *The guard against the silent VoIP ban*): after this many silent rings in a row (a VoIP
+    /// push accepted, no receipt) a VoIP token is suspected of iOS's silent ban and its calls go
+    /// straight to the alert; and when this many calls in a row of the app heard no receipt
+    /// from any device, the app's receipts are missing (its backend stopped sending them) and
+    /// no token is suspected. Meaningless with receipts off.
+    public var voipSuspectedAfterSilentRings: Int
 
     public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
                 reachesBothEnvironments: Bool = true, ringTimeoutMs: Int64 = 30_000,
                 voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 100, capMs: 2_000),
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
                 alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate(),
-                missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int64? = nil) {
+                missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int64? = nil,
+                voipSuspectedAfterSilentRings: Int = 3) {
         self.appID = appID
         self.bundleID = bundleID
         self.voipTopic = PushType.voip.topic(bundleID: bundleID)
@@ -56,6 +64,7 @@ public struct AppRoutingPolicy: Equatable, Sendable {
         self.fallbackAlert = fallbackAlert
         self.missedCallAlert = missedCallAlert
         self.ringReceiptTimeoutMs = ringReceiptTimeoutMs
+        self.voipSuspectedAfterSilentRings = voipSuspectedAfterSilentRings
     }
 }
 

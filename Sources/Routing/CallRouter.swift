@@ -18,8 +18,9 @@ import Retry
 ///   (the attempts ran out first).
 /// - A known-invalid token (invalidated at T) is skipped unless the event says it was
 ///   registered after T. At start the checks run in this order: no VoIP token
-///   (`no_voip_token`), known-invalid VoIP token (`voip_token_invalid`), deadline passed
-///   (`deadline`), else the VoIP push.
+///   (`no_voip_token`), known-invalid VoIP token (`voip_token_invalid`), a VoIP token
+///   suspected of iOS's silent ban with a usable alert token (`voip_suspected_blocked`),
+///   deadline passed (`deadline`), else the VoIP push.
 /// - Without a usable alert token, or when the alert token turns out invalid, the outcome is
 ///   what the VoIP side alone gives: `undeliverable` (VoIP token invalid or absent), `expired`
 ///   (deadline), or a dead letter `retries_exhausted: voip` / `payload_too_large: voip`.
@@ -196,8 +197,11 @@ public struct CallRouter: Sendable {
     ///   - cancelled: a `call_cancelled` for this id was recorded earlier. For an
     ///     `incoming_call` the outcome is then `cancelled` with nothing sent; for a
     ///     `call_cancelled` event it marks a duplicate cancel.
+    ///   - voipSuspected: the VoIP token is suspected of iOS's silent VoIP ban (ring receipts'
+    ///     guard): the call goes straight to its alert (cause `voip_suspected_blocked`) when
+    ///     its alert token is usable.
     public mutating func start(_ event: CallEvent, now: Int64, knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
-                               alreadyDone: CallOutcome? = nil, cancelled: Bool = false) -> CallAction {
+                               alreadyDone: CallOutcome? = nil, cancelled: Bool = false, voipSuspected: Bool = false) -> CallAction {
         switch state {
         case .idle:
             break
@@ -236,6 +240,9 @@ public struct CallRouter: Sendable {
                                     registeredAt: event.voipTokenRegisteredAtMs) else {
                 return fallback(call, .voipTokenInvalid, now: now)
             }
+            // A token suspected of iOS's silent VoIP ban goes straight to its alert; without a
+            // usable alert token the VoIP push is the only chance, and goes.
+            if voipSuspected && call.alertUsable { return fallback(call, .voipSuspectedBlocked, now: now) }
             guard now < call.deadlineMs else { return fallback(call, .deadline, now: now) }
             return sendVoip(call, attempt: 1, now: now)
         }
@@ -478,7 +485,8 @@ public struct CallRouter: Sendable {
     /// The outcome when the alert cannot help (no usable alert token, or it proved invalid).
     private mutating func withoutFallback(_ call: Call, _ cause: FallbackCause, feedback: TokenFeedback?) -> CallAction {
         switch cause {
-        case .noVoipToken, .voipTokenInvalid:
+        case .noVoipToken, .voipTokenInvalid, .voipSuspectedBlocked:
+            // (A suspected token without a usable alert token is pushed VoIP: never here.)
             return finish(call, .undeliverable, feedback: feedback)
         case .deadline:
             return finish(call, .expired, feedback: feedback)

@@ -112,6 +112,12 @@ public struct CallStateMachine: Sendable {
         var noReceiptSteps = 0
         /// APNs accepted the escalation's alert, with this apns-id.
         var noReceiptAlertAPNsID: String?
+        /// The receipt wait ran out with no receipt (its timeout, or the deadline, came before
+        /// any end): the device's ring was silent (`ringTally`).
+        var receiptWaitRanOut = false
+        /// Its VoIP token was suspected of iOS's silent ban at the lookup: its router went
+        /// straight to the alert (when it had a usable alert token).
+        var voipSuspected = false
     }
 
     private enum DeviceEnd: Sendable {
@@ -278,6 +284,38 @@ public struct CallStateMachine: Sendable {
         return r.devices.filter { $0.receiptAwaited && $0.rangAtMs == nil }.map(\.device.id)
     }
 
+    /// With ring receipts on, what the call says of its devices' VoIP tokens for the guard
+    /// against iOS's silent VoIP ban (docs/protocol.md, *The guard against the silent VoIP
+    /// ban*), read when its record is written: each device that rang (its receipt came) or
+    /// stayed silent (its VoIP push accepted, then its receipt wait ran out before any end);
+    /// nil when receipts are off or no device's ring said either (an answer before the timeout,
+    /// no VoIP push accepted, a drain).
+    public var ringTally: RingTally? {
+        guard policy.ringReceiptTimeoutMs != nil, case let .ringing(r) = state else { return nil }
+        let devices = r.devices.compactMap { d -> RingTally.Device? in
+            guard let token = d.device.voipToken else { return nil }
+            if d.rangAtMs != nil { return RingTally.Device(id: d.device.id, voipToken: token, rang: true) }
+            guard d.receiptAwaited, d.receiptWaitRanOut else { return nil }
+            return RingTally.Device(id: d.device.id, voipToken: token, rang: false)
+        }
+        return devices.isEmpty ? nil : RingTally(devices: devices)
+    }
+
+    /// What one call says of its devices' rings (`ringTally`).
+    public struct RingTally: Equatable, Sendable {
+        public struct Device: Equatable, Sendable {
+            /// The device's id (nil: the single-device form's one).
+            public let id: String?
+            public let voipToken: String
+            /// Its receipt came; false: its VoIP ring was accepted and no receipt came in time.
+            public let rang: Bool
+        }
+
+        public let devices: [Device]
+        /// Some device of the call rang: the app's backend sends receipts.
+        public var anyRang: Bool { devices.contains { $0.rang } }
+    }
+
     /// The single-device router's snapshot while it waits for a retry (after `Action.retry`).
     public var waiting: WaitingCall? {
         guard case let .single(router) = state else { return nil }
@@ -299,11 +337,15 @@ public struct CallStateMachine: Sendable {
     /// durable schedule. `ended`: what the cancellation marker says ended the ring, when
     /// `cancelled` (nil: a cancel). `knownInvalid`: since when the single-device form's VoIP and
     /// alert tokens are known to be invalid; `devicesKnownInvalid` the same per listed device (in
-    /// `CallEvent.devices`' order; missing entries mean not known).
+    /// `CallEvent.devices`' order; missing entries mean not known). `devicesVoipSuspected`: with
+    /// ring receipts on, per device in `CallEvent.devices`' order (the single-device form's one
+    /// first), whether its VoIP token is suspected of iOS's silent ban: it goes straight to its
+    /// alert (`CallRouter.start`), under `missed_call_alert: unanswered` too.
     public mutating func onLookupAnswered(alreadyDone: CallOutcome?, cancelled: Bool, claimHolder: String?, consumer: String,
                                           copyRoutingHere: Bool, ended: CallEnd? = nil,
                                           knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
                                           devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] = [],
+                                          devicesVoipSuspected: [Bool] = [],
                                           snapshot: WaitingCall? = nil, now: Int64) -> Action {
         guard case let .waiting(event, seed) = state else {
             if case .refused = state { preconditionFailure("a lookup answered for an entry refused at admission") }
@@ -339,11 +381,15 @@ public struct CallStateMachine: Sendable {
             let marks: (voip: Int64?, alert: Int64?) = event.listedDevices.isEmpty ? knownInvalid
                 : i < devicesKnownInvalid.count ? devicesKnownInvalid[i] : (nil, nil)
             var router = CallRouter(policy: policy, jitter: jitter.split())
-            let deviceEvent = event.event(of: device, alert: routersAlert)
-            let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled)
+            let suspected = policy.ringReceiptTimeoutMs != nil && i < devicesVoipSuspected.count && devicesVoipSuspected[i]
+            // A suspected token's router sends its alert, whatever the missed-call alert.
+            let deviceEvent = event.event(of: device, alert: routersAlert || suspected)
+            let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled,
+                                       voipSuspected: suspected)
             ringing.devices.append(DeviceRing(device: device, router: router,
                                               alertUsable: CallRouter.usable(device.alertToken, invalidSince: marks.alert,
-                                                                             registeredAt: device.alertTokenRegisteredAtMs)))
+                                                                             registeredAt: device.alertTokenRegisteredAtMs),
+                                              voipSuspected: suspected))
             absorb(started, device: i, into: &ringing, &action)
         }
         advance(&ringing, now: now, &action)
@@ -447,6 +493,7 @@ public struct CallStateMachine: Sendable {
             for i in r.devices.indices {
                 guard let due = r.devices[i].receiptDueAtMs, due <= now, r.devices[i].ownPush == nil else { continue }
                 r.devices[i].receiptDueAtMs = nil
+                r.devices[i].receiptWaitRanOut = true
                 escalate(&r, device: i, now: now, &action)
             }
         }
@@ -528,7 +575,8 @@ public struct CallStateMachine: Sendable {
                 r.devices[i].ownPush = nil
                 var record = attempt(own)
                 record = AttemptRecord(sentAtMs: record.sentAtMs, channel: own.channel, status: record.status, reason: record.reason,
-                                       error: record.error, apnsID: record.apnsID)
+                                       error: record.error, apnsID: record.apnsID,
+                                       environment: own.environment == environment(of: r.devices[i].device) ? nil : own.environment)
                 record.device = r.devices[i].device.id
                 record.kind = own.kind
                 r.devices[i].ownAttempts.append(record)
@@ -636,7 +684,9 @@ public struct CallStateMachine: Sendable {
     /// were sent. Never after an end or the deadline (the caller checks).
     private func escalate(_ r: inout Ringing, device i: Int, now: Int64, _ action: inout Action) {
         let d = r.devices[i]
-        let environment = environment(of: d.device)
+        // Where the device's VoIP push was accepted: after an `environment_mismatch` that is
+        // the other environment, which the token (and its alert token, of the same build) belongs to.
+        let environment = acceptedEnvironment(of: d)
         if d.noReceiptSteps == 0, let token = d.device.voipToken,
            let push = try? PushNotification(deviceToken: token, topic: policy.voipTopic, pushType: .voip,
                                             payload: r.event.voipPayload, priority: .immediate,
@@ -668,6 +718,8 @@ public struct CallStateMachine: Sendable {
         if let timeout = policy.ringReceiptTimeoutMs {
             for i in r.devices.indices {
                 if end != nil || r.deadlinePassed {
+                    // The deadline came first: the ring was silent to the end.
+                    if end == nil, r.devices[i].receiptDueAtMs != nil { r.devices[i].receiptWaitRanOut = true }
                     r.devices[i].receiptDueAtMs = nil  // nothing escalates after an end or the deadline
                 } else if !r.devices[i].receiptAwaited, r.devices[i].rangAtMs == nil,
                           case let .record(routed)? = r.devices[i].end, routed.outcome == .deliveredVoip {
@@ -678,6 +730,9 @@ public struct CallStateMachine: Sendable {
         }
         let routersDone = r.devices.allSatisfy { $0.end != nil }
         let anyRang = r.devices.contains { CallStateMachine.mayHaveRung($0) }
+        // A suspected token's alert stands for its ring: under `unanswered` the missed-call
+        // alerts wait for the deadline, as after a ring.
+        let anyShown = anyRang || r.devices.contains { $0.voipSuspected && $0.end?.record.outcome == .deliveredAlert }
         if let end {
             for i in r.devices.indices {
                 let d = r.devices[i]
@@ -694,7 +749,7 @@ public struct CallStateMachine: Sendable {
                                                                           notification: push),
                                                 purpose: .ended(end.told)))
             }
-        } else if policy.missedCallAlert == .unanswered, routersDone, !r.missedCallAlertsSent, r.deadlinePassed || !anyRang {
+        } else if policy.missedCallAlert == .unanswered, routersDone, !r.missedCallAlertsSent, r.deadlinePassed || !anyShown {
             r.missedCallAlertsSent = true
             for i in r.devices.indices where r.devices[i].alertUsable && !r.devices[i].missedCallAlertSent {
                 let d = r.devices[i]
@@ -777,6 +832,13 @@ public struct CallStateMachine: Sendable {
         guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }
         record.reason = first.reason.text
         return .deadLetter(DeadLetter(reason: first.reason, appUnhealthy: false, record: record))
+    }
+
+    /// Where device `d`'s VoIP push was last accepted (an attempt's `environment`: the other
+    /// one than the device's after a `BadDeviceToken`), else the device's own.
+    private func acceptedEnvironment(of d: DeviceRing) -> ApnsEnvironment {
+        let accepted = ((d.end?.record.attempts ?? []) + d.ownAttempts).last { $0.channel == .voip && $0.status == 200 }
+        return accepted?.environment ?? environment(of: d.device)
     }
 
     private func environment(of device: CallDevice) -> ApnsEnvironment {

@@ -60,4 +60,8 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     /// With ring receipts on: the device's VoIP push was accepted but no `call_ringing` came
     /// in time, nor after one more VoIP push (docs/protocol.md, *Ring receipts*).
     case noReceipt = "no_receipt"
+    /// With ring receipts on: the device's VoIP token is suspected of iOS's silent VoIP ban
+    /// (its last VoIP rings were accepted and none rang: docs/protocol.md, *The guard against
+    /// the silent VoIP ban*): the call skipped VoIP and went straight to the alert.
+    case voipSuspectedBlocked = "voip_suspected_blocked"
 }

@@ -63,6 +63,22 @@ final class SimulatorConfigTests: XCTestCase {
         }
     }
 
+    func testRingReceiptsNameTheRedisAndTheStreamPerBundleID() throws {
+        let config = try parse("""
+            { "cert_file": "s.pem", "key_file": "s.key",
+              "ring_receipts": { "redis_url": "redis://127.0.0.1:6379/0", "streams": { "com.acme.phone": "pushgw:{acme}:calls" } } }
+            """)
+        XCTAssertEqual(config.ringReceipts, .init(redisURL: "redis://127.0.0.1:6379/0", streams: ["com.acme.phone": "pushgw:{acme}:calls"]))
+        XCTAssertNil(try parse(#"{ "cert_file": "s.pem", "key_file": "s.key" }"#).ringReceipts, "off by default")
+        XCTAssertThrowsError(try parse("""
+            { "cert_file": "s.pem", "key_file": "s.key",
+              "ring_receipts": { "redis_url": "http://x", "streams": {}, "delay": 1 } }
+            """)) { error in
+            let paths = (error as? SimulatorConfigError)?.problems.map(\.path) ?? []
+            XCTAssertEqual(Set(paths), ["$.ring_receipts.redis_url", "$.ring_receipts.delay"], "\(error)")
+        }
+    }
+
     func testScenarioSpellingsRoundTrip() throws {
         let all: [Scenario] = [.ok, .unregistered, .expiredToken, .badToken, .notForTopic, .tooMany, .error500,
                                .unavailable, .flaky(3), .slow(250), .blackhole, .payloadTooLarge, .invalidProviderToken, .expiredProviderToken(2),

@@ -441,7 +441,7 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(reply.headers["content-type"], "application/json")
         let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
         XCTAssertEqual(Set(status.keys), ["version", "commit", "apps", "ready", "draining", "redis_reachable", "calls_in_flight",
-                                          "unhealthy_apps", "withheld_apps", "pools", "backlog"], reply.body)
+                                          "unhealthy_apps", "withheld_apps", "receipts_missing_apps", "pools", "backlog"], reply.body)
         XCTAssertEqual(status["version"] as? String, BuildVersion.version)
         XCTAssertEqual(status["commit"] as? String, BuildVersion.commit)
         XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])

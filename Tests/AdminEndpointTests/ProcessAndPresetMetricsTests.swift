@@ -38,12 +38,44 @@ final class ProcessAndPresetMetricsTests: XCTestCase {
         XCTAssertEqual(PrometheusFormatCheck.problems(text), [])
     }
 
+    func testTokensSuspectedOfTheSilentVoipBanAreCountedAndAnAppMissingReceiptsIsAGauge() {
+        let m = GatewayMetrics()
+        m.preset(apps: ["acme", "beta"])
+        m.voipSuspected(app: "acme", count: 2)
+        var s = GatewaySnapshot()
+        s.apps = ["acme", "beta"]
+        s.appsWithReceipts = ["acme"]
+        s.appsMissingReceipts = ["acme": 5]
+        m.update(s)
+        let text = m.render()
+        XCTAssertTrue(text.contains(#"pushgw_voip_suspected_blocked_total{app="acme"} 2"#), text)
+        XCTAssertTrue(text.contains(#"pushgw_app_receipts_missing{app="acme"} 1"#), text)
+        XCTAssertFalse(text.contains(#"pushgw_app_receipts_missing{app="beta"}"#), "only apps with receipts on have the gauge")
+        XCTAssertEqual(PrometheusFormatCheck.problems(text), [])
+    }
+
+    func testXaddToRingingIsObservedPerDeviceThatRang() {
+        let m = GatewayMetrics()
+        var record = OutcomeRecord(outcome: .deliveredVoip, id: "c1", type: .incomingCall, app: "acme", entry: "1764584040000-0",
+                                   channel: .voip, latencyMs: 4)
+        record.devices = [DeviceRecord(id: "a", outcome: .deliveredVoip, rangAtMs: 1_764_584_040_180),
+                          DeviceRecord(id: "b", outcome: .deliveredAlert, cause: .noReceipt)]
+        XCTAssertEqual(GatewayMetrics.ringLatenciesMs(record), [180], "the device that rang, from its call's XADD")
+        m.callRecorded(app: "acme", record: record)
+        let text = m.render()
+        XCTAssertTrue(text.contains(#"pushgw_ring_latency_seconds_bucket{app="acme",le="0.1"} 0"#), text)
+        XCTAssertTrue(text.contains(#"pushgw_ring_latency_seconds_bucket{app="acme",le="0.25"} 1"#), text)
+        XCTAssertTrue(text.contains(#"pushgw_ring_latency_seconds_count{app="acme"} 1"#), text)
+        XCTAssertEqual(PrometheusFormatCheck.problems(text), [])
+    }
+
     func testEveryAppsSeriesStartAtZeroAndLeaveTheCapToObservedOnes() {
         let m = GatewayMetrics(registry: MetricsRegistry(maxSeriesPerFamily: 2))
         m.preset(apps: ["acme", "beta"])
         var text = m.render()
         for app in ["acme", "beta"] {
             XCTAssertTrue(text.contains(#"pushgw_ring_receipts_total{app="\#(app)"} 0"#))
+            XCTAssertTrue(text.contains(#"pushgw_voip_suspected_blocked_total{app="\#(app)"} 0"#))
             for outcome in CallOutcome.allCases where outcome != .duplicate && outcome != .ringing {
                 XCTAssertTrue(text.contains(#"pushgw_events_finished_total{app="\#(app)",outcome="\#(outcome.rawValue)"} 0"#), outcome.rawValue)
             }

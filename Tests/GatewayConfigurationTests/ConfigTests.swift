@@ -183,6 +183,34 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testVoipSuspectedAfterSilentRingsDefaultsTo3IsBoundedAndWarnsWithReceiptsOff() throws {
+        let key = "apps.acme.voip_suspected_after_silent_rings"
+        let on = setting(ConfigFixture.example, "apps.acme.ring_receipt_timeout_ms", 4_000)
+        XCTAssertEqual(try fixture.check(on).config?.apps["acme"]?.voipSuspectedAfterSilentRings, 3, "absent: 3")
+        for n in [2, 5, 20] {
+            let report = try fixture.check(setting(on, key, n))
+            XCTAssertEqual(report.config?.apps["acme"]?.voipSuspectedAfterSilentRings, n)
+            XCTAssertTrue(report.problems.isEmpty, "\(report.problems)")
+        }
+        let off = try fixture.check(setting(ConfigFixture.example, key, 4))
+        XCTAssertNotNil(off.config, "a warning, not an error")
+        let warning = try XCTUnwrap(problem(at: key, in: off, severity: .warning))
+        XCTAssertTrue(warning.problem.contains("ring receipts are off"), warning.description)
+        XCTAssertTrue(warning.fix.contains("ring_receipt_timeout_ms"), warning.description)
+        let rows: [(Any, String, String)] = [(1, "at its first lost push", "from 2 to 20"),
+                                             (21, "over the limit of 20", "from 1 to 20"),
+                                             (0, "not a positive whole number", "at least 1"),
+                                             ("3", "expected a number, found a string", "without quotes")]
+        for (value, fragment, fix) in rows {
+            let report = try fixture.check(setting(on, key, value))
+            XCTAssertNil(report.config, "\(value) is refused")
+            let p = try XCTUnwrap(problem(at: key, in: report, severity: .error), "\(value)")
+            XCTAssertTrue(p.problem.contains(fragment), p.description)
+            XCTAssertTrue(p.description.hasPrefix(p.file + ": " + key + ": "), "names the file and key: \(p.description)")
+            XCTAssertTrue(p.fix.contains(fix), "says what to write: \(p.description)")
+        }
+    }
+
     func testValuesThatReachKeysHeadersAndArithmeticAreBounded() throws {
         let rows: [(String, Any, String)] = [
             ("apps.acme.bundle_id", "com." + String(repeating: "a", count: 252), "over the 255-character limit"),

@@ -95,4 +95,26 @@ final class EnvironmentMismatchTests: XCTestCase {
         XCTAssertEqual(h.entries(h.keys("acme").feedback).first?.fields["channel"], "alert")
         XCTAssertEqual(h.command("EXISTS", "pushgw:{acme}:invalid:alert:5a0d")?.integer, 0)
     }
+
+    /// With ring receipts on, a device accepted only in the other environment is escalated
+    /// there: its second VoIP push and its alert go where its token belongs, not to the app's
+    /// configured environment (where they would be refused as BadDeviceToken). Counted per token
+    /// at each simulator.
+    func testWithRingReceiptsTheEscalationGoesToTheEnvironmentThatAcceptedTheToken() throws {
+        let h = try RouterHarness(simulator: { $0.tokenEnvironments = ["5a0d": .sandbox, "a1e7": .sandbox] },
+                                  separateSandbox: true, ringReceiptTimeoutMs: 500)
+        self.h = h
+        h.call("silent-sandbox", voip: "5a0d", alert: "a1e7")
+        XCTAssertTrue(h.waitForRecords(1))
+        let record = try XCTUnwrap(h.record("silent-sandbox"))
+        XCTAssertEqual(record.outcome, .deliveredAlert)
+        XCTAssertEqual(record.cause, .noReceipt)
+        XCTAssertEqual(record.attempts.map(\.kind), [nil, nil, .noReceipt, .noReceipt])
+        XCTAssertEqual(record.attempts.map(\.environment), [nil, .sandbox, .sandbox, .sandbox])
+        XCTAssertEqual(record.attempts.map(\.status), [400, 200, 200, 200])
+        XCTAssertEqual(h.requests("5a0d").count, 1, "production saw only the first push")
+        XCTAssertEqual(h.requests("a1e7").count, 0, "and no alert")
+        XCTAssertEqual(sandboxRequests(h, "5a0d"), 2, "the ring and the escalation's VoIP push, both in the sandbox")
+        XCTAssertEqual(sandboxRequests(h, "a1e7"), 1, "the escalation's alert too")
+    }
 }

@@ -45,7 +45,8 @@ final class ProducerExampleTests: XCTestCase {
     /// Runs one producer to its end (at most 120 s: `go run` compiles first) against a router
     /// whose APNs declares its VoIP token unregistered, and checks what it printed.
     /// With `api`, the gateway also has its HTTP API (`IngestEndpoint`) with a key of `acme`, and the
-    /// producer sends a call and its cancel through it and reads the call's result there.
+    /// producer sends a call and its cancel through it and reads the call's result there, then a
+    /// call with two devices answered on one.
     private func run(_ language: String, _ command: [String], n: Int, environment: [String: String] = [:], api: Bool = false,
                      file: StaticString = #filePath, line: UInt = #line) throws {
         let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
@@ -58,6 +59,7 @@ final class ProducerExampleTests: XCTestCase {
         var env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
                                        "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"].merging(devices) { $1 }) { $1 }
         let apiToken = String(format: "a1a1%012x", n)
+        let apiPhone = String(format: "b0b0%012x", n), apiPad = String(format: "b2b2%012x", n)
         var ingest: IngestEndpoint?
         if api {
             let key = APIKeys.newKey()
@@ -69,6 +71,8 @@ final class ProducerExampleTests: XCTestCase {
             env["INGEST_URL"] = "http://127.0.0.1:\(try XCTUnwrap(endpoint.port))"
             env["INGEST_KEY"] = key
             env["API_VOIP_TOKEN"] = apiToken
+            env["API_PHONE_TOKEN"] = apiPhone
+            env["API_IPAD_TOKEN"] = apiPad
         }
         defer { ingest?.close() }
         let producer = try ChildProcess(command[0], Array(command.dropFirst()), environment: env)
@@ -98,7 +102,11 @@ final class ProducerExampleTests: XCTestCase {
             has(#"^api call call-\S+ delivered_voip$"#, "the API's call, answered with its result (?wait)")
             has(#"^api cancel call-\S+ cancelled delivered_voip$"#, "the API's cancel: too late, the call was delivered")
             has(#"^api result call-\S+ delivered_voip$"#, "the API's call's result, read by id")
+            has(#"^api answer call-\S+-multi answered$"#, "the API's answer of a call with devices, its own result (?wait)")
+            has(#"^api result call-\S+-multi delivered_voip answered$"#, "the API's call with devices, ended by the answer")
             XCTAssertEqual(h.requests(apiToken).count, 1, "one VoIP push for the API's call", file: file, line: line)
+            XCTAssertEqual(h.requests(apiPhone).count, 1, "one VoIP push to the phone that answered", file: file, line: line)
+            XCTAssertEqual(h.requests(apiPad).count, 1, "one VoIP push to the iPad, nothing after the answer", file: file, line: line)
         }
         XCTAssertEqual(h.requests(voipToken).count, 1, "one VoIP push", file: file, line: line)
         XCTAssertEqual(h.requests(alertToken).count, 1, "one alert push", file: file, line: line)

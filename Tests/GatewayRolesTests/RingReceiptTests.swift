@@ -3,6 +3,7 @@ import APNsSimulator
 import EventLoop
 import Foundation
 import GatewayTestSupport
+import RedisClient
 import Retry
 import Routing
 import TestSupport
@@ -24,13 +25,13 @@ final class RingReceiptTests: XCTestCase {
         h = nil
     }
 
-    private func ring(_ id: String, devices: Int? = nil, deadlineInMs: Int64 = 30_000) {
+    private func ring(_ id: String, devices: Int? = nil, token t: Int = 0, deadlineInMs: Int64 = 30_000) {
         var event: [String: Any] = ["v": 1, "id": id, "type": "incoming_call", "deadline": Clock.unixMs() + deadlineInMs,
                                     "voip": ["caller": "+15551234567", "callerName": "Alice"]]
         if let devices {
             event["devices"] = (0..<devices).map { ["id": Self.ids[$0], "voip_token": Self.voip[$0], "alert_token": Self.alert[$0]] }
         } else {
-            (event["voip_token"], event["alert_token"]) = (Self.voip[0], Self.alert[0])
+            (event["voip_token"], event["alert_token"]) = (Self.voip[t], Self.alert[t])
         }
         h.xadd("acme", event)
     }
@@ -53,6 +54,24 @@ final class RingReceiptTests: XCTestCase {
         if named { receipt["device"] = Self.ids[i] }
         let entry = h.xadd("acme", receipt)
         return try XCTUnwrap(Int64(entry.prefix { $0 != "-" }), file: file, line: line)
+    }
+
+    /// Plays the single-device form's device of token `i` for call `callID`: waits until the
+    /// simulator accepted a VoIP push of that call for it and adds the call's `call_ringing`.
+    private func deviceRings(_ i: Int, call callID: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(h.runUntil("a VoIP push of \(callID) accepted for token \(i)", file: file, line: line) {
+            self.voipPushes(i).contains { self.callID(of: $0) == callID }
+        }, file: file, line: line)
+        h.xadd("acme", ["v": 1, "id": callID, "type": "call_ringing"])
+    }
+
+    private func callID(of push: RecordedRequest) -> String? {
+        (try? JSONSerialization.jsonObject(with: Data(push.body)) as? [String: Any])?["id"] as? String
+    }
+
+    /// The feedback entries saying a token is suspected of iOS's silent VoIP ban.
+    private func suspicionFeedback() -> [StreamEntry] {
+        h.entries(h.keys("acme").feedback).filter { $0.values["reason"] == Array("voip_suspected_blocked".utf8) }
     }
 
     private func receiptRecords() -> [OutcomeRecord] { h.recorded.map(\.record).filter { $0.type == .callRinging } }
@@ -149,5 +168,87 @@ final class RingReceiptTests: XCTestCase {
         XCTAssertTrue(h.waitForRecords(2))
         XCTAssertEqual(receiptRecords().first?.outcome, .ringing)
         XCTAssertEqual(voipPushes(0).count, 1)
+    }
+
+    // MARK: The guard against iOS's silent VoIP ban
+
+    func testThreeSilentRingsSuspectTheTokenTheFourthCallGoesStraightToTheAlertAndAReceiptClearsIt() throws {
+        h = try RouterHarness(ringReceiptTimeoutMs: 1_000)
+        let keys = h.keys("acme")
+        var records = 0
+        // Token 0's phone stays silent; token 1's rings each time, so the app's backend is seen
+        // sending receipts: the silence is the token's.
+        for n in 1...3 {
+            ring("s-silent-\(n)")
+            records += 1
+            XCTAssertTrue(h.waitForRecords(records), "silent call \(n): escalated, then recorded")
+            XCTAssertEqual(h.record("s-silent-\(n)")?.cause, .noReceipt)
+            if n == 3 { break }
+            ring("s-rings-\(n)", token: 1)
+            deviceRings(1, call: "s-rings-\(n)")
+            records += 2
+            XCTAssertTrue(h.waitForRecords(records), "the ringing call's receipt and record")
+            XCTAssertEqual(h.record("s-rings-\(n)")?.outcome, .deliveredVoip)
+            XCTAssertNil(h.command("GET", keys.voipSuspected(Self.voip[0]))?.string, "not yet suspected after \(n)")
+        }
+        XCTAssertEqual(voipPushes(0).count, 6, "each silent call: its ring and the escalation's VoIP push")
+        XCTAssertNotNil(h.command("GET", keys.voipSuspected(Self.voip[0]))?.string, "three silent rings in a row: suspected")
+        XCTAssertNil(h.command("GET", keys.voipSuspected(Self.voip[1]))?.string, "the phone that rang is not")
+        let said = suspicionFeedback()
+        XCTAssertEqual(said.count, 1, "the feedback stream says so once")
+        XCTAssertEqual(said.first?.values["token"], Array(Self.voip[0].utf8))
+        XCTAssertEqual(said.first?.values["channel"], Array("voip".utf8))
+        XCTAssertEqual(h.outcomes.voipSuspected["acme"], 1, "counted for pushgw_voip_suspected_blocked_total")
+        XCTAssertEqual(h.command("ZRANGE", keys.voipSuspectedTokens, "0", "-1")?.array?.compactMap(\.string), [Self.voip[0]],
+                       "listed for the console")
+
+        ring("s-silent-4")
+        records += 1
+        XCTAssertTrue(h.waitForRecords(records))
+        XCTAssertEqual(voipPushes(0).count, 6, "the fourth call skipped VoIP")
+        XCTAssertEqual(h.requests(Self.alert[0]).filter { $0.status == 200 }.count, 4, "and went straight to the alert")
+        let fourth = try XCTUnwrap(h.record("s-silent-4"))
+        XCTAssertEqual(fourth.outcome, .deliveredAlert)
+        XCTAssertEqual(fourth.cause, .voipSuspectedBlocked)
+        XCTAssertEqual(fourth.attempts.map(\.channel), [.alert])
+
+        // The third silent call's phone rang after all: its receipt, late, clears the token.
+        h.xadd("acme", ["v": 1, "id": "s-silent-3", "type": "call_ringing"])
+        records += 1
+        XCTAssertTrue(h.waitForRecords(records))
+        XCTAssertTrue(h.runUntil("the suspicion cleared") { self.h.command("EXISTS", keys.voipSuspected(Self.voip[0]))?.integer == 0 })
+        XCTAssertEqual(h.command("ZCARD", keys.voipSuspectedTokens)?.integer, 0)
+        ring("s-silent-5")
+        deviceRings(0, call: "s-silent-5")
+        records += 2
+        XCTAssertTrue(h.waitForRecords(records))
+        XCTAssertEqual(h.record("s-silent-5")?.outcome, .deliveredVoip, "VoIP again")
+        XCTAssertEqual(voipPushes(0).count, 7)
+        XCTAssertEqual(suspicionFeedback().count, 1, "said once")
+    }
+
+    func testAnAppWhoseBackendSendsNoReceiptsIsReportedNotSuspended() throws {
+        h = try RouterHarness(ringReceiptTimeoutMs: 500)
+        let keys = h.keys("acme")
+        for n in 1...4 {
+            ring("n-\(n)")
+            XCTAssertTrue(h.waitForRecords(n))
+            XCTAssertEqual(h.record("n-\(n)")?.cause, .noReceipt, "escalated for want of a receipt, as before")
+        }
+        XCTAssertEqual(voipPushes(0).count, 8, "every call rang VoIP (and its escalation's)")
+        XCTAssertEqual(h.runner.appsMissingReceipts, ["acme": 4], "reported: four calls in a row without any receipt")
+        XCTAssertNil(h.command("GET", keys.voipSuspected(Self.voip[0]))?.string, "not suspended")
+        XCTAssertEqual(suspicionFeedback().count, 0)
+        XCTAssertNil(h.outcomes.voipSuspected["acme"])
+        ring("n-5")
+        XCTAssertTrue(h.waitForRecords(5))
+        XCTAssertEqual(h.record("n-5")?.attempts.first?.channel, .voip, "its calls still ring VoIP first")
+
+        // The backend sends receipts again: the report ends.
+        ring("n-6")
+        deviceRings(0, call: "n-6")
+        XCTAssertTrue(h.waitForRecords(7))
+        XCTAssertEqual(h.runner.appsMissingReceipts, [:])
+        XCTAssertEqual(h.command("EXISTS", keys.callsWithoutReceipt)?.integer, 0)
     }
 }

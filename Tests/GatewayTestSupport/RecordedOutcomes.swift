@@ -37,6 +37,14 @@ package final class RecordedOutcomes: RouterObservations {
     /// Every feedback entry written, in order, with its app.
     package private(set) var feedback: [(app: String, feedback: InvalidToken)] = []
 
+    /// Per app, how many VoIP tokens were marked suspected of iOS's silent ban.
+    package private(set) var voipSuspected: [String: Int] = [:]
+
+    package func voipSuspected(app: String, count: Int) {
+        voipSuspected[app, default: 0] += count
+        next?.voipSuspected(app: app, count: count)
+    }
+
     package func tokenFeedback(app: String, feedback entry: InvalidToken) {
         feedback.append((app, entry))
         next?.tokenFeedback(app: app, feedback: entry)

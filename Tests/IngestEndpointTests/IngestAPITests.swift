@@ -321,20 +321,84 @@ final class IngestAPITests: XCTestCase {
         XCTAssertTrue(h.router.requests("a0a0a0a0").isEmpty, "the cancel came before the push: nothing rang")
     }
 
-    func testReceiptsWithoutTheirEventTypesAre404() throws {
+    /// `/ringing`, `/answer` and `/decline` write their events (docs/protocol.md, *Devices* and
+    /// *Ring receipts*): a two-device call rings both, a receipt of one is its own result, the
+    /// answer on the other ends the call (the first device told), a second answer is a 409.
+    func testAnswerDeclineAndRingingWriteTheirEventsAndAnswerTheirOwnResults() throws {
+        h = try IngestHarness()
+        let devices = [["id": "bob-iphone", "voip_token": "a1a1a1a1", "alert_token": "c1c1c1c1"],
+                       ["id": "bob-ipad", "voip_token": "b2b2b2b2", "alert_token": "d2d2d2d2"]]
+        let call = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"],
+                                 body: IngestHarness.call("c-dev", voip: nil, extra: ["devices": devices]))
+        XCTAssertEqual(call.status, 202, call.body)
+        XCTAssertTrue(h.router.runUntil("both devices' VoIP pushes accepted") {
+            ["a1a1a1a1", "b2b2b2b2"].allSatisfy { self.h.router.requests($0).contains { $0.status == 200 } }
+        })
+        let ringing = try h.request("POST", "/v1/apps/acme/calls/c-dev/ringing?wait=5s", key: h.keys["acme"],
+                                    body: #"{"device":"bob-iphone"}"#)
+        XCTAssertEqual(ringing.status, 200, ringing.body)
+        XCTAssertEqual(IngestHarness.json(ringing)["id"] as? String, "c-dev", "the answer names the call, not its receipt's key")
+        XCTAssertEqual((IngestHarness.json(ringing)["result"] as? [String: Any])?["outcome"] as? String, "ringing")
+        let stored = try XCTUnwrap(h.router.command("GET", h.router.keys("acme").ringResult("c-dev", device: "bob-iphone"))?.string)
+        XCTAssertTrue(stored.contains(#""type":"call_ringing""#), "the receipt's own result, keyed by call and device: \(stored)")
+
+        let answer = try h.request("POST", "/v1/apps/acme/calls/c-dev/answer?wait=5s", key: h.keys["acme"],
+                                   body: #"{"device":"bob-ipad"}"#, headers: ["Idempotency-Key": "c-dev"])
+        XCTAssertEqual(answer.status, 200, answer.body)
+        let answered = try XCTUnwrap(IngestHarness.json(answer)["result"] as? [String: Any])
+        XCTAssertEqual(answered["outcome"] as? String, "answered")
+        XCTAssertEqual(answered["told"] as? [String], ["bob-iphone"], "the other device is told the call was answered")
+        let result = try h.request("GET", "/v1/apps/acme/calls/c-dev?wait=5s", key: h.keys["acme"])
+        XCTAssertEqual((IngestHarness.json(result)["result"] as? [String: Any])?["outcome"] as? String, "delivered_voip")
+        let again = try h.request("POST", "/v1/apps/acme/calls/c-dev/answer", key: h.keys["acme"], body: #"{"device":"bob-iphone"}"#)
+        XCTAssertEqual(again.status, 409, again.body)
+        XCTAssertEqual(IngestHarness.json(again)["first_outcome"] as? String, "answered")
+        XCTAssertEqual(h.router.requests("a1a1a1a1").filter { $0.header("apns-push-type") == "voip" }.count, 1, "one VoIP push per device")
+        XCTAssertEqual(h.router.requests("b2b2b2b2").count, 1)
+
+        let other = try h.request("POST", "/v1/apps/acme/calls", key: h.keys["acme"],
+                                  body: IngestHarness.call("c-decl", voip: nil, extra: ["devices": devices]))
+        XCTAssertEqual(other.status, 202, other.body)
+        XCTAssertTrue(h.router.runUntil("the second call rings") { self.h.router.requests("a1a1a1a1").count >= 2 })
+        let decline = try h.request("POST", "/v1/apps/acme/calls/c-decl/decline?wait=5s", key: h.keys["acme"],
+                                    body: #"{"device":"bob-iphone"}"#)
+        XCTAssertEqual(decline.status, 200, decline.body)
+        XCTAssertEqual((IngestHarness.json(decline)["result"] as? [String: Any])?["outcome"] as? String, "declined")
+    }
+
+    /// A call-in-progress request's body is empty or `{"device":…}`: anything else is a 400
+    /// naming the field, and nothing is written.
+    func testCallInProgressBodiesAreCheckedAndNothingIsWritten() throws {
         h = try IngestHarness(startRouter: false)
-        for kind in ["answer", "decline", "ringing"] {
-            let reply = try h.request("POST", "/v1/apps/acme/calls/c-r/\(kind)", key: h.keys["acme"])
-            XCTAssertEqual(reply.status, 404, reply.body)
-            XCTAssertEqual(IngestHarness.json(reply)["error"] as? String, "event_type_unsupported")
+        let refused: [(String, String, String)] = [
+            ("answer", "", "device"),
+            ("decline", "{}", "device"),
+            ("answer", #"{"device":"bob","voip_token":"a0"}"#, "voip_token"),
+            ("cancel", #"{"device":"bob"}"#, "device"),
+            ("ringing", "[1]", "body"),
+            ("answer", #"{"device":""}"#, "device"),
+            ("answer", #"{"device":7}"#, "device"),
+            ("ringing", "{", "body"),
+        ]
+        for (kind, body, field) in refused {
+            let reply = try h.request("POST", "/v1/apps/acme/calls/c-r/\(kind)", key: h.keys["acme"], body: body)
+            XCTAssertEqual(reply.status, 400, "\(kind) \(body): \(reply.body)")
+            XCTAssertEqual(IngestHarness.json(reply)["error"] as? String, "invalid_event", body)
+            XCTAssertEqual(IngestHarness.json(reply)["field"] as? String, field, "\(kind) \(body): \(reply.body)")
         }
-        let unknown = try h.request("GET", "/v1/other", key: h.keys["acme"])
+        let unknown = try h.request("POST", "/v1/apps/acme/calls/c-r/hold", key: h.keys["acme"])
         XCTAssertEqual(unknown.status, 404)
         XCTAssertEqual(IngestHarness.json(unknown)["error"] as? String, "not_found")
+        let other = try h.request("GET", "/v1/other", key: h.keys["acme"])
+        XCTAssertEqual(other.status, 404)
         let method = try h.request("DELETE", "/v1/apps/acme/calls", key: h.keys["acme"])
         XCTAssertEqual(method.status, 405)
         XCTAssertEqual(method.headers["allow"], "POST")
         XCTAssertEqual(h.callsLength(), 0)
+        let receipt = try h.request("POST", "/v1/apps/acme/calls/c-r/ringing", key: h.keys["acme"])
+        XCTAssertEqual(receipt.status, 202, "a single-device call's receipt has no device: \(receipt.body)")
+        XCTAssertEqual(h.router.entries(h.router.keys("acme").calls).last?.fields["event"],
+                       #"{"id":"c-r","type":"call_ringing","v":1}"#)
     }
 
     /// With `tls_client_ca_file`: a client without a certificate of that CA is refused in the

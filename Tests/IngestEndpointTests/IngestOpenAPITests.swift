@@ -113,7 +113,8 @@ final class IngestOpenAPITests: XCTestCase {
         XCTAssertEqual(seen["sendCall"], [200, 401, 409], "delivered, refused, then its duplicate")
         XCTAssertEqual(seen["readResult"], [200, 401])
         XCTAssertEqual(seen["cancelCall"], [200, 401])
-        XCTAssertEqual(seen["answerCall"], [404, 401])
+        XCTAssertEqual(seen["answerCall"], [409, 401], "the call was cancelled first: its answer is the cancel's duplicate")
+        XCTAssertEqual(seen["ringingCall"], [200, 401], "the receipt's own result")
     }
 
     // MARK: The document's references and a small JSON Schema check

@@ -1,5 +1,6 @@
 import AdminEndpoint
 import EventLoop
+import Routing
 import XCTest
 @testable import IngestEndpoint
 
@@ -9,8 +10,8 @@ final class IngestRulesTests: XCTestCase {
         XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls"), .submit(app: "acme"))
         XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c-1"), .read(app: "acme", id: "c-1"))
         XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c%3A1%20x"), .read(app: "acme", id: "c:1 x"), "the id percent-decoded")
-        XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c-1/cancel"), .cancel(app: "acme", id: "c-1"))
-        XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c-1/answer"), .receipt(app: "acme", id: "c-1", kind: "answer"))
+        XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c-1/cancel"), .progress(app: "acme", id: "c-1", kind: .callCancelled))
+        XCTAssertEqual(IngestRoutes.route("/v1/apps/acme/calls/c-1/answer"), .progress(app: "acme", id: "c-1", kind: .callAnswered))
         for path in ["/", "/v1", "/v1/apps//calls", "/v1/apps/acme/calls/", "/v1/apps/acme/calls/c-1/hangup", "/v2/apps/acme/calls",
                      "/v1/apps/acme/calls/c-1/cancel/more", "v1/apps/acme/calls", "/v1/apps/acme/calls/%zz"] {
             XCTAssertNil(IngestRoutes.route(path), path)

@@ -164,6 +164,20 @@ final class ConsoleRulesTests: XCTestCase {
         XCTAssertEqual(h.window(app: "other", minutes: 60, nowMs: now).total, 0)
     }
 
+    func testTheHistoryKeepsXaddToRingingApartFromXaddToAnswer() {
+        var h = OutcomeHistory()
+        let t0: Int64 = 1_800_000_000_000
+        h.record(app: "acme", outcome: "delivered_voip", cause: nil, latencyMs: 5, nowMs: t0)
+        for ms: Int64 in [40, 40, 40, 900] { h.recordRing(app: "acme", latencyMs: ms, nowMs: t0) }
+        let w = h.window(app: "acme", minutes: 5, nowMs: t0)
+        XCTAssertEqual(w.measured, 1)
+        XCTAssertEqual(w.rang, 4)
+        XCTAssertEqual(w.ringP50Ms ?? 0, 45.25, accuracy: 0.5)
+        XCTAssertGreaterThanOrEqual(w.ringP99Ms ?? 0, 900)
+        XCTAssertLessThan(w.p99Ms ?? 100, 10, "the answers' figure is its own")
+        XCTAssertNil(h.window(app: "beta", minutes: 5, nowMs: t0).ringP50Ms)
+    }
+
     func testTheChartEscapesTheAppAndDrawsOneBarPerOutcome() {
         var h = OutcomeHistory()
         h.record(app: "a\"<b>", outcome: "delivered_voip", cause: nil, latencyMs: 30, nowMs: 60_000 * 100)
@@ -175,13 +189,13 @@ final class ConsoleRulesTests: XCTestCase {
 
 /// The overview's warning about tokens of the other environment.
 final class ConsoleOverviewTests: XCTestCase {
-    private func page(_ app: ConsoleFigures.App) -> String {
-        let history = OutcomeHistory()
+    private func page(_ app: ConsoleFigures.App, history: OutcomeHistory = OutcomeHistory(),
+                      suspected: Result<(tokens: [String], more: Bool), ConsoleReadError>? = nil) -> String {
         let now: Int64 = 1_764_584_043_120
         let overview = ConsolePages.AppOverview(app: app, last5: history.window(app: app.id, minutes: 5, nowMs: now),
                                                 last60: history.window(app: app.id, minutes: 60, nowMs: now),
                                                 series: history.series(app: app.id, nowMs: now), dead: nil,
-                                                retention: .default)
+                                                retention: .default, suspected: suspected)
         return ConsolePages.overview(viewer: ConsolePages.Viewer(name: "ops", role: .admin, csrf: "x"),
                                      figures: ConsoleFigures(apps: [app]), apps: [overview], redisError: nil, nowMs: now).rendered
     }
@@ -196,5 +210,28 @@ final class ConsoleOverviewTests: XCTestCase {
         XCTAssertTrue(html.contains("2025-12-01T10:14:00"), "the last one's time")
         let clean = page(ConsoleFigures.App(id: "beta", bundleID: "com.beta", environment: "production"))
         XCTAssertFalse(clean.contains("environment-mismatch"), "no warning without mismatches")
+    }
+
+    func testAnAppWithRingReceiptsShowsXaddToRingingItsSuspectedTokensAndMissingReceipts() {
+        var app = ConsoleFigures.App(id: "acme", bundleID: "com.acme.phone", environment: "production")
+        app.ringReceipts = true
+        var history = OutcomeHistory()
+        history.recordRing(app: "acme", latencyMs: 40, nowMs: 1_764_584_043_120)
+        let html = page(app, history: history, suspected: .success((["5ec0", "5ec100000000abcd"], true)))
+        XCTAssertTrue(html.contains("XADD→ringing p50"), html)
+        XCTAssertTrue(html.contains("XADD→ringing p99"), html)
+        XCTAssertTrue(html.contains("≤ 45 ms"), "the ring's bucket bound: \(html)")
+        XCTAssertTrue(html.contains("more than 2 VoIP tokens suspected of iOS&#39;s silent VoIP ban"), html)
+        XCTAssertTrue(html.contains("<li><code>5ec0</code></li><li><code>…0000abcd</code></li>"), "shortened as elsewhere: \(html)")
+        XCTAssertFalse(html.contains("receipts-missing"), "its receipts come")
+        app.receiptsMissing = 4
+        let missing = page(app, suspected: .success(([], false)))
+        XCTAssertTrue(missing.contains(#"<p class="warning receipts-missing">Ring receipts missing: no device sent a receipt for the app&#39;s last 4 calls"#),
+                      missing)
+        XCTAssertFalse(missing.contains("voip-suspected"), "no token listed when none is suspected")
+        let failed = page(app, suspected: .failure(ConsoleReadError("disconnected")))
+        XCTAssertTrue(failed.contains("suspected VoIP tokens unavailable: disconnected"), failed)
+        let off = page(ConsoleFigures.App(id: "beta", bundleID: "com.beta", environment: "production"))
+        XCTAssertFalse(off.contains("XADD→ringing"), "receipts off: no ring rows")
     }
 }

@@ -70,60 +70,93 @@ final class CrashTests: XCTestCase {
         print("crash test: \(total) calls, SIGKILL of one of two gateways holding \(held) entries; taken over \(takeoverMs) ms after the kill, all recorded once \(String(format: "%.1f", allRecorded)) s after it; \(duplicated) pushes sent twice (crash between answer and record)")
     }
 
-    /// Issue 24: 100 calls of 3 devices each ring (nobody answers; each waits for its 2 s
-    /// deadline in its gateway) when one of two gateways is killed. Every call still ends with
-    /// one result naming its 3 devices, and no device of a call recorded before the kill is
-    /// pushed again.
+    /// 140 calls of 3 devices each ring in two gateways (a 30 s ring: they ring through the
+    /// take-over); 40 are answered and recorded; then one gateway is killed (SIGKILL) while the
+    /// 100 others ring, the other takes over what it held, and the 100 are answered after the
+    /// take-over. Every call ends with one result naming its 3 devices and the answer; no device
+    /// of a call recorded before the kill is pushed again (one VoIP push each, the answering
+    /// device no background push, the two others one each); devices pushed twice are only those
+    /// of calls the killed gateway rang (their APNs answers died with it).
     func testSigkillWhileThreeDeviceCallsRingLeavesOneResultPerCallAndRepushesNoRecordedDevice() throws {
-        let total = 100
+        let total = 140, answeredFirst = 40
         let world = try ProcessWorld(simulator: #""default_scenario": "slow:100""#)
         defer { world.stop() }
-        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(#""ring_timeout_s": 2"#)], apns: #""connections": 2"#)
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app(#""ring_timeout_s": 30"#)], apns: #""connections": 2"#)
         let gwA = try world.gateway(config: config, consumer: "gw-A", arguments: ["--log-level", "error"])
         let gwBLog = world.directory + "/gw-B.log"
         let gwB = try world.gateway(config: config, consumer: "gw-B", log: gwBLog)
-        // Written over a second, so that some calls have rung out when the kill lands and others ring.
-        let fill = try runCommand("python3", ["-c", """
-            import json, time, redis
-            r = redis.Redis(port=\(world.redis.port))
+        func python(_ script: String) throws -> String {
+            let run = try runCommand("python3", ["-c", "import json, collections, redis\nr = redis.Redis(port=\(world.redis.port), decode_responses=True)\n" + script])
+            XCTAssertEqual(run.0, 0, run.2)
+            return run.1
+        }
+        func answer(_ calls: Range<Int>, device: Int) throws {
+            _ = try python("""
+                p = r.pipeline(transaction=False)
+                for i in range(\(calls.lowerBound), \(calls.upperBound)):
+                    p.xadd("pushgw:{acme}:calls", {"event": json.dumps({"v": 1, "id": f"ring-{i}", "type": "call_answered", "device": "dev-\(device)"})})
+                p.execute()
+                """)
+        }
+        _ = try python("""
+            p = r.pipeline(transaction=False)
             for i in range(\(total)):
                 devices = [{"id": f"dev-{d}", "voip_token": f"{i:06x}{d:02x}", "alert_token": f"a{i:05x}{d:02x}"} for d in range(3)]
-                r.xadd("pushgw:{acme}:calls", {"event": json.dumps({"v": 1, "id": f"ring-{i}", "type": "incoming_call",
-                       "devices": devices})})
-                time.sleep(0.03)
-            """])
-        XCTAssertEqual(fill.0, 0, fill.2)
-        waitUntil("some calls rang out before the kill") { world.results() >= 5 }
+                p.xadd("pushgw:{acme}:calls", {"event": json.dumps({"v": 1, "id": f"ring-{i}", "type": "incoming_call", "devices": devices})})
+            p.execute()
+            """)
+        usleep(3_000_000)  // every device's VoIP push answered (100 ms each): all 100 calls ring
+        try answer(0..<answeredFirst, device: 1)
+        waitUntil("the first answers and their calls recorded") { world.results() >= 2 * answeredFirst }
         gwA.stop(signal: SIGKILL)
-        let beforeKill = try runCommand("python3", ["-c", """
-            import json, redis
-            r = redis.Redis(port=\(world.redis.port), decode_responses=True)
-            print(" ".join(json.loads(f["result"])["id"] for _, f in r.xrange("pushgw:{acme}:results")))
-            """])
-        let recordedBeforeKill = Set(beforeKill.1.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
-        XCTAssertLessThan(recordedBeforeKill.count, total, "the kill must land while calls ring")
-        waitUntil("a result for every call after the kill", timeoutMs: 60_000) { world.results() >= total }
+        // The calls gw-A held when it died: its pending entries that are calls.
+        let heldByA = Set(try python("""
+            held = {e["message_id"] for e in r.xpending_range("pushgw:{acme}:calls", "pushgw", "-", "+", 100000, "gw-A")}
+            print(" ".join(json.loads(f["event"])["id"] for i, f in r.xrange("pushgw:{acme}:calls")
+                           if i in held and json.loads(f["event"])["type"] == "incoming_call"))
+            """).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
+        let recordedBeforeKill = Set(try python("""
+            print(" ".join(json.loads(f["result"])["id"] for _, f in r.xrange("pushgw:{acme}:results")
+                           if json.loads(f["result"]).get("type") == "incoming_call"))
+            """).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
+        XCTAssertEqual(recordedBeforeKill, Set((0..<answeredFirst).map { "ring-\($0)" }), "only the answered calls ended before the kill")
+        usleep(8_000_000)  // the lease (3 s) lapses, gw-B takes over and rings what gw-A held
+        try answer(answeredFirst..<total, device: 0)
+        waitUntil("a result for every call and every answer", timeoutMs: 60_000) { world.results() >= 2 * total }
 
-        let check = try runCommand("python3", ["-c", """
-            import json, collections, redis
-            r = redis.Redis(port=\(world.redis.port), decode_responses=True)
+        let check = try python("""
             results = [json.loads(f["result"]) for _, f in r.xrange("pushgw:{acme}:results")]
-            ids = collections.Counter(x["id"] for x in results)
-            print(len(ids), max(ids.values()), min(len(x.get("devices", [])) for x in results), r.xlen("pushgw:{acme}:calls"))
-            """])
-        XCTAssertEqual(check.1, "\(total) 1 3 0\n", "one result per call, each with its 3 devices, nothing left: \(check.1) \(check.2)")
+            calls = [x for x in results if x.get("type") == "incoming_call"]
+            ids = collections.Counter(x["id"] for x in calls)
+            answers = collections.Counter(x["id"] for x in results if x.get("type") == "call_answered")
+            print(len(ids), max(ids.values()), min(len(x.get("devices", [])) for x in calls),
+                  sum(1 for x in calls if x.get("ended") == "answered"), len(answers), max(answers.values()),
+                  r.xlen("pushgw:{acme}:calls"))
+            """)
+        XCTAssertEqual(check, "\(total) 1 3 \(total) \(total) 1 0\n",
+                       "one result per call, each with its 3 devices and ended by its answer, one per answer, nothing left: \(check)")
         XCTAssertEqual(gwB.stop(), 0)
         var perToken: [String: Int] = [:]
         for request in try world.stopSimulator() {
             if let token = request["token"] as? String { perToken[token, default: 0] += 1 }
         }
-        for i in 0..<total where recordedBeforeKill.contains("ring-\(i)") {
+        for i in 0..<answeredFirst {
             for d in 0..<3 {
-                let token = String(format: "%06x%02x", i, d)
-                XCTAssertEqual(perToken[token], 1, "call ring-\(i) was recorded before the kill: device \(d) is not pushed again")
+                XCTAssertEqual(perToken[String(format: "%06x%02x", i, d)], 1,
+                               "call ring-\(i) was recorded before the kill: device \(d)'s one VoIP push, none after")
+                XCTAssertEqual(perToken[String(format: "a%05x%02x", i, d)] ?? 0, d == 1 ? 0 : 1,
+                               "call ring-\(i): the answering device nothing, the others one background push")
             }
         }
-        let twice = perToken.filter { $0.value > 1 }.count
-        print("crash test with devices: \(total) calls of 3 devices, \(recordedBeforeKill.count) recorded before the SIGKILL; \(twice) device pushes sent twice (calls ringing in the killed gateway, rung again by the other)")
+        var rungAgain = 0
+        for i in answeredFirst..<total {
+            let pushes = (0..<3).map { perToken[String(format: "%06x%02x", i, $0)] ?? 0 }
+            let held = heldByA.contains("ring-\(i)")
+            XCTAssertEqual(pushes, held ? [2, 2, 2] : [1, 1, 1], held
+                           ? "ring-\(i) rang in the killed gateway: gw-B, taking it over, rings its devices once more"
+                           : "ring-\(i) rang in gw-B: one VoIP push per device, none again")
+            if held { rungAgain += 1 }
+        }
+        print("crash test with devices: \(total) calls of 3 devices ringing in two gateways, \(answeredFirst) answered and recorded before the SIGKILL, \(total - answeredFirst) ringing at it (\(heldByA.count) in the killed gateway); \(rungAgain) calls rung again by gw-B after the take-over (the killed gateway's: their APNs answers died with it), 0 devices of a recorded call pushed again")
     }
 }

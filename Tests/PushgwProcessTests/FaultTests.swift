@@ -209,13 +209,24 @@ final class FaultTests: XCTestCase {
 
     func testRedisAtMaxmemoryForTwentySecondsUnderLoadPushesNoKnownCallTwiceAndLosesNone() throws {
         try checkRedisRefusingWrites(fault: "maxmemory (noeviction)", seconds: 20, reason: "OOM",
-                                     refuse: ["CONFIG", "SET", "maxmemory", "1"], restore: ["CONFIG", "SET", "maxmemory", "0"])
+                                     refuse: [["CONFIG", "SET", "maxmemory", "1"]], restore: [["CONFIG", "SET", "maxmemory", "0"]])
     }
 
     func testRedisWithoutTheReplicasItWantsForFifteenSecondsPushesNoKnownCallTwice() throws {
         try checkRedisRefusingWrites(fault: "min-replicas-to-write without a replica", seconds: 15, reason: "NOREPLICAS",
-                                     refuse: ["CONFIG", "SET", "min-replicas-to-write", "1"],
-                                     restore: ["CONFIG", "SET", "min-replicas-to-write", "0"])
+                                     refuse: [["CONFIG", "SET", "min-replicas-to-write", "1"]],
+                                     restore: [["CONFIG", "SET", "min-replicas-to-write", "0"]])
+    }
+
+    /// Redis that cannot persist: a save point and a directory nothing can be written to
+    /// (`/proc`), so its background save fails and, with `stop-writes-on-bgsave-error` (the
+    /// default), every write is refused with `-MISCONF`, as when its disk is full; the
+    /// directory mended and a save that succeeds end it, as an operator's fix would.
+    func testRedisThatCannotPersistForFifteenSecondsPushesNoKnownCallTwice() throws {
+        try checkRedisRefusingWrites(fault: "failing its background save (MISCONF)", seconds: 15, reason: "MISCONF",
+                                     redisArguments: ["--enable-protected-configs", "yes"],
+                                     refuse: [["CONFIG", "SET", "save", "3600 1"], ["CONFIG", "SET", "dir", "/proc"], ["BGSAVE"]],
+                                     restore: { [["CONFIG", "SET", "dir", $0.directory], ["BGSAVE"]] })
     }
 
     /// Two gateways under 200 calls a second, APNs answering every push in 2 s, and Redis made
@@ -225,10 +236,19 @@ final class FaultTests: XCTestCase {
     /// `redelivery_limit`, every call APNs accepted recorded as delivered, every call finished
     /// within 10 s of writes coming back; `/readyz` 503 (`redis_writes`) on both gateways during
     /// the refusal and 200 within 2 s after; the log says how many calls wait, a few times.
-    private func checkRedisRefusingWrites(fault: String, seconds: Double, reason: String, refuse: [String], restore: [String],
+    private func checkRedisRefusingWrites(fault: String, seconds: Double, reason: String, redisArguments: [String] = [],
+                                          refuse: [[String]], restore: [[String]], file: StaticString = #filePath,
+                                          line: UInt = #line) throws {
+        try checkRedisRefusingWrites(fault: fault, seconds: seconds, reason: reason, redisArguments: redisArguments, refuse: refuse,
+                                     restore: { _ in restore }, file: file, line: line)
+    }
+
+    private func checkRedisRefusingWrites(fault: String, seconds: Double, reason: String, redisArguments: [String] = [],
+                                          refuse: [[String]], restore restoreFor: (RedisServer) -> [[String]],
                                           file: StaticString = #filePath, line: UInt = #line) throws {
         let fleet = try GatewayFleet(simulator: #", "raised_max_streams": 1000, "default_scenario": "slow:2000""#,
-                                     app: #", "ring_timeout_s": 60"#)
+                                     app: #", "ring_timeout_s": 60"#, redisArguments: redisArguments)
+        let restore = restoreFor(fleet.redis)
         self.fleet = fleet
         let gateways = try ["refuse-1", "refuse-2"].map { try fleet.startGateway(consumer: $0) }
         for gw in gateways { try waitForPort(gw.adminPort) }
@@ -237,9 +257,9 @@ final class FaultTests: XCTestCase {
         let (producer, written) = try fleet.startProducer(prefix: "refused", perSecond: 200)
         defer { producer.stop(signal: SIGKILL) }
         usleep(5_000_000)  // about 400 calls with APNs when the writes stop
-        _ = try fleet.redis.cli(refuse)
+        for command in refuse { _ = try fleet.redis.cli(command) }
         let refusedAt = Date()
-        defer { _ = try? fleet.redis.cli(restore) }
+        defer { for command in restore { _ = try? fleet.redis.cli(command) } }
         var unreadyBy: [String: Double] = [:], readyAgainDuringFault: [String] = []
         while Date().timeIntervalSince(refusedAt) < seconds {
             for gw in gateways {
@@ -254,7 +274,7 @@ final class FaultTests: XCTestCase {
             usleep(250_000)
         }
         let inFlightAtRestore = written().count
-        _ = try fleet.redis.cli(restore)
+        for command in restore { _ = try fleet.redis.cli(command) }
         let restoredAt = Date()
         var readyAfter: [String: Double] = [:]
         while readyAfter.count < gateways.count, Date().timeIntervalSince(restoredAt) < 10 {

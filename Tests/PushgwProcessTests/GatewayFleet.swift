@@ -52,9 +52,10 @@ final class GatewayFleet {
     ///   - app: extra keys of app `acme`.
     ///   - otherApps: more apps (JSON members, comma-first); credential `revoked` is a key the
     ///     simulator refuses (403 InvalidProviderToken), as if revoked at Apple.
-    init(simulator: String = "", apns: String = "", app: String = "", otherApps: String = "") throws {
+    init(simulator: String = "", apns: String = "", app: String = "", otherApps: String = "",
+         redisArguments: [String] = []) throws {
         pushgw = try builtPushgw()
-        redis = try RedisServer.start()
+        redis = try RedisServer.start(extraArguments: redisArguments)
         pki = try TestPKI.shared()
         directory = makeTemporaryDirectory("pushgw-fleet")
         simulatorPort = freeLoopbackPort()

@@ -205,4 +205,122 @@ final class CallStateMachineReceiptTests: XCTestCase {
         try m.answer(0, 200)
         XCTAssertEqual(try XCTUnwrap(m.recorded).cause, .noReceipt)
     }
+
+    // MARK: The guard against iOS's silent VoIP ban
+
+    @discardableResult
+    static func lookUp(_ m: inout RingModel, suspected: [Bool]) throws -> CallStateMachine.Action {
+        try m.apply(m.machine.onLookupAnswered(alreadyDone: nil, cancelled: false, claimHolder: "me", consumer: "me",
+                                               copyRoutingHere: false, devicesVoipSuspected: suspected, now: m.now))
+    }
+
+    func testASuspectedTokenGoesStraightToItsAlertWithCauseVoipSuspectedBlocked() throws {
+        var m = try Self.single()
+        let start = try Self.lookUp(&m, suspected: [true])
+        XCTAssertEqual(start.pushes.map(\.purpose), [.fallback(.voipSuspectedBlocked)], "no VoIP push")
+        XCTAssertEqual(start.pushes.first?.plan.notification.deviceToken, Fixture.alertToken)
+        try m.answer(0, 200)
+        let record = try XCTUnwrap(m.recorded, "nothing to wait for: no VoIP push went")
+        XCTAssertEqual(record.outcome, .deliveredAlert)
+        XCTAssertEqual(record.cause, .voipSuspectedBlocked)
+        XCTAssertTrue(record.jsonString.contains(#""cause":"voip_suspected_blocked""#), record.jsonString)
+        XCTAssertNil(m.machine.ringTally, "a ring that never went says nothing of the token")
+    }
+
+    func testASuspectedTokenWithoutAUsableAlertTokenIsStillPushedVoip() throws {
+        var m = try RingModel(Fixture.event(["alert_token": nil], policy: Self.receipts()), policy: Self.receipts())
+        let start = try Self.lookUp(&m, suspected: [true])
+        XCTAssertEqual(start.pushes.map(\.purpose), [.ring], "the VoIP push is its only chance")
+    }
+
+    func testSuspicionMeansNothingWithReceiptsOff() throws {
+        var m = try RingModel(Fixture.event())
+        let start = try Self.lookUp(&m, suspected: [true])
+        XCTAssertEqual(start.pushes.map(\.purpose), [.ring])
+    }
+
+    func testUnansweredASuspectedDeviceGetsItsAlertNowAndTheCallStillWaitsForTheDeadline() throws {
+        var m = try Self.devices(policy: Self.receipts(.unanswered))
+        let start = try Self.lookUp(&m, suspected: [false, true, false])
+        XCTAssertEqual(start.pushes.map(\.purpose), [.ring, .fallback(.voipSuspectedBlocked), .ring])
+        XCTAssertEqual(start.pushes[1].plan.notification.deviceToken, CallStateMachineTests.tokens[1].alert)
+        for d in 0..<3 { try m.answer(d, 200) }
+        XCTAssertNil(m.recorded, "unanswered: the call waits for an answer or its deadline")
+    }
+
+    func testTheRingTallySaysWhichDevicesRangAndWhichWereSilent() throws {
+        var m = try Self.devices()
+        try m.lookUp()
+        for d in 0..<3 { try m.answer(d, 200) }
+        try Self.receipt(&m, CallStateMachineTests.ids[0])
+        // Device 1's receipt is due first (its push was accepted first after device 0's).
+        let first = try XCTUnwrap(m.timerAt)
+        let again = try m.timer(at: first)
+        XCTAssertEqual(again.pushes.map(\.device), [1])
+        try m.answer(1, 200)
+        // Device 0 answers before device 2's receipt was due: device 2's ring says nothing.
+        try m.hear(.answered(device: CallStateMachineTests.ids[0]))
+        for d in [1, 2] where m.out[d] != nil { try m.answer(d, 200) }
+        XCTAssertNotNil(m.recorded)
+        let tally = try XCTUnwrap(m.machine.ringTally)
+        XCTAssertEqual(tally.devices, [.init(id: CallStateMachineTests.ids[0], voipToken: CallStateMachineTests.tokens[0].voip, rang: true),
+                                       .init(id: CallStateMachineTests.ids[1], voipToken: CallStateMachineTests.tokens[1].voip, rang: false)])
+        XCTAssertTrue(tally.anyRang)
+    }
+
+    func testASilentSingleDeviceCallTalliesItsTokenSilentAndAReceiptRang() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        try m.answer(0, 200)
+        XCTAssertEqual(m.machine.ringTally?.devices, [.init(id: nil, voipToken: Fixture.voipToken, rang: false)])
+        XCTAssertEqual(m.machine.ringTally?.anyRang, false)
+
+        var rang = try Self.single()
+        try rang.lookUp()
+        try rang.answer(0, 200)
+        try Self.receipt(&rang, nil)
+        XCTAssertEqual(rang.machine.ringTally?.devices, [.init(id: nil, voipToken: Fixture.voipToken, rang: true)])
+    }
+
+    func testADeadlineBeforeTheReceiptWasDueCountsTheRingSilent() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        m.now = Fixture.deadline - 1_000
+        try m.answer(0, 200)
+        try m.timer(at: Fixture.deadline)
+        XCTAssertNotNil(m.recorded)
+        XCTAssertEqual(m.machine.ringTally?.devices.map(\.rang), [false], "silent to the deadline")
+    }
+
+    // MARK: The escalation's environment
+
+    func testTheEscalationGoesToTheEnvironmentTheVoipPushWasAcceptedIn() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        let retry = try m.answer(0, 400, .badDeviceToken)
+        XCTAssertEqual(retry.pushes.first?.plan.environment, .sandbox, "tried once in the other environment")
+        let due = try XCTUnwrap(try m.answer(0, 200).timer.at)
+        let again = try m.timer(at: due)
+        XCTAssertEqual(again.pushes.map(\.purpose), [.noReceipt(.voip)])
+        XCTAssertEqual(again.pushes.first?.plan.environment, .sandbox, "where the token was accepted, not the configured one")
+        let alert = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(alert.pushes.map(\.purpose), [.noReceipt(.alert)])
+        XCTAssertEqual(alert.pushes.first?.plan.environment, .sandbox)
+        try m.answer(0, 200)
+        let record = try XCTUnwrap(m.recorded)
+        XCTAssertEqual(record.attempts.map(\.environment), [nil, .sandbox, .sandbox, .sandbox], "each attempt says where it went")
+    }
+
+    func testWithoutAMismatchTheEscalationGoesToTheDevicesEnvironment() throws {
+        var m = try Self.single()
+        try m.lookUp()
+        let again = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(again.pushes.first?.plan.environment, .production)
+        let alert = try m.timer(at: try XCTUnwrap(try m.answer(0, 200).timer.at))
+        XCTAssertEqual(alert.pushes.first?.plan.environment, .production)
+        try m.answer(0, 200)
+        XCTAssertEqual(try XCTUnwrap(m.recorded).attempts.map(\.environment), [nil, nil, nil])
+    }
 }

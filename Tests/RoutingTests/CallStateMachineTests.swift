@@ -464,12 +464,15 @@ struct RingModel {
                 guard ended == nil else { throw IllegalMove(description: "a VoIP push after the call ended") }
                 guard now < event.deadlineMs else { throw IllegalMove(description: "a VoIP push after the deadline") }
                 guard n.pushType == .voip, n.deviceToken == device.voipToken else { throw IllegalMove(description: "malformed ring \(n)") }
-            case .fallback:
+            case let .fallback(cause):
                 guard ended == nil else { throw IllegalMove(description: "a fallback after the call ended") }
                 guard n.pushType == .alert, n.deviceToken == device.alertToken, n.collapseID == "call-7f3a9c" else {
                     throw IllegalMove(description: "malformed fallback \(n)")
                 }
-                guard policy.missedCallAlert == .undelivered else { throw IllegalMove(description: "a fallback under unanswered") }
+                // Under `unanswered` only a token suspected of iOS's silent VoIP ban goes to its alert at once.
+                guard policy.missedCallAlert == .undelivered || cause == .voipSuspectedBlocked else {
+                    throw IllegalMove(description: "a fallback under unanswered")
+                }
             case let .ended(told):
                 guard let ended, told == ended.told else { throw IllegalMove(description: "an ended push before an end") }
                 guard n.pushType == .background, n.priority == .conserve, n.topic == policy.bundleID,

@@ -44,7 +44,8 @@ public final class RedisServer: @unchecked Sendable {
     public let pki: TestPKI?
     private let certificate: ServerCertificate
     private let extraArguments: [String]
-    private let directory: String
+    /// Its working directory (`--dir`): RDB and AOF files, the log.
+    public let directory: String
     private var child: ChildProcess?
 
     /// The URL of the transport: `redis://127.0.0.1:PORT/0`, `unix:///…`, `rediss://127.0.0.1:PORT/0`.

@@ -8,7 +8,8 @@
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
 // With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-// through the gateway's HTTP API and reads the call's result there.
+// through the gateway's HTTP API and reads the call's result there, then a
+// call ringing two devices answered on one (POST …/answer).
 //
 //	GO111MODULE=off GOPATH=/usr/share/gocode REDIS_URL=redis://127.0.0.1:6379/0 go run producer.go
 package main
@@ -196,6 +197,22 @@ func main() {
 		read := api("GET", "/"+apiID, nil)
 		fmt.Printf("api result %s %v\n", apiID, result(read)["outcome"])
 		ok = ok && read["status"] == "done"
+		// A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+		multiID := apiID + "-multi"
+		devices := []map[string]any{{"id": "bob-phone", "voip_token": env("API_PHONE_TOKEN", "b0b0b0b0b0b0b0b0")},
+			{"id": "bob-ipad", "voip_token": env("API_IPAD_TOKEN", "b2b2b2b2b2b2b2b2")}}
+		api("POST", "", map[string]any{"v": 1, "id": multiID, "type": "incoming_call", "devices": devices,
+			"deadline": time.Now().UnixMilli() + 30000, "voip": map[string]any{"caller": "+15551234567", "callerName": "Alice"}})
+		time.Sleep(time.Second)
+		answered := result(api("POST", "/"+multiID+"/answer?wait=5s", map[string]any{"device": "bob-phone"}))
+		fmt.Printf("api answer %s %v\n", multiID, answered["outcome"])
+		multi := result(api("GET", "/"+multiID+"?wait=5s", nil))
+		ended, found := multi["ended"]
+		if !found {
+			ended = "-"
+		}
+		fmt.Printf("api result %s %v %v\n", multiID, multi["outcome"], ended)
+		ok = ok && answered["outcome"] == "answered"
 	}
 
 	feedback, _ := redis.Values(r.Do("XREVRANGE", key+"feedback", "+", "-", "COUNT", 100))

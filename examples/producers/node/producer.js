@@ -8,7 +8,8 @@
 // every event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
 // With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-// through the gateway's HTTP API and reads the call's result there.
+// through the gateway's HTTP API and reads the call's result there, then a
+// call ringing two devices answered on one (POST …/answer).
 //
 //   NODE_PATH=/usr/share/nodejs REDIS_URL=redis://127.0.0.1:6379/0 node producer.js
 "use strict";
@@ -114,6 +115,18 @@ async function main() {
     const read = await api("GET", `/${apiId}`);
     console.log(`api result ${apiId} ${read.result?.outcome}`);
     ok = ok && read.status === "done";
+    // A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+    const multiId = apiId + "-multi";
+    const devices = [{ id: "bob-phone", voip_token: process.env.API_PHONE_TOKEN || "b0b0b0b0b0b0b0b0" },
+      { id: "bob-ipad", voip_token: process.env.API_IPAD_TOKEN || "b2b2b2b2b2b2b2b2" }];
+    await api("POST", "", { v: 1, id: multiId, type: "incoming_call", devices, deadline: Date.now() + 30000,
+      voip: { caller: "+15551234567", callerName: "Alice" } });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const answered = (await api("POST", `/${multiId}/answer?wait=5s`, { device: "bob-phone" })).result || {};
+    console.log(`api answer ${multiId} ${answered.outcome}`);
+    const multi = (await api("GET", `/${multiId}?wait=5s`)).result || {};
+    console.log(`api result ${multiId} ${multi.outcome} ${multi.ended || "-"}`);
+    ok = ok && answered.outcome === "answered";
   }
 
   for (const { message: f } of await r.xRevRange(key + "feedback", "+", "-", { COUNT: 100 })) {

@@ -8,7 +8,8 @@
 // event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 //
 // With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-// through the gateway's HTTP API and reads the call's result there.
+// through the gateway's HTTP API and reads the call's result there, then a
+// call ringing two devices answered on one (POST …/answer).
 //
 //   REDIS_URL=redis://127.0.0.1:6379/0 php producer.php
 
@@ -126,6 +127,19 @@ if ($ingestUrl && $ingestKey) {
     $read = $api('GET', "/$apiId");
     echo "api result $apiId " . ($read['result']['outcome'] ?? '') . "\n";
     $ok = $ok && ($read['status'] ?? '') === 'done';
+    // A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+    $multiId = "$apiId-multi";
+    $devices = [['id' => 'bob-phone', 'voip_token' => getenv('API_PHONE_TOKEN') ?: 'b0b0b0b0b0b0b0b0'],
+                ['id' => 'bob-ipad', 'voip_token' => getenv('API_IPAD_TOKEN') ?: 'b2b2b2b2b2b2b2b2']];
+    $api('POST', '', ['v' => 1, 'id' => $multiId, 'type' => 'incoming_call', 'devices' => $devices,
+                      'deadline' => (int) (microtime(true) * 1000) + 30000,
+                      'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']]);
+    sleep(1);
+    $answered = $api('POST', "/$multiId/answer?wait=5s", ['device' => 'bob-phone'])['result'] ?? [];
+    echo "api answer $multiId " . ($answered['outcome'] ?? '') . "\n";
+    $multi = $api('GET', "/$multiId?wait=5s")['result'] ?? [];
+    echo "api result $multiId " . ($multi['outcome'] ?? '') . ' ' . ($multi['ended'] ?? '-') . "\n";
+    $ok = $ok && ($answered['outcome'] ?? '') === 'answered';
 }
 
 foreach ($r->xRevRange($key . 'feedback', '+', '-', 100) as $f) {

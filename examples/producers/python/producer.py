@@ -8,7 +8,8 @@ stream, and reads the feedback stream. Prints one line per result and exits 0 wh
 event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 
 With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-through the gateway's HTTP API and reads the call's result there.
+through the gateway's HTTP API and reads the call's result there, then a
+call ringing two devices answered on one (POST …/answer).
 
     REDIS_URL=redis://127.0.0.1:6379/0 PUSHGW_APP=acme python3 producer.py
 """
@@ -125,6 +126,18 @@ if ingest_url and ingest_key:
     read = api("GET", f"/{api_id}")
     print(f"api result {api_id} {read.get('result', {}).get('outcome')}")
     ok = ok and read.get("status") == "done"
+    # A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+    multi_id = api_id + "-multi"
+    devices = [{"id": "bob-phone", "voip_token": os.environ.get("API_PHONE_TOKEN", "b0b0b0b0b0b0b0b0")},
+               {"id": "bob-ipad", "voip_token": os.environ.get("API_IPAD_TOKEN", "b2b2b2b2b2b2b2b2")}]
+    api("POST", "", {"v": 1, "id": multi_id, "type": "incoming_call", "devices": devices,
+                     "deadline": int(time.time() * 1000) + 30000, "voip": {"caller": "+15551234567", "callerName": "Alice"}})
+    time.sleep(1)
+    answered = api("POST", f"/{multi_id}/answer?wait=5s", {"device": "bob-phone"}).get("result", {})
+    print(f"api answer {multi_id} {answered.get('outcome')}")
+    multi = api("GET", f"/{multi_id}?wait=5s").get("result", {})
+    print(f"api result {multi_id} {multi.get('outcome')} {multi.get('ended', '-')}")
+    ok = ok and answered.get("outcome") == "answered"
 
 for _, f in r.xrevrange(key + "feedback", count=100):
     if f["token"] in (voip_token, alert_token):

@@ -8,7 +8,8 @@
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 #
 # With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-# through the gateway's HTTP API and reads the call's result there.
+# through the gateway's HTTP API and reads the call's result there, then a
+# call ringing two devices answered on one (POST …/answer).
 #
 #   REDIS_URL=redis://127.0.0.1:6379/0 ruby producer.rb
 require "json"
@@ -118,6 +119,18 @@ if ingest_url && ingest_key
   read = api.call(:get, "/#{api_id}")
   puts "api result #{api_id} #{read.dig('result', 'outcome')}"
   ok &&= read["status"] == "done"
+  # A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+  multi_id = "#{api_id}-multi"
+  devices = [{ id: "bob-phone", voip_token: ENV.fetch("API_PHONE_TOKEN", "b0b0b0b0b0b0b0b0") },
+             { id: "bob-ipad", voip_token: ENV.fetch("API_IPAD_TOKEN", "b2b2b2b2b2b2b2b2") }]
+  api.call(:post, "", { v: 1, id: multi_id, type: "incoming_call", devices: devices,
+                        deadline: (Time.now.to_f * 1000).to_i + 30_000, voip: { caller: "+15551234567", callerName: "Alice" } })
+  sleep 1
+  answered = api.call(:post, "/#{multi_id}/answer?wait=5s", { device: "bob-phone" })["result"] || {}
+  puts "api answer #{multi_id} #{answered['outcome']}"
+  multi = api.call(:get, "/#{multi_id}?wait=5s")["result"] || {}
+  puts "api result #{multi_id} #{multi['outcome']} #{multi['ended'] || '-'}"
+  ok &&= answered["outcome"] == "answered"
 end
 
 r.xrevrange(key + "feedback", "+", "-", count: 100).each do |_, f|

@@ -8,7 +8,8 @@
 # event got its result within TIMEOUT_S seconds, else 1. The contract: docs/protocol.md.
 #
 # With INGEST_URL and INGEST_KEY (an API key of the app) it also sends a call and its cancel
-# through the gateway's HTTP API with curl, and reads the call's result there.
+# through the gateway's HTTP API with curl, and reads the call's result there, then a
+# call ringing two devices answered on one (POST …/answer).
 #
 #   REDIS_URL=redis://127.0.0.1:6379/0 bash producer.sh
 #   INGEST_URL=http://127.0.0.1:9480 INGEST_KEY=pgw_… REDIS_URL=… bash producer.sh
@@ -104,6 +105,18 @@ if [ -n "${INGEST_URL:-}" ] && [ -n "${INGEST_KEY:-}" ]; then
   answer=$(api "$INGEST_URL/v1/apps/$app/calls/$api_id")
   echo "api result $api_id $(field outcome <<<"$answer")"
   [ "$(field status <<<"$answer")" = done ] || ok=no
+  # A call ringing two devices through the API; Bob answers on the phone and the iPad stops.
+  multi_api_id="$api_id-multi"
+  api_devices="[{\"id\":\"bob-phone\",\"voip_token\":\"${API_PHONE_TOKEN:-b0b0b0b0b0b0b0b0}\"},{\"id\":\"bob-ipad\",\"voip_token\":\"${API_IPAD_TOKEN:-b2b2b2b2b2b2b2b2}\"}]"
+  api --data-binary "{\"v\":1,\"id\":\"$multi_api_id\",\"type\":\"incoming_call\",\"devices\":$api_devices,\"deadline\":$(( $(date +%s%3N) + 30000 )),\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}" \
+    "$INGEST_URL/v1/apps/$app/calls" >/dev/null
+  sleep 1
+  answer=$(api --data-binary '{"device":"bob-phone"}' "$INGEST_URL/v1/apps/$app/calls/$multi_api_id/answer?wait=5s")
+  echo "api answer $multi_api_id $(field outcome <<<"$answer")"
+  [ "$(field outcome <<<"$answer")" = answered ] || ok=no
+  answer=$(api "$INGEST_URL/v1/apps/$app/calls/$multi_api_id?wait=5s")
+  ended=$(field ended <<<"$answer"); [ -n "$ended" ] || ended=-
+  echo "api result $multi_api_id $(field outcome <<<"$answer") $ended"
 fi
 
 # Feedback entries: id, then field/value pairs (token, channel, reason, timestamp).

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# make bench-ab [REF=commit]: this checkout's `pushgw run --role router` against an older
+# build of pushgw (REF, by default the build before the hardening, 570948c), alternated
+# round by round in one run against the same nghttpd and the same redis-server, on the same
+# pre-filled streams (EVENTS call events across 4 apps, each round from an empty Redis).
+# Per build, medians over ROUNDS: events/s (from the results' entry ids, as bench/run.sh's
+# binary line), the gateway's CPU per event (user + system from /proc, µs) and its peak RSS
+# (VmHWM), and the ratio this/REF of each: what a change cost or paid back, with the
+# machine's drift falling on both sides alike.
+#
+# REF is built once (release, its own worktree under .build/reference/) and kept there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REF=${REF:-570948c}
+ROUNDS=${BENCH_ROUNDS:-5}
+EVENTS=${BENCH_EVENTS:-50000}
+scratch=pushgw-ab
+. bench/common.sh
+
+ref=$(git rev-parse --short=7 "$REF^{commit}")
+refdir=$PWD/.build/reference/$ref
+if [ ! -x "$refdir/pushgw" ]; then
+  echo "building $ref (release) into $refdir ..."
+  tree=$work/ref-tree
+  git worktree add --detach "$tree" "$ref" >/dev/null
+  (cd "$tree" && swift build -c release --product pushgw >/dev/null)
+  mkdir -p "$refdir"
+  cp "$(cd "$tree" && swift build -c release --show-bin-path)/pushgw" "$refdir/pushgw"
+  git worktree remove --force "$tree"
+fi
+this=$(swift build -c release --show-bin-path)/pushgw
+[ -x "$this" ] || { echo "no release build: run make release first" >&2; exit 1; }
+
+scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
+pki=$work/pki
+make_tokens
+port=$(free_port)
+nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
+pids+=($!)
+wait_port "$port"
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+wait_port "$rport"
+write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
+
+# One round of build $1: pre-fill, run the router until every event has its result, then
+# "events/s cpu_us_per_event peak_rss_mb".
+round() {
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill_calls "$rport" "$EVENTS" "$tokens"
+  "$1" run --config "$work/gw.json" --role router --consumer bench-ab >/dev/null 2>&1 &
+  local gw=$! rss=0 cpu
+  pids+=("$gw")
+  for _ in $(seq 1 1200); do
+    [ "$(results_total "$rport")" -ge "$EVENTS" ] && break
+    sleep 0.1
+  done
+  rss=$(awk '/VmHWM/ {print $2}' "/proc/$gw/status")
+  cpu=$(proc_cpu "$gw")
+  kill -TERM "$gw"; wait "$gw" || true
+  forget_pid "$gw"
+  echo "$(results_rate "$rport" "$EVENTS") $(python3 -c "print(f'{$cpu * 1e6 / $EVENTS:.1f} {$rss / 1024:.1f}')")"
+}
+
+echo "== A/B: pushgw run --role router, this checkout ($(git rev-parse --short=7 HEAD)) against $ref, $EVENTS events across 4 apps, $ROUNDS alternating rounds"
+a_rps=(); a_cpu=(); a_rss=(); b_rps=(); b_cpu=(); b_rss=()
+for i in $(seq 1 "$ROUNDS"); do
+  # Alternate which goes first, so neither always meets a warmer machine.
+  if [ $((i % 2)) -eq 1 ]; then order=(this ref); else order=(ref this); fi
+  for who in "${order[@]}"; do
+    if [ "$who" = this ]; then read -r r c m < <(round "$this"); a_rps+=("$r"); a_cpu+=("$c"); a_rss+=("$m")
+    else read -r r c m < <(round "$refdir/pushgw"); b_rps+=("$r"); b_cpu+=("$c"); b_rss+=("$m"); fi
+  done
+done
+fmed() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '%-28s %12s %12s %8s\n' "" "this" "$ref" "this/ref"
+for row in "events/s:a_rps:b_rps" "CPU per event, µs:a_cpu:b_cpu" "peak RSS, MB:a_rss:b_rss"; do
+  IFS=: read -r name av bv <<<"$row"
+  declare -n A=$av B=$bv
+  am=$(fmed "${A[@]}"); bm=$(fmed "${B[@]}")
+  printf '%-28s %12s %12s %8s\n' "$name" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
+  unset -n A B
+done
+echo "(each round, this: ${a_rps[*]} events/s, ${a_cpu[*]} µs; $ref: ${b_rps[*]} events/s, ${b_cpu[*]} µs)"
