@@ -43,7 +43,7 @@ final class PendingPush {
         self.notification = notification
         self.writeByMs = writeByMs
         self.lane = lane
-        self.share = share
+        self.share = max(0, share)
         self.deadlineMs = writeByMs
         self.completion = completion
     }
@@ -51,8 +51,24 @@ final class PendingPush {
     /// True once the completion ran.
     var isCompleted: Bool { completion == nil }
 
+    /// The client's count of streams per share, while this push holds a stream in it.
+    private var streamsHeld: StreamsByShare?
+
+    /// The push got a stream: counted in its share's until it is answered, lost or returned.
+    func holdStream(in counts: StreamsByShare) {
+        counts.held[share] += 1
+        streamsHeld = counts
+    }
+
+    private func releaseStream() {
+        guard let counts = streamsHeld else { return }
+        counts.held[share] -= 1
+        streamsHeld = nil
+    }
+
     /// Runs the completion (once) and releases it.
     func complete(_ result: Result<PushNotificationResponse, ApnsClientError>) {
+        releaseStream()
         guard let completion else { return }
         self.completion = nil
         completion(result)
@@ -61,6 +77,7 @@ final class PendingPush {
     /// Forgets a partial answer before the push is sent again (it is queued again, with what
     /// is left of its budget to be written in).
     func resetForResend() {
+        releaseStream()
         deadlineMs = writeByMs
         status = 0
         apnsID = nil
@@ -121,5 +138,22 @@ enum ErrorBody {
         var end = start
         while end < body.count, body[end] >= 0x30, body[end] <= 0x39 { end += 1 }
         return end > start ? Int64(String(decoding: body[start..<end], as: UTF8.self)) : nil
+    }
+}
+
+/// A client's streams in use per share (the caller's tenant): how `ApnsClient.dispatch` keeps
+/// one share from holding every stream of a pool others use too. A class: the pushes holding
+/// streams count themselves out when answered, lost or returned.
+final class StreamsByShare {
+    var held: [Int] = []
+    /// Shares that ever sent through the client.
+    var seen = 0
+
+    /// Makes `share`'s count (shares are small numbers from 0).
+    func note(_ share: Int) {
+        while held.count <= share {
+            held.append(0)
+        }
+        seen = max(seen, held.count)
     }
 }

@@ -52,6 +52,20 @@ struct PushQueue {
         preconditionFailure("PushQueue counted \(count) pushes and holds none")
     }
 
+    /// The next push of a share `mayTake` allows: in lane order, each lane's shares in turn
+    /// (a share it refuses keeps its pushes and goes to the back of its lane's turns). Nil when
+    /// no share with pushes is allowed. O(shares) at most.
+    mutating func popFirst(mayTake: (Int) -> Bool) -> PendingPush? {
+        guard count > 0 else { return nil }
+        for i in lanes.indices where !lanes[i].isEmpty {
+            guard let push = lanes[i].popFirst(mayTake: mayTake) else { continue }
+            count -= 1
+            if count == 0 { hasResends = false }
+            return push
+        }
+        return nil
+    }
+
     /// Whether a push may be past `nowMs`: some share's first push is, or the order is broken.
     func mayHoldExpired(nowMs: Int64) -> Bool {
         guard count > 0 else { return false }
@@ -95,6 +109,16 @@ struct PushQueue {
             let push = shares[s].popFirst()
             if !shares[s].isEmpty { turns.append(s) }
             return push
+        }
+
+        mutating func popFirst(mayTake: (Int) -> Bool) -> PendingPush? {
+            for _ in 0..<turns.count {
+                guard let s = turns.first else { return nil }
+                if mayTake(s) { return popFirst() }
+                _ = turns.popFirst()
+                turns.append(s)
+            }
+            return nil
         }
 
         func anyFirstDeadline(atOrBefore nowMs: Int64) -> Bool {

@@ -17,10 +17,10 @@ final class PushQueueTests: XCTestCase {
     }
 
     /// A simulator with one stream at a time, each answer `answerAfterMs` late, and a client of it.
-    private func oneSlowStream(answerAfterMs: Int) throws -> (SimTestServer, ApnsClient) {
+    private func oneSlowStream(answerAfterMs: Int, streams: Int = 1) throws -> (SimTestServer, ApnsClient) {
         let server = try SimTestServer {
-            $0.initialMaxStreams = 1
-            $0.raisedMaxStreams = 1
+            $0.initialMaxStreams = streams
+            $0.raisedMaxStreams = streams
             $0.defaultScenario = .slow(answerAfterMs)
         }
         self.server = server
@@ -123,5 +123,27 @@ final class PushQueueTests: XCTestCase {
         server.loop.run(waitingFor: "every push answered", timeoutMs: 15_000) { answered == 31 }
         let order = server.simulator.recorded.compactMap(\.token)
         XCTAssertLessThanOrEqual(order.firstIndex(of: "ab01")!, 1, "the ring went before the queued background pushes: \(order)")
+    }
+
+    /// Eight streams, every answer 300 ms late; share 1 has used the pool once, then share 0
+    /// floods 40 pushes: it gets at most 6 of the 8 streams (`mostStreamsPerShare`), so share
+    /// 1's next push is written at once on a free one instead of waiting for a flood's answer.
+    func testAFloodedShareLeavesStreamsForAnotherShareOfThePool() throws {
+        let (server, client) = try oneSlowStream(answerAfterMs: 300, streams: 8)
+        defer { client.close() }
+        func voip(_ token: String) throws -> PushNotification {
+            try PushNotification(deviceToken: token, bundleID: server.bundleID, pushType: .voip, payload: Array("{}".utf8))
+        }
+        var answered = 0
+        client.send(try voip("ab00"), share: 1) { _ in answered += 1 }
+        server.loop.run(waitingFor: "share 1's first push answered", timeoutMs: 5_000) { answered == 1 }
+        for i in 0..<40 { client.send(try voip(String(format: "f1%02x", i)), share: 0) { _ in answered += 1 } }
+        server.loop.run(waitingFor: "the flood's streams taken", timeoutMs: 5_000) { client.inFlightCount >= 6 }
+        XCTAssertLessThanOrEqual(client.inFlightCount, 6, "the flood holds at most 6 of the 8 streams")
+        client.send(try voip("ab01"), share: 1) { _ in answered += 1 }
+        XCTAssertEqual(client.inFlightCount, 7, "share 1's push was written at once, on a stream the flood left")
+        server.loop.run(waitingFor: "every push answered", timeoutMs: 20_000) { answered == 42 }
+        let order = server.simulator.recorded.compactMap(\.token)
+        XCTAssertLessThanOrEqual(order.firstIndex(of: "ab01")!, 7, "written after at most 6 of the flood: \(order)")
     }
 }
