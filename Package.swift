@@ -12,10 +12,12 @@ let package = Package(
         // MARK: Service modules (see docs/architecture.md)
         .target(name: "EventLoop", dependencies: ["CLibEvent", "COpenSSL", "CMacros"]),
         .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
-        .target(name: "APNsSimulator", dependencies: ["APNs", "EventLoop", "RedisClient", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        // FCM HTTP v1 (Android phones) on the APNs module's HTTP/2 pool: service accounts, OAuth, messages, answers.
+        .target(name: "FCM", dependencies: ["APNs", "EventLoop", "JSONOutput", "COpenSSL"]),
+        .target(name: "APNsSimulator", dependencies: ["APNs", "FCM", "EventLoop", "RedisClient", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
-        .target(name: "Routing", dependencies: ["APNs", "Retry"]),
+        .target(name: "Routing", dependencies: ["APNs", "FCM", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
         // The version and git commit of this build, written before each build by the plugin below.
@@ -32,10 +34,10 @@ let package = Package(
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
-        .target(name: "GatewayConfiguration", dependencies: ["APNs", "RedisClient", "Routing", "Retry", "DeadLetters",
+        .target(name: "GatewayConfiguration", dependencies: ["APNs", "FCM", "RedisClient", "Routing", "Retry", "DeadLetters",
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
-        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "CallStorage", "RedisClient",
+        .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "FCM", "CallStorage", "RedisClient",
                                                      "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
@@ -46,11 +48,11 @@ let package = Package(
                                                        "GatewayConfiguration", "GatewayRoles", "RedisClient", "DeadLetters", "COpenSSL"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
-                                                       "APNs", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
+                                                       "APNs", "FCM", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
                                                        "VisibleText", "JSONOutput", "CSystemd"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "EventLoop", "CallStorage", "RedisClient", "Routing",
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing",
                                                                "GatewayConfiguration", "GatewayRoles", "AdminEndpoint"],
                          path: "bench/PushgwBench"),
 
@@ -68,6 +70,7 @@ let package = Package(
                 path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
+        .testTarget(name: "FCMTests", dependencies: ["FCM", "APNs", "APNsSimulator", "EventLoop", "TestSupport"]),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "EventLoop", "TestSupport"]),
         // Harnesses the Gateway modules' tests share: a config directory with keys, Redis per
         // deployment, the router on real parts. Only package API: no @testable here.
@@ -76,7 +79,7 @@ let package = Package(
                 path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayConfigurationTests", dependencies: ["GatewayConfiguration", "GatewayTestSupport", "TestSupport",
                                                                       "APNs", "DeadLetters", "EventLoop", "RedisClient", "Retry", "Routing"]),
-        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport",
+        .testTarget(name: "GatewayRolesTests", dependencies: ["GatewayRoles", "GatewayConfiguration", "GatewayTestSupport", "TestSupport", "FCM",
                                                               "IngestEndpoint",
                                                               "APNs", "APNsSimulator", "CallStorage", "DeadLetters", "EventLoop", "RedisClient",
                                                               "Retry", "Routing"]),
@@ -95,7 +98,7 @@ let package = Package(
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "JSONOutputTests", dependencies: ["JSONOutput"]),
-        .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "Retry"]),
+        .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "FCM", "Retry"]),
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),
         .testTarget(name: "CallStorageTests", dependencies: ["CallStorage", "RedisClient", "EventLoop", "TestSupport"]),
         .testTarget(name: "DeadLettersTests", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "JSONOutput",

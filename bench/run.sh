@@ -47,6 +47,12 @@ token=$(printf 'ab%.0s' $(seq 1 32))
 mkdir -p "$work/htdocs/3/device"
 echo '{}' > "$work/htdocs/3/device/$token"
 python3 -c "print('{\"caller\":\"+15551234567\",\"callerName\":\"Alice Johnson\",\"pad\":\"'+'x'*250+'\"}', end='')" > "$work/body.json"
+# FCM: the token endpoint's answer and the send path as static files, a service account whose
+# token_uri is nghttpd (written once the port is known) and a ring's body for h2load.
+mkdir -p "$work/htdocs/v1/projects/pushgw-test"
+echo '{"access_token":"ya29.bench","expires_in":3600,"token_type":"Bearer"}' > "$work/htdocs/token"
+echo '{"name":"projects/pushgw-test/messages/1"}' > "$work/htdocs/v1/projects/pushgw-test/messages:send"
+python3 -c "print('{\"message\":{\"token\":\"bench-device:APA91bH\",\"android\":{\"priority\":\"HIGH\",\"ttl\":\"27s\",\"collapse_key\":\"call-1\"},\"data\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice Johnson\",\"deadline\":\"1700000027999\",\"id\":\"call-1\",\"pad\":\"'+'x'*200+'\",\"type\":\"incoming_call\"}}}', end='')" > "$work/fcm-body.json"
 
 port=$(free_port)
 nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
@@ -75,6 +81,30 @@ for c in 1 4; do
   printf '%-22s %14s %14s %8s %12s MB\n' "$c x 100" "$hm" "$pm" "$(python3 -c "print(f'{$pm/$hm:.2f}')")" "$peak"
 done
 echo "(targets: ratio >= 1.0, peak RSS <= 30 MB; each h2load and pushgw run: ${h[*]} / ${p[*]} for the last row)"
+
+python3 - "$port" "$pki/fcm-service-account.key" "$work/fcm-account.json" <<'PY'
+import json, sys
+json.dump({"type": "service_account", "project_id": "pushgw-test", "private_key_id": "bench", "private_key": open(sys.argv[2]).read(),
+           "client_email": "bench@pushgw-test.iam.gserviceaccount.com", "token_uri": f"https://127.0.0.1:{sys.argv[1]}/token"},
+          open(sys.argv[3], "w"))
+PY
+echo "== FCM client: $REQUESTS messages:send POSTs (a ring: data only, HIGH, 27 s TTL, ~400-byte body, Bearer token) to the same nghttpd, ${ROUNDS} alternating rounds, medians"
+printf '%-22s %14s %14s %8s %14s %18s\n' "connections x streams" "h2load req/s" "pushgw req/s" "ratio" "pushgw peak RSS" "pushgw CPU/push"
+h=(); p=(); rss=(); fcm_cpu=()
+for _ in $(seq 1 "$ROUNDS"); do
+  h+=("$(h2load -n "$REQUESTS" -c 1 -m 100 -d "$work/fcm-body.json" -H 'content-type: application/json' \
+      -H 'authorization: Bearer ya29.bench' "https://127.0.0.1:$port/v1/projects/pushgw-test/messages:send" \
+      | awk '/^finished in/ {print int($4)}')")
+  out=$("$bin/pushgw-bench" fcm --port "$port" --ca "$pki/ca.pem" --account "$work/fcm-account.json" \
+        --connections 1 --streams 100 --requests "$REQUESTS")
+  p+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"]==d["requests"], d; print(d["rps"])')")
+  rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
+  fcm_cpu+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_request"])')")
+done
+hm=$(printf '%s\n' "${h[@]}" | median); pm=$(printf '%s\n' "${p[@]}" | median)
+printf '%-22s %14s %14s %8s %12s MB %15s µs\n' "1 x 100" "$hm" "$pm" "$(python3 -c "print(f'{$pm/$hm:.2f}')")" \
+  "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)" "$(printf '%s\n' "${fcm_cpu[@]}" | median)"
+echo "(beside the APNs client's CPU per push above, last row: $(printf '%s\n' "${apns_cpu[@]}" | median) µs; each h2load and pushgw run: ${h[*]} / ${p[*]})"
 
 # ---- End to end --------------------------------------------------------------------------
 make_tokens

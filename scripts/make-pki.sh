@@ -6,6 +6,8 @@
 #   client.pem/client.key  an APNs-style client certificate, subject UID=<bundle id>
 #   client.p12             the same as PKCS#12, password in client.p12.password
 #   AuthKey.p8             an ES256 signing key (PKCS#8, like Apple's), public half in AuthKey.pub.pem
+#   fcm-service-account.key  an RSA 2048 key for a Google service account (FCM's RS256 OAuth JWT),
+#                          public half in fcm-service-account.pub.pem
 # and, for Redis over TLS (redis-server --tls-port):
 #   redis.pem/redis.key                    redis-server's certificate for localhost and 127.0.0.1
 #   redis-client.pem/redis-client.key      a client certificate for servers that require one (CN=pushgw)
@@ -18,6 +20,12 @@ dir=$1
 bundle=${2:-com.example.app}
 mkdir -p "$dir"
 cd "$dir"
+# Made apart from the rest, so that a directory made before it was added gets it too.
+if [ ! -f fcm-service-account.pub.pem ]; then
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out fcm-service-account.key 2>/dev/null
+  chmod 600 fcm-service-account.key
+  openssl pkey -in fcm-service-account.key -pubout -out fcm-service-account.pub.pem 2>/dev/null
+fi
 # The last file written marks a complete directory.
 [ -f other-ca.pem ] && exit 0
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \

@@ -6,6 +6,9 @@ public enum ApnsAuthentication {
     case token(ProviderTokenSource)
     /// Certificate auth: the client certificate is presented during the TLS handshake.
     case certificate(ClientCertificate)
+    /// No credential of the pool's own: each `ProviderPost` carries its bearer token (FCM's
+    /// OAuth 2.0 access token). APNs pushes sent on such a pool go without `authorization`.
+    case perRequest
 }
 
 /// Settings of one `ApnsClient` (one connection pool).
@@ -44,6 +47,9 @@ public struct ApnsClientSettings {
     /// for APNs to be tried again, so the first push goes out within about this long of APNs'
     /// return.
     public var reconnectCapWhileWaitingMs: Int64 = 1_000
+    /// Who the pool talks to, as its failure reasons name it: `APNs`, or for another
+    /// provider's pool `FCM` or `the token endpoint`.
+    public var serverName = "APNs"
 
     public init(host: String, port: Int = ApnsEnvironment.defaultPort, caFile: String? = nil,
                 authentication: ApnsAuthentication) {
@@ -108,7 +114,9 @@ public struct ApnsClientStats: Equatable, Sendable {
 }
 
 /// A client for APNs' HTTP/2 provider API: one pool of connections for one credential and one
-/// environment.
+/// environment. The same pool carries another provider's requests (`ProviderPost`: FCM's
+/// messages and token exchanges, docs/architecture.md "FCM") with the same queue, budgets,
+/// resends and timeouts; such a pool has `.perRequest` authentication.
 ///
 /// Lifecycle: create it on the loop, call `send` as often as needed (connections open on the
 /// first send), and `close()` it when done. Loop-owned: every method runs on the loop thread,
@@ -192,19 +200,40 @@ public final class ApnsClient: ApnsConnectionDelegate {
     public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil, lane: PushLane = .live, share: Int = 0,
                      completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) -> ApnsPushTicket? {
         loop.assertInLoop()
+        guard let (writeBy, now) = admit(failing: { completion(.failure($0)) }, writeByUnixMs: writeByUnixMs) else { return nil }
+        return enqueue(PendingPush(notification, writeByMs: writeBy, lane: lane, share: share, completion: completion), now: now)
+    }
+
+    /// Sends another provider's request (`ProviderPost`) on this pool, with the same queue,
+    /// budgets, resends and timeouts as a push; `completion` runs once with the server's
+    /// answer (any status) or the reason there was none.
+    @discardableResult
+    public func send(_ post: ProviderPost, writeByUnixMs: Int64? = nil,
+                     completion: @escaping (Result<ProviderPostAnswer, ApnsClientError>) -> Void) -> ApnsPushTicket? {
+        loop.assertInLoop()
+        guard let (writeBy, now) = admit(failing: { completion(.failure($0)) }, writeByUnixMs: writeByUnixMs) else { return nil }
+        return enqueue(PendingPush(post, writeByMs: writeBy, completion: completion), now: now)
+    }
+
+    /// The monotonic ms by which a new request must be written and the monotonic now, or nil
+    /// after failing it (the pool closed, or its queue full).
+    private func admit(failing fail: (ApnsClientError) -> Void, writeByUnixMs: Int64?) -> (Int64, Int64)? {
         guard !closed else {
-            completion(.failure(.clientClosed))
+            fail(.clientClosed)
             return nil
         }
         guard queue.count < settings.maxQueued else {
             stats.queueFullRejections += 1
-            completion(.failure(.queueFull))
+            fail(.queueFull)
             return nil
         }
         let now = Clock.monotonicMs()
         var writeBy = now + settings.requestTimeoutMs
         if let writeByUnixMs { writeBy = min(writeBy, now + (writeByUnixMs - Clock.unixMs())) }
-        let push = PendingPush(notification, writeByMs: writeBy, lane: lane, share: share, completion: completion)
+        return (writeBy, now)
+    }
+
+    private func enqueue(_ push: PendingPush, now: Int64) -> ApnsPushTicket {
         streamsByShare.note(push.share)
         let wasWaiting = !queue.isEmpty
         queue.append(push)
@@ -225,7 +254,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         let push = ticket.push
         guard !push.isCompleted, push.streamID == 0, !push.headersSent else { return false }
         // The queue drops completed pushes as it reaches them (`dispatch`, `sweep`).
-        push.complete(.failure(.withdrawn))
+        push.fail(.withdrawn)
         return true
     }
 
@@ -253,7 +282,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         sweepTimer.close()
         for c in connections { c.close(reason: "client closed", graceful: true) }
         connections.removeAll()
-        while let push = queue.popFirst() { push.complete(.failure(.clientClosed)) }
+        while let push = queue.popFirst() { push.fail(.clientClosed) }
     }
 
     // MARK: Dispatch
@@ -293,7 +322,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                     do {
                         opened = try c.submit(push, bearerToken: token.isEmpty ? nil : token)
                     } catch {
-                        push.complete(.failure(.unsendable(error.description)))
+                        push.fail(.unsendable(error.description))
                         continue
                     }
                     guard opened else {
@@ -334,17 +363,18 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private func expireUnsent(_ push: PendingPush) {
         stats.timeouts += 1
         stats.expiredUnsent += 1
-        push.complete(.failure(lastConnectError.map { .connectionFailed($0) } ?? .timeout))
+        push.fail(lastConnectError.map { .connectionFailed($0) } ?? .timeout)
     }
 
-    /// The JWT for a push's `authorization` ("" for certificate auth), or nil after failing
-    /// the push because no token could be signed.
+    /// The JWT for a push's `authorization` ("" for certificate auth and for a
+    /// `ProviderPost`, which carries its own), or nil after failing the push because no token
+    /// could be signed.
     private func bearerToken(for push: PendingPush) -> String? {
-        guard let source = tokenSource else { return "" }
+        guard let source = tokenSource, !push.isPost else { return "" }
         do {
             return try source.currentToken()
         } catch {
-            push.complete(.failure(.credentialUnusable(error.description)))
+            push.fail(.credentialUnusable(error.description))
             return nil
         }
     }
@@ -365,7 +395,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         for _ in live..<max(live, settings.connections) {
             nextConnectionID += 1
             let c = ApnsConnection(id: nextConnectionID, delegate: self, authority: settings.host,
-                                   streamCap: settings.maxStreamsPerConnection)
+                                   streamCap: settings.maxStreamsPerConnection, serverName: settings.serverName)
             connections.append(c)
             stats.connectionsOpened += 1
             c.start(loop: loop, tls: tls, host: settings.host, port: settings.port)
@@ -385,7 +415,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
         dispatch()
     }
 
-    func connection(_ connection: ApnsConnection, answered batch: [(PendingPush, PushNotificationResponse)]) {
+    func connection(_ connection: ApnsConnection, answered batch: [PendingPush]) {
         // Completions usually send the next push. Their sends queue while the batch runs and
         // go out every `refillEvery` answers: one dispatch and one nghttp2 flush for several
         // requests instead of one each, yet early enough that the first requests are on the
@@ -393,8 +423,9 @@ public final class ApnsClient: ApnsConnectionDelegate {
         let outer = deferringDispatch
         deferringDispatch = true
         var sinceDispatch = 0
-        for (push, response) in batch {
-            if response.reason == .expiredProviderToken, let source = tokenSource, push.providerTokenResends < 2 {
+        for push in batch {
+            if push.status == 403, let source = tokenSource, !push.isPost, push.providerTokenResends < 2,
+               push.response().reason == .expiredProviderToken {
                 // Not an attempt (docs/protocol.md): sign a new token and send again at once.
                 push.providerTokenResends += 1
                 stats.resentAfterTokenRenewal += 1
@@ -403,7 +434,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 queue.prepend(push)
             } else {
                 stats.answered += 1
-                push.complete(.success(response))
+                push.answer()
             }
             sinceDispatch += 1
             if sinceDispatch >= Self.refillEvery {
@@ -437,7 +468,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
     func connection(_ connection: ApnsConnection, lost pushes: [PendingPush], reason: String) {
         for push in pushes {
             stats.lost += 1
-            push.complete(.failure(closed ? .clientClosed : .connectionLost(reason)))
+            push.fail(closed ? .clientClosed : .connectionLost(reason))
         }
     }
 
@@ -502,7 +533,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                 for push in expired {
                     c.cancel(push)
                     stats.timeouts += 1
-                    push.complete(.failure(.timeout))
+                    push.fail(.timeout)
                 }
                 c.ping(nowMs: now)  // a silent server may be a dead one
                 c.flush()

@@ -6,8 +6,9 @@ import EventLoop
 protocol ApnsConnectionDelegate: AnyObject {
     /// The first SETTINGS arrived, or the stream limit rose, or streams closed: room to send.
     func connectionHasCapacity(_ connection: ApnsConnection)
-    /// APNs answered these pushes (in the order their streams closed).
-    func connection(_ connection: ApnsConnection, answered batch: [(PendingPush, PushNotificationResponse)])
+    /// The server answered these pushes (in the order their streams closed): each holds its
+    /// status, headers and body (`PendingPush.answer()` types them for its kind).
+    func connection(_ connection: ApnsConnection, answered batch: [PendingPush])
     /// No server processed these pushes (REFUSED_STREAM, above GOAWAY's last stream, never
     /// written): send them again elsewhere.
     func connection(_ connection: ApnsConnection, returned pushes: [PendingPush])
@@ -48,16 +49,20 @@ final class ApnsConnection: TLSStreamDelegate {
 
     // Events raised inside nghttp2 callbacks, delivered after nghttp2 returns.
     private var nestingDepth = 0
-    private var answered: [(PendingPush, PushNotificationResponse)] = []
-    private var answeredSpare: [(PendingPush, PushNotificationResponse)] = []
+    private var answered: [PendingPush] = []
+    private var answeredSpare: [PendingPush] = []
     private var returned: [PendingPush] = []
     private var lost: [PendingPush] = []
     private var lostReason = ""
     private var capacityChanged = false
     private var goAwayReason: String??
 
-    init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int) {
+    /// Who the connection talks to, in its failure reasons (`ApnsClientSettings.serverName`).
+    private let serverName: String
+
+    init(id: Int, delegate: ApnsConnectionDelegate, authority: String, streamCap: Int, serverName: String = "APNs") {
         self.id = id
+        self.serverName = serverName
         self.delegate = delegate
         self.headerBlock = RequestHeaderBlock(authority: authority)
         self.streamCap = max(1, streamCap)
@@ -93,7 +98,12 @@ final class ApnsConnection: TLSStreamDelegate {
         provider.read_callback = { session, streamID, buf, length, flags, _, user in
             ApnsConnection.with(user) { $0.readPayload(streamID: streamID, into: buf!, length: length, flags: flags!) }
         }
-        let (nva, count) = try headerBlock.build(push.notification, bearerToken: bearerToken)
+        let fields: (UnsafePointer<nghttp2_nv>, Int)
+        switch push.request {
+        case let .apns(notification): fields = try headerBlock.build(notification, bearerToken: bearerToken)
+        case let .post(post): fields = try headerBlock.build(post)
+        }
+        let (nva, count) = fields
         // The table holds the strong reference; nghttp2 holds an unretained one as stream user
         // data, cleared whenever the push leaves the table before its stream closes.
         let streamID = nghttp2_submit_request(session, nil, nva, count, &provider,
@@ -195,7 +205,7 @@ final class ApnsConnection: TLSStreamDelegate {
         // with HTTP/1.1 or nothing; the connect fails now, saying so.
         let alpn = stream.negotiatedALPN
         guard alpn == "h2" else {
-            return fail(reason: "the server did not choose HTTP/2 in the TLS handshake (ALPN: \(alpn ?? "none")): not an APNs endpoint")
+            return fail(reason: "the server did not choose HTTP/2 in the TLS handshake (ALPN: \(alpn ?? "none")): not an \(serverName) endpoint")
         }
         run(machine.onTransportConnected())
     }
@@ -216,7 +226,7 @@ final class ApnsConnection: TLSStreamDelegate {
     func tlsStreamDidDrainOutput(_ stream: TLSStream) { flush() }
 
     func tlsStream(_ stream: TLSStream, didCloseWithReason reason: String?) {
-        fail(reason: reason ?? "closed by APNs")
+        fail(reason: reason ?? "closed by \(serverName)")
     }
 
     // MARK: Performing the machine's actions
@@ -278,10 +288,12 @@ final class ApnsConnection: TLSStreamDelegate {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, streamID, data, len, user in
             ApnsConnection.with(user) { c in
                 _ = c.withPush(on: streamID) { push in
-                    // Only a rejection's body is read (`PendingPush.response`); keeping the body
-                    // of every 200 cost an array allocation per answer.
-                    if push.status != 200, push.body.count < 4096 {
-                        push.body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(len, 4096 - push.body.count)))
+                    // An APNs push keeps only a rejection's body (`PendingPush.response`): keeping
+                    // the body of every 200 cost an array allocation per answer. A provider's
+                    // POST keeps its answer (`PendingPush.keepsBody`).
+                    let limit = push.bodyLimit
+                    if push.keepsBody, push.body.count < limit {
+                        push.body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(len, limit - push.body.count)))
                     }
                 }
             }
@@ -315,6 +327,12 @@ final class ApnsConnection: TLSStreamDelegate {
             _ = withPush(on: streamID) { $0.apnsID = String(decoding: value, as: UTF8.self) }
         } else if name.count == 14, name[5] == 0x75 /* "apns-unique-id" */ {
             _ = withPush(on: streamID) { $0.apnsUniqueID = String(decoding: value, as: UTF8.self) }
+        } else if name.count == 11, name.elementsEqual("retry-after".utf8) {
+            // Seconds (FCM's 429 and 503); an HTTP-date is not used by the providers and is ignored.
+            var seconds: Int64 = 0
+            guard !value.isEmpty, value.count <= 9, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return }
+            for b in value { seconds = seconds * 10 + Int64(b - 0x30) }
+            _ = withPush(on: streamID) { $0.retryAfterSeconds = seconds }
         }
     }
 
@@ -346,24 +364,25 @@ final class ApnsConnection: TLSStreamDelegate {
         capacityChanged = true
         switch machine.onStreamClosed(streamID, hasStatus: push.status != 0, refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue,
                                       headersSent: push.headersSent) {
-        case .answered: answered.append((push, push.response()))
+        case .answered: answered.append(push)
         case .returned: returned.append(push)
         case .lost:
             lost.append(push)
-            lostReason = "stream reset by APNs (HTTP/2 error \(errorCode))"
+            lostReason = "stream reset by \(serverName) (HTTP/2 error \(errorCode))"
         }
     }
 
     private func readPayload(streamID: Int32, into buf: UnsafeMutablePointer<UInt8>, length: Int,
                              flags: UnsafeMutablePointer<UInt32>) -> Int {
         let n = withPush(on: streamID) { push in
-            let n = push.notification.payload.withUnsafeBytes { src in
+            let payload = push.payload
+            let n = payload.withUnsafeBytes { src in
                 let n = min(length, src.count - push.payloadOffset)
                 UnsafeMutableRawPointer(buf).copyMemory(from: src.baseAddress! + push.payloadOffset, byteCount: n)
                 return n
             }
             push.payloadOffset += n
-            if push.payloadOffset == push.notification.payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+            if push.payloadOffset == payload.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
             return n
         }
         guard let n else {
@@ -417,7 +436,7 @@ final class ApnsConnection: TLSStreamDelegate {
                                         headersSent: push.headersSent, lastProcessedStreamID: closing.lastProcessedStreamID) {
             case .answered:
                 // Headers came but the body did not: the status alone still tells the outcome.
-                answered.append((push, push.response()))
+                answered.append(push)
             case .returned:
                 returned.append(push)
             case .lost:

@@ -21,7 +21,7 @@ public enum ReasonClass: String, Sendable, CaseIterable {
 ///
 /// Every reason string of Apple's response table appears once, in `table`;
 /// an unknown string keeps its text and is classified by its HTTP status.
-public enum ApnsReason: Hashable, Sendable {
+public enum ApnsReason: ReasonTable {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
     case missingTopic, payloadEmpty, topicDisallowed
@@ -76,39 +76,18 @@ public enum ApnsReason: Hashable, Sendable {
         (.shutdown, "Shutdown", 503, .retryable),
     ]
 
-    private static let byText: [String: Int] = Dictionary(
-        uniqueKeysWithValues: table.enumerated().map { ($1.text, $0) })
+    public static let rowsByText = index(of: table)
 
-    private var row: (reason: ApnsReason, text: String, status: Int, kind: ReasonClass)? {
-        if case .unknown = self { return nil }
-        return ApnsReason.table.first { $0.reason == self }
+    public static func unlisted(text: String, status: Int) -> ApnsReason { .unknown(text, status: status) }
+
+    public var unlistedSpelling: (text: String, status: Int)? {
+        if case let .unknown(text, status) = self { return (text, status) }
+        return nil
     }
 
-    /// The reason for Apple's `text`; an unknown text becomes `.unknown(text, status:)`.
-    public init(text: String, status: Int) {
-        if let i = ApnsReason.byText[text] {
-            self = ApnsReason.table[i].reason
-        } else {
-            self = .unknown(text, status: status)
-        }
-    }
-
-    /// Apple's string for this reason.
-    public var text: String {
-        if case let .unknown(text, _) = self { return text }
-        return row!.text
-    }
-
-    /// The HTTP status Apple sends with this reason.
-    public var status: Int {
-        if case let .unknown(_, status) = self { return status }
-        return row!.status
-    }
-
-    /// What to do about it. Unknown reasons go by status: 410 token, 403 credential,
-    /// 429 and 5xx retryable, anything else a request error.
-    public var kind: ReasonClass {
-        if let row { return row.kind }
+    /// Unknown reasons go by status: 410 token, 403 credential, 429 and 5xx retryable,
+    /// anything else a request error.
+    public static func kind(ofStatus status: Int) -> ReasonClass {
         switch status {
         case 410: return .tokenInvalid
         case 403: return .credentialOrConfig

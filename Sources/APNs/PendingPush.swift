@@ -1,11 +1,23 @@
 /// One push on its way: queued in the client, or on a stream of a connection. A reference
 /// type because the queue, a connection's stream table and the timeout sweep share it.
 ///
-/// Invariant: `complete` runs the caller's completion exactly once; afterwards the push is
-/// inert and every holder drops it.
+/// Invariant: `answer` or `fail` runs the caller's completion exactly once; afterwards the
+/// push is inert and every holder drops it.
 final class PendingPush {
-    let notification: PushNotification
-    private var completion: ((Result<PushNotificationResponse, ApnsClientError>) -> Void)?
+    /// What goes on the stream: an APNs push, or another provider's POST (`ProviderPost`).
+    enum Request {
+        case apns(PushNotification)
+        case post(ProviderPost)
+    }
+
+    /// Who hears the answer, of the request's kind.
+    enum Completion {
+        case apns((Result<PushNotificationResponse, ApnsClientError>) -> Void)
+        case post((Result<ProviderPostAnswer, ApnsClientError>) -> Void)
+    }
+
+    let request: Request
+    private var completion: Completion?
     /// Monotonic ms by which the push must be written: its time budget (the client's request
     /// timeout from `send`, or sooner for a VoIP push of a call whose deadline comes first).
     /// A push not written by then fails as a timeout without ever leaving the process, so a
@@ -26,6 +38,8 @@ final class PendingPush {
 
     // The answer being assembled on a stream.
     var status = 0
+    /// `retry-after` in seconds, when the answer had one.
+    var retryAfterSeconds: Int64?
     var apnsID: String?
     var apnsUniqueID: String?
     var body: [UInt8] = []
@@ -40,13 +54,42 @@ final class PendingPush {
 
     init(_ notification: PushNotification, writeByMs: Int64, lane: PushLane = .live, share: Int = 0,
          completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
-        self.notification = notification
+        self.request = .apns(notification)
         self.writeByMs = writeByMs
         self.lane = lane
         self.share = max(0, share)
         self.deadlineMs = writeByMs
-        self.completion = completion
+        self.completion = .apns(completion)
     }
+
+    init(_ post: ProviderPost, writeByMs: Int64, lane: PushLane = .live, share: Int = 0,
+         completion: @escaping (Result<ProviderPostAnswer, ApnsClientError>) -> Void) {
+        self.request = .post(post)
+        self.writeByMs = writeByMs
+        self.lane = lane
+        self.share = max(0, share)
+        self.deadlineMs = writeByMs
+        self.completion = .post(completion)
+    }
+
+    /// The request body.
+    var payload: [UInt8] {
+        switch request {
+        case let .apns(notification): return notification.payload
+        case let .post(post): return post.body
+        }
+    }
+
+    /// True for another provider's POST, whose answer body is kept on success too.
+    var isPost: Bool {
+        if case .post = request { return true }
+        return false
+    }
+
+    /// How much of the answer's body is kept: APNs' error JSON (a 200 has none worth keeping:
+    /// keeping it cost an array allocation per answer), a provider's whole answer up to 16 KiB.
+    var keepsBody: Bool { isPost || status != 200 }
+    var bodyLimit: Int { isPost ? 16 * 1024 : 4096 }
 
     /// True once the completion ran.
     var isCompleted: Bool { completion == nil }
@@ -66,12 +109,27 @@ final class PendingPush {
         streamsHeld = nil
     }
 
-    /// Runs the completion (once) and releases it.
-    func complete(_ result: Result<PushNotificationResponse, ApnsClientError>) {
+    /// Runs the completion (once) with `error`, whatever the request's kind.
+    func fail(_ error: ApnsClientError) {
         releaseStream()
         guard let completion else { return }
         self.completion = nil
-        completion(result)
+        switch completion {
+        case let .apns(reply): reply(.failure(error))
+        case let .post(reply): reply(.failure(error))
+        }
+    }
+
+    /// Runs the completion (once) with the answer the stream received, typed for its kind.
+    func answer() {
+        releaseStream()
+        guard let completion else { return }
+        self.completion = nil
+        switch completion {
+        case let .apns(reply): reply(.success(response()))
+        case let .post(reply):
+            reply(.success(ProviderPostAnswer(status: status, body: body, retryAfterSeconds: retryAfterSeconds)))
+        }
     }
 
     /// Forgets a partial answer before the push is sent again (it is queued again, with what
@@ -80,6 +138,7 @@ final class PendingPush {
         releaseStream()
         deadlineMs = writeByMs
         status = 0
+        retryAfterSeconds = nil
         apnsID = nil
         apnsUniqueID = nil
         body.removeAll(keepingCapacity: true)

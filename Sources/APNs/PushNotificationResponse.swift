@@ -58,11 +58,14 @@ public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible
     /// left the process.
     case withdrawn
 
-    public var description: String {
+    public var description: String { description(server: "APNs") }
+
+    /// The description naming the pool's server (`ApnsClientSettings.serverName`).
+    public func description(server: String) -> String {
         switch self {
-        case .timeout: return "timed out waiting for APNs"
-        case let .connectionLost(why): return "connection to APNs lost: \(why)"
-        case let .connectionFailed(why): return "cannot connect to APNs: \(why)"
+        case .timeout: return "timed out waiting for \(server)"
+        case let .connectionLost(why): return "connection to \(server) lost: \(why)"
+        case let .connectionFailed(why): return "cannot connect to \(server): \(why)"
         case .queueFull: return "send queue full"
         case .clientClosed: return "client closed"
         case let .credentialUnusable(why): return "credential unusable: \(why)"

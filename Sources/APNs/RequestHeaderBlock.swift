@@ -42,6 +42,38 @@ final class RequestHeaderBlock {
     /// the previous request; only the push's own fields are laid out again.
     /// - Throws: `RequestHeadersTooLarge` when the fields would not fit; the block stays usable.
     func build(_ n: PushNotification, bearerToken: String?) throws(RequestHeadersTooLarge) -> (UnsafePointer<nghttp2_nv>, Int) {
+        try startRequest(bearerToken: bearerToken, scheme: .apns)
+        try add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
+        try addBearer()
+        try add("apns-push-type", n.pushType.rawValue)
+        try add("apns-topic", n.topic)
+        try add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
+        if let e = n.expiration { try add("apns-expiration", decimal: e, neverIndex: e != 0) }
+        if let id = n.apnsID { try add("apns-id", id, neverIndex: true) }
+        if let c = n.collapseID { try add("apns-collapse-id", c, neverIndex: true) }
+        return (UnsafePointer(fields), count)
+    }
+
+    /// The fields for another provider's POST (`ProviderPost`: FCM's send and token exchange),
+    /// valid until the next call: the same pseudo-headers and kept `authorization`, its path
+    /// (the same for every message of a project, so HPACK indexes it) and content type.
+    func build(_ post: ProviderPost) throws(RequestHeadersTooLarge) -> (UnsafePointer<nghttp2_nv>, Int) {
+        try startRequest(bearerToken: post.bearerToken, scheme: .oauth)
+        try add(":path", post.path)
+        try addBearer()
+        try add("content-type", post.contentType)
+        return (UnsafePointer(fields), count)
+    }
+
+    /// How `authorization` spells its scheme: Apple's documents write `bearer`, OAuth 2.0
+    /// (RFC 6750) and Google `Bearer`. Schemes are case-insensitive (RFC 9110), but each is
+    /// sent as its provider documents it.
+    private enum BearerScheme { case apns, oauth }
+    private var cachedScheme = BearerScheme.apns
+
+    /// Lays out (or keeps) the three constant pseudo-headers and the bearer token, and starts
+    /// the request's own fields after them.
+    private func startRequest(bearerToken: String?, scheme: BearerScheme) throws(RequestHeadersTooLarge) {
         if pseudoEnd == 0 {
             used = 0
             count = 0
@@ -52,34 +84,33 @@ final class RequestHeaderBlock {
             fixedEnd = used
             cachedBearer = nil
         }
-        if bearerToken != cachedBearer {
+        if bearerToken != cachedBearer || scheme != cachedScheme {
             // Forget the old token first: if the new one does not fit, none is cached.
             used = pseudoEnd
             count = 3
             cachedBearer = nil
             fixedEnd = used
             if let bearerToken {
-                try add("authorization", prefix: "bearer ", bearerToken)
+                switch scheme {
+                case .apns: try add("authorization", prefix: "bearer ", bearerToken)
+                case .oauth: try add("authorization", prefix: "Bearer ", bearerToken)
+                }
                 bearerField = fields[3]
             }
             cachedBearer = bearerToken
+            cachedScheme = scheme
             fixedEnd = used
         }
         used = fixedEnd
         count = 3
-        try add(":path", prefix: "/3/device/", n.deviceToken, neverIndex: true)
-        if cachedBearer != nil {
-            try reserve(bytes: 0, for: "authorization")
-            fields[count] = bearerField
-            count += 1
-        }
-        try add("apns-push-type", n.pushType.rawValue)
-        try add("apns-topic", n.topic)
-        try add("apns-priority", n.priority == .immediate ? "10" : n.priority == .conserve ? "5" : "1")
-        if let e = n.expiration { try add("apns-expiration", decimal: e, neverIndex: e != 0) }
-        if let id = n.apnsID { try add("apns-id", id, neverIndex: true) }
-        if let c = n.collapseID { try add("apns-collapse-id", c, neverIndex: true) }
-        return (UnsafePointer(fields), count)
+    }
+
+    /// The kept `authorization` field, when there is a token.
+    private func addBearer() throws(RequestHeadersTooLarge) {
+        guard cachedBearer != nil else { return }
+        try reserve(bytes: 0, for: "authorization")
+        fields[count] = bearerField
+        count += 1
     }
 
     /// Checks that a field of `bytes` bytes (name and value) and its slot fit.

@@ -21,6 +21,7 @@ public final class ApnsSimulator {
     private let loop: EventLoop
     private let tls: TLSContext
     private var requestJudge: RequestJudge
+    private let fcm: FcmEndpoints
     private var uuids = UUIDGenerator()
     private var recorder: RequestRecorder
     private var log: RequestLog?
@@ -45,6 +46,12 @@ public final class ApnsSimulator {
         }
         let verifier = try ProviderTokenVerifier(keyFiles: config.tokenKeys, teamId: config.teamId,
                                                  maxAgeSeconds: config.maxTokenAgeSeconds)
+        do {
+            fcm = try FcmEndpoints(config: config)
+        } catch {
+            verifier.close()
+            throw error
+        }
         requestJudge = RequestJudge(scenarios: ScenarioBook(defaultScenario: config.defaultScenario, scenarios: config.scenarios,
                                                             tokenEnvironments: config.tokenEnvironments,
                                                             environment: config.sandbox ? .sandbox : .production),
@@ -55,6 +62,7 @@ public final class ApnsSimulator {
                 log = try RequestLog(loop: loop, path: path)
             } catch {
                 verifier.close()
+                fcm.close()
                 throw error
             }
         }
@@ -108,8 +116,19 @@ public final class ApnsSimulator {
     /// The last `config.recordLimit` judged requests, oldest first.
     public var recorded: [RecordedRequest] { recorder.requests }
 
-    /// Requests judged for `token` (any case) since start.
-    public func requestCount(for token: String) -> Int { recorder.perToken[token.lowercased(), default: 0] }
+    /// Requests judged for `token` since start: an APNs device token in any case, an FCM
+    /// registration token as it is spelled.
+    public func requestCount(for token: String) -> Int {
+        recorder.perToken[token] ?? recorder.perToken[token.lowercased(), default: 0]
+    }
+
+    /// Every FCM access token issued so far expires now (the next message with one is
+    /// refused 401 `UNAUTHENTICATED`).
+    public func expireFcmAccessTokens() { fcm.expireAccessTokens() }
+
+    /// Access tokens the FCM token endpoint granted, and JWTs it refused.
+    public var fcmTokensGranted: Int { fcm.tokensGranted }
+    public var fcmTokensRefused: Int { fcm.tokensRefused }
 
     /// Stops listening, drops every connection (unanswered streams die with them) and
     /// flushes the log. The simulator cannot be started again.
@@ -128,6 +147,7 @@ public final class ApnsSimulator {
         log?.close()
         log = nil
         requestJudge.verifier.close()
+        fcm.close()
     }
 
     // MARK: For connections
@@ -149,8 +169,10 @@ public final class ApnsSimulator {
         connection.attach(stream)
     }
 
-    func judge(_ request: IncomingRequest, certificateBundle: String?) -> Verdict {
-        requestJudge.judge(request, certificateBundle: certificateBundle, nowSeconds: Clock.unixMs() / 1000)
+    func judge(_ request: IncomingRequest, body: [UInt8], certificateBundle: String?) -> Verdict {
+        let now = Clock.unixMs() / 1000
+        if fcm.serves(path: request.path) { return fcm.judge(request, body: body, scenarios: &requestJudge.scenarios, nowSeconds: now) }
+        return requestJudge.judge(request, certificateBundle: certificateBundle, nowSeconds: now)
     }
 
     /// Counts, keeps and logs one judged request.
@@ -159,9 +181,12 @@ public final class ApnsSimulator {
         let status: Int?
         let reason: ApnsReason?
         var delayMs: Int?
+        var fcmCode: String?
         switch verdict.outcome {
         case let .answer(r): status = r?.status ?? 200; reason = r
         case let .answerLater(ms): status = 200; reason = nil; delayMs = ms
+        case let .reply(r): status = r.status; reason = nil; fcmCode = r.fcmCode
+        case let .replyLater(ms, r): status = r.status; reason = nil; delayMs = ms; fcmCode = r.fcmCode
         case .never: status = nil; reason = nil
         case .refuseStream, .dropConnection: preconditionFailure("unprocessed requests are not recorded")
         }
@@ -172,7 +197,7 @@ public final class ApnsSimulator {
         recorder.record(RecordedRequest(timeMs: now, connectionID: connectionID, streamID: streamID,
                                         method: request.method, path: request.path, token: verdict.token,
                                         headers: request.headers, body: body, bodyCount: request.bodyCount,
-                                        status: status, reason: reason, apnsID: apnsID))
+                                        status: status, reason: reason, apnsID: apnsID, fcmCode: fcmCode))
         guard let log else { return }
         var line = LogLine()
         line.field("time_ms", now)
@@ -189,7 +214,7 @@ public final class ApnsSimulator {
         line.field("collapse_id", request.header("apns-collapse-id"))
         line.field("payload_bytes", request.bodyCount)
         line.field("status", status)
-        line.field("reason", reason?.text)
+        line.field("reason", reason?.text ?? fcmCode)
         line.field("delay_ms", delayMs)
         line.finish()
         log.append(line)
@@ -230,6 +255,8 @@ public enum SimulatorError: Error, Equatable, CustomStringConvertible {
     case tls(TLSError)
     /// A token key file is missing or not a P-256 key.
     case unusableKey(keyID: String, file: String)
+    /// An FCM service account's key file is missing or not an RSA key.
+    case unusableServiceAccountKey(email: String, file: String)
     /// The request log could not be opened.
     case logFile(path: String, reason: String)
     /// The listening socket could not be bound.
@@ -241,6 +268,7 @@ public enum SimulatorError: Error, Equatable, CustomStringConvertible {
         switch self {
         case let .tls(error): return "TLS: \(error.message)"
         case let .unusableKey(kid, file): return "token key \(kid): \(file) is not a readable P-256 key"
+        case let .unusableServiceAccountKey(email, file): return "FCM service account \(email): \(file) is not a readable RSA key"
         case let .logFile(path, reason): return "cannot open log file \(path): \(reason)"
         case let .listen(why): return why
         case let .ringReceipts(why): return "ring_receipts: \(why)"

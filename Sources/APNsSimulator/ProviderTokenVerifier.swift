@@ -24,13 +24,8 @@ final class ProviderTokenVerifier {
     init(keyFiles: [String: String], teamId: String?, maxAgeSeconds: Int) throws(SimulatorError) {
         self.teamId = teamId
         self.maxAgeSeconds = Int64(maxAgeSeconds)
-        for (kid, path) in keyFiles.sorted(by: { $0.key < $1.key }) {
-            guard let key = Self.loadPublicKey(path) else {
-                close()
-                throw .unusableKey(keyID: kid, file: path)
-            }
-            keys[kid] = key
-        }
+        keys = try PublicKeyFile.loadAll(keyFiles, where: Self.isP256,
+                                         failure: { SimulatorError.unusableKey(keyID: $0, file: $1) })
     }
 
     /// Frees the keys. The verifier cannot be used afterwards.
@@ -105,9 +100,18 @@ final class ProviderTokenVerifier {
         return ok == 1
     }
 
-    /// A P-256 public key from a PEM file holding either the public key or the `.p8` private
+    /// Token keys are P-256, in a PEM file holding either the public key or the `.p8` private
     /// key (so a demo can point at the same file the gateway signs with).
-    private static func loadPublicKey(_ path: String) -> OpaquePointer? {
+    private static func isP256(_ key: OpaquePointer) -> Bool {
+        EVP_PKEY_get_base_id(key) == EVP_PKEY_EC && EVP_PKEY_get_bits(key) == 256
+    }
+}
+
+/// The key files the simulator verifies signatures with.
+enum PublicKeyFile {
+    /// The key (`EVP_PKEY *`, the caller frees it) of a PEM file holding a public key or a
+    /// private key, when `acceptable` says it is of the kind wanted; nil otherwise.
+    static func load(_ path: String, where acceptable: (OpaquePointer) -> Bool) -> OpaquePointer? {
         func read(_ body: (OpaquePointer) -> OpaquePointer?) -> OpaquePointer? {
             guard let bio = BIO_new_file(path, "r") else { return nil }
             defer { BIO_free(bio) }
@@ -116,11 +120,26 @@ final class ProviderTokenVerifier {
         let key = read { PEM_read_bio_PUBKEY($0, nil, nil, nil) } ?? read { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
         ERR_clear_error()
         guard let key else { return nil }
-        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC, EVP_PKEY_get_bits(key) == 256 else {
+        guard acceptable(key) else {
             EVP_PKEY_free(key)
             return nil
         }
         return key
+    }
+
+    /// Every file of `files` (by name) loaded; throws `failure(name, path)` for the first that
+    /// does not load or is not `acceptable`, having freed the others.
+    static func loadAll(_ files: [String: String], where acceptable: (OpaquePointer) -> Bool,
+                        failure: (String, String) -> SimulatorError) throws(SimulatorError) -> [String: OpaquePointer] {
+        var keys: [String: OpaquePointer] = [:]
+        for (name, path) in files.sorted(by: { $0.key < $1.key }) {
+            guard let key = load(path, where: acceptable) else {
+                for loaded in keys.values { EVP_PKEY_free(loaded) }
+                throw failure(name, path)
+            }
+            keys[name] = key
+        }
+        return keys
     }
 }
 

@@ -131,6 +131,10 @@ enum Outcome: Equatable {
     case refuseStream
     /// Close the connection at once: everything in flight on it is lost.
     case dropConnection
+    /// Answer now as written (FCM's endpoints: `FcmEndpoints`).
+    case reply(SimulatedReply)
+    /// Answer as written after `ms` milliseconds.
+    case replyLater(ms: Int, SimulatedReply)
 }
 
 /// The scenarios in force and the per-token counters that `flaky` and

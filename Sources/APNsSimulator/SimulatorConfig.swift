@@ -65,6 +65,19 @@ public struct SimulatorConfig: Sendable, Equatable {
         }
     }
 
+    /// FCM: the service accounts whose JWTs the token endpoint accepts, PEM RSA key files (the
+    /// public key, or the private key itself) by client email.
+    public var fcmServiceAccounts: [String: String] = [:]
+    /// FCM: the token endpoint's path (a service account's `token_uri` is
+    /// `https://HOST:PORT` + this).
+    public var fcmTokenPath: String = "/token"
+    /// FCM: how long an access token it grants lives (Google's: an hour).
+    public var fcmAccessTokenLifeSeconds: Int = 3600
+    /// FCM: the `retry-after` of a 429 or 503, in seconds.
+    public var fcmRetryAfterSeconds: Int = 1
+    /// FCM: the projects messages may be sent to; empty accepts any.
+    public var fcmProjects: [String] = []
+
     public init(certFile: String, keyFile: String) {
         self.certFile = certFile
         self.keyFile = keyFile
@@ -146,6 +159,8 @@ private struct ConfigReader {
         "host", "port", "cert_file", "key_file", "client_ca_file", "token_keys", "team_id", "bundle_ids",
         "default_scenario", "scenarios", "goaway_every", "initial_max_streams", "raised_max_streams",
         "log_file", "sandbox", "max_token_age_s", "record_limit", "token_environments", "ring_receipts",
+        "fcm_service_accounts", "fcm_token_path", "fcm_access_token_life_s", "fcm_retry_after_s", "fcm_projects",
+        "fcm_scenarios",
     ]
 
     mutating func read(_ root: JSONValue) -> SimulatorConfig? {
@@ -212,6 +227,38 @@ private struct ConfigReader {
         if let n = int(o, "max_token_age_s", in: 1...Int(Int32.max)) { c.maxTokenAgeSeconds = n }
         if let n = int(o, "record_limit", in: 0...1_000_000) { c.recordLimit = n }
         if let receipts = object(o, "ring_receipts") { c.ringReceipts = ringReceipts(receipts) }
+        if let accounts = object(o, "fcm_service_accounts") {
+            for (email, v) in accounts.sorted(by: { $0.key < $1.key }) {
+                guard case let .string(path) = v, !path.isEmpty else { problem("$.fcm_service_accounts.\(email)", "must be a file path"); continue }
+                c.fcmServiceAccounts[email] = resolve(path)
+            }
+        }
+        if let table = object(o, "fcm_scenarios") {
+            for (token, v) in table.sorted(by: { $0.key < $1.key }) {
+                let at = "$.fcm_scenarios.\(token)"
+                guard !token.isEmpty, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    problem(at, "key must be an FCM registration token (visible ASCII)")
+                    continue
+                }
+                guard case let .string(s) = v else { problem(at, "must be a scenario string"); continue }
+                // One table with the device tokens', matched in any case (SimulatorConfig.scenarios).
+                if let scenario = scenario(s, at: at) { c.scenarios[token.lowercased()] = scenario }
+            }
+        }
+        if let path = string(o, "fcm_token_path") {
+            if path.hasPrefix("/"), !path.hasPrefix("/v1/projects/") { c.fcmTokenPath = path } else { problem("$.fcm_token_path", "must be a path such as /token") }
+        }
+        if let n = int(o, "fcm_access_token_life_s", in: 1...86_400) { c.fcmAccessTokenLifeSeconds = n }
+        if let n = int(o, "fcm_retry_after_s", in: 0...3_600) { c.fcmRetryAfterSeconds = n }
+        if let ids = o["fcm_projects"] {
+            if case let .array(items) = ids {
+                for (i, item) in items.enumerated() {
+                    if case let .string(s) = item, !s.isEmpty { c.fcmProjects.append(s) } else { problem("$.fcm_projects[\(i)]", "must be a project id string") }
+                }
+            } else {
+                problem("$.fcm_projects", "must be an array of strings")
+            }
+        }
         return c
     }
 

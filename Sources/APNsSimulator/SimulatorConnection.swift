@@ -24,6 +24,8 @@ final class SimulatorConnection: TLSStreamDelegate {
         var apnsID: String?
         /// True for a judged stream that will never be answered (`blackhole`).
         var blackholed = false
+        /// An FCM answer held back by `slow:MS`.
+        var heldReply: SimulatedReply?
         /// The response body and how much of it nghttp2 has taken.
         var response: [UInt8] = []
         var responseOffset = 0
@@ -115,7 +117,11 @@ final class SimulatorConnection: TLSStreamDelegate {
     /// Sends the answer held back by `slow:MS`, unless the stream is gone meanwhile.
     func releaseDelayed(streamID: Int32) {
         guard session != nil, let state = streams[streamID], let apnsID = state.apnsID else { return }
-        submitAnswer(streamID: streamID, reason: nil, apnsID: apnsID)
+        if let reply = state.heldReply {
+            submitReply(streamID: streamID, reply)
+        } else {
+            submitAnswer(streamID: streamID, reason: nil, apnsID: apnsID)
+        }
         pump()
     }
 
@@ -138,13 +144,35 @@ final class SimulatorConnection: TLSStreamDelegate {
             _ = headers.withNV { nva, count in nghttp2_submit_response(session, streamID, nva, count, &provider) }
         } else {
             _ = headers.withNV { nva, count in nghttp2_submit_response(session, streamID, nva, count, nil) }
-            if !raisedLimit {
-                // APNs allows one stream until a push succeeds, then many (Apple's request docs).
-                raisedLimit = true
-                submitMaxStreams(server.config.raisedMaxStreams)
-                server.noteSettingsRaised()
-            }
+            raiseLimitAfterSuccess()
         }
+    }
+
+    /// APNs allows one stream until a push succeeds, then many (Apple's request docs); the
+    /// simulator's FCM side behaves the same, which the shared pool handles alike.
+    private func raiseLimitAfterSuccess() {
+        guard !raisedLimit else { return }
+        raisedLimit = true
+        submitMaxStreams(server.config.raisedMaxStreams)
+        server.noteSettingsRaised()
+    }
+
+    /// Submits an answer as written (FCM's JSON, with `retry-after` when it has one).
+    private func submitReply(streamID: Int32, _ reply: SimulatedReply) {
+        guard let session else { return }
+        var headers = HeaderList()
+        headers.add(":status", String(reply.status))
+        headers.add("content-type", "application/json; charset=UTF-8")
+        headers.add("content-length", String(reply.body.count))
+        if let seconds = reply.retryAfterSeconds { headers.add("retry-after", String(seconds)) }
+        streams[streamID]?.response = reply.body
+        if reply.body.isEmpty {
+            _ = headers.withNV { nva, count in nghttp2_submit_response(session, streamID, nva, count, nil) }
+        } else {
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: Self.readBody)
+            _ = headers.withNV { nva, count in nghttp2_submit_response(session, streamID, nva, count, &provider) }
+        }
+        if reply.status == 200 { raiseLimitAfterSuccess() }
     }
 
     private func submitMaxStreams(_ n: Int) {
@@ -185,7 +213,7 @@ final class SimulatorConnection: TLSStreamDelegate {
         // Above our GOAWAY's last stream id the client will resend elsewhere: not processed.
         if let last = goawayLastStreamID, streamID > last { return }
         guard let state = streams[streamID], let session else { return }
-        let verdict = server.judge(state.request, certificateBundle: certificateBundle)
+        let verdict = server.judge(state.request, body: state.body, certificateBundle: certificateBundle)
         switch verdict.outcome {
         case .refuseStream:
             // Not processed: neither judged nor recorded, and the client may resend it.
@@ -197,7 +225,7 @@ final class SimulatorConnection: TLSStreamDelegate {
             dropRequested = true
             server.noteDroppedConnection()
             return
-        case .answer, .answerLater, .never:
+        case .answer, .answerLater, .never, .reply, .replyLater:
             break
         }
         judgedCount += 1
@@ -208,6 +236,10 @@ final class SimulatorConnection: TLSStreamDelegate {
         switch verdict.outcome {
         case let .answer(reason): submitAnswer(streamID: streamID, reason: reason, apnsID: apnsID)
         case let .answerLater(ms): server.schedule(.answer(streamID: streamID), connectionID: id, afterMs: ms)
+        case let .reply(reply): submitReply(streamID: streamID, reply)
+        case let .replyLater(ms, reply):
+            streams[streamID]!.heldReply = reply
+            server.schedule(.answer(streamID: streamID), connectionID: id, afterMs: ms)
         case .never: streams[streamID]!.blackholed = true
         case .refuseStream, .dropConnection: break
         }

@@ -40,7 +40,8 @@ public struct RecordedRequest: Sendable, Equatable {
     public let streamID: Int32
     public let method: String?
     public let path: String?
-    /// The device token (lower case) when `:path` carried one.
+    /// The device token (lower case) when `:path` carried one; for an FCM message, its
+    /// registration token as sent.
     public let token: String?
     /// Regular header fields in arrival order (pseudo-headers are `method` and `path`).
     public let headers: [Header]
@@ -54,6 +55,8 @@ public struct RecordedRequest: Sendable, Equatable {
     public let reason: ApnsReason?
     /// The `apns-id` of the answer (the request's or a generated one).
     public let apnsID: String
+    /// FCM's code of a refused message (`UNREGISTERED`, …); nil for APNs and for 200.
+    public var fcmCode: String? = nil
 
     /// The first value of header `name` (lower case), or nil.
     public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }

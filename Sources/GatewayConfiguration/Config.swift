@@ -28,6 +28,11 @@ package struct GatewayConfig: Equatable, Sendable {
     package var apps: [String: AppConfig]
     /// The producers' HTTP API; nil (the default) keeps it off (ConfigIngest.swift).
     package var ingest: IngestConfig?
+    /// How pushgw reaches FCM (ConfigFCM.swift); used only by apps with an `fcm_credential`.
+    package var fcm = FcmConfig()
+    /// FCM credentials (service accounts) by name, declared under `credentials` beside the APNs
+    /// ones (one namespace: a name is one or the other); apps name one in `fcm_credential`.
+    package var fcmCredentials: [String: FcmCredential] = [:]
 
     package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig], ingest: IngestConfig? = nil) {
@@ -208,6 +213,9 @@ package struct AppConfig: Equatable, Sendable {
     package var ringReceiptTimeoutMs: Int? = nil
     /// The app's in-flight cap and event rate (`limits`); empty: the gateway's defaults.
     package var limits = AppLimits()
+    /// The FCM credential (a name in `GatewayConfig.fcmCredentials`) its Android devices are
+    /// rung with; nil (the default): the app has no Android devices.
+    package var fcmCredential: String? = nil
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
     /// second or two of the push; past 30 s the caller has given up.
     static let ringReceiptTimeoutRange = 500...30_000

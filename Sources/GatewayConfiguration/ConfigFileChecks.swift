@@ -3,12 +3,15 @@ import Foundation
 /// What a file named in the config is for; decides which checks run on it.
 enum ConfigFileRole {
     case caBundle, certificate, tokenKey, certificateKey, pkcs12, password, adminToken
+    /// A Google service-account key file (JSON holding the RSA key): checked by loading it
+    /// (`ConfigParser.checkServiceAccounts`).
+    case serviceAccount
 
     /// Secrets get the file-mode warning.
     var isSecret: Bool {
         switch self {
         case .caBundle, .certificate: return false
-        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken: return true
+        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken, .serviceAccount: return true
         }
     }
 }
@@ -68,7 +71,7 @@ extension ConfigReader {
         case .certificateKey: checkCertificateKey(path, at: jsonPath)
         case .certificate: checkCertificate(path, at: jsonPath)
         case .adminToken: checkAdminToken(path, at: jsonPath)
-        case .caBundle, .pkcs12, .password: break
+        case .caBundle, .pkcs12, .password, .serviceAccount: break
         }
     }
 

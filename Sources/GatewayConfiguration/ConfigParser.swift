@@ -77,19 +77,24 @@ struct ConfigParser {
     init(_ reader: ConfigReader) { self.reader = reader }
 
     func parse(_ root: [String: Any]) -> GatewayConfig {
-        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "credentials", "apps", "ingest"])
+        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "fcm", "credentials", "apps", "ingest"])
         let redis = parseRedis(root)
         let admin = parseAdmin(root)
         let apns = parseAPNs(root)
-        let (credentials, declared) = parseCredentials(root)
-        let apps = parseApps(root, declaredCredentials: declared)
+        let fcm = parseFCM(root)
+        let (credentials, fcmCredentials, declared, declaredFcm) = parseCredentials(root)
+        let apps = parseApps(root, declaredCredentials: declared, fcmCredentials: declaredFcm)
         let ingest = parseIngest(root, admin: admin, appIDs: Set((root["apps"] as? [String: Any])?.keys.map { $0 } ?? []))
         // What only loading the files tells (ConfigCredentialChecks.swift).
         let nowS = Int64(Date().timeIntervalSince1970)
         checkCAFile(apns, nowS: nowS)
         let certificates = checkLoading(credentials, nowS: nowS)
         checkEnvironments(apps: apps, apns: apns, certificates: certificates)
-        return GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps, ingest: ingest)
+        checkServiceAccounts(fcmCredentials)
+        var config = GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps, ingest: ingest)
+        config.fcm = fcm
+        config.fcmCredentials = fcmCredentials
+        return config
     }
 
     // MARK: admin
@@ -168,14 +173,20 @@ struct ConfigParser {
         config.sandboxEndpoint = parseEndpoint(section, "sandbox", in: path, fallback: ApnsConfig.defaultSandboxEndpoint)
         config.caFile = reader.filePath(section, "ca_file", in: path, role: .caBundle, required: false,
                                         example: "/etc/ssl/certs/ca-certificates.crt", nullIsDefault: true)
-        config.connections = reader.positiveInteger(section, "connections", in: path, fallback: ApnsConfig.defaultConnections,
-                                                    most: 64) ?? config.connections
-        config.requestTimeoutMs = reader.positiveInteger(section, "request_timeout_ms", in: path,
-                                                         fallback: ApnsConfig.defaultRequestTimeoutMs,
-                                                         most: 600_000) ?? config.requestTimeoutMs
-        config.maxQueued = reader.positiveInteger(section, "max_queued", in: path, fallback: ApnsConfig.defaultMaxQueued,
-                                                  most: 1_000_000) ?? config.maxQueued
+        (config.connections, config.requestTimeoutMs, config.maxQueued) = poolLimits(
+            section, in: path, defaults: (config.connections, config.requestTimeoutMs, config.maxQueued))
         return config
+    }
+
+    /// A provider pool's `connections` (1-64), `request_timeout_ms` (1-600000) and `max_queued`
+    /// (1-1000000): `apns` and `fcm` have the same three. The defaults where absent or wrong
+    /// (the problem recorded).
+    func poolLimits(_ section: [String: Any], in path: JSONPath,
+                    defaults: (connections: Int, requestTimeoutMs: Int, maxQueued: Int)) -> (Int, Int, Int) {
+        (reader.positiveInteger(section, "connections", in: path, fallback: defaults.connections, most: 64) ?? defaults.connections,
+         reader.positiveInteger(section, "request_timeout_ms", in: path, fallback: defaults.requestTimeoutMs, most: 600_000)
+            ?? defaults.requestTimeoutMs,
+         reader.positiveInteger(section, "max_queued", in: path, fallback: defaults.maxQueued, most: 1_000_000) ?? defaults.maxQueued)
     }
 
     private func parseEndpoint(_ apns: [String: Any], _ key: String, in parent: JSONPath, fallback: Endpoint) -> Endpoint {
@@ -194,21 +205,30 @@ struct ConfigParser {
 
     // MARK: credentials
 
-    /// The credentials that parsed, and the names of all declared ones (apps naming a broken
-    /// credential get that credential's problems, not an "unknown credential" one too).
-    private func parseCredentials(_ root: [String: Any]) -> ([String: Credential], [String]) {
+    /// The APNs and FCM credentials that parsed, and the names of all declared ones (apps
+    /// naming a broken credential get that credential's problems, not an "unknown credential"
+    /// one too). An entry with `service_account_file` is an FCM credential (ConfigFCM.swift).
+    private func parseCredentials(_ root: [String: Any])
+        -> ([String: Credential], [String: FcmCredential], declared: [String], declaredFcm: Set<String>) {
         var credentials: [String: Credential] = [:]
+        var fcmCredentials: [String: FcmCredential] = [:]
+        var fcmNames = Set<String>()
         guard let names = forEachNamedObject(
             root, "credentials", nameKind: "credential name",
             emptyFix: "declare one, such as \"acme-key\": { \"team_id\": …, \"key_id\": …, \"key_file\": … }",
             renameFix: "rename the credential (and the apps' \"credential\" that name it); it appears in logs and metrics",
             objectFix: "describe the credential: { \"team_id\": …, \"key_id\": …, \"key_file\": … } or { \"cert_file\": …, \"key_file\": … }",
             { name, at, entry in
+                if entry["service_account_file"] != nil {
+                    fcmNames.insert(name)
+                    fcmCredentials[name] = parseFcmCredential(entry, at: at)
+                    return fcmCredentials[name] != nil
+                }
                 credentials[name] = parseCredential(entry, at: at)
                 return credentials[name] != nil
             })
-        else { return ([:], []) }
-        return (credentials, names)
+        else { return ([:], [:], [], []) }
+        return (credentials, fcmCredentials, names, fcmNames)
     }
 
     private func parseCredential(_ entry: [String: Any], at path: JSONPath) -> Credential? {
@@ -300,7 +320,7 @@ struct ConfigParser {
 
     // MARK: apps
 
-    private func parseApps(_ root: [String: Any], declaredCredentials: [String]) -> [String: AppConfig] {
+    private func parseApps(_ root: [String: Any], declaredCredentials: [String], fcmCredentials: Set<String>) -> [String: AppConfig] {
         var apps: [String: AppConfig] = [:]
         var used = Set<String>()
         guard let names = forEachNamedObject(
@@ -310,7 +330,8 @@ struct ConfigParser {
             objectFix: "describe the app: { \"bundle_id\": …, \"credential\": …, \"environment\": … }",
             { id, at, entry in
                 if let name = entry["credential"] as? String { used.insert(name) }
-                apps[id] = parseApp(entry, at: at, declaredCredentials: declaredCredentials)
+                if let name = entry["fcm_credential"] as? String { used.insert(name) }
+                apps[id] = parseApp(entry, at: at, declaredCredentials: declaredCredentials, fcmCredentials: fcmCredentials)
                 return apps[id] != nil
             })
         else { return [:] }
@@ -325,15 +346,19 @@ struct ConfigParser {
         return apps
     }
 
-    private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String]) -> AppConfig? {
+    private func parseApp(_ entry: [String: Any], at path: JSONPath, declaredCredentials: [String],
+                          fcmCredentials: Set<String>) -> AppConfig? {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
                                    "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms",
-                                   "voip_suspected_after_silent_rings", "limits"])
+                                   "voip_suspected_after_silent_rings", "fcm_credential", "limits"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
-            if declaredCredentials.contains(name) {
+            if fcmCredentials.contains(name) {
+                reader.error(at, "credential \(reader.quoted(name)) is an FCM service account, not an APNs credential",
+                             fix: "name it in \"fcm_credential\", and an APNs credential (.p8 key or certificate) in \"credential\"")
+            } else if declaredCredentials.contains(name) {
                 credential = name
             } else {
                 let declared = declaredCredentials.isEmpty ? "none" : declaredCredentials.joined(separator: ", ")
@@ -363,8 +388,10 @@ struct ConfigParser {
         let receiptTimeout = parseRingReceiptTimeout(entry, in: path)
         let limits = parseLimits(entry, in: path)
         let suspectAfter = parseVoipSuspectedAfter(entry, in: path, receipts: receiptTimeout.flatMap { $0 } != nil)
+        let fcmCredential = parseAppFcmCredential(entry, in: path, fcmCredentials: fcmCredentials,
+                                                  declaredCredentials: declaredCredentials)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout, let suspectAfter, let limits else {
+              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let limits else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
@@ -372,6 +399,7 @@ struct ConfigParser {
                             deadLetters: deadLetters)
         app.ringReceiptTimeoutMs = receiptTimeout
         app.voipSuspectedAfterSilentRings = suspectAfter
+        app.fcmCredential = fcmCredential
         app.limits = limits
         return app
     }

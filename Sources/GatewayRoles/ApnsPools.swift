@@ -54,16 +54,7 @@ package final class ApnsPools {
         let client = try ApnsClient(loop: loop, settings: settings)
         let log = self.log
         client.onReachability = { event in
-            let pool: [String: Any] = ["credential": key.credential, "environment": key.environment.rawValue]
-            switch event {
-            case let .connectFailed(reason, failures, unreachableForMs):
-                log?.warn("APNs unreachable: connecting failed", pool.merging(["error": reason, "failed_connects": failures,
-                                                                               "unreachable_s": Double(unreachableForMs) / 1000]) { $1 },
-                          limited: true)
-            case let .reachableAgain(afterMs, failures):
-                log?.info("APNs reachable again", pool.merging(["after_s": Double(afterMs) / 1000,
-                                                                "failed_connects": failures]) { $1 })
-            }
+            log?.reachability(event, of: "APNs", pool: ["credential": key.credential, "environment": key.environment.rawValue])
         }
         clients[key] = client
         return client
@@ -99,5 +90,20 @@ package final class ApnsPools {
     package func close() {
         for client in clients.values { client.close() }
         clients.removeAll()
+    }
+}
+
+extension Log {
+    /// A provider pool's outage (each failed connect while none is up, limited) or its return,
+    /// for `provider` (`APNs`, `FCM`), with the pool's fields.
+    func reachability(_ event: ApnsReachability, of provider: String, pool: [String: Any]) {
+        switch event {
+        case let .connectFailed(reason, failures, unreachableForMs):
+            warn("\(provider) unreachable: connecting failed",
+                 pool.merging(["error": reason, "failed_connects": failures, "unreachable_s": Double(unreachableForMs) / 1000]) { $1 },
+                 limited: true)
+        case let .reachableAgain(afterMs, failures):
+            info("\(provider) reachable again", pool.merging(["after_s": Double(afterMs) / 1000, "failed_connects": failures]) { $1 })
+        }
     }
 }

@@ -26,6 +26,8 @@ enum PushCommand: Command {
         usage: pushgw push --app APP --token HEX [--config FILE] [--type TYPE] [--payload JSON]
                            [--sandbox] [--priority 10|5|1] [--expiration UNIXSECONDS]
                            [--collapse-id ID] [--apns-id UUID] [--json]
+               pushgw push --app APP --fcm-token TOKEN [--config FILE] [--payload JSON] [--ttl S] [--json]
+                           (an Android device, through FCM: pushgw push --fcm-token --help)
 
         Sends one push for APP of the config (default \(GatewayConfig.defaultFile)) with the
         app's credential, to the app's environment, and prints APNs' answer.
@@ -48,6 +50,7 @@ enum PushCommand: Command {
         """
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
+        if args.contains("--fcm-token") { return runFcm(args, context: context) }
         let plan: ManualPushPlan
         let json: Bool
         do {
@@ -61,6 +64,20 @@ enum PushCommand: Command {
             return 2
         }
         return send(plan, json: json, output: context.output)
+    }
+
+    /// `pushgw push --fcm-token` (PushCommand+FCM.swift).
+    static func runFcm(_ args: [String], context: CommandContext) -> Int32 {
+        do {
+            guard let (plan, json) = try makeFcmPlan(args, context: context) else {
+                context.output.out(fcmHelp)
+                return 0
+            }
+            return sendFcm(plan, json: json, output: context.output)
+        } catch {
+            context.output.err(error.line)
+            return 2
+        }
     }
 
     /// Sends the planned push on a loop of its own and prints the answer.
@@ -86,6 +103,23 @@ enum PushCommand: Command {
         loop.run(until: { status != nil })
         client.close()
         return status ?? 1
+    }
+
+    /// The config of `--config` (or the default file) and its app `appId`; the error is the
+    /// config's first problem in one line, or an unknown app naming the declared ones.
+    static func loadApp(_ appId: String, arguments a: Arguments, context: CommandContext) throws(SetupError) -> (GatewayConfig, AppConfig) {
+        let file = a.values["--config"] ?? GatewayConfig.defaultFile
+        let report = GatewayConfig.load(file: file, environment: context.environment,
+                                        workingDirectory: context.workingDirectory)
+        guard let config = report.config else {
+            let errors = report.errors
+            let more = errors.count > 1 ? " (and \(errors.count - 1) more errors)" : ""
+            throw .config("pushgw push: \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
+        }
+        guard let app = config.apps[appId] else {
+            throw .usage(UsageError("no app \"\(appId)\" in \(file) (declared: \(config.apps.keys.sorted().joined(separator: ", ")))", verb: name))
+        }
+        return (config, app)
     }
 
     /// Why `pushgw push` could not start: bad usage, or a config that cannot be used.
@@ -154,17 +188,7 @@ enum PushCommand: Command {
         let apnsID = a.values["--apns-id"]?.lowercased()
 
         // Then the config, then the push itself.
-        let file = a.values["--config"] ?? GatewayConfig.defaultFile
-        let report = GatewayConfig.load(file: file, environment: context.environment,
-                                        workingDirectory: context.workingDirectory)
-        guard let config = report.config else {
-            let errors = report.errors
-            let more = errors.count > 1 ? " (and \(errors.count - 1) more errors)" : ""
-            throw .config("pushgw push: \(errors.first?.description ?? "\(file): unusable")\(more); run pushgw config check \(file)")
-        }
-        guard let app = config.apps[appId] else {
-            throw usage("no app \"\(appId)\" in \(file) (declared: \(config.apps.keys.sorted().joined(separator: ", ")))")
-        }
+        let (config, app) = try loadApp(appId, arguments: a, context: context)
         guard let credential = config.credentials[app.credential] else {
             preconditionFailure("a usable config names only declared credentials")
         }

@@ -295,6 +295,11 @@ struct ObjectWriter {
         key(k); writer.object(body)
     }
 
+    /// An object of distinct members under `k`, keys in UTF-8 order (`JSONWriter.sortedObject`).
+    mutating func sorted(_ k: StaticString, _ members: [JSONMember]) {
+        key(k); writer.sortedObject(members)
+    }
+
     mutating func array<T>(_ k: StaticString, _ elements: [T], _ body: (inout JSONWriter, T) -> Void) {
         key(k)
         writer.byte(UInt8(ascii: "["))

@@ -36,6 +36,24 @@ final class SimulatorConfigTests: XCTestCase {
         XCTAssertEqual(config.tokenEnvironments, ["5a0d": .sandbox, "b0b0": .production])
     }
 
+    func testTheFcmKeys() throws {
+        let config = try parse("""
+            { "cert_file": "s.pem", "key_file": "s.key",
+              "fcm_service_accounts": { "pushgw@acme.iam.gserviceaccount.com": "keys/fcm.pub.pem" },
+              "fcm_token_path": "/oauth/token", "fcm_access_token_life_s": 120, "fcm_retry_after_s": 3,
+              "fcm_projects": ["acme-phone"], "fcm_scenarios": { "dXyZ:APA91b": "unregistered" } }
+            """)
+        XCTAssertEqual(config.fcmServiceAccounts, ["pushgw@acme.iam.gserviceaccount.com": "/etc/sim/keys/fcm.pub.pem"])
+        XCTAssertEqual(config.fcmTokenPath, "/oauth/token")
+        XCTAssertEqual(config.fcmAccessTokenLifeSeconds, 120)
+        XCTAssertEqual(config.fcmRetryAfterSeconds, 3)
+        XCTAssertEqual(config.fcmProjects, ["acme-phone"])
+        XCTAssertEqual(config.scenarios, ["dxyz:apa91b": .unregistered], "one table, matched in any case")
+        XCTAssertThrowsError(try parse(#"{ "cert_file": "s", "key_file": "k", "fcm_token_path": "token", "fcm_retry_after_s": -1 }"#)) { error in
+            XCTAssertEqual(Set((error as? SimulatorConfigError)?.problems.map(\.path) ?? []), ["$.fcm_token_path", "$.fcm_retry_after_s"])
+        }
+    }
+
     func testMinimalConfigTakesAPNsDefaults() throws {
         let config = try parse(#"{ "cert_file": "s.pem", "key_file": "s.key" }"#)
         XCTAssertEqual(config.host, "127.0.0.1")

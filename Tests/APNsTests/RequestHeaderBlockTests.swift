@@ -38,6 +38,27 @@ final class RequestHeaderBlockTests: XCTestCase {
                                                   payload: Array("{}".utf8)), "a topic cannot carry a line break")
     }
 
+    func testAProviderPostIsLaidOutAfterTheSamePseudoHeadersWithItsOwnBearer() throws {
+        let block = RequestHeaderBlock(authority: "fcm.googleapis.com")
+        let post = ProviderPost(path: "/v1/projects/acme/messages:send", bearerToken: "ya29.token", body: Array("{}".utf8))
+        let built = fields(try block.build(post))
+        XCTAssertEqual(built.map(\.0), [":method", ":scheme", ":authority", ":path", "authorization", "content-type"])
+        XCTAssertEqual(built[2].1, "fcm.googleapis.com")
+        XCTAssertEqual(built[3].1, "/v1/projects/acme/messages:send")
+        XCTAssertEqual(built[4].1, "Bearer ya29.token", "OAuth's spelling of the scheme")
+        XCTAssertEqual(built[5].1, "application/json")
+        // The same token as an APNs JWT on the same block is laid out again in Apple's spelling.
+        XCTAssertEqual(fields(try block.build(try push(), bearerToken: "ya29.token"))[4].1, "bearer ya29.token")
+        XCTAssertEqual(fields(try block.build(post))[4].1, "Bearer ya29.token")
+        let exchange = fields(try block.build(ProviderPost(path: "/token", contentType: "application/x-www-form-urlencoded",
+                                                           bearerToken: nil, body: Array("a=b".utf8))))
+        XCTAssertEqual(exchange.map(\.0), [":method", ":scheme", ":authority", ":path", "content-type"], "no bearer")
+        let huge = ProviderPost(path: "/v1/projects/" + String(repeating: "p", count: RequestHeaderBlock.byteCapacity), bearerToken: "t",
+                                body: Array("{}".utf8))
+        XCTAssertThrowsError(try block.build(huge)) { XCTAssertTrue("\($0)".hasPrefix("request headers too large at :path"), "\($0)") }
+        XCTAssertEqual(fields(try block.build(post))[3].1, "/v1/projects/acme/messages:send", "the block stays usable")
+    }
+
     func testHeadersThatDoNotFitAreRefusedAndTheBlockStaysUsable() throws {
         let block = RequestHeaderBlock(authority: "api.push.apple.com")
         let n = try push()

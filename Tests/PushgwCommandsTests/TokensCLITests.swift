@@ -23,6 +23,30 @@ final class TokensCLITests: XCTestCase {
         h = nil
     }
 
+    /// With ring receipts, `show` says what the guard against iOS's silent VoIP ban holds of a
+    /// token: its suspicion (since when, until when) or its silent rings so far, as the record
+    /// script leaves them (RingReceiptTests shows the script writing them).
+    func testShowSaysWhetherAVoipTokenIsSuspectedOfTheSilentBanOrHowManySilentRingsItHad() throws {
+        let keys = AppKeys(app: "acme")
+        XCTAssertNotNil(h.send(["SET", keys.voipSuspected("5ec00000"), "1764584043120", "EX", "86400"]))
+        XCTAssertNotNil(h.send(["SET", keys.voipSilentRings("5ec00001"), "2", "EX", "86400"]))
+        let suspected = h.cli(["tokens", "show", "5EC00000", "--app", "acme"])
+        XCTAssertEqual(suspected.status, 0, suspected.err.joined(separator: "\n"))
+        XCTAssertTrue(suspected.text.contains("voip: suspected of iOS's silent VoIP ban since 2025-12-01T10:14:03.120Z"), suspected.text)
+        XCTAssertTrue(suspected.text.contains("calls skip VoIP and go straight to the alert"), suspected.text)
+        XCTAssertTrue(suspected.text.contains("mark lapses in "), suspected.text)
+        let json = h.cli(["tokens", "show", "5ec00000", "--app", "acme", "--json"])
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any])
+        XCTAssertEqual((object["voip_suspected"] as? [String: Any])?["since_ms"] as? Int, 1_764_584_043_120)
+        XCTAssertEqual(object["silent_rings"] as? Int, 0)
+        let silent = h.cli(["tokens", "show", "5ec00001", "--app", "acme"])
+        XCTAssertTrue(silent.text.contains("voip: 2 silent rings in a row (accepted by APNs, no ring receipt)"), silent.text)
+        let clean = h.cli(["tokens", "show", "5ec00002", "--app", "acme", "--json"])
+        let none = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(clean.text.utf8)) as? [String: Any])
+        XCTAssertTrue(none["voip_suspected"] is NSNull, clean.text)
+        XCTAssertFalse(h.cli(["tokens", "show", "5ec00002", "--app", "acme"]).text.contains("silent"))
+    }
+
     func testShowSaysSinceWhenAndWhyAndForgetLetsTheNextCallPush() throws {
         h.sim.simulator.setScenario(.unregistered, for: "dead0001")
         try h.startRouter(fixed: true)

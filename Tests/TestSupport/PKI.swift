@@ -45,6 +45,35 @@ public struct TestPKI: Sendable {
     public let redisClientKey: String
     /// A CA that signed none of these: trusting it alone refuses every server here.
     public let otherCACert: String
+    /// An RSA 2048 private key (PKCS#8 PEM) for a Google service account, and its public key.
+    public let fcmKey: String
+    public let fcmPublicKey: String
+    /// The service account's project, email and key id in `serviceAccountJSON`.
+    public let fcmProjectID = "pushgw-test"
+    public let fcmClientEmail = "pushgw@pushgw-test.iam.gserviceaccount.com"
+    public let fcmKeyID = "fcm-key-1"
+
+    /// A Google service-account key file's JSON for `fcmKey`, exchanging tokens at `tokenURI`;
+    /// `changes` replace (or, with NSNull, remove) its fields.
+    public func serviceAccountJSON(tokenURI: String, changes: [String: Any] = [:]) throws -> String {
+        var fields: [String: Any] = [
+            "type": "service_account", "project_id": fcmProjectID, "private_key_id": fcmKeyID,
+            "private_key": try String(contentsOfFile: fcmKey, encoding: .utf8), "client_email": fcmClientEmail,
+            "client_id": "100000000000000000001", "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": tokenURI,
+        ]
+        for (key, value) in changes { fields[key] = value is NSNull ? nil : value }
+        let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Writes `serviceAccountJSON` to `path` (mode 600) and returns `path`.
+    @discardableResult
+    public func writeServiceAccount(to path: String, tokenURI: String, changes: [String: Any] = [:]) throws -> String {
+        try Data(try serviceAccountJSON(tokenURI: tokenURI, changes: changes).utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        return path
+    }
 
     /// Generates everything (a second or so of `openssl` runs).
     public static func make() throws -> TestPKI {
@@ -95,6 +124,8 @@ public struct TestPKI: Sendable {
         redisClientCert = directory + "/redis-client.pem"
         redisClientKey = directory + "/redis-client.key"
         otherCACert = directory + "/other-ca.pem"
+        fcmKey = directory + "/fcm-service-account.key"
+        fcmPublicKey = directory + "/fcm-service-account.pub.pem"
     }
 
     private func generate() throws {

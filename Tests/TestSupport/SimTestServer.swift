@@ -7,6 +7,7 @@ import Foundation
 ///
 /// Token auth accepts JWTs from `pki.jwtKey` with `keyID`/`teamID`; certificate auth accepts
 /// `pki.clientCert` (bundle `com.example.app`); `bundleID` is the only app token auth may push to.
+/// Its FCM token endpoint grants access tokens to the service account of `pki.fcmKey`.
 public final class SimTestServer {
     public let loop: EventLoop
     public let pki: TestPKI
@@ -28,6 +29,7 @@ public final class SimTestServer {
         config.teamId = teamID
         config.bundleIDs = [bundleID]
         config.logFile = logFile
+        config.fcmServiceAccounts = [pki.fcmClientEmail: pki.fcmPublicKey]
         configure(&config)
         simulator = try ApnsSimulator(loop: loop, config: config)
         try simulator.start()
@@ -35,6 +37,9 @@ public final class SimTestServer {
 
     /// The port the simulator listens on.
     public var port: Int { simulator.port }
+
+    /// The `token_uri` of a service account whose tokens this simulator grants (`pki.fcmKey`).
+    public var fcmTokenURI: String { "https://127.0.0.1:\(port)\(simulator.config.fcmTokenPath)" }
 
     /// A provider token for this server, issued now unless told otherwise.
     public func providerToken(issuedAt: Int64? = nil, keyID: String? = nil, teamID: String? = nil,

@@ -10,6 +10,7 @@ enum BenchCommand {
         let options = Options(Array(args.dropFirst()))
         switch verb {
         case "apns": ApnsThroughput.run(options)
+        case "fcm": FcmThroughput.run(options)
         case "jwt": printJWT(options)
         case "e2e": EndToEnd.run(options)
         case "retry-timing": RetryTiming.run(options)
@@ -22,6 +23,7 @@ enum BenchCommand {
     static func usage() -> Never {
         FileHandle.standardError.write(Data("""
         usage: pushgw-bench apns --port P --ca FILE --key AuthKey.p8 --token HEX [--host H] [--connections C] [--streams M] [--requests N]
+               pushgw-bench fcm --port P --ca FILE --account SERVICE-ACCOUNT.json [--host H] [--token T] [--connections C] [--streams M] [--requests N]
                pushgw-bench jwt --key AuthKey.p8
                pushgw-bench e2e --redis URL --port P --ca FILE --key AuthKey.p8 --tokens HEX,HEX [--apps 4] [--events N] [--rate R] [--seconds S]
                pushgw-bench retry-timing --redis URL [--apps 100] [--retries 10000] [--spread-ms 3000] [--lead-ms 1500] [--idle-s 2]
