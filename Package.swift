@@ -31,6 +31,10 @@ let package = Package(
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
         .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText",
                                                          "HTTPMessages", "JSONOutput"]),
+        // Outgoing HTTP (webhook receivers) on libcurl's multi interface, on the loop.
+        .target(name: "OutboundHTTP", dependencies: ["EventLoop", "CCurl", "CCurlOptions", "CLibEvent"]),
+        // A webhook delivery without I/O: its signature and what follows each attempt.
+        .target(name: "Webhooks", dependencies: ["COpenSSL"]),
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
@@ -38,7 +42,8 @@ let package = Package(
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "FCM", "CallStorage", "RedisClient",
-                                                     "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput"]),
+                                                     "Routing", "Retry", "DeadLetters", "VisibleText", "JSONOutput",
+                                                     "OutboundHTTP", "Webhooks"]),
         // Observability and operators: metrics, the HTTP admin server, the console's wiring.
         .target(name: "AdminEndpoint", dependencies: ["BuildVersion", "GatewayRoles", "GatewayConfiguration", "EventLoop", "APNs", "CallStorage",
                                                       "RedisClient", "Routing", "DeadLetters", "OperatorsConsole", "HTTPMessages", "CLibEvent",
@@ -62,6 +67,9 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's variadic setters, which Swift cannot call, and the address check of its sockets.
+        .target(name: "CCurlOptions", dependencies: ["CCurl"]),
         // Function-like macros of OpenSSL that Swift cannot import, wrapped as functions.
         .target(name: "CMacros", dependencies: ["COpenSSL"]),
 
@@ -97,6 +105,7 @@ let package = Package(
         // operators and producers do.
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
+        .testTarget(name: "WebhooksTests", dependencies: ["Webhooks", "OutboundHTTP", "CCurlOptions", "EventLoop", "TestSupport"]),
         .testTarget(name: "JSONOutputTests", dependencies: ["JSONOutput"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "FCM", "Retry"]),
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "CallStorage", "EventLoop", "TestSupport", "CHiredis"]),

@@ -70,6 +70,12 @@ package final class GatewayAdmin {
     private let runner: RouterRole?
     /// The deadletters role, for retention figures; nil when this process runs none.
     package var deadLetters: DeadLettersRole?
+    /// The webhooks role, for delivery figures; nil when this process runs none.
+    package var webhooks: WebhooksRole? {
+        didSet {
+            webhooks?.onLatency = { [unowned self] app, ms in self.metrics.webhookLatency.observe([app], Double(ms) / 1000) }
+        }
+    }
     /// The process's other Redis clients (the retry mover's), and its sentinels, for the
     /// counts of nodes refused as untrusted.
     package var otherRedis: [RedisTopology] = []
@@ -254,6 +260,7 @@ package final class GatewayAdmin {
         s.redisRefusedNodes = refusedNodes()
         s.redisEvictingNodes = evictionCheck.nodes.mapValues(\.evicts)
         s.redisEvictedKeys = evictionCheck.evicted
+        if let webhooks { s.webhooks = webhooks.stats }
         if let deadLetters {
             s.deadLettersToTrim = deadLetters.aboutToRemove.mapValues(\.total)
             s.deadLettersTrimmed = deadLetters.retention.stats.mapValues { ($0.trimmedByAge, $0.trimmedByCount, $0.trimmedBySize) }

@@ -92,6 +92,10 @@ package final class GatewayMetrics: RouterObservations {
     let certificateExpiry: GaugeFamily
     let deadLettersToTrim: GaugeFamily
     let deadLettersTrimmed: CounterFamily
+    // MARK: Webhooks (pulled, the latency pushed)
+    let webhooksSent: CounterFamily
+    let webhookFailures: CounterFamily
+    let webhookLatency: HistogramFamily
     let pendingEntries: GaugeFamily
     // MARK: The registry itself
     let droppedSeries: CounterFamily
@@ -250,6 +254,15 @@ package final class GatewayMetrics: RouterObservations {
         deadLettersTrimmed = r.counter("pushgw_dead_letters_trimmed_total",
                                        help: "Dead letters removed by retention, per app and why (age, count or size).",
                                        labels: ["app", "why"])
+        webhooksSent = r.counter("pushgw_webhooks_sent_total",
+                                 help: "Webhook attempts, per app and status: the receiver's HTTP status, error (no answer: DNS, connect, TLS, timeout) or refused (a loopback or private address).",
+                                 labels: ["app", "status"])
+        webhookFailures = r.counter("pushgw_webhook_failures_total",
+                                    help: "Webhook attempts that did not deliver, per app and what followed: retried (network error, 5xx, 429) or dead_lettered (another 4xx, or retried past retry_for_seconds).",
+                                    labels: ["app", "result"])
+        webhookLatency = r.histogram("pushgw_webhook_latency_seconds",
+                                     help: "From sending a webhook to the receiver's answer, per app.",
+                                     labels: ["app"], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
         backlogEntries = r.gauge("pushgw_backlog_entries",
                                  help: "Entries in the app's calls stream (not yet finished: waiting or in flight), by app; refreshed every few seconds.",
                                  labels: ["app"])
@@ -477,6 +490,11 @@ package final class GatewayMetrics: RouterObservations {
             deadLettersTrimmed.set([app, "count"], total: Double(trimmed.byCount))
             deadLettersTrimmed.set([app, "size"], total: Double(trimmed.bySize))
         }
+        for (app, stats) in snapshot.webhooks {
+            for (status, count) in stats.sent { webhooksSent.set([app, status], total: Double(count)) }
+            webhookFailures.set([app, "retried"], total: Double(stats.retried))
+            webhookFailures.set([app, "dead_lettered"], total: Double(stats.deadLettered))
+        }
         for (kind, count) in snapshot.redisRefusedNodes { redisRefusedNodes.set([kind], total: Double(count)) }
         redisEvictingPolicy.removeAll()
         for (node, evicts) in snapshot.redisEvictingNodes { redisEvictingPolicy.set([node], evicts ? 1 : 0) }
@@ -585,6 +603,8 @@ package struct GatewaySnapshot {
     var deadLettersToTrim: [String: Int64] = [:]
     /// App id → dead letters removed by retention so far, by age, by count and by size.
     var deadLettersTrimmed: [String: (byAge: Int64, byCount: Int64, bySize: Int64)] = [:]
+    /// App id → the webhooks role's figures (webhooks role only).
+    var webhooks: [String: WebhooksRole.Stats] = [:]
 
     package init() {}
 }

@@ -22,9 +22,12 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// The app id, as configured.
     public let app: String
 
-    public init(prefix: String = "pushgw", app: String) {
+    /// `sendsWebhooks`: the app has webhooks on (`apps.APP.webhooks`), so every result is also
+    /// queued on `webhooks` in the script that records it.
+    public init(prefix: String = "pushgw", app: String, sendsWebhooks: Bool = false) {
         self.prefix = prefix
         self.app = app
+        self.sendsWebhooks = sendsWebhooks
         base = "\(prefix):{\(app)}:"
         calls = base + "calls"
         results = base + "results"
@@ -93,6 +96,22 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         case .ringing: ringResultPrefix
         }
     }
+
+    // MARK: Webhooks (docs/webhooks.md)
+
+    /// Whether the scripts that record results also queue each one on `webhooks`. Not part of
+    /// the keys' identity.
+    public let sendsWebhooks: Bool
+    /// Stream: the app's webhook deliveries still to make, one per result (fields `result`, the
+    /// result JSON, and `results_entry`, its entry id in `results`: the delivery's
+    /// `Idempotency-Key`), written beside the results entry by the same script when
+    /// `sendsWebhooks`; read by the webhooks role's consumer group and deleted once delivered
+    /// or dead-lettered. Not capped: a receiver that is down holds its deliveries here, not in
+    /// memory.
+    public var webhooks: String { base + "webhooks" }
+    /// Stream: deliveries given up on (a 4xx, or retried past `retry_for_seconds`): the fields
+    /// of `webhooks` plus `reason`, `attempts`, `failed_at_ms`. `pushgw webhooks replay` puts them back.
+    public var webhooksDead: String { base + "webhooks:dead" }
 
     // MARK: Internal keys (not part of the contract)
 

@@ -287,7 +287,8 @@ public final class CallStore {
                 size += 400
             }
         }
-        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 7 + 5 * records.count)
+        if app.sendsWebhooks { keyCount += 1 }
+        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 8 + 5 * records.count)
         body.append(app.calls)
         body.append(app.results)
         body.append(app.feedback)
@@ -310,9 +311,10 @@ public final class CallStore {
                 body.append(app.silentRingPrefix, ringingID)
             }
         }
+        if app.sendsWebhooks { body.append(app.webhooks) }
         for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
                     String(config.invalidTokenTTLSeconds), String(records.count),
-                    guarded ? String(config.voipSuspicionTTLSeconds) : ""] {
+                    guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : ""] {
             body.append(arg)
         }
         for r in records {
@@ -405,13 +407,15 @@ public final class CallStore {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
         var keys = [app.calls, app.results, app.dead]
         if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
+        if app.sendsWebhooks { keys.append(app.webhooks) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
                                      .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app),
-                                     .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? "")]
+                                     .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? ""),
+                                     .text(app.sendsWebhooks ? "webhooks" : "")]
         deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),

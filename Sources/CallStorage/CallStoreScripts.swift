@@ -33,6 +33,10 @@ enum CallStoreLua {
     /// already there is put back (`KEEPTTL`), which only a duplicate costs.
     /// `duplicateOf(json, first)` is the `duplicate` result of a record whose id was taken:
     /// outcome `duplicate`, `first_outcome`, then the record's own fields.
+    /// `appendResult(results, maxlen, json)` appends a result to the results stream and, when the
+    /// script called `sendsWebhooks('webhooks')` first (the app has webhooks on), to the app's
+    /// webhooks stream, which the caller then passes as the last key (`AppKeys.webhooks`), with
+    /// the results entry's id.
     /// `recordResultOnce(key, json, ttl, results, maxlen)` applies `recordOnce` and, when the id
     /// was taken, appends the `duplicate` result to the results stream; it returns 1 when the
     /// caller writes the record (`appendResult` and what goes with it), the first outcome when
@@ -55,8 +59,13 @@ enum CallStoreLua {
           if string.sub(json, 1, 12) ~= '{"outcome":"' or not comma then return head .. '}' end
           return head .. string.sub(json, comma)
         end
+        local webhooks = false
+        local function sendsWebhooks(flag)
+          if flag == 'webhooks' then webhooks = KEYS[#KEYS] end
+        end
         local function appendResult(results, maxlen, json)
-          redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', 'result', json)
+          local id = redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', 'result', json)
+          if webhooks then redis.call('XADD', webhooks, '*', 'result', json, 'results_entry', id) end
         end
         local function recordResultOnce(key, json, ttl, results, maxlen)
           local write, first = recordOnce(key, json, ttl)
@@ -91,10 +100,11 @@ enum CallStoreLua {
     /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
     /// KEYS: calls, results, feedback, then per record its result key followed by its
     ///       invalid-token keys.
+    ///       When the app sends webhooks, its webhooks stream last.
     /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, the
-    ///       guard's TTL ('' = no tallies: below), then per record: entry id ('' = none),
-    ///       result JSON, keying (`once` or `duplicate`), m, then m × (token, channel, reason,
-    ///       timestamp, environment). An environment names
+    ///       guard's TTL ('' = no tallies: below), `webhooks` or '', then per record: entry id
+    ///       ('' = none), result JSON, keying (`once` or `duplicate`), m, then m × (token,
+    ///       channel, reason, timestamp, environment). An environment names
     ///       where a token of the other environment was accepted (`environment_mismatch`): the
     ///       feedback entry carries it, and the token is not marked invalid.
     /// ARGV[7] is '' unless the batch carries ring receipts' tallies (`RingTally`, the guard
@@ -117,8 +127,9 @@ enum CallStoreLua {
     /// {…, the app's calls without a receipt after the batch (false: no call's tally), the
     /// tokens marked, the tokens a late receipt took}.
     static let finish = recordThenAcknowledge + """
+        sendsWebhooks(ARGV[8])
         local out, ids = {}, {}
-        local a, k = 8, 4
+        local a, k = 9, 4
         local guard = ARGV[7] ~= '' and ARGV[7]
         local without, marked, late = false, {}, {}
         if guard then k = 6 end
@@ -236,22 +247,25 @@ enum CallStoreLua {
     /// Writes a dead letter and its result once per event id (`recordOnce`; an invalid event's
     /// `provisional` result is keyed only where the key is free, so it never displaces a claim
     /// or a result), and acknowledges the entry.
-    /// KEYS: calls, results, dead[, result key]
+    /// KEYS: calls, results, dead[, result key][, webhooks stream when the app sends webhooks]
     /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
     ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
     ///       first_failure_ms, last_failure_ms, replays, app, event_bytes and event_sha256 (''
-    ///       when the event is whole).
+    ///       when the event is whole), `webhooks` or ''.
     /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
     ///          or 0 (nothing written: its entry's own result is there already), acked,
     ///          dead entry id or false}.
     static let deadLetter = recordThenAcknowledge + """
+        sendsWebhooks(ARGV[17])
         local recorded = 1
-        if KEYS[4] then
+        local resultKey = KEYS[4]
+        if webhooks and #KEYS == 4 then resultKey = nil end
+        if resultKey then
           if ARGV[4] == 'provisional' then
-            local prev = redis.call('SET', KEYS[4], ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
+            local prev = redis.call('SET', resultKey, ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
             if prev and ownResult(prev, ARGV[3]) then recorded = 0 end
           else
-            recorded = recordResultOnce(KEYS[4], ARGV[3], ARGV[5], KEYS[2], ARGV[6])
+            recorded = recordResultOnce(resultKey, ARGV[3], ARGV[5], KEYS[2], ARGV[6])
           end
         end
         local deadID = false

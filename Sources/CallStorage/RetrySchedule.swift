@@ -137,11 +137,12 @@ public final class RetrySchedule {
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
         let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
-                    app.retryByCall, app.result(callID)]
+                    app.retryByCall, app.result(callID)] + (app.sendsWebhooks ? [app.webhooks] : [])
         var args = [config.group, cancelEntryID ?? "", resultJSON, String(markerTTLSeconds),
                     String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
         args.append(marker)
+        args.append(app.sendsWebhooks ? "webhooks" : "")
         cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 6, let recorded = parts[0].integer, let acked = parts[1].integer,

@@ -96,17 +96,18 @@ enum RetryLua {
     /// The due index is left alone: a score that pointed at a removed retry costs the mover one
     /// empty move, which refreshes it.
     /// KEYS: calls, results, the cancel event's result key (`AppKeys.cancelResult`), cancelled marker, retry, data,
-    ///       byCall, result key of the call.
+    ///       byCall, result key of the call[, webhooks stream when the app sends webhooks].
     /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON), then the
     ///       marker's value (`1` for a cancel, `answered:DEVICE`, `declined:DEVICE`): the first
-    ///       end of the call keeps its value, a later one renews its TTL only.
+    ///       end of the call keeps its value, a later one renews its TTL only; then `webhooks` or ''.
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
     /// was recorded, the call's delivered outcome or '', its delivery time or -1}.
     static let cancel = CallStoreLua.recordThenAcknowledge + """
         local removed, recorded = {}, {}
         local n = tonumber(ARGV[8])
+        sendsWebhooks(ARGV[10 + 2 * n])
         if not redis.call('SET', KEYS[4], ARGV[9 + 2 * n] or '1', 'EX', ARGV[4], 'NX') then
           redis.call('EXPIRE', KEYS[4], ARGV[4])
         end

@@ -216,6 +216,8 @@ package struct AppConfig: Equatable, Sendable {
     /// The FCM credential (a name in `GatewayConfig.fcmCredentials`) its Android devices are
     /// rung with; nil (the default): the app has no Android devices.
     package var fcmCredential: String? = nil
+    /// Where the app's results are POSTed (`webhooks`, docs/webhooks.md); nil (the default): nowhere.
+    package var webhooks: WebhookConfig? = nil
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
     /// second or two of the push; past 30 s the caller has given up.
     static let ringReceiptTimeoutRange = 500...30_000

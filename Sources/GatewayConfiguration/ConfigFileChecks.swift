@@ -2,7 +2,7 @@ import Foundation
 
 /// What a file named in the config is for; decides which checks run on it.
 enum ConfigFileRole {
-    case caBundle, certificate, tokenKey, certificateKey, pkcs12, password, adminToken
+    case caBundle, certificate, tokenKey, certificateKey, pkcs12, password, adminToken, webhookSecret
     /// A Google service-account key file (JSON holding the RSA key): checked by loading it
     /// (`ConfigParser.checkServiceAccounts`).
     case serviceAccount
@@ -11,7 +11,7 @@ enum ConfigFileRole {
     var isSecret: Bool {
         switch self {
         case .caBundle, .certificate: return false
-        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken, .serviceAccount: return true
+        case .tokenKey, .certificateKey, .pkcs12, .password, .adminToken, .webhookSecret, .serviceAccount: return true
         }
     }
 }
@@ -70,7 +70,7 @@ extension ConfigReader {
         case .tokenKey: checkTokenKey(path, at: jsonPath)
         case .certificateKey: checkCertificateKey(path, at: jsonPath)
         case .certificate: checkCertificate(path, at: jsonPath)
-        case .adminToken: checkAdminToken(path, at: jsonPath)
+        case .adminToken, .webhookSecret: checkAdminToken(path, at: jsonPath)
         case .caBundle, .pkcs12, .password, .serviceAccount: break
         }
     }

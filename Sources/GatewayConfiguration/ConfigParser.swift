@@ -351,7 +351,7 @@ struct ConfigParser {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
                                    "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms",
-                                   "voip_suspected_after_silent_rings", "fcm_credential", "limits"])
+                                   "voip_suspected_after_silent_rings", "fcm_credential", "webhooks", "limits"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -390,8 +390,9 @@ struct ConfigParser {
         let suspectAfter = parseVoipSuspectedAfter(entry, in: path, receipts: receiptTimeout.flatMap { $0 } != nil)
         let fcmCredential = parseAppFcmCredential(entry, in: path, fcmCredentials: fcmCredentials,
                                                   declaredCredentials: declaredCredentials)
+        let webhooks = parseWebhooks(entry, in: path)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let limits else {
+              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let webhooks, let limits else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
@@ -400,6 +401,7 @@ struct ConfigParser {
         app.ringReceiptTimeoutMs = receiptTimeout
         app.voipSuspectedAfterSilentRings = suspectAfter
         app.fcmCredential = fcmCredential
+        app.webhooks = webhooks
         app.limits = limits
         return app
     }

@@ -24,7 +24,7 @@ package final class AppRuntime: Sendable {
         self.id = id
         self.share = share
         limits = config.limits
-        keys = AppKeys(prefix: prefix, app: id)
+        keys = AppKeys(prefix: prefix, app: id, sendsWebhooks: config.webhooks != nil)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
                                   reachesBothEnvironments: reachesBothEnvironments, ringTimeoutMs: Int64(config.ringTimeoutSeconds) * 1000,
@@ -32,7 +32,8 @@ package final class AppRuntime: Sendable {
                                   alertTTLMs: Int64(config.retry.alertTTLSeconds) * 1000,
                                   fallbackAlert: config.fallbackAlert, missedCallAlert: config.missedCallAlert,
                                   ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init),
-                                  voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings)
+                                  voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings,
+                                  fcmCredential: config.fcmCredential)
     }
 
     /// Every app of `config`, in a stable order (by id).

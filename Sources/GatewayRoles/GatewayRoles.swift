@@ -16,4 +16,6 @@ package enum ServiceRole: String, CaseIterable, Sendable {
     case retry
     /// Dead-letter maintenance: retention by count and age (`DeadLettersRole`).
     case deadletters
+    /// POSTs the results of apps with `webhooks` to their receivers (`WebhooksRole`).
+    case webhooks
 }

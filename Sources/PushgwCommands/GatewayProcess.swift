@@ -35,6 +35,8 @@ final class GatewayProcess {
     private var signals: [SignalWatch] = []
     private var draining = false
     private let deadLetters: DeadLettersRole?
+    /// The webhooks role, when asked for and some app has `webhooks`.
+    private let webhooks: WebhooksRole?
     private let admin: GatewayAdmin
     /// The producers' HTTP API (`ingest`), when configured.
     private let ingest: IngestEndpoint?
@@ -81,6 +83,12 @@ final class GatewayProcess {
         deadLetters = roles.contains(.deadletters)
             ? DeadLettersRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig, log: log)
             : nil
+        let webhooksRole = roles.contains(.webhooks)
+            ? WebhooksRole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig, consumer: consumer,
+                           log: log)
+            : nil
+        webhooks = webhooksRole?.isActive == true ? webhooksRole : nil
+        if let webhooksRole, !webhooksRole.isActive { webhooksRole.close() }
         switch store.topology {
         case .cluster(let cluster): log.follow(cluster, name: "write")
         case .single: for link in store.links { log.follow(link.connection, name: link.name) }
@@ -88,9 +96,11 @@ final class GatewayProcess {
         if let moverTopology { log.follow(moverTopology, name: "retry") }
         if let sentinels { log.follow(sentinels) }
         if let deadLetters { log.follow(deadLetters.topology, name: "deadletters") }
+        if let webhooks { log.follow(webhooks.topology, name: "webhooks") }
         admin = GatewayAdmin(loop: loop, config: config.admin, apps: apps, store: store, pools: pools,
                              runner: runner, log: log)
         admin.deadLetters = deadLetters
+        admin.webhooks = webhooks
         admin.otherRedis = [moverTopology].compactMap { $0 }
         admin.sentinels = sentinels
         admin.metrics.certificateExpiries(config.certificateExpiries(nowS: Clock.unixMs() / 1000))
@@ -131,6 +141,7 @@ final class GatewayProcess {
         runner?.start()
         mover?.start()
         deadLetters?.start()
+        webhooks?.start()
         notifications.start(status: statusLine)
         loop.run()
         notifications.close()
@@ -140,6 +151,7 @@ final class GatewayProcess {
         mover?.close()
         moverTopology?.close()
         deadLetters?.close()
+        webhooks?.close()
         pools.close()
         store.close()
         sentinels?.close()
@@ -176,6 +188,14 @@ final class GatewayProcess {
         guard newConfig.redis == config.redis, newConfig.admin == config.admin, sameIngest else {
             log.error("config reload refused; the running config stays",
                       ["problems": ["redis, admin and ingest listener settings change only with a restart (ingest's apps, keys and rates reload)"]])
+            return
+        }
+        let webhooksChanged = Set(config.apps.keys).union(newConfig.apps.keys).filter {
+            config.apps[$0]?.webhooks != newConfig.apps[$0]?.webhooks
+        }
+        guard webhooksChanged.isEmpty else {
+            log.error("config reload refused; the running config stays",
+                      ["problems": ["webhooks change only with a restart (apps \(webhooksChanged.sorted().joined(separator: ", ")))"]])
             return
         }
         for warning in report.warnings { log.warn("config warning", ["error": warning.description]) }

@@ -13,7 +13,7 @@ enum RunCommand: Command {
     static let name = "run"
     static let summary = "run the gateway service"
     static let help = """
-        usage: pushgw run [--config FILE] [--role router,retry,deadletters] [--consumer NAME] [--log-level debug|info|warn|error]
+        usage: pushgw run [--config FILE] [--role router,retry,deadletters,webhooks] [--consumer NAME] [--log-level debug|info|warn|error]
                           [--drain-ms MS]
 
         Runs the gateway: reads call events from every app's stream, sends the VoIP push,
@@ -29,11 +29,12 @@ enum RunCommand: Command {
           --log-level L    the least level logged: debug (a line per call), info (default),
                            warn, error. One JSON object per line on stdout
           --consumer NAME  this process's name in the consumer groups (default: host-pid)
-          --role ROLES     comma-separated modules to run (default: router,retry,deadletters):
+          --role ROLES     comma-separated modules to run (default: router,retry,deadletters,webhooks):
                              router       routes call events; a push to retry goes to the
                                           durable retry schedule in Redis
                              retry        moves due retries from the schedule back to work
                              deadletters  trims the apps' dead letters by count and age
+                             webhooks     POSTs the results of apps with webhooks, signed
                            Without a retry role somewhere, scheduled retries wait.
           --drain-ms MS    how long a drain waits for calls in flight (default 10000, at most 3600000)
 
@@ -58,10 +59,10 @@ enum RunCommand: Command {
             context.output.err(UsageError(problem, verb: name).line)
             return 2
         }
-        let roleNames = (a.values["--role"] ?? "router,retry,deadletters").split(separator: ",", omittingEmptySubsequences: false)
+        let roleNames = (a.values["--role"] ?? "router,retry,deadletters,webhooks").split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         guard roleNames.allSatisfy({ ServiceRole(rawValue: $0) != nil }) else {
-            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry, deadletters)")
+            return usage("unknown role in \"\(a.values["--role"] ?? "")\" (available: router, retry, deadletters, webhooks)")
         }
         let roles = Set(roleNames.compactMap(ServiceRole.init(rawValue:)))
         guard let level = Log.Level(rawValue: a.values["--log-level"] ?? "info") else {

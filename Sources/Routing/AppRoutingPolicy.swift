@@ -44,6 +44,9 @@ public struct AppRoutingPolicy: Equatable, Sendable {
     /// from any device, the app's receipts are missing (its backend stopped sending them) and
     /// no token is suspected. Meaningless with receipts off.
     public var voipSuspectedAfterSilentRings: Int
+    /// The app's FCM credential (config `fcm_credential`); nil: the app has no Android devices,
+    /// and an event carrying an `fcm_token` is refused naming the fix.
+    public var fcmCredential: String?
 
     public init(appID: String, bundleID: String, environment: ApnsEnvironment = .production,
                 reachesBothEnvironments: Bool = true, ringTimeoutMs: Int64 = 30_000,
@@ -51,7 +54,8 @@ public struct AppRoutingPolicy: Equatable, Sendable {
                 alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 8, baseMs: 500, capMs: 60_000),
                 alertTTLMs: Int64 = 86_400_000, fallbackAlert: FallbackTemplate = FallbackTemplate(),
                 missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int64? = nil,
-                voipSuspectedAfterSilentRings: Int = 3) {
+                voipSuspectedAfterSilentRings: Int = 3, fcmCredential: String? = nil) {
+        self.fcmCredential = fcmCredential
         self.appID = appID
         self.bundleID = bundleID
         self.voipTopic = PushType.voip.topic(bundleID: bundleID)

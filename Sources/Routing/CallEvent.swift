@@ -1,4 +1,5 @@
 import APNs
+import FCM
 
 /// One producer event (the `event` field of a `pushgw:{APP}:calls` entry, docs/protocol.md),
 /// validated and prepared: tokens checked, the deadline resolved, and both payloads serialized,
@@ -43,6 +44,10 @@ public struct CallEvent: Equatable, Sendable {
     public let voipToken: String?
     /// Alert (UIApplication) token, hex, lower case; nil when absent.
     public let alertToken: String?
+    /// FCM registration token of an Android device, as the producer wrote it (FCM's tokens are
+    /// case-sensitive); nil when absent. Never with `voipToken` or `alertToken`: a device is an
+    /// iPhone or an Android phone.
+    public internal(set) var fcmToken: String? = nil
     /// The event's `sandbox`; nil when absent (the app's environment applies).
     public let sandbox: Bool?
     /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
@@ -89,19 +94,27 @@ public struct CallEvent: Equatable, Sendable {
         guard listedDevices.isEmpty else { return listedDevices }
         guard kind == .incomingCall else { return [] }
         return [CallDevice(id: nil, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
-                           voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs)]
+                           voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs,
+                           fcmToken: fcmToken)]
+    }
+
+    /// True when the call rings an Android device (an `fcm_token`, top-level or in `devices`).
+    public var ringsAndroid: Bool {
+        fcmToken != nil || listedDevices.contains { $0.fcmToken != nil }
     }
 
     /// This event as the single-device event of `device`: its tokens, its environment, the
     /// call's id, deadline and payloads. What one device's `CallRouter` routes; `alert: false`
     /// leaves its alert token out (the router then has no fallback).
     public func event(of device: CallDevice, alert: Bool = true) -> CallEvent {
-        CallEvent(id: id, kind: kind, voipToken: device.voipToken, alertToken: alert ? device.alertToken : nil, sandbox: device.sandbox,
+        var one = CallEvent(id: id, kind: kind, voipToken: device.voipToken, alertToken: alert ? device.alertToken : nil, sandbox: device.sandbox,
                   deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs,
                   voipPayload: voipPayload,
                   alertPayload: alert && device.alertToken != nil ? alertPayload : [], alertFromTemplate: alertFromTemplate,
                   voipTokenRegisteredAtMs: device.voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: device.alertTokenRegisteredAtMs,
                   listedDevices: [], device: nil)
+        one.fcmToken = device.fcmToken
+        return one
     }
 
     /// True for a usable call id: 1 ... `maxIDCharacters` characters.
@@ -215,9 +228,12 @@ public struct CallDevice: Equatable, Sendable {
     public let sandbox: Bool?
     public let voipTokenRegisteredAtMs: Int64?
     public let alertTokenRegisteredAtMs: Int64?
+    /// The FCM registration token of an Android device (then no iOS token); nil for an iPhone.
+    public let fcmToken: String?
 
     public init(id: String?, voipToken: String?, alertToken: String?, sandbox: Bool? = nil,
-                voipTokenRegisteredAtMs: Int64? = nil, alertTokenRegisteredAtMs: Int64? = nil) {
+                voipTokenRegisteredAtMs: Int64? = nil, alertTokenRegisteredAtMs: Int64? = nil, fcmToken: String? = nil) {
+        self.fcmToken = fcmToken
         self.id = id
         self.voipToken = voipToken
         self.alertToken = alertToken
@@ -364,6 +380,31 @@ struct JSONFields {
         return token
     }
 
+    /// An FCM registration token: 1 ... `FcmMessage.maxTokenBytes` bytes of visible ASCII
+    /// (FCM's tokens are base64url with `:` and `-`), kept as written (they are case-sensitive).
+    /// Nil when absent; else only for an app that names an `fcm_credential`, and never beside
+    /// an iOS token of the same device (`iosTokenPresent`).
+    func fcmToken(policy: AppRoutingPolicy, iosTokenPresent: Bool) throws(InvalidEvent) -> String? {
+        guard let t = try string("fcm_token") else { return nil }
+        guard !t.isEmpty else { throw invalid("fcm_token", "empty") }
+        guard t.utf8.count <= FcmMessage.maxTokenBytes else {
+            throw invalid("fcm_token", "\(t.utf8.count) bytes, over the \(FcmMessage.maxTokenBytes)-byte limit")
+        }
+        if let offset = t.utf8.firstIndex(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            throw invalid("fcm_token", "not visible ASCII at byte \(t.utf8.distance(from: t.utf8.startIndex, to: offset)) "
+                                       + "(an FCM registration token is base64url with : and -)")
+        }
+        guard !iosTokenPresent else {
+            throw invalid("fcm_token", "not with voip_token or alert_token (a device is an iPhone or an Android phone: "
+                                       + "list them as two devices)")
+        }
+        guard policy.fcmCredential != nil else {
+            throw invalid("fcm_token", "app \(policy.appID) has no fcm_credential, so it cannot ring Android devices "
+                                       + "(name an FCM service account of credentials in the app's fcm_credential, config/README.md)")
+        }
+        return t
+    }
+
     mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy, callDeadlineMs: Int64?) throws(InvalidEvent) -> CallEvent {
         if let v = try integer("v", what: "") {
             guard v == CallEvent.version else {
@@ -381,10 +422,11 @@ struct JSONFields {
         }
         let voipToken = try token("voip_token")
         let alertToken = try token("alert_token")
+        let fcmToken = try self.fcmToken(policy: policy, iosTokenPresent: voipToken != nil || alertToken != nil)
         let sandbox = try bool("sandbox")
-        let listed = kind == .incomingCall ? try devices(sandbox: sandbox, entryTimeMs: entryTimeMs) : []
-        if !listed.isEmpty, voipToken != nil || alertToken != nil {
-            throw invalid(voipToken != nil ? "voip_token" : "alert_token",
+        let listed = kind == .incomingCall ? try devices(sandbox: sandbox, entryTimeMs: entryTimeMs, policy: policy) : []
+        if !listed.isEmpty, voipToken != nil || alertToken != nil || fcmToken != nil {
+            throw invalid(voipToken != nil ? "voip_token" : alertToken != nil ? "alert_token" : "fcm_token",
                           "not with devices (each device carries its own tokens)")
         }
         var device: String?
@@ -423,7 +465,7 @@ struct JSONFields {
                 throw InvalidEvent(field: "alert." + (error.field ?? ""), problem: error.problem, callID: id)
             }
         }
-        if kind == .incomingCall && voipToken == nil && alertToken == nil && listed.isEmpty {
+        if kind == .incomingCall && voipToken == nil && alertToken == nil && fcmToken == nil && listed.isEmpty {
             throw invalid("voip_token", "required when alert_token is absent (an incoming_call needs at least one token)")
         }
         let anyVoip = voipToken != nil || listed.contains { $0.voipToken != nil }
@@ -443,17 +485,20 @@ struct JSONFields {
         if kind == .incomingCall, anyAlert {
             alertPayload = JSONFields.fittedAlertPayload(title: alertTitle, body: alertBody, voip: voip, policy: policy, id: id)
         }
-        return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
-                         deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
-                         voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
-                         voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
-                         listedDevices: listed, device: device)
+        var event = CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
+                              deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
+                              voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
+                              voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
+                              listedDevices: listed, device: device)
+        event.fcmToken = fcmToken
+        return event
     }
 
     /// The `devices` list of an `incoming_call`: absent (empty), or 1 ... `CallEvent.maxDevices`
-    /// objects, each with an `id` unique in the call and at least one token; a device without
-    /// `sandbox` takes the event's. Problems name the device by its index (`devices[2].voip_token`).
-    mutating func devices(sandbox: Bool?, entryTimeMs: Int64) throws(InvalidEvent) -> [CallDevice] {
+    /// objects, each with an `id` unique in the call and at least one token (iOS tokens, or an
+    /// `fcm_token` alone); a device without `sandbox` takes the event's. Problems name the
+    /// device by its index (`devices[2].voip_token`).
+    mutating func devices(sandbox: Bool?, entryTimeMs: Int64, policy: AppRoutingPolicy) throws(InvalidEvent) -> [CallDevice] {
         guard let list = value("devices") else { return [] }
         guard case let .array(items) = list else { throw invalid("devices", "expected an array, got \(list.kind)") }
         guard !items.isEmpty else { throw invalid("devices", "empty (an incoming_call rings 1 to \(CallEvent.maxDevices) devices)") }
@@ -477,12 +522,14 @@ struct JSONFields {
                     throw f.invalid("id", "\"\(InvalidEvent.quote(id))\" names two devices (a device id is unique in its call)")
                 }
                 let voip = try f.token("voip_token"), alert = try f.token("alert_token")
-                guard voip != nil || alert != nil else {
+                let fcm = try f.fcmToken(policy: policy, iosTokenPresent: voip != nil || alert != nil)
+                guard voip != nil || alert != nil || fcm != nil else {
                     throw f.invalid("voip_token", "required when alert_token is absent (a device needs at least one token)")
                 }
                 out.append(CallDevice(id: id, voipToken: voip, alertToken: alert, sandbox: try f.bool("sandbox") ?? sandbox,
                                       voipTokenRegisteredAtMs: try f.unixMs("voip_token_registered_at", entryTimeMs: entryTimeMs),
-                                      alertTokenRegisteredAtMs: try f.unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs)))
+                                      alertTokenRegisteredAtMs: try f.unixMs("alert_token_registered_at", entryTimeMs: entryTimeMs),
+                                      fcmToken: fcm))
             } catch {
                 throw InvalidEvent(field: at + "." + (error.field ?? ""), problem: error.problem, callID: callID)
             }

@@ -186,6 +186,57 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the duplicate is still acknowledged and deleted")
     }
 
+    /// An app with webhooks gets each result queued on its webhooks stream by the same script,
+    /// with the results entry's id (the Idempotency-Key); an app without gets nothing there.
+    func testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep() throws {
+        let hooked = AppKeys(app: "acme", sendsWebhooks: true)
+        for id in ["w-1", "w-2"] { produce(acme, id) }
+        let entries = read([acme])[acme] ?? []
+        XCTAssertEqual(entries.count, 2)
+        let recorded = result("delivered_voip", "w-1")
+        _ = complete(loop) { store.finish(hooked, entryID: entries[0].id, record: .init(eventId: "w-1", resultJSON: recorded), completion: $0) }
+            .value()
+        // A copy of w-1: its duplicate answer is a result too.
+        _ = complete(loop) {
+            store.finish(hooked, entryID: entries[1].id, record: .init(eventId: "w-1", resultJSON: result("delivered_voip", "w-1", #""entry":"x""#)),
+                         completion: $0)
+        }.value()
+        let letter = DeadLetterEntry(event: event("w-3"), reason: "BadTopic", attemptsJSON: "[]", firstFailureMs: 1, lastFailureMs: 1)
+        let dead = result("dead_lettered", "w-3", #""reason":"apns_config: BadTopic""#)
+        _ = complete(loop) { store.deadLetter(hooked, entryID: nil, deadLetter: letter, record: .init(eventId: "w-3", resultJSON: dead),
+                                              completion: $0) }.value()
+        let loose = #"{"outcome":"dead_lettered"}"#
+        _ = complete(loop) {
+            store.deadLetter(hooked, entryID: nil, deadLetter: letter, record: .init(eventId: nil, keying: .provisional, resultJSON: loose),
+                             completion: $0)
+        }.value()
+        // A batch with ring tallies (the VoIP-ban guard's keys come before the webhooks stream).
+        let tallied = complete(loop) {
+            store.finish(hooked, [
+                FinishRecord(entryID: nil, record: .init(eventId: "w-4", resultJSON: result("delivered_voip", "w-4")),
+                             ringTally: .call(rings: [.init(voipToken: "aa04", silent: true, ringingID: "w-4")], suspectAfter: 3)),
+                FinishRecord(entryID: nil, record: .init(eventId: "w-5", namespace: .ringing, resultJSON: result("ringing", "w-5")),
+                             ringTally: .receipt(ringingID: "w-5")),
+            ], completion: $0)
+        }.value()
+        XCTAssertEqual(tallied?.recorded, [true, true])
+        let results = complete(loop) { store.range(acme.results, count: 100, completion: $0) }.value() ?? []
+        let queued = complete(loop) { store.range(acme.webhooks, count: 100, completion: $0) }.value() ?? []
+        XCTAssertEqual(results.count, 6)
+        XCTAssertEqual(queued.map(\.fields), results.map { ["result": $0.fields["result"] ?? "", "results_entry": $0.id] },
+                       "every result, in order, with its results entry id")
+        XCTAssertEqual(queued.first?.fields["result"], recorded)
+        XCTAssertEqual(redis("GET", acme.result("w-3"))?.string, dead, "the dead letter's result key is still written")
+        XCTAssertEqual(fields(acme.dead).count, 2)
+
+        // Without webhooks nothing is queued.
+        produce(beta, "n-1")
+        guard let plain = read([beta])[beta]?.first else { return XCTFail("no entry read") }
+        _ = complete(loop) { store.finish(beta, entryID: plain.id, record: .init(eventId: "n-1", resultJSON: result("expired", "n-1")),
+                                          completion: $0) }.value()
+        XCTAssertEqual(redis("EXISTS", beta.webhooks)?.integer, 0)
+    }
+
     func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws {
         produce(acme, "done-before")
         for id in ["b-1", "b-2", "done-before"] { produce(acme, id) }
@@ -633,6 +684,9 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
     override func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() { super.testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() }
+    override func testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep() throws {
+        try super.testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep()
+    }
     override func testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() { super.testAnEntryRecordedAgainAfterItsOwnResultGetsNoSecondResult() }
     override func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() { super.testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() }
     override func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() { super.testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() }

@@ -215,6 +215,22 @@ class RetryScheduleTests: XCTestCase {
 
     // MARK: Cancelling
 
+    /// With webhooks on, the cancel step queues both results it records, in order.
+    func testCancelOfAnAppWithWebhooksQueuesBothResultsForDelivery() {
+        let hooked = AppKeys(app: "acme", sendsWebhooks: true)
+        let e = pendingEntry(acme, "call-1")
+        schedule(acme, retry(e, "call-1", dueAtMs: 5_000))
+        let own = #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#
+        let report = complete(loop) {
+            schedule.cancel(hooked, callID: "call-1", cancelEntryID: nil, resultJSON: own,
+                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
+        }.value()
+        XCTAssertEqual(report?.recorded, [e])
+        let results = entries(acme.results)
+        XCTAssertEqual(entries(acme.webhooks).map(\.fields), results.map { ["result": $0.fields["result"] ?? "", "results_entry": $0.id] })
+        XCTAssertEqual(results.count, 2)
+    }
+
     func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() {
         let e = pendingEntry(acme, "call-1")
         schedule(acme, retry(e, "call-1", dueAtMs: 5_000))
@@ -295,6 +311,7 @@ final class RetryScheduleOnClusterNodeTests: RetryScheduleTests {
     override func testAMoveIsBoundedByItsLimitAndSaysThereIsMore() { super.testAMoveIsBoundedByItsLimitAndSaysThereIsMore() }
     override func testARetryWhoseDataIsMissingIsDroppedAndReported() { super.testARetryWhoseDataIsMissingIsDroppedAndReported() }
     override func testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() { super.testCancelRemovesTheCallsRetryAndRecordsBothOutcomesInOneStep() }
+    override func testCancelOfAnAppWithWebhooksQueuesBothResultsForDelivery() { super.testCancelOfAnAppWithWebhooksQueuesBothResultsForDelivery() }
     override func testACancelOfADeliveredCallSaysSoInItsResult() { super.testACancelOfADeliveredCallSaysSoInItsResult() }
     override func testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() { super.testCancelLeavesARetryThatWasAlreadyMovedToTheMarker() }
 

@@ -304,7 +304,8 @@ final class ConfigTests: XCTestCase {
         json = setting(json, "apps.acme.fallback_alert.body", String(repeating: "b", count: 1_025))
         json = setting(json, "apps.acme.fallback_alert.sound", String(repeating: "s", count: 257))
         let report = try fixture.check(json)
-        // The bound leaves room for the list of an app's known keys an unknown key's warning names.
+        // 500: the quotes are cut at 64 characters; the rest is the message and, for an unknown
+        // key of an app, the list of the app's known keys (about 200 bytes, growing by a key).
         for p in report.problems {
             XCTAssertLessThan(p.description.utf8.count, fixture.directory.utf8.count + 500, String(p.description.prefix(300)))
         }

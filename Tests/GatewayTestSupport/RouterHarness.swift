@@ -40,7 +40,7 @@ package final class RouterHarness {
     package let outcomes = RecordedOutcomes()
     package var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
 
-    /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`) and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
+    /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`, the name of its FCM credential `acmeFcmCredential`) and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
     /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
@@ -48,6 +48,7 @@ package final class RouterHarness {
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int? = nil,
+         acmeFcmCredential: String? = nil,
          limits: [String: AppLimits] = [:],
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
@@ -73,6 +74,7 @@ package final class RouterHarness {
         var acme = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies,
                              missedCallAlert: missedCallAlert)
         acme.ringReceiptTimeoutMs = ringReceiptTimeoutMs
+        acme.fcmCredential = acmeFcmCredential
         var appConfigs = ["acme": acme,
                     "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
                     "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),

@@ -46,7 +46,7 @@ final class CommandLineTests: XCTestCase {
             (["config", "check", "a.json", "b.json"], "config", "unexpected argument \"b.json\""),
             (["config", "check", "--config", "a.json", "b.json"], "config", "not both"),
             (["help", "frob"], "help", "no verb named \"frob\""),
-            (["run", "--role", "router,mover"], "run", "unknown role in \"router,mover\" (available: router, retry, deadletters)"),
+            (["run", "--role", "router,mover"], "run", "unknown role in \"router,mover\" (available: router, retry, deadletters, webhooks)"),
             (["run", "--role", "router,"], "run", "unknown role"),
         ]
         for c in cases {
