@@ -30,6 +30,10 @@ public struct ApnsClientSettings {
     public var requestTimeoutMs: Int64 = 10_000
     /// Pushes waiting for a stream, at most; beyond, `send` fails with `.queueFull` at once.
     public var maxQueued: Int = 10_000
+    /// Of the pool's streams, the part one share (an app) may hold once more than one share has
+    /// sent through the pool: a flood of slowly answered pushes of one app leaves streams for
+    /// the others' (docs/architecture.md, "Scheduling").
+    public var mostStreamsPerShare: Double = 0.75
     /// A connect (TCP, TLS, first SETTINGS) not done after this long is abandoned and retried.
     public var connectTimeoutMs: Int64 = 10_000
     /// A connection silent for this long gets a PING (Apple: keep connections, PING when idle).
@@ -127,6 +131,8 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private var connections: [ApnsConnection] = []
     private var nextConnectionID = 0
     private var queue = PushQueue()
+    /// Streams in use per share (`mostStreamsPerShare`).
+    private let streamsByShare = StreamsByShare()
     private var consecutiveConnectFailures = 0
     private var lastConnectError: String?
     /// Monotonic ms of the first failed connect since a connection was last up; nil while
@@ -188,13 +194,14 @@ public final class ApnsClient: ApnsConnectionDelegate {
     /// reason there was none. `writeByUnixMs` (unix ms) ends its time to be written earlier
     /// than the request timeout: the deadline of a VoIP push's call, after which it must never
     /// be sent. The ticket lets the caller take the push back while it is not written
-    /// (`withdraw`).
+    /// (`withdraw`). `lane` and `share` place it in the queue (`PushQueue`): lanes in order,
+    /// shares (the caller's tenants, small numbers from 0) in turns within a lane.
     @discardableResult
-    public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil,
+    public func send(_ notification: PushNotification, writeByUnixMs: Int64? = nil, lane: PushLane = .live, share: Int = 0,
                      completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) -> ApnsPushTicket? {
         loop.assertInLoop()
         guard let (writeBy, now) = admit(failing: { completion(.failure($0)) }, writeByUnixMs: writeByUnixMs) else { return nil }
-        return enqueue(PendingPush(notification, writeByMs: writeBy, completion: completion), now: now)
+        return enqueue(PendingPush(notification, writeByMs: writeBy, lane: lane, share: share, completion: completion), now: now)
     }
 
     /// Sends another provider's request (`ProviderPost`) on this pool, with the same queue,
@@ -227,6 +234,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
     }
 
     private func enqueue(_ push: PendingPush, now: Int64) -> ApnsPushTicket {
+        streamsByShare.note(push.share)
         let wasWaiting = !queue.isEmpty
         queue.append(push)
         if !sweepTimer.isScheduled { sweepTimer.schedule(afterMs: sweepIntervalMs) }
@@ -297,10 +305,12 @@ public final class ApnsClient: ApnsConnectionDelegate {
             guard ready > 0 else { break }
             // A fair share per connection per round keeps every connection busy under load.
             let share = max(1, (queue.count + ready - 1) / ready)
+            // With more than one share (app) on the pool, none holds more than its part of the streams.
+            let shareCap = streamsByShare.seen > 1 ? max(1, Int(Double(streamCapacity) * settings.mostStreamsPerShare)) : Int.max
             for c in connections {
                 var quota = min(share, c.freeStreams)
                 guard quota > 0 else { continue }
-                while quota > 0, let push = queue.popFirst() {
+                while quota > 0, let push = nextPush(shareCap: shareCap) {
                     if push.isCompleted { continue }
                     // Its budget is spent: fail it unsent, so a retry cannot make it arrive twice.
                     if push.writeByMs <= now {
@@ -321,6 +331,7 @@ public final class ApnsClient: ApnsConnectionDelegate {
                     }
                     // The answer's own time starts now, whatever the push waited in the queue.
                     push.deadlineMs = now + settings.requestTimeoutMs
+                    push.holdStream(in: streamsByShare)
                     stats.sent += 1
                     submitted += 1
                     quota -= 1
@@ -334,6 +345,17 @@ public final class ApnsClient: ApnsConnectionDelegate {
         for c in connections where c.hasUnflushedRequests { c.flush() }
         let inFlight = inFlightCount
         if inFlight > stats.peakInFlight { stats.peakInFlight = inFlight }
+    }
+
+    /// The pool's streams: in use and free, over the connections that take streams.
+    private var streamCapacity: Int { connections.reduce(0) { $0 + ($1.freeStreams > 0 ? $1.inFlight + $1.freeStreams : $1.inFlight) } }
+
+    /// The next queued push whose share holds fewer than `shareCap` streams (any, when
+    /// `shareCap` is `Int.max`: one share, the common case, pays nothing for the check).
+    private func nextPush(shareCap: Int) -> PendingPush? {
+        if shareCap == .max { return queue.popFirst() }
+        let held = streamsByShare.held
+        return queue.popFirst { held[$0] < shareCap }
     }
 
     /// Fails a push whose time to be written ran out while it waited: a timeout, or the reason
@@ -485,9 +507,9 @@ public final class ApnsClient: ApnsConnectionDelegate {
     private func sweep() {
         guard !closed else { return }
         let now = Clock.monotonicMs()
-        // Queued pushes: the queue is FIFO by deadline except for resends, so scan it whole
-        // but only when its head is due (cheap in the common case).
-        if let head = queue.first, head.deadlineMs <= now || queue.hasResends {
+        // Queued pushes: each share's FIFO is in deadline order except for resends, so scan the
+        // queue whole but only when a share's first push is due (cheap in the common case).
+        if queue.mayHoldExpired(nowMs: now) {
             let expired = queue.removeAll { $0.isCompleted || $0.deadlineMs <= now }
             for push in expired where !push.isCompleted { expireUnsent(push) }
         }

@@ -23,6 +23,10 @@ final class PendingPush {
     /// A push not written by then fails as a timeout without ever leaving the process, so a
     /// retry of it cannot reach the phone twice.
     let writeByMs: Int64
+    /// Its place in the client's queue (`PushQueue`): the lane, and the share (the caller's
+    /// tenant) whose turns it waits for.
+    let lane: PushLane
+    let share: Int
     /// Monotonic ms after which the caller gets `.timeout`: `writeByMs` while queued; once
     /// written, the write time plus the request timeout (the answer's own time).
     var deadlineMs: Int64
@@ -48,17 +52,22 @@ final class PendingPush {
     /// Its index in the connection's `InFlightTable`, -1 when not in one.
     var slot = -1
 
-    init(_ notification: PushNotification, writeByMs: Int64,
+    init(_ notification: PushNotification, writeByMs: Int64, lane: PushLane = .live, share: Int = 0,
          completion: @escaping (Result<PushNotificationResponse, ApnsClientError>) -> Void) {
         self.request = .apns(notification)
         self.writeByMs = writeByMs
+        self.lane = lane
+        self.share = max(0, share)
         self.deadlineMs = writeByMs
         self.completion = .apns(completion)
     }
 
-    init(_ post: ProviderPost, writeByMs: Int64, completion: @escaping (Result<ProviderPostAnswer, ApnsClientError>) -> Void) {
+    init(_ post: ProviderPost, writeByMs: Int64, lane: PushLane = .live, share: Int = 0,
+         completion: @escaping (Result<ProviderPostAnswer, ApnsClientError>) -> Void) {
         self.request = .post(post)
         self.writeByMs = writeByMs
+        self.lane = lane
+        self.share = max(0, share)
         self.deadlineMs = writeByMs
         self.completion = .post(completion)
     }
@@ -85,8 +94,24 @@ final class PendingPush {
     /// True once the completion ran.
     var isCompleted: Bool { completion == nil }
 
+    /// The client's count of streams per share, while this push holds a stream in it.
+    private var streamsHeld: StreamsByShare?
+
+    /// The push got a stream: counted in its share's until it is answered, lost or returned.
+    func holdStream(in counts: StreamsByShare) {
+        counts.held[share] += 1
+        streamsHeld = counts
+    }
+
+    private func releaseStream() {
+        guard let counts = streamsHeld else { return }
+        counts.held[share] -= 1
+        streamsHeld = nil
+    }
+
     /// Runs the completion (once) with `error`, whatever the request's kind.
     func fail(_ error: ApnsClientError) {
+        releaseStream()
         guard let completion else { return }
         self.completion = nil
         switch completion {
@@ -97,6 +122,7 @@ final class PendingPush {
 
     /// Runs the completion (once) with the answer the stream received, typed for its kind.
     func answer() {
+        releaseStream()
         guard let completion else { return }
         self.completion = nil
         switch completion {
@@ -109,6 +135,7 @@ final class PendingPush {
     /// Forgets a partial answer before the push is sent again (it is queued again, with what
     /// is left of its budget to be written in).
     func resetForResend() {
+        releaseStream()
         deadlineMs = writeByMs
         status = 0
         retryAfterSeconds = nil
@@ -170,5 +197,22 @@ enum ErrorBody {
         var end = start
         while end < body.count, body[end] >= 0x30, body[end] <= 0x39 { end += 1 }
         return end > start ? Int64(String(decoding: body[start..<end], as: UTF8.self)) : nil
+    }
+}
+
+/// A client's streams in use per share (the caller's tenant): how `ApnsClient.dispatch` keeps
+/// one share from holding every stream of a pool others use too. A class: the pushes holding
+/// streams count themselves out when answered, lost or returned.
+final class StreamsByShare {
+    var held: [Int] = []
+    /// Shares that ever sent through the client.
+    var seen = 0
+
+    /// Makes `share`'s count (shares are small numbers from 0).
+    func note(_ share: Int) {
+        while held.count <= share {
+            held.append(0)
+        }
+        seen = max(seen, held.count)
     }
 }

@@ -234,6 +234,8 @@ package final class GatewayAdmin {
         if let runner {
             s.router = runner.stats
             s.callsInFlight = runner.inFlight
+            s.callsInFlightByApp = runner.inFlightByApp
+            s.throttledSecondsByApp = runner.throttledSecondsByApp
             s.unhealthyApps = runner.unhealthyApps
             s.appsMissingReceipts = runner.appsMissingReceipts
             s.withheldApps = runner.withheldApps.mapValues { (forMs: now - $0.sinceMs, nextProbeInMs: max(0, $0.nextProbeAtMs - now)) }

@@ -53,6 +53,8 @@ package final class GatewayMetrics: RouterObservations {
     let retriesFired: CounterFamily
     let routerRedisErrors: CounterFamily
     let appUnhealthy: GaugeFamily
+    let appCallsInFlight: GaugeFamily
+    let appThrottled: CounterFamily
     let appPushesWithheld: GaugeFamily
     let appReceiptsMissing: GaugeFamily
     // MARK: APNs pools (pulled)
@@ -168,6 +170,12 @@ package final class GatewayMetrics: RouterObservations {
         retriesFired = r.counter("pushgw_retries_fired_total", help: "Scheduled push retries that came due.")
         routerRedisErrors = r.counter("pushgw_router_redis_errors_total",
                                       help: "Redis operations of the router that failed (the entry stays pending and is routed again).")
+        appCallsInFlight = r.gauge("pushgw_app_calls_in_flight",
+                                   help: "Call events of the app being routed by this process (its limits.max_in_flight caps them), by app.",
+                                   labels: ["app"])
+        appThrottled = r.counter("pushgw_app_throttled_seconds_total",
+                                 help: "Seconds the app's events waited in its stream for its limits.events_per_second, by app (apps with a rate only).",
+                                 labels: ["app"])
         appUnhealthy = r.gauge("pushgw_app_unhealthy",
                                help: "1 when APNs refused the app's credentials or configuration lately, else 0, by app.",
                                labels: ["app"])
@@ -417,6 +425,11 @@ package final class GatewayMetrics: RouterObservations {
         appUnhealthy.removeAll()
         appPushesWithheld.removeAll()
         appReceiptsMissing.removeAll()
+        appCallsInFlight.removeAll()
+        if snapshot.router != nil {
+            for app in snapshot.apps { appCallsInFlight.set([app], Double(snapshot.callsInFlightByApp[app] ?? 0)) }
+        }
+        for (app, seconds) in snapshot.throttledSecondsByApp { appThrottled.set([app], total: seconds) }
         for app in snapshot.apps {
             appUnhealthy.set([app], snapshot.unhealthyApps[app] == nil ? 0 : 1)
             appPushesWithheld.set([app], snapshot.withheldApps[app] == nil ? 0 : 1)
@@ -546,6 +559,10 @@ package struct GatewaySnapshot {
     /// The router's counters; nil when this process runs no router.
     package var router: RouterRole.Stats?
     package var callsInFlight = 0
+    /// App id → its calls being routed by this process (`RouterRole.inFlightByApp`).
+    package var callsInFlightByApp: [String: Int] = [:]
+    /// App id → seconds its events waited for its rate (`RouterRole.throttledSecondsByApp`).
+    package var throttledSecondsByApp: [String: Double] = [:]
     /// Every configured app id.
     package var apps: [String] = []
     /// App id → why APNs refused it (`RouterRole.unhealthyApps`).

@@ -211,6 +211,8 @@ package struct AppConfig: Equatable, Sendable {
     /// Ring receipts (`ring_receipt_timeout_ms`): how long after APNs accepted a VoIP push its
     /// device's `call_ringing` is expected; nil (the default): off.
     package var ringReceiptTimeoutMs: Int? = nil
+    /// The app's in-flight cap and event rate (`limits`); empty: the gateway's defaults.
+    package var limits = AppLimits()
     /// The FCM credential (a name in `GatewayConfig.fcmCredentials`) its Android devices are
     /// rung with; nil (the default): the app has no Android devices.
     package var fcmCredential: String? = nil

@@ -351,7 +351,7 @@ struct ConfigParser {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
                                    "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms",
-                                   "voip_suspected_after_silent_rings", "fcm_credential", "webhooks"])
+                                   "voip_suspected_after_silent_rings", "fcm_credential", "webhooks", "limits"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -386,12 +386,13 @@ struct ConfigParser {
         let missedCallAlert = parseMissedCallAlert(entry, in: path)
         let deadLetters = parseDeadLetters(entry, in: path)
         let receiptTimeout = parseRingReceiptTimeout(entry, in: path)
+        let limits = parseLimits(entry, in: path)
         let suspectAfter = parseVoipSuspectedAfter(entry, in: path, receipts: receiptTimeout.flatMap { $0 } != nil)
         let fcmCredential = parseAppFcmCredential(entry, in: path, fcmCredentials: fcmCredentials,
                                                   declaredCredentials: declaredCredentials)
         let webhooks = parseWebhooks(entry, in: path)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let webhooks else {
+              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let webhooks, let limits else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
@@ -401,6 +402,7 @@ struct ConfigParser {
         app.voipSuspectedAfterSilentRings = suspectAfter
         app.fcmCredential = fcmCredential
         app.webhooks = webhooks
+        app.limits = limits
         return app
     }
 

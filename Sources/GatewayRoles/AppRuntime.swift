@@ -12,11 +12,18 @@ package final class AppRuntime: Sendable {
     package let policy: AppRoutingPolicy
     /// Name of the credential in `GatewayConfig.credentials`.
     package let credential: String
+    /// The app's share in the APNs clients' queues (`ApnsClient.send`): its place in the
+    /// config's apps, so apps sharing a credential take turns there.
+    package let share: Int
+    /// The app's in-flight cap and event rate (`limits`, config/README.md).
+    package let limits: AppLimits
 
     /// `reachesBothEnvironments`: the app's credential can push to both APNs environments
     /// (`Credential.reachesBothEnvironments`).
-    package init(id: String, config: AppConfig, prefix: String, reachesBothEnvironments: Bool = true) {
+    package init(id: String, config: AppConfig, prefix: String, reachesBothEnvironments: Bool = true, share: Int = 0) {
         self.id = id
+        self.share = share
+        limits = config.limits
         keys = AppKeys(prefix: prefix, app: id, sendsWebhooks: config.webhooks != nil)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,
@@ -33,10 +40,11 @@ package final class AppRuntime: Sendable {
     package static func all(_ config: GatewayConfig) -> [AppRuntime] {
         // Each credential is loaded once, however many apps share it.
         var reach: [String: Bool] = [:]
-        return config.apps.keys.sorted().map { id in
+        return config.apps.keys.sorted().enumerated().map { share, id in
             let app = config.apps[id]!
             if reach[app.credential] == nil { reach[app.credential] = config.credentials[app.credential]?.reachesBothEnvironments ?? false }
-            return AppRuntime(id: id, config: app, prefix: config.redis.prefix, reachesBothEnvironments: reach[app.credential]!)
+            return AppRuntime(id: id, config: app, prefix: config.redis.prefix, reachesBothEnvironments: reach[app.credential]!,
+                              share: share)
         }
     }
 }

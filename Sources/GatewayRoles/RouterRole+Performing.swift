@@ -98,7 +98,7 @@ extension RouterRole {
             return run(call.machine.onApnsFailed(device: device, .credentialUnusable("\(error)"), now: Clock.unixMs()), for: call)
         }
         let sentUs = Clock.monotonicUs()
-        let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs) { [unowned self] result in
+        let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs, lane: push.lane, share: call.app.share) { [unowned self] result in
             if call.firstPushOut?.device == device { call.firstPushOut = nil }
             call.morePushesOut.removeAll { $0.device == device }
             // A drain cut off by its timeout retired with this push out; the process then

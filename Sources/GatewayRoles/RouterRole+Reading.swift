@@ -15,22 +15,30 @@ extension RouterRole {
     /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, and
     /// some app below its in-flight cap.
     func readNext() {
-        run(lifecycle.onReadWanted(appsReady: apps.contains(where: hasRoom)))
+        let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
+                               nowMs: Clock.monotonicMs())
+        if plan.apps.isEmpty, let wait = plan.wakeAfterMs, !throttleTimer.isScheduled { throttleTimer.schedule(afterMs: wait) }
+        run(lifecycle.onReadWanted(appsReady: !plan.apps.isEmpty))
     }
 
-    /// Whether `app` has calls in flight here below its cap (`perAppInFlight`): its stream is read.
-    private func hasRoom(_ app: AppRuntime) -> Bool { (inFlightPerApp[app.id] ?? 0) < settings.perAppInFlight }
-
-    /// One XREADGROUP over the apps below their in-flight cap (`.read`), for as many entries as
-    /// the fullest of them has room for.
+    /// One XREADGROUP over the apps the intake lets read (`.read`: below their in-flight cap,
+    /// and with their rate's tokens: `AppIntake`), for as many entries as the fullest of them
+    /// has room for. It blocks no longer than until a throttled app has its tokens.
     func read(blocks: Bool) {
-        let ready = apps.filter(hasRoom)
-        let count = ready.map { settings.perAppInFlight - (inFlightPerApp[$0.id] ?? 0) }.min() ?? 1
-        store.readNew(apps: ready.map(\.keys), consumer: settings.consumer, count: min(settings.readBatch, max(1, count)),
-                      blockMs: blocks ? settings.blockMs : nil) { [unowned self] result in
+        let nowMs = Clock.monotonicMs()
+        let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
+                               nowMs: nowMs)
+        let count = plan.count
+        let blockMs = blocks ? min(settings.blockMs, max(1, plan.wakeAfterMs ?? settings.blockMs)) : nil
+        store.readNew(apps: plan.apps.map(\.keys), consumer: settings.consumer, count: count,
+                      blockMs: blockMs) { [unowned self] result in
             switch result {
             case let .success(byApp):
                 let action = self.lifecycle.onReadAnswered(failure: nil)
+                let answeredMs = Clock.monotonicMs()
+                for app in plan.apps where app.limits.eventsPerSecond != nil {
+                    self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs)
+                }
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
@@ -196,7 +204,8 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id,
+                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split(),
+                                                      replayed: entry.values["call_deadline"] != nil), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
         if call.isReceipt {

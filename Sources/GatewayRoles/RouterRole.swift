@@ -243,6 +243,10 @@ package final class RouterRole {
     /// App + call id → the first of its live entries (the others follow `nextOfCall`).
     var liveByCall: [LiveKey: LiveCall] = [:]
     var inFlightPerApp: [String: Int] = [:]
+    /// Which apps' streams are read next, with their rates (`limits`); `throttleTimer` reads
+    /// again when a throttled app has its tokens and no read is in flight.
+    var intake: AppIntake
+    var throttleTimer: LoopTimer!
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
     /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
@@ -324,11 +328,13 @@ package final class RouterRole {
         self.pools = pools
         self.apps = apps
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
+        intake = AppIntake(apps)
         self.settings = settings
         self.log = log
         lifecycle = Lifecycle(timing: Lifecycle.Timing(heartbeatEveryMs: settings.heartbeatEveryMs,
                                                        claimEveryMs: settings.claimEveryMs))
         readRetryTimer = timer { $0.readNext() }
+        throttleTimer = timer { $0.readNext() }
         heartbeatTimer = timer { $0.run($0.lifecycle.onHeartbeatDue()) }
         claimTimer = timer { $0.run($0.lifecycle.onClaimDue()) }
         registerTimer = timer { $0.run($0.lifecycle.onRegisterDue()) }
@@ -355,12 +361,17 @@ package final class RouterRole {
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
+        intake.update(newApps)
         appHealth.removeAll()
         readNext()
     }
 
     /// Calls being routed by this process.
     package var inFlight: Int { live.count }
+    /// Calls being routed by this process, per app.
+    package var inFlightByApp: [String: Int] { inFlightPerApp }
+    /// Seconds each app with an event rate waited for it with events in its stream (`limits`).
+    package var throttledSecondsByApp: [String: Double] { intake.throttledSeconds(nowMs: Clock.monotonicMs()) }
 
     /// Registers the consumer name, then starts reading, heart-beating and taking over
     /// entries of dead consumers.
@@ -447,6 +458,7 @@ package final class RouterRole {
         case .beginDrain:
             claimTimer.cancel()
             readRetryTimer.cancel()
+            throttleTimer.cancel()
             drainTick()
         case let .drainTickLater(afterMs):
             drainTimer.schedule(afterMs: afterMs)

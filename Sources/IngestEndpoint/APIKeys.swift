@@ -1,4 +1,5 @@
 import AdminEndpoint
+import EventLoop
 import COpenSSL
 import DeadLetters
 

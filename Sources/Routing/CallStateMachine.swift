@@ -42,6 +42,8 @@ public struct CallStateMachine: Sendable {
     public let policy: AppRoutingPolicy
     /// The call's id (the event's).
     public let callID: String
+    /// A dead letter replayed by an operator: every push of it goes in the background lane.
+    public let replayed: Bool
     /// The entry's stay in the process; every event of the entry goes through it.
     public private(set) var life: LiveCallStateMachine
     /// What ended the ring, once heard (first one wins), also before the routers started.
@@ -163,6 +165,22 @@ public struct CallStateMachine: Sendable {
         public let device: Int
         public let plan: PushPlan
         public let purpose: Purpose
+        /// The call is a replayed dead letter (`CallStateMachine.replayed`).
+        public var replayed = false
+
+        /// Where the push waits in the APNs client's queue (docs/architecture.md, "Scheduling"):
+        /// a new ring first, then what is tried again, then alerts, then what no phone waits
+        /// for — the ended pushes, and every push of a replay.
+        public var lane: PushLane {
+            if replayed { return .background }
+            switch purpose {
+            case .ring: return plan.attempt == 1 ? .live : .retry
+            case .noReceipt(.voip): return .retry
+            case .fallback: return plan.attempt == 1 ? .alert : .retry
+            case .missedCall, .noReceipt(.alert): return .alert
+            case .ended: return .background
+            }
+        }
     }
 
     /// What the runner does after one event: every part, in this order: feedback, the app's
@@ -206,7 +224,9 @@ public struct CallStateMachine: Sendable {
         /// Every push of the action, in order.
         public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
 
-        mutating func push(_ push: DevicePush) {
+        mutating func push(replayed: Bool, _ push: DevicePush) {
+            var push = push
+            push.replayed = replayed
             if firstPush == nil { firstPush = push } else { morePushes.append(push) }
         }
     }
@@ -215,7 +235,10 @@ public struct CallStateMachine: Sendable {
 
     /// The machine of an admitted entry: its lookup goes out next. `jitter` seeds the routers'
     /// backoff draws (one split per device).
-    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter) {
+    /// `replayed`: the event is a dead letter replayed by an operator (its entry carries the
+    /// original `call_deadline`); its pushes wait behind every live one (`DevicePush.lane`).
+    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false) {
+        self.replayed = replayed
         self.policy = policy
         self.callID = event.id
         self.life = LiveCallStateMachine()
@@ -231,6 +254,7 @@ public struct CallStateMachine: Sendable {
     }
 
     private init(refusing callID: String, policy: AppRoutingPolicy) {
+        self.replayed = false
         self.policy = policy
         self.callID = callID
         self.life = LiveCallStateMachine()
@@ -605,9 +629,9 @@ public struct CallStateMachine: Sendable {
         case .none:
             break
         case let .sendVoip(plan):
-            action.push(DevicePush(device: 0, plan: plan, purpose: .ring))
+            action.push(replayed: replayed, DevicePush(device: 0, plan: plan, purpose: .ring))
         case let .sendAlert(plan, cause):
-            action.push(DevicePush(device: 0, plan: CallStateMachine.collapsed(plan, callID: callID), purpose: .fallback(cause)))
+            action.push(replayed: replayed, DevicePush(device: 0, plan: CallStateMachine.collapsed(plan, callID: callID), purpose: .fallback(cause)))
         case .withdrawPush:
             action.withdraw.append(0)
         case let .scheduleRetry(plan):
@@ -634,10 +658,10 @@ public struct CallStateMachine: Sendable {
             break
         case let .sendVoip(plan):
             r.devices[i].routerPushOut = true
-            action.push(DevicePush(device: i, plan: plan, purpose: .ring))
+            action.push(replayed: replayed, DevicePush(device: i, plan: plan, purpose: .ring))
         case let .sendAlert(plan, cause):
             r.devices[i].routerPushOut = true
-            action.push(DevicePush(device: i, plan: CallStateMachine.collapsed(plan, callID: r.event.id),
+            action.push(replayed: replayed, DevicePush(device: i, plan: CallStateMachine.collapsed(plan, callID: r.event.id),
                                             purpose: .fallback(cause)))
         case .withdrawPush:
             action.withdraw.append(i)
@@ -671,7 +695,7 @@ public struct CallStateMachine: Sendable {
             r.devices[i].ownPush = OwnPush(kind: .noReceipt, sentAtMs: now, told: nil, environment: environment, channel: .voip)
             var plan = PushPlan(channel: .voip, attempt: 1, environment: environment, notification: push)
             plan.writeByUnixMs = r.event.deadlineMs
-            action.push(DevicePush(device: i, plan: plan, purpose: .noReceipt(.voip)))
+            action.push(replayed: replayed, DevicePush(device: i, plan: plan, purpose: .noReceipt(.voip)))
             return
         }
         r.devices[i].noReceiptSteps = 2
@@ -682,7 +706,7 @@ public struct CallStateMachine: Sendable {
                                                collapseID: CallStateMachine.collapseID(for: r.event.id))
         else { return }
         r.devices[i].ownPush = OwnPush(kind: .noReceipt, sentAtMs: now, told: nil, environment: environment, channel: .alert)
-        action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment, notification: push),
+        action.push(replayed: replayed, DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment, notification: push),
                                purpose: .noReceipt(.alert)))
     }
 
@@ -721,7 +745,7 @@ public struct CallStateMachine: Sendable {
                                                        priority: .conserve, expiration: (r.event.deadlineMs + 999) / 1000)
                 else { continue }
                 r.devices[i].ownPush = OwnPush(kind: .ended, sentAtMs: now, told: end.told, environment: environment)
-                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                action.push(replayed: replayed, DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
                                                                           notification: push),
                                                 purpose: .ended(end.told)))
             }
@@ -737,7 +761,7 @@ public struct CallStateMachine: Sendable {
                 else { continue }
                 r.devices[i].missedCallAlertSent = true
                 r.devices[i].ownPush = OwnPush(kind: .missedCall, sentAtMs: now, told: nil, environment: environment)
-                action.push(DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
+                action.push(replayed: replayed, DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
                                                                           notification: push),
                                                 purpose: .missedCall))
             }

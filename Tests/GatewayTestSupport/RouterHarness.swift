@@ -49,6 +49,7 @@ package final class RouterHarness {
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int? = nil,
          acmeFcmCredential: String? = nil,
+         limits: [String: AppLimits] = [:],
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
@@ -79,6 +80,7 @@ package final class RouterHarness {
                     "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
                     "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
                                        retry: policies)]
+        for (app, l) in limits { appConfigs[app]?.limits = l }
         if separateSandbox {
             appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
         }

@@ -1,4 +1,5 @@
 import AdminEndpoint
+import EventLoop
 import Routing
 import XCTest
 @testable import IngestEndpoint

@@ -1,6 +1,6 @@
 /// A token bucket: `perSecond` tokens a second, at most `burst` held (full at the start). The
 /// admin endpoint's accept rate (`AdminAdmission`) and the HTTP API's per-app request rate
-/// (IngestEndpoint's `AppRequestRate`) are each one. Pure: the caller passes the time.
+/// (IngestEndpoint's `AppRequestRate`) and the router's per-app event rate (`limits`) are each one. Pure: the caller passes the time.
 package struct TokenBucket: Equatable, Sendable {
     package let perSecond: Int
     package let burst: Int
@@ -31,6 +31,23 @@ package struct TokenBucket: Equatable, Sendable {
         guard tokens >= 1 else { return waitMs }
         tokens -= 1
         return nil
+    }
+
+    /// The whole tokens there at `nowMs` (none taken).
+    package mutating func available(nowMs: Int64) -> Int {
+        refill(nowMs)
+        return max(0, Int(tokens))
+    }
+
+    /// Takes `n` tokens at `nowMs` (at most what `available` said: what it counts was read).
+    package mutating func take(_ n: Int, nowMs: Int64) {
+        refill(nowMs)
+        tokens -= Double(n)
+    }
+
+    /// Milliseconds from the last refill until `n` whole tokens are there (0 when they are).
+    package func msUntil(_ n: Int) -> Int64 {
+        tokens >= Double(n) ? 0 : Int64(((Double(n) - tokens) / perMs).rounded(.up))
     }
 
     /// Spends a token at `nowMs` whatever is left (what it counts happened already: an

@@ -1,0 +1,100 @@
+import EventLoop
+
+/// Which apps' streams the router reads next, and how many entries each (docs/architecture.md,
+/// "Scheduling"): an app below its in-flight cap (`limits.max_in_flight`, else the router's
+/// `perAppInFlight`) is read; an app with an event rate (`limits.events_per_second`, `burst`: a
+/// `TokenBucket`) only once its bucket holds what the read may bring it, so it is held to its
+/// rate and the rest waits in its stream — nothing is dropped. One read's count is the same for
+/// every stream, so it is the least room among the apps read.
+///
+/// Pure but for the clock the caller passes. Per read, not per event: a dictionary look-up per
+/// app with a rate.
+struct AppIntake {
+    /// A rated app's bucket, and how long it waited for tokens with entries left in its stream.
+    struct Rate {
+        var bucket: TokenBucket
+        /// Its last read brought as many entries as asked: more are likely waiting.
+        var backlogged = false
+        /// Monotonic ms since when it waits for tokens while backlogged.
+        var throttledSinceMs: Int64?
+        var throttledMs: Int64 = 0
+    }
+
+    /// One read: the apps it covers, its count, and when a throttled app has its tokens.
+    struct Plan {
+        var apps: [AppRuntime]
+        var count: Int
+        var wakeAfterMs: Int64?
+    }
+
+    private(set) var rates: [String: Rate] = [:]
+
+    init(_ apps: [AppRuntime]) { update(apps) }
+
+    /// A reload: apps with an unchanged rate keep their bucket and throttled time; a changed
+    /// rate starts a full bucket; an app without a rate has none.
+    mutating func update(_ apps: [AppRuntime]) {
+        var next: [String: Rate] = [:]
+        for app in apps {
+            guard let perSecond = app.limits.eventsPerSecond else { continue }
+            let burst = app.limits.burst ?? perSecond
+            if let kept = rates[app.id], kept.bucket.perSecond == perSecond, kept.bucket.burst == burst {
+                next[app.id] = kept
+            } else {
+                var fresh = Rate(bucket: TokenBucket(perSecond: perSecond, burst: burst))
+                fresh.throttledMs = rates[app.id]?.throttledMs ?? 0
+                next[app.id] = fresh
+            }
+        }
+        rates = next
+    }
+
+    /// The next read over `apps`, with `inFlight` calls of each in the process.
+    mutating func plan(_ apps: [AppRuntime], inFlight: [String: Int], defaultCap: Int, readBatch: Int, nowMs: Int64) -> Plan {
+        var plan = Plan(apps: [], count: readBatch, wakeAfterMs: nil)
+        var rated: [(AppRuntime, Int)] = []
+        for app in apps {
+            let room = (app.limits.maxInFlight ?? defaultCap) - (inFlight[app.id] ?? 0)
+            guard room > 0 else { continue }
+            if rates[app.id] != nil {
+                rated.append((app, room))
+            } else {
+                plan.apps.append(app)
+                plan.count = min(plan.count, room)
+            }
+        }
+        for (app, room) in rated {
+            var rate = rates[app.id]!
+            let have = rate.bucket.available(nowMs: nowMs)
+            let need = max(1, min(plan.count, room, rate.bucket.burst))
+            if have >= need {
+                plan.apps.append(app)
+                plan.count = min(plan.count, room, have)
+                if let since = rate.throttledSinceMs {
+                    rate.throttledMs += nowMs - since
+                    rate.throttledSinceMs = nil
+                }
+            } else {
+                let wait = max(1, rate.bucket.msUntil(need))
+                plan.wakeAfterMs = min(plan.wakeAfterMs ?? wait, wait)
+                if rate.backlogged && rate.throttledSinceMs == nil { rate.throttledSinceMs = nowMs }
+            }
+            rates[app.id] = rate
+        }
+        plan.count = max(1, plan.count)
+        return plan
+    }
+
+    /// A read asking `asked` entries of each stream brought `entries` of rated `app`.
+    mutating func read(_ app: AppRuntime, entries: Int, asked: Int, nowMs: Int64) {
+        guard var rate = rates[app.id] else { return }
+        rate.bucket.take(entries, nowMs: nowMs)
+        rate.backlogged = entries >= asked
+        rates[app.id] = rate
+    }
+
+    /// Seconds each rated app waited for tokens with entries in its stream, up to `nowMs`.
+    func throttledSeconds(nowMs: Int64) -> [String: Double] {
+        rates.mapValues { Double($0.throttledMs + ($0.throttledSinceMs.map { nowMs - $0 } ?? 0)) / 1000 }
+    }
+}

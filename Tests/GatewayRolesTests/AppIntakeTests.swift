@@ -1,0 +1,44 @@
+import GatewayConfiguration
+@testable import GatewayRoles
+import XCTest
+
+/// `AppIntake` without sockets: which apps a read covers and with what count, and what a
+/// reload (`update`) keeps.
+final class AppIntakeTests: XCTestCase {
+    private func app(_ id: String, share: Int, _ limits: AppLimits = AppLimits()) -> AppRuntime {
+        var config = AppConfig(bundleId: "com.example.\(id)", credential: "key", environment: .production)
+        config.limits = limits
+        return AppRuntime(id: id, config: config, prefix: "pushgw", share: share)
+    }
+
+    func testARatedAppIsReadOnlyWithItsTokensAndTheCountIsTheLeastRoom() {
+        let quiet = app("quiet", share: 0), rated = app("rated", share: 1, AppLimits(maxInFlight: 50, eventsPerSecond: 10, burst: 10))
+        var intake = AppIntake([quiet, rated])
+        var plan = intake.plan([quiet, rated], inFlight: ["quiet": 990], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet", "rated"])
+        XCTAssertEqual(plan.count, 10, "quiet has room for 10, rated 10 tokens")
+        intake.read(rated, entries: 10, asked: 10, nowMs: 0)
+        plan = intake.plan([quiet, rated], inFlight: ["quiet": 990], defaultCap: 1_000, readBatch: 100, nowMs: 100)
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "rated has 1 token of the 10 the read may bring")
+        XCTAssertEqual(plan.wakeAfterMs, 900, "its 10 tokens are there 900 ms on")
+        XCTAssertEqual(intake.throttledSeconds(nowMs: 600)["rated"], 0.5, "backlogged (its read was full) and waiting")
+        plan = intake.plan([rated], inFlight: ["rated": 50], defaultCap: 1_000, readBatch: 100, nowMs: 2_000)
+        XCTAssertTrue(plan.apps.isEmpty, "at its max_in_flight")
+    }
+
+    func testAReloadKeepsAnUnchangedBucketAndAppliesAChangedRate() {
+        let before = app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))
+        var intake = AppIntake([before])
+        intake.read(before, entries: 10, asked: 10, nowMs: 0)
+        intake.update([app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))])
+        XCTAssertTrue(intake.plan([before], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0).apps.isEmpty,
+                      "unchanged: the spent bucket is kept")
+        let faster = app("rated", share: 0, AppLimits(eventsPerSecond: 1_000, burst: 100))
+        intake.update([faster])
+        let plan = intake.plan([faster], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["rated"], "a changed rate starts full")
+        XCTAssertEqual(plan.count, 100)
+        intake.update([app("rated", share: 0)])
+        XCTAssertTrue(intake.rates.isEmpty, "a rate removed by the reload is gone")
+    }
+}
