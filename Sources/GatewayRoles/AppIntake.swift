@@ -18,6 +18,10 @@ struct AppIntake {
         /// Monotonic ms since when it waits for tokens while backlogged.
         var throttledSinceMs: Int64?
         var throttledMs: Int64 = 0
+        /// Its backlog is held by its rate: a read left it out for want of tokens while
+        /// backlogged, and no read since found its stream caught up (fewer entries than asked).
+        /// What its reads bring meanwhile waited for the rate (`waitedForRate`).
+        var holdsBacklog = false
     }
 
     /// One read: the apps it covers, its count, and when a throttled app has its tokens.
@@ -78,6 +82,7 @@ struct AppIntake {
                 let wait = max(1, rate.bucket.msUntil(need))
                 plan.wakeAfterMs = min(plan.wakeAfterMs ?? wait, wait)
                 if rate.backlogged && rate.throttledSinceMs == nil { rate.throttledSinceMs = nowMs }
+                if rate.backlogged { rate.holdsBacklog = true }
             }
             rates[app.id] = rate
         }
@@ -85,12 +90,18 @@ struct AppIntake {
         return plan
     }
 
-    /// A read asking `asked` entries of each stream brought `entries` of rated `app`.
-    mutating func read(_ app: AppRuntime, entries: Int, asked: Int, nowMs: Int64) {
-        guard var rate = rates[app.id] else { return }
+    /// A read asking `asked` entries of each stream brought `entries` of rated `app`. Returns
+    /// whether they waited in the stream for the app's rate (its backlog was held by it): a
+    /// deadline they missed is the rate's (`FallbackCause.rateLimited`).
+    @discardableResult
+    mutating func read(_ app: AppRuntime, entries: Int, asked: Int, nowMs: Int64) -> Bool {
+        guard var rate = rates[app.id] else { return false }
+        let waited = rate.holdsBacklog
         rate.bucket.take(entries, nowMs: nowMs)
         rate.backlogged = entries >= asked
+        if !rate.backlogged { rate.holdsBacklog = false }
         rates[app.id] = rate
+        return waited
     }
 
     /// Seconds each rated app waited for tokens with entries in its stream, up to `nowMs`.

@@ -36,14 +36,17 @@ extension RouterRole {
             case let .success(byApp):
                 let action = self.lifecycle.onReadAnswered(failure: nil)
                 let answeredMs = Clock.monotonicMs()
+                var waitedForRate: Set<String> = []
                 for app in plan.apps where app.limits.eventsPerSecond != nil {
-                    self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs)
+                    if self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs) {
+                        waitedForRate.insert(app.id)
+                    }
                 }
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
                     self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
-                    self.route(entries, app: app, fromRead: true)
+                    self.route(entries, app: app, fromRead: true, waitedForRate: waitedForRate.contains(app.id))
                 }
                 self.run(action)
             case let .failure(error):
@@ -56,11 +59,13 @@ extension RouterRole {
     /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
     /// are looked up in one step per app, then each call's router starts (or resumes) with what
     /// Redis knew. `fromRead`: the entries came from `readNext`, and start after the next read.
-    func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime, fromRead: Bool = false) {
+    /// `waitedForRate`: they waited in the stream for the app's event rate (`AppIntake.read`).
+    func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime, fromRead: Bool = false,
+               waitedForRate: Bool = false) {
         var admitted: [Admitted] = []
         admitted.reserveCapacity(entries.count)
         for (i, entry) in entries.enumerated() {
-            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1) {
+            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1, waitedForRate: waitedForRate) {
                 a.startsAfterNextRead = fromRead
                 admitted.append(a)
             }
@@ -167,7 +172,7 @@ extension RouterRole {
 
     /// Registers a live call for `entry`, or dead-letters the entry (poison, invalid event,
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
-    func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64) -> Admitted? {
+    func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64, waitedForRate: Bool = false) -> Admitted? {
         guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
         // The event's bytes as read (hiredis's reply copied once, no text decoding): what the
         // decoder checks, and what a dead letter keeps.
@@ -205,7 +210,8 @@ extension RouterRole {
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split(),
-                                                      replayed: entry.values["call_deadline"] != nil), callID: event.id,
+                                                      replayed: entry.values["call_deadline"] != nil,
+                                                      waitedForRate: waitedForRate), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
         if call.isReceipt {

@@ -44,6 +44,9 @@ public struct CallStateMachine: Sendable {
     public let callID: String
     /// A dead letter replayed by an operator: every push of it goes in the background lane.
     public let replayed: Bool
+    /// The entry waited in its stream for its app's event rate (`limits.events_per_second`):
+    /// a deadline passed by its start is the rate's (`FallbackCause.rateLimited`).
+    public let waitedForRate: Bool
     /// The entry's stay in the process; every event of the entry goes through it.
     public private(set) var life: LiveCallStateMachine
     /// What ended the ring, once heard (first one wins), also before the routers started.
@@ -237,8 +240,10 @@ public struct CallStateMachine: Sendable {
     /// backoff draws (one split per device).
     /// `replayed`: the event is a dead letter replayed by an operator (its entry carries the
     /// original `call_deadline`); its pushes wait behind every live one (`DevicePush.lane`).
-    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false) {
+    /// `waitedForRate`: its app's reads were held by the app's event rate when it was read.
+    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false, waitedForRate: Bool = false) {
         self.replayed = replayed
+        self.waitedForRate = waitedForRate
         self.policy = policy
         self.callID = event.id
         self.life = LiveCallStateMachine()
@@ -255,6 +260,7 @@ public struct CallStateMachine: Sendable {
 
     private init(refusing callID: String, policy: AppRoutingPolicy) {
         self.replayed = false
+        self.waitedForRate = false
         self.policy = policy
         self.callID = callID
         self.life = LiveCallStateMachine()
@@ -367,7 +373,7 @@ public struct CallStateMachine: Sendable {
                 action = router.resume(event, from: snapshot, now: now, alreadyDone: alreadyDone, cancelled: startCancelled)
             } else {
                 action = router.start(event, now: now, knownInvalid: knownInvalid, alreadyDone: alreadyDone,
-                                      cancelled: startCancelled)
+                                      cancelled: startCancelled, waitedForRate: waitedForRate)
             }
             state = .single(router)
             return single(action)
@@ -385,7 +391,7 @@ public struct CallStateMachine: Sendable {
             // A suspected token's router sends its alert, whatever the missed-call alert.
             let deviceEvent = event.event(of: device, alert: routersAlert || suspected)
             let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled,
-                                       voipSuspected: suspected)
+                                       voipSuspected: suspected, waitedForRate: waitedForRate)
             ringing.devices.append(DeviceRing(device: device, router: router,
                                               alertUsable: CallRouter.usable(device.alertToken, invalidSince: marks.alert,
                                                                              registeredAt: device.alertTokenRegisteredAtMs),

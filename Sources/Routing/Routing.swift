@@ -50,6 +50,10 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     case voipTokenInvalid = "voip_token_invalid"
     /// The deadline passed (at start, or before the next VoIP retry could leave).
     case deadline
+    /// The deadline passed while the call waited in its stream for its app's
+    /// `limits.events_per_second` (docs/operations.md, *Limits*): a deadline miss the app's
+    /// own rate caused. Also the `cause` of such a call's `expired` result.
+    case rateLimited = "rate_limited"
     /// The VoIP policy's attempts ran out while the deadline still allowed another.
     case retriesExhausted = "retries_exhausted"
     /// APNs refused the VoIP payload as too large (413).

@@ -26,6 +26,21 @@ final class AppIntakeTests: XCTestCase {
         XCTAssertTrue(plan.apps.isEmpty, "at its max_in_flight")
     }
 
+    func testWhatAReadBringsWaitedForTheRateFromTheFirstHoldUntilTheStreamCaughtUp() {
+        let rated = app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))
+        var intake = AppIntake([rated])
+        _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertFalse(intake.read(rated, entries: 10, asked: 10, nowMs: 0), "the first read waited for nothing")
+        XCTAssertTrue(intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 100).apps.isEmpty,
+                      "held: a full read, then no tokens")
+        XCTAssertEqual(intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 1_000).apps.map(\.id), ["rated"])
+        XCTAssertTrue(intake.read(rated, entries: 10, asked: 10, nowMs: 1_000), "read after a hold: it waited for the rate")
+        _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 2_000)
+        XCTAssertTrue(intake.read(rated, entries: 3, asked: 10, nowMs: 2_000), "the last of the backlog waited too")
+        _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 3_000)
+        XCTAssertFalse(intake.read(rated, entries: 1, asked: 10, nowMs: 3_000), "caught up: a new entry waited for nothing")
+    }
+
     func testAReloadKeepsAnUnchangedBucketAndAppliesAChangedRate() {
         let before = app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))
         var intake = AppIntake([before])

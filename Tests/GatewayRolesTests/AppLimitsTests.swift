@@ -34,6 +34,43 @@ final class AppLimitsTests: XCTestCase {
         XCTAssertNil(h.runner.throttledSecondsByApp["beta"], "beta has no rate")
     }
 
+    /// Calls held in their stream by the app's rate past their deadline end as late calls do,
+    /// with the cause `rate_limited`: the alert (`delivered_alert`) or, without an alert token,
+    /// `expired`; never a VoIP push. A late call of an app without a rate says `deadline`.
+    func testCallsTheRateHeldPastTheirDeadlineGetTheAlertWithCauseRateLimited() throws {
+        let h = try RouterHarness(limits: ["acme": AppLimits(eventsPerSecond: 20, burst: 20)])
+        defer { h.close() }
+        for i in 0..<100 {
+            h.call("held-\(i)", voip: String(format: "ad%04x", i), alert: i % 10 == 9 ? nil : String(format: "ae%04x", i),
+                   deadlineInMs: 1_500)
+        }
+        h.call("late-beta", voip: "bf0001", alert: "bf0002", deadlineInMs: -1, app: "beta")
+        h.runUntil("acme's 100 calls and beta's late one recorded", timeoutMs: 30_000) { h.recorded.count >= 101 }
+        let acme = h.recorded.filter { $0.app == "acme" }.map(\.record)
+        XCTAssertEqual(acme.count, 100)
+        let rung = acme.filter { $0.outcome == .deliveredVoip }
+        let held = acme.filter { $0.cause == .rateLimited }
+        // 20 at once and 20 a second until the deadline 1.5 s on: about 50 ring, the rest are late.
+        XCTAssertGreaterThan(rung.count, 0)
+        XCTAssertGreaterThanOrEqual(held.count, 30, "\(rung.count) rang; the rest waited for acme's rate past their deadline")
+        XCTAssertEqual(rung.count + held.count, 100, "every call either rang or was late for the rate: \(Set(acme.map(\.outcome)))")
+        for r in held {
+            let i = Int(r.id!.dropFirst("held-".count))!
+            XCTAssertEqual(r.outcome, i % 10 == 9 ? .expired : .deliveredAlert, r.id!)
+            XCTAssertTrue(h.requests(String(format: "ad%04x", i)).isEmpty, "\(r.id!): no VoIP push after its deadline")
+            if i % 10 != 9 { XCTAssertEqual(h.requests(String(format: "ae%04x", i)).count, 1, "\(r.id!): its alert, once") }
+        }
+        for r in rung {
+            XCTAssertEqual(h.requests(String(format: "ad%04x", Int(r.id!.dropFirst("held-".count))!)).count, 1, "\(r.id!) rang once")
+        }
+        let stored = h.results().filter { ($0["cause"] as? String) == "rate_limited" }
+        XCTAssertEqual(stored.count, held.count, "the results stream says rate_limited")
+        let alerts = held.filter { $0.outcome == .deliveredAlert }.count
+        XCTAssertEqual(h.outcomes.fallbacks["acme"]?[.rateLimited], alerts, "the metrics' cause label: one fallback per alert")
+        XCTAssertNil(h.outcomes.fallbacks["acme"]?[.deadline], "none of acme's late calls says deadline")
+        XCTAssertEqual(h.record("late-beta")?.cause, .deadline, "an app without a rate: a late call is late, not rate_limited")
+    }
+
     func testAnAppsInFlightCapHoldsItsCallsInItsStream() throws {
         let h = try RouterHarness(simulator: { $0.defaultScenario = .slow(300) },
                                   limits: ["acme": AppLimits(maxInFlight: 5)])

@@ -25,7 +25,11 @@ package final class RecordedOutcomes: RouterObservations {
         next?.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
     }
 
+    /// Per app, the alert fallbacks by cause (what `pushgw_fallbacks_total` counts).
+    package private(set) var fallbacks: [String: [FallbackCause: Int]] = [:]
+
     package func fallback(app: String, cause: FallbackCause) {
+        fallbacks[app, default: [:]][cause, default: 0] += 1
         next?.fallback(app: app, cause: cause)
     }
 
