@@ -40,7 +40,11 @@ package final class RouterHarness {
     package let outcomes = RecordedOutcomes()
     package var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
 
-    /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`, the name of its FCM credential `acmeFcmCredential`) and `beta` use the simulator's key (one shared pool); app `broken` a key the simulator does not know;
+    /// A second key id the simulator knows (credential `second`, the same key as `good`'s):
+    /// with `betaOnItsOwnCredential`, beta's pushes go through a pool of their own.
+    package static let secondKeyID = "KEY7654321"
+
+    /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`, the name of its FCM credential `acmeFcmCredential`) and `beta` use the simulator's key (one shared pool; with `betaOnItsOwnCredential` beta uses credential `second`); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
     /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
@@ -49,13 +53,17 @@ package final class RouterHarness {
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int? = nil,
          acmeFcmCredential: String? = nil,
+         betaOnItsOwnCredential: Bool = false,
          limits: [String: AppLimits] = [:],
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
          startRouter: Bool = true, startMover: Bool = true, routerLog: Log = Log(minimum: .error)) throws {
         access = try GatewayRedis(deployment)
-        sim = try SimTestServer(configure: configure)
+        sim = try SimTestServer(configure: { c in
+            c.tokenKeys[RouterHarness.secondKeyID] = c.tokenKeys.first?.value
+            configure(&c)
+        })
         let pki = sim.pki
         let endpoint = Endpoint(host: "127.0.0.1", port: sim.port)
         var sandboxEndpoint = endpoint
@@ -76,7 +84,8 @@ package final class RouterHarness {
         acme.ringReceiptTimeoutMs = ringReceiptTimeoutMs
         acme.fcmCredential = acmeFcmCredential
         var appConfigs = ["acme": acme,
-                    "beta": AppConfig(bundleId: sim.bundleID, credential: "good", environment: .production, retry: policies),
+                    "beta": AppConfig(bundleId: sim.bundleID, credential: betaOnItsOwnCredential ? "second" : "good",
+                                      environment: .production, retry: policies),
                     "broken": AppConfig(bundleId: sim.bundleID, credential: "wrong", environment: .production, retry: policies),
                     "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
                                        retry: policies)]
@@ -89,6 +98,7 @@ package final class RouterHarness {
             apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
             credentials: ["good": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.jwtKey),
+                          "second": .token(teamId: sim.teamID, keyId: RouterHarness.secondKeyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
             apps: appConfigs)
         apps = AppRuntime.all(config)
