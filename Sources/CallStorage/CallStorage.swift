@@ -189,6 +189,9 @@ public struct GatewayKeys: Hashable, Sendable {
 
     public init(prefix: String = "pushgw") { self.prefix = prefix }
 
+    /// The consumer group the routers read every app's calls stream with (`CallStore.Config`).
+    public static let routersGroup = "pushgw"
+
     /// Sorted set of consumer names scored by the unix ms (Redis server clock) at which
     /// their last heartbeat lapses; a consumer is live while its score is in the future.
     public var consumers: String { "\(prefix):consumers" }

@@ -54,7 +54,7 @@ public final class CallStore {
         /// last since their last change, seconds (24 h; docs/protocol.md).
         public var voipSuspicionTTLSeconds = 86_400
 
-        public init(prefix: String = "pushgw", group: String = "pushgw", groupStartID: String = "0",
+        public init(prefix: String = "pushgw", group: String = GatewayKeys.routersGroup, groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
                     doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
                     consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10) {

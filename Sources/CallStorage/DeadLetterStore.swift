@@ -164,20 +164,34 @@ public final class DeadLetterStore {
         }
     }
 
-    /// Replays one dead letter (see `DeadLetterLua.replay`). Returns the new calls entry id,
-    /// or nil when the dead letter no longer exists (then nothing was written).
-    public func replay(_ app: AppKeys, _ replay: Replay, completion: @escaping (Result<String?, RedisError>) -> Void) {
-        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0 && replay.callDeadlineMs >= 0,
-                     "a replay counts from 1, its ledger needs a TTL and its deadline is a unix time")
+    /// What one replay step did.
+    public enum ReplayWrite: Equatable, Sendable {
+        /// The event is on the calls stream as this entry; the dead letter is gone.
+        case written(callsEntry: String)
+        /// The dead letter no longer exists: nothing was written.
+        case gone
+        /// The calls stream held `unread` entries the routers had not read, at least the
+        /// replay's `yieldAtUnread`: nothing was written (try again later).
+        case yielded(unread: Int)
+    }
+
+    /// Replays one dead letter (see `DeadLetterLua.replay`) unless the app's calls stream holds
+    /// `yieldAtUnread` or more entries the routers have not read (0: whatever it holds).
+    public func replay(_ app: AppKeys, _ replay: Replay, yieldAtUnread: Int = 0,
+                       completion: @escaping (Result<ReplayWrite, RedisError>) -> Void) {
+        precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0 && replay.callDeadlineMs >= 0 && yieldAtUnread >= 0,
+                     "a replay counts from 1, its ledger needs a TTL, its deadline is a unix time and its yield is not negative")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
         if let eventId = replay.eventId { keys.append(app.result(eventId)) }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
                                      .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds)),
-                                     .text(String(replay.callDeadlineMs))]
+                                     .text(String(replay.callDeadlineMs)), .text(String(yieldAtUnread)),
+                                     .text(GatewayKeys.routersGroup)]
         replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
-                if reply.isNull { return .success(nil) }
-                return reply.string.map { .success($0) } ?? .failure(.unexpectedReply("replay script \(reply)"))
+                if reply.isNull { return .success(.gone) }
+                if let unread = reply.integer { return .success(.yielded(unread: Int(unread))) }
+                return reply.string.map { .success(.written(callsEntry: $0)) } ?? .failure(.unexpectedReply("replay script \(reply)"))
             })
         }
     }

@@ -49,13 +49,25 @@ enum DeadLetterLua {
     /// Puts a dead letter's event back on the calls stream, marked as a replay and carrying the
     /// original call's deadline, records the accumulated history and that deadline in the
     /// replay ledger, forgets the recorded outcome and deletes the dead letter — only if the
-    /// dead letter still exists (two operators replaying the same one replay it once).
+    /// dead letter still exists (two operators replaying the same one replay it once), and
+    /// only while the calls stream holds fewer than ARGV[7] entries the routers' group has not
+    /// read (its length less the group's pending entries; all of it before the group exists):
+    /// a replay never queues ahead of live calls beyond that (0: no such bound).
     /// KEYS: calls, dead, ledger[, done]
     /// ARGV: dead entry id, event, replays (the new count), history JSON, ledger TTL s,
-    /// call deadline (unix ms).
-    /// Returns the new calls entry id, or false when the dead letter is gone.
+    /// call deadline (unix ms), the unread entries it yields at, the routers' group.
+    /// Returns the new calls entry id, false when the dead letter is gone, or the count of
+    /// unread entries when it yielded (nothing written).
     static let replay = """
         if #redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1]) == 0 then return false end
+        local yieldAt = tonumber(ARGV[7])
+        if yieldAt > 0 then
+          local pending = redis.pcall('XPENDING', KEYS[1], ARGV[8])
+          local inFlight = 0
+          if type(pending) == 'table' and pending.err == nil then inFlight = pending[1] end
+          local unread = redis.call('XLEN', KEYS[1]) - inFlight
+          if unread >= yieldAt then return unread end
+        end
         local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[2], 'replay', ARGV[1], 'replays', ARGV[3],
           'call_deadline', ARGV[6])
         redis.call('DEL', KEYS[3])

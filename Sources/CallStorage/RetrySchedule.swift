@@ -55,7 +55,7 @@ public final class RetrySchedule {
         /// `MAXLEN ~` of the results streams.
         public var resultsMaxLen: Int
 
-        public init(prefix: String = "pushgw", group: String = "pushgw", doneTTLSeconds: Int = 86_400,
+        public init(prefix: String = "pushgw", group: String = GatewayKeys.routersGroup, doneTTLSeconds: Int = 86_400,
                     resultsMaxLen: Int = 100_000) {
             precondition(doneTTLSeconds > 0 && resultsMaxLen > 0, "TTL and cap must be positive")
             self.prefix = prefix

@@ -432,6 +432,9 @@ public final class DeadLetterOperations {
         public var gone = 0
         /// Dead letters that cannot be replayed (only part of their event was kept).
         public var skipped = 0
+        /// How many times a replay waited for the routers to read what the app's calls stream
+        /// held first (`replayYieldsAtUnread`).
+        public var yields = 0
         /// The Redis failure that stopped the run early; nil when every target was tried.
         public var failure: RedisError?
 
@@ -442,16 +445,28 @@ public final class DeadLetterOperations {
             replayed += part.replayed
             gone += part.gone
             skipped += part.skipped
+            yields += part.yields
             failure = part.failure ?? failure
         }
     }
 
+    /// A paced replay yields to live calls: it writes the next replay only while the app's
+    /// calls stream holds fewer entries than this that the routers have not read (about one
+    /// read's worth, `RouterRoleSettings.readBatch`), so a live call written meanwhile is
+    /// never further behind replays than that, and the router reads as fast as it routes.
+    /// Its pushes then wait behind every live one in the APNs queue (the background lane).
+    public static let replayYieldsAtUnread = 100
+    /// How long a replay that yielded waits before it asks again.
+    public static let replayYieldWaitMs: Int64 = 20
+
     /// Replays the dead letters `targets` names (each with its app), in order: each is read
     /// again just before its turn (`lookUp`: a replay writes what the stream holds then, and
     /// a run holds one dead letter at a time whatever its length), and the `n`-th replay
-    /// written goes no earlier than `pacer.dueMs(index: firstIndex + n)`. Each step goes to
+    /// written goes no earlier than `pacer.dueMs(index: firstIndex + n)`, and none while its
+    /// app's calls stream holds `replayYieldsAtUnread` entries not read yet (it waits
+    /// `replayYieldWaitMs` and asks again: it yields to live calls). Each step goes to
     /// `onStep`, the end to `completion`. A Redis failure stops the run (what was replayed
-    /// stays replayed). The timer belongs to the run; the caller keeps the loop running
+    /// stays replayed). The timers belong to the run; the caller keeps the loop running
     /// until `completion`.
     public func replayPaced(_ targets: [DeadLetterReference], pacer: ReplayPacer, firstIndex: Int = 0,
                             onStep: @escaping (DeadLetterReference, ReplayStep) -> Void,
@@ -460,9 +475,14 @@ public final class DeadLetterOperations {
         var summary = ReplaySummary()
         var position = 0
         var timer: LoopTimer?
+        var yieldTimer: LoopTimer?
+        var yielding: (() -> Void)?
         func finish() {
             timer?.close()
             timer = nil
+            yieldTimer?.close()
+            yieldTimer = nil
+            yielding = nil
             completion(summary)
         }
         func next() {
@@ -490,24 +510,36 @@ public final class DeadLetterOperations {
                     }
                     let plan = record.replay(ledgerTTLSeconds: self.policy(record.app).ledgerTTLSeconds,
                                              ringTimeoutMs: self.ringTimeoutMs(record.app))
-                    self.store.replay(self.keys(record.app), plan) { result in
-                        switch result {
-                        case let .success(entry?):
-                            summary.replayed.append("\(record.app)/\(record.id)")
-                            onStep(reference, .replayed(record, callsEntry: entry, forecast))
-                        case .success(nil):
-                            summary.gone += 1
-                            onStep(reference, .gone)
-                        case let .failure(error):
-                            summary.failure = error
-                            return finish()
+                    func write() {
+                        self.store.replay(self.keys(record.app), plan, yieldAtUnread: DeadLetterOperations.replayYieldsAtUnread) { result in
+                            switch result {
+                            case let .success(.written(entry)):
+                                summary.replayed.append("\(record.app)/\(record.id)")
+                                onStep(reference, .replayed(record, callsEntry: entry, forecast))
+                            case .success(.gone):
+                                summary.gone += 1
+                                onStep(reference, .gone)
+                            case .success(.yielded):
+                                summary.yields += 1
+                                yielding = write
+                                return yieldTimer!.schedule(afterMs: DeadLetterOperations.replayYieldWaitMs)
+                            case let .failure(error):
+                                summary.failure = error
+                                return finish()
+                            }
+                            next()
                         }
-                        next()
                     }
+                    write()
                 }
             }
         }
         timer = LoopTimer(loop: loop) { next() }
+        yieldTimer = LoopTimer(loop: loop) {
+            let again = yielding
+            yielding = nil
+            again?()
+        }
         next()
     }
 

@@ -29,7 +29,8 @@ enum DeadReplayCommand: Command {
           --call ID       with --all: the dead letters of this call id
           --since T       with --all: dead at or after T: \(TimeArgument.forms)
           --rate N/s      replays per second at most (default \(ReplayRate.default); N/m and N/h
-                          too; from 1/h to 10000/s)
+                          too; from 1/h to 10000/s); whatever the rate, a replay waits while its
+                          app's calls stream holds \(DeadLetterOperations.replayYieldsAtUnread) entries not read yet
           --dry-run       print what would be replayed and change nothing
           --yes           do not ask: --all asks for confirmation on a terminal and, without
                           one, refuses (exit 2) unless --yes is given

@@ -194,7 +194,7 @@ final class DeadLetterStoreTests: XCTestCase {
         let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-7", eventDigest: EventDigest.of(event),
                                             replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600,
                                             callDeadlineMs: 1_764_412_345_678)
-        let callsID = try XCTUnwrap(wait { store.replay(acme, replay, completion: $0) } ?? nil)
+        guard case let .written(callsID)? = wait({ store.replay(acme, replay, completion: $0) }) else { return XCTFail("not replayed") }
         let calls = try XCTUnwrap(send(["XRANGE", acme.calls, "-", "+"])).array ?? []
         XCTAssertEqual(calls.count, 1)
         let entry = try XCTUnwrap(StreamReplies.entry(calls[0]))
@@ -212,13 +212,34 @@ final class DeadLetterStoreTests: XCTestCase {
         XCTAssertTrue((590...600).contains(ttl), "the ledger expires: \(ttl)")
 
         let twice = wait { store.replay(acme, replay, completion: $0) }
-        XCTAssertEqual(twice, .some(nil), "a dead letter already replayed is not replayed again")
+        XCTAssertEqual(twice, .gone, "a dead letter already replayed is not replayed again")
         XCTAssertEqual((send(["XLEN", acme.calls])?.integer), 1)
 
         let again = dead(acme, event: event)
         let purged = wait { store.purge(acme, ids: [again, "1-1"], ledgerDigests: [EventDigest.of(event)], completion: $0) }
         XCTAssertEqual(purged, 1, "only existing entries count")
         XCTAssertEqual(send(["EXISTS", acme.replayLedger(EventDigest.of(event))])?.integer, 0, "the ledger goes with it")
+    }
+
+    func testAReplayYieldsWhileTheCallsStreamHoldsEntriesTheRoutersHaveNotRead() throws {
+        let event = #"{"v":1,"id":"c-8","type":"incoming_call","voip_token":"aa"}"#
+        let id = dead(acme, event: event)
+        for i in 0..<3 { _ = send(["XADD", acme.calls, "*", "event", "live-\(i)"]) }
+        let replay = DeadLetterStore.Replay(deadEntryID: id, event: Array(event.utf8), eventId: "c-8", eventDigest: EventDigest.of(event),
+                                            replays: 1, historyJSON: #"{"rounds":[]}"#, ledgerTTLSeconds: 600,
+                                            callDeadlineMs: 1_764_412_345_678)
+        XCTAssertEqual(wait { store.replay(acme, replay, yieldAtUnread: 3, completion: $0) }, .yielded(unread: 3),
+                       "no group yet: all three are unread")
+        XCTAssertEqual(ids(acme), [id], "a replay that yielded writes nothing")
+        _ = send(["XGROUP", "CREATE", acme.calls, GatewayKeys.routersGroup, "0"])
+        _ = send(["XREADGROUP", "GROUP", GatewayKeys.routersGroup, "gw", "COUNT", "1", "STREAMS", acme.calls, ">"])
+        XCTAssertEqual(wait { store.replay(acme, replay, yieldAtUnread: 2, completion: $0) }, .yielded(unread: 2),
+                       "what the routers read and route counts no more")
+        guard case .written? = wait({ store.replay(acme, replay, yieldAtUnread: 3, completion: $0) }) else {
+            return XCTFail("fewer unread than the bound: replayed")
+        }
+        XCTAssertEqual(ids(acme), [])
+        XCTAssertEqual(send(["XLEN", acme.calls])?.integer, 4)
     }
 
     func testAuditRecordsGoToACappedGatewayStream() throws {
