@@ -289,6 +289,14 @@ package final class GatewayAdmin {
                                          pending: s.backlog[a.id]?.pending, environmentMismatches: mismatches[a.id])
             app.ringReceipts = a.policy.ringReceiptTimeoutMs != nil
             app.receiptsMissing = s.appsMissingReceipts[a.id]
+            if let runner {
+                app.limits = ConsoleFigures.Limits(maxInFlight: a.limits.maxInFlight ?? runner.settings.perAppInFlight,
+                                                   maxInFlightSet: a.limits.maxInFlight != nil,
+                                                   eventsPerSecond: a.limits.eventsPerSecond,
+                                                   burst: a.limits.eventsPerSecond.map { a.limits.burst ?? $0 },
+                                                   inFlight: s.callsInFlightByApp[a.id] ?? 0,
+                                                   throttledSeconds: s.throttledSecondsByApp[a.id])
+            }
             return app
         }
         let problems = readiness().problems.map { p in

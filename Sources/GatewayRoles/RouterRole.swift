@@ -230,7 +230,7 @@ package final class RouterRole {
     let pools: ApnsPools
     var apps: [AppRuntime]
     var appsByKeys: [AppKeys: AppRuntime]
-    let settings: RouterRoleSettings
+    package let settings: RouterRoleSettings
     let log: Log
     /// Tells this process's lease apart from another process's under the same name.
     let instance = String(UInt64.random(in: 1...UInt64.max), radix: 16)

@@ -27,6 +27,9 @@ public struct ConsoleFigures: Equatable, Sendable {
         /// With receipts on: its calls in a row without any receipt, when its receipts are
         /// missing (its backend stopped adding `call_ringing`); nil when they are not.
         public var receiptsMissing: Int64?
+        /// Its `limits` and where it stands against them in this process; nil when this
+        /// process does not route (no router role).
+        public var limits: Limits?
 
         public init(id: String, bundleID: String, environment: String, refusal: String? = nil, backlog: Int64? = nil,
                     pending: Int64? = nil, environmentMismatches: EnvironmentMismatches? = nil) {
@@ -37,6 +40,32 @@ public struct ConsoleFigures: Equatable, Sendable {
             self.backlog = backlog
             self.pending = pending
             self.environmentMismatches = environmentMismatches
+        }
+    }
+
+    /// An app's `limits` (docs/operations.md, *Limits*) and this process's figures against them.
+    public struct Limits: Equatable, Sendable {
+        /// Its in-flight cap: `max_in_flight`, or the router's default.
+        public var maxInFlight: Int
+        /// The cap is the app's own `max_in_flight`, not the default.
+        public var maxInFlightSet: Bool
+        /// `events_per_second` and `burst`; nil: no rate.
+        public var eventsPerSecond: Int?
+        public var burst: Int?
+        /// Its calls being routed by this process now (`pushgw_app_calls_in_flight`).
+        public var inFlight: Int
+        /// Seconds its events waited in its stream for its rate (`pushgw_app_throttled_seconds_total`);
+        /// nil without a rate.
+        public var throttledSeconds: Double?
+
+        public init(maxInFlight: Int, maxInFlightSet: Bool, eventsPerSecond: Int? = nil, burst: Int? = nil, inFlight: Int,
+                    throttledSeconds: Double? = nil) {
+            self.maxInFlight = maxInFlight
+            self.maxInFlightSet = maxInFlightSet
+            self.eventsPerSecond = eventsPerSecond
+            self.burst = burst
+            self.inFlight = inFlight
+            self.throttledSeconds = throttledSeconds
         }
     }
 

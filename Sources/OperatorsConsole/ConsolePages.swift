@@ -158,11 +158,12 @@ enum ConsolePages {
             d.total == 0 ? "nothing (keeps \(a.retention.summary))"
                 : "\(d.total) (\(d.byAge) by age, \(d.byCount) by count, \(d.bySize) by size)"
         } ?? "–"
-        s.append(.el("dl", ["class": "stats"],
-                     stat("Backlog", .text(a.app.backlog.map { String($0) } ?? "–")),
+        var stats = [stat("Backlog", .text(a.app.backlog.map { String($0) } ?? "–")),
                      stat("Pending", .text(a.app.pending.map { String($0) } ?? "–")),
                      stat("Dead letters", .el("a", ["href": "/console/dead?app=" + q(id)], .text(deadText))),
-                     stat("Retention trims next", .text(trim))))
+                     stat("Retention trims next", .text(trim))]
+        if let l = a.app.limits { stats += limitStats(l) }
+        s.append(.el("dl", ["class": "stats"], children: stats))
         var rows: [Node] = []
         let names = outcomeNames + Set(a.last60.outcomes.keys).subtracting(outcomeNames).sorted()
         for name in names {
@@ -198,6 +199,17 @@ enum ConsolePages {
 
     /// A label and its value.
     private static func stat(_ label: String, _ value: Node) -> Node { .el("div", .el("dt", .text(label)), .el("dd", value)) }
+
+    /// An app's limits and where it stands (docs/operations.md, *Limits*): in flight of its
+    /// cap, its rate, and the seconds its events waited for the rate.
+    private static func limitStats(_ l: ConsoleFigures.Limits) -> [Node] {
+        let cap = "\(l.inFlight) of \(l.maxInFlight)" + (l.maxInFlightSet ? " (max_in_flight)" : " (default cap)")
+        let rate = l.eventsPerSecond.map { "\($0)/s, burst \(l.burst ?? $0)" } ?? "no limit"
+        let throttled = l.throttledSeconds.map { String(format: "%.1f s", $0) } ?? "–"
+        return [.el("div", ["class": "limit in-flight"], .el("dt", "In flight"), .el("dd", .text(cap))),
+                .el("div", ["class": "limit rate"], .el("dt", "Event rate"), .el("dd", .text(rate))),
+                .el("div", ["class": "limit throttled"], .el("dt", "Waited for its rate"), .el("dd", .text(throttled)))]
+    }
 
     /// A latency bound as `≤ 12 ms` (the histogram's bucket bound).
     private static func ms(_ v: Double?) -> String {

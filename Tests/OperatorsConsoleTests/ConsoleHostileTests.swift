@@ -28,10 +28,12 @@ final class ConsoleHostileTests: ConsoleTestCase {
     override func setUpWithError() throws {
         let app = ConsoleHostileTests.app
         let evil = ConsoleHostileTests.evil
+        var rated = ConsoleFigures.App(id: app, bundleID: "com.example", environment: "production")
+        rated.limits = .init(maxInFlight: 200, maxInFlightSet: true, eventsPerSecond: 20, burst: 40, inFlight: 7, throttledSeconds: 12.5)
         let figures = ConsoleFigures(apps: [
             ConsoleFigures.App(id: "acme", bundleID: evil, environment: evil, refusal: evil, backlog: 3, pending: 1,
                                environmentMismatches: .init(count: 2, acceptedIn: evil, lastAtMs: 1_764_584_040_000)),
-            ConsoleFigures.App(id: app, bundleID: "com.example", environment: "production"),
+            rated,
         ], redisReachable: true, callsInFlight: 1, readinessProblems: [evil])
         try startConsole(policies: ["acme": .default, app: .default], readOnlyAvailable: true, name: "-zq<zq\"zq'zq&zq\u{202E}-",
                          figures: { figures })
