@@ -31,6 +31,10 @@
 #   Ring receipts (bench/ring-receipts.sh): `pushgw run` with ring receipts on, 2,000 calls/s
 #   for 5 s to the APNs simulator playing the phones (it adds each accepted VoIP push's
 #   call_ringing): XADD→APNs-accepted and XADD→ringing p50/p99 of the same calls.
+#   Fairness (bench/fairness.sh): `pushgw run` with two apps on one credential, app B at 20
+#   calls/s alone and while app A drains a 50,000-event backlog written in 1 s: B's XADD→result
+#   p50/p99/max both ways and their p99 ratio (target ≤ 2 and under 20 ms), A's drain rate alone
+#   and during (target: within 10 %).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -298,3 +302,8 @@ source bench/cluster.sh
 # at 2,000 events/s, the APNs simulator playing the phones and their app's backend.
 echo
 PUSHGW_BIN="$bin" bench/ring-receipts.sh
+
+# Fairness (bench/fairness.sh): app B at 20 calls/s alone and while app A drains a 50,000-event
+# backlog, one credential; B's XADD→result both ways and A's drain rate both ways.
+echo
+PUSHGW_BIN="$bin" bench/fairness.sh

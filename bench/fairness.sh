@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# make bench's fairness phase (also runnable alone): one tenant cannot slow another
+# (docs/architecture.md, "Scheduling"). `pushgw run --role router` routes two apps on one
+# credential (so one APNs pool) to the APNs simulator answering at once. App B writes
+# FAIR_B_RATE calls/s (default 20), first alone for FAIR_B_SECONDS (default 10), then while app A
+# drains a backlog of FAIR_BACKLOG events (default 50,000) written in one second; A's backlog is
+# also drained once alone. From the results, in the same run: B's XADD → result (the result's
+# entry id time minus the call's, both Redis' clock, ms) p50/p99/max alone and during A's
+# backlog, with the ratio of the p99s (targets: ≤ 2 and under 20 ms), and A's drain rate
+# (events/s from its first to its last result's entry id) alone and during B's calls, with
+# their ratio (target: within 10 %).
+#
+#   PUSHGW_BIN   directory of the pushgw binary (default: the release build's)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B_RATE=${FAIR_B_RATE:-20}
+B_SECONDS=${FAIR_B_SECONDS:-10}
+BACKLOG=${FAIR_BACKLOG:-50000}
+bin=${PUSHGW_BIN:-$(swift build -c release --show-bin-path)}
+scratch=pushgw-bench-fair
+. bench/common.sh
+
+scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
+pki=$work/pki
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+wait_port "$rport"
+
+sport=$(free_port)
+cat > "$work/simulator.json" <<JSON
+{ "cert_file": "$pki/server.pem", "key_file": "$pki/server.key",
+  "token_keys": { "KEY1234567": "$pki/AuthKey.p8" }, "team_id": "TEAM123456",
+  "bundle_ids": ["com.example.app"], "raised_max_streams": 1000, "record_limit": 0 }
+JSON
+"$bin/pushgw" simulator --config "$work/simulator.json" --port "$sport" > "$work/simulator.out" &
+pids+=($!)
+wait_port "$sport"
+
+aport=$(free_port)
+cat > "$work/gateway.json" <<JSON
+{ "redis": { "url": "redis://127.0.0.1:$rport/0" }, "admin": { "listen": "127.0.0.1:$aport" },
+  "apns": { "production": { "endpoint": "127.0.0.1:$sport" }, "sandbox": { "endpoint": "127.0.0.1:$sport" },
+            "ca_file": "$pki/ca.pem", "connections": 2, "max_queued": 20000 },
+  "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "$pki/AuthKey.p8" } },
+  "apps": { "appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 },
+            "appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 } } }
+JSON
+"$bin/pushgw" run --config "$work/gateway.json" --role router --consumer bench-fair --log-level warn > "$work/gateway.log" 2>&1 &
+pids+=($!)
+
+echo "== Fairness: app B at $B_RATE calls/s alone ($B_SECONDS s) and while app A drains $BACKLOG events written in 1 s; one pushgw run, A and B on one credential, the APNs simulator answering at once"
+python3 - "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" <<'PY'
+import json, sys, time, redis
+port, b_rate, b_seconds, backlog = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+r = redis.Redis(port=port)
+calls = {app: f"pushgw:{{{app}}}:calls" for app in ("appA", "appB")}
+results = {app: f"pushgw:{{{app}}}:results" for app in ("appA", "appB")}
+deadline = time.time() + 20
+while time.time() < deadline:  # the router is up once both consumer groups exist
+    try:
+        if all(r.xinfo_groups(k) for k in calls.values()): break
+    except redis.ResponseError:
+        pass
+    time.sleep(0.05)
+voip = {"caller": "+15551234567", "callerName": "Alice Johnson", "sessionId": "abc-123-def", "hasVideo": False}
+ms = lambda entry_id: int(entry_id.split(b"-")[0] if isinstance(entry_id, bytes) else entry_id.split("-")[0])
+def event(i, prefix, token):
+    return {"event": json.dumps({"v": 1, "id": f"{prefix}-{i}", "type": "incoming_call", "voip_token": token, "voip": voip},
+                                separators=(",", ":"))}
+def last_id(key):
+    got = r.xrevrange(key, count=1)
+    return got[0][0] if got else b"0-0"
+def results_after(key, start):
+    out, cursor = [], b"(" + start
+    while True:
+        page = r.xrange(key, min=cursor, max="+", count=10000)
+        if not page: return out
+        out += page
+        cursor = b"(" + page[-1][0]
+
+b_sent = 0
+def b_call():
+    """One call of B; its calls entry id (Redis' clock)."""
+    global b_sent
+    b_sent += 1
+    return r.xadd(calls["appB"], event(b_sent, "b", "bb" * 32))
+
+def b_latencies(entries, start):
+    """B's XADD -> result for `entries` (calls entry ids), ms, from B's results after `start`."""
+    want = {e.decode() for e in entries}
+    got = {}
+    deadline = time.time() + 60
+    while len(got) < len(want) and time.time() < deadline:
+        for rid, fields in results_after(results["appB"], start):
+            res = json.loads(fields[b"result"])
+            if res["entry"] in want: got[res["entry"]] = ms(rid) - ms(res["entry"])
+        if len(got) < len(want): time.sleep(0.1)
+    assert len(got) == len(want), f"B: {len(want) - len(got)} of {len(want)} calls without a result after 60 s"
+    return sorted(got.values())
+
+def a_backlog(on_tick=None):
+    """A's backlog written in one second (a pipeline every 10 ms), then drained; `on_tick` runs
+    every 10 ms meanwhile (B's calls). A's events/s from its first to its last result."""
+    r.delete(results["appA"])  # the last drain's results: read, and the stream's cap must not trim this one's
+    start = b"0-0"
+    written, t0, batch = 0, time.time(), max(1, backlog // 100)
+    done = 0
+    while True:
+        if written < backlog:
+            p = r.pipeline(transaction=False)
+            for i in range(written, min(backlog, written + batch)):
+                p.xadd(calls["appA"], event(i, f"a{int(t0)}", "aa" * 32))
+            p.execute()
+            written = min(backlog, written + batch)
+        if on_tick: on_tick()
+        done = r.xlen(results["appA"])
+        if written >= backlog and done >= backlog: break
+        if time.time() - t0 > 300: raise SystemExit(f"A: {done} of {backlog} results after 300 s")
+        pause = 0.01 - (time.time() - t0) % 0.01
+        time.sleep(pause)
+    got = results_after(results["appA"], start)
+    assert len(got) == backlog, f"A: {len(got)} results for {backlog} events"
+    outcomes = {json.loads(f[b"result"])["outcome"] for _, f in got}
+    assert outcomes == {"delivered_voip"}, outcomes
+    return int((backlog - 1) * 1000 / max(1, ms(got[-1][0]) - ms(got[0][0])))
+
+def b_alone():
+    start = last_id(results["appB"])
+    sent, t0 = [], time.time()
+    while time.time() - t0 < b_seconds:
+        sent.append(b_call())
+        time.sleep(max(0, t0 + len(sent) / b_rate - time.time()))
+    return b_latencies(sent, start)
+
+def q(xs, p):
+    return xs[min(len(xs) - 1, max(0, -(-len(xs) * p // 100) - 1))]
+
+alone = b_alone()
+a_alone = a_backlog()
+
+start = last_id(results["appB"])
+during_sent, t_next = [], [time.time()]
+def tick():
+    if time.time() >= t_next[0]:
+        during_sent.append(b_call())
+        t_next[0] += 1 / b_rate
+a_during = a_backlog(tick)
+during = b_latencies(during_sent, start)
+
+print(f"{'B: XADD -> result (ms)':30s} {'calls':>6s} {'p50':>6s} {'p99':>6s} {'max':>6s}")
+print(f"{'alone':30s} {len(alone):6d} {q(alone, 50):6d} {q(alone, 99):6d} {alone[-1]:6d}")
+print(f"{'during A backlog':30s} {len(during):6d} {q(during, 50):6d} {q(during, 99):6d} {during[-1]:6d}")
+ratio = q(during, 99) / max(1, q(alone, 99))
+print(f"B p99 during / alone: {ratio:.2f} (target: <= 2, and p99 during under 20 ms: {q(during, 99)} ms)")
+print(f"A drain: alone {a_alone} events/s, during B's calls {a_during} events/s, ratio {a_during / max(1, a_alone):.2f} (target: within 10 %)")
+PY
