@@ -57,7 +57,7 @@ let package = Package(
                                                        "VisibleText", "JSONOutput", "CSystemd"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing",
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing", "Retry",
                                                                "GatewayConfiguration", "GatewayRoles", "AdminEndpoint"],
                          path: "bench/PushgwBench"),
 

@@ -22,6 +22,8 @@
 #   nghttpd) and the events/s those sums allow on this machine's cores: the ratio's ceiling.
 #   The figure that counts: pushgw's CPU per event over h2load's CPU per request (target
 #   ≤ 2×), which a shared or small machine moves far less than it moves rates.
+#   The call's machine alone (pushgw-bench machine): ns per single-device call through
+#   CallStateMachine beside the bare CallRouter's steps, no I/O.
 #   Retries: 10,000 retries due over 3 s across 100 apps, scheduled by the router's step and
 #   moved by the retry mover; lateness of the moves p50/p99 (target p99 ≤ 50 ms). Then an
 #   idle `pushgw run` (router + retry, 100 apps): the commands it sends to Redis per second,
@@ -254,6 +256,17 @@ PY
 
 printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
 printf '%-34s %12s %14s   (medians; a 3-device call: 3 rings and up to 2 ended pushes)\n' "" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
+
+# The call's machine alone, no I/O: a single-device call through CallStateMachine (lookup,
+# VoIP accepted, recorded) beside the same steps on a bare CallRouter, in one process.
+mach_ns=(); router_ns=()
+for _ in $(seq 1 "$ROUNDS"); do
+  out=$("$bin/pushgw-bench" machine --calls 200000)
+  mach_ns+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["machine_ns"])')")
+  router_ns+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["router_ns"])')")
+done
+printf '%-34s %12s ns (the bare router: %s ns; medians)\n' "call machine, one 1-device call" \
+  "$(printf '%s\n' "${mach_ns[@]}" | median)" "$(printf '%s\n' "${router_ns[@]}" | median)"
 
 # ---- Retries -----------------------------------------------------------------------------
 echo

@@ -45,10 +45,13 @@ public struct StreamEntry: Equatable, Sendable {
 }
 
 /// Parsers of stream replies. Each throws `RedisError.unexpectedReply` on a reply of the
-/// wrong shape and never traps.
+/// wrong shape and never traps. Inlinable: the stores (another module) then parse hiredis's
+/// reply through code specialized for it, not through the protocol's witness table, once
+/// per field of every entry the router reads.
 public enum StreamReplies {
     /// One entry `[id, [f1, v1, f2, v2, …]]`. An entry whose fields are nil (deleted while
     /// pending, seen when re-reading history) returns nil.
+    @inlinable
     public static func entry<R: RedisReplyNode>(_ reply: R) throws -> StreamEntry? {
         guard reply.elementCount == 2, let id = reply.element(at: 0).string else {
             throw RedisError.unexpectedReply("stream entry \(reply)")
@@ -73,6 +76,7 @@ public enum StreamReplies {
 
     /// A list of entries (XRANGE, XREVRANGE, XCLAIM, one stream of XREADGROUP).
     /// Entries with nil fields are returned in `deletedIDs`.
+    @inlinable
     public static func entryList<R: RedisReplyNode>(_ reply: R) throws -> (entries: [StreamEntry], deletedIDs: [String]) {
         if reply.isNull { return ([], []) }
         guard let count = reply.elementCount else { throw RedisError.unexpectedReply("entry list \(reply)") }
@@ -91,12 +95,14 @@ public enum StreamReplies {
     }
 
     /// XRANGE / XREVRANGE: the entries in reply order.
+    @inlinable
     public static func range<R: RedisReplyNode>(_ reply: R) throws -> [StreamEntry] {
         try entryList(reply).entries
     }
 
     /// XREAD / XREADGROUP: `[[stream, [entries…]], …]`, or nil when BLOCK timed out.
     /// Returns the entries per stream key, in reply order; streams without entries are absent.
+    @inlinable
     public static func read<R: RedisReplyNode>(_ reply: R) throws -> [String: [StreamEntry]] {
         if reply.isNull { return [:] }
         guard let count = reply.elementCount else { throw RedisError.unexpectedReply("XREADGROUP \(reply)") }

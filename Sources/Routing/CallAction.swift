@@ -11,14 +11,16 @@ public struct CallAction: Equatable, Sendable {
     /// The one thing to do next.
     public var step: Step
 
-    /// What the runner does next for the call.
+    /// What the runner does next for the call. The cases with a push or a record are
+    /// indirect: boxed once, an action stays a few words as it passes through the call's
+    /// machine (an inline `OutcomeRecord` made each action ~300 bytes, copied at every step).
     public enum Step: Equatable, Sendable {
         /// Nothing (a dropped retry coming due, a cancel that waits for the push in flight, …).
         case none
         /// Send this VoIP push, then call `apnsAnswered` or `apnsFailed`.
-        case sendVoip(PushPlan)
+        indirect case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
-        case sendAlert(PushPlan, cause: FallbackCause)
+        indirect case sendAlert(PushPlan, cause: FallbackCause)
         /// The call was cancelled while its push is with the APNs client: take the push back
         /// if it is not written yet (`ApnsClient.withdraw`; it then fails with `.withdrawn`,
         /// which is not an attempt). A push already written is left to its answer.
@@ -28,19 +30,19 @@ public struct CallAction: Equatable, Sendable {
         /// from it with `resume`.
         case scheduleRetry(RetryPlan)
         /// Write the record to the results stream, then acknowledge the entry. Final.
-        case finish(OutcomeRecord)
+        indirect case finish(OutcomeRecord)
         /// Write the dead letter (the event, the record's attempts, the reason) and its record
         /// to the results stream, mark the app unhealthy if asked, then acknowledge. Final.
-        case deadLetter(DeadLetter)
+        indirect case deadLetter(DeadLetter)
         /// A `call_cancelled` (or `call_answered`, `call_declined`) event: record that call `record.id` is cancelled (so its pending
         /// retries and any later `incoming_call` for it stop, and a live router of that call gets
         /// `cancelReceived`), write the record for the cancel event, acknowledge. Final.
-        case cancelCall(OutcomeRecord)
+        indirect case cancelCall(OutcomeRecord)
         /// The event's id was already finished (a producer's re-send, a redelivery, a second
         /// cancel): write this record (outcome `duplicate`, `firstOutcome` = the recorded one) to
         /// the results stream without touching the recorded outcome, and acknowledge. Nothing
         /// is sent. Final.
-        case acknowledgeDuplicate(OutcomeRecord)
+        indirect case acknowledgeDuplicate(OutcomeRecord)
     }
 
     public init(feedback: TokenFeedback? = nil, step: Step) {

@@ -49,26 +49,35 @@ import Retry
 ///   call was first read, so a ring-timeout change in the config does not move a waiting call's.
 public struct CallRouter: Sendable {
     /// The app's policy this call follows.
-    public let policy: AppRoutingPolicy
+    public var policy: AppRoutingPolicy { sharedPolicy.value }
+    private let sharedPolicy: SharedRoutingPolicy
     private var jitter: Jitter
     private var state: State
 
     /// A router waiting for `start`. `jitter` supplies the backoff's random draws
     /// (in production a stream split off the router role's `Jitter.random()`, `Jitter.constant(_:)` or a seed in tests).
     public init(policy: AppRoutingPolicy, jitter: Jitter) {
-        self.policy = policy
+        self.init(sharing: SharedRoutingPolicy(policy), jitter: jitter)
+    }
+
+    /// A router following a policy its call's other routers share.
+    init(sharing policy: SharedRoutingPolicy, jitter: Jitter) {
+        self.sharedPolicy = policy
         self.jitter = jitter
         self.state = .idle
     }
 
     // MARK: States
 
+    /// The states with a call are indirect: the call (its event, its attempts) is boxed once
+    /// per transition, and copying a router, as every step of its call's machine does, moves
+    /// one reference.
     private enum State: Sendable {
         case idle
-        case voipInFlight(VoipInFlight)
-        case voipWaiting(VoipWaiting)
-        case alertInFlight(AlertInFlight)
-        case alertWaiting(AlertWaiting)
+        indirect case voipInFlight(VoipInFlight)
+        indirect case voipWaiting(VoipWaiting)
+        indirect case alertInFlight(AlertInFlight)
+        indirect case alertWaiting(AlertWaiting)
         case finished(CallOutcome)
     }
 

@@ -39,7 +39,9 @@ import Retry
 ///   alert, each the machine's own push (`kind: no_receipt`). A receipt stops what is pending
 ///   for its device (a due step, a push not written yet) and only for it.
 public struct CallStateMachine: Sendable {
-    public let policy: AppRoutingPolicy
+    public var policy: AppRoutingPolicy { sharedPolicy.value }
+    /// The policy, shared with the call's routers.
+    private let sharedPolicy: SharedRoutingPolicy
     /// The call's id (the event's).
     public let callID: String
     /// A dead letter replayed by an operator: every push of it goes in the background lane.
@@ -56,15 +58,20 @@ public struct CallStateMachine: Sendable {
     // MARK: States
 
     private enum State: Sendable {
-        /// Admitted: the routers start once the lookup answered.
-        case waiting(event: CallEvent, jitter: Jitter)
+        /// Admitted: the routers start once the lookup answered. Indirect: the event is large,
+        /// and the machine is copied with its entry's table slot until the lookup answers.
+        indirect case waiting(event: CallEvent, jitter: Jitter)
         /// The single-device form under `missed_call_alert: undelivered` (or another event
         /// type): one router, whose actions pass through.
         case single(CallRouter)
         /// A call with devices (or any call under `missed_call_alert: unanswered`).
-        case ringing(Ringing)
+        indirect case ringing(Ringing)
         /// An entry refused at admission (invalid, poison): its dead letter is written, nothing routes.
         case refused
+        /// Only inside a transition, which always puts a state back: the state's router or
+        /// devices were taken out to be changed, so the enum does not share their storage and
+        /// changing them copies nothing (SwiftNIO's machines do the same).
+        case modifying
     }
 
     private struct Ringing: Sendable {
@@ -201,8 +208,22 @@ public struct CallStateMachine: Sendable {
         /// The pushes to hand to the APNs client now (`pushes`); each is answered with
         /// `onApnsAnswered` or `onApnsFailed` (or `onPushWithheld`) for its device. The first is
         /// kept apart: most actions carry one at most, which then costs no array.
-        public private(set) var firstPush: DevicePush?
-        public private(set) var morePushes: [DevicePush] = []
+        public var firstPush: DevicePush? {
+            guard case let .some(first, _) = pushList else { return nil }
+            return first
+        }
+        public var morePushes: [DevicePush] {
+            guard case let .some(_, more) = pushList else { return [] }
+            return more
+        }
+        /// The pushes, boxed: a push is ~150 bytes, and an action is returned and copied at every
+        /// step of its call, most often with no push at all.
+        private var pushList: PushList = .none
+
+        private enum PushList: Equatable, Sendable {
+            case none
+            indirect case some(first: DevicePush, more: [DevicePush])
+        }
         /// What becomes of the call's one timer (`onTimer`): unchanged (an event that changes
         /// nothing of the ring), armed to fire at a time, or cancelled.
         public var timer: TimerChange = .unchanged
@@ -230,7 +251,14 @@ public struct CallStateMachine: Sendable {
         mutating func push(replayed: Bool, _ push: DevicePush) {
             var push = push
             push.replayed = replayed
-            if firstPush == nil { firstPush = push } else { morePushes.append(push) }
+            switch pushList {
+            case .none:
+                pushList = .some(first: push, more: [])
+            case .some(let first, var more):
+                pushList = .none
+                more.append(push)
+                pushList = .some(first: first, more: more)
+            }
         }
     }
 
@@ -244,7 +272,7 @@ public struct CallStateMachine: Sendable {
     public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false, waitedForRate: Bool = false) {
         self.replayed = replayed
         self.waitedForRate = waitedForRate
-        self.policy = policy
+        self.sharedPolicy = SharedRoutingPolicy(policy)
         self.callID = event.id
         self.life = LiveCallStateMachine()
         self.state = .waiting(event: event, jitter: jitter)
@@ -261,7 +289,7 @@ public struct CallStateMachine: Sendable {
     private init(refusing callID: String, policy: AppRoutingPolicy) {
         self.replayed = false
         self.waitedForRate = false
-        self.policy = policy
+        self.sharedPolicy = SharedRoutingPolicy(policy)
         self.callID = callID
         self.life = LiveCallStateMachine()
         self.state = .refused
@@ -367,7 +395,7 @@ public struct CallStateMachine: Sendable {
         if startCancelled && end == nil { end = ended ?? .cancelled }
         var jitter = seed
         if snapshot != nil || !CallStateMachine.ringsDevices(event, policy: policy) || alreadyDone != nil {
-            var router = CallRouter(policy: policy, jitter: jitter.split())
+            var router = CallRouter(sharing: sharedPolicy, jitter: jitter.split())
             let action: CallAction
             if let snapshot {
                 action = router.resume(event, from: snapshot, now: now, alreadyDone: alreadyDone, cancelled: startCancelled)
@@ -386,7 +414,7 @@ public struct CallStateMachine: Sendable {
         for (i, device) in devices.enumerated() {
             let marks: (voip: Int64?, alert: Int64?) = event.listedDevices.isEmpty ? knownInvalid
                 : i < devicesKnownInvalid.count ? devicesKnownInvalid[i] : (nil, nil)
-            var router = CallRouter(policy: policy, jitter: jitter.split())
+            var router = CallRouter(sharing: sharedPolicy, jitter: jitter.split())
             let suspected = policy.ringReceiptTimeoutMs != nil && i < devicesVoipSuspected.count && devicesVoipSuspected[i]
             // A suspected token's router sends its alert, whatever the missed-call alert.
             let deviceEvent = event.event(of: device, alert: routersAlert || suspected)
@@ -426,13 +454,15 @@ public struct CallStateMachine: Sendable {
     /// says; the machine's own push is dropped, no attempt made.
     public mutating func onPushWithheld(device: Int, _ reason: DeadLetterReason, now: Int64) -> Action {
         switch state {
-        case .waiting, .refused:
+        case .waiting, .refused, .modifying:
             preconditionFailure("a push withheld before the call's routers started")
         case var .single(router):
+            state = .modifying
             let action = router.pushWithheld(reason, now: now)
             state = .single(router)
             return single(action)
         case var .ringing(r):
+            state = .modifying
             var action = Action()
             if r.devices[device].ownPush != nil {
                 r.devices[device].ownPush = nil
@@ -460,8 +490,11 @@ public struct CallStateMachine: Sendable {
             return Action(life: step)
         case .refused:
             return Action(life: step)
+        case .modifying:
+            preconditionFailure("an end heard inside a transition")
         case var .single(router):
             guard step == .tellRouterCancelled else { return Action(life: step) }
+            state = .modifying
             end = heard
             let action = router.cancelReceived(now: now)
             state = .single(router)
@@ -469,6 +502,7 @@ public struct CallStateMachine: Sendable {
         case var .ringing(r):
             // Tolerated: an end heard once the call's record was requested has nothing to stop.
             guard step == .tellRouterCancelled, !r.recordRequested else { return Action(life: step) }
+            state = .modifying
             end = heard
             var action = Action()
             // An escalation push not written yet rings nothing more: taken back.
@@ -488,6 +522,7 @@ public struct CallStateMachine: Sendable {
     /// the deadline the ring ends. Tolerated: a timer of a call that moved on does nothing.
     public mutating func onTimer(now: Int64) -> Action {
         guard case var .ringing(r) = state, !r.recordRequested else { return .none }
+        state = .modifying
         var action = Action()
         for i in r.devices.indices {
             guard let due = r.devices[i].retryDueAtMs, due <= now else { continue }
@@ -519,6 +554,7 @@ public struct CallStateMachine: Sendable {
         let found = device.flatMap { id in r.devices.firstIndex { $0.device.id == id } }
             ?? (device == nil && r.event.listedDevices.isEmpty ? 0 : nil)
         guard let i = found, r.devices[i].rangAtMs == nil else { return .none }
+        state = .modifying
         var action = Action()
         r.devices[i].rangAtMs = rangAtMs ?? now
         r.devices[i].receiptDueAtMs = nil
@@ -536,6 +572,7 @@ public struct CallStateMachine: Sendable {
     /// on whether it is answered. Tolerated: a call not ringing (any other state) is unchanged.
     public mutating func onDrain(now: Int64) -> Action {
         guard case var .ringing(r) = state, !r.recordRequested, policy.missedCallAlert == .undelivered else { return .none }
+        state = .modifying
         r.draining = true
         var action = Action()
         advance(&r, now: now, &action)
@@ -558,6 +595,7 @@ public struct CallStateMachine: Sendable {
     public mutating func onScheduleFoundCancelled(now: Int64) -> Action {
         let step = life.onScheduleFoundCancelled()
         guard case var .single(router) = state, step == .tellRouterCancelled else { return Action(life: step) }
+        state = .modifying
         let action = router.cancelReceived(now: now)
         state = .single(router)
         return single(action)
@@ -569,13 +607,15 @@ public struct CallStateMachine: Sendable {
                                    router answer: (inout CallRouter) -> CallAction,
                                    attempt: (OwnPush) -> AttemptRecord) -> Action {
         switch state {
-        case .waiting, .refused:
+        case .waiting, .refused, .modifying:
             preconditionFailure("an APNs answer before the call's routers started")
         case var .single(router):
+            state = .modifying
             let action = answer(&router)
             state = .single(router)
             return single(action)
         case var .ringing(r):
+            state = .modifying
             var action = Action()
             if let own = r.devices[i].ownPush {
                 r.devices[i].ownPush = nil

@@ -26,7 +26,9 @@ public struct LiveCallStateMachine: Equatable, Sendable {
     /// What an entry's record step writes: the end its router reached, or its refusal at
     /// admission. Every record step is idempotent (recorded once per event id, acknowledged in
     /// the same script), so the same record may be written again after an error.
-    public enum Record: Equatable, Sendable {
+    /// Indirect: a record is large (a dead letter's is ~250 bytes), and the machine's state and
+    /// its actions are copied on every step of the call; boxed once, each copy moves a reference.
+    public indirect enum Record: Equatable, Sendable {
         /// The call's outcome, recorded once per event id.
         case outcome(OutcomeRecord)
         /// The `duplicate` result of an event whose id has an outcome already.
