@@ -108,8 +108,14 @@ public struct PushNotification: Sendable, Equatable {
     /// True for a non-empty topic of visible ASCII (no space, no control character) of at most
     /// `maxTopicBytes` bytes: what a header value may carry and a bundle id can be.
     public static func isTopic(_ topic: String) -> Bool {
-        let utf8 = topic.utf8
-        return !utf8.isEmpty && utf8.count <= maxTopicBytes && utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+        // Over the contiguous bytes, as `hexShape`: every push checks its topic, and walking
+        // the `UTF8View` cost ~30 instructions a byte.
+        var topic = topic
+        return topic.withUTF8 { utf8 in
+            guard !utf8.isEmpty && utf8.count <= maxTopicBytes else { return false }
+            for c in utf8 where c &- 0x21 >= 0x5E { return false }
+            return true
+        }
     }
 
     /// True for a lower-case 8-4-4-4-12 hex UUID, the only form `apns-id` accepts.
