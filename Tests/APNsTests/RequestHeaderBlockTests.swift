@@ -38,6 +38,16 @@ final class RequestHeaderBlockTests: XCTestCase {
                                                   payload: Array("{}".utf8)), "a topic cannot carry a line break")
     }
 
+    func testATopicIsVisibleASCIIOnly() {
+        for bad in ["", "com.acme app", "com.acme\u{7F}", "com.acme\t", "com.acmé", "com.acme\u{0}"] {
+            XCTAssertFalse(PushNotification.isTopic(bad), "\(Array(bad.utf8))")
+        }
+        for good in ["!", "~", "com.acme.app.voip", String(repeating: "a", count: PushNotification.maxTopicBytes)] {
+            XCTAssertTrue(PushNotification.isTopic(good), good)
+        }
+        XCTAssertFalse(PushNotification.isTopic(String(repeating: "a", count: PushNotification.maxTopicBytes + 1)))
+    }
+
     func testAProviderPostIsLaidOutAfterTheSamePseudoHeadersWithItsOwnBearer() throws {
         let block = RequestHeaderBlock(authority: "fcm.googleapis.com")
         let post = ProviderPost(path: "/v1/projects/acme/messages:send", bearerToken: "ya29.token", body: Array("{}".utf8))
