@@ -16,7 +16,8 @@ let package = Package(
         .target(name: "FCM", dependencies: ["APNs", "EventLoop", "JSONOutput", "COpenSSL"]),
         .target(name: "APNsSimulator", dependencies: ["APNs", "FCM", "EventLoop", "RedisClient", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
-        .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL"]),
+        .target(name: "Digests", dependencies: ["COpenSSL"]),
+        .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL", "Digests"]),
         .target(name: "Routing", dependencies: ["APNs", "FCM", "Retry"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
@@ -27,14 +28,14 @@ let package = Package(
         .target(name: "JSONOutput", dependencies: []),
         // The admin endpoint's request and response values, shared by its server, its routes and the console.
         .target(name: "HTTPMessages", dependencies: []),
-        .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "JSONOutput", "COpenSSL"]),
+        .target(name: "DeadLetters", dependencies: ["CallStorage", "RedisClient", "EventLoop", "JSONOutput", "Digests"]),
         // The operators' console: pages, sessions and escaping, behind plain request/response values.
         .target(name: "OperatorsConsole", dependencies: ["DeadLetters", "CallStorage", "RedisClient", "EventLoop", "VisibleText",
                                                          "HTTPMessages", "JSONOutput"]),
         // Outgoing HTTP (webhook receivers) on libcurl's multi interface, on the loop.
         .target(name: "OutboundHTTP", dependencies: ["EventLoop", "CCurl", "CCurlOptions", "CLibEvent"]),
         // A webhook delivery without I/O: its signature and what follows each attempt.
-        .target(name: "Webhooks", dependencies: ["COpenSSL"]),
+        .target(name: "Webhooks", dependencies: ["Digests"]),
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
@@ -50,7 +51,7 @@ let package = Package(
                                                       "COpenSSL", "JSONOutput"]),
         // The producers' HTTP API: its own listener on the admin endpoint's server code.
         .target(name: "IngestEndpoint", dependencies: ["AdminEndpoint", "HTTPMessages", "CallStorage", "Routing", "EventLoop",
-                                                       "GatewayConfiguration", "GatewayRoles", "RedisClient", "DeadLetters", "COpenSSL"]),
+                                                       "GatewayConfiguration", "GatewayRoles", "RedisClient", "COpenSSL", "Digests"]),
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "FCM", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
@@ -105,6 +106,7 @@ let package = Package(
         // operators and producers do.
         .testTarget(name: "PushgwProcessTests", dependencies: ["GatewayTestSupport", "TestSupport"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
+        .testTarget(name: "DigestsTests", dependencies: ["Digests"]),
         .testTarget(name: "WebhooksTests", dependencies: ["Webhooks", "OutboundHTTP", "CCurlOptions", "EventLoop", "TestSupport"]),
         .testTarget(name: "JSONOutputTests", dependencies: ["JSONOutput"]),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "APNs", "FCM", "Retry"]),

@@ -1,7 +1,7 @@
 import AdminEndpoint
 import EventLoop
 import COpenSSL
-import DeadLetters
+import Digests
 
 /// The producers' API keys (docs/protocol.md, "The HTTP API"): per app, the SHA-256 of each
 /// key, from the config (`ingest.apps.APP.api_keys`). Pure.
@@ -52,11 +52,11 @@ package struct APIKeys: Sendable {
     package static func newKey() -> String {
         var bytes = [UInt8](repeating: 0, count: 32)
         guard RAND_bytes(&bytes, Int32(bytes.count)) == 1 else { preconditionFailure("RAND_bytes failed: no entropy") }
-        return "pgw_" + bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return "pgw_" + Hex.lowercase(bytes)
     }
 
     /// What the config holds for `key`: its SHA-256, lower-case hex.
-    package static func hash(_ key: String) -> String { EventDigest.of(Array(key.utf8)) }
+    package static func hash(_ key: String) -> String { SHA256.hex(Array(key.utf8)) }
 }
 
 /// Each app's request rate on the HTTP API: a token bucket per app, refilled at its
