@@ -172,9 +172,14 @@ enum WebhookLua {
         local entries
         if #ARGV > 1 then
           entries = {}
+          local seen = {}
           for i = 2, #ARGV do
-            local found = redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i])
-            if found[1] then entries[#entries + 1] = found[1] end
+            -- An id named twice is moved once: a second copy would be delivered twice.
+            if not seen[ARGV[i]] then
+              seen[ARGV[i]] = true
+              local found = redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i])
+              if found[1] then entries[#entries + 1] = found[1] end
+            end
           end
         else
           entries = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', tonumber(ARGV[1]))

@@ -17,7 +17,7 @@ enum ConsolePages {
         var csrf: String
     }
 
-    enum Section: String { case overview, dead, audit, none }
+    enum Section: String { case overview, dead, webhooks, audit, none }
 
     // MARK: Frame
 
@@ -26,7 +26,7 @@ enum ConsolePages {
                                .el("span", ["class": "sub"], "console"))]
         if let viewer {
             let links: [(Section, String, String)] = [(.overview, "/console/overview", "Overview"), (.dead, "/console/dead", "Dead letters"),
-                                                      (.audit, "/console/audit", "Audit")]
+                                                      (.webhooks, "/console/webhooks", "Webhooks"), (.audit, "/console/audit", "Audit")]
             top.append(.el("nav", children: links.map { s, href, label in
                 .element("a", [Attribute("href", href)] + (s == section ? [Attribute("class", "current"), Attribute("aria-current", "page")] : []),
                          [.text(label)])

@@ -19,7 +19,7 @@ import CallStorage
 ///
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
 /// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs,
-/// the audit trail).
+/// the audit trail), `+Webhooks` (the webhook dead letters and their replay).
 ///
 /// Loop-owned: create it and call `handle` on the loop thread of the operations' connection.
 public final class OperatorsConsole {
@@ -128,7 +128,8 @@ public final class OperatorsConsole {
 
         let now = Clock.unixMs()
         let session = sessions.find(request.cookie(ConsoleSessions.cookieName), nowMs: now)
-        let changes = method == "POST" && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge")
+        let changes = method == "POST"
+            && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge" || request.path == "/console/webhooks/replay")
         let verdict = ConsoleGate.check(request, session: session, changes: changes)
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
         return serve(request, method: method, session: session) { response in
@@ -151,6 +152,7 @@ public final class OperatorsConsole {
                 return answer(.redirect("/console/signin", headers: ["Set-Cookie": ConsoleSessions.expiredCookie(secure: request.isTLS)]))
             case "/console/dead/replay": return change(.replay, request, session, answer)
             case "/console/dead/purge": return change(.purge, request, session, answer)
+            case "/console/webhooks/replay": return webhookReplay(request, session, answer)
             default: return answer(notFound(viewer))
             }
         default:
@@ -159,6 +161,7 @@ public final class OperatorsConsole {
             case "/console/dead": return deadList(request, viewer, answer)
             case "/console/dead/preview": return preview(request, viewer, answer)
             case "/console/audit": return auditTrail(request, viewer, answer)
+            case "/console/webhooks": return webhookDeadList(viewer, answer)
             default:
                 if path.hasPrefix("/console/dead/") { return deadLetter(String(path.dropFirst("/console/dead/".count)), viewer, answer) }
                 if path.hasPrefix("/console/jobs/"), let n = Int(path.dropFirst("/console/jobs/".count)), let job = jobs[n] {

@@ -411,6 +411,8 @@ try:
     clean("the replay preview")
     page("/console/audit")
     clean("the audit page")
+    page("/console/webhooks")
+    clean("the webhook dead letters page")
     figures["checks"] = len(checks)
     print(json.dumps(figures))
     sys.exit(0)

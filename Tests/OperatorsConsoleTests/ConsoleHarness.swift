@@ -33,7 +33,9 @@ class ConsoleTestCase: XCTestCase {
         operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: .single(connection), prefix: "pushgw"),
                                           policies: policies, ringTimeoutsMs: policies.mapValues { _ in 30_000 })
         console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: readOnlyAvailable,
-                                   signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong }, figures: figures)
+                                   signIn: { token, _ in
+                                       token == "admin-token" ? .signedIn(.admin) : token == "readonly-token" ? .signedIn(.readOnly) : .wrong
+                                   }, figures: figures)
         let signIn = request("POST", "/console/signin", form: [("token", "admin-token"), ("name", name)])
         XCTAssertEqual(signIn.status, 303)
         cookie = try XCTUnwrap(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))

@@ -91,7 +91,11 @@ final class ConsoleHostileTests: ConsoleTestCase {
         let otherEntry = dead(app, event: Array(json(["v": 1, "id": evil, "type": "incoming_call"]).utf8), entryMs: now - 3_000)
         let refs = ["acme/" + jsonEntry, "acme/" + rawEntry, app + "/" + otherEntry]
 
+        _ = redis(["XADD", "pushgw:{\(app)}:webhooks:dead", "*", "result", json(["outcome": evil, "id": evil]), "results_entry", evil,
+               "reason", evil, "attempts", evil, "failed_at_ms", evil])
+
         assertEscaped(request("GET", "/console/overview"), "the overview")
+        assertEscaped(request("GET", "/console/webhooks"), "the webhook dead letters")
         assertEscaped(request("GET", "/console/dead"), "the list")
         assertEscaped(request("GET", "/console/dead", query: [("app", app)]), "the list of the hostile app")
         assertEscaped(request("GET", "/console/dead", query: [("reason", evil), ("call", evil)]), "the list filtered by hostile values")

@@ -10,7 +10,9 @@ import Routing
 /// the floor in the same run, the same steps on a bare `CallRouter` and `LiveCallStateMachine`
 /// (what the router ran before calls had devices). Prints nanoseconds per call of each and
 /// their ratio; `--sizes 1` first prints the inline size in bytes of each value a step
-/// returns or copies (a large one is copied with memcpy at every step).
+/// returns or copies (a large one is copied with memcpy at every step); `--only machine` or
+/// `--only router` runs one half (for `valgrind --tool=callgrind`, with a binary stripped of
+/// its DWARF 5 debug info, which valgrind 3.19 cannot read).
 enum MachineBench {
     static func run(_ o: Options) {
         let calls = o.int("calls", 200_000)
@@ -55,12 +57,14 @@ enum MachineBench {
             }
             checksum &+= life.onRecorded(outcome: .deliveredVoip) == .none ? 0 : 1
         }
+        // `--only machine` or `--only router`: one half, for an instruction count of it alone.
+        let only = o.string("only", "")
         for i in 0..<1_000 { machineRound(i); routerRound(i) }
         let machineStart = Clock.monotonicUs()
-        for i in 0..<calls { machineRound(i) }
+        if only != "router" { for i in 0..<calls { machineRound(i) } }
         let machineUs = Clock.monotonicUs() - machineStart
         let routerStart = Clock.monotonicUs()
-        for i in 0..<calls { routerRound(i) }
+        if only != "machine" { for i in 0..<calls { routerRound(i) } }
         let routerUs = Clock.monotonicUs() - routerStart
         func ns(_ us: Int64) -> String { String(format: "%.0f", Double(us) * 1000 / Double(max(calls, 1))) }
         print(#"{"calls":\#(calls),"machine_ns":\#(ns(machineUs)),"router_ns":\#(ns(routerUs)),"machine_over_router":\#(String(format: "%.2f", Double(machineUs) / Double(max(routerUs, 1)))),"checksum":\#(checksum)}"#)
