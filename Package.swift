@@ -58,7 +58,7 @@ let package = Package(
                                                        "VisibleText", "JSONOutput", "CSystemd"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
-        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing", "Retry",
+        .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing", "Retry", "OutboundHTTP",
                                                                "GatewayConfiguration", "GatewayRoles", "AdminEndpoint"],
                          path: "bench/PushgwBench"),
 

@@ -33,6 +33,9 @@
 #   Ring receipts (bench/ring-receipts.sh): `pushgw run` with ring receipts on, 2,000 calls/s
 #   for 5 s to the APNs simulator playing the phones (it adds each accepted VoIP push's
 #   call_ringing): XADD→APNs-accepted and XADD→ringing p50/p99 of the same calls.
+#   HTTP API (bench/ingest.sh): 20,000 call events POSTed to the ingest listener (64 in flight)
+#   beside the same count XADDed by a Redis producer: events/s both ways and their ratio, the
+#   API's answers/s and accept latency p50/p99/max.
 #   Fairness (bench/fairness.sh): `pushgw run` with two apps on one credential, app B at 20
 #   calls/s alone and while app A drains a 50,000-event backlog written in 1 s: B's XADD→result
 #   p50/p99/max both ways and their p99 ratio (target ≤ 2 and under 20 ms), A's drain rate alone
@@ -320,3 +323,8 @@ PUSHGW_BIN="$bin" bench/ring-receipts.sh
 # backlog, one credential; B's XADD→result both ways and A's drain rate both ways.
 echo
 PUSHGW_BIN="$bin" bench/fairness.sh
+
+# The HTTP API (bench/ingest.sh): call events POSTed to pushgw run's ingest listener beside the
+# same count XADDed by a Redis producer; events/s both ways, the API's accept p50/p99.
+echo
+PUSHGW_BIN="$bin" bench/ingest.sh

@@ -16,6 +16,7 @@ enum BenchCommand {
         case "retry-timing": RetryTiming.run(options)
         case "decode": DecodeBench.run(options)
         case "machine": MachineBench.run(options)
+        case "ingest": IngestLoad.run(options)
         case "retry-mac": RetryMACBench.run(options)
         default: usage()
         }
@@ -29,6 +30,7 @@ enum BenchCommand {
                pushgw-bench e2e --redis URL --port P --ca FILE --key AuthKey.p8 --tokens HEX,HEX [--apps 4] [--events N] [--rate R] [--seconds S]
                pushgw-bench retry-timing --redis URL [--apps 100] [--retries 10000] [--spread-ms 3000] [--lead-ms 1500] [--idle-s 2]
                pushgw-bench decode [--events N] [--shape e2e|design]
+               pushgw-bench ingest --url http://HOST:PORT --app APP --key KEY --token HEX [--requests N] [--concurrency C] [--prefix P]
                pushgw-bench machine [--calls N] [--sizes 1] [--only machine|router]
                pushgw-bench retry-mac [--retries N]
         """.utf8))
