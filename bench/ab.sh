@@ -31,17 +31,7 @@ fi
 this=$(swift build -c release --show-bin-path)/pushgw
 [ -x "$this" ] || { echo "no release build: run make release first" >&2; exit 1; }
 
-scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
-pki=$work/pki
-make_tokens
-port=$(free_port)
-nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
-pids+=($!)
-wait_port "$port"
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
-wait_port "$rport"
+start_nghttpd_and_redis
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
 
 # One round of build $1: pre-fill, run the router until every event has its result, then

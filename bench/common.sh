@@ -79,3 +79,19 @@ proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read
 
 # Takes a finished process's pid out of `pids` (exactly, not by substring).
 forget_pid() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }
+
+# A PKI (`pki`), the four tokens (`tokens`), nghttpd answering them on `port` and a
+# redis-server without persistence on `rport`, both on loopback and in `pids`.
+start_nghttpd_and_redis() {
+  scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
+  pki=$work/pki
+  make_tokens
+  port=$(free_port)
+  nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
+  pids+=($!)
+  wait_port "$port"
+  rport=$(free_port)
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+  pids+=($!)
+  wait_port "$rport"
+}

@@ -18,18 +18,8 @@ bin=${PUSHGW_BIN:-$(swift build -c release --show-bin-path)}
 scratch=pushgw-bench-ingest
 . bench/common.sh
 
-scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
-pki=$work/pki
-make_tokens
+start_nghttpd_and_redis
 token=${tokens%%,*}
-port=$(free_port)
-nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
-pids+=($!)
-wait_port "$port"
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
-wait_port "$rport"
 iport=$(free_port)
 key="pgw_$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"

@@ -16,17 +16,7 @@ bin=$(swift build -c release --show-bin-path)
 scratch=pushgw-metrics-flood
 . bench/common.sh
 
-scripts/make-pki.sh "$work/pki" com.example.app >/dev/null
-pki=$work/pki
-make_tokens
-port=$(free_port)
-nghttpd -a 127.0.0.1 -d "$work/htdocs" "$port" "$pki/server.key" "$pki/server.pem" >/dev/null 2>&1 &
-pids+=($!)
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
-wait_port "$port"
-wait_port "$rport"
+start_nghttpd_and_redis
 
 p99=(); flood=(); scrapes=()
 for round in $(seq 1 "$ROUNDS"); do
