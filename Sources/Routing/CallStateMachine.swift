@@ -254,8 +254,7 @@ public struct CallStateMachine: Sendable {
         /// Every push of the action, in order.
         public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
 
-        mutating func push(replayed: Bool, _ push: DevicePush) {
-            var push = push
+        mutating func push(replayed: Bool, _ push: consuming DevicePush) {
             push.replayed = replayed
             switch pushList {
             case .none:
