@@ -247,4 +247,34 @@ public struct TokenReport {
     public func reason(_ channel: TokenChannel) -> String? {
         feedback.first { $0.channel == channel.rawValue && $0.environment == nil }?.reason
     }
+
+    /// Whether calls skip the token on `channel`, since when, why and until when, in words.
+    public func state(_ channel: TokenChannel) -> String {
+        guard let mark = marks[channel] else { return "not known to be invalid" }
+        let why = reason(channel) ?? "reason no longer in the feedback stream"
+        let lapses = mark.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
+        return "known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); calls skip it unless registered again after that; \(lapses)"
+    }
+
+    /// What the guard against iOS's silent VoIP ban holds of the token, in words; nil: nothing.
+    public var voipBan: String? {
+        if let since = suspicion.suspectedSinceMs {
+            let lapses = suspicion.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
+            return "suspected of iOS's silent VoIP ban since \(DeadFormat.time(since)) (its last VoIP rings were accepted and none "
+                + "rang); calls skip VoIP and go straight to the alert until a ring receipt of the token; \(lapses)"
+        }
+        guard suspicion.silentRings > 0 else { return nil }
+        return "\(suspicion.silentRings) silent \(suspicion.silentRings == 1 ? "ring" : "rings") in a row (accepted by APNs, no ring receipt)"
+    }
+
+    /// One feedback entry in words: its time, channel, reason, the environment that accepted
+    /// it (the token kept) and its entry id.
+    public static func describe(_ f: TokenStore.Feedback) -> String {
+        "\(f.timestampMs.map(DeadFormat.time) ?? "no time")  \(f.channel)  \(reason(f))  entry \(f.entryID)"
+    }
+
+    /// APNs' reason of one feedback entry, and the environment that accepted the token.
+    public static func reason(_ f: TokenStore.Feedback) -> String {
+        f.reason + (f.environment.map { " (accepted in \($0): the token was kept)" } ?? "")
+    }
 }

@@ -21,7 +21,9 @@ enum ConsolePages {
 
     // MARK: Frame
 
-    static func page(title: String, section: Section, viewer: Viewer?, body: [Node]) -> Node {
+    /// A page: the header (the brand; signed in: the sections, the search box holding
+    /// `search`, who is signed in) and `body`.
+    static func page(title: String, section: Section, viewer: Viewer?, body: [Node], search: String = "") -> Node {
         var top: [Node] = [.el("a", ["class": "brand", "href": "/console/overview"], .el("span", ["class": "mark"], "◆"), " pushgw ",
                                .el("span", ["class": "sub"], "console"))]
         if let viewer {
@@ -31,6 +33,7 @@ enum ConsolePages {
                 .element("a", [Attribute("href", href)] + (s == section ? [Attribute("class", "current"), Attribute("aria-current", "page")] : []),
                          [.text(label)])
             }))
+            top.append(searchBox(search))
             top.append(.el("div", ["class": "who"], .el("span", ["class": "name"], .text(viewer.name)),
                            .el("span", ["class": "role role-" + (viewer.role == .admin ? "admin" : "readonly")], .text(viewer.role.rawValue)),
                            .el("form", ["method": "post", "action": "/console/signout"], csrfField(viewer),

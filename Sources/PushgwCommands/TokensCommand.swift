@@ -99,24 +99,9 @@ enum TokensCommand: Command {
             }
             context.output.out("\(TerminalText.field(app)): token \(token)")
             for channel in TokenChannel.allCases {
-                guard let mark = marks[channel] else {
-                    context.output.out("  \(channel.rawValue): not known to be invalid")
-                    continue
-                }
-                let why = report.reason(channel).map(TerminalText.field) ?? "reason no longer in the feedback stream"
-                let lapses = mark.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
-                context.output.out("  \(channel.rawValue): known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); "
-                                    + "calls skip it unless registered again after that; \(lapses)")
+                context.output.out("  \(channel.rawValue): \(TerminalText.field(report.state(channel)))")
             }
-            if let since = suspicion.suspectedSinceMs {
-                let lapses = suspicion.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
-                context.output.out("  voip: suspected of iOS's silent VoIP ban since \(DeadFormat.time(since)) (its last VoIP rings "
-                                    + "were accepted and none rang); calls skip VoIP and go straight to the alert until a ring "
-                                    + "receipt of the token; \(lapses)")
-            } else if suspicion.silentRings > 0 {
-                context.output.out("  voip: \(suspicion.silentRings) silent \(suspicion.silentRings == 1 ? "ring" : "rings") in a row "
-                                    + "(accepted by APNs, no ring receipt)")
-            }
+            if let ban = report.voipBan { context.output.out("  voip: \(ban)") }
             if let last = feedback.first {
                 context.output.out("  last feedback: \(line(last))")
             } else {
@@ -131,11 +116,7 @@ enum TokensCommand: Command {
         return 0
     }
 
-    private static func line(_ f: TokenStore.Feedback) -> String {
-        let when = f.timestampMs.map(DeadFormat.time) ?? "no time"
-        let where_ = f.environment.map { " (accepted in \(TerminalText.field($0)): the token was kept)" } ?? ""
-        return "\(when)  \(TerminalText.field(f.channel))  \(TerminalText.field(f.reason))\(where_)  entry \(f.entryID)"
-    }
+    private static func line(_ f: TokenStore.Feedback) -> String { TerminalText.field(TokenReport.describe(f)) }
 
     private static func jsonLine(app: String, token: String, marks: [TokenChannel: TokenStore.Mark],
                                  suspicion: TokenStore.VoipSuspicion, feedback: [TokenStore.Feedback]) -> String {
