@@ -125,6 +125,7 @@ final class ConsoleSearchTests: ConsoleTestCase {
             let page = body(request("GET", path))
             XCTAssertTrue(page.contains(#"<form class="search" method="get" action="/console/search" role="search">"#),
                           "\(path) has the search box")
+            XCTAssertFalse(page.contains("\\u000a"), "\(path): the page's own line feeds are not text shown as \\u000a")
         }
         recordResult("call-1", nowMs: Clock.unixMs())
         cookie = ""
