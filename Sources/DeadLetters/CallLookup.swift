@@ -9,9 +9,11 @@ import RedisClient
 /// dead-letter operations; a token through `TokenStore`. Front ends only print or render
 /// the reports.
 ///
-/// Asynchronous on the loop, a few bounded round trips one after the other (a call's:
-/// one MGET, a bounded dead-letter scan, one script, one script per token found). The
-/// command line runs the loop until the completion comes; the console answers from it.
+/// Asynchronous on the loop, one read after the other (a call's: one MGET, the scan of its
+/// app's dead stream for its dead letters, paced a bounded step at a time as every bulk read of
+/// `DeadLetterOperations`, one script, one script per token found; a token's: two scripts and
+/// one XREVRANGE of the newest `feedbackScanned` feedback entries). The command line runs the
+/// loop until the completion comes; the console answers from it.
 ///
 /// Loop-owned: create and call on the loop thread of the operations' connection.
 public struct CallLookup {

@@ -3,6 +3,7 @@ import DeadLetters
 import EventLoop
 import Foundation
 import CallStorage
+import RedisClient
 
 /// What the search box of every page asked for (`GET /console/search?q=…`): a call id,
 /// `APP/ID`, or a device token. Pure.
@@ -31,8 +32,9 @@ enum ConsoleSearch: Equatable {
 
 /// The search box of every page: a call id shows the call (`CallLookup.call`, what `pushgw
 /// calls show APP/ID` prints), a token the token's state (`CallLookup.token`, what `pushgw
-/// tokens show` prints). Both roles may search (a GET changes nothing). Reads a few round
-/// trips per configured app, one after the other.
+/// tokens show` prints). Both roles may search (a GET changes nothing). Reads app after app:
+/// a few round trips each, and for a call the paced scan of the app's dead stream
+/// (`DeadLetterOperations.newest`), a bounded step per loop turn.
 extension OperatorsConsole {
     func search(_ request: HTTPRequest, _ viewer: ConsolePages.Viewer, _ answer: @escaping (HTTPResponse) -> Void) {
         let text = request.queryItems.first { $0.0 == "q" }?.1 ?? ""
@@ -46,7 +48,7 @@ extension OperatorsConsole {
         case let .lookUp(callID, apps, token):
             let lookup = CallLookup(operations: operations)
             var calls: [CallReport] = []
-            func unavailable(_ error: Error) {
+            func unavailable(_ error: RedisError) {
                 answer(.html(503, ConsolePages.message(title: "Unavailable", viewer: viewer, text: "Redis: \(error)", back: nil)))
             }
             func tokens() {
