@@ -79,7 +79,7 @@ public struct CallLookup {
                 switch marks {
                 case let .failure(error): completion(.failure(error))
                 case let .success(marks):
-                    for channel in t.channel.map({ [$0] }) ?? TokenChannel.allCases {
+                    for channel in t.channel.map({ [$0] }) ?? TokenChannel.apns {
                         states.append(CallReport.TokenState(channel: channel, token: t.token, source: t.source, mark: marks[channel]))
                     }
                     next(index + 1)

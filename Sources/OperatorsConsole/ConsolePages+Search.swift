@@ -138,7 +138,7 @@ extension ConsolePages {
 
     /// What one app keeps about the token.
     private static func token(_ t: TokenReport) -> Node {
-        var facts = TokenChannel.allCases.map { channel in
+        var facts = TokenChannel.apns.map { channel in
             fact(channel.rawValue, .text(t.state(channel)), [Attribute("class", "mark " + (t.marks[channel] == nil ? "valid" : "invalid")),
                                                              Attribute("data-channel", channel.rawValue)])
         }

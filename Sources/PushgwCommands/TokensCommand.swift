@@ -76,7 +76,7 @@ enum TokensCommand: Command {
                 defer { session.close() }
                 return try show(token, session: session, json: a.flag("--json"), context: context)
             }
-            var channels = TokenChannel.allCases
+            var channels = TokenChannel.apns
             if let channel = a.value("--channel") {
                 guard let one = TokenChannel(rawValue: channel) else { throw a.usage("--channel must be voip or alert, not \"\(channel)\"") }
                 channels = [one]
@@ -98,7 +98,7 @@ enum TokensCommand: Command {
                 continue
             }
             context.output.out("\(TerminalText.field(app)): token \(token)")
-            for channel in TokenChannel.allCases {
+            for channel in TokenChannel.apns {
                 context.output.out("  \(channel.rawValue): \(TerminalText.field(report.state(channel)))")
             }
             if let ban = report.voipBan { context.output.out("  voip: \(ban)") }
