@@ -17,6 +17,15 @@ public final class TokenStore {
         self.topology = topology
     }
 
+    /// The token in lower case (as pushgw keys it), or nil when it is no hex token (an even
+    /// number of hex digits, at most 400).
+    public static func normalized(_ text: String) -> String? {
+        let lower = text.lowercased()
+        guard !lower.isEmpty, lower.utf8.count % 2 == 0, lower.utf8.count <= 400,
+              lower.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+        return lower
+    }
+
     /// A known-invalid mark: since when (APNs' timestamp, unix ms) and for how much longer the
     /// mark lasts (ms; nil when it has no TTL).
     public struct Mark: Equatable, Sendable {

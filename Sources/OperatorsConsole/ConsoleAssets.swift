@@ -9,12 +9,18 @@ enum ConsoleAssets {
         body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
           color: var(--ink); background: var(--bg); }
         a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
-        header.top { display: flex; align-items: center; gap: 28px; padding: 0 24px; height: 52px; background: #111827; color: #e5e7eb; }
+        header.top { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 28px; padding: 8px 24px; min-height: 52px; background: #111827;
+          color: #e5e7eb; }
         header.top .brand { color: #fff; font-weight: 650; font-size: 16px; letter-spacing: .2px; }
         header.top .brand .mark { color: #7aa2ff; } header.top .brand .sub { color: #9ca3af; font-weight: 400; }
         header.top nav { display: flex; gap: 4px; flex: 1; }
         header.top nav a { color: #cbd5e1; padding: 6px 12px; border-radius: 6px; }
         header.top nav a.current, header.top nav a:hover { background: #1f2937; color: #fff; text-decoration: none; }
+        form.search { display: flex; gap: 6px; margin: 0; }
+        form.search input { width: 230px; min-width: 0; padding: 5px 8px; background: #1f2937; border-color: #374151; color: #f9fafb; }
+        form.search input::placeholder { color: #9ca3af; }
+        form.search button { padding: 5px 10px; background: #1f2937; border-color: #374151; color: #e5e7eb; }
+        form.search button:hover { background: #374151; }
         .who { display: flex; align-items: center; gap: 10px; color: #cbd5e1; }
         .who form { margin: 0; }
         .role { font-size: 11px; text-transform: uppercase; letter-spacing: .5px; padding: 2px 7px; border-radius: 10px; background: #374151; }
@@ -22,6 +28,7 @@ enum ConsoleAssets {
         button.link { background: none; border: 0; color: #93c5fd; cursor: pointer; padding: 0; font: inherit; }
         main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 48px; }
         h1 { font-size: 22px; margin: 8px 0 16px; font-weight: 650; } h2 { font-size: 16px; margin: 22px 0 10px; }
+        h1, h2, h3 { overflow-wrap: anywhere; } h3 { font-size: 14px; margin: 18px 0 8px; }
         .mono, pre, .id, td.call, td.ids { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
         .summary { display: flex; gap: 12px; margin-bottom: 18px; flex-wrap: wrap; }
         .tile { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 10px 16px; min-width: 130px; }
@@ -43,7 +50,10 @@ enum ConsoleAssets {
         h2.first { margin-top: 0; }
         table { border-collapse: collapse; }
         table.kv th { text-align: left; font-weight: 500; color: var(--muted); padding: 3px 14px 3px 0; white-space: nowrap; }
-        table.kv td { padding: 3px 0; }
+        table.kv td { padding: 3px 0; overflow-wrap: anywhere; }
+        section.card { margin-bottom: 18px; } section.card > header { display: flex; align-items: center; gap: 12px; flex-wrap: wrap; }
+        section.card > header h2 { margin: 0; }
+        ul.dead-letters { margin: 0; padding-left: 18px; overflow-wrap: anywhere; }
         table.outcomes th, table.outcomes td { padding: 3px 10px 3px 0; text-align: right; }
         table.outcomes th:first-child { text-align: left; font-weight: 500; }
         table.outcomes thead th { color: var(--muted); font-weight: 500; font-size: 12px; border-bottom: 1px solid var(--line); }
@@ -103,11 +113,37 @@ enum ConsoleAssets {
           padding: 22px 26px; }
         section.signin form { display: flex; flex-direction: column; gap: 14px; }
         ul.log { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12.5px; background: var(--card); border: 1px solid var(--line);
-          border-radius: 10px; padding: 10px 10px 10px 30px; }
+          border-radius: 10px; padding: 10px 10px 10px 30px; overflow-wrap: anywhere; }
+        /* Phone width (360 px up): the header wraps (brand and who, then the sections, then
+           the search box), cards take the whole width, and each row of a list becomes a
+           card of labelled values (console.js labels the cells from the list's head). */
+        @media (max-width: 760px) {
+          header.top { gap: 8px 12px; padding: 8px 12px; }
+          header.top nav { order: 3; flex: 1 1 100%; flex-wrap: wrap; }
+          header.top nav a { padding: 5px 9px; }
+          .who { margin-left: auto; flex-wrap: wrap; }
+          form.search { order: 4; flex: 1 1 100%; } form.search input { flex: 1 1 auto; width: auto; }
+          main { padding: 12px 12px 32px; }
+          h1 { font-size: 19px; }
+          .detail { grid-template-columns: minmax(0, 1fr); }
+          .card, section.app { padding: 12px; }
+          section.app > header { flex-wrap: wrap; } .meta { margin-left: 0; }
+          .tile { min-width: 0; flex: 1 1 40%; }
+          figure.chart { min-width: 0; flex: 1 1 100%; }
+          table.outcomes { width: 100%; }
+          table.list, table.list tbody, table.list tr, table.list td { display: block; width: 100%; }
+          table.list thead { display: none; }
+          table.list tr { padding: 6px 0; border-bottom: 1px solid var(--line); }
+          table.list tr:last-child { border-bottom: 0; }
+          table.list td { border: 0; padding: 2px 12px; }
+          table.list td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); font-size: 11.5px; }
+          form.filters label { flex: 1 1 40%; } form.filters input, form.filters select { width: 100%; }
+        }
         """
 
     static let javascript = """
-        // pushgw console: refreshes live parts in place, and the list's "select all" box.
+        // pushgw console: refreshes live parts in place, the list's "select all" box, and the
+        // labels of list cells (shown at phone width, where each row is a card).
         // Served by pushgw (script-src 'self'); no inline script, no eval, no framework.
         "use strict";
         (function () {
@@ -119,12 +155,26 @@ enum ConsoleAssets {
                 .then(function (r) { if (!r.ok || r.redirected) { throw new Error(String(r.status)); } return r.text(); })
                 .then(function (html) {
                   var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("live");
-                  if (fresh) { live.replaceWith(fresh); refresh(fresh); }
+                  if (fresh) { label(fresh); live.replaceWith(fresh); refresh(fresh); }
                 })
                 .catch(function () { window.setTimeout(function () { refresh(live); }, ms); });
             }, ms);
           }
+          function label(root) {
+            var tables = root.querySelectorAll("table.list");
+            for (var t = 0; t < tables.length; t++) {
+              var heads = tables[t].querySelectorAll("thead th");
+              var rows = tables[t].querySelectorAll("tbody tr");
+              for (var r = 0; r < rows.length; r++) {
+                for (var c = 0; c < rows[r].children.length && c < heads.length; c++) {
+                  var name = heads[c].textContent.trim();
+                  if (name) { rows[r].children[c].setAttribute("data-label", name); }
+                }
+              }
+            }
+          }
           function ready() {
+            label(document);
             var live = document.getElementById("live");
             if (live) { refresh(live); }
             var all = document.getElementById("select-all");

@@ -21,6 +21,10 @@ enum Node: Sendable {
     /// Nothing (an empty group), for an optional part of a page.
     static let none = Node.group([])
 
+    /// A line feed between elements, to keep the HTML readable. Not text: a text node's line
+    /// feed is a control character, which the renderer shows as `\u000a`.
+    static let newline = Node.raw(.newline)
+
     /// The page, or part of it, as HTML.
     var rendered: String { String(decoding: renderedBytes, as: UTF8.self) }
 
@@ -137,6 +141,8 @@ struct RawHTML: Sendable {
 
     /// The first line of every page.
     static let doctype = RawHTML("<!doctype html>")
+    /// A line feed between elements (`Node.newline`).
+    static let newline = RawHTML("\n")
 }
 
 /// HTML that `Node.render` wrote, kept to be copied into a page (`Node.prerendered`): escaped

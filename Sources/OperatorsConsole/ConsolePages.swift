@@ -21,7 +21,9 @@ enum ConsolePages {
 
     // MARK: Frame
 
-    static func page(title: String, section: Section, viewer: Viewer?, body: [Node]) -> Node {
+    /// A page: the header (the brand; signed in: the sections, the search box holding
+    /// `search`, who is signed in) and `body`.
+    static func page(title: String, section: Section, viewer: Viewer?, body: [Node], search: String = "") -> Node {
         var top: [Node] = [.el("a", ["class": "brand", "href": "/console/overview"], .el("span", ["class": "mark"], "◆"), " pushgw ",
                                .el("span", ["class": "sub"], "console"))]
         if let viewer {
@@ -31,19 +33,20 @@ enum ConsolePages {
                 .element("a", [Attribute("href", href)] + (s == section ? [Attribute("class", "current"), Attribute("aria-current", "page")] : []),
                          [.text(label)])
             }))
+            top.append(searchBox(search))
             top.append(.el("div", ["class": "who"], .el("span", ["class": "name"], .text(viewer.name)),
                            .el("span", ["class": "role role-" + (viewer.role == .admin ? "admin" : "readonly")], .text(viewer.role.rawValue)),
                            .el("form", ["method": "post", "action": "/console/signout"], csrfField(viewer),
                                .el("button", ["class": "link"], "Sign out"))))
         }
         return .group(
-            .raw(.doctype), "\n",
+            .raw(.doctype), .newline,
             .el("html", ["lang": "en"],
                 .el("head", .el("meta", ["charset": "utf-8"]), .el("meta", ["name": "viewport", "content": "width=device-width, initial-scale=1"]),
-                    "\n", .el("title", .text(title + " · pushgw console")), "\n",
-                    .el("link", ["rel": "stylesheet", "href": "/console/static/console.css"]), "\n",
-                    .element("script", [Attribute("src", "/console/static/console.js"), .flag("defer")], []), "\n"),
-                .el("body", .el("header", ["class": "top"], children: top), "\n", .el("main", "\n", .group(body), "\n"))))
+                    .newline, .el("title", .text(title + " · pushgw console")), .newline,
+                    .el("link", ["rel": "stylesheet", "href": "/console/static/console.css"]), .newline,
+                    .element("script", [Attribute("src", "/console/static/console.js"), .flag("defer")], []), .newline),
+                .el("body", .el("header", ["class": "top"], children: top), .newline, .el("main", .newline, .group(body), .newline))))
     }
 
     static func csrfField(_ viewer: Viewer) -> Node {
@@ -62,16 +65,16 @@ enum ConsolePages {
         let tokens = readOnlyAvailable ? "the admin token (admin.token_file) or the read-only token (admin.readonly_token_file)"
             : "the admin token (admin.token_file)"
         let body: [Node] = [
-            .el("section", ["class": "signin"], "\n",
-                .el("h1", "Sign in"), "\n",
-                .el("p", ["class": "hint"], .text("Paste \(tokens). The console keeps you signed in with a cookie for 8 hours.")), "\n",
-                problem.map { .el("p", ["class": "error", "role": "alert"], .text($0)) } ?? .none, "\n",
-                .el("form", ["method": "post", "action": "/console/signin", "autocomplete": "off"], "\n",
+            .el("section", ["class": "signin"], .newline,
+                .el("h1", "Sign in"), .newline,
+                .el("p", ["class": "hint"], .text("Paste \(tokens). The console keeps you signed in with a cookie for 8 hours.")), .newline,
+                problem.map { .el("p", ["class": "error", "role": "alert"], .text($0)) } ?? .none, .newline,
+                .el("form", ["method": "post", "action": "/console/signin", "autocomplete": "off"], .newline,
                     .el("label", "Token ", .element("input", [Attribute("type", "password"), Attribute("name", "token"), Attribute("id", "token"),
-                                                              .flag("required"), .flag("autofocus")], [])), "\n",
+                                                              .flag("required"), .flag("autofocus")], [])), .newline,
                     .el("label", "Your name ", .el("span", ["class": "hint"], "(for the audit trail)"), " ",
-                        .el("input", ["type": "text", "name": "name", "id": "name", "maxlength": "64"])), "\n",
-                    .el("button", ["class": "primary", "id": "signin"], "Sign in"), "\n"), "\n"),
+                        .el("input", ["type": "text", "name": "name", "id": "name", "maxlength": "64"])), .newline,
+                    .el("button", ["class": "primary", "id": "signin"], "Sign in"), .newline), .newline),
         ]
         return page(title: "Sign in", section: .none, viewer: nil, body: body)
     }

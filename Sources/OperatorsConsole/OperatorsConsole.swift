@@ -19,7 +19,9 @@ import CallStorage
 ///
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
 /// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs,
-/// the audit trail), `+Webhooks` (the webhook dead letters and their replay).
+/// the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Search` (the
+/// search box of every page: a call or a device token, read through `CallLookup` as `pushgw
+/// calls show` and `tokens show` read them).
 ///
 /// Loop-owned: create it and call `handle` on the loop thread of the operations' connection.
 public final class OperatorsConsole {
@@ -162,6 +164,7 @@ public final class OperatorsConsole {
             case "/console/dead/preview": return preview(request, viewer, answer)
             case "/console/audit": return auditTrail(request, viewer, answer)
             case "/console/webhooks": return webhookDeadList(viewer, answer)
+            case "/console/search": return search(request, viewer, answer)
             default:
                 if path.hasPrefix("/console/dead/") { return deadLetter(String(path.dropFirst("/console/dead/".count)), viewer, answer) }
                 if path.hasPrefix("/console/jobs/"), let n = Int(path.dropFirst("/console/jobs/".count)), let job = jobs[n] {

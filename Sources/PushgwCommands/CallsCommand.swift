@@ -9,9 +9,8 @@ import VisibleText
 
 /// `pushgw calls show APP/ID`: what happened to one call, in one command (docs/operations.md,
 /// "Calls"): its result (the result key), every attempt, its dead letters, a retry it waits
-/// for, a cancel, and whether its tokens are known to be invalid. Everything is read through
-/// the stores of CallStorage (`CallHistoryStore`, `RetrySchedule.pending`, `TokenStore`) and
-/// the dead-letter operations, in a `DeadSession`.
+/// for, a cancel, and whether its tokens are known to be invalid. Everything is read by
+/// `CallLookup`, the reading the console's search shares, in a `DeadSession`.
 enum CallsCommand: Command {
     static let name = "calls"
     static let summary = "what happened to one call: its result, attempts, dead letter and tokens"
@@ -44,9 +43,6 @@ enum CallsCommand: Command {
         Example: pushgw calls show acme/call-7f3a91
         """
 
-    /// Dead letters of the call shown at most.
-    static let deadLettersShown = 10
-
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         guard let sub = args.first else {
             return context.usage(UsageError("calls needs a verb: show", verb: name))
@@ -73,7 +69,7 @@ enum CallsCommand: Command {
             var extra: [String] = []
             if let list = a.value("--token") {
                 for item in list.split(separator: ",", omittingEmptySubsequences: false) {
-                    guard let token = TokensCommand.normalized(String(item)) else {
+                    guard let token = TokenStore.normalized(String(item)) else {
                         throw a.usage("--token: \(DeadFormat.quoted(TerminalText.field(String(item)))) is not a device token (hex)")
                     }
                     extra.append(token)
@@ -81,7 +77,8 @@ enum CallsCommand: Command {
             }
             let session = try DeadSession(command: name, verb: "show", configFile: a.value("--config"), appFilter: [app], context: context)
             defer { session.close() }
-            let view = try read(app: app, callID: callID, extraTokens: extra, session: session)
+            let lookup = CallLookup(operations: session.operations)
+            let view = try session.wait { lookup.call(app: app, callID: callID, extraTokens: extra, completion: $0) }
             if a.flag("--json") {
                 context.output.out(view.json(nowMs: Clock.unixMs()).text)
             } else {
@@ -94,88 +91,16 @@ enum CallsCommand: Command {
             return 0
         }
     }
-
-    /// Everything Redis holds about the call, read one store after the other.
-    static func read(app: String, callID: String, extraTokens: [String], session: DeadSession) throws(DeadFailure) -> CallView {
-        let keys = AppKeys(prefix: session.config.redis.prefix, app: app)
-        let stored = try session.wait { CallHistoryStore(topology: session.topology).read(keys, callID: callID, completion: $0) }
-        let dead = try session.newest(filter: DeadLetterFilter(apps: [app], callID: callID), limit: deadLettersShown)
-        let schedule = RetrySchedule(topology: session.topology, config: .init(prefix: session.config.redis.prefix))
-        let retry = try session.wait { schedule.pending(keys, callID: callID, completion: $0) }
-
-        // The tokens, and where each was learnt: the dead letters' and the retry's events, then --token.
-        var tokens: [(channel: TokenChannel?, token: String, source: String)] = []
-        func add(_ channel: TokenChannel?, _ token: String?, _ source: String) {
-            guard let token = token.flatMap(TokensCommand.normalized),
-                  !tokens.contains(where: { $0.token == token && ($0.channel == channel || $0.channel == nil) }) else { return }
-            tokens.append((channel, token, source))
-        }
-        for record in dead {
-            add(.voip, record.voipToken, "dead letter \(record.id)")
-            add(.alert, record.alertToken, "dead letter \(record.id)")
-        }
-        if let retry, let event = (try? JSONSerialization.jsonObject(with: Data(retry.event))) as? [String: Any] {
-            add(.voip, event["voip_token"] as? String, "scheduled retry")
-            add(.alert, event["alert_token"] as? String, "scheduled retry")
-        }
-        for token in extraTokens { add(nil, token, "--token") }
-        let store = TokenStore(topology: session.topology)
-        var states: [CallView.TokenState] = []
-        for t in tokens {
-            let marks = try session.wait { store.marks(keys, token: t.token, completion: $0) }
-            for channel in t.channel.map({ [$0] }) ?? TokenChannel.apns {
-                states.append(CallView.TokenState(channel: channel, token: t.token, source: t.source, mark: marks[channel]))
-            }
-        }
-        return CallView(app: app, callID: callID, stored: stored, result: stored.resultJSON.flatMap(RecordedResult.init(json:)),
-                        retry: retry, deadLetters: dead, tokens: states)
-    }
 }
 
-/// What `calls show` found about one call, and how it prints it. Plain data.
-struct CallView {
-    struct TokenState {
-        let channel: TokenChannel
-        let token: String
-        /// Where the token was learnt: `dead letter ID`, `scheduled retry`, `--token`.
-        let source: String
-        let mark: TokenStore.Mark?
-    }
-
-    let app: String
-    let callID: String
-    let stored: CallHistoryStore.Keys
-    let result: RecordedResult?
-    let retry: ScheduledRetry?
-    let deadLetters: [DeadLetterRecord]
-    let tokens: [TokenState]
-
-    /// Anything at all: a result or claim, a dead letter, a retry, a cancel.
-    var isKnown: Bool {
-        stored.result != nil || stored.cancelResult != nil || stored.cancelled || retry != nil || !deadLetters.isEmpty
-    }
-
-    /// `finished`, `in_flight`, `waiting_for_retry`, `dead_lettered`, `cancelled` or `unknown`.
-    var state: String {
-        if let result { return result.outcome == "dead_lettered" ? "dead_lettered" : "finished" }
-        if stored.inFlightGateway != nil { return "in_flight" }
-        if retry != nil { return "waiting_for_retry" }
-        if !deadLetters.isEmpty { return "dead_lettered" }
-        if stored.cancelled || stored.cancelResult != nil { return "cancelled" }
-        return "unknown"
-    }
-
+/// How `calls show` prints what `CallLookup` found.
+extension CallReport {
     func lines(nowMs: Int64) -> [String] {
         func at(_ ms: Int64) -> String { "\(DeadFormat.time(ms)) (\(DeadFormat.age(nowMs - ms)) ago)" }
         func field(_ label: String, _ value: String) -> String { "  " + (label + ":").padding(toLength: 14, withPad: " ", startingAt: 0) + value }
         var lines = ["call \(TerminalText.field(callID)) of app \(TerminalText.field(app))"]
         if let r = result {
-            var what = r.outcome
-            if let cause = r.cause { what += " (cause \(cause))" }
-            if let reason = r.reason { what += ": \(reason)" }
-            if let channel = r.channel { what += ", by \(channel)" + (r.apnsID.map { " apns-id \($0)" } ?? "") }
-            if let env = r.environmentMismatch { what += ", accepted in \(env) (the other environment)" }
-            lines.append(field("result", TerminalText.field(what)))
+            lines.append(field("result", TerminalText.field(CallReport.summary(r))))
             if let entry = r.entry {
                 let when = DeadLetterRecord.timeMs(ofID: entry).map { ", added \(at($0))" } ?? ""
                 lines.append(field("calls entry", TerminalText.field(entry) + when))
@@ -190,23 +115,15 @@ struct CallView {
                      a.reason ?? a.error ?? "-", a.apnsID ?? "-"]
                 })
             }
-        } else if let gateway = stored.inFlightGateway {
-            lines.append(field("result", "none yet: gateway \(TerminalText.field(gateway)) is routing it now"))
-        } else if stored.result != nil {
-            lines.append(field("result", "unreadable: the result key holds no result JSON"))
-        } else {
-            lines.append(field("result", "none under its result key (never seen, not routed yet, older than 24 h, or an invalid event)"))
+        } else if let none = noResult {
+            lines.append(field("result", TerminalText.field(none)))
         }
         if let retry {
             lines.append(field("retry", "waiting, due \(DeadFormat.time(retry.dueAtMs))"
                                + (retry.dueAtMs > nowMs ? " (in \(DeadFormat.age(retry.dueAtMs - nowMs)))" : " (due now)")
                                + ", replaces calls entry \(TerminalText.field(retry.retryID))"))
         }
-        if stored.cancelled || stored.cancelResult != nil {
-            let own = stored.cancelResult.flatMap(RecordedResult.init(json:))
-            let after = own?.cancelledAfter.map { ": too late, the call was \($0) already" } ?? ""
-            lines.append(field("cancel", "a call_cancelled came\(after)" + (stored.cancelled ? "; no further push is sent" : "")))
-        }
+        if let cancel { lines.append(field("cancel", TerminalText.field(cancel))) }
         if deadLetters.isEmpty {
             lines.append(field("dead letter", "none"))
         } else {
@@ -221,11 +138,7 @@ struct CallView {
         } else {
             lines.append("  tokens:")
             for t in tokens {
-                let state = t.mark.map { m in
-                    "known invalid since \(DeadFormat.time(m.sinceMs)): calls skip it unless registered again after that"
-                        + (m.expiresInMs.map { "; mark lapses in \(DeadFormat.age($0))" } ?? "")
-                } ?? "not known to be invalid"
-                lines.append("    \(t.channel.rawValue) …\(t.token.suffix(8)) (from the \(TerminalText.field(t.source))): \(state)")
+                lines.append("    \(t.channel.rawValue) …\(t.token.suffix(8)) (from the \(TerminalText.field(t.source))): \(t.stateText)")
             }
         }
         return lines

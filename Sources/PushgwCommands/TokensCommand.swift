@@ -10,8 +10,9 @@ import VisibleText
 /// invalid (docs/operations.md, "Tokens"). A token APNs declared invalid is skipped by later
 /// calls until its mark lapses (30 days) or the event says it was registered again; after a
 /// mistake (a wrong environment or bundle id, since fixed) an operator clears the mark here
-/// instead of waiting. Redis is reached through `TokenStore` in a `DeadSession`, whose audit
-/// `forget` shares with the dead-letter verbs.
+/// instead of waiting. `show` reads through `CallLookup.token` (the console's search shares
+/// it), `forget` through `TokenStore`, in a `DeadSession`, whose audit `forget` shares with
+/// the dead-letter verbs.
 enum TokensCommand: Command {
     static let name = "tokens"
     static let summary = "show what pushgw knows about a device token, forget that it is invalid"
@@ -26,7 +27,7 @@ enum TokensCommand: Command {
                 it had; and the feedback entries that name it, newest first (each an APNs answer
                 about the token: Unregistered, BadDeviceToken, …, environment_mismatch when it was
                 accepted in the other environment, or voip_suspected_blocked), among the app's
-                last \(TokensCommand.scanned) feedback entries.
+                last \(CallLookup.feedbackScanned) feedback entries.
         forget  removes the token's known-invalid marks (both channels unless --channel), so
                 the next call pushes to it again. Writes an audit record (who, when, which) to
                 stderr and to the stream PREFIX:audit, as pushgw dead replay and purge do.
@@ -43,11 +44,6 @@ enum TokensCommand: Command {
         Examples: pushgw tokens show 5a0d…e8f0 --app acme
                   pushgw tokens forget 5a0d…e8f0 --app acme
         """
-
-    /// Feedback entries read per app (newest first); the stream keeps about 100,000.
-    static let scanned = 10_000
-    /// Feedback entries printed per app.
-    static let shown = 20
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         guard let sub = args.first else {
@@ -70,7 +66,7 @@ enum TokensCommand: Command {
                 return 0
             }
             guard let text = a.positionals.first else { throw a.usage("name the token (hex)") }
-            guard let token = normalized(text) else {
+            guard let token = TokenStore.normalized(text) else {
                 throw a.usage("\"\(TerminalText.field(String(text.prefix(64))))\" is not a device token (an even number of hex digits, at most 400)")
             }
             let apps = try a.apps()
@@ -92,67 +88,35 @@ enum TokensCommand: Command {
         }
     }
 
-    /// The token in lower case (as pushgw keys it), or nil when it is no hex token.
-    static func normalized(_ text: String) -> String? {
-        let lower = text.lowercased()
-        guard !lower.isEmpty, lower.utf8.count % 2 == 0, lower.utf8.count <= 400,
-              lower.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
-        return lower
-    }
-
     private static func show(_ token: String, session: DeadSession, json: Bool, context: CommandContext) throws(DeadFailure) -> Int32 {
-        let store = TokenStore(topology: session.topology)
-        let prefix = session.config.redis.prefix
-        for app in session.apps {
-            let keys = AppKeys(prefix: prefix, app: app)
-            let marks = try session.wait { store.marks(keys, token: token, completion: $0) }
-            let feedback = try session.wait { store.feedback(keys, token: token, scanning: scanned, completion: $0) }
-            let suspicion = try session.wait { store.voipSuspicion(keys, token: token, completion: $0) }
+        let lookup = CallLookup(operations: session.operations)
+        let reports = try session.wait { lookup.token(token, apps: session.apps, completion: $0) }
+        for report in reports {
+            let (app, marks, suspicion, feedback) = (report.app, report.marks, report.suspicion, report.feedback)
             if json {
                 context.output.out(jsonLine(app: app, token: token, marks: marks, suspicion: suspicion, feedback: feedback))
                 continue
             }
             context.output.out("\(TerminalText.field(app)): token \(token)")
             for channel in TokenChannel.apns {
-                guard let mark = marks[channel] else {
-                    context.output.out("  \(channel.rawValue): not known to be invalid")
-                    continue
-                }
-                let why = feedback.first { $0.channel == channel.rawValue && $0.environment == nil }.map {
-                    TerminalText.field($0.reason)
-                } ?? "reason no longer in the feedback stream"
-                let lapses = mark.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
-                context.output.out("  \(channel.rawValue): known invalid since \(DeadFormat.time(mark.sinceMs)) (\(why)); "
-                                    + "calls skip it unless registered again after that; \(lapses)")
+                context.output.out("  \(channel.rawValue): \(TerminalText.field(report.state(channel)))")
             }
-            if let since = suspicion.suspectedSinceMs {
-                let lapses = suspicion.expiresInMs.map { "mark lapses in \(DeadFormat.age($0))" } ?? "mark has no expiry"
-                context.output.out("  voip: suspected of iOS's silent VoIP ban since \(DeadFormat.time(since)) (its last VoIP rings "
-                                    + "were accepted and none rang); calls skip VoIP and go straight to the alert until a ring "
-                                    + "receipt of the token; \(lapses)")
-            } else if suspicion.silentRings > 0 {
-                context.output.out("  voip: \(suspicion.silentRings) silent \(suspicion.silentRings == 1 ? "ring" : "rings") in a row "
-                                    + "(accepted by APNs, no ring receipt)")
-            }
+            if let ban = report.voipBan { context.output.out("  voip: \(ban)") }
             if let last = feedback.first {
                 context.output.out("  last feedback: \(line(last))")
             } else {
-                context.output.out("  last feedback: none among the app's last \(scanned) feedback entries")
+                context.output.out("  last feedback: none among the app's last \(CallLookup.feedbackScanned) feedback entries")
             }
             if !feedback.isEmpty {
                 context.output.out("  APNs' answers about it, newest first:")
-                for f in feedback.prefix(shown) { context.output.out("    \(line(f))") }
-                if feedback.count > shown { context.output.out("    … \(feedback.count - shown) more") }
+                for f in feedback.prefix(TokenReport.feedbackShown) { context.output.out("    \(line(f))") }
+                if feedback.count > TokenReport.feedbackShown { context.output.out("    … \(feedback.count - TokenReport.feedbackShown) more") }
             }
         }
         return 0
     }
 
-    private static func line(_ f: TokenStore.Feedback) -> String {
-        let when = f.timestampMs.map(DeadFormat.time) ?? "no time"
-        let where_ = f.environment.map { " (accepted in \(TerminalText.field($0)): the token was kept)" } ?? ""
-        return "\(when)  \(TerminalText.field(f.channel))  \(TerminalText.field(f.reason))\(where_)  entry \(f.entryID)"
-    }
+    private static func line(_ f: TokenStore.Feedback) -> String { TerminalText.field(TokenReport.describe(f)) }
 
     private static func jsonLine(app: String, token: String, marks: [TokenChannel: TokenStore.Mark],
                                  suspicion: TokenStore.VoipSuspicion, feedback: [TokenStore.Feedback]) -> String {
@@ -161,7 +125,7 @@ enum TokensCommand: Command {
             return (channel.rawValue, .object([("since_ms", .int(mark.sinceMs)),
                                                ("expires_in_ms", mark.expiresInMs.map { .int($0) } ?? .null)]))
         }
-        let entries = feedback.prefix(shown).map { f in
+        let entries = feedback.prefix(TokenReport.feedbackShown).map { f in
             OrderedJSON.object([("entry", .string(f.entryID)), ("channel", .string(f.channel)), ("reason", .string(f.reason)),
                                 ("timestamp", f.timestampMs.map { .int($0) } ?? .null),
                                 ("environment", f.environment.map { .string($0) } ?? .null)])

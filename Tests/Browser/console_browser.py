@@ -7,8 +7,10 @@ the APNs simulator that Tests/PushgwProcessTests/ConsoleBrowserTests.swift start
 
 SETTINGS names the console's URL, both tokens, the Redis port, the gateway's pid, config file,
 fixed config and log. The script makes the calls, then checks sign-in, the overview, the list
-and its filters, a dead letter's attempts, a replay after the fix, a purge, the audit trail,
-CSRF and cross-origin refusals, the read-only token, and hostile content. Every wait has a
+and its filters, a dead letter's attempts, the search box (a call id, a token, an unknown id),
+every page at 390 px wide (no horizontal overflow) and at 1400, a replay after the fix, a
+purge, the audit trail, CSRF and cross-origin refusals, the read-only token, and hostile
+content. Every wait has a
 deadline and says what it waited for. Screenshots go to SETTINGS["screenshots"] when set.
 Prints one JSON line of figures; exit 0 when every check passed, 1 with the failed check.
 """
@@ -145,6 +147,49 @@ def shot(name):
         driver.set_window_size(1280, 1000)
 
 
+def at_width(width, height=900):
+    """The viewport `width` px wide (a phone's at 390, with its viewport meta honoured), or the
+    desktop window again with width None."""
+    if width is None:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        return
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800})
+
+
+def shot_at(name, width):
+    """A screenshot of the page `width` px wide, as tall as the page (at most 2,000 px)."""
+    if S.get("screenshots"):
+        os.makedirs(S["screenshots"], exist_ok=True)
+        at_width(width)
+        driver.execute_script("window.scrollTo(0, 0)")
+        height = driver.execute_script("return Math.min(document.documentElement.scrollHeight, 2000)")
+        at_width(width, max(700, height))
+        driver.save_screenshot(os.path.join(S["screenshots"], name))
+        at_width(width)
+
+
+def fits(where, width):
+    """At `width`: nothing is wider than the viewport, the header included. A phone's browser
+    widens its viewport to fit a page that overflows (innerWidth grows), so innerWidth must
+    still be `width`."""
+    wide = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    check(wide[1] == width, "%s: the viewport stays %d px wide, not widened to fit the page (innerWidth %d)" % (where, width, wide[1]))
+    check(wide[0] <= wide[1], "%s: no horizontal overflow at %d px (scrollWidth %d)" % (where, wide[1], wide[0]))
+    header = driver.execute_script("var h = document.querySelector('header.top'); return h ? [h.scrollWidth, h.clientWidth] : [0, 0]")
+    check(header[0] <= header[1], "%s: the header does not overflow at %d px (%d > %d)" % (where, wide[1], header[0], header[1]))
+
+
+def search(query):
+    """Types `query` into the header's search box and waits for its answer."""
+    page("/console/overview")
+    box = driver.find_element(By.ID, "search")
+    box.send_keys(query)
+    driver.find_element(By.ID, "search-go").click()
+    wait_for("the search's answer", lambda: "/console/search" in driver.current_url and (rows("section.card") or rows("#not-found")))
+    nothing_fired()
+
+
 def cookie_header():
     return "; ".join("%s=%s" % (c["name"], c["value"]) for c in driver.get_cookies())
 
@@ -278,7 +323,57 @@ try:
     check("beta" in text("#facts") and text("#replays") == "0", "the page shows the app and no replays so far")
     shot("console-dead-letter.png")
 
+    # MARK: Search: a call id, a dead-lettered one, a token, an unknown id
+    search("call-acme-6")
+    check(text("#call-state") == "finished" and "delivered_alert (cause voip_token_invalid)" in text("#call-result"),
+          "a call id shows its result: %r" % text("#call-result"))
+    tried = [r.text for r in rows("#call-attempts tbody tr")]
+    check(len(tried) == 2 and "410" in tried[0] and "Unregistered" in tried[0] and "200" in tried[1],
+          "the call's page lists every attempt with its status and reason: %s" % tried)
+    check(rows("#call-no-dead-letter"), "a delivered call has no dead letter")
+    shot_at("console-call-1400.png", 1400)
+    shot_at("console-call-390.png", 390)
+    at_width(None)
+    search("beta/call-beta-0")
+    check("dead lettered" in text("#call-state") and "apns_credentials: InvalidProviderToken" in text("#call-result"),
+          "a dead-lettered call says why: %r" % text("#call-result"))
+    linked = rows("#call-dead-letters a")
+    check(len(linked) == 1 and linked[0].get_attribute("href").endswith("/console/dead/beta/" + beta_ids[0]),
+          "the call's page links its dead letter")
+    states = [r.text for r in rows("#call-tokens tbody tr")]
+    check(len(states) == 2 and all("not known to be invalid" in s_ for s_ in states), "its tokens' state: %s" % states)
+    search(S["unregistered_token"].upper())
+    marks = text("section.card.token[data-app='acme'] td.mark[data-channel='voip']")
+    check("known invalid since" in marks and "(Unregistered)" in marks, "a token shows since when and why calls skip it: %r" % marks)
+    check("Unregistered" in text("section.card.token[data-app='acme'] table.feedback"), "and APNs' answers about it")
+    shot_at("console-token-390.png", 390)
+    at_width(None)
+    search("call-that-never-was")
+    check(driver.title.startswith("Nothing found") and "call-that-never-was" in text("#not-found"),
+          "an unknown id is a clear not-found page: %r" % text("#not-found"))
+
+    # MARK: Phone width: every page fits 390 px, lists are readable
+    at_width(390)
+    for path in ["/console/overview", "/console/dead", "/console/dead/beta/" + target, "/console/search?q=call-acme-6",
+                 "/console/search?q=" + S["unregistered_token"], "/console/search?q=nope", "/console/audit", "/console/webhooks",
+                 "/console/dead/preview?action=replay-all"]:
+        page(path)
+        fits(path, 390)
+    page("/console/dead")
+    labels = driver.execute_script("return Array.from(document.querySelectorAll('tr.dead td[data-label]')).map(td => td.dataset.label)")
+    check("Reason" in labels and driver.execute_script("return getComputedStyle(document.querySelector('#dead-table thead')).display") == "none",
+          "at 390 px each dead letter is a card of labelled values: %s" % sorted(set(labels)))
+    shot_at("console-dead-letters-390.png", 390)
+    page("/console/overview")
+    shot_at("console-overview-390.png", 390)
+    at_width(1400)
+    for path in ["/console/overview", "/console/dead", "/console/search?q=call-acme-6"]:
+        page(path)
+        fits(path + " at 1400 px", 1400)
+    at_width(None)
+
     # MARK: Fix the cause, replay one
+    page("/console/dead/beta/" + target)
     shutil.copyfile(S["fixed_config"], S["config"])
     before = open(S["gateway_log"]).read().count('"config reloaded"')
     os.kill(S["gateway_pid"], signal.SIGHUP)
@@ -369,6 +464,8 @@ try:
     check(post("/console/dead/purge", {"ids": victim, "csrf": ro_token}, ro_jar) == 403, "read-only cannot purge")
     check(post("/console/dead/replay", {"ids": victim, "csrf": ro_token}, ro_jar) == 403, "read-only cannot replay")
     check(xlen("pushgw:{beta}:dead") == 1, "read-only changed nothing")
+    search("call-acme-6")
+    check("delivered_alert" in text("#call-result"), "read-only can search")
     sign_out()
 
     # MARK: Hostile content
@@ -407,6 +504,12 @@ try:
             check("<img src=x onerror=alert(3)>" in event and "</pre><script>alert(6)</script>" in event,
                   "the event's hostile strings show as text")
             check("\\u001b[31m" in event and "\\u202e" in event, "terminal escapes and bidi controls are shown as \\uXXXX")
+    search(hostile_id)
+    check(text("section.card.call .call-id") == hostile_id, "a hostile call id is searched and shown as text")
+    clean("the search of a hostile call id")
+    page("/console/search?q=" + urllib.parse.quote(img))
+    check(rows("#not-found"), "a hostile unknown id is not found")
+    clean("the not-found page of a hostile id")
     page("/console/dead/preview?action=replay-all&app=acme")
     clean("the replay preview")
     page("/console/audit")

@@ -76,6 +76,44 @@ final class ConsoleHostileTests: ConsoleTestCase {
         }
     }
 
+    /// The search box's pages (issue 30): a call whose id, result, attempts, dead letter and
+    /// in-flight gateway are hostile, a token whose feedback is, the not-found page of a
+    /// hostile text, in the hostile app and as `APP/ID`.
+    private func searchesEscapeHostileCallsAndTokens(file: StaticString = #filePath, line: UInt = #line) throws {
+        let evil = ConsoleHostileTests.evil
+        let app = ConsoleHostileTests.app
+        let token = "00aa" + String(repeating: "0", count: 56) + "ffff"
+        let attempt: [String: Any] = ["t": 1_764_584_040_000, "channel": evil, "status": 410, "reason": evil, "error": evil, "apns_id": evil]
+        let result = json(["outcome": evil, "cause": evil, "reason": evil, "channel": evil, "apns_id": evil, "entry": evil,
+                           "environment_mismatch": evil, "latency_ms": 5, "attempts": [attempt, ["t": evil]]])
+        for a in ["acme", app] {
+            let keys = AppKeys(prefix: "pushgw", app: a)
+            _ = redis(["SET", keys.result(evil), result])
+            _ = redis(["SET", keys.cancelResult(evil), json(["outcome": "cancelled", "cancelled_after": evil])])
+            _ = redis(["SET", keys.result("in-flight"), "in_flight:" + evil])
+            _ = redis(["SET", keys.invalidPrefix(.alert) + token, "1764584040000"])
+            _ = redis(["XADD", keys.feedback, "*", "token", token, "channel", evil, "reason", evil, "timestamp", evil, "environment", evil])
+            _ = redis(["XADD", keys.feedback, "*", "token", token, "channel", "alert", "reason", evil, "timestamp", "1764584040000"])
+        }
+        let found = request("GET", "/console/search", query: [("q", evil)], file: file, line: line)
+        XCTAssertEqual(found.status, 200, "the hostile call id is found", file: file, line: line)
+        XCTAssertTrue(body(found).contains(ConsoleEscaping.html(evil)), "its call id shows, escaped", file: file, line: line)
+        assertEscaped(found, "the search of a hostile call", file: file, line: line)
+        assertEscaped(request("GET", "/console/search", query: [("q", app + "/" + evil)], file: file, line: line),
+                      "the search of APP/ID in the hostile app", file: file, line: line)
+        assertEscaped(request("GET", "/console/search", query: [("q", "in-flight")], file: file, line: line),
+                      "a call a hostile gateway routes", file: file, line: line)
+        let tokenPage = request("GET", "/console/search", query: [("q", token)], file: file, line: line)
+        XCTAssertEqual(tokenPage.status, 200, file: file, line: line)
+        assertEscaped(tokenPage, "the search of a token with hostile feedback", file: file, line: line)
+        let unknown = request("GET", "/console/search", query: [("q", "x" + evil)], file: file, line: line)
+        XCTAssertEqual(unknown.status, 404, file: file, line: line)
+        assertEscaped(unknown, "the not-found page of a hostile text", file: file, line: line)
+        // A dead letter's call id, searched: the call page links it and lists its tokens.
+        assertEscaped(request("GET", "/console/search", query: [("q", "acme/" + evil)], file: file, line: line),
+                      "the search of a hostile dead letter's call", file: file, line: line)
+    }
+
     // MARK: Every page
 
     func testEveryPageEscapesHostileDeadLettersFiguresAndForms() throws {
@@ -110,6 +148,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
             assertEscaped(page, "dead letter \(ref)")
         }
         assertEscaped(request("GET", ConsolePages.detailHref(app: app, id: "1-0")), "a dead letter gone")
+        try searchesEscapeHostileCallsAndTokens()
         assertEscaped(request("GET", "/console/" + evil), "not found")
         for action in ["replay", "purge"] {
             assertEscaped(request("GET", "/console/dead/preview", query: [("action", action)] + refs.map { ("ids", $0) }),

@@ -14,10 +14,11 @@ final class ConsoleWebhooksTests: ConsoleTestCase {
         try startConsole(policies: ["acme": .default, "beta": .default])
     }
 
-    /// Adds a webhook dead letter to `app` as the webhooks role writes one; returns its entry id.
-    private func addDead(_ app: String, callID: String, reason: String) -> String {
+    /// Adds a webhook dead letter to `app` as the webhooks role writes one (with entry id `id`,
+    /// else a new one); returns its entry id.
+    private func addDead(_ app: String, callID: String, reason: String, id: String = "*") -> String {
         let result = #"{"outcome":"delivered_voip","id":"\#(callID.replacingOccurrences(of: "\"", with: "\\\""))","app":"\#(app)"}"#
-        return redis(["XADD", "pushgw:{\(app)}:webhooks:dead", "*", "result", result, "results_entry", "1700000000000-7",
+        return redis(["XADD", "pushgw:{\(app)}:webhooks:dead", id, "result", result, "results_entry", "1700000000000-7",
                       "reason", reason, "attempts", "3", "failed_at_ms", "1764412345678"])?.string ?? ""
     }
 
@@ -37,9 +38,11 @@ final class ConsoleWebhooksTests: ConsoleTestCase {
     func testAnAdminReplaysTheSelectedOnesOfOneAppWithAnAuditRecord() throws {
         let first = addDead("acme", callID: "c-1", reason: "HTTP 400")
         let second = addDead("acme", callID: "c-2", reason: "HTTP 400")
-        let other = addDead("beta", callID: "c-3", reason: "HTTP 400")
-        // `other` is beta's entry; its id may equal `first` (two streams, the same millisecond):
-        // named twice, an entry still moves once.
+        // Beta's entry has the id of acme's first, as two streams give in the same millisecond
+        // (a new id could also equal `second`'s, which would then rightly move): named twice, an
+        // entry still moves once, and beta's stays.
+        let other = addDead("beta", callID: "c-3", reason: "HTTP 400", id: first)
+        XCTAssertEqual(other, first)
         let replay = request("POST", "/console/webhooks/replay", form: [("csrf", csrf), ("app", "acme"), ("ids", first), ("ids", other),
                                                                        ("ids", first)])
         XCTAssertEqual(replay.status, 200)
