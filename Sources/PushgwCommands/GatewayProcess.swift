@@ -55,7 +55,7 @@ final class GatewayProcess {
         self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
         let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
-        let store = CallStore(config: CallStore.Config(prefix: config.redis.prefix), apps: apps.map(\.keys),
+        let store = CallStore(config: CallStore.Config(prefix: config.redis.prefix, windows: config.retentionWindows), apps: apps.map(\.keys),
                               topology: .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                                              clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config, log: log)
@@ -69,7 +69,7 @@ final class GatewayProcess {
             let topology = RedisTopology.own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                                              clientName: "pushgw-retry")
             moverTopology = topology
-            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: topology, config: .init(prefix: config.redis.prefix)),
+            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: topology, config: .init(prefix: config.redis.prefix, windows: config.retentionWindows)),
                                       log: log)
             retryRole.apps = apps.map(\.keys)
             mover = retryRole

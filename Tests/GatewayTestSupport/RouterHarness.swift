@@ -46,7 +46,8 @@ package final class RouterHarness {
 
     /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`, the name of its FCM credential `acmeFcmCredential`) and `beta` use the simulator's key (one shared pool; with `betaOnItsOwnCredential` beta uses credential `second`); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
-    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment.
+    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment. `limits` and
+    /// `retention` set those of the apps they name.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
@@ -55,6 +56,7 @@ package final class RouterHarness {
          acmeFcmCredential: String? = nil,
          betaOnItsOwnCredential: Bool = false,
          limits: [String: AppLimits] = [:],
+         retention: [String: RetentionWindows] = [:],
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
@@ -90,6 +92,7 @@ package final class RouterHarness {
                     "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
                                        retry: policies)]
         for (app, l) in limits { appConfigs[app]?.limits = l }
+        for (app, r) in retention { appConfigs[app]?.retention = r }
         if separateSandbox {
             appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
         }
@@ -103,7 +106,7 @@ package final class RouterHarness {
             apps: appConfigs)
         apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        var storeConfig = CallStore.Config()
+        var storeConfig = CallStore.Config(windows: config.retentionWindows)
         storeSettings(&storeConfig)
         var storeRedis = RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)
         storeConnection(&storeRedis)
@@ -117,7 +120,7 @@ package final class RouterHarness {
         runner = RouterRole(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: access.admin)
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
-        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init()),
+        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init(windows: config.retentionWindows)),
                            log: Log(minimum: .error))
         mover.apps = apps.map(\.keys)
         runner.observations = outcomes
