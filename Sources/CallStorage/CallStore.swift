@@ -79,7 +79,8 @@ public final class CallStore {
         public func windows(for app: AppKeys) -> RetentionWindows { windows[app.app] ?? .defaults }
     }
 
-    public let config: Config
+    /// Its windows change with the apps (`updateApps`).
+    public private(set) var config: Config
     /// The configured apps: their groups are (re)created by the reads (`StreamReads.apps`).
     public private(set) var apps: [AppKeys]
     public let gatewayKeys: GatewayKeys
@@ -141,10 +142,14 @@ public final class CallStore {
 
     /// Switches to a new set of apps (a config reload): their groups are created now and on
     /// every later connect; removed apps are no longer read (their streams stay in Redis).
-    public func updateApps(_ newApps: [AppKeys]) {
+    /// `windows` are the apps' retention windows from then on (`Config.windows`), here and in
+    /// `retries`: a key written before keeps the TTL it was given.
+    public func updateApps(_ newApps: [AppKeys], windows: [String: RetentionWindows]) {
         precondition(newApps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
         let added = newApps.filter { !apps.contains($0) }
         apps = newApps
+        config.windows = windows
+        retries.config.windows = windows
         reads.apps = newApps
         for app in added { ensureGroup(app) { _ in } }
     }

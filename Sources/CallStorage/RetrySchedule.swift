@@ -50,8 +50,9 @@ public final class RetrySchedule {
         public var prefix: String
         /// The consumer group of the calls streams.
         public var group: String
-        /// Each app's retention windows, by app id (`CallStore.Config.windows`): the cancel step
-        /// writes results and the cancellation marker.
+        /// Each app's retention windows, by app id (`CallStore.Config.windows`): only the cancel
+        /// step, the router's, uses them (it writes results and the cancellation marker); the
+        /// mover's schedule and the tools' need none.
         public var windows: [String: RetentionWindows]
         /// `MAXLEN ~` of the results streams.
         public var resultsMaxLen: Int
@@ -69,7 +70,8 @@ public final class RetrySchedule {
         public func windows(for app: AppKeys) -> RetentionWindows { windows[app.app] ?? .defaults }
     }
 
-    public let config: Config
+    /// Its windows change with the store's apps (`CallStore.updateApps`).
+    public internal(set) var config: Config
     /// Where its commands go: one connection, or a cluster.
     public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys

@@ -100,8 +100,7 @@ enum CallsCommand: Command {
         let keys = AppKeys(prefix: session.config.redis.prefix, app: app)
         let stored = try session.wait { CallHistoryStore(topology: session.topology).read(keys, callID: callID, completion: $0) }
         let dead = try session.newest(filter: DeadLetterFilter(apps: [app], callID: callID), limit: deadLettersShown)
-        let schedule = RetrySchedule(topology: session.topology, config: .init(prefix: session.config.redis.prefix,
-                                                                                  windows: session.config.retentionWindows))
+        let schedule = RetrySchedule(topology: session.topology, config: .init(prefix: session.config.redis.prefix))
         let retry = try session.wait { schedule.pending(keys, callID: callID, completion: $0) }
 
         // The tokens, and where each was learnt: the dead letters' and the retry's events, then --token.

@@ -69,7 +69,7 @@ final class GatewayProcess {
             let topology = RedisTopology.own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                                              clientName: "pushgw-retry")
             moverTopology = topology
-            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: topology, config: .init(prefix: config.redis.prefix, windows: config.retentionWindows)),
+            let retryRole = RetryRole(loop: loop, schedule: RetrySchedule(topology: topology, config: .init(prefix: config.redis.prefix)),
                                       log: log)
             retryRole.apps = apps.map(\.keys)
             mover = retryRole
@@ -201,7 +201,7 @@ final class GatewayProcess {
         for warning in report.warnings { log.warn("config warning", ["error": warning.description]) }
         let pooled = pools.apply(newConfig)
         let apps = AppRuntime.all(newConfig)
-        store.updateApps(apps.map(\.keys))
+        store.updateApps(apps.map(\.keys), windows: newConfig.retentionWindows)
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)

@@ -106,4 +106,19 @@ final class RetentionWindowsTests: XCTestCase {
         XCTAssertTrue(h.waitForRecords(5))
         XCTAssertGreaterThan(ttl(h.keys("beta").cancelled("early")), 86_000, "beta keeps the default cancel window, 24 h")
     }
+
+    func testAReloadGivesTheNewWindowsToKeysWrittenFromThenOn() throws {
+        try start()
+        h.call("before", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertTrue((1...2).contains(ttl(h.keys("acme").result("before"))))
+        // What pushgw run's reload (SIGHUP) does with the new config's windows.
+        h.store.updateApps(h.apps.map(\.keys), windows: ["acme": RetentionWindows(resultSeconds: 600, cancelSeconds: 700)])
+        h.call("after", voip: "a0a1")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertTrue((590...600).contains(ttl(h.keys("acme").result("after"))), "the reloaded result window, 600 s")
+        h.xadd("acme", ["v": 1, "id": "after", "type": "call_cancelled"])
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertTrue((690...700).contains(ttl(h.keys("acme").cancelled("after"))), "and cancel window, 700 s (the cancel step's)")
+    }
 }

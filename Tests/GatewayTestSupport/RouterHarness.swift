@@ -120,7 +120,7 @@ package final class RouterHarness {
         runner = RouterRole(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: access.admin)
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
-        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init(windows: config.retentionWindows)),
+        mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init()),
                            log: Log(minimum: .error))
         mover.apps = apps.map(\.keys)
         runner.observations = outcomes
