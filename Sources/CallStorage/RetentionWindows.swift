@@ -25,7 +25,7 @@ public struct RetentionWindows: Equatable, Sendable {
 }
 
 /// What the windows cost in Redis memory at a steady call rate, by kind of key: estimates from
-/// measured bytes per key (docs/operations.md, *Redis memory*), for `pushgw config check --rate`.
+/// measured bytes per key (docs/operations.md, *Redis sizing*), for `pushgw config check --rate`.
 public enum RetentionMemory {
     /// One kind of per-call key and what it holds at a rate.
     public struct Row: Equatable, Sendable {

@@ -26,7 +26,7 @@ enum ConfigCommand: Command {
           --rate N/s      also print the Redis memory each app's retention windows
                           (apps.APP.retention) hold once N calls a second have come to the
                           app for the longest of them, by kind of key: estimates from
-                          measured bytes per key (docs/operations.md, Redis memory); with
+                          measured bytes per key (docs/operations.md, Redis sizing); with
                           --json under "redis_memory"
 
         Exit status: 0 when the config is usable (warnings alone do not fail it), 1 when it has
@@ -136,7 +136,7 @@ struct RetentionMemoryReport {
     var lines: [String] {
         let rate = Self.number(callsPerSecond)
         var out = ["Redis memory held at \(rate) calls/s to each app, by kind of key (estimates from measured bytes per key; "
-                   + "docs/operations.md, Redis memory):"]
+                   + "docs/operations.md, Redis sizing):"]
         let header = ["app", "key", "bytes/key", "keys/call", "kept", "memory"]
         var table = [header]
         for app in apps {
