@@ -8,9 +8,9 @@ import VisibleText
 
 /// `pushgw tokens`: what the gateway knows about one device token, and forgetting that it is
 /// invalid (docs/operations.md, "Tokens"). A token APNs declared invalid is skipped by later
-/// calls until its mark lapses (30 days) or the event says it was registered again; after a
-/// mistake (a wrong environment or bundle id, since fixed) an operator clears the mark here
-/// instead of waiting. Redis is reached through `TokenStore` in a `DeadSession`, whose audit
+/// calls until its mark lapses (the app's `retention.invalid_token_ttl_s`, 30 days by default)
+/// or the event says it was registered again; after a mistake (a wrong environment or bundle
+/// id, since fixed) an operator clears the mark here instead of waiting. Redis is reached through `TokenStore` in a `DeadSession`, whose audit
 /// `forget` shares with the dead-letter verbs.
 enum TokensCommand: Command {
     static let name = "tokens"
