@@ -115,6 +115,45 @@ printf '%-22s %14s %14s %8s %12s MB %15s µs\n' "1 x 100" "$hm" "$pm" "$(python3
   "$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)" "$(printf '%s\n' "${fcm_cpu[@]}" | median)"
 echo "(beside the APNs client's CPU per push above, last row: $(printf '%s\n' "${apns_cpu[@]}" | median) µs; each h2load and pushgw run: ${h[*]} / ${p[*]})"
 
+# The same two clients against the simulator (pushgw simulator: APNs' /3/device and FCM's token
+# endpoint and messages:send, each request judged as the real service would), alternating.
+sim_port=$(free_port)
+cat > "$work/bench-simulator.json" <<JSON
+{ "cert_file": "$pki/server.pem", "key_file": "$pki/server.key",
+  "token_keys": { "KEY1234567": "$pki/AuthKey.p8" }, "team_id": "TEAM123456", "bundle_ids": ["com.example.app"],
+  "raised_max_streams": 1000, "record_limit": 0,
+  "fcm_service_accounts": { "bench@pushgw-test.iam.gserviceaccount.com": "$pki/fcm-service-account.pub.pem" } }
+JSON
+"$bin/pushgw" simulator --config "$work/bench-simulator.json" --port "$sim_port" > "$work/bench-simulator.out" 2>&1 &
+pids+=($!)
+wait_port "$sim_port"
+python3 - "$sim_port" "$work/fcm-account.json" "$work/fcm-account-sim.json" <<'PY'
+import json, sys
+account = json.load(open(sys.argv[2]))
+account["token_uri"] = f"https://127.0.0.1:{sys.argv[1]}/token"
+json.dump(account, open(sys.argv[3], "w"))
+PY
+echo "== APNs and FCM clients against the simulator: $REQUESTS requests each, 1 connection x 100 streams, ${ROUNDS} alternating rounds, medians"
+printf '%-10s %14s %18s %14s\n' "provider" "pushgw req/s" "pushgw CPU/push" "peak RSS"
+sa=(); sa_cpu=(); sa_rss=(); sf=(); sf_cpu=(); sf_rss=()
+for _ in $(seq 1 "$ROUNDS"); do
+  out=$("$bin/pushgw-bench" apns --port "$sim_port" --ca "$pki/ca.pem" --key "$pki/AuthKey.p8" --token "$token" \
+        --connections 1 --streams 100 --requests "$REQUESTS")
+  sa+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"]==d["requests"], d; print(d["rps"])')")
+  sa_cpu+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_request"])')")
+  sa_rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
+  out=$("$bin/pushgw-bench" fcm --port "$sim_port" --ca "$pki/ca.pem" --account "$work/fcm-account-sim.json" \
+        --connections 1 --streams 100 --requests "$REQUESTS")
+  sf+=("$(echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"]==d["requests"], d; print(d["rps"])')")
+  sf_cpu+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_us_per_request"])')")
+  sf_rss+=("$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_rss_mb"])')")
+done
+printf '%-10s %14s %15s µs %11s MB\n' "APNs" "$(printf '%s\n' "${sa[@]}" | median)" "$(printf '%s\n' "${sa_cpu[@]}" | median)" \
+  "$(printf '%s\n' "${sa_rss[@]}" | sort -n | tail -1)"
+printf '%-10s %14s %15s µs %11s MB\n' "FCM" "$(printf '%s\n' "${sf[@]}" | median)" "$(printf '%s\n' "${sf_cpu[@]}" | median)" \
+  "$(printf '%s\n' "${sf_rss[@]}" | sort -n | tail -1)"
+echo "(the simulator judges every request: its own CPU is on the same 2 cores; each run: APNs ${sa[*]} / FCM ${sf[*]})"
+
 # ---- End to end --------------------------------------------------------------------------
 make_tokens
 rport=$(free_port)

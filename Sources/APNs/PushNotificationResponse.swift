@@ -36,7 +36,7 @@ public struct PushNotificationResponse: Sendable, Equatable {
 /// `connectionFailed`, `queueFull`, `clientClosed`) may be retried: none says the push is
 /// wrong, and the push may or may not have arrived. `credentialUnusable` (the app's signing
 /// key) and `unsendable` (this push can never be written) will fail the same way again: the
-/// router dead-letters them (`ApnsVerdict`). `withdrawn` is the caller's own doing
+/// router dead-letters them (`PushVerdict`). `withdrawn` is the caller's own doing
 /// (`ApnsClient.withdraw`): nothing was sent.
 public enum ApnsClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No answer within the request timeout. APNs may or may not have delivered it.

@@ -7,6 +7,7 @@
 // at scrape time and is told about events; the command line wires it into a process.
 import HTTPMessages
 import APNs
+import FCM
 import BuildVersion
 import EventLoop
 import Foundation
@@ -341,6 +342,14 @@ extension GatewayAdmin: RouterObservations {
 
     package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
         metrics.apnsFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
+    }
+
+    package func fcmAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        metrics.fcmAnswered(app: app, channel: channel, status: status, reason: reason, latencySeconds: latencySeconds)
+    }
+
+    package func fcmFailed(app: String, channel: PushChannel, error: FcmClientError, latencySeconds: Double) {
+        metrics.fcmFailed(app: app, channel: channel, error: error, latencySeconds: latencySeconds)
     }
 
     package func fallback(app: String, cause: FallbackCause) {

@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import BuildVersion
 import GatewayConfiguration
 import GatewayRoles
@@ -44,6 +45,9 @@ package final class GatewayMetrics: RouterObservations {
     let apnsResponses: CounterFamily
     let apnsFailures: CounterFamily
     let apnsLatency: HistogramFamily
+    let fcmResponses: CounterFamily
+    let fcmFailures: CounterFamily
+    let fcmLatency: HistogramFamily
     // MARK: Router (pulled)
     let callsInFlight: GaugeFamily
     let invalidEvents: CounterFamily
@@ -159,6 +163,15 @@ package final class GatewayMetrics: RouterObservations {
         apnsLatency = r.histogram("pushgw_apns_answer_latency_seconds",
                                   help: "From handing a push to the APNs client to APNs' answer, by channel.",
                                   labels: ["channel"], buckets: GatewayMetrics.apnsLatencyBuckets)
+        fcmResponses = r.counter("pushgw_fcm_responses_total",
+                                 help: "FCM answers to messages for Android devices, by app, channel (voip: the ring, alert: the missed-call notification and call_ended), HTTP status and FCM's error code (empty when accepted).",
+                                 labels: ["app", "channel", "status", "reason"])
+        fcmFailures = r.counter("pushgw_fcm_failures_total",
+                                help: "Messages for Android devices that got no answer from FCM (or no access token), by app, channel and error.",
+                                labels: ["app", "channel", "error"])
+        fcmLatency = r.histogram("pushgw_fcm_answer_latency_seconds",
+                                 help: "From handing a message to the FCM client to FCM's answer (its access token's exchange included), by channel.",
+                                 labels: ["channel"], buckets: GatewayMetrics.apnsLatencyBuckets)
 
         callsInFlight = r.gauge("pushgw_calls_in_flight", help: "Call events being routed by this process.")
         invalidEvents = r.counter("pushgw_invalid_events_total", help: "Stream entries that were not a valid call event (dead-lettered).")
@@ -341,6 +354,17 @@ package final class GatewayMetrics: RouterObservations {
         apnsFailures.inc([app, channel.rawValue, error.metricLabel])
     }
 
+    package func fcmAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
+        // FCM's codes are a table (`FcmErrorCode`); one not in it is counted as `other`.
+        let code = reason.map { FcmErrorCode(text: $0, status: status).unlistedSpelling == nil ? $0 : "other" } ?? ""
+        fcmResponses.inc([app, channel.rawValue, String(status), code])
+        fcmLatency.observe([channel.rawValue], latencySeconds)
+    }
+
+    package func fcmFailed(app: String, channel: PushChannel, error: FcmClientError, latencySeconds: Double) {
+        fcmFailures.inc([app, channel.rawValue, error.metricLabel])
+    }
+
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
         if cause == .deadline || cause == .rateLimited { deadlineMisses.inc([app]) }
@@ -363,7 +387,13 @@ package final class GatewayMetrics: RouterObservations {
             reason = feedback.reason
             environmentMismatches.inc([app, feedback.channel.rawValue, feedback.environment ?? ""])
         } else {
-            if case .unknown = ApnsReason(text: feedback.reason, status: 0) { reason = "other" } else { reason = feedback.reason }
+            if feedback.channel == .fcm {
+                reason = FcmErrorCode(text: feedback.reason, status: 0).unlistedSpelling == nil ? feedback.reason : "other"
+            } else if case .unknown = ApnsReason(text: feedback.reason, status: 0) {
+                reason = "other"
+            } else {
+                reason = feedback.reason
+            }
             // Without an environment the feedback entry came with a known-invalid mark (`InvalidToken`).
             tokensInvalidated.inc([app, feedback.channel.rawValue, reason])
         }

@@ -151,16 +151,25 @@ public struct LookupQuery: Equatable, Sendable {
     /// looked up as `voipToken` and `alertToken` are; empty for a single-device call.
     public var deviceVoipTokens: [String?]
     public var deviceAlertTokens: [String?]
+    /// An Android device's FCM token (the single-device form's), looked up as the others.
+    public var fcmToken: String?
+    /// Each listed device's FCM token (nil: an iPhone), one per device, or empty when no
+    /// device has one.
+    public var deviceFcmTokens: [String?]
 
     public init(eventId: String, voipToken: String?, alertToken: String?, claim: Bool = false,
-                deviceVoipTokens: [String?] = [], deviceAlertTokens: [String?] = []) {
+                deviceVoipTokens: [String?] = [], deviceAlertTokens: [String?] = [], fcmToken: String? = nil,
+                deviceFcmTokens: [String?] = []) {
         precondition(deviceVoipTokens.count == deviceAlertTokens.count, "one token pair per device")
+        precondition(deviceFcmTokens.isEmpty || deviceFcmTokens.count == deviceVoipTokens.count, "one FCM token per device")
         self.eventId = eventId
         self.voipToken = voipToken
         self.alertToken = alertToken
         self.claim = claim
         self.deviceVoipTokens = deviceVoipTokens
         self.deviceAlertTokens = deviceAlertTokens
+        self.fcmToken = fcmToken
+        self.deviceFcmTokens = deviceFcmTokens
     }
 }
 
@@ -262,6 +271,10 @@ public struct EventLookup: Equatable, Sendable {
     /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
     public var deviceVoipInvalidSinceMs: [Int64?] = []
     public var deviceAlertInvalidSinceMs: [Int64?] = []
+    /// The same for FCM tokens: the single-device form's, and each listed device's (in order,
+    /// nil for an iPhone; empty when the query named none).
+    public var fcmInvalidSinceMs: Int64?
+    public var deviceFcmInvalidSinceMs: [Int64?] = []
     /// With `LookupQuery.voipSuspicion`: whether the VoIP token (of the single-device form, or
     /// of each listed device in its order) is suspected of iOS's silent ban.
     public var voipSuspected = false

@@ -39,6 +39,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         cancelledPrefix = base + "cancelled:"
         invalidVoipPrefix = base + "invalid:voip:"
         invalidAlertPrefix = base + "invalid:alert:"
+        invalidFcmPrefix = base + "invalid:fcm:"
         voipSilentPrefix = base + "voip-silent:"
         voipSuspectedPrefix = base + "voip-suspected:"
         silentRingPrefix = base + "silent-ring:"
@@ -126,12 +127,14 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     let cancelledPrefix: String
     let invalidVoipPrefix: String
     let invalidAlertPrefix: String
+    let invalidFcmPrefix: String
     /// `invalidPrefix(channel) + token`, a string: unix ms since when `token` is known to be
     /// invalid on `channel`, with a TTL.
     public func invalidPrefix(_ channel: TokenChannel) -> String {
         switch channel {
         case .voip: invalidVoipPrefix
         case .alert: invalidAlertPrefix
+        case .fcm: invalidFcmPrefix
         }
     }
     // MARK: The guard against iOS's silent VoIP ban (docs/protocol.md), with ring receipts on
@@ -230,8 +233,13 @@ public struct GatewayKeys: Hashable, Sendable {
 }
 
 /// The push channel a token belongs to; the raw value is what goes into Redis
-/// (feedback field `channel`, known-invalid key names).
+/// (feedback field `channel`, known-invalid key names): an iPhone's VoIP or alert token, or an
+/// Android phone's FCM registration token (both its ring and its missed-call notification).
 public enum TokenChannel: String, Sendable, CaseIterable {
     case voip
     case alert
+    case fcm
+
+    /// The channels of an iPhone's (hex) token.
+    public static let apns: [TokenChannel] = [.voip, .alert]
 }

@@ -470,6 +470,7 @@ public final class CallStore {
                 if q.voipSuspicion { command.append(app.voipSuspectedPrefix, token) }
             }
             if let token = q.alertToken { command.append(app.invalidAlertPrefix, token) }
+            if let token = q.fcmToken { command.append(app.invalidFcmPrefix, token) }
             for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
                 if let voip {
                     command.append(app.invalidVoipPrefix, voip)
@@ -477,6 +478,7 @@ public final class CallStore {
                 }
                 if let alert { command.append(app.invalidAlertPrefix, alert) }
             }
+            for case let fcm? in q.deviceFcmTokens { command.append(app.invalidFcmPrefix, fcm) }
         }
         let reads = command.count - (claims == 0 ? 1 : 0)
         if let claimAs, claims > 0 {
@@ -504,6 +506,7 @@ public final class CallStore {
                         if q.voipSuspicion { found.voipSuspected = !values[i].isNull; i += 1 }
                     }
                     if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                    if q.fcmToken != nil { found.fcmInvalidSinceMs = values[i].integer; i += 1 }
                     for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
                         found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
                         if voip != nil { i += 1 }
@@ -513,6 +516,10 @@ public final class CallStore {
                         }
                         found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
                         if alert != nil { i += 1 }
+                    }
+                    for fcm in q.deviceFcmTokens {
+                        found.deviceFcmInvalidSinceMs.append(fcm == nil ? nil : values[i].integer)
+                        if fcm != nil { i += 1 }
                     }
                     if claims > 0, q.claim {
                         if values[holder].integer == 1 {

@@ -9,8 +9,8 @@ public struct RetentionWindows: Equatable, Sendable {
     /// How long a cancellation marker (`AppKeys.cancelled(id)`, set by a cancel, an answer or a
     /// decline) lasts, seconds: a call or retry of that id read meanwhile is not pushed. 24 h.
     public var cancelSeconds: Int
-    /// How long a token APNs declared invalid is remembered (`AppKeys.invalidPrefix`), seconds:
-    /// its calls skip it meanwhile. 30 days. (FCM tokens are not rung yet, so none is marked.)
+    /// How long a token APNs or FCM declared invalid is remembered (`AppKeys.invalidPrefix`, for
+    /// every `TokenChannel`: voip, alert, fcm), seconds: its calls skip it meanwhile. 30 days.
     public var invalidTokenSeconds: Int
 
     public init(resultSeconds: Int = 86_400, cancelSeconds: Int = 86_400, invalidTokenSeconds: Int = 30 * 86_400) {
@@ -43,17 +43,17 @@ public enum RetentionMemory {
 
     /// The measured bytes of `used_memory` per key, with what was measured.
     /// - `result:ID`: 550 B (the result JSON, 340 B on average, with its key), measured on
-    ///   100,000 events of mixed outcomes at 1,000/s by deleting the kind (issue 29).
-    /// - `invalid:voip|alert:TOKEN`: ~205 B per newly invalid token (issue 29's measurement;
-    ///   the key alone, a 64-hex-digit token holding unix ms, measured 197 B).
+    ///   100,000 events of mixed outcomes at 1,000/s by deleting the kind.
+    /// - `invalid:voip|alert|fcm:TOKEN`: ~205 B per newly invalid token, measured likewise
+    ///   (the key alone, a 64-hex-digit token holding unix ms, measured 197 B).
     /// - `cancelled:ID`: ~200 B (measured 150 B for a cancel's `1` and 197 B for an
     ///   `answered:DEVICE`, 36-character ids, 100,000 keys on Redis 7.0).
     public static let resultBytes = 550
     public static let invalidTokenBytes = 205
     public static let cancelMarkerBytes = 200
 
-    /// The share of calls that bring a newly invalid token, for the estimate: 1 % (the figure
-    /// issue 29 tabulates; a deployment's own is its feedback stream's rate over its call rate).
+    /// The share of calls that bring a newly invalid token, for the estimate: 1 % (a
+    /// deployment's own is its feedback stream's rate over its call rate).
     public static let invalidTokenShare = 0.01
     /// The share of calls that set a cancellation marker: every call that is cancelled,
     /// answered or declined does; the estimate counts all of them (an upper bound).
@@ -67,6 +67,6 @@ public enum RetentionMemory {
         }
         return [row("result:ID", resultBytes, 1, windows.resultSeconds),
                 row("cancelled:ID", cancelMarkerBytes, cancelMarkerShare, windows.cancelSeconds),
-                row("invalid:voip|alert:TOKEN", invalidTokenBytes, invalidTokenShare, windows.invalidTokenSeconds)]
+                row("invalid:voip|alert|fcm:TOKEN", invalidTokenBytes, invalidTokenShare, windows.invalidTokenSeconds)]
     }
 }

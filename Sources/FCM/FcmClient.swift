@@ -31,11 +31,15 @@ public enum FcmClientError: Error, Equatable, Sendable, CustomStringConvertible 
     /// No access token: the credential was refused (a human must fix it) or the token endpoint
     /// was not reached (`AccessTokenError.isTransient`).
     case accessToken(AccessTokenError)
+    /// The credential's client could not be made (its service-account file does not load, the
+    /// CA file): nothing was sent, and nothing can be until a human fixes it.
+    case clientUnusable(String)
 
     public var description: String {
         switch self {
         case let .transport(error): return error.description(server: "FCM")
         case let .accessToken(error): return "no FCM access token: \(error.description)"
+        case let .clientUnusable(problem): return "no FCM client: \(problem)"
         }
     }
 }

@@ -12,6 +12,15 @@ package enum FcmPoolError: Error, Equatable, CustomStringConvertible {
     /// The TLS setup failed (the CA file).
     case tls(TLSError)
 
+    /// What is wrong, without the credential's name (its dead letter names it).
+    package var problem: String {
+        switch self {
+        case .unknownCredential: return "no FCM credential of that name in the config"
+        case let .serviceAccount(_, file, problem): return "\(file) \(problem.description)"
+        case let .tls(error): return "TLS: \(error.message)"
+        }
+    }
+
     package var description: String {
         switch self {
         case let .unknownCredential(name): return "no FCM credential named \(name)"

@@ -1,5 +1,6 @@
 import APNs
 import CallStorage
+import FCM
 import Routing
 
 /// What the router tells the world as it happens: the events no counter of `RouterRole`
@@ -20,6 +21,11 @@ package protocol RouterObservations: AnyObject {
     func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double)
     /// A push of `app` on `channel` got no answer (`ApnsClientError`) after `latencySeconds`.
     func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double)
+    /// FCM answered a message of `app` for an Android device on `channel` (the ring, or the
+    /// missed-call notification and `call_ended`) with `status` (and FCM's code for a refusal).
+    func fcmAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double)
+    /// A message of `app` for an Android device got no answer from FCM, or no access token.
+    func fcmFailed(app: String, channel: PushChannel, error: FcmClientError, latencySeconds: Double)
     /// The router fell back from VoIP to the alert push for `cause` (once per call: the
     /// alert's first attempt). A `deadline` cause is also a deadline miss.
     func fallback(app: String, cause: FallbackCause)
@@ -39,6 +45,8 @@ extension RouterObservations {
     package func eventsReceived(app: String, claimed: Bool, count: Int) {}
     package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {}
     package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {}
+    package func fcmAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {}
+    package func fcmFailed(app: String, channel: PushChannel, error: FcmClientError, latencySeconds: Double) {}
     package func fallback(app: String, cause: FallbackCause) {}
     package func callRecorded(app: String, record: OutcomeRecord) {}
     package func tokenFeedback(app: String, feedback: InvalidToken) {}
@@ -58,6 +66,17 @@ extension ApnsClientError {
         case .credentialUnusable: return "credential_unusable"
         case .unsendable: return "unsendable"
         case .withdrawn: return "withdrawn"
+        }
+    }
+}
+
+extension FcmClientError {
+    /// A short, bounded label value for metrics, as `ApnsClientError.metricLabel`.
+    package var metricLabel: String {
+        switch self {
+        case let .transport(error): return error.metricLabel
+        case .accessToken: return "access_token"
+        case .clientUnusable: return "client_unusable"
         }
     }
 }

@@ -1,5 +1,6 @@
 import APNs
 import EventLoop
+import FCM
 import CallStorage
 import Routing
 
@@ -21,8 +22,8 @@ extension RouterRole {
         for feedback in action.feedback { call.feedback.append(InvalidToken(feedback)) }
         if let reason = action.appRefused { appRefused(call.app, reason) }
         for device in action.withdraw {
-            if let out = call.firstPushOut, out.device == device { out.client.withdraw(out.ticket) }
-            for out in call.morePushesOut where out.device == device { out.client.withdraw(out.ticket) }
+            if let out = call.firstPushOut, out.device == device { out.withdraw() }
+            for out in call.morePushesOut where out.device == device { out.withdraw() }
         }
         switch action.timer {
         case .unchanged:
@@ -67,8 +68,9 @@ extension RouterRole {
         run(call.machine.onTimer(now: Clock.unixMs()), for: call)
     }
 
-    /// Sends one push of a call to the pool of its app's credential and environment, and
-    /// hands its answer back to the call's machine under its device.
+    /// Sends one push of a call to the pool of its app's credential and environment (an FCM
+    /// message to its app's FCM client), and hands its answer back to the call's machine under
+    /// its device.
     func send(_ push: CallStateMachine.DevicePush, for call: LiveCall) {
         let plan = push.plan, device = push.device
         switch push.purpose {
@@ -76,6 +78,11 @@ extension RouterRole {
         case .missedCall: observations?.fallback(app: call.app.id, cause: .unanswered)
         case .noReceipt(.alert): observations?.fallback(app: call.app.id, cause: .noReceipt)
         case .ring, .fallback, .ended, .noReceipt: break
+        }
+        let notification: PushNotification, environment: ApnsEnvironment
+        switch plan.message {
+        case let .apns(n, e): (notification, environment) = (n, e)
+        case let .fcm(message): return send(message, of: push, for: call)
         }
         // An app APNs refused again and again: its push is withheld, but for one probe a period.
         var probe = false
@@ -92,13 +99,13 @@ extension RouterRole {
         }
         let client: ApnsClient
         do {
-            client = try pools.client(credential: call.app.credential, environment: plan.environment)
+            client = try pools.client(credential: call.app.credential, environment: environment)
         } catch {
             if probe { appHealth[call.app.id]?.onProbeAnswered(nowMs: Clock.monotonicMs()) }
             return run(call.machine.onApnsFailed(device: device, .credentialUnusable("\(error)"), now: Clock.unixMs()), for: call)
         }
         let sentUs = Clock.monotonicUs()
-        let ticket = client.send(plan.notification, writeByUnixMs: plan.writeByUnixMs, lane: push.lane, share: call.app.share) { [unowned self] result in
+        let ticket = client.send(notification, writeByUnixMs: plan.writeByUnixMs, lane: push.lane, share: call.app.share) { [unowned self] result in
             if call.firstPushOut?.device == device { call.firstPushOut = nil }
             call.morePushesOut.removeAll { $0.device == device }
             // A drain cut off by its timeout retired with this push out; the process then
@@ -128,10 +135,47 @@ extension RouterRole {
             self.run(action, for: call)
         }
         // Nil when the client answered at once (closed, queue full): the completion ran.
-        if let ticket, !ticket.isAnswered {
-            let out = PushOut(device: device, client: client, ticket: ticket)
-            if call.firstPushOut == nil { call.firstPushOut = out } else { call.morePushesOut.append(out) }
+        if let ticket, !ticket.isAnswered { pushOut(PushOut(device: device, ticket: .apns(client, ticket)), of: call) }
+    }
+
+    private func pushOut(_ out: PushOut, of call: LiveCall) {
+        if call.firstPushOut == nil { call.firstPushOut = out } else { call.morePushesOut.append(out) }
+    }
+
+    /// Sends an FCM message of a call (an Android device's) with its app's FCM credential. APNs'
+    /// refusals of the app (`AppCredentialHealth`) do not hold it back: that health is the APNs
+    /// credential's. A credential whose client cannot be made (its service-account file) is a
+    /// dead letter naming it.
+    private func send(_ message: FcmMessage, of push: CallStateMachine.DevicePush, for call: LiveCall) {
+        let device = push.device, channel = push.plan.channel
+        let client: FcmClient
+        do {
+            client = try fcmPools.client(credential: call.app.policy.fcmCredential ?? "")
+        } catch {
+            return run(call.machine.onFcmFailed(device: device, .clientUnusable(error.problem), now: Clock.unixMs()), for: call)
         }
+        let sentUs = Clock.monotonicUs()
+        let ticket = client.send(message, writeByUnixMs: push.plan.writeByUnixMs) { [unowned self] result in
+            if call.firstPushOut?.device == device { call.firstPushOut = nil }
+            call.morePushesOut.removeAll { $0.device == device }
+            guard !self.lifecycle.hasHandedOver else { return }  // as for APNs (`send(_:for:)`)
+            let now = Clock.unixMs()
+            let seconds = Double(Clock.monotonicUs() - sentUs) / 1_000_000
+            let action: CallStateMachine.Action
+            switch result {
+            case let .success(response):
+                self.observations?.fcmAnswered(app: call.app.id, channel: channel, status: response.status,
+                                               reason: response.isAccepted ? nil : response.reasonText, latencySeconds: seconds)
+                action = call.machine.onFcmAnswered(device: device, response, now: now)
+            case let .failure(error):
+                if error != .transport(.withdrawn) {
+                    self.observations?.fcmFailed(app: call.app.id, channel: channel, error: error, latencySeconds: seconds)
+                }
+                action = call.machine.onFcmFailed(device: device, error, now: now)
+            }
+            self.run(action, for: call)
+        }
+        if !ticket.isAnswered { pushOut(PushOut(device: device, ticket: .fcm(client, ticket)), of: call) }
     }
 
     // MARK: An app's credential

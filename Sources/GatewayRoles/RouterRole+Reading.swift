@@ -195,12 +195,6 @@ extension RouterRole {
             }
             // A replay carries the original call's deadline (`call_deadline`).
             event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
-            // The router does not ring Android devices yet: a call with one is kept whole as a
-            // dead letter (replayable), rather than ringing its iPhones and losing the rest.
-            if event.ringsAndroid {
-                throw InvalidEvent(field: "fcm_token", problem: "this gateway does not ring Android devices yet "
-                                   + "(the call is kept as a dead letter: replay it once it does)", callID: event.id, kind: event.kind)
-            }
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "error": error.description],
@@ -304,7 +298,7 @@ extension RouterRole {
                                                    claimHolder: found.claimHolder, consumer: settings.consumer,
                                                    copyRoutingHere: copyRouting(besides: call) != nil,
                                                    ended: found.cancelled ? CallEnd(marker: found.endMarker) : nil,
-                                                   knownInvalid: (found.voipInvalidSinceMs, found.alertInvalidSinceMs),
+                                                   knownInvalid: found.knownInvalid,
                                                    devicesKnownInvalid: found.devicesKnownInvalid,
                                                    devicesVoipSuspected: found.devicesVoipSuspected,
                                                    snapshot: a.snapshot, now: Clock.unixMs())

@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import EventLoop
 import Foundation
 import CallStorage
@@ -165,11 +166,23 @@ package final class RouterRole {
         }
     }
 
-    /// A push of a call with the APNs client.
+    /// A push of a call with its provider's client.
     struct PushOut {
         let device: Int
-        let client: ApnsClient
-        let ticket: ApnsPushTicket
+        let ticket: Ticket
+
+        enum Ticket {
+            case apns(ApnsClient, ApnsPushTicket)
+            case fcm(FcmClient, FcmSendTicket)
+        }
+
+        /// Takes the push back if it is not written yet (it then fails `.withdrawn`).
+        func withdraw() {
+            switch ticket {
+            case let .apns(client, ticket): client.withdraw(ticket)
+            case let .fcm(client, ticket): client.withdraw(ticket)
+            }
+        }
     }
 
     /// A call admitted for routing, waiting for its lookup: a new event, or a due retry with
@@ -226,6 +239,8 @@ package final class RouterRole {
     let loop: EventLoop
     let store: CallStore
     let pools: ApnsPools
+    /// The FCM clients, per FCM credential, for the apps' Android devices.
+    let fcmPools: FcmPools
     var apps: [AppRuntime]
     var appsByKeys: [AppKeys: AppRuntime]
     package let settings: RouterRoleSettings
@@ -319,11 +334,12 @@ package final class RouterRole {
     /// own mover wakes up for it).
     package var onRetryScheduled: ((Int64) -> Void)?
 
-    package init(loop: EventLoop, store: CallStore, pools: ApnsPools, apps: [AppRuntime],
+    package init(loop: EventLoop, store: CallStore, pools: ApnsPools, fcmPools: FcmPools, apps: [AppRuntime],
                 settings: RouterRoleSettings, log: Log) {
         self.loop = loop
         self.store = store
         self.pools = pools
+        self.fcmPools = fcmPools
         self.apps = apps
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
         intake = AppIntake(apps)

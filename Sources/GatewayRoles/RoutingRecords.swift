@@ -9,11 +9,12 @@ import Routing
 
 extension TokenChannel {
     /// The channel a token of `channel`'s push belongs to (feedback field `channel`,
-    /// known-invalid key names: docs/protocol.md).
-    init(_ channel: PushChannel) {
-        switch channel {
-        case .voip: self = .voip
-        case .alert: self = .alert
+    /// known-invalid key names: docs/protocol.md): an Android device's one FCM token for both.
+    init(_ channel: PushChannel, provider: PushProvider) {
+        switch (provider, channel) {
+        case (.fcm, _): self = .fcm
+        case (.apns, .voip): self = .voip
+        case (.apns, .alert): self = .alert
         }
     }
 }
@@ -22,7 +23,7 @@ extension InvalidToken {
     /// The feedback entry (and known-invalid key) of a token APNs declared invalid, or the
     /// feedback entry of one accepted in the other environment.
     init(_ feedback: TokenFeedback) {
-        self.init(token: feedback.token, channel: TokenChannel(feedback.channel), reason: feedback.reason,
+        self.init(token: feedback.token, channel: TokenChannel(feedback.channel, provider: feedback.provider), reason: feedback.reason,
                   timestampMs: feedback.timestampMs, environment: feedback.environment?.rawValue)
     }
 }
@@ -40,8 +41,17 @@ extension EventLookup {
 
     /// Since when each listed device's tokens are known invalid, in `CallEvent.devices`' order
     /// (empty for the single-device form, whose marks are `voipInvalidSinceMs`, `alertInvalidSinceMs`).
+    /// An Android device's one FCM mark stands for both of its stages (its ring, its missed call).
     var devicesKnownInvalid: [(voip: Int64?, alert: Int64?)] {
-        zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).map { ($0, $1) }
+        zip(deviceVoipInvalidSinceMs, deviceAlertInvalidSinceMs).enumerated().map { i, marks in
+            let fcm = i < deviceFcmInvalidSinceMs.count ? deviceFcmInvalidSinceMs[i] : nil
+            return (marks.0 ?? fcm, marks.1 ?? fcm)
+        }
+    }
+
+    /// The single-device form's marks, an Android device's FCM mark for both stages.
+    var knownInvalid: (voip: Int64?, alert: Int64?) {
+        (voipInvalidSinceMs ?? fcmInvalidSinceMs, alertInvalidSinceMs ?? fcmInvalidSinceMs)
     }
 
     /// Whether each device's VoIP token is suspected of iOS's silent ban, in `CallEvent.devices`'
@@ -98,7 +108,9 @@ extension LookupQuery {
         let claim = event.kind == .incomingCall
         let devices = resumed ? [] : event.listedDevices
         self.init(eventId: event.id, voipToken: resumed ? nil : event.voipToken, alertToken: resumed ? nil : event.alertToken,
-                  claim: claim, deviceVoipTokens: devices.map(\.voipToken), deviceAlertTokens: devices.map(\.alertToken))
+                  claim: claim, deviceVoipTokens: devices.map(\.voipToken), deviceAlertTokens: devices.map(\.alertToken),
+                  fcmToken: resumed ? nil : event.fcmToken,
+                  deviceFcmTokens: event.android == nil ? [] : devices.map(\.fcmToken))
         self.voipSuspicion = voipSuspicion && claim && !resumed
     }
 }

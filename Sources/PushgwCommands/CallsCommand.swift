@@ -124,7 +124,7 @@ enum CallsCommand: Command {
         var states: [CallView.TokenState] = []
         for t in tokens {
             let marks = try session.wait { store.marks(keys, token: t.token, completion: $0) }
-            for channel in t.channel.map({ [$0] }) ?? TokenChannel.allCases {
+            for channel in t.channel.map({ [$0] }) ?? TokenChannel.apns {
                 states.append(CallView.TokenState(channel: channel, token: t.token, source: t.source, mark: marks[channel]))
             }
         }

@@ -23,6 +23,8 @@ final class GatewayProcess {
     /// The router role's parts (nil without it).
     private let store: CallStore
     private let pools: ApnsPools
+    /// The FCM clients (per FCM credential) the router rings Android devices with.
+    private let fcmPools: FcmPools
     private let runner: RouterRole?
     /// The sentinels, when Redis runs under Sentinel: one watch shared by every connection.
     private let sentinels: RedisSentinels?
@@ -59,10 +61,12 @@ final class GatewayProcess {
                               topology: .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                                              clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config, log: log)
+        let fcmPools = FcmPools(loop: loop, config: config, log: log)
         self.store = store
         self.pools = pools
+        self.fcmPools = fcmPools
         runner = roles.contains(.router)
-            ? RouterRole(loop: loop, store: store, pools: pools, apps: apps,
+            ? RouterRole(loop: loop, store: store, pools: pools, fcmPools: fcmPools, apps: apps,
                             settings: RouterRoleSettings(consumer: consumer), log: log)
             : nil
         if roles.contains(.retry) {
@@ -153,6 +157,7 @@ final class GatewayProcess {
         deadLetters?.close()
         webhooks?.close()
         pools.close()
+        fcmPools.close()
         store.close()
         sentinels?.close()
         for (name, topology) in [("write", store.topology), ("retry", moverTopology)] {
@@ -200,6 +205,7 @@ final class GatewayProcess {
         }
         for warning in report.warnings { log.warn("config warning", ["error": warning.description]) }
         let pooled = pools.apply(newConfig)
+        let fcmPooled = fcmPools.apply(newConfig)
         let apps = AppRuntime.all(newConfig)
         store.updateApps(apps.map(\.keys), windows: newConfig.retentionWindows)
         mover?.apps = apps.map(\.keys)
@@ -212,8 +218,8 @@ final class GatewayProcess {
         let changed = before.intersection(after).filter { config.apps[$0] != newConfig.apps[$0] }
         log.info("config reloaded", ["apps_added": after.subtracting(before).sorted(),
                                      "apps_removed": before.subtracting(after).sorted(),
-                                     "apps_changed": changed.sorted(), "credentials_reopened": pooled.reopened,
-                                     "credentials_closed": pooled.closed])
+                                     "apps_changed": changed.sorted(), "credentials_reopened": (pooled.reopened + fcmPooled.reopened).sorted(),
+                                     "credentials_closed": (pooled.closed + fcmPooled.closed).sorted()])
         config = newConfig
     }
 

@@ -80,7 +80,7 @@ enum TokensCommand: Command {
                 defer { session.close() }
                 return try show(token, session: session, json: a.flag("--json"), context: context)
             }
-            var channels = TokenChannel.allCases
+            var channels = TokenChannel.apns
             if let channel = a.value("--channel") {
                 guard let one = TokenChannel(rawValue: channel) else { throw a.usage("--channel must be voip or alert, not \"\(channel)\"") }
                 channels = [one]
@@ -113,7 +113,7 @@ enum TokensCommand: Command {
                 continue
             }
             context.output.out("\(TerminalText.field(app)): token \(token)")
-            for channel in TokenChannel.allCases {
+            for channel in TokenChannel.apns {
                 guard let mark = marks[channel] else {
                     context.output.out("  \(channel.rawValue): not known to be invalid")
                     continue

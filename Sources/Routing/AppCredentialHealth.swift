@@ -144,8 +144,8 @@ public struct AppCredentialHealth: Equatable, Sendable {
         switch reason {
         case let .apnsCredentials(detail): return .apnsCredentials(detail + note)
         case let .apnsConfig(detail): return .apnsConfig(detail + note)
-        case .invalidEvent, .apnsRequest, .retriesExhausted, .payloadTooLarge, .invalidPush, .redeliveryLimit:
-            return reason  // not an app refusal: never withheld for (`onRefused` takes app refusals)
+        case .invalidEvent, .apnsRequest, .fcmCredentials, .retriesExhausted, .payloadTooLarge, .invalidPush, .redeliveryLimit:
+            return reason  // not an APNs refusal of the app: never withheld for (`onRefused` takes app refusals)
         }
     }
 }

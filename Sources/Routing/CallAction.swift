@@ -1,4 +1,5 @@
 import APNs
+import FCM
 
 /// What the runner (`RouterRole`) must do after one event of a `CallRouter`: an optional token
 /// feedback, then one step. The runner performs it and reports back (`apnsAnswered`,
@@ -54,21 +55,64 @@ public struct CallAction: Equatable, Sendable {
     public static let none = CallAction(step: .none)
 }
 
-/// One push to send for a call: which channel, which attempt, to which APNs environment.
+/// One push to send for a call: which channel, which attempt, and the provider's message.
 public struct PushPlan: Equatable, Sendable {
     public let channel: PushChannel
     /// 1 for the first attempt on this channel.
     public let attempt: Int
-    /// The event's `sandbox`, else the app's environment.
-    public let environment: ApnsEnvironment
-    /// The push itself. VoIP: topic `<bundle>.voip`, type voip, priority 10, `apns-expiration`
-    /// = the deadline in unix seconds, rounded down (so APNs never holds it past the deadline),
-    /// no collapse id, no `apns-id` (APNs generates one). Alert: topic = bundle id, type alert,
-    /// priority 10, `apns-expiration` = the fallback's start + the alert TTL, rounded down.
-    public let notification: PushNotification
+    /// What goes to the provider.
+    public let message: ProviderMessage
     /// Unix ms at and after which the push must not be written (the call's deadline, for a
-    /// VoIP push: one waiting in the APNs client's queue past it is never sent).
+    /// ring: one waiting in the provider client's queue past it is never sent).
     public var writeByUnixMs: Int64? = nil
+
+    /// A push for APNs.
+    public init(channel: PushChannel, attempt: Int, environment: ApnsEnvironment, notification: PushNotification,
+                writeByUnixMs: Int64? = nil) {
+        self.channel = channel
+        self.attempt = attempt
+        self.message = .apns(notification, environment: environment)
+        self.writeByUnixMs = writeByUnixMs
+    }
+
+    /// A message for FCM.
+    public init(channel: PushChannel, attempt: Int, fcm message: FcmMessage, writeByUnixMs: Int64? = nil) {
+        self.channel = channel
+        self.attempt = attempt
+        self.message = .fcm(message)
+        self.writeByUnixMs = writeByUnixMs
+    }
+
+    /// The APNs push; nil for an FCM message.
+    public var notification: PushNotification? {
+        guard case let .apns(notification, _) = message else { return nil }
+        return notification
+    }
+
+    /// The APNs environment the push goes to; nil for an FCM message.
+    public var environment: ApnsEnvironment? {
+        guard case let .apns(_, environment) = message else { return nil }
+        return environment
+    }
+
+    public var provider: PushProvider {
+        switch message {
+        case .apns: return .apns
+        case .fcm: return .fcm
+        }
+    }
+}
+
+/// A push as its provider takes it.
+public enum ProviderMessage: Equatable, Sendable {
+    /// To APNs, in `environment` (the event's `sandbox`, else the app's). VoIP: topic
+    /// `<bundle>.voip`, type voip, priority 10, `apns-expiration` = the deadline in unix
+    /// seconds, rounded down (so APNs never holds it past the deadline), no collapse id, no
+    /// `apns-id` (APNs generates one). Alert: topic = bundle id, type alert, priority 10,
+    /// `apns-expiration` = the fallback's start + the alert TTL, rounded down.
+    case apns(PushNotification, environment: ApnsEnvironment)
+    /// To FCM (`FcmMessages`: the ring, the missed-call notification, `call_ended`).
+    case fcm(FcmMessage)
 }
 
 /// A retry to fire later: `CallRouter.resume` from the router's `waiting` snapshot at `atMs`.
@@ -88,7 +132,8 @@ public struct RetryPlan: Equatable, Sendable {
 public struct TokenFeedback: Equatable, Sendable {
     public let token: String
     public let channel: PushChannel
-    /// Apple's reason text (`Unregistered`, `BadDeviceToken`, …), or `environment_mismatch`.
+    /// Apple's reason text (`Unregistered`, `BadDeviceToken`, …), FCM's code (`UNREGISTERED`,
+    /// `SENDER_ID_MISMATCH`, `INVALID_ARGUMENT`), or `environment_mismatch`.
     public let reason: String
     /// APNs' 410 timestamp (unix ms) where given, else the time of the answer.
     public let timestampMs: Int64
@@ -97,12 +142,15 @@ public struct TokenFeedback: Equatable, Sendable {
     /// For `environment_mismatch`: the environment that accepted the token (refused with
     /// `BadDeviceToken` in the call's own). Nil for a token that is invalid.
     public let environment: ApnsEnvironment?
+    /// An FCM registration token (`UNREGISTERED`, …) or an APNs token.
+    public let provider: PushProvider
 
     /// The reason of a token that works, but in the other environment.
     public static let environmentMismatch = "environment_mismatch"
 
     public init(token: String, channel: PushChannel, reason: String, timestampMs: Int64, timestampFromAPNs: Bool,
-                environment: ApnsEnvironment? = nil) {
+                environment: ApnsEnvironment? = nil, provider: PushProvider = .apns) {
+        self.provider = provider
         self.token = token
         self.channel = channel
         self.reason = reason
@@ -128,12 +176,17 @@ public enum DeadLetterReason: Equatable, Sendable {
     case apnsConfig(String)
     /// APNs refused the request's form (any other requestError; detail = Apple's reason).
     case apnsRequest(String)
+    /// FCM refused the app's service account or project (a `credential` answer, a second
+    /// `UNAUTHENTICATED`), or no access token could be had for it (detail: FCM's code or
+    /// Google's reason, or the service-account file's problem, naming the credential).
+    case fcmCredentials(String)
     /// Transient failures outlasted the channel's policy (or, for alerts, its TTL).
     case retriesExhausted(PushChannel)
     /// APNs refused the payload as too large, with nothing left to fall back to.
     case payloadTooLarge(PushChannel)
     /// The push could not be built or its request headers could not be laid out (should not
-    /// happen: events are validated); the error.
+    /// happen: events are validated), or FCM refused the message's form (`INVALID_ARGUMENT`
+    /// not naming the token, …); the error.
     case invalidPush(String)
     /// The entry was delivered this many times without reaching an outcome (a poison message
     /// that keeps killing or stalling gateways); detail = the delivery count.
@@ -146,6 +199,7 @@ public enum DeadLetterReason: Equatable, Sendable {
         case .apnsCredentials: return "apns_credentials"
         case .apnsConfig: return "apns_config"
         case .apnsRequest: return "apns_request"
+        case .fcmCredentials: return "fcm_credentials"
         case .retriesExhausted: return "retries_exhausted"
         case .payloadTooLarge: return "payload_too_large"
         case .invalidPush: return "invalid_push"
@@ -157,7 +211,7 @@ public enum DeadLetterReason: Equatable, Sendable {
     public var text: String {
         switch self {
         case let .invalidEvent(d), let .apnsCredentials(d), let .apnsConfig(d), let .apnsRequest(d),
-             let .invalidPush(d):
+             let .fcmCredentials(d), let .invalidPush(d):
             return "\(code): \(d)"
         case let .retriesExhausted(channel), let .payloadTooLarge(channel):
             return "\(code): \(channel.rawValue)"

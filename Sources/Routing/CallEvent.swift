@@ -48,6 +48,14 @@ public struct CallEvent: Equatable, Sendable {
     /// case-sensitive); nil when absent. Never with `voipToken` or `alertToken`: a device is an
     /// iPhone or an Android phone.
     public internal(set) var fcmToken: String? = nil
+    /// What the call's Android devices are sent besides their tokens (the ring's data, the
+    /// missed-call notification's text), worked out once at decoding; nil when no device has
+    /// an `fcm_token`. A reference: the event is copied at every step of its call.
+    public internal(set) var android: AndroidCall? = nil
+    /// For one Android device's event (`event(of:alert:)`): its router may send the missed-call
+    /// notification (its fallback); false under `missed_call_alert: unanswered`, where the
+    /// call's machine sends it.
+    public internal(set) var fcmMissedCall = true
     /// The event's `sandbox`; nil when absent (the app's environment applies).
     public let sandbox: Bool?
     /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
@@ -98,6 +106,12 @@ public struct CallEvent: Equatable, Sendable {
                            fcmToken: fcmToken)]
     }
 
+    /// The token of the device's ring: its VoIP token, or an Android device's FCM token.
+    public var ringToken: String? { voipToken ?? fcmToken }
+
+    /// Who delivers the pushes of this one device's event.
+    public var provider: PushProvider { fcmToken == nil ? .apns : .fcm }
+
     /// True when the call rings an Android device (an `fcm_token`, top-level or in `devices`).
     public var ringsAndroid: Bool {
         fcmToken != nil || listedDevices.contains { $0.fcmToken != nil }
@@ -114,6 +128,8 @@ public struct CallEvent: Equatable, Sendable {
                   voipTokenRegisteredAtMs: device.voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: device.alertTokenRegisteredAtMs,
                   listedDevices: [], device: nil)
         one.fcmToken = device.fcmToken
+        one.android = android
+        one.fcmMissedCall = alert
         return one
     }
 
@@ -491,6 +507,9 @@ struct JSONFields {
                               voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
                               listedDevices: listed, device: device)
         event.fcmToken = fcmToken
+        if kind == .incomingCall, fcmToken != nil || listed.contains(where: { $0.fcmToken != nil }) {
+            event.android = AndroidCall(voip: voip, id: id, deadlineMs: deadlineMs, title: alertTitle, body: alertBody, policy: policy)
+        }
         return event
     }
 

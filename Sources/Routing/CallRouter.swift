@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import Retry
 
 /// The per-call state machine: VoIP push first, then the alert fallback, then an outcome
@@ -43,6 +44,13 @@ import Retry
 /// - Transport failures are retryable, except `credentialUnusable` (dead letter
 ///   `apns_credentials`, app unhealthy) and `unsendable` (dead letter `invalid_push`: the push
 ///   can never be written). `ExpiredProviderToken` is handled by the APNs client.
+/// - An Android device (`CallEvent.fcmToken`) goes through the same states with FCM's
+///   messages (docs/protocol.md, *Android devices*): its ring (a high-priority data message
+///   whose TTL is the time left to the deadline) is the VoIP stage, its missed-call
+///   notification the alert stage, both to its one registration token; FCM's answers come
+///   through the same verdict (`PushVerdict`, from FCM's table), a `Retry-After` bounds the
+///   retry's backoff from below. Its token is known invalid as a whole (no missed-call
+///   notification to a token FCM called gone), and there is no other environment to try.
 /// - A waiting call can leave the process: `waiting` is its serializable snapshot (the durable
 ///   retry schedule keeps it in Redis), and `resume(_:from:now:)` on a fresh router continues
 ///   exactly where `retryDue(now:)` would have. The deadline is the snapshot's, fixed when the
@@ -84,7 +92,8 @@ public struct CallRouter: Sendable {
     /// What a started call knows in every state.
     private struct Call: Sendable {
         let event: CallEvent
-        /// The alert token exists and is not known to be invalid.
+        /// The alert token exists and is not known to be invalid (for an Android device: its
+        /// token, and its router may send the missed-call notification).
         let alertUsable: Bool
         /// No VoIP push leaves at or after this time (unix ms): the event's deadline when the
         /// call was first read, carried unchanged through the retry schedule.
@@ -220,8 +229,10 @@ public struct CallRouter: Sendable {
         case .voipInFlight, .voipWaiting, .alertInFlight, .alertWaiting, .finished:
             preconditionFailure("CallRouter.start called twice for call \(event.id)")
         }
-        let call = Call(event: event, alertUsable: CallRouter.usable(event.alertToken, invalidSince: knownInvalid.alert,
-                                                                   registeredAt: event.alertTokenRegisteredAtMs))
+        let alertUsable = event.fcmToken == nil
+            ? CallRouter.usable(event.alertToken, invalidSince: knownInvalid.alert, registeredAt: event.alertTokenRegisteredAtMs)
+            : event.fcmMissedCall && CallRouter.usable(event.fcmToken, invalidSince: knownInvalid.voip, registeredAt: nil)
+        let call = Call(event: event, alertUsable: alertUsable)
         switch event.kind {
         case .callCancelled:
             state = .finished(.cancelled)
@@ -247,8 +258,8 @@ public struct CallRouter: Sendable {
                 return duplicate(call, of: alreadyDone)
             }
             if cancelled { return finish(call, .cancelled) }
-            guard event.voipToken != nil else { return fallback(call, .noVoipToken, now: now) }
-            guard CallRouter.usable(event.voipToken, invalidSince: knownInvalid.voip,
+            guard event.ringToken != nil else { return fallback(call, .noVoipToken, now: now) }
+            guard CallRouter.usable(event.ringToken, invalidSince: knownInvalid.voip,
                                     registeredAt: event.voipTokenRegisteredAtMs) else {
                 return fallback(call, .voipTokenInvalid, now: now)
             }
@@ -304,13 +315,25 @@ public struct CallRouter: Sendable {
 
     /// APNs answered the push in flight (accepted or rejected).
     public mutating func apnsAnswered(_ response: PushNotificationResponse, now: Int64) -> CallAction {
-        answered(ApnsVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
+        answered(PushVerdict(response), status: response.status, reason: response.reason?.text, error: nil,
                  apnsID: response.apnsID, now: now)
     }
 
     /// The push in flight got no answer (timeout, connection lost, …).
     public mutating func apnsFailed(_ error: ApnsClientError, now: Int64) -> CallAction {
-        answered(ApnsVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
+        answered(PushVerdict(error), status: nil, reason: nil, error: error.description, apnsID: nil, now: now)
+    }
+
+    /// FCM answered the message in flight (accepted or refused).
+    public mutating func fcmAnswered(_ response: FcmResponse, now: Int64) -> CallAction {
+        answered(PushVerdict(response, credential: policy.fcmCredential ?? ""), status: response.status,
+                 reason: response.isAccepted ? nil : response.reasonText, error: nil, apnsID: response.messageName, now: now)
+    }
+
+    /// The message in flight got no answer from FCM (transport, or no access token).
+    public mutating func fcmFailed(_ error: FcmClientError, now: Int64) -> CallAction {
+        answered(PushVerdict(error, credential: policy.fcmCredential ?? ""), status: nil, reason: nil, error: error.description,
+                 apnsID: nil, now: now)
     }
 
     /// The runner did not send the push this router asked for: APNs has refused the app's
@@ -379,7 +402,7 @@ public struct CallRouter: Sendable {
 
     // MARK: Transitions
 
-    private mutating func answered(_ verdict: ApnsVerdict, status: Int?, reason: String?, error: String?,
+    private mutating func answered(_ verdict: PushVerdict, status: Int?, reason: String?, error: String?,
                                    apnsID: String?, now: Int64) -> CallAction {
         switch state {
         case .idle, .voipWaiting, .alertWaiting:
@@ -396,21 +419,23 @@ public struct CallRouter: Sendable {
         case let .voipInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .voip, status: status, reason: reason,
-                                               error: error, apnsID: apnsID, environment: s.otherEnvironment))
+                                               error: error, apnsID: apnsID, environment: s.otherEnvironment,
+                                               provider: call.event.provider))
             call.lastAnswerAtMs = now
             if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return voipDecided(s, call: call, verdict, now: now)
         case let .alertInFlight(s):
             var call = s.call
             call.attempts.append(AttemptRecord(sentAtMs: s.sentAtMs, channel: .alert, status: status, reason: reason,
-                                               error: error, apnsID: apnsID, environment: s.otherEnvironment))
+                                               error: error, apnsID: apnsID, environment: s.otherEnvironment,
+                                               provider: call.event.provider))
             call.lastAnswerAtMs = now
             if CallRouter.isFailure(verdict), call.firstFailureAtMs == nil { call.firstFailureAtMs = now }
             return alertDecided(s, call: call, verdict, now: now)
         }
     }
 
-    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
+    private mutating func voipDecided(_ s: VoipInFlight, call: Call, _ verdict: PushVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredVoip, channel: .voip, apnsID: apnsID, environmentMismatch: s.otherEnvironment,
@@ -422,18 +447,22 @@ public struct CallRouter: Sendable {
                 guard now < call.deadlineMs else { return fallback(call, .deadline, now: now) }
                 return sendVoip(call, attempt: s.attempt, now: now, otherEnvironment: true)
             }
-            let feedback = TokenFeedback(token: call.event.voipToken ?? "", channel: .voip, reason: reason,
-                                         timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
+            let feedback = TokenFeedback(token: call.event.ringToken ?? "", channel: .voip, reason: reason,
+                                         timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil,
+                                         provider: call.event.provider)
             if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
+            // An Android device's missed-call notification would go to the same token, gone.
+            if call.event.fcmToken != nil { return withoutFallback(call, .voipTokenInvalid, feedback: feedback) }
             return fallback(call, .voipTokenInvalid, now: now, feedback: feedback)
-        case let .transient(throttled):
+        case let .transient(throttled, retryAfterMs):
             if s.cancelled { return finish(call, .cancelled) }
             let deadline = call.deadlineMs
             guard now < deadline else { return fallback(call, .deadline, now: now) }
             guard policy.voipRetry.allowsAnotherAttempt(after: s.attempt) else {
                 return fallback(call, .retriesExhausted, now: now)
             }
-            let delay = policy.voipRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled)
+            let delay = max(policy.voipRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled),
+                            retryAfterMs ?? 0)
             // The retry must be able to leave before the deadline; else the alert goes now.
             guard now + delay < deadline else { return fallback(call, .deadline, now: now) }
             state = .voipWaiting(VoipWaiting(call: call, attemptsMade: s.attempt, dueAtMs: now + delay))
@@ -449,7 +478,7 @@ public struct CallRouter: Sendable {
         }
     }
 
-    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: ApnsVerdict, now: Int64) -> CallAction {
+    private mutating func alertDecided(_ s: AlertInFlight, call: Call, _ verdict: PushVerdict, now: Int64) -> CallAction {
         switch verdict {
         case let .accepted(apnsID):
             return finish(call, .deliveredAlert, channel: .alert, apnsID: apnsID, cause: s.cause,
@@ -460,16 +489,18 @@ public struct CallRouter: Sendable {
                 return sendAlert(call, cause: s.cause, attempt: s.attempt, windowEndMs: s.windowEndMs, now: now,
                                  otherEnvironment: true)
             }
-            let feedback = TokenFeedback(token: call.event.alertToken ?? "", channel: .alert, reason: reason,
-                                         timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil)
+            let feedback = TokenFeedback(token: call.event.alertToken ?? call.event.fcmToken ?? "", channel: .alert,
+                                         reason: reason, timestampMs: timestampMs ?? now, timestampFromAPNs: timestampMs != nil,
+                                         provider: call.event.provider)
             if s.cancelled { return finish(call, .cancelled, feedback: feedback) }
             return withoutFallback(call, s.cause, feedback: feedback)
-        case let .transient(throttled):
+        case let .transient(throttled, retryAfterMs):
             if s.cancelled { return finish(call, .cancelled) }
             guard policy.alertRetry.allowsAnotherAttempt(after: s.attempt) else {
                 return deadLetter(call, .retriesExhausted(.alert), appUnhealthy: false)
             }
-            let delay = policy.alertRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled)
+            let delay = max(policy.alertRetry.delayMs(forRetry: s.attempt - 1, random: jitter.next(), throttled: throttled),
+                            retryAfterMs ?? 0)
             guard now + delay < s.windowEndMs else {
                 return deadLetter(call, .retriesExhausted(.alert), appUnhealthy: false)
             }
@@ -521,6 +552,13 @@ public struct CallRouter: Sendable {
     /// pushes of the channel follow where its last attempt went (`otherEnvironment(of:_:)`).
     private mutating func sendVoip(_ call: Call, attempt: Int, now: Int64, otherEnvironment: Bool = false) -> CallAction {
         let event = call.event
+        if event.fcmToken != nil {
+            guard let ring = FcmMessages.ring(event, nowMs: now, deadlineMs: call.deadlineMs) else {
+                return deadLetter(call, .invalidPush("FCM: the ring message cannot be written"), appUnhealthy: false)
+            }
+            state = .voipInFlight(VoipInFlight(call: call, attempt: attempt, sentAtMs: now, otherEnvironment: nil))
+            return CallAction(step: .sendVoip(PushPlan(channel: .voip, attempt: attempt, fcm: ring, writeByUnixMs: call.deadlineMs)))
+        }
         let other = otherEnvironment ? self.environment(event).other : self.otherEnvironment(of: call, .voip)
         do {
             let push = try PushNotification(deviceToken: event.voipToken ?? "", topic: policy.voipTopic,
@@ -538,6 +576,16 @@ public struct CallRouter: Sendable {
     private mutating func sendAlert(_ call: Call, cause: FallbackCause, attempt: Int, windowEndMs: Int64, now: Int64,
                                     feedback: TokenFeedback? = nil, otherEnvironment: Bool = false) -> CallAction {
         let event = call.event
+        if event.fcmToken != nil {
+            guard let missed = FcmMessages.missedCall(event, nowMs: now, windowEndMs: windowEndMs) else {
+                return deadLetter(call, .invalidPush("FCM: the missed-call message cannot be written"), appUnhealthy: false,
+                                  feedback: feedback)
+            }
+            state = .alertInFlight(AlertInFlight(call: call, cause: cause, attempt: attempt, sentAtMs: now,
+                                                 otherEnvironment: nil, windowEndMs: windowEndMs))
+            return CallAction(feedback: feedback,
+                              step: .sendAlert(PushPlan(channel: .alert, attempt: attempt, fcm: missed), cause: cause))
+        }
         let other = otherEnvironment ? self.environment(event).other : self.otherEnvironment(of: call, .alert)
         do {
             let push = try PushNotification(deviceToken: event.alertToken ?? "", bundleID: policy.bundleID,
@@ -603,7 +651,7 @@ public struct CallRouter: Sendable {
         return sandbox ? .sandbox : .production
     }
 
-    private static func isFailure(_ verdict: ApnsVerdict) -> Bool {
+    private static func isFailure(_ verdict: PushVerdict) -> Bool {
         if case .accepted = verdict { return false }
         return true
     }

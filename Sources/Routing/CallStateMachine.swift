@@ -1,4 +1,5 @@
 import APNs
+import FCM
 import Retry
 
 /// One `incoming_call` entry's life in the router process as one machine: the entry's stay
@@ -33,6 +34,11 @@ import Retry
 /// - The single-device form under `missed_call_alert: undelivered` is today's call: its
 ///   router's actions pass through one for one and its record is the router's, byte for byte
 ///   (unless ring receipts are on: then every call rings as a call with devices).
+/// - An Android device (`fcm_token`) is rung by its router through FCM by the same rules
+///   (`CallRouter`); the machine's own pushes to it are FCM messages too: `call_ended` (a
+///   high-priority data message) where an iPhone gets the background push, the missed-call
+///   notification where an iPhone gets the missed-call alert. Ring receipts' escalation is
+///   an iPhone's (CallKit's report): an Android device's ring is not escalated.
 /// - With ring receipts on (`AppRoutingPolicy.ringReceiptTimeoutMs`), a device whose VoIP push
 ///   was accepted and whose receipt (`onRingReceipt`) has not come within the timeout is
 ///   escalated, before the deadline only and never after an end: one more VoIP push, then its
@@ -421,7 +427,8 @@ public struct CallStateMachine: Sendable {
             let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled,
                                        voipSuspected: suspected, waitedForRate: waitedForRate)
             ringing.devices.append(DeviceRing(device: device, router: router,
-                                              alertUsable: CallRouter.usable(device.alertToken, invalidSince: marks.alert,
+                                              alertUsable: CallRouter.usable(device.alertToken ?? device.fcmToken,
+                                                                             invalidSince: marks.alert,
                                                                              registeredAt: device.alertTokenRegisteredAtMs),
                                               voipSuspected: suspected))
             absorb(started, device: i, into: &ringing, &action)
@@ -438,6 +445,29 @@ public struct CallStateMachine: Sendable {
                      AttemptRecord(sentAtMs: own.sentAtMs, channel: .alert, status: response.status, reason: response.reason?.text,
                                    error: nil, apnsID: response.apnsID)
                  })
+    }
+
+    /// FCM answered the message out for device `device` (an Android device).
+    public mutating func onFcmAnswered(device: Int, _ response: FcmResponse, now: Int64) -> Action {
+        let credential = policy.fcmCredential ?? ""
+        return answered(device: device, now: now, own: { .init(response, credential: credential) },
+                        router: { $0.fcmAnswered(response, now: now) },
+                        attempt: { own in
+                            AttemptRecord(sentAtMs: own.sentAtMs, channel: .alert, status: response.status,
+                                          reason: response.isAccepted ? nil : response.reasonText, error: nil,
+                                          apnsID: response.messageName, provider: .fcm)
+                        })
+    }
+
+    /// The message out for device `device` got no answer from FCM.
+    public mutating func onFcmFailed(device: Int, _ error: FcmClientError, now: Int64) -> Action {
+        let credential = policy.fcmCredential ?? ""
+        return answered(device: device, now: now, own: { .init(error, credential: credential) },
+                        router: { $0.fcmFailed(error, now: now) },
+                        attempt: { own in
+                            AttemptRecord(sentAtMs: own.sentAtMs, channel: .alert, status: nil, reason: nil,
+                                          error: error.description, apnsID: nil, provider: .fcm)
+                        })
     }
 
     /// The push out for device `device` got no answer (timeout, connection lost, withdrawn, …).
@@ -603,7 +633,7 @@ public struct CallStateMachine: Sendable {
 
     // MARK: Transitions
 
-    private mutating func answered(device i: Int, now: Int64, own verdict: () -> ApnsVerdict,
+    private mutating func answered(device i: Int, now: Int64, own verdict: () -> PushVerdict,
                                    router answer: (inout CallRouter) -> CallAction,
                                    attempt: (OwnPush) -> AttemptRecord) -> Action {
         switch state {
@@ -622,7 +652,8 @@ public struct CallStateMachine: Sendable {
                 var record = attempt(own)
                 record = AttemptRecord(sentAtMs: record.sentAtMs, channel: own.channel, status: record.status, reason: record.reason,
                                        error: record.error, apnsID: record.apnsID,
-                                       environment: own.environment == environment(of: r.devices[i].device) ? nil : own.environment)
+                                       environment: own.environment == environment(of: r.devices[i].device) ? nil : own.environment,
+                                       provider: record.provider ?? .apns)
                 record.device = r.devices[i].device.id
                 record.kind = own.kind
                 r.devices[i].ownAttempts.append(record)
@@ -639,9 +670,11 @@ public struct CallStateMachine: Sendable {
                         }
                     }
                 case let .tokenInvalid(reason, timestampMs, _):
-                    action.feedback.append(TokenFeedback(token: r.devices[i].device.alertToken ?? "", channel: .alert,
+                    let device = r.devices[i].device
+                    action.feedback.append(TokenFeedback(token: device.alertToken ?? device.fcmToken ?? "", channel: .alert,
                                                          reason: reason, timestampMs: timestampMs ?? now,
-                                                         timestampFromAPNs: timestampMs != nil))
+                                                         timestampFromAPNs: timestampMs != nil,
+                                                         provider: device.fcmToken == nil ? .apns : .fcm))
                 case let .deadLetter(reason, appUnhealthy):
                     if appUnhealthy { action.appRefused = reason }
                 case .transient, .payloadTooLarge, .withdrawn:
@@ -730,6 +763,7 @@ public struct CallStateMachine: Sendable {
     /// were sent. Never after an end or the deadline (the caller checks).
     private func escalate(_ r: inout Ringing, device i: Int, now: Int64, _ action: inout Action) {
         let d = r.devices[i]
+        guard d.device.fcmToken == nil else { return }  // receipts are awaited from iPhones only
         // Where the device's VoIP push was accepted: after an `environment_mismatch` that is
         // the other environment, which the token (and its alert token, of the same build) belongs to.
         let environment = acceptedEnvironment(of: d)
@@ -767,7 +801,7 @@ public struct CallStateMachine: Sendable {
                     // The deadline came first: the ring was silent to the end.
                     if end == nil, r.devices[i].receiptDueAtMs != nil { r.devices[i].receiptWaitRanOut = true }
                     r.devices[i].receiptDueAtMs = nil  // nothing escalates after an end or the deadline
-                } else if !r.devices[i].receiptAwaited, r.devices[i].rangAtMs == nil,
+                } else if !r.devices[i].receiptAwaited, r.devices[i].rangAtMs == nil, r.devices[i].device.fcmToken == nil,
                           case let .record(routed)? = r.devices[i].end, routed.outcome == .deliveredVoip {
                     r.devices[i].receiptAwaited = true
                     r.devices[i].receiptDueAtMs = now.clampedSum(timeout)
@@ -783,33 +817,45 @@ public struct CallStateMachine: Sendable {
             for i in r.devices.indices {
                 let d = r.devices[i]
                 guard d.end != nil, d.ownPush == nil, d.told == nil, !d.ownAttempts.contains(where: { $0.kind == .ended }),
-                      let id = d.device.id, id != end.device, CallStateMachine.mayHaveRung(d),
-                      let token = d.device.alertToken else { continue }
+                      let id = d.device.id, id != end.device, CallStateMachine.mayHaveRung(d) else { continue }
                 let environment = environment(of: d.device)
-                guard let push = try? PushNotification(deviceToken: token, bundleID: policy.bundleID, pushType: .background,
-                                                       payload: CallStateMachine.endedPayload(callID: r.event.id, end.told),
-                                                       priority: .conserve, expiration: (r.event.deadlineMs + 999) / 1000)
-                else { continue }
+                let plan: PushPlan
+                if let token = d.device.fcmToken {
+                    guard let ended = FcmMessages.callEnded(token: token, callID: r.event.id, ended: end.told.rawValue,
+                                                            deadlineMs: r.event.deadlineMs, nowMs: now) else { continue }
+                    plan = PushPlan(channel: .alert, attempt: 1, fcm: ended, writeByUnixMs: r.event.deadlineMs)
+                } else {
+                    guard let token = d.device.alertToken,
+                          let push = try? PushNotification(deviceToken: token, bundleID: policy.bundleID, pushType: .background,
+                                                           payload: CallStateMachine.endedPayload(callID: r.event.id, end.told),
+                                                           priority: .conserve, expiration: (r.event.deadlineMs + 999) / 1000)
+                    else { continue }
+                    plan = PushPlan(channel: .alert, attempt: 1, environment: environment, notification: push)
+                }
                 r.devices[i].ownPush = OwnPush(kind: .ended, sentAtMs: now, told: end.told, environment: environment)
-                action.push(replayed: replayed, DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
-                                                                          notification: push),
-                                                purpose: .ended(end.told)))
+                action.push(replayed: replayed, DevicePush(device: i, plan: plan, purpose: .ended(end.told)))
             }
         } else if policy.missedCallAlert == .unanswered, routersDone, !r.missedCallAlertsSent, r.deadlinePassed || !anyShown {
             r.missedCallAlertsSent = true
             for i in r.devices.indices where r.devices[i].alertUsable && !r.devices[i].missedCallAlertSent {
                 let d = r.devices[i]
                 let environment = environment(of: d.device)
-                guard let push = try? PushNotification(deviceToken: d.device.alertToken ?? "", bundleID: policy.bundleID,
-                                                       pushType: .alert, payload: r.event.alertPayload, priority: .immediate,
-                                                       expiration: now.clampedSum(policy.alertTTLMs) / 1000,
-                                                       collapseID: CallStateMachine.collapseID(for: r.event.id))
-                else { continue }
+                let plan: PushPlan
+                if d.device.fcmToken != nil {
+                    guard let missed = FcmMessages.missedCall(r.event.event(of: d.device), nowMs: now,
+                                                              windowEndMs: now.clampedSum(policy.alertTTLMs)) else { continue }
+                    plan = PushPlan(channel: .alert, attempt: 1, fcm: missed)
+                } else {
+                    guard let push = try? PushNotification(deviceToken: d.device.alertToken ?? "", bundleID: policy.bundleID,
+                                                           pushType: .alert, payload: r.event.alertPayload, priority: .immediate,
+                                                           expiration: now.clampedSum(policy.alertTTLMs) / 1000,
+                                                           collapseID: CallStateMachine.collapseID(for: r.event.id))
+                    else { continue }
+                    plan = PushPlan(channel: .alert, attempt: 1, environment: environment, notification: push)
+                }
                 r.devices[i].missedCallAlertSent = true
                 r.devices[i].ownPush = OwnPush(kind: .missedCall, sentAtMs: now, told: nil, environment: environment)
-                action.push(replayed: replayed, DevicePush(device: i, plan: PushPlan(channel: .alert, attempt: 1, environment: environment,
-                                                                          notification: push),
-                                                purpose: .missedCall))
+                action.push(replayed: replayed, DevicePush(device: i, plan: plan, purpose: .missedCall))
             }
         }
         let settled = routersDone && r.devices.allSatisfy { $0.ownPush == nil }
@@ -911,13 +957,14 @@ public struct CallStateMachine: Sendable {
     }
 
     /// `plan` with the call's collapse id (a missed-call alert repeated replaces the first).
+    /// An FCM message is left as it is: its `notification.tag` is the call id already.
     static func collapsed(_ plan: PushPlan, callID: String) -> PushPlan {
-        let n = plan.notification
-        guard let push = try? PushNotification(deviceToken: n.deviceToken, topic: n.topic, pushType: n.pushType, payload: n.payload,
+        guard case let .apns(n, environment) = plan.message,
+              let push = try? PushNotification(deviceToken: n.deviceToken, topic: n.topic, pushType: n.pushType, payload: n.payload,
                                                priority: n.priority, expiration: n.expiration, apnsID: n.apnsID,
                                                collapseID: collapseID(for: callID))
         else { return plan }
-        var out = PushPlan(channel: plan.channel, attempt: plan.attempt, environment: plan.environment, notification: push)
+        var out = PushPlan(channel: plan.channel, attempt: plan.attempt, environment: environment, notification: push)
         out.writeByUnixMs = plan.writeByUnixMs
         return out
     }

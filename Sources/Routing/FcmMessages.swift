@@ -13,6 +13,19 @@ import FCM
 /// text. Keys FCM reserves (`from`, `message_type`, and any starting with `google` or `gcm`) are
 /// left out, as FCM would refuse the whole message for them.
 enum FcmMessages {
+    /// The ring of `event`'s Android device (`event.fcmToken`), as `ring(token:…)`.
+    static func ring(_ event: CallEvent, nowMs: Int64, deadlineMs: Int64) -> FcmMessage? {
+        guard let token = event.fcmToken, let android = event.android else { return nil }
+        return ring(token: token, callID: event.id, deadlineMs: deadlineMs, nowMs: nowMs, fields: android.ringFields)
+    }
+
+    /// The missed-call notification of `event`'s Android device, kept by FCM until `windowEndMs`.
+    static func missedCall(_ event: CallEvent, nowMs: Int64, windowEndMs: Int64) -> FcmMessage? {
+        guard let token = event.fcmToken, let android = event.android else { return nil }
+        return missedCall(token: token, callID: event.id, title: android.missedCallTitle, body: android.missedCallBody,
+                          ttlSeconds: max(0, windowEndMs - nowMs) / 1000)
+    }
+
     /// A ring of `callID` to `token` that lives no longer than the call: nil once `deadlineMs`
     /// is reached (a ring is never sent past its deadline). `fields` are the `voip` object's members.
     static func ring(token: String, callID: String, deadlineMs: Int64, nowMs: Int64, fields: [JSONMember]) -> FcmMessage? {
@@ -90,5 +103,27 @@ enum FcmMessages {
             }
         }
         return FcmMessage(token: token, body: w.finish())
+    }
+}
+
+/// What a call's Android devices are sent besides their tokens, worked out once when the event
+/// is decoded (`CallEvent.android`): the ring's data fields (the event's `voip` members, as the
+/// VoIP payload has them) and the missed-call notification's title and body (the event's
+/// `alert`, else the app's template, as for the iPhone's alert). Immutable.
+public final class AndroidCall: Equatable, Sendable {
+    let ringFields: [JSONMember]
+    let missedCallTitle: String
+    let missedCallBody: String
+
+    init(voip: JSONObject, id: String, deadlineMs: Int64, title: String?, body: String?, policy: AppRoutingPolicy) {
+        ringFields = voip.unique
+        let callerName = JSONFields.text(voip.last("callerName")), caller = JSONFields.text(voip.last("caller"))
+        let template = policy.fallbackAlert.render(callerName: callerName, caller: caller)
+        missedCallTitle = title ?? template.title
+        missedCallBody = body ?? template.body
+    }
+
+    public static func == (a: AndroidCall, b: AndroidCall) -> Bool {
+        a === b || (a.ringFields == b.ringFields && a.missedCallTitle == b.missedCallTitle && a.missedCallBody == b.missedCallBody)
     }
 }

@@ -19,6 +19,9 @@ public struct AttemptRecord: Equatable, Sendable {
     /// The id of the device the push went to, in a call with `devices` (`device`); nil in a
     /// single-device call.
     public var device: String?
+    /// `fcm` for a message to FCM (`provider`; its `apns_id` is then FCM's message name); nil
+    /// for APNs.
+    public var provider: PushProvider?
     /// What the push was when it was not the call's ring or its fallback: `ended` (the
     /// background push that ends the ring elsewhere) or `missed_call` (the alert of an
     /// unanswered call); nil for the others (`kind`).
@@ -36,7 +39,8 @@ public struct AttemptRecord: Equatable, Sendable {
     }
 
     public init(sentAtMs: Int64, channel: PushChannel, status: Int?, reason: String?, error: String?, apnsID: String?,
-                environment: ApnsEnvironment? = nil) {
+                environment: ApnsEnvironment? = nil, provider: PushProvider = .apns) {
+        self.provider = provider == .apns ? nil : provider
         self.sentAtMs = sentAtMs
         self.channel = channel
         self.status = status
@@ -150,7 +154,7 @@ public struct DeviceRecord: Equatable, Sendable {
 /// deterministic: keys in the order `outcome, cancelled_after, delivered_at, first_outcome, id,
 /// type, app, entry, device, rang_at, channel, apns_id, environment_mismatch, cause, reason, ended, ended_by,
 /// latency_ms, attempts, devices, stopped, told`, absent values omitted; each attempt `t,
-/// device, kind, channel, environment, status, reason, error, apns_id`; each device `id,
+/// device, kind, channel, provider, environment, status, reason, error, apns_id`; each device `id,
 /// outcome, channel, apns_id, environment_mismatch, cause, reason, told, rang_at`. A single-device
 /// call's record has none of the devices' keys, so its bytes are what they were before
 /// devices. `outcome` always comes
@@ -257,6 +261,7 @@ public struct OutcomeRecord: Equatable, Sendable {
                     e.string("device", a.device)
                     e.string("kind", a.kind?.rawValue)
                     e.string("channel", a.channel.rawValue)
+                    e.string("provider", a.provider?.rawValue)
                     e.string("environment", a.environment?.rawValue)
                     e.int("status", a.status.map(Int64.init))
                     e.string("reason", a.reason)

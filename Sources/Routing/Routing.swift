@@ -6,8 +6,8 @@
 // CallStateMachine (a call's life as one machine: its entry's stay and one router per device,
 // the end of the ring on the others, missed-call alerts), CallCopies and LiveCallStateMachine
 // (an entry's stay in the router process, beside its copies), CallAction
-// (what the runner does), OutcomeRecord (the result JSON), ApnsVerdict (reading APNs' answers
-// through the APNs reason table), JSONValue (the event's JSON parser, which reads what
+// (what the runner does), OutcomeRecord (the result JSON), PushVerdict (reading APNs' and FCM's
+// answers through each provider's one table), FcmMessages (what an Android phone is sent), JSONValue (the event's JSON parser, which reads what
 // JSONSerialization read, the same way, without `Any`), JSONWriter (deterministic output of
 // payloads, records and retry snapshots; docs/architecture.md, "JSON").
 
@@ -37,9 +37,17 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     case duplicate
 }
 
-/// Which of the call's two pushes: the PushKit VoIP push or the fallback alert.
+/// Which of the call's two pushes: the PushKit VoIP push or the fallback alert. For an
+/// Android device (docs/protocol.md, *Android devices*) the same two stages: `voip` is its
+/// ring (FCM's high-priority data message), `alert` its missed-call notification.
 public enum PushChannel: String, Sendable, CaseIterable {
     case voip, alert
+}
+
+/// Who delivers a device's pushes: Apple's APNs (an iPhone's VoIP and alert tokens) or
+/// Firebase Cloud Messaging (an Android phone's `fcm_token`).
+public enum PushProvider: String, Sendable, CaseIterable {
+    case apns, fcm
 }
 
 /// Why the router fell back from VoIP to the alert push (the `cause` of `delivered_alert`).

@@ -121,4 +121,26 @@ final class RetentionWindowsTests: XCTestCase {
         XCTAssertTrue(h.waitForRecords(3))
         XCTAssertTrue((690...700).contains(ttl(h.keys("acme").cancelled("after"))), "and cancel window, 700 s (the cancel step's)")
     }
+
+    func testAnInvalidFcmTokenIsForgottenAfterTheAppsTTLToo() throws {
+        h = try RouterHarness(acmeFcmCredential: "firebase", retention: ["acme": short])
+        // Lower case: the simulator's scenarios are keyed by the lower-cased token.
+        let pixel = "dgvzda:apa91bh-zx_qk-pixel"
+        h.sim.simulator.setScenario(.unregistered, for: pixel)
+        let invalid = h.keys("acme").invalidPrefix(.fcm) + pixel
+        func ring(_ id: String) {
+            h.xaddRaw("acme", #"{"v":1,"id":"\#(id)","type":"incoming_call","fcm_token":"\#(pixel)","#
+                      + #""deadline":\#(Clock.unixMs() + 20_000),"voip":{"caller":"+15551234567","callerName":"Alice"}}"#)
+        }
+        ring("android-1")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertTrue((1...2).contains(ttl(invalid)), "FCM's UNREGISTERED is known invalid for acme's TTL, 2 s: \(ttl(invalid))")
+        ring("android-2")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.requests(pixel).count, 1, "skipped while known invalid")
+        waitUntilGone(invalid)
+        ring("android-3")
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertEqual(h.requests(pixel).count, 2, "forgotten after the TTL: FCM is asked again")
+    }
 }

@@ -80,7 +80,7 @@ final class RetryIntegrationTests: XCTestCase {
                               topology: .own(loop: h.loop, redis: RedisConnection.Config(url: url), cluster: nil, clientName: "pushgw-write"))
         var settings = RouterRoleSettings(consumer: "second")
         settings.blockMs = 100
-        let second = RouterRole(loop: h.loop, store: store, pools: h.pools, apps: h.apps, settings: settings,
+        let second = RouterRole(loop: h.loop, store: store, pools: h.pools, fcmPools: FcmPools(loop: h.loop, config: h.config), apps: h.apps, settings: settings,
                                    log: Log(minimum: .error))
         let outcomes = RecordedOutcomes()
         second.observations = outcomes

@@ -46,14 +46,17 @@ package final class RouterHarness {
 
     /// Apps `acme` (its missed-call alert `missedCallAlert`, its ring receipts `ringReceiptTimeoutMs`, the name of its FCM credential `acmeFcmCredential`) and `beta` use the simulator's key (one shared pool; with `betaOnItsOwnCredential` beta uses credential `second`); app `broken` a key the simulator does not know;
     /// app `other` the same good key with another bundle id the simulator refuses (BadTopic). With
-    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment. `limits` and
-    /// `retention` set those of the apps they name.
+    /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment. With
+    /// `acmeFcmCredential`, that FCM credential is the PKI's service account (its fields changed
+    /// by `fcmServiceAccountChanges`), exchanging and sending at the simulator's FCM endpoints.
+    /// `limits` and `retention` set those of the apps they name.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
          alertRetry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseMs: 20, capMs: 100),
          missedCallAlert: MissedCallAlert = .undelivered, ringReceiptTimeoutMs: Int? = nil,
          acmeFcmCredential: String? = nil,
+         fcmServiceAccountChanges: [String: Any] = [:],
          betaOnItsOwnCredential: Bool = false,
          limits: [String: AppLimits] = [:],
          retention: [String: RetentionWindows] = [:],
@@ -96,7 +99,7 @@ package final class RouterHarness {
         if separateSandbox {
             appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
         }
-        config = GatewayConfig(
+        var gatewayConfig = GatewayConfig(
             redis: access.config,
             apns: ApnsConfig(productionEndpoint: endpoint, sandboxEndpoint: sandboxEndpoint, caFile: pki.caCert,
                              connections: 1, requestTimeoutMs: 2_000),
@@ -104,6 +107,13 @@ package final class RouterHarness {
                           "second": .token(teamId: sim.teamID, keyId: RouterHarness.secondKeyID, keyFile: pki.jwtKey),
                           "wrong": .token(teamId: sim.teamID, keyId: sim.keyID, keyFile: pki.otherJWTKey)],
             apps: appConfigs)
+        if let name = acmeFcmCredential {
+            let file = try pki.writeServiceAccount(to: pki.directory + "/service-account-\(name).json", tokenURI: sim.fcmTokenURI,
+                                                   changes: fcmServiceAccountChanges)
+            gatewayConfig.fcmCredentials[name] = FcmCredential(serviceAccountFile: file)
+            gatewayConfig.fcm = FcmConfig(endpoint: endpoint, caFile: pki.caCert, connections: 1, requestTimeoutMs: 2_000)
+        }
+        config = gatewayConfig
         apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
         var storeConfig = CallStore.Config(windows: config.retentionWindows)
@@ -117,7 +127,7 @@ package final class RouterHarness {
         var s = RouterRoleSettings(consumer: consumer)
         s.blockMs = 100
         settings(&s)
-        runner = RouterRole(loop: sim.loop, store: store, pools: pools, apps: apps, settings: s, log: routerLog)
+        runner = RouterRole(loop: sim.loop, store: store, pools: pools, fcmPools: FcmPools(loop: sim.loop, config: config), apps: apps, settings: s, log: routerLog)
         producer = RedisConnection(loop: sim.loop, config: access.admin)
         moverConnection = RedisConnection(loop: sim.loop, config: try access.config.connection(clientName: "pushgw-retry"))
         mover = RetryRole(loop: sim.loop, schedule: RetrySchedule(topology: .single(moverConnection), config: .init()),

@@ -97,7 +97,7 @@ final class ConfigCheckRedisMemoryTests: XCTestCase {
         XCTAssertTrue(row("acme", "result:ID")?.hasSuffix("1.98 GB") == true, "acme's own window:\n\(lines.joined(separator: "\n"))")
         XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("47.5 GB") == true, "beta's default window:\n\(lines.joined(separator: "\n"))")
         // 205 B × 1 % × 1,000/s × 30 days = 5.31 GB; 200 B × 1,000/s × 24 h = 17.3 GB.
-        XCTAssertTrue(row("beta", "invalid:voip|alert:TOKEN")?.hasSuffix("5.31 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(row("beta", "invalid:voip|alert|fcm:TOKEN")?.hasSuffix("5.31 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(row("beta", "cancelled:ID")?.hasSuffix("17.3 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(row("beta", "total")?.hasSuffix("70.1 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(lines.contains { $0.contains("estimates") }, "says the figures are estimates: \(lines)")

@@ -83,7 +83,7 @@ final class DeadLetterHarness {
         let pools = ApnsPools(loop: loop, config: config)
         var settings = RouterRoleSettings(consumer: "dead-test-\(fixed ? "fixed" : "broken")-\(getpid())")
         settings.blockMs = 100
-        let runner = RouterRole(loop: loop, store: store, pools: pools, apps: apps, settings: settings,
+        let runner = RouterRole(loop: loop, store: store, pools: pools, fcmPools: FcmPools(loop: loop, config: config), apps: apps, settings: settings,
                                    log: Log(minimum: .error, write: { _ in }))
         runner.observations = outcomes
         store.start()

@@ -10,7 +10,7 @@ final class CallRouterAlertTests: XCTestCase {
         var h = Harness(try Fixture.event(["voip_token": nil]))
         let alert = try XCTUnwrap(try h.start().alertPlan)
         XCTAssertEqual(alert.cause, .noVoipToken)
-        let n = alert.plan.notification
+        let n = alert.plan.notification!
         XCTAssertEqual(alert.plan.channel, .alert)
         XCTAssertEqual(n.deviceToken, Fixture.alertToken)
         XCTAssertEqual(n.topic, "com.acme.phone")
@@ -92,7 +92,7 @@ final class CallRouterAlertTests: XCTestCase {
         let record = try XCTUnwrap(try h.answer(200).finished)
         XCTAssertEqual(record.outcome, .deliveredAlert)
         XCTAssertEqual(record.attempts.count, 4)
-        XCTAssertEqual(again.plan.notification.expiration, try XCTUnwrap(h.model.sent.first).notification.expiration,
+        XCTAssertEqual(again.plan.notification!.expiration, try XCTUnwrap(h.model.sent.first).notification!.expiration,
                        "retries keep the fallback's expiration")
     }
 
@@ -150,7 +150,7 @@ final class CallRouterAlertTests: XCTestCase {
     func testTheEventsOwnAlertIsSent() throws {
         var h = Harness(try Fixture.event(["voip_token": nil, "alert": #"{"title":"Bob","body":"Call me back"}"#]))
         let plan = try XCTUnwrap(try h.start().alertPlan?.plan)
-        XCTAssertEqual(String(decoding: plan.notification.payload, as: UTF8.self),
+        XCTAssertEqual(String(decoding: plan.notification!.payload, as: UTF8.self),
                        #"{"aps":{"alert":{"title":"Bob","body":"Call me back"},"sound":"default"},"id":"call-7f3a9c","call_id":"call-7f3a9c"}"#)
     }
 }

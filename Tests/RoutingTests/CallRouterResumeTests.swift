@@ -284,6 +284,6 @@ final class CallRouterResumeTests: XCTestCase {
         let again = try snapshot.event(from: raw, policy: changed)
         XCTAssertEqual(again, event, "same entry time, same deadline, same payloads")
         let push = try XCTUnwrap(try h.resumeRetry(event: again).voipPlan)
-        XCTAssertEqual(push.notification.expiration, event.deadlineMs / 1000)
+        XCTAssertEqual(push.notification!.expiration, event.deadlineMs / 1000)
     }
 }

@@ -31,7 +31,7 @@ final class CallRouterVoipTests: XCTestCase {
     func testVoipPushHasTheFormDesignAndAppleRequire() throws {
         var h = Harness(try Fixture.event(["deadline": "1764412330999"]))
         let plan = try XCTUnwrap(try h.start().voipPlan, "a usable VoIP token goes first")
-        let n = plan.notification
+        let n = plan.notification!
         XCTAssertEqual(plan.channel, .voip)
         XCTAssertEqual(plan.attempt, 1)
         XCTAssertEqual(plan.environment, .production, "sandbox false")
@@ -86,8 +86,8 @@ final class CallRouterVoipTests: XCTestCase {
             let alert = try XCTUnwrap(action.alertPlan, "\(reason.text): the alert goes now")
             XCTAssertEqual(alert.cause, .voipTokenInvalid)
             XCTAssertEqual(alert.plan.attempt, 1)
-            XCTAssertEqual(alert.plan.notification.deviceToken, Fixture.alertToken)
-            XCTAssertEqual(alert.plan.notification.expiration, (answeredAt + 86_400_000) / 1000,
+            XCTAssertEqual(alert.plan.notification!.deviceToken, Fixture.alertToken)
+            XCTAssertEqual(alert.plan.notification!.expiration, (answeredAt + 86_400_000) / 1000,
                            "alert expiration = now + alert TTL")
             let record = try XCTUnwrap(try h.answer(200).finished)
             XCTAssertEqual(record.outcome, .deliveredAlert)

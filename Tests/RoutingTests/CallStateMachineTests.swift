@@ -131,7 +131,7 @@ final class CallStateMachineTests: XCTestCase {
         XCTAssertEqual(gone.feedback.map(\.token), [Self.tokens[1].voip], "its VoIP token is reported")
         XCTAssertEqual(gone.pushes.map(\.device), [1])
         XCTAssertEqual(gone.pushes.first?.purpose, .fallback(.voipTokenInvalid))
-        XCTAssertEqual(gone.pushes.first?.plan.notification.collapseID, "call-7f3a9c", "a repeat replaces it")
+        XCTAssertEqual(gone.pushes.first?.plan.notification!.collapseID, "call-7f3a9c", "a repeat replaces it")
         try m.answer(1, 200)
         try m.answer(2, 200)
         XCTAssertNil(m.recorded, "two devices ring: an answer may still come")
@@ -177,9 +177,9 @@ final class CallStateMachineTests: XCTestCase {
         XCTAssertEqual(deadline.pushes.map(\.device), [0, 1, 2])
         XCTAssertEqual(Set(deadline.pushes.map(\.purpose)), [.missedCall])
         for push in deadline.pushes {
-            XCTAssertEqual(push.plan.notification.collapseID, "call-7f3a9c")
-            XCTAssertEqual(push.plan.notification.pushType, .alert)
-            XCTAssertEqual(push.plan.notification.deviceToken, Self.tokens[push.device].alert)
+            XCTAssertEqual(push.plan.notification!.collapseID, "call-7f3a9c")
+            XCTAssertEqual(push.plan.notification!.pushType, .alert)
+            XCTAssertEqual(push.plan.notification!.deviceToken, Self.tokens[push.device].alert)
         }
         for d in 0..<3 { try m.answer(d, 200) }
         let record = try XCTUnwrap(m.recorded)
@@ -267,8 +267,8 @@ final class CallStateMachineTests: XCTestCase {
         let first = try m.lookUp()
         XCTAssertEqual(first.timer, .unchanged, "no timer: it does not wait for an answer")
         let fallback = try m.answer(0, 410, .unregistered, after: 40)
-        XCTAssertEqual(fallback.pushes.first?.plan.notification.payload, expected.plan.notification.payload)
-        XCTAssertEqual(fallback.pushes.first?.plan.notification.collapseID, "call-7f3a9c")
+        XCTAssertEqual(fallback.pushes.first?.plan.notification!.payload, expected.plan.notification!.payload)
+        XCTAssertEqual(fallback.pushes.first?.plan.notification!.collapseID, "call-7f3a9c")
         try m.answer(0, 200, after: 40)
         XCTAssertEqual(try XCTUnwrap(m.recorded).jsonString, expectedRecord.jsonString, "today's result, byte for byte")
     }
@@ -455,7 +455,7 @@ struct RingModel {
             guard recorded == nil else { throw IllegalMove(description: "a push after the record: \(push)") }
             guard out[push.device] == nil else { throw IllegalMove(description: "a second push out to device \(push.device)") }
             let device = event.devices[push.device]
-            let n = push.plan.notification
+            let n = push.plan.notification!
             if let ended, let by = ended.device, by == device.id {
                 throw IllegalMove(description: "a push to \(by), which \(ended.name) the call")
             }

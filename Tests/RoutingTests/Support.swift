@@ -128,7 +128,7 @@ final class CallModel {
             }
             guard !cancelled else { throw IllegalMove(description: "VoIP push for a cancelled call") }
             try send(plan)
-            let n = plan.notification
+            let n = plan.notification!
             guard n.topic == policy.bundleID + ".voip", n.pushType == .voip, n.priority == .immediate,
                   n.expiration == event.deadlineMs / 1000, n.collapseID == nil, n.payload == event.voipPayload else {
                 throw IllegalMove(description: "malformed VoIP push \(n)")
@@ -137,7 +137,7 @@ final class CallModel {
             guard !cancelled else { throw IllegalMove(description: "alert push for a cancelled call") }
             try send(plan)
             causes.append(cause)
-            let n = plan.notification
+            let n = plan.notification!
             guard n.topic == policy.bundleID, n.pushType == .alert, n.priority == .immediate,
                   n.payload == event.alertPayload, n.collapseID == nil, n.expiration != nil else {
                 throw IllegalMove(description: "malformed alert push \(n)")

@@ -93,7 +93,8 @@ enum EndToEnd {
         // written to /dev/null, so terminal speed is not measured).
         let devNull = FileHandle(forWritingAtPath: "/dev/null")!
         let log = Log(minimum: .info, write: { line in devNull.write(Data((line + "\n").utf8)) })
-        let runner = RouterRole(loop: loop, store: store, pools: pools, apps: apps, settings: settings, log: log)
+        let runner = RouterRole(loop: loop, store: store, pools: pools, fcmPools: FcmPools(loop: loop, config: config), apps: apps,
+                                settings: settings, log: log)
         let metrics = GatewayMetrics()
         let observer = BenchObservations(reportingTo: metrics)
         runner.observations = observer
