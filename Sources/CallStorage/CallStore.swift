@@ -13,8 +13,8 @@ import RedisClient
 ///   app's hash slot (the consumer registry and the scripts over several apps need a single
 ///   Redis).
 /// - An outcome is recorded at most once per event id within the app's idempotency window
-///   (`RetentionWindows.resultSeconds`), and an entry is acknowledged (and deleted) only in the same step
-///   that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
+///   (`RetentionWindows.resultSeconds`), and an entry is acknowledged (and deleted) only in
+///   the same step that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
 ///   at least once (docs/protocol.md).
 /// - One `RedisTopology` carries every command but `readNew`: one connection (`pushgw-write`
 ///   in the process), or the owners of their keys' slots on a cluster. `readNew` goes to the
@@ -74,9 +74,6 @@ public final class CallStore {
         var retryScheduleConfig: RetrySchedule.Config {
             RetrySchedule.Config(prefix: prefix, group: group, windows: windows, resultsMaxLen: resultsMaxLen)
         }
-
-        /// The retention windows of `app`.
-        public func windows(for app: AppKeys) -> RetentionWindows { windows[app.app] ?? .defaults }
     }
 
     /// Its windows change with the apps (`updateApps`).
@@ -262,11 +259,11 @@ public final class CallStore {
     /// result replacing the call's in-flight claim in its result key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
     /// app per turn instead of one per event. Per record: SET result key = `record.resultJSON`
-    /// EX the app's `resultSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
-    /// entry and one known-invalid key (EX its `invalidTokenSeconds`) per `invalidTokens`; if a
-    /// result already claims the event id, only the record's `duplicate` result is written
-    /// (`ResultEntry.Keying`). Then the entries are acknowledged and deleted by one XACK and
-    /// one XDEL. Every `records[i].record.eventId` must be set.
+    /// EX the app's `resultSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one
+    /// feedback entry and one known-invalid key (EX its `invalidTokenSeconds`) per
+    /// `invalidTokens`; if a result already claims the event id, only the record's `duplicate`
+    /// result is written (`ResultEntry.Keying`). Then the entries are acknowledged and deleted
+    /// by one XACK and one XDEL. Every `records[i].record.eventId` must be set.
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
@@ -317,7 +314,7 @@ public final class CallStore {
             }
         }
         if app.sendsWebhooks { body.append(app.webhooks) }
-        let windows = config.windows(for: app)
+        let windows = RetentionWindows.of(app, in: config.windows)
         for arg in [config.group, String(windows.resultSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
                     String(windows.invalidTokenSeconds), String(records.count),
                     guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : ""] {
@@ -415,7 +412,7 @@ public final class CallStore {
         if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
         if app.sendsWebhooks { keys.append(app.webhooks) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
-                                     .text(record.keying.rawValue), .text(String(config.windows(for: app).resultSeconds)),
+                                     .text(record.keying.rawValue), .text(String(RetentionWindows.of(app, in: config.windows).resultSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),

@@ -22,6 +22,12 @@ public struct RetentionWindows: Equatable, Sendable {
 
     /// Today's windows: 24 h, 24 h, 30 days.
     public static let defaults = RetentionWindows()
+
+    /// The windows of `app` among `windows` (by app id, `CallStore.Config.windows`): an app
+    /// not listed has the defaults.
+    public static func of(_ app: AppKeys, in windows: [String: RetentionWindows]) -> RetentionWindows {
+        windows[app.app] ?? .defaults
+    }
 }
 
 /// What the windows cost in Redis memory at a steady call rate, by kind of key: estimates from

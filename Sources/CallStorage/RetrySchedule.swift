@@ -65,9 +65,6 @@ public final class RetrySchedule {
             self.windows = windows
             self.resultsMaxLen = resultsMaxLen
         }
-
-        /// The retention windows of `app`; `RetentionWindows.defaults` for an app not listed.
-        public func windows(for app: AppKeys) -> RetentionWindows { windows[app.app] ?? .defaults }
     }
 
     /// Its windows change with the store's apps (`CallStore.updateApps`).
@@ -141,7 +138,7 @@ public final class RetrySchedule {
     public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, resultJSON: String,
                        removing: [(retryID: String, resultJSON: String)], marker: String = "1",
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
-        let windows = config.windows(for: app)
+        let windows = RetentionWindows.of(app, in: config.windows)
         let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
                     app.retryByCall, app.result(callID)] + (app.sendsWebhooks ? [app.webhooks] : [])
         var args = [config.group, cancelEntryID ?? "", resultJSON, String(windows.cancelSeconds),
