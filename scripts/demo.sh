@@ -33,6 +33,7 @@ cat > "$work/simulator.json" <<JSON
   "client_ca_file": "$PWD/$secrets/ca.pem",
   "token_keys": { "DEMOKEY001": "$PWD/$secrets/AuthKey.pub.pem" }, "team_id": "DEMOTEAM01",
   "bundle_ids": ["com.acme.phone", "com.beta.talk"], "sandbox": true,
+  "fcm_service_accounts": { "pushgw-demo@acme-phone.iam.gserviceaccount.com": "$PWD/$secrets/fcm-service-account.pub.pem" },
   "scenarios": { "dead0000dead0000": "unregistered", "f1a7f1a7f1a7f1a7": "flaky:2" },
   "log_file": "$work/apns-requests.jsonl" }
 JSON
@@ -40,7 +41,22 @@ setpriv --pdeathsig TERM -- "$bin/pushgw" simulator --config "$work/simulator.js
 pids+=($!)
 wait_port "$apns_port"
 
+# The acme app's Google service account (its Android phones): the PKI's RSA key, exchanging
+# access tokens at the simulator's token endpoint.
+python3 - "$secrets" "$apns_port" <<'PY'
+import json, os, sys
+secrets, port = sys.argv[1], sys.argv[2]
+path = os.path.join(secrets, "firebase-service-account.json")
+with open(path, "w") as f:
+    json.dump({"type": "service_account", "project_id": "acme-phone", "private_key_id": "demo-key-1",
+               "private_key": open(os.path.join(secrets, "fcm-service-account.key")).read(),
+               "client_email": "pushgw-demo@acme-phone.iam.gserviceaccount.com",
+               "token_uri": f"https://127.0.0.1:{port}/token"}, f)
+os.chmod(path, 0o600)
+PY
+
 export PUSHGW_REDIS_URL=redis://127.0.0.1:$redis_port/0
+export PUSHGW_FCM_ENDPOINT=127.0.0.1:$apns_port
 export PUSHGW_APNS_PRODUCTION_ENDPOINT=127.0.0.1:$apns_port PUSHGW_APNS_SANDBOX_ENDPOINT=127.0.0.1:$apns_port
 echo "redis-server on 127.0.0.1:$redis_port, APNs simulator on 127.0.0.1:$apns_port"
 "$bin/pushgw" config check --config config/demo.json
@@ -63,6 +79,7 @@ calls = [
     ("acme", "deadline already passed -> missed call", {"id": "call-4", "voip_token": "a0a0a0a0a0a0a0a0",
                                                        "alert_token": "b0b0b0b0b0b0b0b0", "deadline": now - 5000}),
     ("beta", "certificate auth, VoIP delivered", {"id": "call-5", "voip_token": "a1a1a1a1a1a1a1a1"}),
+    ("acme", "Android phone rung through FCM", {"id": "call-7", "fcm_token": "demo-pixel:APA91bH-demo"}),
 ]
 cursor = {}
 for app in ("acme", "beta"):
@@ -88,7 +105,8 @@ for call_id, label in labels.items():
     if res is None:
         print(f"  {call_id}  {label:42s} NO RESULT"); continue
     detail = res.get("cause") or res.get("reason") or ""
-    tries = " ".join(f'{a["channel"]}:{a.get("status", a.get("error"))}' for a in res["attempts"])
+    tries = " ".join(f'{a["provider"] + "/" if "provider" in a else ""}{a["channel"]}:{a.get("status", a.get("error"))}'
+                     for a in res["attempts"])
     print(f"  {call_id}  {label:42s} {res['outcome']:16s} {detail:20s} [{tries}]")
 print()
 print("Dead letters (pushgw:{acme}:dead):")

@@ -12,6 +12,7 @@ enum ConfigEnvironment {
         ("PUSHGW_APNS_CA_FILE", "apns.ca_file"),
         ("PUSHGW_APNS_PRODUCTION_ENDPOINT", "apns.production.endpoint"),
         ("PUSHGW_APNS_SANDBOX_ENDPOINT", "apns.sandbox.endpoint"),
+        ("PUSHGW_FCM_ENDPOINT", "fcm.endpoint"),
     ]
 
     /// The overrides present in `environment`, by JSON path.

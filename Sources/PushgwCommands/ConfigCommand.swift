@@ -102,7 +102,9 @@ enum ConfigCommand: Command {
         let warnings = report.warnings.count
         let warningText = warnings == 1 ? "1 warning" : "\(warnings) warnings"
         if let config = report.config {
-            return "\(file): usable: \(config.apps.count) apps, \(config.credentials.count) credentials, \(warningText)"
+            let fcm = config.fcmCredentials.isEmpty ? "" : " (\(config.fcmCredentials.count) of them FCM)"
+            let count = config.credentials.count + config.fcmCredentials.count
+            return "\(file): usable: \(config.apps.count) apps, \(count) credentials\(fcm), \(warningText)"
         }
         let errors = report.errors.count
         return "\(file): not usable: \(errors == 1 ? "1 error" : "\(errors) errors"), \(warningText)"

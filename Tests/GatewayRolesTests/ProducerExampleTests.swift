@@ -52,12 +52,13 @@ final class ProducerExampleTests: XCTestCase {
         let voipToken = String(format: "dead%012x", n), alertToken = String(format: "a1e7%012x", n)
         let devices = ["PHONE_VOIP_TOKEN": String(format: "c0c0%012x", n), "PHONE_ALERT_TOKEN": String(format: "c1c1%012x", n),
                        "IPAD_VOIP_TOKEN": String(format: "c2c2%012x", n), "IPAD_ALERT_TOKEN": String(format: "c3c3%012x", n)]
-        let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] })
+        let pixel = String(format: "pixel%012x:APA91bH-example", n)
+        let h = try RouterHarness(simulator: { $0.scenarios = [voipToken: .unregistered] }, acmeFcmCredential: "firebase")
         defer { h.close() }
         _ = try h.redis.cli(["ACL", "SETUSER", "acme-backend", "reset", "on", ">producer-PW"] + DocumentedACL.producer())
         let url = "redis://acme-backend:producer-PW@127.0.0.1:\(h.redis.port)/0"
         var env = environment.merging(["REDIS_URL": url, "PUSHGW_APP": "acme", "VOIP_TOKEN": voipToken,
-                                       "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20"].merging(devices) { $1 }) { $1 }
+                                       "ALERT_TOKEN": alertToken, "TIMEOUT_S": "20", "PIXEL_FCM_TOKEN": pixel].merging(devices) { $1 }) { $1 }
         let apiToken = String(format: "a1a1%012x", n)
         let apiPhone = String(format: "b0b0%012x", n), apiPad = String(format: "b2b2%012x", n)
         var ingest: IngestEndpoint?
@@ -115,6 +116,12 @@ final class ProducerExampleTests: XCTestCase {
                        file: file, line: line)
         XCTAssertEqual(h.requests(devices["IPAD_ALERT_TOKEN"]!).map { $0.header("apns-push-type") }, ["background"],
                        "the iPad is told the call was answered elsewhere", file: file, line: line)
+        // The Android phone of the call with devices: its ring, then call_ended after the answer.
+        let pixelData = h.requests(pixel).compactMap { request -> String? in
+            let root = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any]
+            return ((root?["message"] as? [String: Any])?["data"] as? [String: String])?["type"]
+        }
+        XCTAssertEqual(pixelData, ["incoming_call", "call_ended"], "the Pixel rung through FCM, then told", file: file, line: line)
         XCTAssertEqual(try h.redis.cli(["ACL", "LOG"]).trimmingCharacters(in: .whitespacesAndNewlines), "", "nothing the \(language) producer sent was refused to it",
                        file: file, line: line)
     }

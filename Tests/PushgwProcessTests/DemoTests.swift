@@ -18,7 +18,7 @@ final class DemoTests: XCTestCase {
         }
         let readme = try String(contentsOfFile: packageRoot + "/README.md", encoding: .utf8)
         let shown = outcomes(readme)
-        XCTAssertEqual(shown.count, 6, "the README shows six calls")
+        XCTAssertEqual(shown.count, 7, "the README shows seven calls")
         XCTAssertEqual(outcomes(out), shown, "the demo's outcomes match the README:\n\(out)")
         XCTAssertTrue(out.contains("invalid_event: voip_token: not a hex string"), "the dead-letter list is printed")
     }

@@ -48,6 +48,11 @@ func main() {
 		"alert_token": env("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1")}
 	ipad := map[string]any{"id": "bob-ipad", "voip_token": env("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
 		"alert_token": env("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3")}
+	// With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+	devices := []any{phone, ipad}
+	if pixel := os.Getenv("PIXEL_FCM_TOKEN"); pixel != "" {
+		devices = append(devices, map[string]any{"id": "bob-pixel", "fcm_token": pixel})
+	}
 	deadline := time.Now().Add(time.Duration(timeoutS * float64(time.Second)))
 
 	r, err := redis.DialURL(url)
@@ -106,7 +111,7 @@ func main() {
 	results[names[2]] = resultByID("result:", names[2])
 	// A call that rings both of Bob's devices; he answers on the phone a second later, and the
 	// iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
-	send(map[string]any{"v": 1, "id": multiID, "type": "incoming_call", "devices": []any{phone, ipad},
+	send(map[string]any{"v": 1, "id": multiID, "type": "incoming_call", "devices": devices,
 		"deadline": time.Now().Add(30 * time.Second).UnixMilli(),
 		"voip":     map[string]any{"caller": "+15551234567", "callerName": "Alice"}}, multiID)
 	time.Sleep(time.Second)

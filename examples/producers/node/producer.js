@@ -27,6 +27,8 @@ const phone = { id: "bob-phone", voip_token: env.PHONE_VOIP_TOKEN || "c0c0c0c0c0
                 alert_token: env.PHONE_ALERT_TOKEN || "c1c1c1c1c1c1c1c1" };
 const ipad = { id: "bob-ipad", voip_token: env.IPAD_VOIP_TOKEN || "c2c2c2c2c2c2c2c2",
                alert_token: env.IPAD_ALERT_TOKEN || "c3c3c3c3c3c3c3c3" };
+// With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+const devices = [phone, ipad].concat(env.PIXEL_FCM_TOKEN ? [{ id: "bob-pixel", fcm_token: env.PIXEL_FCM_TOKEN }] : []);
 
 const key = `${prefix}:{${app}}:`; // the app's keys: pushgw:{acme}:calls, …
 const group = "producer-node";      // this producer's group on the results stream
@@ -71,7 +73,7 @@ async function main() {
   // A call that rings both of Bob's devices; he answers on the phone a second later, and the
   // iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
   const multiId = callId + "-multi";
-  await send({ v: 1, id: multiId, type: "incoming_call", devices: [phone, ipad], deadline: Date.now() + 30000,
+  await send({ v: 1, id: multiId, type: "incoming_call", devices, deadline: Date.now() + 30000,
                voip: { caller: "+15551234567", callerName: "Alice" } }, multiId);
   await sleep(1000);
   await send({ v: 1, id: multiId, type: "call_answered", device: "bob-phone" }, "answer:" + multiId);

@@ -23,6 +23,9 @@ $phone = ['id' => 'bob-phone', 'voip_token' => getenv('PHONE_VOIP_TOKEN') ?: 'c0
           'alert_token' => getenv('PHONE_ALERT_TOKEN') ?: 'c1c1c1c1c1c1c1c1'];
 $ipad = ['id' => 'bob-ipad', 'voip_token' => getenv('IPAD_VOIP_TOKEN') ?: 'c2c2c2c2c2c2c2c2',
          'alert_token' => getenv('IPAD_ALERT_TOKEN') ?: 'c3c3c3c3c3c3c3c3'];
+// With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+$devices = [$phone, $ipad];
+if (getenv('PIXEL_FCM_TOKEN')) $devices[] = ['id' => 'bob-pixel', 'fcm_token' => getenv('PIXEL_FCM_TOKEN')];
 $deadline = microtime(true) + $timeoutS;
 
 // phpredis takes host and port, not a URL.
@@ -71,7 +74,7 @@ $results[$badId] = $resultById($badId);
 // A call that rings both of Bob's devices; he answers on the phone a second later, and the
 // iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
 $multiId = "$callId-multi";
-$send(['v' => 1, 'id' => $multiId, 'type' => 'incoming_call', 'devices' => [$phone, $ipad],
+$send(['v' => 1, 'id' => $multiId, 'type' => 'incoming_call', 'devices' => $devices,
        'deadline' => (int)(microtime(true) * 1000) + 30000,
        'voip' => ['caller' => '+15551234567', 'callerName' => 'Alice']], $multiId);
 sleep(1);

@@ -33,6 +33,9 @@ phone = {"id": "bob-phone", "voip_token": os.environ.get("PHONE_VOIP_TOKEN", "c0
          "alert_token": os.environ.get("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1")}
 ipad = {"id": "bob-ipad", "voip_token": os.environ.get("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
         "alert_token": os.environ.get("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3")}
+# With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+devices = [phone, ipad] + ([{"id": "bob-pixel", "fcm_token": os.environ["PIXEL_FCM_TOKEN"]}]
+                           if os.environ.get("PIXEL_FCM_TOKEN") else [])
 
 r = redis.Redis.from_url(url, decode_responses=True)
 key = f"{prefix}:{{{app}}}:"                      # the app's keys: pushgw:{acme}:calls, …
@@ -75,7 +78,7 @@ results[bad_id] = result_by_id(bad_id, deadline)
 # A call that rings both of Bob's devices; he answers on the phone a second later, and the
 # iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
 multi_id = call_id + "-multi"
-entries[send({"v": 1, "id": multi_id, "type": "incoming_call", "devices": [phone, ipad],
+entries[send({"v": 1, "id": multi_id, "type": "incoming_call", "devices": devices,
               "deadline": int(time.time() * 1000) + 30_000,
               "voip": {"caller": "+15551234567", "callerName": "Alice"}})] = multi_id
 time.sleep(1)

@@ -27,6 +27,9 @@ phone = { id: "bob-phone", voip_token: ENV.fetch("PHONE_VOIP_TOKEN", "c0c0c0c0c0
           alert_token: ENV.fetch("PHONE_ALERT_TOKEN", "c1c1c1c1c1c1c1c1") }
 ipad = { id: "bob-ipad", voip_token: ENV.fetch("IPAD_VOIP_TOKEN", "c2c2c2c2c2c2c2c2"),
          alert_token: ENV.fetch("IPAD_ALERT_TOKEN", "c3c3c3c3c3c3c3c3") }
+# With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+devices = [phone, ipad]
+devices << { id: "bob-pixel", fcm_token: ENV["PIXEL_FCM_TOKEN"] } unless ENV.fetch("PIXEL_FCM_TOKEN", "").empty?
 
 r = Redis.new(url: url)
 key = "#{prefix}:{#{app}}:"  # the app's keys: pushgw:{acme}:calls, …
@@ -67,7 +70,7 @@ results[bad_id] = result_by_id.call(bad_id)
 # A call that rings both of Bob's devices; he answers on the phone a second later, and the
 # iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
 multi_id = "#{call_id}-multi"
-send_event.call({ v: 1, id: multi_id, type: "incoming_call", devices: [phone, ipad],
+send_event.call({ v: 1, id: multi_id, type: "incoming_call", devices: devices,
                   deadline: (Time.now.to_f * 1000).to_i + 30_000,
                   voip: { caller: "+15551234567", callerName: "Alice" } }, multi_id)
 sleep 1

@@ -22,6 +22,8 @@ alert_token=${ALERT_TOKEN:-b0b0b0b0b0b0b0b0}
 timeout_s=${TIMEOUT_S:-10}
 phone="{\"id\":\"bob-phone\",\"voip_token\":\"${PHONE_VOIP_TOKEN:-c0c0c0c0c0c0c0c0}\",\"alert_token\":\"${PHONE_ALERT_TOKEN:-c1c1c1c1c1c1c1c1}\"}"
 ipad="{\"id\":\"bob-ipad\",\"voip_token\":\"${IPAD_VOIP_TOKEN:-c2c2c2c2c2c2c2c2}\",\"alert_token\":\"${IPAD_ALERT_TOKEN:-c3c3c3c3c3c3c3c3}\"}"
+# With PIXEL_FCM_TOKEN set (an app with an fcm_credential), Bob's Android phone rings too.
+devices="$phone,$ipad${PIXEL_FCM_TOKEN:+,{\"id\":\"bob-pixel\",\"fcm_token\":\"$PIXEL_FCM_TOKEN\"\}}"
 deadline=$(( $(date +%s) + ${timeout_s%.*} ))
 
 rc() { redis-cli -u "$url" --no-raw "$@" | sed 's/^"\(.*\)"$/\1/'; }   # one reply, quotes removed
@@ -56,7 +58,7 @@ results+=("$(result_by_id "$call_id" cancel-result: || true)" "$(result_by_id "$
 # A call that rings both of Bob's devices; he answers on the phone a second later, and the
 # iPad stops ringing (one background push). The answer's own result is under cancel-result:ID.
 multi_id="$call_id-multi"
-entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$multi_id\",\"type\":\"incoming_call\",\"devices\":[$phone,$ipad],\"deadline\":$(( $(date +%s%3N) + 30000 )),\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}")")
+entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$multi_id\",\"type\":\"incoming_call\",\"devices\":[$devices],\"deadline\":$(( $(date +%s%3N) + 30000 )),\"voip\":{\"caller\":\"+15551234567\",\"callerName\":\"Alice\"}}")")
 sleep 1
 entries+=("$(raw XADD "${key}calls" '*' event "{\"v\":1,\"id\":\"$multi_id\",\"type\":\"call_answered\",\"device\":\"bob-phone\"}")")
 results+=("$(result_by_id "$multi_id" || true)" "$(result_by_id "$multi_id" cancel-result: || true)")
