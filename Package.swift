@@ -39,7 +39,7 @@ let package = Package(
         // The process around the modules above, one room per job in a one-way chain that the
         // compiler enforces: configuration <- roles <- admin endpoint <- command line.
         // The config file read and checked: values only, no loop and no logging.
-        .target(name: "GatewayConfiguration", dependencies: ["APNs", "FCM", "RedisClient", "Routing", "Retry", "DeadLetters",
+        .target(name: "GatewayConfiguration", dependencies: ["APNs", "FCM", "CallStorage", "RedisClient", "Routing", "Retry", "DeadLetters",
                                                              "EventLoop", "VisibleText"]),
         // The process roles that run the pure machines' actions on the loop, and the log.
         .target(name: "GatewayRoles", dependencies: ["GatewayConfiguration", "EventLoop", "APNs", "FCM", "CallStorage", "RedisClient",

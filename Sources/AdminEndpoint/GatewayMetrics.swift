@@ -140,7 +140,7 @@ package final class GatewayMetrics: RouterObservations {
                                   help: "Feedback entries written: tokens APNs declared invalid, by app, channel and Apple's reason (other for a reason not in Apple's table), and tokens accepted in the other environment (reason environment_mismatch).",
                                   labels: ["app", "channel", "reason"])
         tokensInvalidated = r.counter("pushgw_tokens_invalidated_total",
-                                      help: "Tokens marked known invalid (later calls skip them for 30 days unless registered again), by app, channel and Apple's reason (other for a reason not in Apple's table).",
+                                      help: "Tokens marked known invalid (later calls skip them for the app's retention.invalid_token_ttl_s, 30 days by default, unless registered again), by app, channel and Apple's reason (other for a reason not in Apple's table).",
                                       labels: ["app", "channel", "reason"])
         environmentMismatches = r.counter("pushgw_environment_mismatches_total",
                                           help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",

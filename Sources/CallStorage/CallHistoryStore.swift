@@ -17,7 +17,7 @@ public final class CallHistoryStore {
     /// The keys of one call id, as read.
     public struct Keys: Equatable, Sendable {
         /// `AppKeys.result(id)`: the result JSON (starts with `{`), or `in_flight:GATEWAY` while
-        /// a gateway routes the call; nil when absent (never seen, or older than 24 h).
+        /// a gateway routes the call; nil when absent (never seen, or older than the app's result window).
         public var result: String?
         /// `AppKeys.cancelResult(id)`: the result of the call's `call_cancelled` event.
         public var cancelResult: String?

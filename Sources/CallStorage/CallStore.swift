@@ -12,9 +12,9 @@ import RedisClient
 /// - Keys come from `AppKeys`/`GatewayKeys` only; a script for one app touches only that
 ///   app's hash slot (the consumer registry and the scripts over several apps need a single
 ///   Redis).
-/// - An outcome is recorded at most once per event id within the idempotency window
-///   (`doneTTLSeconds`), and an entry is acknowledged (and deleted) only in the same step
-///   that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
+/// - An outcome is recorded at most once per event id within the app's idempotency window
+///   (`RetentionWindows.resultSeconds`), and an entry is acknowledged (and deleted) only in
+///   the same step that records its outcome (or, in `RetrySchedule`, schedules its retry), so delivery is
 ///   at least once (docs/protocol.md).
 /// - One `RedisTopology` carries every command but `readNew`: one connection (`pushgw-write`
 ///   in the process), or the owners of their keys' slots on a cluster. `readNew` goes to the
@@ -41,10 +41,10 @@ public final class CallStore {
         public var resultsMaxLen: Int
         public var feedbackMaxLen: Int
         public var deadMaxLen: Int?
-        /// How long an outcome is remembered per event id (the idempotency window), seconds.
-        public var doneTTLSeconds: Int
-        /// How long a token APNs declared invalid is remembered, seconds (30 days).
-        public var invalidTokenTTLSeconds: Int
+        /// Each app's retention windows (`apps.APP.retention`), by app id: the idempotency
+        /// window of its result keys, its cancellation markers' and known-invalid tokens' TTLs.
+        /// An app not listed has `RetentionWindows.defaults`.
+        public var windows: [String: RetentionWindows]
         /// A consumer whose lease lapsed this long ago is dropped from the registry, ms.
         public var consumerForgetMs: Int64
         /// `claimAbandoned` reads at most this many XPENDING pages per call.
@@ -56,10 +56,8 @@ public final class CallStore {
 
         public init(prefix: String = "pushgw", group: String = GatewayKeys.routersGroup, groupStartID: String = "0",
                     resultsMaxLen: Int = 100_000, feedbackMaxLen: Int = 100_000, deadMaxLen: Int? = nil,
-                    doneTTLSeconds: Int = 86_400, invalidTokenTTLSeconds: Int = 30 * 86_400,
-                    consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10) {
+                    windows: [String: RetentionWindows] = [:], consumerForgetMs: Int64 = 86_400_000, claimScanPages: Int = 10) {
             precondition(resultsMaxLen > 0 && feedbackMaxLen > 0 && (deadMaxLen ?? 1) > 0, "stream caps must be positive")
-            precondition(doneTTLSeconds > 0 && invalidTokenTTLSeconds > 0, "TTLs must be positive")
             precondition(claimScanPages > 0, "claimScanPages must be positive")
             self.prefix = prefix
             self.group = group
@@ -67,19 +65,19 @@ public final class CallStore {
             self.resultsMaxLen = resultsMaxLen
             self.feedbackMaxLen = feedbackMaxLen
             self.deadMaxLen = deadMaxLen
-            self.doneTTLSeconds = doneTTLSeconds
-            self.invalidTokenTTLSeconds = invalidTokenTTLSeconds
+            self.windows = windows
             self.consumerForgetMs = consumerForgetMs
             self.claimScanPages = claimScanPages
         }
 
         /// The retry schedule's names, caps and windows, the store's.
         var retryScheduleConfig: RetrySchedule.Config {
-            RetrySchedule.Config(prefix: prefix, group: group, doneTTLSeconds: doneTTLSeconds, resultsMaxLen: resultsMaxLen)
+            RetrySchedule.Config(prefix: prefix, group: group, windows: windows, resultsMaxLen: resultsMaxLen)
         }
     }
 
-    public let config: Config
+    /// Its windows change with the apps (`updateApps`).
+    public private(set) var config: Config
     /// The configured apps: their groups are (re)created by the reads (`StreamReads.apps`).
     public private(set) var apps: [AppKeys]
     public let gatewayKeys: GatewayKeys
@@ -141,10 +139,14 @@ public final class CallStore {
 
     /// Switches to a new set of apps (a config reload): their groups are created now and on
     /// every later connect; removed apps are no longer read (their streams stay in Redis).
-    public func updateApps(_ newApps: [AppKeys]) {
+    /// `windows` are the apps' retention windows from then on (`Config.windows`), here and in
+    /// `retries`: a key written before keeps the TTL it was given.
+    public func updateApps(_ newApps: [AppKeys], windows: [String: RetentionWindows]) {
         precondition(newApps.allSatisfy { $0.prefix == config.prefix }, "every AppKeys must use the store's prefix")
         let added = newApps.filter { !apps.contains($0) }
         apps = newApps
+        config.windows = windows
+        retries.config.windows = windows
         reads.apps = newApps
         for app in added { ensureGroup(app) { _ in } }
     }
@@ -257,11 +259,11 @@ public final class CallStore {
     /// result replacing the call's in-flight claim in its result key: under load the router
     /// records every outcome reached in one loop turn together, so Redis runs one script per
     /// app per turn instead of one per event. Per record: SET result key = `record.resultJSON`
-    /// EX `doneTTLSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one feedback
-    /// entry and one known-invalid key (EX `invalidTokenTTLSeconds`) per `invalidTokens`; if a
-    /// result already claims the event id, only the record's `duplicate` result is written
-    /// (`ResultEntry.Keying`). Then the entries are acknowledged and deleted by one XACK and
-    /// one XDEL. Every `records[i].record.eventId` must be set.
+    /// EX the app's `resultSeconds` and XADD results (`result` = the same JSON, MAXLEN ~), one
+    /// feedback entry and one known-invalid key (EX its `invalidTokenSeconds`) per
+    /// `invalidTokens`; if a result already claims the event id, only the record's `duplicate`
+    /// result is written (`ResultEntry.Keying`). Then the entries are acknowledged and deleted
+    /// by one XACK and one XDEL. Every `records[i].record.eventId` must be set.
     public func finish(_ app: AppKeys, _ records: [FinishRecord],
                        completion: @escaping (Result<FinishReport, RedisError>) -> Void) {
         guard !records.isEmpty else { return completion(.success(FinishReport(recorded: [], acknowledged: 0))) }
@@ -312,8 +314,9 @@ public final class CallStore {
             }
         }
         if app.sendsWebhooks { body.append(app.webhooks) }
-        for arg in [config.group, String(config.doneTTLSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
-                    String(config.invalidTokenTTLSeconds), String(records.count),
+        let windows = RetentionWindows.of(app, in: config.windows)
+        for arg in [config.group, String(windows.resultSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
+                    String(windows.invalidTokenSeconds), String(records.count),
                     guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : ""] {
             body.append(arg)
         }
@@ -409,7 +412,7 @@ public final class CallStore {
         if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
         if app.sendsWebhooks { keys.append(app.webhooks) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
-                                     .text(record.keying.rawValue), .text(String(config.doneTTLSeconds)),
+                                     .text(record.keying.rawValue), .text(String(RetentionWindows.of(app, in: config.windows).resultSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),

@@ -50,22 +50,25 @@ public final class RetrySchedule {
         public var prefix: String
         /// The consumer group of the calls streams.
         public var group: String
-        /// How long an outcome is remembered per event id, seconds (`CallStore.Config.doneTTLSeconds`).
-        public var doneTTLSeconds: Int
+        /// Each app's retention windows, by app id (`CallStore.Config.windows`): only the cancel
+        /// step, the router's, uses them (it writes results and the cancellation marker); the
+        /// mover's schedule and the tools' need none.
+        public var windows: [String: RetentionWindows]
         /// `MAXLEN ~` of the results streams.
         public var resultsMaxLen: Int
 
-        public init(prefix: String = "pushgw", group: String = GatewayKeys.routersGroup, doneTTLSeconds: Int = 86_400,
-                    resultsMaxLen: Int = 100_000) {
-            precondition(doneTTLSeconds > 0 && resultsMaxLen > 0, "TTL and cap must be positive")
+        public init(prefix: String = "pushgw", group: String = GatewayKeys.routersGroup,
+                    windows: [String: RetentionWindows] = [:], resultsMaxLen: Int = 100_000) {
+            precondition(resultsMaxLen > 0, "the results cap must be positive")
             self.prefix = prefix
             self.group = group
-            self.doneTTLSeconds = doneTTLSeconds
+            self.windows = windows
             self.resultsMaxLen = resultsMaxLen
         }
     }
 
-    public let config: Config
+    /// Its windows change with the store's apps (`CallStore.updateApps`).
+    public internal(set) var config: Config
     /// Where its commands go: one connection, or a cluster.
     public let topology: RedisTopology
     public let gatewayKeys: GatewayKeys
@@ -125,7 +128,7 @@ public final class RetrySchedule {
         }
     }
 
-    /// The cancel step of `callID` (see the type's doc): marker for `markerTTLSeconds`, the
+    /// The cancel step of `callID` (see the type's doc): marker for the app's `cancelSeconds`, the
     /// listed retries removed with their `cancelled` record each (`removing`: retry id and the
     /// call's result JSON), the cancel event's own result `resultJSON` (idempotency key
     /// `AppKeys.cancelResult(callID)`; it gains `cancelled_after` when the call had been
@@ -133,13 +136,13 @@ public final class RetrySchedule {
     /// a cancel, the end's name and device for an answer or a decline (`EventLookup.endMarker`);
     /// the first end's stays.
     public func cancel(_ app: AppKeys, callID: String, cancelEntryID: String?, resultJSON: String,
-                       removing: [(retryID: String, resultJSON: String)], markerTTLSeconds: Int, marker: String = "1",
+                       removing: [(retryID: String, resultJSON: String)], marker: String = "1",
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
-        precondition(markerTTLSeconds > 0, "a cancellation needs a positive TTL")
+        let windows = RetentionWindows.of(app, in: config.windows)
         let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
                     app.retryByCall, app.result(callID)] + (app.sendsWebhooks ? [app.webhooks] : [])
-        var args = [config.group, cancelEntryID ?? "", resultJSON, String(markerTTLSeconds),
-                    String(config.doneTTLSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
+        var args = [config.group, cancelEntryID ?? "", resultJSON, String(windows.cancelSeconds),
+                    String(windows.resultSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
         args.append(marker)
         args.append(app.sendsWebhooks ? "webhooks" : "")

@@ -202,7 +202,7 @@ public struct CallReport {
         if result != nil { return nil }
         if let gateway = stored.inFlightGateway { return "none yet: gateway \(gateway) is routing it now" }
         if stored.result != nil { return "unreadable: the result key holds no result JSON" }
-        return "none under its result key (never seen, not routed yet, older than 24 h, or an invalid event)"
+        return "none under its result key (never seen, not routed yet, older than the result window, or an invalid event)"
     }
 
     /// The cancel in words; nil when none came.

@@ -9,6 +9,7 @@
 import Routing
 import Retry
 import APNs
+import CallStorage
 import DeadLetters
 import EventLoop
 import RedisClient
@@ -218,6 +219,9 @@ package struct AppConfig: Equatable, Sendable {
     package var fcmCredential: String? = nil
     /// Where the app's results are POSTed (`webhooks`, docs/webhooks.md); nil (the default): nowhere.
     package var webhooks: WebhookConfig? = nil
+    /// How long the app's per-call keys live in Redis (`retention`): its idempotency window,
+    /// cancellation markers and known-invalid tokens; today's values by default.
+    package var retention = RetentionWindows.defaults
     /// The bounds of `ring_receipt_timeout_ms`: a phone reports a call to CallKit within a
     /// second or two of the push; past 30 s the caller has given up.
     static let ringReceiptTimeoutRange = 500...30_000

@@ -351,7 +351,7 @@ struct ConfigParser {
         reader.unknownKeys(entry, at: path,
                            known: ["bundle_id", "credential", "environment", "ring_timeout_s", "retry", "fallback_alert",
                                    "missed_call_alert", "dead_letters", "ring_receipt_timeout_ms",
-                                   "voip_suspected_after_silent_rings", "fcm_credential", "webhooks", "limits"])
+                                   "voip_suspected_after_silent_rings", "fcm_credential", "webhooks", "limits", "retention"])
         let bundleId = parseBundleID(entry, in: path)
         var credential: String?
         if let (name, at) = reader.string(entry, "credential", in: path, required: true, example: "acme-key") {
@@ -391,8 +391,10 @@ struct ConfigParser {
         let fcmCredential = parseAppFcmCredential(entry, in: path, fcmCredentials: fcmCredentials,
                                                   declaredCredentials: declaredCredentials)
         let webhooks = parseWebhooks(entry, in: path)
+        let retention = parseRetention(entry, in: path, ringSeconds: ring, alertTTLSeconds: retry?.alertTTLSeconds)
         guard let bundleId, let credential, let environment, let ring, let retry, let fallback, let missedCallAlert,
-              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let webhooks, let limits else {
+              let deadLetters, let receiptTimeout, let suspectAfter, let fcmCredential, let webhooks, let limits,
+              let retention else {
             return nil
         }
         var app = AppConfig(bundleId: bundleId, credential: credential, environment: environment,
@@ -403,6 +405,7 @@ struct ConfigParser {
         app.fcmCredential = fcmCredential
         app.webhooks = webhooks
         app.limits = limits
+        app.retention = retention
         return app
     }
 

@@ -101,7 +101,7 @@ extension RouterRole {
             }
             // An unreadable snapshot stays scheduled: when due, its resume dead-letters it.
             self.store.retries.cancel(app.keys, callID: callID, cancelEntryID: cancelEntry.entryID, resultJSON: cancelRecord.jsonString,
-                                      removing: removing, markerTTLSeconds: self.settings.cancelTTLSeconds,
+                                      removing: removing,
                                       marker: cancelEntry.ends?.marker ?? "1") { [unowned self] result in
                 switch result {
                 case let .failure(error):

@@ -38,8 +38,6 @@ package struct RouterRoleSettings: Sendable {
     package var ownEntriesIdleMs: Int64 = 120_000
     /// An entry delivered this many times without an outcome is dead-lettered (poison).
     package var redeliveryLimit: Int64 = 5
-    /// Lifetime of a cancellation marker, in seconds (also the idempotency window).
-    var cancelTTLSeconds = 86_400
     /// After a Redis error, how long before putting a waiting call in the retry schedule again, ms.
     var scheduleAgainAfterMs: Int64 = 250
     /// After a record step failed, how long before its held outcome is written again, ms.

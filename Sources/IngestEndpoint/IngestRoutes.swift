@@ -250,7 +250,7 @@ package final class IngestRoutes {
                     return self.later { self.read(id, namespace: namespace, app: app, until: until, respond: respond) }
                 }
                 if stored == .inFlight { return respond(.json(202, ["status": "in_flight", "id": id])) }
-                respond(.problem(404, "unknown_call", "no result for \(id) (none yet, or more than 24 h old): a call waiting to be read, "
+                respond(.problem(404, "unknown_call", "no result for \(id) (none yet, or older than the app's result window, 24 h by default): a call waiting to be read, "
                                  + "or for a retry, has none"))
             case let .failure(error):
                 respond(IngestRoutes.unavailable(error))

@@ -18,7 +18,8 @@ enum CallsCommand: Command {
         usage: pushgw calls show APP/ID [--token HEX[,HEX]] [--json] [--config FILE]
 
         Shows what pushgw knows about call ID of app APP (the event's "id"):
-          result       the outcome recorded under PREFIX:{APP}:result:ID (kept 24 h): delivered
+          result       the outcome recorded under PREFIX:{APP}:result:ID (kept for the app's
+                       result window, 24 h by default: apps.APP.retention): delivered
                        by VoIP or alert (and why the alert), undeliverable, expired, cancelled,
                        dead-lettered (and why), the calls entry it answers and the latency; or
                        the gateway routing it right now
@@ -38,7 +39,7 @@ enum CallsCommand: Command {
         state is one of finished, in_flight, waiting_for_retry, dead_lettered, cancelled, unknown.
 
         Exit status: 0 the call is known, 1 nothing is known about it (never seen, its result
-        older than 24 h and no dead letter) or Redis unreachable, 2 bad usage or config error.
+        older than its result window and no dead letter) or Redis unreachable, 2 bad usage or config error.
 
         Example: pushgw calls show acme/call-7f3a91
         """
@@ -86,7 +87,7 @@ enum CallsCommand: Command {
             }
             guard view.isKnown else {
                 throw .failed("pushgw calls show: nothing known about call \(TerminalText.field(callID)) of app \(TerminalText.field(app)): "
-                              + "no result (kept 24 h), no dead letter, no retry, no cancel")
+                              + "no result (kept for the app's result window), no dead letter, no retry, no cancel")
             }
             return 0
         }

@@ -57,7 +57,7 @@ final class GatewayProcess {
         self.sentinels = sentinels
         // The store and the pools serve the admin endpoint (readiness, backlog) in every role.
         let clusterConfig = try? config.redis.cluster(clientName: "pushgw-write")
-        let store = CallStore(config: CallStore.Config(prefix: config.redis.prefix), apps: apps.map(\.keys),
+        let store = CallStore(config: CallStore.Config(prefix: config.redis.prefix, windows: config.retentionWindows), apps: apps.map(\.keys),
                               topology: .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                                              clientName: "pushgw-write"))
         let pools = ApnsPools(loop: loop, config: config, log: log)
@@ -207,7 +207,7 @@ final class GatewayProcess {
         let pooled = pools.apply(newConfig)
         let fcmPooled = fcmPools.apply(newConfig)
         let apps = AppRuntime.all(newConfig)
-        store.updateApps(apps.map(\.keys))
+        store.updateApps(apps.map(\.keys), windows: newConfig.retentionWindows)
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
         admin.updateApps(apps)

@@ -8,7 +8,7 @@ import VisibleText
 
 /// `pushgw tokens`: what the gateway knows about one device token, and forgetting that it is
 /// invalid (docs/operations.md, "Tokens"). A token APNs declared invalid is skipped by later
-/// calls until its mark lapses (30 days) or the event says it was registered again; after a
+/// calls until its mark lapses (the app's `retention.invalid_token_ttl_s`, 30 days by default) or the event says it was registered again; after a
 /// mistake (a wrong environment or bundle id, since fixed) an operator clears the mark here
 /// instead of waiting. `show` reads through `CallLookup.token` (the console's search shares
 /// it), `forget` through `TokenStore`, in a `DeadSession`, whose audit `forget` shares with

@@ -29,7 +29,8 @@ class RetryScheduleTests: XCTestCase {
         }
         loop = EventLoop()
         let url = try RedisURL(parsing: server.url)
-        store = CallStore(config: .init(), apps: [acme, beta],
+        // acme's windows are its own (apps.acme.retention); beta has the defaults.
+        store = CallStore(config: .init(windows: ["acme": RetentionWindows(resultSeconds: 120, cancelSeconds: 60)]), apps: [acme, beta],
                           topology: .own(loop: loop, redis: .init(url: url, backoff: ReconnectBackoff(baseMs: 20, capMs: 200)), cluster: nil,
                                          clientName: "pushgw-write"))
         store.start()
@@ -223,7 +224,7 @@ class RetryScheduleTests: XCTestCase {
         let own = #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#
         let report = complete(loop) {
             schedule.cancel(hooked, callID: "call-1", cancelEntryID: nil, resultJSON: own,
-                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
+                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], completion: $0)
         }.value()
         XCTAssertEqual(report?.recorded, [e])
         let results = entries(acme.results)
@@ -240,7 +241,7 @@ class RetryScheduleTests: XCTestCase {
                                  resultJSON: #"{"outcome":"cancelled","id":"call-1","type":"call_cancelled"}"#)
         let report = complete(loop) {
             schedule.cancel(acme, callID: "call-1", cancelEntryID: cancelEntry, resultJSON: record.resultJSON,
-                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], markerTTLSeconds: 60, completion: $0)
+                            removing: [(e, #"{"outcome":"cancelled","id":"call-1"}"#)], completion: $0)
         }.value()
         XCTAssertEqual(report, CancelReport(cancelRecorded: true, acknowledged: true, removed: [e], recorded: [e]))
         XCTAssertEqual(entries(acme.results).map { $0.fields["result"] },
@@ -250,14 +251,18 @@ class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(redis("EXISTS", acme.result("cancel:call-1"))?.integer, 0, "not in the calls' namespace")
         XCTAssertNotNil(redis("GET", acme.cancelled("call-1"))?.string, "the marker stops what the cancel could not see")
         let ttl = redis("TTL", acme.cancelled("call-1"))?.integer ?? 0
-        XCTAssertTrue(ttl > 0 && ttl <= 60, "the marker expires: \(ttl)")
+        XCTAssertTrue(ttl > 0 && ttl <= 60, "the marker expires with acme's cancel window (60 s): \(ttl)")
+        let resultTTL = redis("TTL", acme.cancelResult("call-1"))?.integer ?? 0
+        XCTAssertTrue(resultTTL > 60 && resultTTL <= 120, "the cancel's result expires with acme's result window (120 s): \(resultTTL)")
+        let callTTL = redis("TTL", acme.result("call-1"))?.integer ?? 0
+        XCTAssertTrue(callTTL > 60 && callTTL <= 120, "the removed retry's result too: \(callTTL)")
         XCTAssertEqual(redis("EXISTS", acme.retrySchedule, acme.retryData, acme.retryByCall)?.integer, 0)
         XCTAssertEqual(redis("XLEN", acme.calls)?.integer, 0, "the cancel entry is acknowledged and deleted")
         XCTAssertEqual(move(acme, now: 10_000)?.movedDueAtMs, [], "nothing left to fire")
 
         let again = complete(loop) {
             schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, resultJSON: record.resultJSON,
-                            removing: [(e, "{}")], markerTTLSeconds: 60, completion: $0)
+                            removing: [(e, "{}")], completion: $0)
         }.value()
         XCTAssertEqual(again, CancelReport(cancelRecorded: false, acknowledged: false, removed: [], recorded: []),
                        "a repeated cancel records nothing")
@@ -272,7 +277,7 @@ class RetryScheduleTests: XCTestCase {
         let report = complete(loop) {
             schedule.cancel(acme, callID: "call-2", cancelEntryID: nil,
                             resultJSON: #"{"outcome":"cancelled","id":"call-2","type":"call_cancelled","attempts":[]}"#,
-                            removing: [], markerTTLSeconds: 60, completion: $0)
+                            removing: [], completion: $0)
         }.value()
         XCTAssertEqual(report?.callDelivered, "delivered_voip")
         XCTAssertEqual(report?.callDeliveredAtMs, 1_764_412_340_019, "the entry's time + the call's latency")
@@ -289,7 +294,7 @@ class RetryScheduleTests: XCTestCase {
         XCTAssertEqual(found ?? nil, nil, "a moved retry is no longer pending")
         let report = complete(loop) {
             schedule.cancel(acme, callID: "call-1", cancelEntryID: nil, resultJSON: "{}", removing: [(e, "{}")],
-                            markerTTLSeconds: 60, completion: $0)
+                            completion: $0)
         }.value()
         XCTAssertEqual(report?.removed, [])
         XCTAssertNil(redis("GET", acme.result("call-1"))?.string, "the call's outcome is left to its resumed router")

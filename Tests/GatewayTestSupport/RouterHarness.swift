@@ -49,6 +49,7 @@ package final class RouterHarness {
     /// `separateSandbox`, app `sandy` is acme's twin in the sandbox environment. With
     /// `acmeFcmCredential`, that FCM credential is the PKI's service account (its fields changed
     /// by `fcmServiceAccountChanges`), exchanging and sending at the simulator's FCM endpoints.
+    /// `limits` and `retention` set those of the apps they name.
     package init(redis deployment: RedisDeployment = .tcp, simulator configure: (inout SimulatorConfig) -> Void = { _ in },
          separateSandbox: Bool = false,
          voipRetry: RetryPolicy = RetryPolicy(maxAttempts: 4, baseMs: 20, capMs: 100),
@@ -58,6 +59,7 @@ package final class RouterHarness {
          fcmServiceAccountChanges: [String: Any] = [:],
          betaOnItsOwnCredential: Bool = false,
          limits: [String: AppLimits] = [:],
+         retention: [String: RetentionWindows] = [:],
          settings: (inout RouterRoleSettings) -> Void = { _ in },
          store storeSettings: (inout CallStore.Config) -> Void = { _ in },
          storeConnection: (inout RedisConnection.Config) -> Void = { _ in },
@@ -93,6 +95,7 @@ package final class RouterHarness {
                     "other": AppConfig(bundleId: "com.example.notallowed", credential: "good", environment: .production,
                                        retry: policies)]
         for (app, l) in limits { appConfigs[app]?.limits = l }
+        for (app, r) in retention { appConfigs[app]?.retention = r }
         if separateSandbox {
             appConfigs["sandy"] = AppConfig(bundleId: sim.bundleID, credential: "good", environment: .sandbox, retry: policies)
         }
@@ -113,7 +116,7 @@ package final class RouterHarness {
         config = gatewayConfig
         apps = AppRuntime.all(config)
         let gateway = try access.config.connection()
-        var storeConfig = CallStore.Config()
+        var storeConfig = CallStore.Config(windows: config.retentionWindows)
         storeSettings(&storeConfig)
         var storeRedis = RedisConnection.Config(url: gateway.url, tls: gateway.tls, sentinel: gateway.sentinel)
         storeConnection(&storeRedis)

@@ -79,3 +79,53 @@ final class ConfigCheckLoadsCredentialsTests: XCTestCase {
         XCTAssertTrue(output.out.last?.contains("not usable: 2 errors") ?? false, text)
     }
 }
+
+/// `pushgw config check --rate N/s` prints the Redis memory each app's retention windows hold
+/// at that rate, by kind of key, from the measured bytes per key (docs/operations.md).
+final class ConfigCheckRedisMemoryTests: XCTestCase {
+    func testTheRateGivesEachAppsMemoryByKindAtItsOwnWindows() throws {
+        let fixture = try ConfigFixture.make(removedAfter: self)
+        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.retention", ["result_window_s": 3_600]))
+        let output = CapturedOutput()
+        XCTAssertEqual(pushgwMain(["config", "check", "--rate", "1000/s", fixture.directory + "/pushgw.json"],
+                                  context: output.context()), 0, "\(output.out) \(output.err)")
+        let lines = output.out
+        func row(_ app: String, _ key: String) -> String? {
+            lines.first { $0.split(separator: " ", omittingEmptySubsequences: true).prefix(2) == [Substring(app), Substring(key)] }
+        }
+        // 550 B × 1,000/s × 3,600 s = 1.98 GB for acme; beta keeps 24 h: 47.5 GB.
+        XCTAssertTrue(row("acme", "result:ID")?.hasSuffix("1.98 GB") == true, "acme's own window:\n\(lines.joined(separator: "\n"))")
+        XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("47.5 GB") == true, "beta's default window:\n\(lines.joined(separator: "\n"))")
+        // 205 B × 1 % × 1,000/s × 30 days = 5.31 GB; 200 B × 1,000/s × 24 h = 17.3 GB.
+        XCTAssertTrue(row("beta", "invalid:voip|alert|fcm:TOKEN")?.hasSuffix("5.31 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(row("beta", "cancelled:ID")?.hasSuffix("17.3 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(row("beta", "total")?.hasSuffix("70.1 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(lines.contains { $0.contains("estimates") }, "says the figures are estimates: \(lines)")
+
+        let json = CapturedOutput()
+        _ = pushgwMain(["config", "check", "--json", "--rate=100", fixture.directory + "/pushgw.json"], context: json.context())
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.out.joined().utf8)) as? [String: Any])
+        let memory = try XCTUnwrap(object["redis_memory"] as? [String: Any], "\(object)")
+        let beta = try XCTUnwrap((memory["apps"] as? [String: Any])?["beta"] as? [String: Any])
+        let keys = try XCTUnwrap(beta["keys"] as? [[String: Any]])
+        XCTAssertEqual(keys.first?["key"] as? String, "result:ID")
+        XCTAssertEqual(keys.first?["bytes"] as? Int, 550 * 100 * 86_400, "550 B a call for 24 h at 100 calls/s")
+    }
+
+    func testABadRateIsBadUsageAndAnUnusableConfigIsNotEstimated() throws {
+        let fixture = try ConfigFixture.make(removedAfter: self)
+        try fixture.writeConfig(ConfigFixture.example)
+        for bad in ["fast", "0/s", "-5", "1000/min", "1e9"] {
+            let output = CapturedOutput()
+            XCTAssertEqual(pushgwMain(["config", "check", "--rate", bad, fixture.directory + "/pushgw.json"], context: output.context()),
+                           2, "--rate \(bad) is refused")
+            XCTAssertTrue(output.err.joined().contains("--rate"), "\(output.err)")
+        }
+        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.retention.result_window_s", "24h"))
+        let output = CapturedOutput()
+        XCTAssertEqual(pushgwMain(["config", "check", "--rate", "1000/s", fixture.directory + "/pushgw.json"], context: output.context()), 1)
+        XCTAssertTrue(output.out.contains { $0.contains("apps.acme.retention.result_window_s") && $0.contains("write 86400") },
+                      "\(output.out)")
+        XCTAssertTrue(output.out.contains("Redis memory not estimated: the config is not usable"), "\(output.out)")
+    }
+}

@@ -70,3 +70,48 @@ final class ReloadTests: XCTestCase {
                        "before and after both reloads, every push went over the one connection opened first: \(connection)")
     }
 }
+
+/// `apps.APP.retention` from the config file to the keys `pushgw run` writes: each app's own
+/// result window and invalid-token TTL at start, and the new ones after a SIGHUP.
+final class RetentionProcessTests: XCTestCase {
+    func testTheConfiguredWindowsAreTheTTLsOfTheKeysWrittenAndAReloadChangesThem() throws {
+        let world = try ProcessWorld(simulator: #""scenarios": { "dead0001": "unregistered" }"#)
+        defer { world.stop() }
+        let admin = freeLoopbackPort()
+        func config(acmeResultSeconds: Int) throws -> String {
+            try world.writeConfig(apps: [
+                "acme": ProcessWorld.app(#""retention": { "result_window_s": \#(acmeResultSeconds), "invalid_token_ttl_s": 3600 }"#),
+                "beta": ProcessWorld.app(),
+            ], admin: #""listen": "127.0.0.1:\#(admin)""#, apns: #""connections": 1"#)
+        }
+        let file = try config(acmeResultSeconds: 300)
+        let log = world.directory + "/gateway.log"
+        let gw = try world.gateway(config: file, consumer: "retention", log: log)
+        try waitForPort(admin)
+        func call(_ app: String, _ id: String, token: String) throws {
+            _ = try world.redis.cli(["XADD", "pushgw:{\(app)}:calls", "*", "event",
+                                     #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"\#(token)"}"#])
+            try waitUntil("the result of \(app)/\(id)") {
+                try world.redis.cli(["EXISTS", "pushgw:{\(app)}:result:\(id)"]).trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+                    && !(try world.redis.cli(["GET", "pushgw:{\(app)}:result:\(id)"]).hasPrefix("in_flight:"))
+            }
+        }
+        func ttl(_ key: String) throws -> Int {
+            Int(try world.redis.cli(["TTL", key]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -3
+        }
+
+        try call("acme", "a1", token: "a0a00001")
+        try call("beta", "b1", token: "a0a00002")
+        try call("acme", "gone", token: "dead0001")
+        XCTAssertTrue((1...300).contains(try ttl("pushgw:{acme}:result:a1")), "acme's result_window_s")
+        XCTAssertTrue((86_000...86_400).contains(try ttl("pushgw:{beta}:result:b1")), "beta's default, 24 h")
+        XCTAssertTrue((3_500...3_600).contains(try ttl("pushgw:{acme}:invalid:voip:dead0001")), "acme's invalid_token_ttl_s")
+
+        try _ = config(acmeResultSeconds: 900)
+        kill(gw.pid, SIGHUP)
+        waitUntil("the log line of the reload") { !ProcessWorld.logLines(log, message: "config reloaded").isEmpty }
+        try call("acme", "a2", token: "a0a00003")
+        XCTAssertTrue((301...900).contains(try ttl("pushgw:{acme}:result:a2")), "the reloaded window")
+        XCTAssertEqual(gw.stop(), 0)
+    }
+}

@@ -1,0 +1,78 @@
+/// How long one app's per-call keys live in Redis (`apps.APP.retention`, config/README.md):
+/// the windows an operator trades against Redis memory. Every script that writes one of these
+/// keys takes its TTL from here, by app (`CallStore.Config.windows(for:)`), as an argument.
+public struct RetentionWindows: Equatable, Sendable {
+    /// The idempotency window, seconds: how long `AppKeys.result(id)` (and an end event's own
+    /// `cancelResult`, a receipt's `ringResult`) keeps an outcome, so an event with that id is
+    /// answered `duplicate` rather than routed again. 24 h by default.
+    public var resultSeconds: Int
+    /// How long a cancellation marker (`AppKeys.cancelled(id)`, set by a cancel, an answer or a
+    /// decline) lasts, seconds: a call or retry of that id read meanwhile is not pushed. 24 h.
+    public var cancelSeconds: Int
+    /// How long a token APNs or FCM declared invalid is remembered (`AppKeys.invalidPrefix`, for
+    /// every `TokenChannel`: voip, alert, fcm), seconds: its calls skip it meanwhile. 30 days.
+    public var invalidTokenSeconds: Int
+
+    public init(resultSeconds: Int = 86_400, cancelSeconds: Int = 86_400, invalidTokenSeconds: Int = 30 * 86_400) {
+        precondition(resultSeconds > 0 && cancelSeconds > 0 && invalidTokenSeconds > 0, "retention windows must be positive")
+        self.resultSeconds = resultSeconds
+        self.cancelSeconds = cancelSeconds
+        self.invalidTokenSeconds = invalidTokenSeconds
+    }
+
+    /// Today's windows: 24 h, 24 h, 30 days.
+    public static let defaults = RetentionWindows()
+
+    /// The windows of `app` among `windows` (by app id, `CallStore.Config.windows`): an app
+    /// not listed has the defaults.
+    public static func of(_ app: AppKeys, in windows: [String: RetentionWindows]) -> RetentionWindows {
+        windows[app.app] ?? .defaults
+    }
+}
+
+/// What the windows cost in Redis memory at a steady call rate, by kind of key: estimates from
+/// measured bytes per key (docs/operations.md, *Redis sizing*), for `pushgw config check --rate`.
+public enum RetentionMemory {
+    /// One kind of per-call key and what it holds at a rate.
+    public struct Row: Equatable, Sendable {
+        /// The key's name pattern, as docs/protocol.md writes it.
+        public let key: String
+        /// Bytes of Redis `used_memory` per key (an estimate: measured, see `Kind`).
+        public let bytesPerKey: Int
+        /// Keys written per call (1 for a result; the share of calls that write the key).
+        public let keysPerCall: Double
+        /// How long each key lives, seconds.
+        public let seconds: Int
+        /// Bytes held once the rate has run for `seconds`: rate × keys per call × seconds × bytes.
+        public let bytes: Double
+    }
+
+    /// The measured bytes of `used_memory` per key, with what was measured.
+    /// - `result:ID`: 550 B (the result JSON, 340 B on average, with its key), measured on
+    ///   100,000 events of mixed outcomes at 1,000/s by deleting the kind.
+    /// - `invalid:voip|alert|fcm:TOKEN`: ~205 B per newly invalid token, measured likewise
+    ///   (the key alone, a 64-hex-digit token holding unix ms, measured 197 B).
+    /// - `cancelled:ID`: ~200 B (measured 150 B for a cancel's `1` and 197 B for an
+    ///   `answered:DEVICE`, 36-character ids, 100,000 keys on Redis 7.0).
+    public static let resultBytes = 550
+    public static let invalidTokenBytes = 205
+    public static let cancelMarkerBytes = 200
+
+    /// The share of calls that bring a newly invalid token, for the estimate: 1 % (a
+    /// deployment's own is its feedback stream's rate over its call rate).
+    public static let invalidTokenShare = 0.01
+    /// The share of calls that set a cancellation marker: every call that is cancelled,
+    /// answered or declined does; the estimate counts all of them (an upper bound).
+    public static let cancelMarkerShare = 1.0
+
+    /// The rows for `windows` at `callsPerSecond`: result, cancellation marker, invalid token.
+    public static func rows(_ windows: RetentionWindows, callsPerSecond: Double) -> [Row] {
+        func row(_ key: String, _ bytes: Int, _ share: Double, _ seconds: Int) -> Row {
+            Row(key: key, bytesPerKey: bytes, keysPerCall: share, seconds: seconds,
+                bytes: callsPerSecond * share * Double(seconds) * Double(bytes))
+        }
+        return [row("result:ID", resultBytes, 1, windows.resultSeconds),
+                row("cancelled:ID", cancelMarkerBytes, cancelMarkerShare, windows.cancelSeconds),
+                row("invalid:voip|alert|fcm:TOKEN", invalidTokenBytes, invalidTokenShare, windows.invalidTokenSeconds)]
+    }
+}
