@@ -107,6 +107,31 @@ final class CallFinishedLinesProcessTests: XCTestCase {
         XCTAssertEqual(Set(logged.compactMap { $0["event"] as? String }).count, logged.count, "no call logged twice")
     }
 
+    func testZeroWritesNoLineAndAReloadChangesTheRate() throws {
+        let world = try ProcessWorld()
+        defer { world.stop() }
+        // The same admin section both times: a reload that changes it is refused.
+        let admin = #""listen": "127.0.0.1:\#(freeLoopbackPort())""#
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()], admin: admin, sections: #""log": { "calls_per_second": 0 }"#)
+        let log = world.directory + "/gateway.log"
+        let gw = try world.gateway(config: config, consumer: "call-lines-reload", log: log)
+        func call(_ id: String) throws {
+            _ = try world.redis.cli(["XADD", "pushgw:{acme}:calls", "*", "event",
+                                     #"{"v":1,"id":"\#(id)","type":"incoming_call","voip_token":"a0a00001"}"#])
+        }
+        try call("unlogged")
+        waitUntil("its result") { world.results() >= 1 }
+        try world.writeConfig(apps: ["acme": ProcessWorld.app()], admin: admin, sections: #""log": { "calls_per_second": 100 }"#)
+        kill(gw.pid, SIGHUP)
+        waitUntil("the log line of the reload") { !ProcessWorld.logLines(log, message: "config reloaded").isEmpty }
+        try call("logged")
+        waitUntil("its result") { world.results() >= 2 }
+        XCTAssertEqual(gw.stop(), 0)
+        let lines = ProcessWorld.logLines(log, message: "call finished")
+        XCTAssertEqual(lines.compactMap { $0["event"] as? String }, ["logged"], "none at 0, one at 100 after the reload")
+        XCTAssertEqual(ProcessWorld.logLines(log, message: "calls finished and not logged").count, 0, "0 counts nothing either")
+    }
+
     /// Each result of `acme` by its call id, as the results stream holds it.
     private func resultsByID(_ world: ProcessWorld) throws -> [String: [String: Any]] {
         let (status, out, err) = try runCommand("python3", ["-c", """
