@@ -203,7 +203,7 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split(),
+                            machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split(),
                                                       replayed: entry.values["call_deadline"] != nil,
                                                       waitedForRate: waitedForRate), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
@@ -282,7 +282,7 @@ extension RouterRole {
         stats.retriesFired += 1
         // Snapshots written before the producer's entry was kept in them: this entry stands in.
         let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id)
+                            machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
         hearEnds(around: call)
