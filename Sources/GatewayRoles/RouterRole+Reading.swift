@@ -15,6 +15,9 @@ extension RouterRole {
     /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, and
     /// some app below its in-flight cap.
     func readNext() {
+        // Every call that leaves asks for the next read; while one is out that is all (and the
+        // intake's plan, a few lookups and an array per app, is not worked out per call).
+        guard !lifecycle.readInFlight else { return }
         let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
                                nowMs: Clock.monotonicMs())
         if plan.apps.isEmpty, let wait = plan.wakeAfterMs, !throttleTimer.isScheduled { throttleTimer.schedule(afterMs: wait) }
