@@ -92,7 +92,8 @@ package struct RouterRoleSettings: Sendable {
 /// and admits entries and starts their machines, `+Performing` performs a call machine's
 /// actions (`run(_:for:)`) and sends the pushes, `+Retries` the retry schedule, cancellations
 /// and the ends of ringing calls read elsewhere, `+Records` the outcomes' records, `+TakeOver`
-/// the consumer lease, heartbeats and taking entries over, `+Lifecycle` the role's own life
+/// the consumer lease, heartbeats and taking entries over, `+Pauses` the apps operators paused,
+/// `+Lifecycle` the role's own life
 /// (registering, running, draining, retired) as a machine. Each live call's own life (looked
 /// up, routing, scheduling, recording, gone, and its devices' rings) is one `CallStateMachine`
 /// (Routing).
@@ -260,6 +261,9 @@ package final class RouterRole {
     /// again when a throttled app has its tokens and no read is in flight.
     var intake: AppIntake
     var throttleTimer: LoopTimer!
+    /// Reads the apps' pauses (`+Pauses`); `pausesKnown` once it answered first.
+    let pauseStore: AppPauseStore
+    var pausesKnown = false
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
     /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
@@ -343,6 +347,7 @@ package final class RouterRole {
         self.apps = apps
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
         intake = AppIntake(apps)
+        pauseStore = AppPauseStore(topology: store.topology)
         self.settings = settings
         self.log = log
         lifecycle = Lifecycle(timing: Lifecycle.Timing(heartbeatEveryMs: settings.heartbeatEveryMs,
@@ -450,6 +455,7 @@ package final class RouterRole {
             readNext()
         case let .beat(againAfterMs):
             beat()
+            readPauses()
             heartbeatTimer.schedule(afterMs: againAfterMs)
         case let .read(blocks):
             read(blocks: blocks)

@@ -1,0 +1,106 @@
+import RedisClient
+
+/// An app's pause (`AppKeys.paused`): set and removed by an operator (`pushgw apps pause`,
+/// `resume`, the console's button), and read by every router now and then (whether it exists)
+/// and by `pushgw apps status` (who paused it, when, why). A paused app's calls wait in its
+/// stream: no router reads it (docs/operations.md, *Pausing an app*).
+///
+/// Completions run on the loop, once each. Loop-owned, like the topology it sends on.
+public final class AppPauseStore {
+    public let topology: RedisTopology
+    private let pauseScript = RedisScript(AppPauseLua.pause)
+
+    public init(topology: RedisTopology) {
+        self.topology = topology
+    }
+
+    /// Who paused an app, when and why.
+    public struct Pause: Equatable, Sendable {
+        /// Unix ms when it was paused.
+        public var sinceMs: Int64
+        public var user: String
+        /// The operator's words (`--reason`); empty when none was given.
+        public var reason: String
+
+        public init(sinceMs: Int64, user: String, reason: String) {
+            self.sinceMs = sinceMs
+            self.user = user
+            self.reason = reason
+        }
+    }
+
+    /// Pauses `app` unless it is paused already. Answers nil when this paused it, else the
+    /// pause in place (which is kept as it was: the first pause's who, when and why).
+    public func pause(_ app: AppKeys, _ pause: Pause, completion: @escaping (Result<Pause?, RedisError>) -> Void) {
+        pauseScript.run(on: topology.channel(for: app.paused), keys: [app.paused],
+                        args: [String(pause.sinceMs), pause.user, pause.reason]) { result in
+            completion(result.flatMap { reply in
+                if reply.integer == 1 { return .success(nil) }
+                return AppPauseStore.parse(reply).map { .success($0) } ?? .failure(.unexpectedReply("app pause \(reply)"))
+            })
+        }
+    }
+
+    /// Resumes `app`: answers the pause it removed, nil when it was not paused.
+    public func resume(_ app: AppKeys, completion: @escaping (Result<Pause?, RedisError>) -> Void) {
+        pauseScript.run(on: topology.channel(for: app.paused), keys: [app.paused], args: []) { result in
+            completion(result.flatMap { reply in
+                if reply.integer == 0 { return .success(nil) }
+                return AppPauseStore.parse(reply).map { .success($0) } ?? .failure(.unexpectedReply("app resume \(reply)"))
+            })
+        }
+    }
+
+    /// The pause of each of `apps` (nil: not paused), one HGETALL each, pipelined.
+    public func pauses(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: Pause?], RedisError>) -> Void) {
+        eachApp(apps, completion: completion) { app, done in
+            self.topology.send(["HGETALL", app.paused], key: app.paused) { result in
+                done(result.flatMap { reply in
+                    guard let items = reply.array else { return .failure(.unexpectedReply("app pause \(reply)")) }
+                    return .success(items.isEmpty ? nil : AppPauseStore.parse(reply))
+                })
+            }
+        }
+    }
+
+    /// Which of `apps` are paused, one EXISTS each, pipelined: what a router reads every
+    /// heartbeat, the least that tells it.
+    public func pausedApps(_ apps: [AppKeys], completion: @escaping (Result<Set<AppKeys>, RedisError>) -> Void) {
+        eachApp(apps, completion: { result in completion(result.map { Set($0.filter(\.value).keys) }) }) { app, done in
+            self.topology.send(["EXISTS", app.paused], key: app.paused) { result in
+                done(result.flatMap { $0.integer.map { .success($0 == 1) } ?? .failure(.unexpectedReply("app pause \($0)")) })
+            }
+        }
+    }
+
+    /// A pause from the hash's field/value list; nil when it has no `since_ms`.
+    static func parse(_ reply: RedisReply) -> Pause? {
+        guard let items = reply.array else { return nil }
+        var fields: [String: String] = [:]
+        var i = 0
+        while i + 1 < items.count {
+            if let name = items[i].string { fields[name] = items[i + 1].string ?? "" }
+            i += 2
+        }
+        guard let since = fields["since_ms"].flatMap({ Int64($0) }) else { return nil }
+        return Pause(sinceMs: since, user: fields["user"] ?? "", reason: fields["reason"] ?? "")
+    }
+}
+
+/// The script of `AppPauseStore`: one key, the app's pause hash.
+enum AppPauseLua {
+    /// ARGV: since_ms, user, reason to pause (returns 1 when it paused the app, else the pause
+    /// in place as HGETALL gives it); none to resume (returns 0 when it was not paused, else
+    /// the pause it removed).
+    static let pause = """
+        local found = redis.call('HGETALL', KEYS[1])
+        if #ARGV == 0 then
+          if #found == 0 then return 0 end
+          redis.call('DEL', KEYS[1])
+          return found
+        end
+        if #found > 0 then return found end
+        redis.call('HSET', KEYS[1], 'since_ms', ARGV[1], 'user', ARGV[2], 'reason', ARGV[3])
+        return 1
+        """
+}
