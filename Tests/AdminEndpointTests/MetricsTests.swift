@@ -177,6 +177,7 @@ final class MetricsTests: XCTestCase {
         s.callsInFlight = 2
         s.apps = ["acme", "beta"]
         s.unhealthyApps = ["beta": "apns_credentials: InvalidProviderToken"]
+        s.pausedApps = ["acme"]
         var stats = ApnsClientStats()
         stats.sent = 5
         stats.answered = 4
@@ -229,6 +230,8 @@ final class MetricsTests: XCTestCase {
             "pushgw_invalid_events_total 1",
             #"pushgw_app_unhealthy{app="acme"} 0"#,
             #"pushgw_app_unhealthy{app="beta"} 1"#,
+            #"pushgw_app_paused{app="acme"} 1"#,
+            #"pushgw_app_paused{app="beta"} 0"#,
             #"pushgw_apns_requests_total{credential="acme-key",environment="production"} 5"#,
             #"pushgw_apns_answers_total{credential="acme-key",environment="production"} 4"#,
             #"pushgw_apns_resends_total{credential="acme-key",environment="production",why="provider_token"} 1"#,
