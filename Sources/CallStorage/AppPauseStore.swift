@@ -14,6 +14,9 @@ public final class AppPauseStore {
         self.topology = topology
     }
 
+    /// The longest reason a pause takes, in characters (`pushgw apps pause --reason`, the console).
+    public static let maxReason = 200
+
     /// Who paused an app, when and why.
     public struct Pause: Equatable, Sendable {
         /// Unix ms when it was paused.

@@ -151,6 +151,9 @@ enum ConsoleAssets {
             var ms = parseInt(live.getAttribute("data-refresh-ms"), 10);
             if (!(ms > 0)) { return; }
             window.setTimeout(function () {
+              // Not while the operator types in a field of it (a pause's reason): next time.
+              var typing = document.activeElement;
+              if (typing && typing.tagName === "INPUT" && live.contains(typing)) { refresh(live); return; }
               fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
                 .then(function (r) { if (!r.ok || r.redirected) { throw new Error(String(r.status)); } return r.text(); })
                 .then(function (html) {

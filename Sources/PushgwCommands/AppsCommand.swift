@@ -30,7 +30,7 @@ enum AppsCommand: Command {
         the stream PREFIX:audit, as pushgw dead replay and purge do (see pushgw audit).
 
           APP             a configured app id
-          --reason TEXT   pause: why, for the status, the console and the audit (at most \(maxReason) characters)
+          --reason TEXT   pause: why, for the status, the console and the audit (at most \(AppPauseStore.maxReason) characters)
           --app A[,B…]    status: only these apps
           --json          status: one JSON object per app: {"app","paused","since_ms","user","reason"}
           --config FILE   the config (default \(GatewayConfig.defaultFile))
@@ -41,9 +41,6 @@ enum AppsCommand: Command {
         Examples: pushgw apps pause acme --reason "APNs key rotation"
                   pushgw apps resume acme
         """
-
-    /// The longest `--reason` taken.
-    static let maxReason = 200
 
     static func run(_ args: [String], context: CommandContext) -> Int32 {
         guard let sub = args.first else {
@@ -75,7 +72,7 @@ enum AppsCommand: Command {
             }
             guard let app = a.positionals.first else { throw a.usage("name the app: apps \(sub) APP") }
             let reason = a.value("--reason") ?? ""
-            guard reason.count <= maxReason else { throw a.usage("--reason is longer than \(maxReason) characters") }
+            guard reason.count <= AppPauseStore.maxReason else { throw a.usage("--reason is longer than \(AppPauseStore.maxReason) characters") }
             let session = try DeadSession(command: name, verb: sub, configFile: a.value("--config"), appFilter: [app], context: context)
             defer { session.close() }
             let keys = AppKeys(prefix: session.config.redis.prefix, app: app)
