@@ -148,7 +148,7 @@ package final class GatewayMetrics: RouterObservations {
                                           help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",
                                           labels: ["app", "channel", "environment"])
         deadlineMisses = r.counter("pushgw_deadline_misses_total",
-                                   help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline or rate_limited, or outcome expired), by app.",
+                                   help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline, rate_limited or paused, or outcome expired), by app.",
                                    labels: ["app"])
         eventLatency = r.histogram("pushgw_event_latency_seconds",
                                    help: "From the stream entry's time (XADD) to the APNs answer that finished the call, by the channel of that answer.",
@@ -372,7 +372,7 @@ package final class GatewayMetrics: RouterObservations {
 
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
-        if cause == .deadline || cause == .rateLimited { deadlineMisses.inc([app]) }
+        if cause == .deadline || cause == .rateLimited || cause == .paused { deadlineMisses.inc([app]) }
     }
 
     package func voipSuspected(app: String, count: Int) {

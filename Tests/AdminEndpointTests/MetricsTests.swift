@@ -150,6 +150,7 @@ final class MetricsTests: XCTestCase {
         m.fallback(app: "acme", cause: .voipTokenInvalid)
         m.fallback(app: "acme", cause: .deadline)
         m.fallback(app: "acme", cause: .rateLimited)
+        m.fallback(app: "acme", cause: .paused)
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .deliveredVoip, id: "1", type: .incomingCall, app: "acme",
                                                          channel: .voip, latencyMs: 40))
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .deliveredAlert, id: "2", type: .incomingCall, app: "acme",
@@ -213,7 +214,8 @@ final class MetricsTests: XCTestCase {
             #"pushgw_token_feedback_total{app="acme",channel="alert",reason="environment_mismatch"} 1"#,
             #"pushgw_environment_mismatches_total{app="acme",channel="alert",environment="sandbox"} 1"#,
             #"pushgw_fallbacks_total{app="acme",cause="rate_limited"} 1"#,
-            #"pushgw_deadline_misses_total{app="acme"} 3"#,
+            #"pushgw_fallbacks_total{app="acme",cause="paused"} 1"#,
+            #"pushgw_deadline_misses_total{app="acme"} 4"#,
             #"pushgw_event_latency_seconds_bucket{channel="voip",le="0.05"} 1"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="30"} 0"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="60"} 1"#,
