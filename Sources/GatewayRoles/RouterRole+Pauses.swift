@@ -12,10 +12,13 @@ extension RouterRole {
 
     /// Reads which apps are paused; a change is logged and the next read follows it. The role
     /// reads no stream until the first answer (`readNext`), so a gateway starting while an app
-    /// is paused never reads it. A failed read keeps what was known, tried at the next beat.
+    /// is paused never reads it; nor after a reload until the apps it left are read again (an
+    /// answer about the apps before it is ignored). A failed read keeps what was known, tried
+    /// at the next beat.
     func readPauses() {
-        let apps = self.apps
+        let generation = appsGeneration
         pauseStore.pausedApps(apps.map(\.keys)) { [unowned self] result in
+            guard generation == self.appsGeneration else { return }
             guard case let .success(keys) = result else {
                 self.stats.redisErrors += 1
                 return

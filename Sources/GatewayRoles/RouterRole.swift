@@ -264,6 +264,8 @@ package final class RouterRole {
     /// Reads the apps' pauses (`+Pauses`); `pausesKnown` once it answered first.
     let pauseStore: AppPauseStore
     var pausesKnown = false
+    /// Counts the reloads (`updateApps`): a pause read asked before the last one is ignored.
+    var appsGeneration = 0
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
     /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
@@ -376,12 +378,17 @@ package final class RouterRole {
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
     /// they started with; new reads use the new apps; a removed app's stream is no longer read.
     /// Unhealthy marks and withheld pushes are cleared: a reload is how an operator fixes a
-    /// credential, and a still broken one is marked again by its next pushes.
+    /// credential, and a still broken one is marked again by its next pushes. The apps' pauses
+    /// are read again before the next read.
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
         intake.update(newApps)
         appHealth.removeAll()
+        // An app the reload adds may be paused: no stream is read until the pauses are read again.
+        pausesKnown = false
+        appsGeneration += 1
+        readPauses()
         readNext()
     }
 

@@ -77,6 +77,26 @@ final class AppPauseTests: XCTestCase {
         XCTAssertEqual(h.record("late-now")?.cause, .deadline, "after the stream caught up, a late call is late, not paused")
     }
 
+    /// An app a reload adds while it is paused is not read, not even by the read right after
+    /// the reload: the pauses are read again first.
+    func testAnAppAReloadAddsWhilePausedIsNotRead() throws {
+        let h = try RouterHarness()
+        defer { h.close() }
+        h.runner.updateApps(h.apps.filter { $0.id != "beta" })
+        h.runUntil("the router read the pauses after the reload") { h.runner.pausesKnown }
+        h.command("HSET", h.keys("beta").paused, "since_ms", "1", "user", "tester", "reason", "")
+        h.call("beta-held", voip: "d10001", deadlineInMs: 60_000, app: "beta")
+        h.call("acme-1", voip: "d20001")
+        h.runner.updateApps(h.apps)
+        h.runUntil("acme's call recorded") { h.record("acme-1") != nil }
+        h.runUntil("the router saw beta's pause") { h.runner.pausedApps.contains("beta") }
+        h.call("acme-2", voip: "d20002")
+        h.runUntil("acme's next call recorded") { h.record("acme-2") != nil }
+        XCTAssertTrue(h.requests("d10001").isEmpty, "beta, added paused, was not read")
+        resume(h, "beta")
+        h.runUntil("beta's call recorded") { h.record("beta-held") != nil }
+    }
+
     /// A router that starts while an app is paused reads none of its calls, not even once.
     func testARouterStartingWhileAnAppIsPausedNeverReadsIt() throws {
         let h = try RouterHarness(startRouter: false)
