@@ -296,6 +296,11 @@ print(f"{'... if routing cost only the push':34s} {apns_only:12.0f}   (pushgw's 
 print(f"{'... if routing cost nothing':34s} {floor:12.0f}   (redis-server + nghttpd alone: ratio ceiling {floor / h2:.2f} here)")
 PY
 
+# Redis per event by command and Lua script (bench/redis-scripts.sh), against h2load's CPU per
+# request above.
+echo
+PUSHGW_BIN="$bin" H2LOAD_CPU_US="$c" bench/redis-scripts.sh
+echo
 printf '%-34s %12s %14s\n' "pushgw CPU per device push, µs" "1-device" "3-device"
 printf '%-34s %12s %14s   (medians; a 3-device call: 3 rings and up to 2 ended pushes)\n' "" "$(fmed "${push1_gw[@]}")" "$(fmed "${push3_gw[@]}")"
 

@@ -351,8 +351,38 @@ package final class GatewayMetrics: RouterObservations {
     }
 
     package func apnsAnswered(app: String, channel: PushChannel, status: Int, reason: String?, latencySeconds: Double) {
-        apnsResponses.inc([app, channel.rawValue, String(status), reason ?? ""])
-        apnsLatency.observe([channel.rawValue], latencySeconds)
+        if status == 200, reason == nil {
+            usual[app, default: UsualCounts()].accepted[GatewayMetrics.index(of: channel)] += 1
+        } else {
+            apnsResponses.inc([app, channel.rawValue, String(status), reason ?? ""])
+        }
+        apnsLatency.observe(GatewayMetrics.channelLabels[GatewayMetrics.index(of: channel)], latencySeconds)
+    }
+
+    /// The router's counts on the usual path (an accepted push, a finished call), added up per
+    /// app and moved into their families when the metrics are read (`render`, `update`): per
+    /// event one lookup by app, where each series' label values were built and hashed.
+    private struct UsualCounts {
+        var accepted = [Double](repeating: 0, count: PushChannel.allCases.count)
+        var finished = [Double](repeating: 0, count: CallOutcome.allCases.count)
+    }
+    private var usual: [String: UsualCounts] = [:]
+    /// `[channel]`, the latency histograms' label values, made once.
+    private static let channelLabels = PushChannel.allCases.map { [$0.rawValue] }
+
+    private static func index(of channel: PushChannel) -> Int { channel == .voip ? 0 : 1 }
+
+    /// Moves the usual counts into their families.
+    private func flushUsualCounts() {
+        for (app, counts) in usual {
+            for (i, channel) in PushChannel.allCases.enumerated() where counts.accepted[i] > 0 {
+                apnsResponses.inc([app, channel.rawValue, "200", ""], by: counts.accepted[i])
+            }
+            for (i, outcome) in CallOutcome.allCases.enumerated() where counts.finished[i] > 0 {
+                eventsFinished.inc([app, outcome.rawValue], by: counts.finished[i])
+            }
+        }
+        usual.removeAll(keepingCapacity: true)
     }
 
     package func apnsFailed(app: String, channel: PushChannel, error: ApnsClientError, latencySeconds: Double) {
@@ -416,7 +446,7 @@ package final class GatewayMetrics: RouterObservations {
             ringReceipts.inc([app])
             return
         }
-        eventsFinished.inc([app, record.outcome.rawValue])
+        usual[app, default: UsualCounts()].finished[GatewayMetrics.outcomeIndex[record.outcome]!] += 1
         switch record.outcome {
         case .deadLettered:
             // The code part only (`apns_credentials`, not `apns_credentials: BadTopic`): bounded.
@@ -429,7 +459,7 @@ package final class GatewayMetrics: RouterObservations {
         }
         if let latencyMs = record.latencyMs,
            let channel = record.channel ?? record.attempts.last?.channel {
-            eventLatency.observe([channel.rawValue], Double(latencyMs) / 1000)
+            eventLatency.observe(GatewayMetrics.channelLabels[GatewayMetrics.index(of: channel)], Double(latencyMs) / 1000)
         }
         if record.devices != nil {
             for latencyMs in GatewayMetrics.ringLatenciesMs(record) { ringLatency.observe([app], Double(latencyMs) / 1000) }
@@ -446,8 +476,12 @@ package final class GatewayMetrics: RouterObservations {
 
     // MARK: Pulled
 
+    /// Each outcome's place in `CallOutcome.allCases`.
+    private static let outcomeIndex = Dictionary(uniqueKeysWithValues: CallOutcome.allCases.enumerated().map { ($1, $0) })
+
     /// Copies `snapshot` into the pulled families. Call right before `render()`.
     package func update(_ snapshot: GatewaySnapshot) {
+        flushUsualCounts()
         if let stats = snapshot.router {
             callsInFlight.set([], Double(snapshot.callsInFlight))
             invalidEvents.set(total: Double(stats.invalidEvents))
@@ -550,7 +584,10 @@ package final class GatewayMetrics: RouterObservations {
     }
 
     /// The registry as Prometheus text.
-    package func render() -> String { registry.render() }
+    package func render() -> String {
+        flushUsualCounts()
+        return registry.render()
+    }
 }
 
 /// The pulled figures of one scrape, gathered from the live objects by `GatewayAdmin` (or

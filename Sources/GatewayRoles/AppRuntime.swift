@@ -10,6 +10,8 @@ package final class AppRuntime: Sendable {
     package let id: String
     package let keys: AppKeys
     package let policy: AppRoutingPolicy
+    /// `policy`, in the one box every call of the app shares (`CallStateMachine.init(event:sharing:…)`).
+    package let sharedPolicy: SharedRoutingPolicy
     /// Name of the credential in `GatewayConfig.credentials`.
     package let credential: String
     /// The app's share in the APNs clients' queues (`ApnsClient.send`): its place in the
@@ -34,6 +36,7 @@ package final class AppRuntime: Sendable {
                                   ringReceiptTimeoutMs: config.ringReceiptTimeoutMs.map(Int64.init),
                                   voipSuspectedAfterSilentRings: config.voipSuspectedAfterSilentRings,
                                   fcmCredential: config.fcmCredential)
+        sharedPolicy = SharedRoutingPolicy(policy)
     }
 
     /// Every app of `config`, in a stable order (by id).

@@ -276,6 +276,15 @@ extension RouterRole {
 
         /// Something may have made reading possible (running began, a read answered, a call
         /// left, the apps changed). `appsReady`: some app has room below its in-flight cap.
+        /// A read is out: a read wanted now changes nothing (`onReadWanted` answers `.none`), so
+        /// the runner need not work out which apps could read (`RouterRole.readNext`).
+        var readInFlight: Bool {
+            switch state {
+            case .running(_, .inFlight, _), .draining(_, _, .inFlight), .retiring(_, .inFlight): return true
+            case .idle, .registering, .nameTaken, .running(_, .idle, _), .draining(_, _, .idle), .retiring(_, .idle), .retired: return false
+            }
+        }
+
         mutating func onReadWanted(appsReady: Bool) -> Action {
             switch state {
             case .running(let at, .idle, let callsAwaitRead):

@@ -15,6 +15,9 @@ extension RouterRole {
     /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, the
     /// apps' pauses known (`readPauses`), and some app not paused and below its in-flight cap.
     func readNext() {
+        // Every call that leaves asks for the next read; while one is out that is all (and the
+        // intake's plan, a few lookups and an array per app, is not worked out per call).
+        guard !lifecycle.readInFlight else { return }
         guard pausesKnown else { return run(lifecycle.onReadWanted(appsReady: false)) }
         let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
                                nowMs: Clock.monotonicMs())
@@ -202,7 +205,7 @@ extension RouterRole {
             return nil
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split(),
+                            machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split(),
                                                       replayed: entry.values["call_deadline"] != nil,
                                                       heldBy: heldBy), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
@@ -281,7 +284,7 @@ extension RouterRole {
         stats.retriesFired += 1
         // Snapshots written before the producer's entry was kept in them: this entry stands in.
         let call = LiveCall(app: app, entryID: entry.id, producerEntryID: snapshot.entryID, rawEvent: raw,
-                            machine: CallStateMachine(event: event, policy: app.policy, jitter: jitter.split()), callID: event.id)
+                            machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split()), callID: event.id)
         call.firstFailureMs = snapshot.firstFailureAtMs
         register(call)
         hearEnds(around: call)

@@ -92,7 +92,7 @@ extension RouterRole {
             var records: [String: OutcomeRecord] = [:]
             if let found, let snapshot = try? WaitingCall.decode(found.state),
                let event = try? snapshot.event(from: found.event, policy: app.policy) {
-                var router = CallRouter(policy: app.policy, jitter: .constant(0))
+                var router = CallRouter(sharing: app.sharedPolicy, jitter: .constant(0))
                 if case var .finish(record) = router.resume(event, from: snapshot, now: Clock.unixMs(), cancelled: true).step {
                     record.entry = snapshot.entryID ?? found.retryID
                     removing.append((found.retryID, record.jsonString))

@@ -217,8 +217,8 @@ public struct FallbackTemplate: Equatable, Sendable {
 /// An app's policy held by reference: the call's machine and each of its devices' routers
 /// follow one copy, and copying a machine or a router (every step of a call does) moves one
 /// reference, not the policy's ~230 bytes and their strings.
-final class SharedRoutingPolicy: Sendable {
-    let value: AppRoutingPolicy
+public final class SharedRoutingPolicy: Sendable {
+    public let value: AppRoutingPolicy
 
-    init(_ value: AppRoutingPolicy) { self.value = value }
+    public init(_ value: AppRoutingPolicy) { self.value = value }
 }

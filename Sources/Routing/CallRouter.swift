@@ -57,7 +57,8 @@ import Retry
 ///   call was first read, so a ring-timeout change in the config does not move a waiting call's.
 public struct CallRouter: Sendable {
     /// The app's policy this call follows.
-    public var policy: AppRoutingPolicy { sharedPolicy.value }
+    /// Read in place (`_read`): a getter would copy the policy, and retain each of its strings, at every use.
+    public var policy: AppRoutingPolicy { _read { yield sharedPolicy.value } }
     private let sharedPolicy: SharedRoutingPolicy
     private var jitter: Jitter
     private var state: State
@@ -68,8 +69,8 @@ public struct CallRouter: Sendable {
         self.init(sharing: SharedRoutingPolicy(policy), jitter: jitter)
     }
 
-    /// A router following a policy its call's other routers share.
-    init(sharing policy: SharedRoutingPolicy, jitter: Jitter) {
+    /// A router following a policy its app's other calls share.
+    public init(sharing policy: SharedRoutingPolicy, jitter: Jitter) {
         self.sharedPolicy = policy
         self.jitter = jitter
         self.state = .idle

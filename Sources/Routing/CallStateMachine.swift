@@ -45,8 +45,10 @@ import Retry
 ///   alert, each the machine's own push (`kind: no_receipt`). A receipt stops what is pending
 ///   for its device (a due step, a push not written yet) and only for it.
 public struct CallStateMachine: Sendable {
-    public var policy: AppRoutingPolicy { sharedPolicy.value }
-    /// The policy, shared with the call's routers.
+    /// Read in place (`_read`): a getter would copy the policy, and retain each of its strings, at every use.
+    public var policy: AppRoutingPolicy { _read { yield sharedPolicy.value } }
+    /// The policy, shared with the call's routers and, in a running gateway, with every call
+    /// of its app (`AppRuntime`).
     private let sharedPolicy: SharedRoutingPolicy
     /// The call's id (the event's).
     public let callID: String
@@ -275,9 +277,15 @@ public struct CallStateMachine: Sendable {
     /// original `call_deadline`); its pushes wait behind every live one (`DevicePush.lane`).
     /// `heldBy`: what held its app's reads when it was read (the app's event rate, a pause).
     public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false, heldBy: StreamHold? = nil) {
+        self.init(event: event, sharing: SharedRoutingPolicy(policy), jitter: jitter, replayed: replayed, heldBy: heldBy)
+    }
+
+    /// The same, with the policy its app's calls share (no copy of it per call).
+    public init(event: CallEvent, sharing policy: SharedRoutingPolicy, jitter: Jitter, replayed: Bool = false,
+                heldBy: StreamHold? = nil) {
         self.replayed = replayed
         self.heldBy = heldBy
-        self.sharedPolicy = SharedRoutingPolicy(policy)
+        self.sharedPolicy = policy
         self.callID = event.id
         self.life = LiveCallStateMachine()
         self.state = .waiting(event: event, jitter: jitter)

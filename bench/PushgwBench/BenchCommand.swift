@@ -16,6 +16,7 @@ enum BenchCommand {
         case "retry-timing": RetryTiming.run(options)
         case "decode": DecodeBench.run(options)
         case "machine": MachineBench.run(options)
+        case "scripts": ScriptsList.run()
         case "ingest": IngestLoad.run(options)
         case "retry-mac": RetryMACBench.run(options)
         default: usage()
@@ -32,6 +33,7 @@ enum BenchCommand {
                pushgw-bench decode [--events N] [--shape e2e|design]
                pushgw-bench ingest --url http://HOST:PORT --app APP --key KEY --token HEX [--requests N] [--concurrency C] [--prefix P]
                pushgw-bench machine [--calls N] [--sizes 1] [--only machine|router]
+               pushgw-bench scripts
                pushgw-bench retry-mac [--retries N]
         """.utf8))
         exit(2)

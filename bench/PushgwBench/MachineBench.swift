@@ -27,6 +27,7 @@ enum MachineBench {
                   "RetryPlan", MemoryLayout<RetryPlan>.size, "TokenFeedback", MemoryLayout<TokenFeedback>.size)
         }
         let policy = AppRoutingPolicy(appID: "bench0", bundleID: "com.example.app")
+        let shared = SharedRoutingPolicy(policy)  // as AppRuntime shares it among its calls
         let entry: Int64 = 1_764_412_300_000
         let event: CallEvent
         do {
@@ -38,7 +39,7 @@ enum MachineBench {
         let accepted = PushNotificationResponse(status: 200, reason: nil, apnsID: "8A6B4C2D-1E0F-4A3B-9C8D-7E6F5A4B3C2D")
         var checksum = 0
         func machineRound(_ i: Int) {
-            var machine = CallStateMachine(event: event, policy: policy, jitter: Jitter(seed: UInt64(i)))
+            var machine = CallStateMachine(event: event, sharing: shared, jitter: Jitter(seed: UInt64(i)))
             let sent = machine.onLookupAnswered(alreadyDone: nil, cancelled: false, claimHolder: "c", consumer: "c",
                                                 copyRoutingHere: false, now: entry + 1)
             checksum &+= sent.firstPush?.plan.attempt ?? 0
@@ -47,7 +48,7 @@ enum MachineBench {
             checksum &+= machine.onRecorded(outcome: .deliveredVoip) == .none ? 0 : 1
         }
         func routerRound(_ i: Int) {
-            var router = CallRouter(policy: policy, jitter: Jitter(seed: UInt64(i)))
+            var router = CallRouter(sharing: shared, jitter: Jitter(seed: UInt64(i)))
             var life = LiveCallStateMachine()
             _ = life.onLookupAnswered(event.kind, alreadyDone: false, cancelled: false, claimHolder: "c", consumer: "c",
                                       copyRoutingHere: false)
