@@ -1,3 +1,4 @@
+import EventLoop
 import RedisClient
 
 /// An app's pause (`AppKeys.paused`): set and removed by an operator (`pushgw apps pause`,
@@ -33,25 +34,50 @@ public final class AppPauseStore {
     }
 
     /// Pauses `app` unless it is paused already. Answers nil when this paused it, else the
-    /// pause in place (which is kept as it was: the first pause's who, when and why).
+    /// pause in place (which is kept as it was: the first pause's who, when and why). A new
+    /// pause is then stamped (`GatewayKeys.pausesChanged`) for the routers to read it.
     public func pause(_ app: AppKeys, _ pause: Pause, completion: @escaping (Result<Pause?, RedisError>) -> Void) {
         pauseScript.run(on: topology.channel(for: app.paused), keys: [app.paused],
                         args: [String(pause.sinceMs), pause.user, pause.reason]) { result in
-            completion(result.flatMap { reply in
+            let answer = result.flatMap { reply -> Result<Pause?, RedisError> in
                 if reply.integer == 1 { return .success(nil) }
                 return AppPauseStore.parse(reply).map { .success($0) } ?? .failure(.unexpectedReply("app pause \(reply)"))
-            })
+            }
+            guard case .success(nil) = answer else { return completion(answer) }
+            self.stamp(app, answer, completion)
         }
     }
 
-    /// Resumes `app`: answers the pause it removed, nil when it was not paused.
+    /// Resumes `app`: answers the pause it removed, nil when it was not paused. A resume is
+    /// then stamped as a pause is.
     public func resume(_ app: AppKeys, completion: @escaping (Result<Pause?, RedisError>) -> Void) {
         pauseScript.run(on: topology.channel(for: app.paused), keys: [app.paused], args: []) { result in
-            completion(result.flatMap { reply in
+            let answer = result.flatMap { reply -> Result<Pause?, RedisError> in
                 if reply.integer == 0 { return .success(nil) }
                 return AppPauseStore.parse(reply).map { .success($0) } ?? .failure(.unexpectedReply("app resume \(reply)"))
-            })
+            }
+            guard case .success(_?) = answer else { return completion(answer) }
+            self.stamp(app, answer, completion)
         }
+    }
+
+    /// Writes a new `pausesChanged` stamp, then answers `answer` (or the stamp's failure: the
+    /// change is made, and the routers see it at their next full read, within 30 s).
+    private func stamp(_ app: AppKeys, _ answer: Result<Pause?, RedisError>, _ completion: @escaping (Result<Pause?, RedisError>) -> Void) {
+        let key = GatewayKeys(prefix: app.prefix).pausesChanged
+        let value = "\(Clock.unixMs())-\(UInt32.random(in: 0...UInt32.max))"
+        topology.send(["SET", key, value], key: key) { result in
+            switch result {
+            case .success: completion(answer)
+            case let .failure(error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// The `pausesChanged` stamp of `prefix` ("" when none was written yet).
+    public func changeStamp(prefix: String, completion: @escaping (Result<String, RedisError>) -> Void) {
+        let key = GatewayKeys(prefix: prefix).pausesChanged
+        topology.send(["GET", key], key: key) { result in completion(result.map { $0.string ?? "" }) }
     }
 
     /// The pause of each of `apps` (nil: not paused), one HGETALL each, pipelined.
@@ -66,8 +92,8 @@ public final class AppPauseStore {
         }
     }
 
-    /// Which of `apps` are paused, one EXISTS each, pipelined: what a router reads every
-    /// heartbeat, the least that tells it.
+    /// Which of `apps` are paused, one EXISTS each, pipelined: what a router reads when the
+    /// stamp changed (`changeStamp`), the least that tells it.
     public func pausedApps(_ apps: [AppKeys], completion: @escaping (Result<Set<AppKeys>, RedisError>) -> Void) {
         eachApp(apps, completion: { result in completion(result.map { Set($0.filter(\.value).keys) }) }) { app, done in
             self.topology.send(["EXISTS", app.paused], key: app.paused) { result in

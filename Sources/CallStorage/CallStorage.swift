@@ -169,8 +169,9 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     // MARK: Pausing the app (AppPauseStore.swift)
 
     /// Hash, present while an operator has paused the app (`pushgw apps pause`, the console):
-    /// `since_ms` (unix ms), `user`, `reason`. Every router reads whether it exists now and
-    /// then and, while it does, reads nothing of `calls` (docs/operations.md, *Pausing an app*).
+    /// `since_ms` (unix ms), `user`, `reason`. Every router reads whether it exists at start,
+    /// when `GatewayKeys.pausesChanged` changed (and every 30 s anyway) and, while it exists,
+    /// reads nothing of `calls` (docs/operations.md, *Pausing an app*).
     public var paused: String { base + "paused" }
 
     // MARK: The durable retry schedule (RetrySchedule.swift)
@@ -230,6 +231,11 @@ public struct GatewayKeys: Hashable, Sendable {
     /// Stream, capped: one entry per operator action that changed dead letters (replay,
     /// purge), tokens' marks or an app's pause: who, when, what, how many, with which filters.
     public var audit: String { "\(prefix):audit" }
+
+    /// String: a stamp (unix ms and a random number) written after every pause or resume of an
+    /// app (`AppPauseStore`), so a router reads one key a heartbeat, and the apps' pause keys
+    /// (`AppKeys.paused`) only when it changed, not one command per app a second.
+    public var pausesChanged: String { "\(prefix):pauses-changed" }
 
     /// String, 10 s: the admin endpoint's write probe on one Redis (`CallStore.probeWrites`).
     public var writeProbe: String { "\(prefix):write-probe" }

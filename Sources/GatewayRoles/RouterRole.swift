@@ -55,6 +55,9 @@ package struct RouterRoleSettings: Sendable {
     /// How often the cancellation markers of the calls with devices ringing here are read (an
     /// answer, decline or cancel another gateway read), ms: one MGET per app per round.
     var ringRecheckEveryMs: Int64 = 1_000
+    /// How often the apps' pause keys are read even when the pauses' stamp did not change (a
+    /// stamp that failed to be written, a pause key changed by hand), ms (`+Pauses`).
+    package var pauseSweepEveryMs: Int64 = 30_000
     /// When an app's pushes are withheld after APNs refused its credential, and how often one
     /// goes as a probe (`AppCredentialHealth`).
     package var credentialHealth = AppCredentialHealth.Policy()
@@ -266,6 +269,9 @@ package final class RouterRole {
     var pausesKnown = false
     /// Counts the reloads (`updateApps`): a pause read asked before the last one is ignored.
     var appsGeneration = 0
+    /// The pauses' stamp at the last read of the apps' pause keys, and when that was (monotonic ms).
+    var pauseStamp = ""
+    var pausesReadAtMs: Int64 = 0
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
     /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads

@@ -122,7 +122,9 @@ final class AdminEndpointTests: XCTestCase {
         let (file, token) = try tokenFile()
         h = try AdminHarness(tokenFile: file)
         let paused = h.router.keys("acme").paused
+        // As `pushgw apps pause` does: the pause, then a new stamp for the routers.
         h.router.command("HSET", paused, "since_ms", "1", "user", "tester", "reason", "")
+        h.router.command("SET", "pushgw:pauses-changed", "1")
         XCTAssertTrue(h.wait("the router read the pause") { h.router.runner.pausedApps == ["acme"] })
         // Scrapes within a second get the same text (`metricsMaxAgeMs`).
         XCTAssertTrue(h.wait("a scrape after the pause") { (try? self.h.get("/metrics").body.contains(#"pushgw_app_paused{app="acme"} 1"#)) == true })
@@ -133,6 +135,7 @@ final class AdminEndpointTests: XCTestCase {
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any], status.body)
         XCTAssertEqual(json["paused_apps"] as? [String], ["acme"])
         h.router.command("DEL", paused)
+        h.router.command("SET", "pushgw:pauses-changed", "2")
         XCTAssertTrue(h.wait("the router read the resume") { h.router.runner.pausedApps.isEmpty })
         XCTAssertTrue(h.wait("a scrape after the resume") { (try? self.h.get("/metrics").body.contains(#"pushgw_app_paused{app="acme"} 0"#)) == true })
     }
