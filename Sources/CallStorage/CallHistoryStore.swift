@@ -1,8 +1,9 @@
 import RedisClient
 
-/// What Redis holds about one call by its id, for operators (`pushgw calls show`): its result
+/// What Redis holds about calls, for operators: by a call's id (`pushgw calls show`), its result
 /// key, its cancel's own result and its cancellation marker (docs/protocol.md, *Finding
-/// results*). The router writes them (`CallStore`, `RetrySchedule.cancel`); this only reads. The
+/// results*); and the app's results and feedback streams a bounded page at a time (`pushgw
+/// export`). The router writes them (`CallStore`, `RetrySchedule.cancel`); this only reads. The
 /// call's dead letters, scheduled retry and tokens are read through `DeadLetterStore`,
 /// `RetrySchedule.pending` and `TokenStore`.
 ///
@@ -46,6 +47,50 @@ public final class CallHistoryStore {
                     return .failure(.unexpectedReply("MGET call keys \(reply)"))
                 }
                 return .success(Keys(result: values[0].string, cancelResult: values[1].string, cancelled: !values[2].isNull))
+            })
+        }
+    }
+
+    /// The app's streams of what happened to its calls, besides the dead letters
+    /// (`DeadLetterStore.range` reads those).
+    public enum Stream: String, Sendable, CaseIterable {
+        /// `PREFIX:{APP}:results`: one entry per event, its `result` JSON.
+        case results
+        /// `PREFIX:{APP}:feedback`: one entry per token APNs or FCM declared invalid.
+        case feedback
+
+        func key(_ app: AppKeys) -> String {
+            switch self {
+            case .results: return app.results
+            case .feedback: return app.feedback
+            }
+        }
+    }
+
+    /// At most `count` (> 0) entries of the app's `stream` from `start` to `end` (XRANGE bounds:
+    /// `-`, `+`, `MS`, `ID`, `(ID` exclusive), oldest first: one `XRANGE … COUNT`, so Redis
+    /// does a bounded amount of work per call however long the stream.
+    public func range(_ app: AppKeys, _ stream: Stream, start: String, end: String, count: Int,
+                      completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+        precondition(count > 0, "range needs a positive count")
+        let key = stream.key(app)
+        topology.send(["XRANGE", key, start, end, "COUNT", String(count)], key: key) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try StreamReplies.range(reply)) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
+            })
+        }
+    }
+
+    /// The id of the newest entry of the app's `stream`; nil when it is empty.
+    public func newestID(_ app: AppKeys, _ stream: Stream, completion: @escaping (Result<String?, RedisError>) -> Void) {
+        let key = stream.key(app)
+        topology.send(["XREVRANGE", key, "+", "-", "COUNT", "1"], key: key) { result in
+            completion(result.flatMap { reply in
+                do { return .success(try StreamReplies.range(reply).first?.id) } catch {
+                    return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
+                }
             })
         }
     }

@@ -25,7 +25,7 @@ public final class DeadLetterOperations {
     /// that long from its first calls entry, and its replay no longer.
     public var ringTimeoutsMs: [String: Int64]
     /// Every bulk read's steps (`page`, `stats`) go through it: one at a time, with rests.
-    private let pacing: ScanPacing
+    let pacing: ScanPacing
 
     /// Entries read per step while scanning (at most; `DeadLetterStore.range` also stops at
     /// its byte budget): each step is a millisecond or two of Redis and of the loop, so

@@ -12,7 +12,8 @@
 // Redis and the loop bulk reads take), AuditRecord, PrettyJSON (re-indenting and reading the
 // JSON inside dead letters; the module JSONOutput writes), DeadLetterRetention (the retention
 // runner), RecordedResult (a call's stored result read back for `pushgw calls show`, its
-// attempts read as a dead letter's are).
+// attempts read as a dead letter's are), StreamExport (an app's results, feedback or dead
+// letters as JSON lines, paced: `pushgw export`).
 // Redis commands and scripts live in CallStorage's DeadLetterStore.
 
 /// Retention of one app's dead-letter stream (config `apps.APP.dead_letters`).

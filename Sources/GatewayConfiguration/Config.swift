@@ -34,6 +34,8 @@ package struct GatewayConfig: Equatable, Sendable {
     /// FCM credentials (service accounts) by name, declared under `credentials` beside the APNs
     /// ones (one namespace: a name is one or the other); apps name one in `fcm_credential`.
     package var fcmCredentials: [String: FcmCredential] = [:]
+    /// How much the log says (ConfigLog.swift).
+    package var log = LogConfig()
 
     package init(redis: RedisConfig, admin: AdminConfig = AdminConfig(), apns: ApnsConfig = ApnsConfig(),
                 credentials: [String: Credential], apps: [String: AppConfig], ingest: IngestConfig? = nil) {

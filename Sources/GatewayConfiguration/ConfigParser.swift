@@ -77,7 +77,7 @@ struct ConfigParser {
     init(_ reader: ConfigReader) { self.reader = reader }
 
     func parse(_ root: [String: Any]) -> GatewayConfig {
-        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "fcm", "credentials", "apps", "ingest"])
+        reader.unknownKeys(root, at: .root, known: ["redis", "admin", "apns", "fcm", "credentials", "apps", "ingest", "log"])
         let redis = parseRedis(root)
         let admin = parseAdmin(root)
         let apns = parseAPNs(root)
@@ -94,6 +94,7 @@ struct ConfigParser {
         var config = GatewayConfig(redis: redis, admin: admin, apns: apns, credentials: credentials, apps: apps, ingest: ingest)
         config.fcm = fcm
         config.fcmCredentials = fcmCredentials
+        config.log = parseLog(root)
         return config
     }
 

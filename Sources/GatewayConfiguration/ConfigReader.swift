@@ -103,14 +103,21 @@ final class ConfigReader {
     /// bound: times and counts from the config meet arithmetic (a ring timeout in
     /// milliseconds is added to times), and an absurd value must be an error, not a trap.
     func positiveInteger(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Int, most: Int) -> Int? {
+        integer(object, key, in: parent, fallback: fallback, least: 1, most: most)
+    }
+
+    /// A whole number from `least` (0 or 1) to `most`; `fallback` when absent.
+    func integer(_ object: [String: Any], _ key: String, in parent: JSONPath, fallback: Int, least: Int, most: Int) -> Int? {
+        precondition(least == 0 || least == 1, "a config number starts at 0 or 1")
         guard let found = lookup(object, key, in: parent) else { return fallback }
         switch JSONKind(found.value) {
-        case let .integer(n) where n >= 1 && n <= most:
+        case let .integer(n) where n >= least && n <= most:
             return n
         case let .integer(n) where n > most:
-            error(found.path, "\(n) is over the limit of \(most)", fix: "write a number from 1 to \(most), such as \(fallback)")
+            error(found.path, "\(n) is over the limit of \(most)", fix: "write a number from \(least) to \(most), such as \(fallback)")
         case let .integer(n):
-            error(found.path, "\(n) is not a positive whole number", fix: "write a number of at least 1, such as \(fallback)")
+            error(found.path, "\(n) is not a \(least == 1 ? "positive" : "non-negative") whole number",
+                  fix: "write a number of at least \(least), such as \(fallback)")
         case let .string(s) where Int(s) != nil:
             error(found.path, "expected a number, found a string", fix: "write \(s) without quotes")
         case let kind:

@@ -157,8 +157,7 @@ extension RouterRole {
                                                    "first_outcome": record.firstOutcome?.rawValue ?? ""])
         } else {
             stats.finished[record.outcome.rawValue, default: 0] += 1
-            log.debug("call finished", ["app": call.app.id, "event": call.callID, "outcome": record.outcome.rawValue,
-                                       "entry": call.entryID])
+            logFinished(record, app: call.app.id, callID: call.callID)
             // The script wrote the call's feedback with its record.
             for feedback in call.feedback { observations?.tokenFeedback(app: call.app.id, feedback: feedback) }
             if let environment = record.environmentMismatch {

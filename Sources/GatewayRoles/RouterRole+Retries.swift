@@ -112,8 +112,7 @@ extension RouterRole {
                     for id in report.recorded {
                         guard let record = records[id] else { continue }
                         self.stats.finished[record.outcome.rawValue, default: 0] += 1
-                        self.log.debug("call finished", ["app": app.id, "event": callID, "outcome": record.outcome.rawValue,
-                                                        "retry": id])
+                        self.logFinished(record, app: app.id, callID: callID)
                         self.observations?.callRecorded(app: app.id, record: record)
                     }
                     var written = cancelRecord

@@ -61,6 +61,8 @@ package struct RouterRoleSettings: Sendable {
     /// When an app's pushes are withheld after APNs refused its credential, and how often one
     /// goes as a probe (`AppCredentialHealth`).
     package var credentialHealth = AppCredentialHealth.Policy()
+    /// `call finished` lines a second at most (`log.calls_per_second`); 0: none.
+    package var callLinesPerSecond = 100
 
     package init(consumer: String) { self.consumer = consumer }
 }
@@ -278,6 +280,10 @@ package final class RouterRole {
     /// (an end read by another gateway).
     var ringing: [LiveCall] = []
     var ringRecheckTimer: LoopTimer!
+    /// The `call finished` lines' cap (`RouterRole+CallLines.swift`), and the timer that says
+    /// at the end of a second how many calls it did not log.
+    var callLines: CallLineCap
+    var callLinesTimer: LoopTimer!
     /// Calls whose schedule step failed, tried again by `scheduleAgainTimer`.
     var scheduleAgain: [LiveCall] = []
     /// Calls holding an outcome whose record step failed, written again by `recordAgainTimer`.
@@ -358,6 +364,7 @@ package final class RouterRole {
         pauseStore = AppPauseStore(topology: store.topology)
         self.settings = settings
         self.log = log
+        callLines = CallLineCap(perSecond: settings.callLinesPerSecond)
         lifecycle = Lifecycle(timing: Lifecycle.Timing(heartbeatEveryMs: settings.heartbeatEveryMs,
                                                        claimEveryMs: settings.claimEveryMs))
         readRetryTimer = timer { $0.readNext() }
@@ -370,6 +377,7 @@ package final class RouterRole {
         recordAgainTimer = timer { $0.recordHeldOutcomes() }
         recheckTimer = timer { $0.recheckCopiesElsewhere() }
         ringRecheckTimer = timer { $0.recheckRingingCalls() }
+        callLinesTimer = timer { $0.logCallsNotLoggedSoFar() }
         records = TurnBatch(loop: loop) { [unowned self] in self.writeRecords($0) }
         // A read served on a connection the watchdog dropped left its entries pending here.
         store.onReadReplyMayBeLost = { [unowned self] in self.lifecycle.onOwnSweepsDue(atLeast: 2) }
@@ -502,6 +510,8 @@ package final class RouterRole {
             recheckTimer.cancel()
             ringRecheckTimer.cancel()
             registerTimer.cancel()
+            callLinesTimer.cancel()
+            logCallsNotLoggedSoFar()
             // Held strongly: whoever waits for the drain hears of it even if the role is let go.
             store.retire(consumer: settings.consumer, instance: instance) { _ in self.run(self.lifecycle.onRetired()) }
         case .finishDrain:

@@ -65,9 +65,11 @@ final class GatewayProcess {
         self.store = store
         self.pools = pools
         self.fcmPools = fcmPools
+        var routerSettings = RouterRoleSettings(consumer: consumer)
+        routerSettings.callLinesPerSecond = config.log.callsPerSecond
         runner = roles.contains(.router)
             ? RouterRole(loop: loop, store: store, pools: pools, fcmPools: fcmPools, apps: apps,
-                            settings: RouterRoleSettings(consumer: consumer), log: log)
+                            settings: routerSettings, log: log)
             : nil
         if roles.contains(.retry) {
             let topology = RedisTopology.own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterConfig,
@@ -210,6 +212,7 @@ final class GatewayProcess {
         store.updateApps(apps.map(\.keys), windows: newConfig.retentionWindows)
         mover?.apps = apps.map(\.keys)
         runner?.updateApps(apps)
+        runner?.updateCallLinesPerSecond(newConfig.log.callsPerSecond)
         admin.updateApps(apps)
         if let ingest, let newIngest = newConfig.ingest { _ = ingest.apply(newIngest, apps: apps) }
         admin.metrics.certificateExpiries(newConfig.certificateExpiries(nowS: Clock.unixMs() / 1000))

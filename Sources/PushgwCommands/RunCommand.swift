@@ -26,8 +26,9 @@ enum RunCommand: Command {
           --config FILE    the config file (default \(GatewayConfig.defaultFile)); PUSHGW_REDIS_URL,
                            PUSHGW_REDIS_PREFIX and PUSHGW_ADMIN_LISTEN override it. Check it first
                            with pushgw config check FILE; SIGHUP reads it again
-          --log-level L    the least level logged: debug (a line per call), info (default),
-                           warn, error. One JSON object per line on stdout
+          --log-level L    the least level logged: debug, info (default: a line per finished
+                           call, at most the config's log.calls_per_second), warn, error.
+                           One JSON object per line on stdout
           --consumer NAME  this process's name in the consumer groups (default: host-pid)
           --role ROLES     comma-separated modules to run (default: router,retry,deadletters,webhooks):
                              router       routes call events; a push to retry goes to the

@@ -291,15 +291,18 @@ class RouterIntegrationTests: XCTestCase {
         XCTAssertEqual(h.requests("a0a0").count, 1, "a copy routed with its original is not pushed again")
     }
 
-    func testTheLineACallWritesIsDebugOnly() throws {
-        // One line per call at info would cost more than routing the call (docs/operations.md).
-        for (level, expected) in [(Log.Level.info, 0), (.debug, 1)] {
+    func testTheLineACallWritesIsInfoUnlessItsRateIsZero() throws {
+        // Capped at log.calls_per_second (docs/operations.md, Logs); 0 writes none.
+        for (level, perSecond, expected) in [(Log.Level.info, 100, 1), (.debug, 100, 1), (.warn, 100, 0), (.info, 0, 0)] {
             var lines: [String] = []
-            let h = try RouterHarness(redis: Self.redisDeployment, routerLog: Log(minimum: level, write: { lines.append($0) }))
+            let h = try RouterHarness(redis: Self.redisDeployment, settings: { $0.callLinesPerSecond = perSecond },
+                                      routerLog: Log(minimum: level, write: { lines.append($0) }))
             defer { h.close() }
-            h.call("logged-\(level)", voip: "a0a0")
+            h.call("logged-\(level)-\(perSecond)", voip: "a0a0")
             XCTAssertTrue(h.waitForRecords(1))
-            XCTAssertEqual(lines.filter { $0.contains(#""msg":"call finished""#) }.count, expected, "at \(level): \(lines)")
+            let finished = lines.filter { $0.contains(#""msg":"call finished""#) }
+            XCTAssertEqual(finished.count, expected, "at \(level), \(perSecond)/s: \(lines)")
+            if expected == 1 { XCTAssertTrue(finished[0].contains(#""level":"info""#), finished[0]) }
         }
     }
 
@@ -607,7 +610,7 @@ final class RouterIntegrationOverTLSTests: RouterIntegrationTests {
     override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
-    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testTheLineACallWritesIsInfoUnlessItsRateIsZero() throws { try super.testTheLineACallWritesIsInfoUnlessItsRateIsZero() }
     override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
     override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
     override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
@@ -637,7 +640,7 @@ final class RouterIntegrationOverMutualTLSTests: RouterIntegrationTests {
     override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
-    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testTheLineACallWritesIsInfoUnlessItsRateIsZero() throws { try super.testTheLineACallWritesIsInfoUnlessItsRateIsZero() }
     override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
     override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
     override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
@@ -667,7 +670,7 @@ final class RouterIntegrationAsLeastPrivilegedUserTests: RouterIntegrationTests 
     override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
-    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testTheLineACallWritesIsInfoUnlessItsRateIsZero() throws { try super.testTheLineACallWritesIsInfoUnlessItsRateIsZero() }
     override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
     override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
     override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }
@@ -697,7 +700,7 @@ final class RouterIntegrationThroughSentinelTests: RouterIntegrationTests {
     override func testCancelBeforeTheCallIsSeen() throws { try super.testCancelBeforeTheCallIsSeen() }
     override func testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() throws { try super.testEventsReadTogetherAreLookedUpTogetherAndRecordedInBatches() }
     override func testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() throws { try super.testDuplicatesRoutedTogetherEndWithOneResultAndOneRecordedOutcome() }
-    override func testTheLineACallWritesIsDebugOnly() throws { try super.testTheLineACallWritesIsDebugOnly() }
+    override func testTheLineACallWritesIsInfoUnlessItsRateIsZero() throws { try super.testTheLineACallWritesIsInfoUnlessItsRateIsZero() }
     override func testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() throws { try super.testADuplicateIsAnsweredWithTheFirstOutcomeAndNotPushedAgain() }
     override func testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() throws { try super.testEventsDeadLetteredBeforeTheirIdWasReadGetAResultWithTheirEntry() }
     override func testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() throws { try super.testACorrectedEventAfterAnInvalidOneWithTheSameIdIsRouted() }

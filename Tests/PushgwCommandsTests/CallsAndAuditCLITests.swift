@@ -13,22 +13,7 @@ import XCTest
 /// whose VoIP token is gone (alert delivered, token marked invalid), one dead-lettered by a
 /// wrong key, and changes made with `tokens forget` and `dead purge`. On TCP here, and as the
 /// least-privileged ACL user (docs/operations.md) in the subclass below.
-class CallsAndAuditCLITests: XCTestCase {
-    private var h: DeadLetterHarness!
-
-    /// How the gateway and the CLI of this class's tests reach Redis.
-    class var redisDeployment: RedisDeployment { .tcp }
-
-    override func setUpWithError() throws {
-        h = try DeadLetterHarness(redis: Self.redisDeployment)
-        try h.writeConfigFile()
-    }
-
-    override func tearDown() {
-        h?.close()
-        h = nil
-    }
-
+class CallsAndAuditCLITests: DeadLetterHarnessTestCase {
     private func object(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
         try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], text, file: file, line: line)
     }

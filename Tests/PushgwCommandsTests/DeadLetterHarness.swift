@@ -13,6 +13,26 @@ import TestSupport
 import XCTest
 @testable import PushgwCommands
 
+/// A test class each of whose tests gets a fresh `DeadLetterHarness`, `h`, reaching Redis as
+/// `redisDeployment` says (a subclass overrides it: TLS, the least-privileged user, a
+/// sentinel), with the CLI's config file written (`broken` with the wrong key).
+class DeadLetterHarnessTestCase: XCTestCase {
+    var h: DeadLetterHarness!
+
+    /// How the gateway and the CLI of this class's tests reach Redis.
+    class var redisDeployment: RedisDeployment { .tcp }
+
+    override func setUpWithError() throws {
+        h = try DeadLetterHarness(redis: Self.redisDeployment)
+        try h.writeConfigFile()
+    }
+
+    override func tearDown() {
+        h?.close()
+        h = nil
+    }
+}
+
 /// Real dead letters for the `pushgw dead` tests: one redis-server and one APNs simulator for
 /// the whole test, and a router (`RouterRole`) that can be stopped and started again with
 /// another config — app `broken` with the wrong key (every push `403 InvalidProviderToken`,

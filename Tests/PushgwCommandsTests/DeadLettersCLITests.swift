@@ -15,22 +15,7 @@ import XCTest
 /// same redis-server, and a router with the fixed key routes what was replayed. On TCP here;
 /// over TLS, as the least-privileged ACL user and through a sentinel in the subclasses at the
 /// end of this file.
-class DeadLettersCLITests: XCTestCase {
-    private var h: DeadLetterHarness!
-
-    /// How the gateway and the CLI of this class's tests reach Redis.
-    class var redisDeployment: RedisDeployment { .tcp }
-
-    override func setUpWithError() throws {
-        h = try DeadLetterHarness(redis: Self.redisDeployment)
-        try h.writeConfigFile()
-    }
-
-    override func tearDown() {
-        h?.close()
-        h = nil
-    }
-
+class DeadLettersCLITests: DeadLetterHarnessTestCase {
     /// Two credential dead letters of `broken`, one invalid event of `acme`, one delivered call.
     private func makeDeadLetters() throws {
         let before = (h.deadIDs("broken").count, h.deadIDs("acme").count)

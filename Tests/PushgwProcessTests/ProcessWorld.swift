@@ -47,10 +47,11 @@ final class ProcessWorld {
     /// Both APNs environments point at the simulator. `admin` is the admin section's members
     /// (default: listen on a free loopback port),
     /// `apns` more members of the apns section, `redis` more members of the redis section;
-    /// `redisURL` replaces the server's plain URL (to give a user and password).
+    /// `redisURL` replaces the server's plain URL (to give a user and password), `sections`
+    /// adds top-level members (`"log": { … }`).
     @discardableResult
     func writeConfig(_ name: String = "gateway.json", apps: [String: String], admin: String? = nil, apns: String = "",
-                     redis extraRedis: String = "", redisURL: String? = nil) throws -> String {
+                     redis extraRedis: String = "", redisURL: String? = nil, sections: String = "") throws -> String {
         let appsJSON = apps.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")
         let text = """
             { "redis": { "url": "\(redisURL ?? redis.url)"\(extraRedis.isEmpty ? "" : ", " + extraRedis) },
@@ -59,7 +60,7 @@ final class ProcessWorld {
                         "sandbox": { "endpoint": "127.0.0.1:\(simulatorPort)" },
                         "ca_file": "\(pki.caCert)"\(apns.isEmpty ? "" : ", " + apns) },
               "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "\(pki.jwtKey)" } },
-              "apps": { \(appsJSON) } }
+              "apps": { \(appsJSON) }\(sections.isEmpty ? "" : ", " + sections) }
             """
         let path = directory + "/" + name
         try text.write(toFile: path, atomically: true, encoding: .utf8)
