@@ -238,6 +238,7 @@ package final class GatewayAdmin {
             s.callsInFlightByApp = runner.inFlightByApp
             s.throttledSecondsByApp = runner.throttledSecondsByApp
             s.unhealthyApps = runner.unhealthyApps
+            s.pausedApps = runner.pausedApps
             s.appsMissingReceipts = runner.appsMissingReceipts
             s.withheldApps = runner.withheldApps.mapValues { (forMs: now - $0.sinceMs, nextProbeInMs: max(0, $0.nextProbeAtMs - now)) }
         }
@@ -321,6 +322,7 @@ package final class GatewayAdmin {
             "unhealthy_apps": s.unhealthyApps,
             "withheld_apps": s.withheldApps.mapValues { ["for_ms": $0.forMs, "next_probe_in_ms": $0.nextProbeInMs] },
             "receipts_missing_apps": s.appsMissingReceipts.mapValues { ["calls_without_receipt": $0] },
+            "paused_apps": s.pausedApps.sorted(),
         ]
         object["pools"] = s.pools.sorted { ($0.credential, $0.environment) < ($1.credential, $1.environment) }.map { p -> [String: Any] in
             ["credential": p.credential, "environment": p.environment, "in_flight": p.inFlight, "queued": p.queued,

@@ -60,6 +60,8 @@ package final class GatewayMetrics: RouterObservations {
     let appCallsInFlight: GaugeFamily
     let appThrottled: CounterFamily
     let appPushesWithheld: GaugeFamily
+    /// 1 while an operator has the app paused (as this router last read it), else 0.
+    let appPaused: GaugeFamily
     let appReceiptsMissing: GaugeFamily
     // MARK: APNs pools (pulled)
     let apnsRequests: CounterFamily
@@ -146,7 +148,7 @@ package final class GatewayMetrics: RouterObservations {
                                           help: "Tokens refused with BadDeviceToken in the app's environment and accepted in the other one (delivered, not marked invalid), by app, channel and the environment that accepted them.",
                                           labels: ["app", "channel", "environment"])
         deadlineMisses = r.counter("pushgw_deadline_misses_total",
-                                   help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline or rate_limited, or outcome expired), by app.",
+                                   help: "Calls whose VoIP push was not accepted before the call's deadline (fallback with cause deadline, rate_limited or paused, or outcome expired), by app.",
                                    labels: ["app"])
         eventLatency = r.histogram("pushgw_event_latency_seconds",
                                    help: "From the stream entry's time (XADD) to the APNs answer that finished the call, by the channel of that answer.",
@@ -195,6 +197,9 @@ package final class GatewayMetrics: RouterObservations {
         appPushesWithheld = r.gauge("pushgw_app_pushes_withheld",
                                     help: "1 while the app's pushes are withheld after APNs refused its credentials or configuration again and again (its calls dead-lettered at once, one probe push a minute), else 0, by app.",
                                     labels: ["app"])
+        appPaused = r.gauge("pushgw_app_paused",
+                            help: "1 while an operator has the app paused (pushgw apps pause: its calls wait in its stream, unread), as this router last read it, else 0, by app.",
+                            labels: ["app"])
         appReceiptsMissing = r.gauge("pushgw_app_receipts_missing",
                                      help: "1 while no device of the app sent a ring receipt for its last calls (its backend stopped adding call_ringing: no token is suspected of a ban meanwhile), else 0, by app with ring receipts on.",
                                      labels: ["app"])
@@ -397,7 +402,7 @@ package final class GatewayMetrics: RouterObservations {
 
     package func fallback(app: String, cause: FallbackCause) {
         fallbacks.inc([app, cause.rawValue])
-        if cause == .deadline || cause == .rateLimited { deadlineMisses.inc([app]) }
+        if cause == .deadline || cause == .rateLimited || cause == .paused { deadlineMisses.inc([app]) }
     }
 
     package func voipSuspected(app: String, count: Int) {
@@ -490,8 +495,12 @@ package final class GatewayMetrics: RouterObservations {
         appPushesWithheld.removeAll()
         appReceiptsMissing.removeAll()
         appCallsInFlight.removeAll()
+        appPaused.removeAll()
         if snapshot.router != nil {
-            for app in snapshot.apps { appCallsInFlight.set([app], Double(snapshot.callsInFlightByApp[app] ?? 0)) }
+            for app in snapshot.apps {
+                appCallsInFlight.set([app], Double(snapshot.callsInFlightByApp[app] ?? 0))
+                appPaused.set([app], snapshot.pausedApps.contains(app) ? 1 : 0)
+            }
         }
         for (app, seconds) in snapshot.throttledSecondsByApp { appThrottled.set([app], total: seconds) }
         for app in snapshot.apps {
@@ -634,6 +643,8 @@ package struct GatewaySnapshot {
     package var apps: [String] = []
     /// App id → why APNs refused it (`RouterRole.unhealthyApps`).
     package var unhealthyApps: [String: String] = [:]
+    /// The apps an operator paused, as the router last read it (`RouterRole.pausedApps`).
+    package var pausedApps: Set<String> = []
     /// App id → for how long its pushes have been withheld and when the next probe goes, ms
     /// (`RouterRole.withheldApps`).
     package var withheldApps: [String: (forMs: Int64, nextProbeInMs: Int64)] = [:]

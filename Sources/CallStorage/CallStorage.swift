@@ -1,6 +1,6 @@
 // CallStorage: pushgw's data in Redis: the key layout of docs/protocol.md, the stores that
-// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore, CallHistoryStore, CallIntake for the
-// HTTP API; each sends on one
+// read and change it (CallStore, RetrySchedule, DeadLetterStore, TokenStore, CallHistoryStore, AppPauseStore,
+// CallIntake for the HTTP API; each sends on one
 // `RedisTopology`), the reads of new calls (StreamReads, for one Redis and for a cluster),
 // their Lua scripts, and the MAC of the internal `retry` field (RetrySigner).
 // Owns: every Redis key name and every command and script on pushgw's keys. Must not know
@@ -166,6 +166,14 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// text, with a TTL. Lets a replayed event that dies again keep its earlier attempts.
     public func replayLedger(_ eventDigest: String) -> String { base + "replayed:" + eventDigest }
 
+    // MARK: Pausing the app (AppPauseStore.swift)
+
+    /// Hash, present while an operator has paused the app (`pushgw apps pause`, the console):
+    /// `since_ms` (unix ms), `user`, `reason`. Every router reads whether it exists at start,
+    /// when `GatewayKeys.pausesChanged` changed (and every 30 s anyway) and, while it exists,
+    /// reads nothing of `calls` (docs/operations.md, *Pausing an app*).
+    public var paused: String { base + "paused" }
+
     // MARK: The durable retry schedule (RetrySchedule.swift)
 
     /// Sorted set: the app's scheduled retries. Member = the retry id (the id of the calls
@@ -221,8 +229,13 @@ public struct GatewayKeys: Hashable, Sendable {
     public var retryDue: String { "\(prefix):retry-due" }
 
     /// Stream, capped: one entry per operator action that changed dead letters (replay,
-    /// purge): who, when, what, how many, with which filters.
+    /// purge), tokens' marks or an app's pause: who, when, what, how many, with which filters.
     public var audit: String { "\(prefix):audit" }
+
+    /// String: a stamp (unix ms and a random number) written after every pause or resume of an
+    /// app (`AppPauseStore`), so a router reads one key a heartbeat, and the apps' pause keys
+    /// (`AppKeys.paused`) only when it changed, not one command per app a second.
+    public var pausesChanged: String { "\(prefix):pauses-changed" }
 
     /// String, 10 s: the admin endpoint's write probe on one Redis (`CallStore.probeWrites`).
     public var writeProbe: String { "\(prefix):write-probe" }

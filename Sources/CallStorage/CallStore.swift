@@ -811,18 +811,28 @@ public final class CallStore {
                            _ step: (_ apps: [AppKeys], _ completion: @escaping (Result<[AppKeys: T], RedisError>) -> Void) -> Void) {
         guard !apps.isEmpty else { return completion(.success([:])) }
         guard case .cluster = topology else { return step(apps, completion) }
-        var merged: [AppKeys: T] = [:]
-        var failure: RedisError?
-        var remaining = apps.count
-        for app in apps {
-            step([app]) { result in
-                switch result {
-                case .success(let found): merged.merge(found) { $1 }
-                case .failure(let error): failure = failure ?? error
-                }
-                remaining -= 1
-                if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(merged)) }
+        eachApp(apps, completion: { completion($0.map { $0.values.reduce(into: [:]) { $0.merge($1) { $1 } } }) }) { app, done in
+            step([app], done)
+        }
+    }
+}
+
+/// Runs `step` for each of `apps` at once, and answers with every app's answer, or the first
+/// error, once all answered.
+func eachApp<T>(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: T], RedisError>) -> Void,
+                _ step: (AppKeys, @escaping (Result<T, RedisError>) -> Void) -> Void) {
+    guard !apps.isEmpty else { return completion(.success([:])) }
+    var found: [AppKeys: T] = [:]
+    var failure: RedisError?
+    var remaining = apps.count
+    for app in apps {
+        step(app) { result in
+            switch result {
+            case let .success(value): found[app] = value
+            case let .failure(error): failure = failure ?? error
             }
+            remaining -= 1
+            if remaining == 0 { completion(failure.map { .failure($0) } ?? .success(found)) }
         }
     }
 }

@@ -27,5 +27,6 @@ package enum ScriptCatalog {
         ("dead-purge", DeadLetterLua.purge),
         ("dead-trim", DeadLetterLua.trim),
         ("dead-pending-trim", DeadLetterLua.pendingTrim),
+        ("app-pause", AppPauseLua.pause),
     ]
 }

@@ -1,11 +1,14 @@
 import EventLoop
+import Routing
 
 /// Which apps' streams the router reads next, and how many entries each (docs/architecture.md,
 /// "Scheduling"): an app below its in-flight cap (`limits.max_in_flight`, else the router's
 /// `perAppInFlight`) is read; an app with an event rate (`limits.events_per_second`, `burst`: a
 /// `TokenBucket`) only once its bucket holds what the read may bring it, so it is held to its
-/// rate and the rest waits in its stream — nothing is dropped. One read's count is the same for
-/// every stream, so it is the least room among the apps read.
+/// rate and the rest waits in its stream — nothing is dropped. An app an operator paused
+/// (`pushgw apps pause`: `paused`, as the router last read it from Redis) is not read at all,
+/// and its calls wait in its stream likewise. One read's count is the same for every stream, so
+/// it is the least room among the apps read.
 ///
 /// Pure but for the clock the caller passes. Per read, not per event: a dictionary look-up per
 /// app with a rate.
@@ -20,7 +23,7 @@ struct AppIntake {
         var throttledMs: Int64 = 0
         /// Its backlog is held by its rate: a read left it out for want of tokens while
         /// backlogged, and no read since found its stream caught up (fewer entries than asked).
-        /// What its reads bring meanwhile waited for the rate (`waitedForRate`).
+        /// What its reads bring meanwhile waited for the rate (`StreamHold.rate`).
         var holdsBacklog = false
     }
 
@@ -32,6 +35,12 @@ struct AppIntake {
     }
 
     private(set) var rates: [String: Rate] = [:]
+    /// The apps paused now, as the router last read it (`pause`): left out of every read.
+    private(set) var paused: Set<String> = []
+    /// Apps whose stream a pause held: a read left them out while paused, and no read since
+    /// found their stream caught up (fewer entries than asked). What their reads bring
+    /// meanwhile waited for the pause (`StreamHold.paused`).
+    private(set) var heldByPause: Set<String> = []
 
     init(_ apps: [AppRuntime]) { update(apps) }
 
@@ -53,11 +62,18 @@ struct AppIntake {
         rates = next
     }
 
+    /// The apps paused from now on (the router's periodic read of their pause keys).
+    mutating func pause(_ apps: Set<String>) { paused = apps }
+
     /// The next read over `apps`, with `inFlight` calls of each in the process.
     mutating func plan(_ apps: [AppRuntime], inFlight: [String: Int], defaultCap: Int, readBatch: Int, nowMs: Int64) -> Plan {
         var plan = Plan(apps: [], count: readBatch, wakeAfterMs: nil)
         var rated: [(AppRuntime, Int)] = []
         for app in apps {
+            if !paused.isEmpty && paused.contains(app.id) {
+                heldByPause.insert(app.id)
+                continue
+            }
             let room = (app.limits.maxInFlight ?? defaultCap) - (inFlight[app.id] ?? 0)
             guard room > 0 else { continue }
             if rates[app.id] != nil {
@@ -90,18 +106,29 @@ struct AppIntake {
         return plan
     }
 
-    /// A read asking `asked` entries of each stream brought `entries` of rated `app`. Returns
-    /// whether they waited in the stream for the app's rate (its backlog was held by it): a
-    /// deadline they missed is the rate's (`FallbackCause.rateLimited`).
+    /// Whether a read of `app` must be told to `read`: it has a rate, or a pause held it.
+    func holds(_ app: AppRuntime) -> Bool {
+        app.limits.eventsPerSecond != nil || (!heldByPause.isEmpty && heldByPause.contains(app.id))
+    }
+
+    /// A read asking `asked` entries of each stream brought `entries` of `app` (one that
+    /// `holds`). Returns what held them in the stream, if anything: a pause (their app was
+    /// paused since its stream last caught up), else the app's rate (its backlog was held by
+    /// it). A deadline they missed is that hold's (`StreamHold.cause`).
     @discardableResult
-    mutating func read(_ app: AppRuntime, entries: Int, asked: Int, nowMs: Int64) -> Bool {
-        guard var rate = rates[app.id] else { return false }
-        let waited = rate.holdsBacklog
+    mutating func read(_ app: AppRuntime, entries: Int, asked: Int, nowMs: Int64) -> StreamHold? {
+        var hold: StreamHold?
+        if heldByPause.contains(app.id) {
+            hold = .paused
+            if entries < asked { heldByPause.remove(app.id) }
+        }
+        guard var rate = rates[app.id] else { return hold }
+        if rate.holdsBacklog { hold = hold ?? .rate }
         rate.bucket.take(entries, nowMs: nowMs)
         rate.backlogged = entries >= asked
         if !rate.backlogged { rate.holdsBacklog = false }
         rates[app.id] = rate
-        return waited
+        return hold
     }
 
     /// Seconds each rated app waited for tokens with entries in its stream, up to `nowMs`.

@@ -12,12 +12,13 @@ import Routing
 // That read does not block while calls wait for it, and goes out with their lookup, so it costs a
 // lone call one XREADGROUP that finds nothing, and no time beyond its lookup's.
 extension RouterRole {
-    /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, and
-    /// some app below its in-flight cap.
+    /// Reads next when the role may (`Lifecycle.onReadWanted`): running, no read in flight, the
+    /// apps' pauses known (`readPauses`), and some app not paused and below its in-flight cap.
     func readNext() {
         // Every call that leaves asks for the next read; while one is out that is all (and the
         // intake's plan, a few lookups and an array per app, is not worked out per call).
         guard !lifecycle.readInFlight else { return }
+        guard pausesKnown else { return run(lifecycle.onReadWanted(appsReady: false)) }
         let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
                                nowMs: Clock.monotonicMs())
         if plan.apps.isEmpty, let wait = plan.wakeAfterMs, !throttleTimer.isScheduled { throttleTimer.schedule(afterMs: wait) }
@@ -39,17 +40,15 @@ extension RouterRole {
             case let .success(byApp):
                 let action = self.lifecycle.onReadAnswered(failure: nil)
                 let answeredMs = Clock.monotonicMs()
-                var waitedForRate: Set<String> = []
-                for app in plan.apps where app.limits.eventsPerSecond != nil {
-                    if self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs) {
-                        waitedForRate.insert(app.id)
-                    }
+                var held: [String: StreamHold] = [:]
+                for app in plan.apps where self.intake.holds(app) {
+                    held[app.id] = self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs)
                 }
                 for (keys, entries) in byApp {
                     guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
                     self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
-                    self.route(entries, app: app, fromRead: true, waitedForRate: waitedForRate.contains(app.id))
+                    self.route(entries, app: app, fromRead: true, heldBy: held.isEmpty ? nil : held[app.id])
                 }
                 self.run(action)
             case let .failure(error):
@@ -62,13 +61,13 @@ extension RouterRole {
     /// means first deliveries). Invalid and poison entries are dead-lettered here; the others
     /// are looked up in one step per app, then each call's router starts (or resumes) with what
     /// Redis knew. `fromRead`: the entries came from `readNext`, and start after the next read.
-    /// `waitedForRate`: they waited in the stream for the app's event rate (`AppIntake.read`).
+    /// `heldBy`: what held them in the stream (the app's event rate, a pause: `AppIntake.read`).
     func route(_ entries: [StreamEntry], deliveries: [Int64]? = nil, app: AppRuntime, fromRead: Bool = false,
-               waitedForRate: Bool = false) {
+               heldBy: StreamHold? = nil) {
         var admitted: [Admitted] = []
         admitted.reserveCapacity(entries.count)
         for (i, entry) in entries.enumerated() {
-            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1, waitedForRate: waitedForRate) {
+            if let a = admit(entry, app: app, deliveries: deliveries?[i] ?? 1, heldBy: heldBy) {
                 a.startsAfterNextRead = fromRead
                 admitted.append(a)
             }
@@ -175,7 +174,7 @@ extension RouterRole {
 
     /// Registers a live call for `entry`, or dead-letters the entry (poison, invalid event,
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
-    func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64, waitedForRate: Bool = false) -> Admitted? {
+    func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64, heldBy: StreamHold? = nil) -> Admitted? {
         guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
         // The event's bytes as read (hiredis's reply copied once, no text decoding): what the
         // decoder checks, and what a dead letter keeps.
@@ -208,7 +207,7 @@ extension RouterRole {
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split(),
                                                       replayed: entry.values["call_deadline"] != nil,
-                                                      waitedForRate: waitedForRate), callID: event.id,
+                                                      heldBy: heldBy), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
         if call.isReceipt {

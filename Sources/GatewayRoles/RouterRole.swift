@@ -55,6 +55,9 @@ package struct RouterRoleSettings: Sendable {
     /// How often the cancellation markers of the calls with devices ringing here are read (an
     /// answer, decline or cancel another gateway read), ms: one MGET per app per round.
     var ringRecheckEveryMs: Int64 = 1_000
+    /// How often the apps' pause keys are read even when the pauses' stamp did not change (a
+    /// stamp that failed to be written, a pause key changed by hand), ms (`+Pauses`).
+    package var pauseSweepEveryMs: Int64 = 30_000
     /// When an app's pushes are withheld after APNs refused its credential, and how often one
     /// goes as a probe (`AppCredentialHealth`).
     package var credentialHealth = AppCredentialHealth.Policy()
@@ -94,7 +97,8 @@ package struct RouterRoleSettings: Sendable {
 /// and admits entries and starts their machines, `+Performing` performs a call machine's
 /// actions (`run(_:for:)`) and sends the pushes, `+Retries` the retry schedule, cancellations
 /// and the ends of ringing calls read elsewhere, `+Records` the outcomes' records, `+TakeOver`
-/// the consumer lease, heartbeats and taking entries over, `+Lifecycle` the role's own life
+/// the consumer lease, heartbeats and taking entries over, `+Pauses` the apps operators paused,
+/// `+Lifecycle` the role's own life
 /// (registering, running, draining, retired) as a machine. Each live call's own life (looked
 /// up, routing, scheduling, recording, gone, and its devices' rings) is one `CallStateMachine`
 /// (Routing).
@@ -262,6 +266,14 @@ package final class RouterRole {
     /// again when a throttled app has its tokens and no read is in flight.
     var intake: AppIntake
     var throttleTimer: LoopTimer!
+    /// Reads the apps' pauses (`+Pauses`); `pausesKnown` once it answered first.
+    let pauseStore: AppPauseStore
+    var pausesKnown = false
+    /// Counts the reloads (`updateApps`): a pause read asked before the last one is ignored.
+    var appsGeneration = 0
+    /// The pauses' stamp at the last read of the apps' pause keys, and when that was (monotonic ms).
+    var pauseStamp = ""
+    var pausesReadAtMs: Int64 = 0
     /// Copies waiting for another process's copy of their call, looked up again by `recheckTimer`.
     var copiesElsewhere: [Admitted] = []
     /// Calls with devices still ringing, whose cancellation markers `ringRecheckTimer` reads
@@ -349,6 +361,7 @@ package final class RouterRole {
         self.apps = apps
         self.appsByKeys = Dictionary(uniqueKeysWithValues: apps.map { ($0.keys, $0) })
         intake = AppIntake(apps)
+        pauseStore = AppPauseStore(topology: store.topology)
         self.settings = settings
         self.log = log
         callLines = CallLineCap(perSecond: settings.callLinesPerSecond)
@@ -379,12 +392,17 @@ package final class RouterRole {
     /// Switches to a new set of apps (a config reload). Calls in flight finish with the policy
     /// they started with; new reads use the new apps; a removed app's stream is no longer read.
     /// Unhealthy marks and withheld pushes are cleared: a reload is how an operator fixes a
-    /// credential, and a still broken one is marked again by its next pushes.
+    /// credential, and a still broken one is marked again by its next pushes. The apps' pauses
+    /// are read again before the next read.
     package func updateApps(_ newApps: [AppRuntime]) {
         apps = newApps
         appsByKeys = Dictionary(uniqueKeysWithValues: newApps.map { ($0.keys, $0) })
         intake.update(newApps)
         appHealth.removeAll()
+        // An app the reload adds may be paused: no stream is read until the pauses are read again.
+        pausesKnown = false
+        appsGeneration += 1
+        readPauses()
         readNext()
     }
 
@@ -458,6 +476,7 @@ package final class RouterRole {
             readNext()
         case let .beat(againAfterMs):
             beat()
+            readPauses()
             heartbeatTimer.schedule(afterMs: againAfterMs)
         case let .read(blocks):
             read(blocks: blocks)

@@ -74,6 +74,7 @@ enum ConsoleAssets {
         label { display: flex; flex-direction: column; gap: 3px; color: var(--muted); font-size: 12px; }
         input, select { font: inherit; color: var(--ink); border: 1px solid #cfd4dc; border-radius: 6px; padding: 6px 8px; background: #fff; }
         input[type=checkbox] { padding: 0; }
+        form.pause { display: flex; gap: 6px; flex-wrap: wrap; margin: 8px 0; } form.pause input { flex: 0 1 18em; min-width: 0; }
         button, a.button { font: inherit; border: 1px solid #cfd4dc; background: #fff; color: var(--ink); border-radius: 6px; padding: 6px 12px;
           cursor: pointer; display: inline-block; }
         button:hover, a.button:hover { background: #f2f4f7; text-decoration: none; }
@@ -151,6 +152,9 @@ enum ConsoleAssets {
             var ms = parseInt(live.getAttribute("data-refresh-ms"), 10);
             if (!(ms > 0)) { return; }
             window.setTimeout(function () {
+              // Not while the operator types in a field of it (a pause's reason): next time.
+              var typing = document.activeElement;
+              if (typing && typing.tagName === "INPUT" && live.contains(typing)) { refresh(live); return; }
               fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
                 .then(function (r) { if (!r.ok || r.redirected) { throw new Error(String(r.status)); } return r.text(); })
                 .then(function (html) {

@@ -93,6 +93,9 @@ enum ConsolePages {
         /// With ring receipts on: its VoIP tokens suspected of iOS's silent ban (or why they
         /// could not be read); nil when not read.
         var suspected: Result<(tokens: [String], more: Bool), ConsoleReadError>?
+        /// Its pause as Redis holds it (nil inside: running), or why it could not be read; nil
+        /// when not read.
+        var pause: Result<AppPauseStore.Pause?, ConsoleReadError>? = nil
     }
 
     static let outcomeNames = ["delivered_voip", "delivered_alert", "dead_lettered", "expired", "undeliverable", "cancelled"]
@@ -111,8 +114,38 @@ enum ConsolePages {
             live.append(.el("ul", ["class": "problems"], children: figures.readinessProblems.map { .el("li", .text($0)) }))
         }
         if let redisError { live.append(.el("p", ["class": "error"], .text("dead-letter figures unavailable: " + redisError))) }
-        live += apps.map(appCard)
+        live += apps.map { appCard($0, viewer: viewer) }
         return page(title: "Overview", section: .overview, viewer: viewer, body: [.el("div", ["id": "live", "data-refresh-ms": "5000"], children: live)])
+    }
+
+    /// An app's pause (docs/operations.md, "Pausing an app"): since when, by whom and why, and
+    /// for an admin the button that resumes it, or the one (with an optional reason) that
+    /// pauses it, as `pushgw apps pause` and `resume` do. A read-only session sees no button.
+    private static func pauseControl(app: String, _ pause: Result<AppPauseStore.Pause?, ConsoleReadError>, viewer: Viewer) -> [Node] {
+        let paused: AppPauseStore.Pause?
+        switch pause {
+        case let .failure(error): return [.el("p", ["class": "error"], .text("whether the app is paused is unknown: " + error.text))]
+        case let .success(found): paused = found
+        }
+        var s: [Node] = []
+        if let paused {
+            s.append(.el("p", ["class": "warning app-paused"], .text(
+                "Paused since \(DeadFormat.time(paused.sinceMs)) by \(paused.user)" + (paused.reason.isEmpty ? "" : ": " + paused.reason)
+                    + ". No gateway reads its calls: they wait in its stream; those whose deadline passes get their missed-call "
+                    + "alert after the resume (cause paused).")))
+        }
+        guard viewer.role.mayChange else { return s }
+        let hidden = Node.el("input", ["type": "hidden", "name": "app", "value": app])
+        if paused != nil {
+            s.append(.el("form", ["method": "post", "action": "/console/apps/resume", "class": "pause"], csrfField(viewer), hidden,
+                         .el("button", ["type": "submit"], "Resume")))
+        } else {
+            s.append(.el("form", ["method": "post", "action": "/console/apps/pause", "class": "pause"], csrfField(viewer), hidden,
+                         .el("input", ["type": "text", "name": "reason", "maxlength": String(AppPauseStore.maxReason),
+                                       "placeholder": "why (optional)", "aria-label": "reason for the pause"]),
+                         .el("button", ["type": "submit"], "Pause")))
+        }
+        return s
     }
 
     private static func tile(_ label: String, _ value: String, good: Bool?) -> Node {
@@ -120,12 +153,15 @@ enum ConsolePages {
         return .el("div", ["class": "tile" + state], .el("div", ["class": "label"], .text(label)), .el("div", ["class": "value"], .text(value)))
     }
 
-    private static func appCard(_ a: AppOverview) -> Node {
+    private static func appCard(_ a: AppOverview, viewer: Viewer) -> Node {
         let id = a.app.id
         let health: Node = a.app.refusal.map { .el("span", ["class": "pill bad"], .text("refused by APNs: " + $0)) }
             ?? .el("span", ["class": "pill good"], "healthy")
-        var s: [Node] = [.el("header", .el("h2", .text(id)), health,
-                             .el("span", ["class": "meta"], .text(a.app.bundleID + " · " + a.app.environment)))]
+        var header: [Node] = [.el("h2", .text(id)), health]
+        if case .success(_?)? = a.pause { header.append(.el("span", ["class": "pill bad paused"], "paused")) }
+        header.append(.el("span", ["class": "meta"], .text(a.app.bundleID + " · " + a.app.environment)))
+        var s: [Node] = [.el("header", children: header)]
+        if let pause = a.pause { s += pauseControl(app: id, pause, viewer: viewer) }
         if let m = a.app.environmentMismatches {
             s.append(.el("p", ["class": "warning environment-mismatch"], .text(
                 "\(m.count) \(m.count == 1 ? "token" : "tokens") refused by APNs (BadDeviceToken) in \(a.app.environment) and delivered "

@@ -3,6 +3,7 @@ import DeadLetters
 import EventLoop
 import Foundation
 import CallStorage
+import RedisClient
 
 /// The operators' console (docs/operations.md, "Console"): pages under `/console/` for the
 /// gateway's health, its dead letters and the audit trail, served from the admin endpoint.
@@ -19,7 +20,8 @@ import CallStorage
 ///
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
 /// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs,
-/// the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Search` (the
+/// the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
+/// app's Pause and Resume buttons), `+Search` (the
 /// search box of every page: a call or a device token, read through `CallLookup` as `pushgw
 /// calls show` and `tokens show` read them).
 ///
@@ -131,7 +133,8 @@ public final class OperatorsConsole {
         let now = Clock.unixMs()
         let session = sessions.find(request.cookie(ConsoleSessions.cookieName), nowMs: now)
         let changes = method == "POST"
-            && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge" || request.path == "/console/webhooks/replay")
+            && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge" || request.path == "/console/webhooks/replay"
+                || request.path == "/console/apps/pause" || request.path == "/console/apps/resume")
         let verdict = ConsoleGate.check(request, session: session, changes: changes)
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
         return serve(request, method: method, session: session) { response in
@@ -155,6 +158,8 @@ public final class OperatorsConsole {
             case "/console/dead/replay": return change(.replay, request, session, answer)
             case "/console/dead/purge": return change(.purge, request, session, answer)
             case "/console/webhooks/replay": return webhookReplay(request, session, answer)
+            case "/console/apps/pause": return pause(request, session, resumes: false, answer)
+            case "/console/apps/resume": return pause(request, session, resumes: true, answer)
             default: return answer(notFound(viewer))
             }
         default:
@@ -207,7 +212,7 @@ public final class OperatorsConsole {
             if request.method != "POST" { return .redirect("/console/signin") }
             return refused(request, 403, "Sign in first: this form has no live session; nothing changed.", viewer: nil, why: "no session")
         case .readOnly:
-            return refused(request, 403, "Signed in read-only: replays and purges need the admin token; nothing changed.",
+            return refused(request, 403, "Signed in read-only: replays, purges and pauses need the admin token; nothing changed.",
                            viewer: viewer, why: "read-only session")
         case .badCSRF:
             return refused(request, 403, "The form's CSRF token is missing or stale: reload the page and try again; nothing changed.",
@@ -250,23 +255,35 @@ public final class OperatorsConsole {
                           suspected: [String: Result<(tokens: [String], more: Bool), ConsoleReadError>],
                           _ answer: @escaping (HTTPResponse) -> Void) {
         let ids = figures.apps.map(\.id)
+        let configured = ids.filter { operations.policies[$0] != nil }
         operations.pendingTrims(apps: ids, horizonMs: 0) { [weak self] pending in
-            guard let self else { return }
-            let now = Clock.unixMs()
-            var redisError: String?
-            let apps = figures.apps.map { app -> ConsolePages.AppOverview in
-                var dead: DeadLetterStore.PendingTrim?
-                switch pending[app.id] {
-                case let .success(p)?: dead = p
-                case let .failure(error)?: redisError = "\(error)"
-                case nil: break
-                }
-                return ConsolePages.AppOverview(app: app, last5: self.history.window(app: app.id, minutes: 5, nowMs: now),
-                                                last60: self.history.window(app: app.id, minutes: 60, nowMs: now),
-                                                series: self.history.series(app: app.id, nowMs: now), dead: dead,
-                                                retention: self.operations.policy(app.id), suspected: suspected[app.id])
+            self?.pauses(of: configured) { pauses in
+                self?.renderOverview(viewer, figures: figures, suspected: suspected, pending: pending, pauses: pauses, answer)
             }
-            answer(.html(200, ConsolePages.overview(viewer: viewer, figures: figures, apps: apps, redisError: redisError, nowMs: now)))
         }
+    }
+
+    /// The overview of what was read for it: dead-letter trims and pauses per app.
+    private func renderOverview(_ viewer: ConsolePages.Viewer, figures: ConsoleFigures,
+                                suspected: [String: Result<(tokens: [String], more: Bool), ConsoleReadError>],
+                                pending: [String: Result<DeadLetterStore.PendingTrim, RedisError>],
+                                pauses: [String: Result<AppPauseStore.Pause?, ConsoleReadError>],
+                                _ answer: @escaping (HTTPResponse) -> Void) {
+        let now = Clock.unixMs()
+        var redisError: String?
+        let apps = figures.apps.map { app -> ConsolePages.AppOverview in
+            var dead: DeadLetterStore.PendingTrim?
+            switch pending[app.id] {
+            case let .success(p)?: dead = p
+            case let .failure(error)?: redisError = "\(error)"
+            case nil: break
+            }
+            return ConsolePages.AppOverview(app: app, last5: self.history.window(app: app.id, minutes: 5, nowMs: now),
+                                            last60: self.history.window(app: app.id, minutes: 60, nowMs: now),
+                                            series: self.history.series(app: app.id, nowMs: now), dead: dead,
+                                            retention: self.operations.policy(app.id), suspected: suspected[app.id],
+                                            pause: pauses[app.id])
+        }
+        answer(.html(200, ConsolePages.overview(viewer: viewer, figures: figures, apps: apps, redisError: redisError, nowMs: now)))
     }
 }

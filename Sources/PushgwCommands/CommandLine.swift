@@ -44,7 +44,7 @@ func pushgwMain(_ args: [String], context: CommandContext) -> Int32 {
 
 /// The verbs, in the order `pushgw --help` lists them.
 var commands: [Verb] {
-    [Verb(RunCommand.self), Verb(PushCommand.self), Verb(CallsCommand.self), Verb(DeadCommand.self), Verb(TokensCommand.self),
+    [Verb(RunCommand.self), Verb(PushCommand.self), Verb(CallsCommand.self), Verb(DeadCommand.self), Verb(TokensCommand.self), Verb(AppsCommand.self),
      Verb(AuditCommand.self), Verb(ExportCommand.self), Verb(WebhooksCommand.self), Verb(ConfigCommand.self), Verb(ApiKeyCommand.self), Verb(SimulatorCommand.self), Verb(DemoCommand.self),
      Verb(HelpCommand.self)]
 }

@@ -219,11 +219,11 @@ public struct CallRouter: Sendable {
     ///   - voipSuspected: the VoIP token is suspected of iOS's silent VoIP ban (ring receipts'
     ///     guard): the call goes straight to its alert (cause `voip_suspected_blocked`) when
     ///     its alert token is usable.
-    ///   - waitedForRate: the call waited in its stream for its app's event rate (`AppIntake`):
-    ///     a deadline passed by then is the rate's (cause `rate_limited`), not `deadline`.
+    ///   - heldBy: what held the call in its stream before it was read (its app's event rate,
+    ///     or a pause): a deadline passed by then is that hold's (`StreamHold.cause`), not `deadline`.
     public mutating func start(_ event: CallEvent, now: Int64, knownInvalid: (voip: Int64?, alert: Int64?) = (nil, nil),
                                alreadyDone: CallOutcome? = nil, cancelled: Bool = false, voipSuspected: Bool = false,
-                               waitedForRate: Bool = false) -> CallAction {
+                               heldBy: StreamHold? = nil) -> CallAction {
         switch state {
         case .idle:
             break
@@ -267,7 +267,7 @@ public struct CallRouter: Sendable {
             // A token suspected of iOS's silent VoIP ban goes straight to its alert; without a
             // usable alert token the VoIP push is the only chance, and goes.
             if voipSuspected && call.alertUsable { return fallback(call, .voipSuspectedBlocked, now: now) }
-            guard now < call.deadlineMs else { return fallback(call, waitedForRate ? .rateLimited : .deadline, now: now) }
+            guard now < call.deadlineMs else { return fallback(call, heldBy?.cause ?? .deadline, now: now) }
             return sendVoip(call, attempt: 1, now: now)
         }
     }
@@ -534,9 +534,9 @@ public struct CallRouter: Sendable {
             return finish(call, .undeliverable, feedback: feedback)
         case .deadline:
             return finish(call, .expired, feedback: feedback)
-        case .rateLimited:
-            // The result says why it expired: its app's own rate held it past its deadline.
-            return finish(call, .expired, cause: .rateLimited, feedback: feedback)
+        case .rateLimited, .paused:
+            // The result says why it expired: its app's rate or its pause held it past its deadline.
+            return finish(call, .expired, cause: cause, feedback: feedback)
         case .retriesExhausted:
             return deadLetter(call, .retriesExhausted(.voip), appUnhealthy: false, feedback: feedback)
         case .payload:

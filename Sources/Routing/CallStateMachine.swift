@@ -54,9 +54,9 @@ public struct CallStateMachine: Sendable {
     public let callID: String
     /// A dead letter replayed by an operator: every push of it goes in the background lane.
     public let replayed: Bool
-    /// The entry waited in its stream for its app's event rate (`limits.events_per_second`):
-    /// a deadline passed by its start is the rate's (`FallbackCause.rateLimited`).
-    public let waitedForRate: Bool
+    /// What held the entry in its stream before it was read (its app's event rate, a pause):
+    /// a deadline passed by its start is that hold's (`StreamHold.cause`).
+    public let heldBy: StreamHold?
     /// The entry's stay in the process; every event of the entry goes through it.
     public private(set) var life: LiveCallStateMachine
     /// What ended the ring, once heard (first one wins), also before the routers started.
@@ -275,16 +275,16 @@ public struct CallStateMachine: Sendable {
     /// backoff draws (one split per device).
     /// `replayed`: the event is a dead letter replayed by an operator (its entry carries the
     /// original `call_deadline`); its pushes wait behind every live one (`DevicePush.lane`).
-    /// `waitedForRate`: its app's reads were held by the app's event rate when it was read.
-    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false, waitedForRate: Bool = false) {
-        self.init(event: event, sharing: SharedRoutingPolicy(policy), jitter: jitter, replayed: replayed, waitedForRate: waitedForRate)
+    /// `heldBy`: what held its app's reads when it was read (the app's event rate, a pause).
+    public init(event: CallEvent, policy: AppRoutingPolicy, jitter: Jitter, replayed: Bool = false, heldBy: StreamHold? = nil) {
+        self.init(event: event, sharing: SharedRoutingPolicy(policy), jitter: jitter, replayed: replayed, heldBy: heldBy)
     }
 
     /// The same, with the policy its app's calls share (no copy of it per call).
     public init(event: CallEvent, sharing policy: SharedRoutingPolicy, jitter: Jitter, replayed: Bool = false,
-                waitedForRate: Bool = false) {
+                heldBy: StreamHold? = nil) {
         self.replayed = replayed
-        self.waitedForRate = waitedForRate
+        self.heldBy = heldBy
         self.sharedPolicy = policy
         self.callID = event.id
         self.life = LiveCallStateMachine()
@@ -301,7 +301,7 @@ public struct CallStateMachine: Sendable {
 
     private init(refusing callID: String, policy: AppRoutingPolicy) {
         self.replayed = false
-        self.waitedForRate = false
+        self.heldBy = nil
         self.sharedPolicy = SharedRoutingPolicy(policy)
         self.callID = callID
         self.life = LiveCallStateMachine()
@@ -414,7 +414,7 @@ public struct CallStateMachine: Sendable {
                 action = router.resume(event, from: snapshot, now: now, alreadyDone: alreadyDone, cancelled: startCancelled)
             } else {
                 action = router.start(event, now: now, knownInvalid: knownInvalid, alreadyDone: alreadyDone,
-                                      cancelled: startCancelled, waitedForRate: waitedForRate)
+                                      cancelled: startCancelled, heldBy: heldBy)
             }
             state = .single(router)
             return single(action)
@@ -432,7 +432,7 @@ public struct CallStateMachine: Sendable {
             // A suspected token's router sends its alert, whatever the missed-call alert.
             let deviceEvent = event.event(of: device, alert: routersAlert || suspected)
             let started = router.start(deviceEvent, now: now, knownInvalid: marks, cancelled: startCancelled,
-                                       voipSuspected: suspected, waitedForRate: waitedForRate)
+                                       voipSuspected: suspected, heldBy: heldBy)
             ringing.devices.append(DeviceRing(device: device, router: router,
                                               alertUsable: CallRouter.usable(device.alertToken ?? device.fcmToken,
                                                                              invalidSince: marks.alert,

@@ -62,6 +62,10 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     /// `limits.events_per_second` (docs/operations.md, *Limits*): a deadline miss the app's
     /// own rate caused. Also the `cause` of such a call's `expired` result.
     case rateLimited = "rate_limited"
+    /// The deadline passed while the call waited in its stream because an operator had paused
+    /// its app (`pushgw apps pause`, docs/operations.md, *Pausing an app*). Also the `cause`
+    /// of such a call's `expired` result.
+    case paused
     /// The VoIP policy's attempts ran out while the deadline still allowed another.
     case retriesExhausted = "retries_exhausted"
     /// APNs refused the VoIP payload as too large (413).
@@ -76,4 +80,21 @@ public enum FallbackCause: String, Sendable, CaseIterable {
     /// (its last VoIP rings were accepted and none rang: docs/protocol.md, *The guard against
     /// the silent VoIP ban*): the call skipped VoIP and went straight to the alert.
     case voipSuspectedBlocked = "voip_suspected_blocked"
+}
+
+/// Why a call waited in its stream before the router read it, when something held it there:
+/// a deadline that passed by then is that hold's (its `cause`), not the call's own `deadline`.
+public enum StreamHold: Sendable, Equatable {
+    /// Its app's `limits.events_per_second` (`AppIntake`): cause `rate_limited`.
+    case rate
+    /// An operator paused its app (`pushgw apps pause`): cause `paused`.
+    case paused
+
+    /// The fallback cause of a call this hold kept past its deadline.
+    public var cause: FallbackCause {
+        switch self {
+        case .rate: .rateLimited
+        case .paused: .paused
+        }
+    }
 }

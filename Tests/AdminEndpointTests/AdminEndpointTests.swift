@@ -115,6 +115,31 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual((json["withheld_apps"] as? [String: Any])?.count, 0)
     }
 
+    /// A paused app (docs/operations.md, "Pausing an app") is reported per app once the router
+    /// read the pause: `pushgw_app_paused` 1 for it and 0 for the others, `paused_apps` in
+    /// `/status`; the resume sets it back to 0.
+    func testAPausedAppIsReportedByItsGaugeAndStatus() throws {
+        let (file, token) = try tokenFile()
+        h = try AdminHarness(tokenFile: file)
+        let paused = h.router.keys("acme").paused
+        // As `pushgw apps pause` does: the pause, then a new stamp for the routers.
+        h.router.command("HSET", paused, "since_ms", "1", "user", "tester", "reason", "")
+        h.router.command("SET", "pushgw:pauses-changed", "1")
+        XCTAssertTrue(h.wait("the router read the pause") { h.router.runner.pausedApps == ["acme"] })
+        // Scrapes within a second get the same text (`metricsMaxAgeMs`).
+        XCTAssertTrue(h.wait("a scrape after the pause") { (try? self.h.get("/metrics").body.contains(#"pushgw_app_paused{app="acme"} 1"#)) == true })
+        let metrics = lines(try h.get("/metrics"))
+        XCTAssertTrue(metrics.contains(#"pushgw_app_paused{app="acme"} 1"#), metrics.filter { $0.contains("paused") }.joined(separator: "\n"))
+        XCTAssertTrue(metrics.contains(#"pushgw_app_paused{app="beta"} 0"#))
+        let status = try h.get("/status", headers: ["Authorization": "Bearer \(token)"])
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any], status.body)
+        XCTAssertEqual(json["paused_apps"] as? [String], ["acme"])
+        h.router.command("DEL", paused)
+        h.router.command("SET", "pushgw:pauses-changed", "2")
+        XCTAssertTrue(h.wait("the router read the resume") { h.router.runner.pausedApps.isEmpty })
+        XCTAssertTrue(h.wait("a scrape after the resume") { (try? self.h.get("/metrics").body.contains(#"pushgw_app_paused{app="acme"} 0"#)) == true })
+    }
+
     /// `/readyz` answers anyone: it names the checks that failed, and only the bearer token
     /// gets their details (Redis errors can name its user, host and port).
     func testAnAnonymousReadyzNamesTheFailedChecksButNotTheirDetails() throws {
@@ -441,7 +466,7 @@ final class AdminEndpointTests: XCTestCase {
         XCTAssertEqual(reply.headers["content-type"], "application/json")
         let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any], reply.body)
         XCTAssertEqual(Set(status.keys), ["version", "commit", "apps", "ready", "draining", "redis_reachable", "calls_in_flight",
-                                          "unhealthy_apps", "withheld_apps", "receipts_missing_apps", "pools", "backlog"], reply.body)
+                                          "unhealthy_apps", "withheld_apps", "receipts_missing_apps", "paused_apps", "pools", "backlog"], reply.body)
         XCTAssertEqual(status["version"] as? String, BuildVersion.version)
         XCTAssertEqual(status["commit"] as? String, BuildVersion.commit)
         XCTAssertEqual(status["apps"] as? [String], ["acme", "beta", "broken", "other"])

@@ -150,6 +150,7 @@ final class MetricsTests: XCTestCase {
         m.fallback(app: "acme", cause: .voipTokenInvalid)
         m.fallback(app: "acme", cause: .deadline)
         m.fallback(app: "acme", cause: .rateLimited)
+        m.fallback(app: "acme", cause: .paused)
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .deliveredVoip, id: "1", type: .incomingCall, app: "acme",
                                                          channel: .voip, latencyMs: 40))
         m.callRecorded(app: "acme", record: OutcomeRecord(outcome: .deliveredAlert, id: "2", type: .incomingCall, app: "acme",
@@ -177,6 +178,7 @@ final class MetricsTests: XCTestCase {
         s.callsInFlight = 2
         s.apps = ["acme", "beta"]
         s.unhealthyApps = ["beta": "apns_credentials: InvalidProviderToken"]
+        s.pausedApps = ["acme"]
         var stats = ApnsClientStats()
         stats.sent = 5
         stats.answered = 4
@@ -212,7 +214,8 @@ final class MetricsTests: XCTestCase {
             #"pushgw_token_feedback_total{app="acme",channel="alert",reason="environment_mismatch"} 1"#,
             #"pushgw_environment_mismatches_total{app="acme",channel="alert",environment="sandbox"} 1"#,
             #"pushgw_fallbacks_total{app="acme",cause="rate_limited"} 1"#,
-            #"pushgw_deadline_misses_total{app="acme"} 3"#,
+            #"pushgw_fallbacks_total{app="acme",cause="paused"} 1"#,
+            #"pushgw_deadline_misses_total{app="acme"} 4"#,
             #"pushgw_event_latency_seconds_bucket{channel="voip",le="0.05"} 1"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="30"} 0"#,
             #"pushgw_event_latency_seconds_bucket{channel="alert",le="60"} 1"#,
@@ -229,6 +232,8 @@ final class MetricsTests: XCTestCase {
             "pushgw_invalid_events_total 1",
             #"pushgw_app_unhealthy{app="acme"} 0"#,
             #"pushgw_app_unhealthy{app="beta"} 1"#,
+            #"pushgw_app_paused{app="acme"} 1"#,
+            #"pushgw_app_paused{app="beta"} 0"#,
             #"pushgw_apns_requests_total{credential="acme-key",environment="production"} 5"#,
             #"pushgw_apns_answers_total{credential="acme-key",environment="production"} 4"#,
             #"pushgw_apns_resends_total{credential="acme-key",environment="production",why="provider_token"} 1"#,

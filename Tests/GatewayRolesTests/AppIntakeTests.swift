@@ -30,15 +30,35 @@ final class AppIntakeTests: XCTestCase {
         let rated = app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))
         var intake = AppIntake([rated])
         _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
-        XCTAssertFalse(intake.read(rated, entries: 10, asked: 10, nowMs: 0), "the first read waited for nothing")
+        XCTAssertNil(intake.read(rated, entries: 10, asked: 10, nowMs: 0), "the first read waited for nothing")
         XCTAssertTrue(intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 100).apps.isEmpty,
                       "held: a full read, then no tokens")
         XCTAssertEqual(intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 1_000).apps.map(\.id), ["rated"])
-        XCTAssertTrue(intake.read(rated, entries: 10, asked: 10, nowMs: 1_000), "read after a hold: it waited for the rate")
+        XCTAssertEqual(intake.read(rated, entries: 10, asked: 10, nowMs: 1_000), .rate, "read after a hold: it waited for the rate")
         _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 2_000)
-        XCTAssertTrue(intake.read(rated, entries: 3, asked: 10, nowMs: 2_000), "the last of the backlog waited too")
+        XCTAssertEqual(intake.read(rated, entries: 3, asked: 10, nowMs: 2_000), .rate, "the last of the backlog waited too")
         _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 3_000)
-        XCTAssertFalse(intake.read(rated, entries: 1, asked: 10, nowMs: 3_000), "caught up: a new entry waited for nothing")
+        XCTAssertNil(intake.read(rated, entries: 1, asked: 10, nowMs: 3_000), "caught up: a new entry waited for nothing")
+    }
+
+    func testAPausedAppIsLeftOutAndWhatItsReadsBringAfterwardsWaitedForThePauseUntilCaughtUp() {
+        let quiet = app("quiet", share: 0), rated = app("rated", share: 1, AppLimits(eventsPerSecond: 10, burst: 10))
+        var intake = AppIntake([quiet, rated])
+        intake.pause(["quiet", "rated"])
+        var plan = intake.plan([quiet, rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertTrue(plan.apps.isEmpty, "paused apps are not read, whatever their room or tokens")
+        XCTAssertNil(plan.wakeAfterMs, "a pause has no time to wake at: the resume reads again")
+        intake.pause(["rated"])
+        plan = intake.plan([quiet, rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "a resumed app is read again; the other stays paused")
+        XCTAssertTrue(intake.holds(quiet), "an app without a rate is told to read after a pause")
+        XCTAssertEqual(intake.read(quiet, entries: 100, asked: 100, nowMs: 0), .paused, "its calls waited for the pause")
+        XCTAssertEqual(intake.read(quiet, entries: 4, asked: 100, nowMs: 0), .paused, "the last of them too")
+        XCTAssertNil(intake.read(quiet, entries: 1, asked: 100, nowMs: 0), "caught up: a new call waited for nothing")
+        XCTAssertFalse(intake.holds(quiet))
+        intake.pause([])
+        _ = intake.plan([rated], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(intake.read(rated, entries: 10, asked: 10, nowMs: 0), .paused, "a pause names the hold before a rate")
     }
 
     func testAReloadKeepsAnUnchangedBucketAndAppliesAChangedRate() {

@@ -51,6 +51,8 @@ final class DeadLetterHarness {
     let outcomes = RecordedOutcomes()
     var recorded: [(app: String, record: OutcomeRecord)] { outcomes.all }
     private var router: (store: CallStore, pools: ApnsPools, runner: RouterRole)?
+    /// The apps the router started here last read as paused (`pushgw apps pause`).
+    var pausedApps: Set<String> { router?.runner.pausedApps ?? [] }
     /// App `broken`'s `ring_timeout_s`, for the router and the CLI's config file alike.
     var brokenRingTimeoutSeconds = 30
 
