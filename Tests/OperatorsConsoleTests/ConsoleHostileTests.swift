@@ -76,7 +76,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
         }
     }
 
-    /// The search box's pages (issue 30): a call whose id, result, attempts, dead letter and
+    /// The search box's pages (docs/operations.md, "Search"): a call whose id, result, attempts, dead letter and
     /// in-flight gateway are hostile, a token whose feedback is, the not-found page of a
     /// hostile text, in the hostile app and as `APP/ID`.
     private func searchesEscapeHostileCallsAndTokens(file: StaticString = #filePath, line: UInt = #line) throws {

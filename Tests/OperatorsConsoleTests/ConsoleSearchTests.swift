@@ -8,7 +8,7 @@ import TestSupport
 import XCTest
 @testable import OperatorsConsole
 
-/// The search box of every page (`GET /console/search?q=…`, issue 30) against a real
+/// The search box of every page (`GET /console/search?q=…`, docs/operations.md) against a real
 /// redis-server holding what the router writes (a result key, a dead letter, known-invalid
 /// marks, feedback entries): a call id shows the call as `pushgw calls show` reads it, a token
 /// the token as `pushgw tokens show` reads it (both through `CallLookup`), anything else a

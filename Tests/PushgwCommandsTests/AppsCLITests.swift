@@ -10,18 +10,8 @@ import XCTest
 /// simulator: a pause stops the router reading the app (its call is not pushed while app
 /// `broken`'s is), `status` says who paused it, when and why, the resume lets the call ring,
 /// and both verbs write the audit record the dead-letter verbs write.
-final class AppsCLITests: XCTestCase {
-    private var h: DeadLetterHarness!
-
-    override func setUpWithError() throws {
-        h = try DeadLetterHarness()
-        try h.writeConfigFile(fixed: true)
-    }
-
-    override func tearDown() {
-        h?.close()
-        h = nil
-    }
+final class AppsCLITests: DeadLetterHarnessTestCase {
+    override class var configFixed: Bool { true }
 
     func testPauseHoldsTheAppsCallsStatusSaysWhyAndResumeLetsThemRingBothAudited() throws {
         try h.startRouter(fixed: true)

@@ -21,10 +21,12 @@ class DeadLetterHarnessTestCase: XCTestCase {
 
     /// How the gateway and the CLI of this class's tests reach Redis.
     class var redisDeployment: RedisDeployment { .tcp }
+    /// Whether the config file the CLI reads has app `broken` fixed (the good key).
+    class var configFixed: Bool { false }
 
     override func setUpWithError() throws {
         h = try DeadLetterHarness(redis: Self.redisDeployment)
-        try h.writeConfigFile()
+        try h.writeConfigFile(fixed: Self.configFixed)
     }
 
     override func tearDown() {

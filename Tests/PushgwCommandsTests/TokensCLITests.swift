@@ -10,18 +10,8 @@ import XCTest
 /// `pushgw tokens show` and `forget` on marks and feedback a real router wrote: APNs answers
 /// `Unregistered` for one token, which becomes known-invalid; `show` says since when and why,
 /// `forget` clears the mark (audited) and the next call pushes to the token again.
-final class TokensCLITests: XCTestCase {
-    private var h: DeadLetterHarness!
-
-    override func setUpWithError() throws {
-        h = try DeadLetterHarness()
-        try h.writeConfigFile(fixed: true)
-    }
-
-    override func tearDown() {
-        h?.close()
-        h = nil
-    }
+final class TokensCLITests: DeadLetterHarnessTestCase {
+    override class var configFixed: Bool { true }
 
     /// With ring receipts, `show` says what the guard against iOS's silent VoIP ban holds of a
     /// token: its suspicion (since when, until when) or its silent rings so far, as the record
