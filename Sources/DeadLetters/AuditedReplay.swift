@@ -35,6 +35,10 @@ public final class AuditedReplay {
     private let pacer: ReplayPacer
     /// What the run did so far, over every page.
     public private(set) var summary = DeadLetterOperations.ReplaySummary()
+    /// The page being replayed now, to cancel.
+    private var run: ReplayRun?
+    /// Who cancelled the run (`cancel`); nil while it was not.
+    public private(set) var cancelledBy: String?
 
     init(operations: DeadLetterOperations, rate: ReplayRate, by actor: AuditActor, filter: DeadLetterFilter?) {
         self.operations = operations
@@ -46,22 +50,33 @@ public final class AuditedReplay {
 
     /// Replays `targets` after those of earlier pages (the pace goes on from them); each step
     /// goes to `onStep` with its line, then `completion` gets whether the run may go on (false
-    /// after a Redis failure, which `summary` keeps).
+    /// after a Redis failure, which `summary` keeps, or a cancel).
     public func replay(_ targets: [DeadLetterReference], onStep: @escaping (DeadLetterOperations.ReplayStep, String) -> Void,
                        completion: @escaping (_ goOn: Bool) -> Void) {
-        operations.replayPaced(targets, pacer: pacer, firstIndex: summary.replayed.count, onStep: { reference, step in
+        guard cancelledBy == nil else { return completion(false) }
+        run = operations.replayPaced(targets, pacer: pacer, firstIndex: summary.replayed.count, onStep: { reference, step in
             onStep(step, AuditedReplay.line(of: step, reference, nowMs: Clock.unixMs()))
         }, completion: { [weak self] part in
+            self?.run = nil
             self?.summary.add(part)
-            completion(part.failure == nil)
+            completion(part.failure == nil && self?.cancelledBy == nil)
         })
+    }
+
+    /// Stops the run after the dead letter in progress (`ReplayRun.cancel`): nothing more is
+    /// replayed, and its record says who cancelled it. A second cancel changes nothing.
+    public func cancel(by user: String) {
+        guard cancelledBy == nil else { return }
+        cancelledBy = user
+        run?.cancel()
     }
 
     /// The audit record of the run so far: every dead letter replayed, of `requested`.
     public func record(requested: Int, verb: String = "replay") -> AuditRecord {
         AuditRecord(timeMs: Clock.unixMs(), verb: verb, user: actor.user, sudoUser: actor.sudoUser, ids: summary.replayed,
                     requested: requested, done: summary.replayed.count, filter: filter,
-                    options: [("rate", .string(rate.description))] + actor.options)
+                    options: [("rate", .string(rate.description))] + (cancelledBy.map { [("cancelled_by", .string($0))] } ?? [])
+                        + actor.options)
     }
 
     /// What one step did, as both front ends show it (the text as it is: the command line

@@ -437,11 +437,14 @@ public final class DeadLetterOperations {
         public var yields = 0
         /// The Redis failure that stopped the run early; nil when every target was tried.
         public var failure: RedisError?
+        /// The run was cancelled (`ReplayRun.cancel`) before every target was tried.
+        public var cancelled = false
 
         public init() {}
 
         /// Adds what a later part of the same run did.
         public mutating func add(_ part: ReplaySummary) {
+            cancelled = cancelled || part.cancelled
             replayed += part.replayed
             gone += part.gone
             skipped += part.skipped
@@ -467,28 +470,48 @@ public final class DeadLetterOperations {
     /// `replayYieldWaitMs` and asks again: it yields to live calls). Each step goes to
     /// `onStep`, the end to `completion`. A Redis failure stops the run (what was replayed
     /// stays replayed). The timers belong to the run; the caller keeps the loop running
-    /// until `completion`.
+    /// until `completion`. `ReplayRun.cancel` on what it returns stops the run after the entry
+    /// in progress (at once while it waits for its pace or for the routers).
+    @discardableResult
     public func replayPaced(_ targets: [DeadLetterReference], pacer: ReplayPacer, firstIndex: Int = 0,
                             onStep: @escaping (DeadLetterReference, ReplayStep) -> Void,
-                            completion: @escaping (ReplaySummary) -> Void) {
+                            completion: @escaping (ReplaySummary) -> Void) -> ReplayRun {
         loop.assertInLoop()
+        let run = ReplayRun()
         var summary = ReplaySummary()
         var position = 0
         var timer: LoopTimer?
         var yieldTimer: LoopTimer?
         var yielding: (() -> Void)?
+        var finished = false
+        // The run waits for its pace or for the routers: nothing of an entry is in flight.
+        var waiting = false
         func finish() {
+            guard !finished else { return }
+            finished = true
             timer?.close()
             timer = nil
             yieldTimer?.close()
             yieldTimer = nil
             yielding = nil
+            run.stopWaiting = nil
             completion(summary)
         }
+        func stopIfCancelled() -> Bool {
+            guard run.isCancelled else { return false }
+            summary.cancelled = position < targets.count || yielding != nil
+            finish()
+            return true
+        }
+        run.stopWaiting = { if waiting { _ = stopIfCancelled() } }
         func next() {
+            if stopIfCancelled() { return }
             guard position < targets.count else { return finish() }
             let delay = pacer.dueMs(index: firstIndex + summary.replayed.count) - Clock.monotonicMs()
-            guard delay <= 0 else { return timer!.schedule(afterMs: delay) }
+            guard delay <= 0 else {
+                waiting = true
+                return timer!.schedule(afterMs: delay)
+            }
             let reference = targets[position]
             position += 1
             lookUp(reference) { [weak self] found in
@@ -522,6 +545,7 @@ public final class DeadLetterOperations {
                             case .success(.yielded):
                                 summary.yields += 1
                                 yielding = write
+                                waiting = true
                                 return yieldTimer!.schedule(afterMs: DeadLetterOperations.replayYieldWaitMs)
                             case let .failure(error):
                                 summary.failure = error
@@ -534,13 +558,36 @@ public final class DeadLetterOperations {
                 }
             }
         }
-        timer = LoopTimer(loop: loop) { next() }
+        timer = LoopTimer(loop: loop) {
+            waiting = false
+            next()
+        }
         yieldTimer = LoopTimer(loop: loop) {
+            waiting = false
+            if stopIfCancelled() { return }
             let again = yielding
             yielding = nil
             again?()
         }
         next()
+        return run
+    }
+
+    /// Reasons of the dead letters that say APNs refused an app's credential.
+    public static let credentialRefusalReason = "apns_credentials"
+    /// Entries of an app's dead letters, newest first, that `newestCredentialRefusal` reads.
+    public static let credentialRefusalScan = 200
+
+    /// The newest dead letter of `app` whose reason says APNs refused its credential
+    /// (`credentialRefusalReason`), among its newest `credentialRefusalScan` entries (one
+    /// XREVRANGE); nil when none is. What a replay warns of: the replayed calls would likely
+    /// die the same way.
+    public func newestCredentialRefusal(app: String, completion: @escaping (Result<DeadLetterRecord?, RedisError>) -> Void) {
+        var filter = DeadLetterFilter(apps: [app])
+        filter.reason = DeadLetterOperations.credentialRefusalReason
+        listing(apps: [app], filter: filter, before: nil, limit: 1, scanLimit: DeadLetterOperations.credentialRefusalScan) { result in
+            completion(result.map(\.records.first))
+        }
     }
 
     /// What a purge removed.
@@ -735,5 +782,21 @@ public enum DeadLetterOperationError: Error, Equatable, Sendable, CustomStringCo
         case let .notFound(problems):
             return problems[0] + (problems.count > 1 ? " (and \(problems.count - 1) more)" : "")
         }
+    }
+}
+
+/// A paced replay under way (`DeadLetterOperations.replayPaced`), to cancel it. Loop-owned.
+public final class ReplayRun {
+    public private(set) var isCancelled = false
+    /// Set by the run: stops it now if it waits, else it stops after the entry in progress.
+    var stopWaiting: (() -> Void)?
+
+    init() {}
+
+    /// Stops the run after the entry in progress: no further dead letter is replayed; its
+    /// completion comes with `ReplaySummary.cancelled`.
+    public func cancel() {
+        isCancelled = true
+        stopWaiting?()
     }
 }

@@ -15,6 +15,11 @@ final class ConsoleJob {
     /// Why it stopped early, or why its audit record could not be written.
     var failure: String?
     private(set) var isDone = false
+    /// Stops a running replay after the entry in progress, as the user named; nil for a purge
+    /// (it is one batch) and once the job is done.
+    var cancel: ((_ user: String) -> Void)?
+    /// Who cancelled it, and how many it had replayed then.
+    private(set) var cancelled: (user: String, done: Int)?
 
     static let maxLines = 200
 
@@ -38,7 +43,21 @@ final class ConsoleJob {
     /// Sets the count of what changed (a purge counts entries that still existed).
     func counted(done: Int) { self.done = done }
 
-    func finish() { isDone = true }
+    /// Asks the running replay to stop; false when it cannot be cancelled (done, a purge, or
+    /// cancelled already).
+    func cancel(by user: String) -> Bool {
+        guard !isDone, cancelled == nil, let cancel else { return false }
+        cancelled = (user, done)
+        cancel(user)
+        return true
+    }
+
+    var mayCancel: Bool { !isDone && cancelled == nil && cancel != nil }
+
+    func finish() {
+        isDone = true
+        cancel = nil
+    }
 
     private func add(_ line: String) {
         if lines.count < ConsoleJob.maxLines { lines.append(line) }
@@ -50,7 +69,12 @@ final class ConsoleJob {
         s += "\(verb) \(done) of \(DeadFormat.count(requested, "dead letter"))"
         if let rate { s += " at \(rate)" }
         if gone > 0 { s += " (\(gone) gone meanwhile: replayed or purged by someone else)" }
-        if isDone && failure == nil { s += "; done" }
+        if let cancelled {
+            s += isDone ? "; cancelled by \(cancelled.user): \(done) replayed before the cancel, the rest not"
+                : "; cancel asked by \(cancelled.user): stopping after the entry in progress"
+        } else if isDone && failure == nil {
+            s += "; done"
+        }
         return s
     }
 }

@@ -484,10 +484,15 @@ enum ConsolePages {
     /// A replay or purge under way or done.
     static func job(viewer: Viewer, job: ConsoleJob) -> Node {
         let title = job.action == .replay ? "Replay" : "Purge"
-        let state = job.isDone ? (job.failure == nil ? "done" : "stopped") : "running"
+        let state = job.isDone ? (job.cancelled != nil ? "cancelled" : job.failure == nil ? "done" : "stopped") : "running"
         var s: [Node] = [crumbs("\(job.action.rawValue) #\(job.number)"), .el("h1", .text("\(title) #\(job.number)")),
                          .el("p", ["class": "notice", "id": "job-state", "data-state": state], .text(job.summaryLine))]
         if let failure = job.failure { s.append(.el("p", ["class": "error"], .text(failure))) }
+        if job.mayCancel && viewer.role.mayChange {
+            s.append(.el("form", ["method": "post", "action": "/console/jobs/cancel", "class": "confirm"], csrfField(viewer),
+                         hidden("job", String(job.number)),
+                         .el("button", ["class": "danger", "id": "cancel-job"], "Cancel: stop after the dead letter in progress")))
+        }
         if !job.lines.isEmpty {
             s.append(.el("ul", ["class": "log", "id": "job-lines"], children: job.lines.map { .el("li", .text($0)) }))
         }

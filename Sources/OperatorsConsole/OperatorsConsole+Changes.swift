@@ -34,6 +34,7 @@ extension OperatorsConsole {
         switch action {
         case .replay:
             let replay = operations.replayAudited(rate: rate, by: AuditActor(user: session.name, options: who), filter: auditFilter)
+            job.cancel = { user in replay.cancel(by: user) }
             replay.replay(references, onStep: { step, line in
                 if case .replayed = step { job.stepDone(line) } else { job.stepGone(line) }
             }, completion: { [weak self] _ in
@@ -51,6 +52,38 @@ extension OperatorsConsole {
             }
         }
         answer(.redirect("/console/jobs/\(job.number)"))
+    }
+
+    /// Cancels a running replay job (admin only: `ConsoleGate`): it stops after the dead
+    /// letter in progress, and its page then says how many were replayed before. The cancel
+    /// writes its own audit record (verb `replay cancel`), and the replay's record names who
+    /// cancelled it (`cancelled_by`).
+    func cancelJob(_ request: HTTPRequest, _ session: ConsoleSession, _ answer: @escaping (HTTPResponse) -> Void) {
+        let viewer = OperatorsConsole.viewer(session)
+        let number = request.formItems.first { $0.0 == "job" }.flatMap { Int($0.1) }
+        guard let number, let job = jobs[number] else {
+            return answer(.html(404, ConsolePages.message(title: "Nothing done", viewer: viewer, text: "No such job (the console keeps the last \(OperatorsConsole.keptJobs)).",
+                                                          back: ("/console/dead", "Dead letters"))))
+        }
+        let replayedSoFar = job.done
+        guard job.cancel(by: session.name) else {
+            return answer(.html(409, ConsolePages.message(title: "Nothing done", viewer: viewer,
+                                                          text: "\(job.action == .replay ? "Replay" : "Purge") #\(number) is not a running replay (\(job.summaryLine)); nothing changed.",
+                                                          back: ("/console/jobs/\(number)", "Back to the job"))))
+        }
+        let who = [("job", OrderedJSON.string(String(number))), ("via", .string("console")), ("access", .string(session.role.rawValue)),
+                   ("from", .string(request.peer ?? "?"))]
+        let record = AuditRecord(timeMs: Clock.unixMs(), verb: "replay cancel", user: session.name, ids: [], requested: job.requested,
+                                 done: replayedSoFar, filter: nil, options: who)
+        log(.info, "dead letters replay cancelled", [("user", session.name), ("job", String(number)), ("done", String(replayedSoFar)),
+                                                      ("via", "console")])
+        operations.audit(record) { [weak self] result in
+            if case let .failure(error) = result {
+                job.failure = (job.failure.map { $0 + "; " } ?? "") + "the cancel's audit record was not written: \(error)"
+                self?.log(.warn, "console audit record not written", [("verb", record.verb), ("error", "\(error)")])
+            }
+            answer(.redirect("/console/jobs/\(number)"))
+        }
     }
 
     func newJob(_ action: ConsolePages.Action, requested: Int, rate: ReplayRate?) -> ConsoleJob {

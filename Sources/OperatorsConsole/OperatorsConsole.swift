@@ -134,7 +134,7 @@ public final class OperatorsConsole {
         let session = sessions.find(request.cookie(ConsoleSessions.cookieName), nowMs: now)
         let changes = method == "POST"
             && (request.path == "/console/dead/replay" || request.path == "/console/dead/purge" || request.path == "/console/webhooks/replay"
-                || request.path == "/console/apps/pause" || request.path == "/console/apps/resume")
+                || request.path == "/console/apps/pause" || request.path == "/console/apps/resume" || request.path == "/console/jobs/cancel")
         let verdict = ConsoleGate.check(request, session: session, changes: changes)
         guard verdict == .allowed, let session else { return answer(refusal(verdict, request, session)) }
         return serve(request, method: method, session: session) { response in
@@ -160,6 +160,7 @@ public final class OperatorsConsole {
             case "/console/webhooks/replay": return webhookReplay(request, session, answer)
             case "/console/apps/pause": return pause(request, session, resumes: false, answer)
             case "/console/apps/resume": return pause(request, session, resumes: true, answer)
+            case "/console/jobs/cancel": return cancelJob(request, session, answer)
             default: return answer(notFound(viewer))
             }
         default:
@@ -212,7 +213,7 @@ public final class OperatorsConsole {
             if request.method != "POST" { return .redirect("/console/signin") }
             return refused(request, 403, "Sign in first: this form has no live session; nothing changed.", viewer: nil, why: "no session")
         case .readOnly:
-            return refused(request, 403, "Signed in read-only: replays, purges and pauses need the admin token; nothing changed.",
+            return refused(request, 403, "Signed in read-only: replays, purges, pauses and cancels need the admin token; nothing changed.",
                            viewer: viewer, why: "read-only session")
         case .badCSRF:
             return refused(request, 403, "The form's CSRF token is missing or stale: reload the page and try again; nothing changed.",

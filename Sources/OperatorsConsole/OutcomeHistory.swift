@@ -129,6 +129,16 @@ public struct OutcomeHistory: Sendable {
         }
     }
 
+    /// Whether `app` had a call delivered (an outcome `delivered_…`) in a minute after the one
+    /// of `afterMs` (the same minute may hold it before or after: it does not count), within the
+    /// hour kept.
+    public func delivered(app: String, afterMs: Int64) -> Bool {
+        let after = afterMs / 60_000
+        return ring(app).contains { m in
+            m.minute > after && m.outcomes.contains { $0.key.hasPrefix("delivered") && $0.value > 0 }
+        }
+    }
+
     private func ring(_ app: String) -> [Minute] { rings[app] ?? [] }
 
     /// The upper bound of the bucket holding the `q` quantile; nil for an empty histogram.
