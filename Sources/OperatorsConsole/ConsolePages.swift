@@ -422,7 +422,8 @@ enum ConsolePages {
     /// exactly the dead letters listed. `filters` are those of an "all matching" choice (for
     /// the audit record).
     static func preview(viewer: Viewer, action: Action, rows: [OperatorsConsole.PreviewRow], filters: ListFilters?,
-                        rate: ReplayRate, scan: OperatorsConsole.PreviewScan, more: String?, cappedNamed: Bool, nowMs: Int64) -> Node {
+                        rate: ReplayRate, scan: OperatorsConsole.PreviewScan, more: String?, cappedNamed: Bool, refusals: [String] = [],
+                        nowMs: Int64) -> Node {
         let verb = action == .replay ? "replayed" : "purged"
         let counted = DeadFormat.count(rows.count, "dead letter")
         var s: [Node] = [crumbs(action == .replay ? "Replay" : "Purge"), .el("h1", .text("\(action == .replay ? "Replay" : "Purge") \(counted)?"))]
@@ -449,6 +450,9 @@ enum ConsolePages {
             s.append(.el("p", ["class": "error"],
                          .text("More were selected than the console acts on at once (\(OperatorsConsole.maxTargets)): the first ones are listed.")))
         }
+        for refusal in refusals {
+            s.append(.el("p", ["class": "warning", "data-warning": "credential-refused"], .text(refusal)))
+        }
         if action == .purge {
             s.append(.el("p", ["class": "warning"], "A purge deletes the dead letters and their replay history for good."))
         }
@@ -462,6 +466,11 @@ enum ConsolePages {
             form += rows.map(\.input)
             if let filters { form += filters.items.filter { !$0.1.isEmpty }.map { k, v in hidden("f-" + k, v) } }
             if action == .replay { form.append(hidden("rate", rate.description)) }
+            if !refusals.isEmpty {
+                form.append(.el("p", .el("label", .element("input", [Attribute("type", "checkbox"), Attribute("name", despiteRefusalField),
+                                                                      Attribute("value", "yes"), Attribute("id", "despite-refusal"), .flag("required")], []),
+                                         " ", .text(despiteRefusalLabel))))
+            }
             form.append(.el("button", ["class": action == .purge ? "danger" : "primary", "id": "confirm"],
                             .text("Confirm: \(action == .replay ? "replay" : "purge") \(counted)")))
             form.append(" ")
@@ -472,6 +481,10 @@ enum ConsolePages {
         }
         return page(title: action == .replay ? "Replay" : "Purge", section: .dead, viewer: viewer, body: s)
     }
+
+    /// The confirmation's checkbox a replay needs while APNs refuses an app's credential.
+    static let despiteRefusalField = "despite_refusal"
+    static let despiteRefusalLabel = "Replay anyway: I know APNs may still refuse this app's credential"
 
     /// One dead letter's row of a preview, and its confirmation form's hidden input.
     static func previewRow(_ r: DeadLetterRecord, action: Action, forecast: ReplayForecast, nowMs: Int64) -> (row: Node, input: Node) {

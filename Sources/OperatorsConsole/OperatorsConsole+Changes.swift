@@ -28,9 +28,29 @@ extension OperatorsConsole {
                                                           text: "Confirm a preview of 1 to \(OperatorsConsole.maxTargets) dead letters of configured apps (APP/ID each).",
                                                           back: ("/console/dead", "Dead letters"))))
         }
+        guard action == .replay, items.first(where: { $0.0 == ConsolePages.despiteRefusalField })?.1 != "yes" else {
+            return start(action, references, rate: rate, filter: wasAll ? filter : nil, request, session, answer)
+        }
+        // Replaying while APNs refuses the app's credential: only with the preview's explicit
+        // "replay anyway" (the checkbox is required in the form; this holds without a browser).
+        credentialRefusals(of: Set(references.compactMap(\.app))) { [weak self] refusals in
+            guard let self else { return }
+            guard refusals.isEmpty else {
+                let now = Clock.unixMs()
+                let text = refusals.map { $0.warning(nowMs: now) }.joined(separator: " ")
+                    + " Nothing was replayed: confirm the preview with \"\(ConsolePages.despiteRefusalLabel)\" ticked to replay anyway."
+                return answer(.html(409, ConsolePages.message(title: "Not replayed", viewer: viewer, text: text,
+                                                              back: ("/console/dead", "Dead letters"))))
+            }
+            self.start(action, references, rate: rate, filter: wasAll ? filter : nil, request, session, answer)
+        }
+    }
+
+    /// Starts the job of a confirmed replay or purge and answers with its page.
+    private func start(_ action: ConsolePages.Action, _ references: [DeadLetterReference], rate: ReplayRate, filter auditFilter: DeadLetterFilter?,
+                       _ request: HTTPRequest, _ session: ConsoleSession, _ answer: @escaping (HTTPResponse) -> Void) {
         let who = [("via", OrderedJSON.string("console")), ("access", .string(session.role.rawValue)), ("from", .string(request.peer ?? "?"))]
         let job = newJob(action, requested: references.count, rate: action == .replay ? rate : nil)
-        let auditFilter = wasAll ? filter : nil
         switch action {
         case .replay:
             let replay = operations.replayAudited(rate: rate, by: AuditActor(user: session.name, options: who), filter: auditFilter)

@@ -188,9 +188,14 @@ extension OperatorsConsole {
                     more = "/console/dead/preview?" + FormData.encode([("action", choice)] + text.items + [("rate", rate.description),
                                                                                                         ("from", next.text)])
                 }
-                answer(.html(200, ConsolePages.preview(viewer: viewer, action: action, rows: rows, filters: all ? text : nil, rate: rate,
-                                                       scan: scan, more: more, cappedNamed: !all && references.count > OperatorsConsole.maxTargets,
-                                                       nowMs: Clock.unixMs())))
+                let render = { (refusals: [CredentialRefusal]) in
+                    let now = Clock.unixMs()
+                    answer(.html(200, ConsolePages.preview(viewer: viewer, action: action, rows: rows, filters: all ? text : nil, rate: rate,
+                                                           scan: scan, more: more, cappedNamed: !all && references.count > OperatorsConsole.maxTargets,
+                                                           refusals: refusals.map { $0.warning(nowMs: now) }, nowMs: now)))
+                }
+                guard action == .replay else { return render([]) }
+                self.credentialRefusals(of: Set(rows.map(\.app)), render)
             case let .failure(error): message("\(error); nothing would be done.")
             }
         }

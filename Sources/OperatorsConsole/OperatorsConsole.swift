@@ -19,9 +19,10 @@ import RedisClient
 /// a wrong token is answered 401 at once and logged.
 ///
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
-/// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs,
-/// the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
-/// app's Pause and Resume buttons), `+Search` (the
+/// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs and
+/// their Cancel, the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
+/// app's Pause and Resume buttons), `+Refusals` (the warning before replaying an app whose
+/// credential APNs refused), `+Search` (the
 /// search box of every page: a call or a device token, read through `CallLookup` as `pushgw
 /// calls show` and `tokens show` read them).
 ///

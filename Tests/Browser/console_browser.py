@@ -382,6 +382,16 @@ try:
     wait_for("the replay's dry run", lambda: rows("#dry-run"))
     check("would be replayed" in text("#dry-run") and len(rows("#preview tbody tr")) == 1, "the replay shows a dry run first")
     check(xlen("pushgw:{beta}:dead") == 2, "the dry run changed nothing")
+    # Its newest dead letters say APNs refused beta's credential, and nothing was delivered
+    # since: the dry run warns, and its confirm needs the explicit "replay anyway".
+    warnings = [w.text for w in rows('[data-warning="credential-refused"]')]
+    check(len(warnings) == 1 and "APNs refused beta's credential" in warnings[0] and "will likely die again" in warnings[0],
+          "the dry run warns that APNs refused beta's credential: %s" % warnings)
+    preview_url = driver.current_url
+    driver.find_element(By.ID, "confirm").click()
+    check(driver.current_url == preview_url and xlen("pushgw:{beta}:dead") == 2,
+          "the confirm without the box ticked stays on the dry run, nothing replayed")
+    driver.find_element(By.ID, "despite-refusal").click()
     driver.find_element(By.ID, "confirm").click()
     wait_for("the replay to finish", lambda: driver.find_element(By.ID, "job-state").get_attribute("data-state") == "done")
 

@@ -20,7 +20,7 @@ final class ConsolePreviewTests: ConsoleTestCase {
 
     /// A dead letter as the router writes one, its record naming calls entry `entryMs`.
     @discardableResult
-    private func dead(_ app: String, id: String = "*", event: String, entryMs: Int64, reason: String = "apns_credentials: InvalidProviderToken",
+    private func dead(_ app: String, id: String = "*", event: String, entryMs: Int64, reason: String = "retries_exhausted: voip",
                       extra: [String] = []) -> String {
         let attempts = #"{"outcome":"dead_lettered","entry":"\#(entryMs)-0","attempts":[]}"#
         return redis(["XADD", "pushgw:{\(app)}:dead", id, "event", event, "reason", reason, "attempts", attempts,

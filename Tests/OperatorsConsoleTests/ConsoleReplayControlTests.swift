@@ -87,3 +87,55 @@ final class ConsoleReplayControlTests: ConsoleTestCase {
         XCTAssertFalse(auditVerbs().joined().contains("replay cancel"), "nothing audited")
     }
 }
+
+extension ConsoleReplayControlTests {
+    // MARK: The warning
+
+    /// acme's newest dead letter says APNs refused its credential 7 minutes ago, and no call of
+    /// it was delivered since: the replay's preview warns and its confirmation needs the
+    /// "replay anyway" box; without it the POST replays nothing. beta's credential dead
+    /// letter is older than a call delivered since: no warning.
+    func testAReplayOfAnAppWhoseCredentialAPNsRefusedWarnsAndNeedsAnExplicitConfirm() throws {
+        let now = Clock.unixMs()
+        let refused = dead("acme", callID: "c-1", reason: "apns_credentials: InvalidProviderToken", deadMs: now - 7 * 60_000 - 5_000)
+        let query = [("action", "replay"), ("ids", "acme/" + refused)]
+        let preview = body(request("GET", "/console/dead/preview", query: query))
+        XCTAssertTrue(preview.contains("APNs refused acme&#39;s credential 7 minutes ago (apns_credentials: InvalidProviderToken): "
+                                       + "the replayed calls will likely die again."), preview)
+        XCTAssertTrue(preview.contains(#"name="despite_refusal""#) && preview.contains("required"), "the confirm needs the box")
+
+        let refusedPost = request("POST", "/console/dead/replay", form: [("csrf", csrf), ("ids", "acme/" + refused)])
+        XCTAssertEqual(refusedPost.status, 409, body(refusedPost))
+        XCTAssertTrue(body(refusedPost).contains("Nothing was replayed"), body(refusedPost))
+        XCTAssertEqual(redis(["XLEN", "pushgw:{acme}:calls"])?.integer, 0, "nothing replayed without the explicit confirm")
+        XCTAssertEqual(redis(["EXISTS", "pushgw:audit"])?.integer, 0, "nothing audited")
+
+        let anyway = request("POST", "/console/dead/replay", form: [("csrf", csrf), ("ids", "acme/" + refused), ("despite_refusal", "yes")])
+        XCTAssertEqual(anyway.status, 303, body(anyway))
+        loop.run(waitingFor: "the replay anyway") { self.redis(["XLEN", "pushgw:{acme}:calls"])?.integer == 1 }
+
+        // A call delivered after beta's refusal: its credential works again, no warning.
+        let older = dead("beta", callID: "c-2", reason: "apns_credentials: ExpiredProviderToken", deadMs: now - 3 * 60_000)
+        console.recordOutcome(app: "beta", outcome: "delivered_voip", cause: nil, latencyMs: 20)
+        let healthy = body(request("GET", "/console/dead/preview", query: [("action", "replay"), ("ids", "beta/" + older)]))
+        XCTAssertTrue(healthy.contains("Dry run: 1 dead letter would be replayed"), healthy)
+        XCTAssertFalse(healthy.contains("credential-refused") || healthy.contains("despite_refusal"), healthy)
+        XCTAssertEqual(request("POST", "/console/dead/replay", form: [("csrf", csrf), ("ids", "beta/" + older)]).status, 303)
+    }
+
+    /// No credential dead letter, but this gateway's router withholds the app's pushes now:
+    /// the preview warns too.
+    func testTheRoutersLiveRefusalWarnsWithoutADeadLetterOfIt() throws {
+        console.close()
+        console = OperatorsConsole(loop: loop, operations: operations, readOnlyAvailable: false,
+                                   signIn: { token, _ in token == "admin-token" ? .signedIn(.admin) : .wrong },
+                                   figures: { ConsoleFigures(apps: [.init(id: "acme", bundleID: "com.acme", environment: "production",
+                                                                          refusal: "apns_credentials: InvalidProviderToken")]) })
+        let signIn = request("POST", "/console/signin", form: [("token", "admin-token"), ("name", "ann")])
+        cookie = try XCTUnwrap(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
+        let id = dead("acme", callID: "c-1", reason: "retries_exhausted: voip", deadMs: Clock.unixMs() - 1_000)
+        let preview = body(request("GET", "/console/dead/preview", query: [("action", "replay"), ("ids", "acme/" + id)]))
+        XCTAssertTrue(preview.contains("credential now (this gateway&#39;s router withholds its pushes)"), preview)
+        XCTAssertTrue(preview.contains(#"name="despite_refusal""#), preview)
+    }
+}
