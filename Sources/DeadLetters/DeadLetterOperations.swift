@@ -590,6 +590,19 @@ public final class DeadLetterOperations {
         }
     }
 
+    /// The warning before a replay of `app`, whose credential APNs refused (`reason`) at
+    /// `atMs` (nil: a router says so now), as the console and `pushgw dead replay` give it.
+    public static func credentialRefusalWarning(app: String, reason: String, atMs: Int64?, nowMs: Int64) -> String {
+        let when: String
+        if let atMs {
+            let minutes = max(0, nowMs - atMs) / 60_000
+            when = minutes == 0 ? "less than a minute ago" : DeadFormat.count(Int(minutes), "minute") + " ago"
+        } else {
+            when = "now (this gateway's router withholds its pushes)"
+        }
+        return "APNs refused \(app)'s credential \(when) (\(reason)): the replayed calls will likely die again."
+    }
+
     /// What a purge removed.
     public struct PurgeSummary: Sendable {
         /// Entries that existed and are gone.

@@ -14,14 +14,7 @@ extension OperatorsConsole {
 
         /// The warning's text.
         func warning(nowMs: Int64) -> String {
-            let when: String
-            if let atMs {
-                let minutes = max(0, nowMs - atMs) / 60_000
-                when = minutes == 0 ? "less than a minute ago" : DeadFormat.count(Int(minutes), "minute") + " ago"
-            } else {
-                when = "now (this gateway's router withholds its pushes)"
-            }
-            return "APNs refused \(app)'s credential \(when) (\(reason)): the replayed calls will likely die again."
+            DeadLetterOperations.credentialRefusalWarning(app: app, reason: reason, atMs: atMs, nowMs: nowMs)
         }
     }
 

@@ -36,6 +36,9 @@ enum DeadReplayCommand: Command {
                           one, refuses (exit 2) unless --yes is given
           --config FILE   the config (default \(GatewayConfig.defaultFile))
 
+        Warns first (on stderr) of each app whose newest dead letters say APNs refused its
+        credential (apns_credentials): the replayed calls will likely die again; fix the
+        credential (and reload) first.
         Writes an audit record (who, when, which, how many, the filters) to stderr and to the
         stream PREFIX:audit. Exit status: 0 all replayed, 1 some were not (gone meanwhile, Redis
         failed, not confirmed), 2 bad usage or config error.
@@ -64,6 +67,17 @@ enum DeadReplayCommand: Command {
             let session = try DeadSession(verb: name, configFile: a.value("--config"), appFilter: change.filter.apps, context: context)
             defer { session.close() }
             let operations = session.operations
+            // Replaying while APNs refuses an app's credential: said before anything runs.
+            // (An id named without its app may be of any app the filter allows.)
+            let named = change.references.map(\.app)
+            let apps = change.all || named.contains(nil) ? change.filter.apps ?? operations.policies.keys.sorted()
+                : Array(Set(named.compactMap { $0 })).sorted()
+            for app in apps {
+                if case let .success(record?) = session.wait({ operations.newestCredentialRefusal(app: app, completion: $0) }) {
+                    context.output.err("pushgw dead replay: warning: " + TerminalText.field(DeadLetterOperations.credentialRefusalWarning(
+                        app: app, reason: record.reason, atMs: record.deadAtMs, nowMs: change.nowMs)))
+                }
+            }
             let replay = operations.replayAudited(rate: rate, by: DeadSession.actor(context), filter: change.all ? change.filter : nil)
             let selected = try session.bulk(change, done: "replayed", dryRunNote: " at \(rate)", context: context, line: { r in
                 "would replay \(TerminalText.field(r.app))/\(r.id)  call \(TerminalText.field(r.callID ?? "-"))  "

@@ -172,6 +172,8 @@ class DeadLettersCLITests: DeadLetterHarnessTestCase {
         let dry = h.dead(["replay", id, "--dry-run"])
         XCTAssertEqual(dry.status, 0, dry.err.joined())
         XCTAssertTrue(dry.out[0].hasPrefix("would replay broken/\(id)  call fix-1"), dry.text)
+        XCTAssertTrue(dry.err.contains { $0.hasPrefix("pushgw dead replay: warning: APNs refused broken's credential less than a minute ago (apns_credentials")
+                          && $0.hasSuffix("): the replayed calls will likely die again.") }, "the replay warns of the refusal: \(dry.err)")
         XCTAssertEqual(h.deadIDs("broken"), [id], "a dry run changes nothing")
         XCTAssertEqual(h.entries(h.keys("broken").calls).count, 0)
         XCTAssertEqual(auditEntries().count, 0, "a dry run is not audited: it changed nothing")
