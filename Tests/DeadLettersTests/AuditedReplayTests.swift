@@ -65,4 +65,33 @@ final class AuditedReplayTests: DeadLetterOperationsTestCase {
         XCTAssertEqual(record.options.map(\.0), ["rate", "via"], "the rate first, then how the actor came")
         XCTAssertEqual(OrderedJSON.object(record.options).text, #"{"rate":"10000/s","via":"test"}"#)
     }
+
+    /// A cancel asked while an entry is in progress (here: as its step is told) lets that one
+    /// finish and replays nothing after it, at any rate; later pages do not start, and the
+    /// record names who cancelled.
+    func testACancelStopsAfterTheEntryInProgress() throws {
+        let ids = (1...4).map { dead("c-\($0)") }
+        let replay = operations.replayAudited(rate: .fastest, by: AuditActor(user: "ann"), filter: nil)
+        var lines: [String] = []
+        var goOn: Bool?
+        replay.replay(ids.prefix(3).map { DeadLetterReference(app: "acme", id: $0) }, onStep: { _, line in
+            lines.append(line)
+            replay.cancel(by: "bob")
+        }, completion: { goOn = $0 })
+        loop.run(waitingFor: "the cancelled page") { goOn != nil }
+        XCTAssertEqual(goOn, false, "a cancelled run does not go on")
+        XCTAssertEqual(lines.count, 1, "\(lines)")
+        XCTAssertEqual(replay.summary.replayed, ["acme/" + ids[0]], "the entry in progress, no other")
+        XCTAssertTrue(replay.summary.cancelled)
+        var nextPage: Bool?
+        replay.replay([DeadLetterReference(app: "acme", id: ids[3])], onStep: { _, _ in XCTFail("a cancelled run replays nothing more") },
+                      completion: { nextPage = $0 })
+        loop.run(waitingFor: "the next page's refusal") { nextPage != nil }
+        XCTAssertEqual(nextPage, false)
+        XCTAssertEqual(redis(["XLEN", "pushgw:{acme}:calls"])?.integer, 1)
+        XCTAssertEqual(redis(["XLEN", "pushgw:{acme}:dead"])?.integer, 3, "the rest stay dead letters")
+        let record = replay.record(requested: 4)
+        XCTAssertEqual(record.done, 1)
+        XCTAssertEqual(OrderedJSON.object(record.options).text, #"{"rate":"\#(ReplayRate.fastest)","cancelled_by":"bob"}"#)
+    }
 }
