@@ -36,7 +36,9 @@ dist: deps
 # on free loopback ports; see Tests/TestSupport. The container image's build step builds
 # pushgw in debug (in .build/static) into .build/image/pushgw for the deployment checks
 # (DeploymentTests), which scripts/make-dist.sh packages as the release's .deb, installed by
-# DistInstallTests into a clean Debian root (scripts/make-clean-root.sh). The tests
+# DistInstallTests into a clean Debian root (scripts/make-clean-root.sh), and which
+# ContainerImageTests runs in the image's run stage where a container engine answers
+# (scripts/start-container-engine.sh starts Debian's dockerd when installed). The tests
 # that read hostile input run first under AddressSanitizer (scripts/test-asan.sh, its own
 # build in .build/asan).
 test: deps-test
@@ -44,6 +46,7 @@ test: deps-test
 	docker/build-pushgw.sh .build/image/pushgw debug >/dev/null
 	scripts/make-dist.sh debug --binary .build/image/pushgw
 	scripts/make-clean-root.sh .build/clean-root
+	scripts/start-container-engine.sh
 	scripts/test-asan.sh
 	PUSHGW_DIST_REQUIRED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) scripts/test.sh
 
