@@ -573,7 +573,9 @@ public final class DeadLetterOperations {
         return run
     }
 
-    /// Reasons of the dead letters that say APNs refused an app's credential.
+    /// Reasons of the dead letters that say APNs refused an app's credential: the code of
+    /// Routing's `DeadLetterReason.apnsCredentials`, which this module does not import
+    /// (`CredentialRefusalReasonTests` holds the two equal).
     public static let credentialRefusalReason = "apns_credentials"
     /// Entries of an app's dead letters, newest first, that `newestCredentialRefusal` reads.
     public static let credentialRefusalScan = 200

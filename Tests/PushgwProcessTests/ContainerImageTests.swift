@@ -57,7 +57,7 @@ final class ContainerImageTests: XCTestCase {
         XCTAssertTrue(result.contains(#""outcome":"delivered_voip""#), "\(result)\n\(logs())")
 
         XCTAssertEqual(try runCommand("/usr/bin/env", ["docker", "kill", "-s", "HUP", name]).0, 0)
-        try waitUntil("the container to log its reload\n\(logs())", timeoutMs: 30_000) { logs().contains("reload") }
+        try waitUntil("the container to log its reload\n\(logs())", timeoutMs: 30_000) { logs().contains(#""msg":"config reloaded""#) }
         let health = { (try? runCommand("/usr/bin/env", ["docker", "inspect", "-f", "{{.State.Health.Status}}", name]))?.1
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
         try waitUntil("the image's health check (/healthz) to pass: \(health())", timeoutMs: 90_000, pollMs: 500) { health() == "healthy" }
@@ -66,7 +66,7 @@ final class ContainerImageTests: XCTestCase {
         XCTAssertEqual(stopped.0, 0, stopped.2)
         let exit = try runCommand("/usr/bin/env", ["docker", "inspect", "-f", "{{.State.ExitCode}}", name])
         XCTAssertEqual(exit.1.trimmingCharacters(in: .whitespacesAndNewlines), "0", "SIGTERM drains and exits 0\n\(logs())")
-        XCTAssertTrue(logs().contains("drain"), "the stop was a drain: \(logs())")
+        XCTAssertTrue(logs().contains(#""msg":"draining""#), "the stop was a drain: \(logs())")
         let pushes = try world.stopSimulator().filter { ($0["token"] as? String) == token }
         XCTAssertEqual(pushes.count, 1, "the call rang once, through the container")
     }
