@@ -27,13 +27,15 @@ extension RouterRole {
 
     /// One XREADGROUP over the apps the intake lets read (`.read`: below their in-flight cap,
     /// and with their rate's tokens: `AppIntake`), for as many entries as the fullest of them
-    /// has room for. It blocks no longer than until a throttled app has its tokens.
+    /// has room for. It blocks no longer than until a throttled app has its tokens, and only
+    /// `capWaitMs` when it leaves an app out for its cap.
     func read(blocks: Bool) {
         let nowMs = Clock.monotonicMs()
         let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
                                nowMs: nowMs)
         let count = plan.count
-        let blockMs = blocks ? min(settings.blockMs, max(1, plan.wakeAfterMs ?? settings.blockMs)) : nil
+        let longest = plan.leftOutAtCap ? min(settings.blockMs, settings.capWaitMs) : settings.blockMs
+        let blockMs = blocks ? min(longest, max(1, plan.wakeAfterMs ?? longest)) : nil
         store.readNew(apps: plan.apps.map(\.keys), consumer: settings.consumer, count: count,
                       blockMs: blockMs) { [unowned self] result in
             switch result {

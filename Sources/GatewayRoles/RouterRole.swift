@@ -18,6 +18,10 @@ package struct RouterRoleSettings: Sendable {
     /// Calls of one app in flight at once in this process; reads of that app pause beyond it,
     /// so one app's flood or slow APNs cannot take all of the process.
     package var perAppInFlight = 1_000
+    /// How long an XREADGROUP blocks at most while it leaves an app out for its in-flight cap
+    /// (`AppIntake.Plan.leftOutAtCap`): nothing wakes a blocked read when that app's calls
+    /// leave, so this bounds how long the app waits for a read once it has room again.
+    package var capWaitMs: Int64 = 5
     /// Heartbeat period and lifetime: a consumer whose heartbeat is older than `heartbeatTTLMs`
     /// is dead and its in-flight entries are taken over.
     var heartbeatEveryMs: Int64 = 1_000

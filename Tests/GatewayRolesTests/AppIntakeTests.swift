@@ -14,16 +14,37 @@ final class AppIntakeTests: XCTestCase {
     func testARatedAppIsReadOnlyWithItsTokensAndTheCountIsTheLeastRoom() {
         let quiet = app("quiet", share: 0), rated = app("rated", share: 1, AppLimits(maxInFlight: 50, eventsPerSecond: 10, burst: 10))
         var intake = AppIntake([quiet, rated])
-        var plan = intake.plan([quiet, rated], inFlight: ["quiet": 990], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        var plan = intake.plan([quiet, rated], inFlight: ["quiet": 970], defaultCap: 1_000, readBatch: 100, nowMs: 0)
         XCTAssertEqual(plan.apps.map(\.id), ["quiet", "rated"])
-        XCTAssertEqual(plan.count, 10, "quiet has room for 10, rated 10 tokens")
+        XCTAssertEqual(plan.count, 10, "quiet has room for 30, rated 10 tokens")
         intake.read(rated, entries: 10, asked: 10, nowMs: 0)
-        plan = intake.plan([quiet, rated], inFlight: ["quiet": 990], defaultCap: 1_000, readBatch: 100, nowMs: 100)
+        plan = intake.plan([quiet, rated], inFlight: ["quiet": 970], defaultCap: 1_000, readBatch: 100, nowMs: 100)
         XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "rated has 1 token of the 10 the read may bring")
         XCTAssertEqual(plan.wakeAfterMs, 900, "its 10 tokens are there 900 ms on")
         XCTAssertEqual(intake.throttledSeconds(nowMs: 600)["rated"], 0.5, "backlogged (its read was full) and waiting")
         plan = intake.plan([rated], inFlight: ["rated": 50], defaultCap: 1_000, readBatch: 100, nowMs: 2_000)
         XCTAssertTrue(plan.apps.isEmpty, "at its max_in_flight")
+        XCTAssertTrue(plan.leftOutAtCap)
+    }
+
+    func testAnAppAtItsCapIsReadAgainWithRoomForAQuarterOfAReadAndTheReadMeanwhileSaysItLeftItOut() {
+        let busy = app("busy", share: 0, AppLimits(maxInFlight: 200)), quiet = app("quiet", share: 1)
+        var intake = AppIntake([busy, quiet])
+        var plan = intake.plan([busy, quiet], inFlight: ["busy": 176], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "24 free of 200: less than a quarter of a read of 100")
+        XCTAssertTrue(plan.leftOutAtCap, "so the read must not block long")
+        plan = intake.plan([busy, quiet], inFlight: ["busy": 175], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["busy", "quiet"])
+        XCTAssertEqual(plan.count, 25)
+        XCTAssertFalse(plan.leftOutAtCap)
+        plan = intake.plan([busy, quiet], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.count, 100)
+        XCTAssertFalse(plan.leftOutAtCap)
+        let tiny = app("tiny", share: 2, AppLimits(maxInFlight: 2))
+        intake = AppIntake([tiny])
+        XCTAssertEqual(intake.plan([tiny], inFlight: ["tiny": 1], defaultCap: 1_000, readBatch: 100, nowMs: 0).count, 1,
+                       "a cap under 4 is read again with room for one")
+        XCTAssertTrue(intake.plan([tiny], inFlight: ["tiny": 2], defaultCap: 1_000, readBatch: 100, nowMs: 0).apps.isEmpty)
     }
 
     func testWhatAReadBringsWaitedForTheRateFromTheFirstHoldUntilTheStreamCaughtUp() {

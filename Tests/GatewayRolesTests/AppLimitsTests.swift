@@ -85,5 +85,25 @@ final class AppLimitsTests: XCTestCase {
         XCTAssertEqual(Set(h.recorded.map(\.record.outcome)), [.deliveredVoip])
     }
 
+    /// A read that leaves an app out for its cap blocks only `capWaitMs`: nothing wakes a blocked
+    /// read when the app's calls leave, so with a 30 s `blockMs`, beta idle and pushes answered in
+    /// 50 ms (acme is at its cap when the next read is made), acme's 200 calls at a cap of 10 would
+    /// be read 10 per 30 s block (10 minutes) were the read to block that long.
+    func testAnAppAtItsCapIsReadAgainSoonAfterItsCallsLeaveWhileAnotherAppsReadBlocks() throws {
+        let h = try RouterHarness(simulator: { $0.defaultScenario = .slow(50) }, limits: ["acme": AppLimits(maxInFlight: 10)],
+                                  settings: { $0.blockMs = 30_000 })
+        defer { h.close() }
+        h.runFor(300)  // beta's read is blocking: nothing of either app yet
+        for i in 0..<200 { h.call("capped-\(i)", voip: String(format: "ca%04x", i), deadlineInMs: 120_000) }
+        var peak = 0
+        h.runUntil("acme's 200 calls recorded", timeoutMs: 60_000) {
+            peak = max(peak, h.runner.inFlightByApp["acme"] ?? 0)
+            return h.recorded.filter { $0.app == "acme" }.count == 200
+        }
+        XCTAssertLessThanOrEqual(peak, 10, "at most max_in_flight of acme's calls in the process")
+        XCTAssertEqual(Set(h.recorded.map(\.record.outcome)), [.deliveredVoip])
+        for i in 0..<200 { XCTAssertEqual(h.requests(String(format: "ca%04x", i)).count, 1, "capped-\(i) rang once") }
+    }
+
     private func XFail(_ what: String) { XCTFail("\(what) gave no integer") }
 }
