@@ -11,11 +11,14 @@
 # their ratio (target: within 10 %).
 #
 #   PUSHGW_BIN   directory of the pushgw binary (default: the release build's)
+#   FAIR_A_MAX_IN_FLIGHT   app A's limits.max_in_flight (default: none, the router's per-app cap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B_RATE=${FAIR_B_RATE:-20}
 B_SECONDS=${FAIR_B_SECONDS:-10}
 BACKLOG=${FAIR_BACKLOG:-50000}
+A_LIMITS=""
+[ -n "${FAIR_A_MAX_IN_FLIGHT:-}" ] && A_LIMITS=", \"limits\": { \"max_in_flight\": $FAIR_A_MAX_IN_FLIGHT }"
 bin=${PUSHGW_BIN:-$(swift build -c release --show-bin-path)}
 scratch=pushgw-bench-fair
 . bench/common.sh
@@ -43,7 +46,7 @@ cat > "$work/gateway.json" <<JSON
   "apns": { "production": { "endpoint": "127.0.0.1:$sport" }, "sandbox": { "endpoint": "127.0.0.1:$sport" },
             "ca_file": "$pki/ca.pem", "connections": 2, "max_queued": 20000 },
   "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "$pki/AuthKey.p8" } },
-  "apps": { "appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 },
+  "apps": { "appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600$A_LIMITS },
             "appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 } } }
 JSON
 "$bin/pushgw" run --config "$work/gateway.json" --role router --consumer bench-fair --log-level warn > "$work/gateway.log" 2>&1 &

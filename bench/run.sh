@@ -39,7 +39,8 @@
 #   Fairness (bench/fairness.sh): `pushgw run` with two apps on one credential, app B at 20
 #   calls/s alone and while app A drains a 50,000-event backlog written in 1 s: B's XADD→result
 #   p50/p99/max both ways and their p99 ratio (target ≤ 2 and under 20 ms), A's drain rate alone
-#   and during (target: within 10 %).
+#   and during (target: within 10 %). Twice: with A at the router's per-app cap (1,000 in flight)
+#   and at limits.max_in_flight 100, the trade-off between B's latency and A's rate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -364,9 +365,13 @@ echo
 PUSHGW_BIN="$bin" bench/ring-receipts.sh
 
 # Fairness (bench/fairness.sh): app B at 20 calls/s alone and while app A drains a 50,000-event
-# backlog, one credential; B's XADD→result both ways and A's drain rate both ways.
+# backlog, one credential; B's XADD→result both ways and A's drain rate both ways. Then again
+# with A's limits.max_in_flight at 100 (docs/architecture.md, "Scheduling": what a cap buys).
 echo
 PUSHGW_BIN="$bin" bench/fairness.sh
+echo
+echo "(again, app A at limits.max_in_flight 100)"
+PUSHGW_BIN="$bin" FAIR_A_MAX_IN_FLIGHT=100 bench/fairness.sh
 
 # The HTTP API (bench/ingest.sh): call events POSTed to pushgw run's ingest listener beside the
 # same count XADDed by a Redis producer; events/s both ways, the API's accept p50/p99.

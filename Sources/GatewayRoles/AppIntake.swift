@@ -10,11 +10,11 @@ import Routing
 /// and its calls wait in its stream likewise. One read's count is the same for every stream, so
 /// it is the least room among the apps read.
 ///
-/// An app at its cap is read again once it has room for a quarter of a read (`refill`), so it
-/// is read in few full reads, not one read per call that left. A read that leaves an app out
-/// for its cap blocks only briefly (`Plan.leftOutAtCap`: `RouterRoleSettings.capWaitMs`), as
-/// nothing wakes a blocked read when that app's calls leave: the app is read again within that
-/// time of its room coming back, whatever `blockMs` is.
+/// A read that leaves an app out for its cap blocks only briefly (`Plan.leftOutAtCap`:
+/// `RouterRoleSettings.capWaitMs`), as nothing wakes a blocked read when that app's calls
+/// leave: the app is read again within that time of its room coming back, whatever `blockMs`
+/// is. Reads batch themselves: one is in flight at a time, so the room freed meanwhile is read
+/// in one.
 ///
 /// Pure but for the clock the caller passes. Per read, not per event: a dictionary look-up per
 /// app with a rate.
@@ -42,10 +42,6 @@ struct AppIntake {
         /// block long, or that app waits for it when its calls leave.
         var leftOutAtCap = false
     }
-
-    /// The room an app at its cap needs to be read again: a quarter of a read, or of its cap
-    /// when that is smaller, and at least one.
-    static func refill(cap: Int, readBatch: Int) -> Int { max(1, min(cap, readBatch) / 4) }
 
     private(set) var rates: [String: Rate] = [:]
     /// The apps paused now, as the router last read it (`pause`): left out of every read.
@@ -87,9 +83,8 @@ struct AppIntake {
                 heldByPause.insert(app.id)
                 continue
             }
-            let cap = app.limits.maxInFlight ?? defaultCap
-            let room = cap - (inFlight[app.id] ?? 0)
-            guard room >= Self.refill(cap: cap, readBatch: readBatch) else {
+            let room = (app.limits.maxInFlight ?? defaultCap) - (inFlight[app.id] ?? 0)
+            guard room > 0 else {
                 plan.leftOutAtCap = true
                 continue
             }

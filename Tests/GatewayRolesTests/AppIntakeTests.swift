@@ -27,24 +27,16 @@ final class AppIntakeTests: XCTestCase {
         XCTAssertTrue(plan.leftOutAtCap)
     }
 
-    func testAnAppAtItsCapIsReadAgainWithRoomForAQuarterOfAReadAndTheReadMeanwhileSaysItLeftItOut() {
+    func testAReadLeavingAnAppOutForItsCapSaysSo() {
         let busy = app("busy", share: 0, AppLimits(maxInFlight: 200)), quiet = app("quiet", share: 1)
         var intake = AppIntake([busy, quiet])
-        var plan = intake.plan([busy, quiet], inFlight: ["busy": 176], defaultCap: 1_000, readBatch: 100, nowMs: 0)
-        XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "24 free of 200: less than a quarter of a read of 100")
+        var plan = intake.plan([busy, quiet], inFlight: ["busy": 200], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet"])
         XCTAssertTrue(plan.leftOutAtCap, "so the read must not block long")
-        plan = intake.plan([busy, quiet], inFlight: ["busy": 175], defaultCap: 1_000, readBatch: 100, nowMs: 0)
+        plan = intake.plan([busy, quiet], inFlight: ["busy": 199], defaultCap: 1_000, readBatch: 100, nowMs: 0)
         XCTAssertEqual(plan.apps.map(\.id), ["busy", "quiet"])
-        XCTAssertEqual(plan.count, 25)
+        XCTAssertEqual(plan.count, 1)
         XCTAssertFalse(plan.leftOutAtCap)
-        plan = intake.plan([busy, quiet], inFlight: [:], defaultCap: 1_000, readBatch: 100, nowMs: 0)
-        XCTAssertEqual(plan.count, 100)
-        XCTAssertFalse(plan.leftOutAtCap)
-        let tiny = app("tiny", share: 2, AppLimits(maxInFlight: 2))
-        intake = AppIntake([tiny])
-        XCTAssertEqual(intake.plan([tiny], inFlight: ["tiny": 1], defaultCap: 1_000, readBatch: 100, nowMs: 0).count, 1,
-                       "a cap under 4 is read again with room for one")
-        XCTAssertTrue(intake.plan([tiny], inFlight: ["tiny": 2], defaultCap: 1_000, readBatch: 100, nowMs: 0).apps.isEmpty)
     }
 
     func testWhatAReadBringsWaitedForTheRateFromTheFirstHoldUntilTheStreamCaughtUp() {
