@@ -18,6 +18,9 @@ package final class GatewayConsole {
     package let topology: RedisTopology
     let console: OperatorsConsole
     private let operations: DeadLetterOperations
+    /// Adds this process's counts to the fleet's every `fleetFlushEveryMs` (`OperatorsConsole+Fleet`).
+    private var fleetTimer: LoopTimer?
+    static let fleetFlushEveryMs: Int64 = 5_000
 
     /// It needs the admin token (read by `GatewayAdmin`) and the endpoint's guess limits
     /// (`GatewayAdmin.guesses`: a sign-in draws on the same counts as a bearer check). An
@@ -46,6 +49,7 @@ package final class GatewayConsole {
             guesses.failed(request.peer, via: "console sign-in")
             return .wrong
         }, figures: figures)
+        console.fleet = FleetFigureStore(topology: topology, prefix: config.redis.prefix)
         let tokens = TokenStore(topology: topology)
         let prefix = config.redis.prefix
         console.suspectedVoipTokens = { app, limit, completion in
@@ -60,7 +64,16 @@ package final class GatewayConsole {
         }
     }
 
-    package func start() { topology.start() }
+    package func start() {
+        topology.start()
+        let timer = LoopTimer(loop: console.loop) { [weak self] in
+            guard let self else { return }
+            self.console.flushFleetFigures()
+            self.fleetTimer?.schedule(afterMs: Self.fleetFlushEveryMs)
+        }
+        fleetTimer = timer
+        timer.schedule(afterMs: Self.fleetFlushEveryMs)
+    }
 
     /// The apps of a reloaded config (their dead-letter policies and ring timeouts).
     package func updateApps(_ config: GatewayConfig) {
@@ -69,6 +82,9 @@ package final class GatewayConsole {
     }
 
     package func close() {
+        fleetTimer?.cancel()
+        fleetTimer?.close()
+        fleetTimer = nil
         console.close()
         topology.close()
     }

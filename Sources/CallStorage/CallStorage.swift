@@ -228,6 +228,11 @@ public struct GatewayKeys: Hashable, Sendable {
     /// right), so it needs no slot of an app.
     public var retryDue: String { "\(prefix):retry-due" }
 
+    /// Hash, kept 2 hours: the fleet's outcome counts of one minute (unix ms / 60,000), field
+    /// `APP:OUTCOME` → count, added to by every gateway (`FleetFigureStore`). App ids and
+    /// outcome names hold no colon.
+    public func fleetMinute(_ minute: Int64) -> String { "\(prefix):fleet:\(minute)" }
+
     /// Stream, capped: one entry per operator action that changed dead letters (replay,
     /// purge), tokens' marks or an app's pause: who, when, what, how many, with which filters.
     public var audit: String { "\(prefix):audit" }

@@ -821,11 +821,18 @@ public final class CallStore {
 /// error, once all answered.
 func eachApp<T>(_ apps: [AppKeys], completion: @escaping (Result<[AppKeys: T], RedisError>) -> Void,
                 _ step: (AppKeys, @escaping (Result<T, RedisError>) -> Void) -> Void) {
-    guard !apps.isEmpty else { return completion(.success([:])) }
-    var found: [AppKeys: T] = [:]
+    eachOf(apps, completion: completion, step)
+}
+
+/// `step` for each of `items` at once (pipelined); `completion` once all answered, with every
+/// value or the first failure.
+func eachOf<K: Hashable, T>(_ items: [K], completion: @escaping (Result<[K: T], RedisError>) -> Void,
+                            _ step: (K, @escaping (Result<T, RedisError>) -> Void) -> Void) {
+    guard !items.isEmpty else { return completion(.success([:])) }
+    var found: [K: T] = [:]
     var failure: RedisError?
-    var remaining = apps.count
-    for app in apps {
+    var remaining = items.count
+    for app in items {
         step(app) { result in
             switch result {
             case let .success(value): found[app] = value

@@ -17,7 +17,7 @@ enum ConsolePages {
         var csrf: String
     }
 
-    enum Section: String { case overview, dead, webhooks, audit, none }
+    enum Section: String { case overview, fleet, dead, webhooks, audit, none }
 
     // MARK: Frame
 
@@ -27,7 +27,8 @@ enum ConsolePages {
         var top: [Node] = [.el("a", ["class": "brand", "href": "/console/overview"], .el("span", ["class": "mark"], "◆"), " pushgw ",
                                .el("span", ["class": "sub"], "console"))]
         if let viewer {
-            let links: [(Section, String, String)] = [(.overview, "/console/overview", "Overview"), (.dead, "/console/dead", "Dead letters"),
+            let links: [(Section, String, String)] = [(.overview, "/console/overview", "Overview"), (.fleet, "/console/fleet", "Fleet"),
+                                                      (.dead, "/console/dead", "Dead letters"),
                                                       (.webhooks, "/console/webhooks", "Webhooks"), (.audit, "/console/audit", "Audit")]
             top.append(.el("nav", children: links.map { s, href, label in
                 .element("a", [Attribute("href", href)] + (s == section ? [Attribute("class", "current"), Attribute("aria-current", "page")] : []),
@@ -204,12 +205,8 @@ enum ConsolePages {
         if let l = a.app.limits { stats += limitStats(l) }
         s.append(.el("dl", ["class": "stats"], children: stats))
         var rows: [Node] = []
-        let names = outcomeNames + Set(a.last60.outcomes.keys).subtracting(outcomeNames).sorted()
-        for name in names {
-            rows.append(.el("tr", ["class": "outcome", "data-outcome": name],
-                            .el("th", .el("span", ["class": "swatch o-" + name]), .text(name)),
-                            .el("td", ["class": "n5"], .text(String(a.last5.outcomes[name] ?? 0))),
-                            .el("td", ["class": "n60"], .text(String(a.last60.outcomes[name] ?? 0)))))
+        for name in outcomeRowNames(a.last60.outcomes) {
+            rows.append(outcomeRow(name, last5: a.last5.outcomes, last60: a.last60.outcomes))
             if name == "delivered_alert" {
                 for cause in Set(a.last60.causes.keys).sorted() {
                     rows.append(.el("tr", ["class": "cause"], .el("th", .text("fallback: " + cause)),
@@ -234,6 +231,55 @@ enum ConsolePages {
                      .el("figure", ["class": "chart"], OutcomeChart.svg(app: id, points: a.series),
                          .el("figcaption", "Calls per minute by outcome; line: XADD→answer p99 (right axis)"))))
         return .el("section", ["class": "app", "data-app": id], children: s)
+    }
+
+    /// The outcomes a table lists: the usual ones, then any other counted, by name.
+    private static func outcomeRowNames(_ counted: [String: Int]) -> [String] {
+        outcomeNames + Set(counted.keys).subtracting(outcomeNames).sorted()
+    }
+
+    /// One outcome's row: its swatch and name, its count of the last 5 and 60 minutes.
+    private static func outcomeRow(_ name: String, last5: [String: Int], last60: [String: Int]) -> Node {
+        .el("tr", ["class": "outcome", "data-outcome": name],
+            .el("th", .el("span", ["class": "swatch o-" + name]), .text(name)),
+            .el("td", ["class": "n5"], .text(String(last5[name] ?? 0))),
+            .el("td", ["class": "n60"], .text(String(last60[name] ?? 0))))
+    }
+
+    // MARK: Fleet
+
+    /// One app's outcomes summed over every gateway.
+    struct FleetApp {
+        var id: String
+        var last5: [String: Int]
+        var last60: [String: Int]
+    }
+
+    static func fleet(viewer: Viewer, gateways: [String], apps: [FleetApp], redisError: String?, nowMs: Int64) -> Node {
+        let total5 = apps.reduce(0) { $0 + $1.last5.values.reduce(0, +) }
+        let total60 = apps.reduce(0) { $0 + $1.last60.values.reduce(0, +) }
+        var body: [Node] = [
+            .el("h1", "Fleet"),
+            .el("p", ["class": "hint"], .text("Every gateway on this Redis: each adds what it counted every 5 seconds, so a gateway that "
+                + "stopped still counts for the minutes it ran. The overview shows this gateway alone.")),
+            .el("div", ["class": "summary"],
+                tile("Gateways live", String(gateways.count), good: gateways.isEmpty ? false : nil),
+                tile("Calls, 5 min", String(total5), good: nil),
+                tile("Calls, 60 min", String(total60), good: nil),
+                tile("Updated", DeadFormat.time(nowMs).dropFirst(11).prefix(8) + " UTC", good: nil)),
+        ]
+        if let redisError { body.append(.el("p", ["class": "error"], .text("fleet figures unavailable: " + redisError))) }
+        body.append(.el("section", ["class": "gateways"], .el("h2", "Gateways live"),
+                        gateways.isEmpty ? .el("p", ["class": "notice"], "No gateway holds a lease in the registry.")
+                            : .el("ul", ["class": "gateways"], children: gateways.map { .el("li", ["data-gateway": $0], .text($0)) })))
+        for app in apps {
+            body.append(.el("section", ["class": "app fleet", "data-app": app.id],
+                            .el("header", .el("h2", .text(app.id))),
+                            .el("table", ["class": "outcomes"],
+                                .el("thead", .el("tr", .el("th", "Outcome"), .el("th", "5 min"), .el("th", "60 min"))),
+                                .el("tbody", children: outcomeRowNames(app.last60).map { outcomeRow($0, last5: app.last5, last60: app.last60) }))))
+        }
+        return page(title: "Fleet", section: .fleet, viewer: viewer, body: [.el("div", ["id": "live", "data-refresh-ms": "5000"], children: body)])
     }
 
     /// A label and its value.

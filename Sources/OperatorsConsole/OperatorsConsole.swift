@@ -20,7 +20,8 @@ import RedisClient
 ///
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
 /// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs and
-/// their Cancel, the audit trail), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
+/// their Cancel, the audit trail), `+Fleet` (the sum of every gateway's figures, and the live
+/// gateways), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
 /// app's Pause and Resume buttons), `+Refusals` (the warning before replaying an app whose
 /// credential APNs refused), `+Search` (the
 /// search box of every page: a call or a device token, read through `CallLookup` as `pushgw
@@ -42,7 +43,7 @@ public final class OperatorsConsole {
 
     public enum LogLevel: Sendable { case info, warn }
 
-    let loop: EventLoop
+    public let loop: EventLoop
     let operations: DeadLetterOperations
     let signInCheck: (String, HTTPRequest) -> SignInCheck
     let readOnlyAvailable: Bool
@@ -56,7 +57,11 @@ public final class OperatorsConsole {
     /// Suspected VoIP tokens an app card lists.
     static let suspectedShown = 20
     /// The last hour of outcomes; the gateway's record hook calls `recordOutcome`.
-    public private(set) var history = OutcomeHistory()
+    public internal(set) var history = OutcomeHistory()
+    /// The fleet's figures in Redis (`+Fleet`): what `history` counted is added there
+    /// (`flushFleetFigures`), and the fleet page reads the sum; nil: no fleet page.
+    public var fleet: FleetFigureStore?
+    var fleetFlushInFlight = false
     var sessions = ConsoleSessions()
     /// The last `keptJobs` replays and purges started here, by number (`+Changes`).
     var jobs: [Int: ConsoleJob] = [:]
@@ -167,6 +172,7 @@ public final class OperatorsConsole {
         default:
             switch path {
             case "/console/overview": return overview(viewer, answer)
+            case "/console/fleet": return fleetPage(viewer, answer)
             case "/console/dead": return deadList(request, viewer, answer)
             case "/console/dead/preview": return preview(request, viewer, answer)
             case "/console/audit": return auditTrail(request, viewer, answer)

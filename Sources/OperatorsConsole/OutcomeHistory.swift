@@ -1,3 +1,4 @@
+import CallStorage
 import Foundation
 
 /// What the gateway's router recorded over the last hour, per app and per minute: counts by
@@ -31,6 +32,8 @@ public struct OutcomeHistory: Sendable {
         var minute: Int64 = -1
         /// Count per outcome name (`delivered_voip`, …).
         var outcomes: [String: Int] = [:]
+        /// Of `outcomes`, what was added to the fleet's counts already (`flushed`).
+        var flushed: [String: Int] = [:]
         /// Count per fallback cause of `delivered_alert`.
         var causes: [String: Int] = [:]
         var latency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets)
@@ -140,6 +143,32 @@ public struct OutcomeHistory: Sendable {
     }
 
     private func ring(_ app: String) -> [Minute] { rings[app] ?? [] }
+
+    // MARK: The fleet's figures
+
+    /// What was counted and not yet added to the fleet's counts (`FleetFigureStore.add`), per
+    /// minute and app: a minute's outcomes less what `flushed` took of them.
+    public func unflushed() -> [FleetMinuteCounts] {
+        var out: [FleetMinuteCounts] = []
+        for app in rings.keys.sorted() {
+            for m in rings[app]! where m.minute >= 0 {
+                var delta: [String: Int] = [:]
+                for (k, v) in m.outcomes where v != m.flushed[k, default: 0] { delta[k] = v - m.flushed[k, default: 0] }
+                if !delta.isEmpty { out.append(FleetMinuteCounts(minute: m.minute, app: app, outcomes: delta)) }
+            }
+        }
+        return out
+    }
+
+    /// `counts` (what `unflushed` gave) are in the fleet's counts now. A minute the ring reused
+    /// since is gone, and so is what it held.
+    public mutating func flushed(_ counts: [FleetMinuteCounts]) {
+        for c in counts {
+            let slot = Int(c.minute % Int64(OutcomeHistory.minutes))
+            guard rings[c.app]?[slot].minute == c.minute else { continue }
+            for (k, n) in c.outcomes { rings[c.app]![slot].flushed[k, default: 0] += n }
+        }
+    }
 
     /// The upper bound of the bucket holding the `q` quantile; nil for an empty histogram.
     static func quantile(_ q: Double, _ buckets: [Int], count: Int) -> Double? {

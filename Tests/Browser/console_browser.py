@@ -28,41 +28,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser_checks import CheckFailed, check, checks, chromium, wait_for  # noqa: E402
 
 S = json.load(open(sys.argv[1]))
 BASE = S["console"]
-checks = []
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(condition, rule):
-    if not condition:
-        raise CheckFailed(rule)
-    checks.append(rule)
-
-
-def wait_for(what, predicate, timeout=30.0, poll=0.1):
-    """predicate() until truthy, at most timeout seconds; fails naming what was awaited."""
-    end = time.monotonic() + timeout
-    last_error = None
-    while time.monotonic() < end:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # a page between loads: try again until the deadline
-            last_error = e
-        time.sleep(poll)
-    raise CheckFailed("timed out after %.0f s waiting for %s%s" % (timeout, what, " (last error: %s)" % last_error if last_error else ""))
-
-
 def redis(*args):
     out = subprocess.run(["redis-cli", "-p", str(S["redis_port"]), "--no-raw"] + [str(a) for a in args],
                          capture_output=True, text=True, timeout=20)
@@ -95,14 +68,7 @@ def xadd(app, event):
 
 # MARK: The browser
 
-options = webdriver.ChromeOptions()
-for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000",
-             "--force-device-scale-factor=1", "--hide-scrollbars", "--no-first-run", "--disable-extensions",
-             "--user-data-dir=" + S["profile"]]:
-    options.add_argument(flag)
-options.binary_location = "/usr/bin/chromium"
-driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
-driver.set_page_load_timeout(30)
+driver = chromium(S["profile"])
 # Every page starts with alert/confirm/prompt recorded instead of shown: a script injected by
 # hostile content that ran would leave a trace here (and in the alert check below).
 driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """

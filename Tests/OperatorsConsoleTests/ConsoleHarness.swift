@@ -36,6 +36,7 @@ class ConsoleTestCase: XCTestCase {
                                    signIn: { token, _ in
                                        token == "admin-token" ? .signedIn(.admin) : token == "readonly-token" ? .signedIn(.readOnly) : .wrong
                                    }, figures: figures)
+        console.fleet = FleetFigureStore(topology: .single(connection), prefix: "pushgw")
         let signIn = request("POST", "/console/signin", form: [("token", "admin-token"), ("name", name)])
         XCTAssertEqual(signIn.status, 303)
         cookie = try XCTUnwrap(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))

@@ -132,7 +132,10 @@ final class ConsoleHostileTests: ConsoleTestCase {
         _ = redis(["XADD", "pushgw:{\(app)}:webhooks:dead", "*", "result", json(["outcome": evil, "id": evil]), "results_entry", evil,
                "reason", evil, "attempts", evil, "failed_at_ms", evil])
 
+        // A hand-written fleet field: an app id no config allows, an outcome no gateway counts.
+        _ = redis(["HINCRBY", "pushgw:fleet:\(now / 60_000)", evil + ":" + evil, "3"])
         assertEscaped(request("GET", "/console/overview"), "the overview")
+        assertEscaped(request("GET", "/console/fleet"), "the fleet")
         assertEscaped(request("GET", "/console/webhooks"), "the webhook dead letters")
         assertEscaped(request("GET", "/console/dead"), "the list")
         assertEscaped(request("GET", "/console/dead", query: [("app", app)]), "the list of the hostile app")
