@@ -85,10 +85,16 @@ public final class CallHistoryStore {
 
     /// The id of the newest entry of the app's `stream`; nil when it is empty.
     public func newestID(_ app: AppKeys, _ stream: Stream, completion: @escaping (Result<String?, RedisError>) -> Void) {
+        newest(app, stream, count: 1) { completion($0.map { $0.first?.id }) }
+    }
+
+    /// The newest `count` (> 0) entries of the app's `stream`, newest first: one `XREVRANGE … COUNT`.
+    public func newest(_ app: AppKeys, _ stream: Stream, count: Int, completion: @escaping (Result<[StreamEntry], RedisError>) -> Void) {
+        precondition(count > 0, "newest needs a positive count")
         let key = stream.key(app)
-        topology.send(["XREVRANGE", key, "+", "-", "COUNT", "1"], key: key) { result in
+        topology.send(["XREVRANGE", key, "+", "-", "COUNT", String(count)], key: key) { result in
             completion(result.flatMap { reply in
-                do { return .success(try StreamReplies.range(reply).first?.id) } catch {
+                do { return .success(try StreamReplies.range(reply)) } catch {
                     return .failure(error as? RedisError ?? .unexpectedReply("\(error)"))
                 }
             })

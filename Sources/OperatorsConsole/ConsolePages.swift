@@ -2,6 +2,7 @@ import DeadLetters
 import Foundation
 import HTTPMessages
 import CallStorage
+import RedisClient
 
 /// The console's HTML, server-rendered from plain values. Pure functions that build `Node`s:
 /// every value from an event, Redis or APNs is a text node or an attribute value, escaped by
@@ -201,6 +202,8 @@ enum ConsolePages {
         var stats = [stat("Backlog", .text(a.app.backlog.map { String($0) } ?? "–")),
                      stat("Pending", .text(a.app.pending.map { String($0) } ?? "–")),
                      stat("Dead letters", .el("a", ["href": "/console/dead?app=" + q(id)], .text(deadText))),
+                     stat("Live tail", .group(.el("a", ["href": "/console/tail?app=" + q(id) + "&stream=results"], "results"), " · ",
+                                              .el("a", ["href": "/console/tail?app=" + q(id) + "&stream=feedback"], "feedback"))),
                      stat("Retention trims next", .text(trim))]
         if let l = a.app.limits { stats += limitStats(l) }
         s.append(.el("dl", ["class": "stats"], children: stats))
@@ -561,6 +564,74 @@ enum ConsolePages {
         }
         let live: Node = .element("div", [Attribute("id", "live")] + (job.isDone ? [] : [Attribute("data-refresh-ms", "1000")]), s)
         return page(title: "\(title) #\(job.number)", section: .dead, viewer: viewer, body: [live])
+    }
+
+    // MARK: Live tail
+
+    /// One entry of the tail: its id, time and the cells its stream's columns show.
+    struct TailRow {
+        var id: String
+        var timeMs: Int64
+        var cells: [String]
+        /// The result's outcome or the feedback's reason (a row's `data-kind`).
+        var kind: String
+
+        /// The columns of each stream, in the order `cells` holds them.
+        static func columns(_ stream: CallHistoryStore.Stream) -> [String] {
+            switch stream {
+            case .results: return ["Call", "Type", "Outcome", "Cause", "Devices"]
+            case .feedback: return ["Token", "Channel", "Reason", "Environment"]
+            }
+        }
+
+        init(_ entry: StreamEntry, of stream: CallHistoryStore.Stream) {
+            id = entry.id
+            timeMs = entry.timeMs ?? 0
+            func field(_ name: String) -> String { entry.values[name].map { String(decoding: $0, as: UTF8.self) } ?? "" }
+            switch stream {
+            case .results:
+                let result = entry.values["result"].flatMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any] } ?? [:]
+                func text(_ name: String) -> String { (result[name] as? String) ?? "" }
+                let devices = (result["devices"] as? [Any])?.count
+                kind = text("outcome")
+                cells = [text("id"), text("type"), kind, text("cause"), devices.map(String.init) ?? "1"]
+            case .feedback:
+                kind = field("reason")
+                cells = [field("token"), field("channel"), kind, field("environment")]
+            }
+        }
+    }
+
+    static func tail(viewer: Viewer, apps: [String], app: String, stream: CallHistoryStore.Stream, rows: [TailRow], problem: String?,
+                     nowMs: Int64) -> Node {
+        let picks: [Node] = apps.flatMap { a in
+            CallHistoryStore.Stream.allCases.map { st in
+                let here = a == app && st == stream
+                return Node.element("a", [Attribute("href", "/console/tail?app=" + q(a) + "&stream=" + st.rawValue)]
+                                    + (here ? [Attribute("class", "current"), Attribute("aria-current", "page")] : []),
+                                    [.text(a + " · " + st.rawValue)])
+            }
+        }
+        var live: [Node] = [
+            .el("p", ["class": "hint"], .text("The newest \(OperatorsConsole.tailSize) entries of PREFIX:{\(app)}:\(stream.rawValue), "
+                + "newest first; the page refreshes every 2 s. Updated " + DeadFormat.time(nowMs).dropFirst(11).prefix(8) + " UTC.")),
+        ]
+        if let problem { live.append(.el("p", ["class": "error"], .text("could not read the stream: " + problem))) }
+        let columns = TailRow.columns(stream)
+        if rows.isEmpty && problem == nil {
+            live.append(.el("p", ["class": "empty", "id": "tail-empty"], "Nothing yet."))
+        } else {
+            let head = Node.el("thead", .el("tr", children: [.el("th", "Time")] + columns.map { .el("th", .text($0)) }))
+            let body: [Node] = rows.map { r in
+                .el("tr", ["class": "tail", "data-entry": r.id, "data-kind": r.kind],
+                    children: [.el("td", ["data-label": "Time"], .text(DeadFormat.time(r.timeMs)))]
+                        + zip(columns, r.cells).map { .el("td", ["data-label": $0.0, "class": "c-" + $0.0.lowercased()], .text($0.1)) })
+            }
+            live.append(.el("table", ["class": "list", "id": "tail"], head, .el("tbody", children: body)))
+        }
+        let body: [Node] = [.el("h1", "Live tail"), .el("nav", ["class": "tail-picks"], children: picks),
+                            .el("div", ["id": "live", "data-refresh-ms": "2000"], children: live)]
+        return page(title: "Live tail", section: .overview, viewer: viewer, body: body)
     }
 
     // MARK: Audit

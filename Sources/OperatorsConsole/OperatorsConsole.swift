@@ -21,7 +21,7 @@ import RedisClient
 /// One routing table (`handle`, `serve`); the pages live in extensions by concern:
 /// `+SignIn`, `+DeadLetters` (list, detail, previews), `+Changes` (replays, purges, jobs and
 /// their Cancel, the audit trail), `+Fleet` (the sum of every gateway's figures, and the live
-/// gateways), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
+/// gateways), `+Tail` (the newest results or feedback of an app, refreshed), `+Webhooks` (the webhook dead letters and their replay), `+Pauses` (an
 /// app's Pause and Resume buttons), `+Refusals` (the warning before replaying an app whose
 /// credential APNs refused), `+Search` (the
 /// search box of every page: a call or a device token, read through `CallLookup` as `pushgw
@@ -173,6 +173,7 @@ public final class OperatorsConsole {
             switch path {
             case "/console/overview": return overview(viewer, answer)
             case "/console/fleet": return fleetPage(viewer, answer)
+            case "/console/tail": return tail(request, viewer, answer)
             case "/console/dead": return deadList(request, viewer, answer)
             case "/console/dead/preview": return preview(request, viewer, answer)
             case "/console/audit": return auditTrail(request, viewer, answer)

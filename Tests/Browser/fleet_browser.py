@@ -10,7 +10,8 @@ port. The script makes 30 calls of app acme (the three gateways share them throu
 consumer group), then checks: each gateway's overview counts what it routed and the three
 counts add up to 30; the fleet page of gateway 1 shows 30 delivered and the three gateways
 live; it fits 390 px; once gateway 3 stopped, the fleet page lists two gateways and still
-counts 30. Every wait has a deadline. Prints one JSON line of figures; exit 0 when every check
+counts 30; the live tail of results lists the calls newest first and shows a new one without a
+reload, and the feedback tail the token APNs declared gone. Every wait has a deadline. Prints one JSON line of figures; exit 0 when every check
 passed, 1 with the failed check.
 """
 import hashlib
@@ -104,6 +105,29 @@ try:
     wait_for("two gateways live after fleet-3 stopped",
              lambda: (driver.get(consoles[0] + "/console/fleet") or True) and gateways() == ["fleet-1", "fleet-2"], timeout=30)
     check(delivered(consoles[0], "/console/fleet") == CALLS, "the stopped gateway's calls still count")
+
+    # MARK: The live tail: results and feedback as they are written, without reloading
+    driver.get(consoles[0] + "/console/tail?app=acme&stream=results")
+    tail_ids = lambda: [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#tail tr.tail td.c-call")]
+    check(len(tail_ids()) == CALLS and tail_ids()[0] == "fleet-call-%d" % (CALLS - 1),
+          "the results tail lists the %d calls, newest first: %s" % (CALLS, tail_ids()[:3]))
+    driver.execute_script("document.documentElement.setAttribute('data-loaded-once', '1')")
+    gone = {"v": 1, "id": "fleet-call-gone", "type": "incoming_call", "voip_token": S["unregistered_token"],
+            "alert_token": hashlib.sha256(b"fleet-alert").hexdigest(), "voip": {"caller": "+15550100999", "callerName": "Bob"}}
+    r.xadd("pushgw:{acme}:calls", {"event": json.dumps(gone)})
+    wait_for("the new call at the top of the tail", lambda: tail_ids()[:1] == ["fleet-call-gone"], timeout=15)
+    check(driver.execute_script("return document.documentElement.getAttribute('data-loaded-once')") == "1",
+          "the tail refreshed in place (the page was not reloaded)")
+    outcome = driver.find_element(By.CSS_SELECTOR, "#tail tr.tail").get_attribute("data-kind")
+    check(outcome == "delivered_alert", "its outcome shows: %s" % outcome)
+    driver.get(consoles[0] + "/console/tail?app=acme&stream=feedback")
+    tokens = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#tail tr.tail td.c-token")]
+    check(tokens[:1] == [S["unregistered_token"]], "the feedback tail shows the token APNs declared gone: %s" % tokens[:1])
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 900, "deviceScaleFactor": 1, "mobile": True})
+    driver.get(consoles[0] + "/console/tail?app=acme&stream=results")
+    wide = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    check(wide[1] == 390 and wide[0] <= 390, "the tail fits 390 px: %s" % wide)
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     print(json.dumps({"checks": len(checks), **figures}))
 except CheckFailed as e:
     print("check failed: %s\n(passed before it: %d: %s)" % (e, len(checks), checks[-3:]), file=sys.stderr)

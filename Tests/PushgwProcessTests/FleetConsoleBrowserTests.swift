@@ -6,14 +6,16 @@ import XCTest
 /// The console's fleet page in headless Chromium (Tests/Browser/fleet_browser.py): three live
 /// `pushgw run` gateways on one Redis route one app's calls between them; each gateway's own
 /// overview counts what it routed, and the fleet page of any of them shows the sum and the
-/// three gateways live, then two once one stopped, still counting the stopped one's calls.
+/// three gateways live, then two once one stopped, still counting the stopped one's calls; and
+/// the live tail of results and feedback.
 final class FleetConsoleBrowserTests: XCTestCase {
     func testTheFleetPageShowsTheSumOfThreeGatewaysAndTheLiveOnes() throws {
         for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: tool) {
             XCTFail("\(tool) is missing: make test installs the browser group of scripts/debian-packages.txt")
             return
         }
-        let world = try ProcessWorld()
+        let unregistered = String(repeating: "dead", count: 16)
+        let world = try ProcessWorld(simulator: #""scenarios": { "\#(unregistered)": "unregistered" }"#)
         defer { world.stop() }
         let dir = world.directory
         try "admin-token-for-the-fleet-console-test-0123\n".write(toFile: dir + "/admin-token", atomically: true, encoding: .utf8)
@@ -32,7 +34,7 @@ final class FleetConsoleBrowserTests: XCTestCase {
         }
         let settings: [String: Any] = [
             "consoles": consoles, "gateway_pids": pids, "admin_token": "admin-token-for-the-fleet-console-test-0123",
-            "redis_port": world.redis.port, "profile": dir + "/chromium-profile",
+            "redis_port": world.redis.port, "unregistered_token": unregistered, "profile": dir + "/chromium-profile",
             "screenshots": ProcessInfo.processInfo.environment["PUSHGW_SCREENSHOTS"] ?? "",
         ]
         try JSONSerialization.data(withJSONObject: settings).write(to: URL(fileURLWithPath: dir + "/browser.json"))
