@@ -11,7 +11,8 @@ consumer group), then checks: each gateway's overview counts what it routed and 
 counts add up to 30; the fleet page of gateway 1 shows 30 delivered and the three gateways
 live; it fits 390 px; once gateway 3 stopped, the fleet page lists two gateways and still
 counts 30; the live tail of results lists the calls newest first and shows a new one without a
-reload, and the feedback tail the token APNs declared gone. Every wait has a deadline. Prints one JSON line of figures; exit 0 when every check
+reload, and the feedback tail the token APNs declared gone; the console's Pause holds the app's
+calls in its stream on every live gateway and Resume routes them. Every wait has a deadline. Prints one JSON line of figures; exit 0 when every check
 passed, 1 with the failed check.
 """
 import hashlib
@@ -20,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 
 import redis
 from selenium.webdriver.common.by import By
@@ -128,6 +130,43 @@ try:
     wide = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     check(wide[1] == 390 and wide[0] <= 390, "the tail fits 390 px: %s" % wide)
     driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+    # MARK: Pause and resume from the console: every live gateway holds the app's calls in its
+    # stream while paused, and routes them once resumed
+    def paused_on(console):
+        with urllib.request.urlopen(console + "/metrics", timeout=10) as m:
+            return 'pushgw_app_paused{app="acme"} 1' in m.read().decode()
+
+    def app_form(action):
+        driver.get(consoles[0] + "/console/overview")
+        return driver.find_element(By.CSS_SELECTOR, "section.app[data-app='acme'] form[action='/console/apps/%s']" % action)
+
+    form = app_form("pause")
+    form.find_element(By.NAME, "reason").send_keys("fleet test")
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    wait_for("the pause's answer", lambda: "/console/apps/pause" in driver.current_url and "paused" in text("main").lower())
+    driver.get(consoles[0] + "/console/overview")
+    check(driver.find_elements(By.CSS_SELECTOR, "section.app[data-app='acme'] .pill.paused"), "the overview shows acme paused")
+    check(r.exists("pushgw:{acme}:paused") == 1, "the console's Pause paused acme in Redis")
+    wait_for("both live gateways to hold acme paused", lambda: all(paused_on(c) for c in consoles[:2]), timeout=15)
+    time.sleep(1.5)  # a read already blocking when the pause was heard may still bring acme's entries (up to blockMs, 1 s)
+    results_before = r.xlen("pushgw:{acme}:results")
+    for i in range(3):
+        event = {"v": 1, "id": "fleet-held-%d" % i, "type": "incoming_call", "voip_token": hashlib.sha256(b"held-%d" % i).hexdigest(),
+                 "voip": {"caller": "+15550100%03d" % (900 + i), "callerName": "Carla"}}
+        r.xadd("pushgw:{acme}:calls", {"event": json.dumps(event)})
+    time.sleep(2)  # two heartbeats: a gateway that ignored the pause would have routed them by now
+    new_results = [json.loads(f[b"result"]).get("id") for _, f in r.xrange("pushgw:{acme}:results")][results_before:]
+    check(not new_results, "while acme is paused its calls wait in its stream: no result (%s)" % new_results)
+    app_form("resume").find_element(By.CSS_SELECTOR, "button").click()
+    wait_for("the resume's answer", lambda: "/console/apps/resume" in driver.current_url)
+    driver.get(consoles[0] + "/console/overview")
+    check(not driver.find_elements(By.CSS_SELECTOR, "section.app[data-app='acme'] .pill.paused")
+          and driver.find_elements(By.CSS_SELECTOR, "section.app[data-app='acme'] form[action='/console/apps/pause']"),
+          "the overview shows acme running, with its Pause button again")
+    wait_for("the held calls routed after the resume", lambda: r.xlen("pushgw:{acme}:results") == results_before + 3, timeout=20)
+    audit = [f[b"verb"].decode() for _, f in r.xrange("pushgw:audit") if b"verb" in f]
+    check("apps pause" in audit and "apps resume" in audit, "the pause and the resume are audited: %s" % audit)
     print(json.dumps({"checks": len(checks), **figures}))
 except CheckFailed as e:
     print("check failed: %s\n(passed before it: %d: %s)" % (e, len(checks), checks[-3:]), file=sys.stderr)

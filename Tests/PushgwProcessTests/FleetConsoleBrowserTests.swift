@@ -7,7 +7,8 @@ import XCTest
 /// `pushgw run` gateways on one Redis route one app's calls between them; each gateway's own
 /// overview counts what it routed, and the fleet page of any of them shows the sum and the
 /// three gateways live, then two once one stopped, still counting the stopped one's calls; and
-/// the live tail of results and feedback.
+/// the live tail of results and feedback; Pause and Resume from the console, held and routed on
+/// every live gateway.
 final class FleetConsoleBrowserTests: XCTestCase {
     func testTheFleetPageShowsTheSumOfThreeGatewaysAndTheLiveOnes() throws {
         for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: tool) {
