@@ -4,6 +4,7 @@ import EventLoop
 import GatewayConfiguration
 import GatewayRoles
 import OperatorsConsole
+import BuildVersion
 import CallStorage
 import RedisClient
 
@@ -27,7 +28,7 @@ package final class GatewayConsole {
     /// unreadable or weak read-only token file leaves read-only access off (logged).
     package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels?,
                  cluster clusterSettings: RedisCluster.Config? = nil, adminToken: AdminToken, guesses: CredentialGuard,
-                 log: Log, figures: @escaping () -> ConsoleFigures) {
+                 log: Log, gateway: (name: String, roles: [String]), figures: @escaping () -> ConsoleFigures) {
         topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-console")
         log.follow(topology, name: "console")
         let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
@@ -50,6 +51,11 @@ package final class GatewayConsole {
             return .wrong
         }, figures: figures)
         console.fleet = FleetFigureStore(topology: topology, prefix: config.redis.prefix)
+        let startedMs = Clock.unixMs()
+        console.fleetCard = {
+            GatewayCard(name: gateway.name, roles: gateway.roles, version: BuildVersion.version, startedMs: startedMs, seenMs: Clock.unixMs(),
+                        callsInFlight: figures().callsInFlight)
+        }
         let tokens = TokenStore(topology: topology)
         let prefix = config.redis.prefix
         console.suspectedVoipTokens = { app, limit, completion in

@@ -229,9 +229,15 @@ public struct GatewayKeys: Hashable, Sendable {
     public var retryDue: String { "\(prefix):retry-due" }
 
     /// Hash, kept 2 hours: the fleet's outcome counts of one minute (unix ms / 60,000), field
-    /// `APP:OUTCOME` → count, added to by every gateway (`FleetFigureStore`). App ids and
-    /// outcome names hold no colon.
+    /// `APP:OUTCOME` → count and `APP:latency:BUCKET` → XADD→answer latencies in that histogram
+    /// bucket, added to by every gateway (`FleetFigureStore`). App ids and outcome names hold
+    /// no colon.
     public func fleetMinute(_ minute: Int64) -> String { "\(prefix):fleet:\(minute)" }
+
+    /// Hash, kept 30 s after its last write: what the gateway of consumer name `name` says of
+    /// itself on the console's fleet page (roles, version, start, calls in flight;
+    /// `FleetFigureStore.announce`), written every 5 s.
+    public func gatewayCard(_ name: String) -> String { "\(prefix):gateway:\(name)" }
 
     /// Stream, capped: one entry per operator action that changed dead letters (replay,
     /// purge), tokens' marks or an app's pause: who, when, what, how many, with which filters.

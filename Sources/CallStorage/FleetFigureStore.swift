@@ -7,11 +7,35 @@ public struct FleetMinuteCounts: Equatable, Sendable {
     public var app: String
     /// Count per outcome name (`delivered_voip`, …).
     public var outcomes: [String: Int]
+    /// XADD→answer latencies: count per histogram bucket (the console's `OutcomeHistory` buckets).
+    public var latency: [Int: Int]
 
-    public init(minute: Int64, app: String, outcomes: [String: Int]) {
+    public init(minute: Int64, app: String, outcomes: [String: Int], latency: [Int: Int] = [:]) {
         self.minute = minute
         self.app = app
         self.outcomes = outcomes
+        self.latency = latency
+    }
+}
+
+/// What a gateway says of itself on the fleet page, kept beside its lease in the registry.
+public struct GatewayCard: Equatable, Sendable {
+    /// Its consumer name, as in the registry.
+    public var name: String
+    public var roles: [String]
+    public var version: String
+    public var startedMs: Int64
+    /// When it last wrote this card (unix ms, its clock).
+    public var seenMs: Int64
+    public var callsInFlight: Int
+
+    public init(name: String, roles: [String], version: String, startedMs: Int64, seenMs: Int64, callsInFlight: Int) {
+        self.name = name
+        self.roles = roles
+        self.version = version
+        self.startedMs = startedMs
+        self.seenMs = seenMs
+        self.callsInFlight = callsInFlight
     }
 }
 
@@ -42,6 +66,9 @@ public final class FleetFigureStore {
         for c in counts {
             let key = keys.fleetMinute(c.minute)
             for (outcome, n) in c.outcomes where n != 0 { commands.append((key, ["HINCRBY", key, c.app + ":" + outcome, String(n)])) }
+            for (bucket, n) in c.latency where n != 0 {
+                commands.append((key, ["HINCRBY", key, c.app + ":" + Self.latencyField + String(bucket), String(n)]))
+            }
             minutes.insert(c.minute)
         }
         for m in minutes {
@@ -67,15 +94,63 @@ public final class FleetFigureStore {
             self.topology.send(["HGETALL", key], key: key) { result in
                 done(result.flatMap { reply in
                     guard let items = reply.array else { return .failure(.unexpectedReply("fleet minute \(reply)")) }
-                    var byApp: [String: [String: Int]] = [:]
+                    var byApp: [String: FleetMinuteCounts] = [:]
                     var i = 0
                     while i + 1 < items.count {
                         if let field = items[i].string, let n = items[i + 1].integer, let colon = field.firstIndex(of: ":") {
-                            byApp[String(field[..<colon]), default: [:]][String(field[field.index(after: colon)...]), default: 0] += Int(n)
+                            let app = String(field[..<colon]), name = field[field.index(after: colon)...]
+                            if byApp[app] == nil { byApp[app] = FleetMinuteCounts(minute: minute, app: app, outcomes: [:]) }
+                            if name.hasPrefix(Self.latencyField), let bucket = Int(name.dropFirst(Self.latencyField.count)) {
+                                byApp[app]!.latency[bucket, default: 0] += Int(n)
+                            } else {
+                                byApp[app]!.outcomes[String(name), default: 0] += Int(n)
+                            }
                         }
                         i += 2
                     }
-                    return .success(byApp.keys.sorted().map { FleetMinuteCounts(minute: minute, app: $0, outcomes: byApp[$0]!) })
+                    return .success(byApp.keys.sorted().map { byApp[$0]! })
+                })
+            }
+        }
+    }
+
+    /// A minute hash's fields of latency buckets: `APP:latency:BUCKET` (outcome names hold no colon).
+    static let latencyField = "latency:"
+
+    /// How long a gateway's card lasts without being written again, s.
+    public static let cardSeconds = 30
+
+    /// Writes `card` (`GatewayKeys.gatewayCard`): one HSET and one EXPIRE, pipelined.
+    public func announce(_ card: GatewayCard, completion: @escaping (Result<Void, RedisError>) -> Void) {
+        let key = keys.gatewayCard(card.name)
+        let fields = ["roles", card.roles.joined(separator: ","), "version", card.version, "started_ms", String(card.startedMs),
+                      "seen_ms", String(card.seenMs), "in_flight", String(card.callsInFlight)]
+        topology.send(["HSET", key] + fields, key: key) { _ in }
+        topology.send(["EXPIRE", key, String(Self.cardSeconds)], key: key) { result in completion(result.map { _ in () }) }
+    }
+
+    /// The cards of `names` (nil for a gateway without one: not written yet, or by a version
+    /// before cards), one HGETALL each, pipelined.
+    public func cards(_ names: [String], completion: @escaping (Result<[String: GatewayCard], RedisError>) -> Void) {
+        eachOf(names, completion: { (result: Result<[String: GatewayCard?], RedisError>) in
+            completion(result.map { $0.compactMapValues { $0 } })
+        }) { name, done in
+            let key = self.keys.gatewayCard(name)
+            self.topology.send(["HGETALL", key], key: key) { result in
+                done(result.flatMap { reply in
+                    guard let items = reply.array else { return .failure(.unexpectedReply("gateway card \(reply)")) }
+                    var f: [String: String] = [:]
+                    var i = 0
+                    while i + 1 < items.count {
+                        if let k = items[i].string { f[k] = items[i + 1].string ?? "" }
+                        i += 2
+                    }
+                    guard let started = f["started_ms"].flatMap({ Int64($0) }), let seen = f["seen_ms"].flatMap({ Int64($0) }) else {
+                        return .success(nil)
+                    }
+                    return .success(GatewayCard(name: name, roles: (f["roles"] ?? "").split(separator: ",").map(String.init),
+                                                version: f["version"] ?? "", startedMs: started, seenMs: seen,
+                                                callsInFlight: f["in_flight"].flatMap { Int($0) } ?? 0))
                 })
             }
         }

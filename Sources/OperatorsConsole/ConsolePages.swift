@@ -251,14 +251,36 @@ enum ConsolePages {
 
     // MARK: Fleet
 
-    /// One app's outcomes summed over every gateway.
+    /// One app's outcomes and XADD→answer latencies summed over every gateway.
     struct FleetApp {
         var id: String
-        var last5: [String: Int]
-        var last60: [String: Int]
+        var last5: [String: Int] = [:]
+        var last60: [String: Int] = [:]
+        var latency5 = [Int](repeating: 0, count: OutcomeHistory.latencyBuckets)
+        var latency60 = [Int](repeating: 0, count: OutcomeHistory.latencyBuckets)
+
+        init(id: String) { self.id = id }
+
+        /// Adds one minute of the fleet's counts; `recent`: the minute is of the last 5.
+        mutating func add(_ m: FleetMinuteCounts, recent: Bool) {
+            for (k, n) in m.outcomes {
+                last60[k, default: 0] += n
+                if recent { last5[k, default: 0] += n }
+            }
+            for (i, n) in m.latency where i >= 0 && i < OutcomeHistory.latencyBuckets {
+                latency60[i] += n
+                if recent { latency5[i] += n }
+            }
+        }
+
+        func quantileMs(_ q: Double, recent: Bool) -> Double? {
+            let h = recent ? latency5 : latency60
+            return OutcomeHistory.quantile(q, h, count: h.reduce(0, +))
+        }
     }
 
-    static func fleet(viewer: Viewer, gateways: [String], apps: [FleetApp], redisError: String?, nowMs: Int64) -> Node {
+    static func fleet(viewer: Viewer, gateways: [(name: String, card: GatewayCard?)], apps: [FleetApp], redisError: String?,
+                      nowMs: Int64) -> Node {
         let total5 = apps.reduce(0) { $0 + $1.last5.values.reduce(0, +) }
         let total60 = apps.reduce(0) { $0 + $1.last60.values.reduce(0, +) }
         var body: [Node] = [
@@ -272,15 +294,33 @@ enum ConsolePages {
                 tile("Updated", DeadFormat.time(nowMs).dropFirst(11).prefix(8) + " UTC", good: nil)),
         ]
         if let redisError { body.append(.el("p", ["class": "error"], .text("fleet figures unavailable: " + redisError))) }
+        func ago(_ ms: Int64) -> String { DeadFormat.age(max(0, nowMs - ms)) + " ago" }
+        let head = Node.el("thead", .el("tr", .el("th", "Gateway"), .el("th", "Roles"), .el("th", "Version"), .el("th", "Started"),
+                                        .el("th", "Last seen"), .el("th", "In flight")))
+        let rows: [Node] = gateways.map { g in
+            let c = g.card
+            return .el("tr", ["class": "gateway", "data-gateway": g.name],
+                       .el("td", ["data-label": "Gateway", "class": "name"], .text(g.name)),
+                       .el("td", ["data-label": "Roles"], .text(c.map { $0.roles.joined(separator: ", ") } ?? "–")),
+                       .el("td", ["data-label": "Version", "class": "version"], .text(c?.version ?? "–")),
+                       .el("td", ["data-label": "Started"], .text(c.map { ago($0.startedMs) } ?? "–")),
+                       .el("td", ["data-label": "Last seen"], .text(c.map { ago($0.seenMs) } ?? "–")),
+                       .el("td", ["data-label": "In flight", "class": "in-flight"], .text(c.map { String($0.callsInFlight) } ?? "–")))
+        }
         body.append(.el("section", ["class": "gateways"], .el("h2", "Gateways live"),
                         gateways.isEmpty ? .el("p", ["class": "notice"], "No gateway holds a lease in the registry.")
-                            : .el("ul", ["class": "gateways"], children: gateways.map { .el("li", ["data-gateway": $0], .text($0)) })))
+                            : .el("table", ["class": "list", "id": "gateways"], head, .el("tbody", children: rows))))
         for app in apps {
+            var rows = outcomeRowNames(app.last60).map { outcomeRow($0, last5: app.last5, last60: app.last60) }
+            for (label, q) in [("XADD→answer p50", 0.50), ("XADD→answer p99", 0.99)] {
+                rows.append(.el("tr", ["class": "latency"], .el("th", .text(label)), .el("td", .text(ms(app.quantileMs(q, recent: true)))),
+                                .el("td", .text(ms(app.quantileMs(q, recent: false))))))
+            }
             body.append(.el("section", ["class": "app fleet", "data-app": app.id],
                             .el("header", .el("h2", .text(app.id))),
                             .el("table", ["class": "outcomes"],
                                 .el("thead", .el("tr", .el("th", "Outcome"), .el("th", "5 min"), .el("th", "60 min"))),
-                                .el("tbody", children: outcomeRowNames(app.last60).map { outcomeRow($0, last5: app.last5, last60: app.last60) }))))
+                                .el("tbody", children: rows))))
         }
         return page(title: "Fleet", section: .fleet, viewer: viewer, body: [.el("div", ["id": "live", "data-refresh-ms": "5000"], children: body)])
     }

@@ -7,11 +7,13 @@ import EventLoop
 // sum over the last 5 and 60 minutes, per app, with the gateways live in the registry. The
 // overview stays this process's own figures.
 extension OperatorsConsole {
-    /// Adds what `history` counted since the last flush to the fleet's counts; one flush at a
-    /// time. What a failed add did not take is added at the next flush.
+    /// Writes this gateway's card (`fleetCard`) and adds what `history` counted since the last
+    /// flush to the fleet's counts; one flush at a time. What a failed add did not take is
+    /// added at the next flush.
     public func flushFleetFigures(completion: @escaping () -> Void = {}) {
         loop.assertInLoop()
         guard let fleet, !fleetFlushInFlight else { return completion() }
+        if let card = fleetCard?() { fleet.announce(card) { _ in } }
         let counts = history.unflushed()
         guard !counts.isEmpty else { return completion() }
         fleetFlushInFlight = true
@@ -33,35 +35,24 @@ extension OperatorsConsole {
         }
         let now = Clock.unixMs()
         let current = now / 60_000
-        fleet.liveGateways { [weak self] gateways in
-            fleet.counts(minutes: (current - Int64(OutcomeHistory.minutes) + 1)...current) { counts in
-                guard let self else { return }
-                var last5: [String: [String: Int]] = [:], last60: [String: [String: Int]] = [:]
-                var failure = gateways.failure.map { "\($0)" }
-                switch counts {
-                case let .success(minutes):
-                    for m in minutes {
-                        for (k, n) in m.outcomes {
-                            last60[m.app, default: [:]][k, default: 0] += n
-                            if m.minute > current - 5 { last5[m.app, default: [:]][k, default: 0] += n }
-                        }
+        fleet.liveGateways { gateways in
+            let names = (try? gateways.get()) ?? []
+            fleet.cards(names) { cards in
+                fleet.counts(minutes: (current - Int64(OutcomeHistory.minutes) + 1)...current) { [weak self] counts in
+                    guard let self else { return }
+                    var apps: [String: ConsolePages.FleetApp] = [:]
+                    for id in self.apps { apps[id] = ConsolePages.FleetApp(id: id) }
+                    let failure = gateways.failureText ?? cards.failureText ?? counts.failureText
+                    for m in (try? counts.get()) ?? [] {
+                        if apps[m.app] == nil { apps[m.app] = ConsolePages.FleetApp(id: m.app) }
+                        apps[m.app]!.add(m, recent: m.minute > current - 5)
                     }
-                case let .failure(error):
-                    failure = failure ?? "\(error)"
+                    let known = (try? cards.get()) ?? [:]
+                    answer(.html(200, ConsolePages.fleet(viewer: viewer, gateways: names.map { ($0, known[$0]) },
+                                                         apps: apps.keys.sorted().map { apps[$0]! }, redisError: failure, nowMs: now)))
                 }
-                let apps = (Set(self.apps).union(last60.keys)).sorted().map {
-                    ConsolePages.FleetApp(id: $0, last5: last5[$0] ?? [:], last60: last60[$0] ?? [:])
-                }
-                answer(.html(200, ConsolePages.fleet(viewer: viewer, gateways: (try? gateways.get()) ?? [], apps: apps,
-                                                     redisError: failure, nowMs: now)))
             }
         }
     }
 }
 
-private extension Result {
-    var failure: Failure? {
-        if case let .failure(error) = self { return error }
-        return nil
-    }
-}

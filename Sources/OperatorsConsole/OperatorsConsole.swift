@@ -61,6 +61,8 @@ public final class OperatorsConsole {
     /// The fleet's figures in Redis (`+Fleet`): what `history` counted is added there
     /// (`flushFleetFigures`), and the fleet page reads the sum; nil: no fleet page.
     public var fleet: FleetFigureStore?
+    /// What this gateway says of itself on the fleet page, written at each flush; nil: nothing.
+    public var fleetCard: (() -> GatewayCard)?
     var fleetFlushInFlight = false
     var sessions = ConsoleSessions()
     /// The last `keptJobs` replays and purges started here, by number (`+Changes`).

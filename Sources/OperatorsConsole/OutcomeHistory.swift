@@ -32,8 +32,10 @@ public struct OutcomeHistory: Sendable {
         var minute: Int64 = -1
         /// Count per outcome name (`delivered_voip`, …).
         var outcomes: [String: Int] = [:]
-        /// Of `outcomes`, what was added to the fleet's counts already (`flushed`).
+        /// Of `outcomes` and `latency`, what was added to the fleet's counts already (`flushed`;
+        /// `flushedLatency` is empty until the first flush with latencies).
         var flushed: [String: Int] = [:]
+        var flushedLatency: [Int32] = []
         /// Count per fallback cause of `delivered_alert`.
         var causes: [String: Int] = [:]
         var latency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets)
@@ -154,7 +156,14 @@ public struct OutcomeHistory: Sendable {
             for m in rings[app]! where m.minute >= 0 {
                 var delta: [String: Int] = [:]
                 for (k, v) in m.outcomes where v != m.flushed[k, default: 0] { delta[k] = v - m.flushed[k, default: 0] }
-                if !delta.isEmpty { out.append(FleetMinuteCounts(minute: m.minute, app: app, outcomes: delta)) }
+                var latency: [Int: Int] = [:]
+                for (i, n) in m.latency.enumerated() {
+                    let before = m.flushedLatency.isEmpty ? 0 : m.flushedLatency[i]
+                    if n != before { latency[i] = Int(n - before) }
+                }
+                if !delta.isEmpty || !latency.isEmpty {
+                    out.append(FleetMinuteCounts(minute: m.minute, app: app, outcomes: delta, latency: latency))
+                }
             }
         }
         return out
@@ -167,6 +176,11 @@ public struct OutcomeHistory: Sendable {
             let slot = Int(c.minute % Int64(OutcomeHistory.minutes))
             guard rings[c.app]?[slot].minute == c.minute else { continue }
             for (k, n) in c.outcomes { rings[c.app]![slot].flushed[k, default: 0] += n }
+            guard !c.latency.isEmpty else { continue }
+            if rings[c.app]![slot].flushedLatency.isEmpty {
+                rings[c.app]![slot].flushedLatency = [Int32](repeating: 0, count: OutcomeHistory.latencyBuckets)
+            }
+            for (i, n) in c.latency { rings[c.app]![slot].flushedLatency[i] += Int32(n) }
         }
     }
 

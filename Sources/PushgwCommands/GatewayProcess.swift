@@ -114,6 +114,7 @@ final class GatewayProcess {
         admin.openConsole = { [unowned admin = self.admin] token in
             GatewayConsole(loop: loop, config: config, redis: redis, sentinels: sentinels, cluster: clusterConfig,
                            adminToken: token, guesses: admin.guesses, log: log,
+                           gateway: (consumer, ServiceRole.allCases.filter(roles.contains).map(\.rawValue)),
                            figures: { admin.consoleFigures() })
         }
         ingest = config.ingest.map { IngestEndpoint(loop: loop, config: $0, apps: apps, topology: store.topology, log: log) }

@@ -55,7 +55,7 @@ final class AdminHarness {
             let redis = RedisConnection.Config(url: try RedisURL(parsing: router.redis.url))
             admin.openConsole = { [unowned admin, loop = router.loop] token in
                 GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: token, guesses: admin.guesses, log: log,
-                               figures: { admin.consoleFigures() })
+                               gateway: ("admin-test", ["router"]), figures: { admin.consoleFigures() })
             }
         }
         admin.start()

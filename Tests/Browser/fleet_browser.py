@@ -63,7 +63,7 @@ def tile(label):
 
 
 def gateways():
-    return sorted(e.get_attribute("data-gateway") for e in driver.find_elements(By.CSS_SELECTOR, "ul.gateways li"))
+    return sorted(e.get_attribute("data-gateway") for e in driver.find_elements(By.CSS_SELECTOR, "#gateways tr.gateway"))
 
 
 figures = {}
@@ -91,6 +91,14 @@ try:
     check(tile("Calls, 60 min") == str(CALLS), "the fleet's 60-minute total is %d" % CALLS)
     check(gateways() == ["fleet-1", "fleet-2", "fleet-3"], "the three gateways are live: %s" % gateways())
     check(tile("Gateways live") == "3", "the tile says 3 gateways")
+    versions = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#gateways tr.gateway td.version")]
+    check(len(versions) == 3 and all(v and v != "–" for v in versions) and len(set(versions)) == 1,
+          "each gateway's card shows its version: %s" % versions)
+    roles = [e.find_elements(By.CSS_SELECTOR, "td")[1].text for e in driver.find_elements(By.CSS_SELECTOR, "#gateways tr.gateway")]
+    check(all("router" in r for r in roles), "each gateway's roles: %s" % roles)
+    p99 = [e.find_elements(By.CSS_SELECTOR, "td")[1].text
+           for e in driver.find_elements(By.CSS_SELECTOR, "section.app[data-app='acme'] tr.latency")]
+    check(len(p99) == 2 and all(v.endswith("ms") for v in p99), "the fleet's XADD→answer p50 and p99 of acme: %s" % p99)
     check("current" in driver.find_element(By.CSS_SELECTOR, "nav a[href='/console/fleet']").get_attribute("class"),
           "the nav marks Fleet as the page shown")
 

@@ -11,13 +11,14 @@ final class OutcomeHistoryFleetTests: XCTestCase {
         for _ in 0..<3 { history.record(app: "acme", outcome: "delivered_voip", cause: nil, latencyMs: 5, nowMs: t0) }
         history.record(app: "beta", outcome: "expired", cause: nil, latencyMs: nil, nowMs: t0 + 60_000)
         let first = history.unflushed()
-        XCTAssertEqual(first, [FleetMinuteCounts(minute: 1_000, app: "acme", outcomes: ["delivered_voip": 3]),
+        let fiveMs = OutcomeHistory.bucket(latencyMs: 5)
+        XCTAssertEqual(first, [FleetMinuteCounts(minute: 1_000, app: "acme", outcomes: ["delivered_voip": 3], latency: [fiveMs: 3]),
                                FleetMinuteCounts(minute: 1_001, app: "beta", outcomes: ["expired": 1])])
         XCTAssertEqual(history.unflushed(), first, "not flushed (the add failed): the same counts again")
         history.flushed(first)
         XCTAssertEqual(history.unflushed(), [], "flushed: nothing left")
         history.record(app: "acme", outcome: "delivered_voip", cause: nil, latencyMs: 5, nowMs: t0 + 30_000)
-        XCTAssertEqual(history.unflushed(), [FleetMinuteCounts(minute: 1_000, app: "acme", outcomes: ["delivered_voip": 1])],
+        XCTAssertEqual(history.unflushed(), [FleetMinuteCounts(minute: 1_000, app: "acme", outcomes: ["delivered_voip": 1], latency: [fiveMs: 1])],
                        "a call counted after the flush: only it")
         let late = history.unflushed()
         history.record(app: "acme", outcome: "cancelled", cause: nil, latencyMs: nil, nowMs: t0 + Int64(OutcomeHistory.minutes) * 60_000)

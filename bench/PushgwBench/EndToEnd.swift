@@ -221,7 +221,7 @@ enum EndToEnd {
                                      apps: apps, store: store, pools: pools, runner: runner, log: log)
             admin.openConsole = { [unowned admin] adminToken in
                 GatewayConsole(loop: loop, config: config, redis: redis, sentinels: nil, adminToken: adminToken,
-                               guesses: admin.guesses, log: log,
+                               guesses: admin.guesses, log: log, gateway: ("bench", ["router"]),
                                figures: { admin.consoleFigures() })
             }
             admin.start()
