@@ -36,57 +36,115 @@ public struct CallEvent: Equatable, Sendable {
         }
     }
 
+    /// Every field in one shared box: an event is copied into its call's machines and their
+    /// states at every step (about 16 copies a call), and a copy is then one retain, not one
+    /// per token, payload and list. Written only through `unique()` (copy on write).
+    private struct Fields: Equatable, Sendable {
+        var id: String
+        var kind: Kind
+        var voipToken: String?
+        var alertToken: String?
+        var fcmToken: String? = nil
+        var android: AndroidCall? = nil
+        var fcmMissedCall = true
+        var sandbox: Bool?
+        var deadlineMs: Int64
+        var deadlineFromEvent: Bool
+        var entryTimeMs: Int64
+        var voipPayload: [UInt8]
+        var alertPayload: [UInt8]
+        var alertFromTemplate: Bool
+        var voipTokenRegisteredAtMs: Int64?
+        var alertTokenRegisteredAtMs: Int64?
+        var listedDevices: [CallDevice] = []
+        var device: String? = nil
+    }
+
+    private final class Box: @unchecked Sendable {
+        var value: Fields
+        init(_ value: Fields) { self.value = value }
+    }
+
+    private var box: Box
+
+    public static func == (a: CallEvent, b: CallEvent) -> Bool { a.box === b.box || a.box.value == b.box.value }
+
+    /// The fields, this event's own: copied first when the box is shared.
+    private mutating func unique() -> Box {
+        if !isKnownUniquelyReferenced(&box) { box = Box(box.value) }
+        return box
+    }
+
+    init(id: String, kind: Kind, voipToken: String?, alertToken: String?, fcmToken: String? = nil, android: AndroidCall? = nil, sandbox: Bool?, deadlineMs: Int64, deadlineFromEvent: Bool, entryTimeMs: Int64, voipPayload: [UInt8], alertPayload: [UInt8], alertFromTemplate: Bool, voipTokenRegisteredAtMs: Int64?, alertTokenRegisteredAtMs: Int64?, listedDevices: [CallDevice] = [], device: String? = nil) {
+        box = Box(Fields(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, fcmToken: fcmToken, android: android, sandbox: sandbox, deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs, voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: alertFromTemplate, voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs, listedDevices: listedDevices, device: device))
+    }
+
     /// The call id: 1…128 characters, the idempotency key, carried in both pushes.
-    public let id: String
-    public let kind: Kind
+    public var id: String { box.value.id }
+    public var kind: Kind { box.value.kind }
     /// PushKit token, hex, lower case (hex is case-insensitive: an upper-case copy of a token
     /// is the same token, for the known-invalid tokens and the feedback too); nil when absent.
-    public let voipToken: String?
+    public var voipToken: String? { box.value.voipToken }
     /// Alert (UIApplication) token, hex, lower case; nil when absent.
-    public let alertToken: String?
+    public var alertToken: String? { box.value.alertToken }
     /// FCM registration token of an Android device, as the producer wrote it (FCM's tokens are
     /// case-sensitive); nil when absent. Never with `voipToken` or `alertToken`: a device is an
     /// iPhone or an Android phone.
-    public internal(set) var fcmToken: String? = nil
+    public internal(set) var fcmToken: String? {
+        get { box.value.fcmToken }
+        set { unique().value.fcmToken = newValue }
+    }
     /// What the call's Android devices are sent besides their tokens (the ring's data, the
     /// missed-call notification's text), worked out once at decoding; nil when no device has
     /// an `fcm_token`. A reference: the event is copied at every step of its call.
-    public internal(set) var android: AndroidCall? = nil
+    public internal(set) var android: AndroidCall? {
+        get { box.value.android }
+        set { unique().value.android = newValue }
+    }
     /// For one Android device's event (`event(of:alert:)`): its router may send the missed-call
     /// notification (its fallback); false under `missed_call_alert: unanswered`, where the
     /// call's machine sends it.
-    public internal(set) var fcmMissedCall = true
+    public internal(set) var fcmMissedCall: Bool {
+        get { box.value.fcmMissedCall }
+        set { unique().value.fcmMissedCall = newValue }
+    }
     /// The event's `sandbox`; nil when absent (the app's environment applies).
-    public let sandbox: Bool?
+    public var sandbox: Bool? { box.value.sandbox }
     /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
     /// entry's time plus the app's ring timeout (for a replay, no later than the original
     /// call's deadline, its entry's `call_deadline`).
-    public let deadlineMs: Int64
+    public var deadlineMs: Int64 { box.value.deadlineMs }
     /// True when `deadlineMs` came from the event rather than the ring timeout.
-    public let deadlineFromEvent: Bool
+    public var deadlineFromEvent: Bool { box.value.deadlineFromEvent }
     /// When the producer wrote the entry (unix ms, from its stream id); `latency_ms` counts from it.
-    public let entryTimeMs: Int64
+    public var entryTimeMs: Int64 { box.value.entryTimeMs }
     /// The VoIP payload as sent: the producer's `voip` dictionary, keys sorted, plus `id` and
     /// `deadline` when the producer did not set them. Empty for `call_cancelled`.
-    public let voipPayload: [UInt8]
+    public var voipPayload: [UInt8] { box.value.voipPayload }
     /// The fallback alert's payload as sent, at most 4096 bytes (shortened to fit). Empty for
     /// `call_cancelled` and for an event without `alert_token` (no alert can be sent; the
     /// router never builds it then).
-    public let alertPayload: [UInt8]
+    public var alertPayload: [UInt8] { box.value.alertPayload }
     /// True when the alert text came from the app's template rather than the event's `alert`.
-    public let alertFromTemplate: Bool
+    public var alertFromTemplate: Bool { box.value.alertFromTemplate }
     /// When the producer last saw the VoIP token registered (unix ms); a token APNs declared
     /// invalid at T is used again only if this is after T.
-    public let voipTokenRegisteredAtMs: Int64?
+    public var voipTokenRegisteredAtMs: Int64? { box.value.voipTokenRegisteredAtMs }
     /// The same for the alert token.
-    public let alertTokenRegisteredAtMs: Int64?
+    public var alertTokenRegisteredAtMs: Int64? { box.value.alertTokenRegisteredAtMs }
     /// The devices of an `incoming_call` written with `devices` (1 ... `maxDevices`, ids
     /// unique), in the producer's order; empty for the single-device form, whose one device is
     /// the top-level tokens (`devices` gives both forms as one list).
-    public internal(set) var listedDevices: [CallDevice] = []
+    public internal(set) var listedDevices: [CallDevice] {
+        get { box.value.listedDevices }
+        set { unique().value.listedDevices = newValue }
+    }
     /// For `call_answered` and `call_declined`: the id of the device that answered or declined;
     /// for `call_ringing`, the device that rang (nil for the single-device form).
-    public internal(set) var device: String? = nil
+    public internal(set) var device: String? {
+        get { box.value.device }
+        set { unique().value.device = newValue }
+    }
 
     /// Events larger than this are refused before parsing: the VoIP and alert payloads are
     /// bounded by 5120 and 4096 bytes, and parsing runs on the loop thread.
