@@ -7,22 +7,56 @@ import Foundation
 /// `PushNotificationResponse`.
 public struct PushNotification: Sendable, Equatable {
     /// The device token in hex, lower-cased, at most `maxTokenHexDigits` digits.
-    public let deviceToken: String
+    public var deviceToken: String { fields.deviceToken }
     /// `apns-topic`: the bundle id plus the push type's suffix; visible ASCII, at most
     /// `maxTopicBytes` bytes.
-    public let topic: String
+    public var topic: String { fields.topic }
     /// `apns-push-type`.
-    public let pushType: PushType
+    public var pushType: PushType { fields.pushType }
     /// The JSON body, sent as is.
-    public let payload: [UInt8]
+    public var payload: [UInt8] { fields.payload }
     /// `apns-priority`.
-    public let priority: Priority
+    public var priority: Priority { fields.priority }
     /// `apns-expiration` in unix seconds; 0 = deliver once or never; nil = Apple's storage policy.
-    public let expiration: Int64?
+    public var expiration: Int64? { fields.expiration }
     /// `apns-id` (lower-case canonical UUID); nil lets APNs generate one.
-    public let apnsID: String?
+    public var apnsID: String? { fields.apnsID }
     /// `apns-collapse-id`, at most 64 bytes of UTF-8.
-    public let collapseID: String?
+    public var collapseID: String? { fields.collapseID }
+
+    /// Every field in one immutable object: a push is copied into its plan, its call's action,
+    /// the client's queue and its in-flight table, and a copy is then one retain, not one per
+    /// token, topic, payload and id.
+    private final class Fields: Sendable {
+        let deviceToken: String
+        let topic: String
+        let pushType: PushType
+        let payload: [UInt8]
+        let priority: Priority
+        let expiration: Int64?
+        let apnsID: String?
+        let collapseID: String?
+
+        init(deviceToken: String, topic: String, pushType: PushType, payload: [UInt8], priority: Priority, expiration: Int64?,
+             apnsID: String?, collapseID: String?) {
+            self.deviceToken = deviceToken
+            self.topic = topic
+            self.pushType = pushType
+            self.payload = payload
+            self.priority = priority
+            self.expiration = expiration
+            self.apnsID = apnsID
+            self.collapseID = collapseID
+        }
+    }
+
+    private let fields: Fields
+
+    public static func == (a: PushNotification, b: PushNotification) -> Bool {
+        a.fields === b.fields
+            || (a.deviceToken == b.deviceToken && a.topic == b.topic && a.pushType == b.pushType && a.payload == b.payload
+                && a.priority == b.priority && a.expiration == b.expiration && a.apnsID == b.apnsID && a.collapseID == b.collapseID)
+    }
 
     /// The longest device token accepted, in hex digits (200 bytes). Apple fixes no length
     /// ("don't make assumptions about device token size"): today's tokens are 32 bytes (64
@@ -64,14 +98,8 @@ public struct PushNotification: Sendable, Equatable {
         if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
         if let apnsID, !PushNotification.isCanonicalUUID(apnsID) { throw .invalidApnsID(apnsID) }
         if let expiration, expiration < 0 { throw .invalidExpiration(expiration) }
-        self.deviceToken = token
-        self.topic = topic
-        self.pushType = pushType
-        self.payload = payload
-        self.priority = priority
-        self.expiration = expiration
-        self.apnsID = apnsID
-        self.collapseID = collapseID
+        fields = Fields(deviceToken: token, topic: topic, pushType: pushType, payload: payload, priority: priority,
+                        expiration: expiration, apnsID: apnsID, collapseID: collapseID)
     }
 
     /// True for a non-empty, even-length string of hex digits.
