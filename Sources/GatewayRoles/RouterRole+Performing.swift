@@ -58,8 +58,7 @@ extension RouterRole {
         case .waitForCopyHere, .waitForCopyElsewhere:
             preconditionFailure("call \(call.callID): \(action.life) is performed by start, which holds the lookup")
         }
-        if let push = action.firstPush { send(push, for: call) }
-        for push in action.morePushes { send(push, for: call) }
+        action.forEachPush { send($0, for: call) }
     }
 
     /// The call's timer fired (its devices' retries, its deadline). Tolerated: a call that left.

@@ -213,16 +213,14 @@ public struct CallStateMachine: Sendable {
         /// Devices whose push with the APNs client is to be taken back if not written yet
         /// (`ApnsClient.withdraw`); it then fails with `.withdrawn`.
         public var withdraw: [Int] = []
-        /// The pushes to hand to the APNs client now (`pushes`); each is answered with
-        /// `onApnsAnswered` or `onApnsFailed` (or `onPushWithheld`) for its device. The first is
-        /// kept apart: most actions carry one at most, which then costs no array.
-        public var firstPush: DevicePush? {
-            guard case let .some(first, _) = pushList else { return nil }
-            return first
-        }
-        public var morePushes: [DevicePush] {
-            guard case let .some(_, more) = pushList else { return [] }
-            return more
+        /// The pushes to hand to the APNs client now, in order, each to `body` (`pushes` as one
+        /// array); each is answered with `onApnsAnswered` or `onApnsFailed` (or `onPushWithheld`)
+        /// for its device. The first is kept apart: most actions carry one at most, which then
+        /// costs no array, and the list is opened once, not once for the first and again for the rest.
+        public func forEachPush(_ body: (DevicePush) -> Void) {
+            guard case let .some(first, more) = pushList else { return }
+            body(first)
+            for push in more { body(push) }
         }
         /// The pushes, boxed: a push is ~150 bytes, and an action is returned and copied at every
         /// step of its call, most often with no push at all.
@@ -254,7 +252,11 @@ public struct CallStateMachine: Sendable {
         }
 
         /// Every push of the action, in order.
-        public var pushes: [DevicePush] { firstPush.map { [$0] + morePushes } ?? [] }
+        public var pushes: [DevicePush] {
+            var all: [DevicePush] = []
+            forEachPush { all.append($0) }
+            return all
+        }
 
         mutating func push(replayed: Bool, _ push: consuming DevicePush) {
             push.replayed = replayed
@@ -311,7 +313,7 @@ public struct CallStateMachine: Sendable {
     /// Whether the event is routed by the machine's devices (a call with `devices`, or any
     /// `incoming_call` of an app whose missed-call alert is `unanswered`) rather than by one
     /// router as before devices.
-    public static func ringsDevices(_ event: CallEvent, policy: AppRoutingPolicy) -> Bool {
+    private func ringsDevices(_ event: CallEvent) -> Bool {
         event.kind == .incomingCall
             && (!event.listedDevices.isEmpty || policy.missedCallAlert == .unanswered || policy.ringReceiptTimeoutMs != nil)
     }
@@ -407,7 +409,7 @@ public struct CallStateMachine: Sendable {
         // Cancelled by Redis' marker, not heard here: the ring ends as by a cancel.
         if startCancelled && end == nil { end = ended ?? .cancelled }
         var jitter = seed
-        if snapshot != nil || !CallStateMachine.ringsDevices(event, policy: policy) || alreadyDone != nil {
+        if snapshot != nil || !ringsDevices(event) || alreadyDone != nil {
             var router = CallRouter(sharing: sharedPolicy, jitter: jitter.split())
             let action: CallAction
             if let snapshot {

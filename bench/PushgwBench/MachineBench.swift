@@ -42,7 +42,7 @@ enum MachineBench {
             var machine = CallStateMachine(event: event, sharing: shared, jitter: Jitter(seed: UInt64(i)))
             let sent = machine.onLookupAnswered(alreadyDone: nil, cancelled: false, claimHolder: "c", consumer: "c",
                                                 copyRoutingHere: false, now: entry + 1)
-            checksum &+= sent.firstPush?.plan.attempt ?? 0
+            sent.forEachPush { checksum &+= $0.plan.attempt }
             let answered = machine.onApnsAnswered(device: 0, accepted, now: entry + 3)
             if case let .writeRecord(record) = answered.life { checksum &+= record.hashValueForBench }
             checksum &+= machine.onRecorded(outcome: .deliveredVoip) == .none ? 0 : 1
