@@ -256,43 +256,114 @@ public struct RecordReport: Equatable, Sendable {
 }
 
 /// What Redis knows about an event before it is routed (one round trip).
+///
+/// Its fields live in one shared copy-on-write box: a lookup is copied out of the answer, into
+/// the calls that wait for the next read and back, and a copy is then one retain, not one per
+/// outcome, marker, holder and list.
 public struct EventLookup: Equatable, Sendable {
     /// The outcome already recorded for the event id, nil if none (within the window) or if
     /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
-    public var outcome: String?
+    public var outcome: String? {
+        get { box.fields.outcome }
+        _modify { yield &unique().fields.outcome }
+    }
     /// Whether the call was cancelled (or its ring ended by an answer or a decline).
-    public var cancelled: Bool
+    public var cancelled: Bool {
+        get { box.fields.cancelled }
+        _modify { yield &unique().fields.cancelled }
+    }
     /// The cancellation marker's value when it is not a plain cancel's `1`: the end of the ring
     /// that set it (`answered:DEVICE`, `declined:DEVICE`, `RetrySchedule.cancel`).
-    public var endMarker: String?
+    public var endMarker: String? {
+        get { box.fields.endMarker }
+        _modify { yield &unique().fields.endMarker }
+    }
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
-    public var voipInvalidSinceMs: Int64?
-    public var alertInvalidSinceMs: Int64?
+    public var voipInvalidSinceMs: Int64? {
+        get { box.fields.voipInvalidSinceMs }
+        _modify { yield &unique().fields.voipInvalidSinceMs }
+    }
+    public var alertInvalidSinceMs: Int64? {
+        get { box.fields.alertInvalidSinceMs }
+        _modify { yield &unique().fields.alertInvalidSinceMs }
+    }
     /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
-    public var deviceVoipInvalidSinceMs: [Int64?] = []
-    public var deviceAlertInvalidSinceMs: [Int64?] = []
+    public var deviceVoipInvalidSinceMs: [Int64?] {
+        get { box.fields.deviceVoipInvalidSinceMs }
+        _modify { yield &unique().fields.deviceVoipInvalidSinceMs }
+    }
+    public var deviceAlertInvalidSinceMs: [Int64?] {
+        get { box.fields.deviceAlertInvalidSinceMs }
+        _modify { yield &unique().fields.deviceAlertInvalidSinceMs }
+    }
     /// The same for FCM tokens: the single-device form's, and each listed device's (in order,
     /// nil for an iPhone; empty when the query named none).
-    public var fcmInvalidSinceMs: Int64?
-    public var deviceFcmInvalidSinceMs: [Int64?] = []
+    public var fcmInvalidSinceMs: Int64? {
+        get { box.fields.fcmInvalidSinceMs }
+        _modify { yield &unique().fields.fcmInvalidSinceMs }
+    }
+    public var deviceFcmInvalidSinceMs: [Int64?] {
+        get { box.fields.deviceFcmInvalidSinceMs }
+        _modify { yield &unique().fields.deviceFcmInvalidSinceMs }
+    }
     /// With `LookupQuery.voipSuspicion`: whether the VoIP token (of the single-device form, or
     /// of each listed device in its order) is suspected of iOS's silent ban.
-    public var voipSuspected = false
-    public var deviceVoipSuspected: [Bool] = []
+    public var voipSuspected: Bool {
+        get { box.fields.voipSuspected }
+        _modify { yield &unique().fields.voipSuspected }
+    }
+    public var deviceVoipSuspected: [Bool] {
+        get { box.fields.deviceVoipSuspected }
+        _modify { yield &unique().fields.deviceVoipSuspected }
+    }
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
-    public var claimHolder: String?
+    public var claimHolder: String? {
+        get { box.fields.claimHolder }
+        _modify { yield &unique().fields.claimHolder }
+    }
     /// The claim was taken by this lookup (or taken over from a lapsed consumer): false when
     /// the asking consumer held it already, for another entry of the call (a copy of it).
-    public var claimTakenNow = false
+    public var claimTakenNow: Bool {
+        get { box.fields.claimTakenNow }
+        _modify { yield &unique().fields.claimTakenNow }
+    }
+
+    private struct Fields: Equatable, Sendable {
+        var outcome: String? = nil
+        var cancelled: Bool
+        var endMarker: String? = nil
+        var voipInvalidSinceMs: Int64? = nil
+        var alertInvalidSinceMs: Int64? = nil
+        var deviceVoipInvalidSinceMs: [Int64?] = []
+        var deviceAlertInvalidSinceMs: [Int64?] = []
+        var fcmInvalidSinceMs: Int64? = nil
+        var deviceFcmInvalidSinceMs: [Int64?] = []
+        var voipSuspected: Bool = false
+        var deviceVoipSuspected: [Bool] = []
+        var claimHolder: String? = nil
+        var claimTakenNow: Bool = false
+    }
+
+    private final class Box: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    public static func == (a: EventLookup, b: EventLookup) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+
+    /// The fields, this lookup's own: copied first when the box is shared.
+    private mutating func unique() -> Box {
+        if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+        return box
+    }
 
     public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,
                 claimHolder: String? = nil) {
-        self.outcome = outcome
-        self.cancelled = cancelled
-        self.voipInvalidSinceMs = voipInvalidSinceMs
-        self.alertInvalidSinceMs = alertInvalidSinceMs
-        self.claimHolder = claimHolder
+        box = Box(Fields(outcome: outcome, cancelled: cancelled, voipInvalidSinceMs: voipInvalidSinceMs,
+                         alertInvalidSinceMs: alertInvalidSinceMs, claimHolder: claimHolder))
     }
 }
 
