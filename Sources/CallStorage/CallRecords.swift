@@ -257,79 +257,81 @@ public struct RecordReport: Equatable, Sendable {
 
 /// What Redis knows about an event before it is routed (one round trip).
 ///
-/// Its fields live in one shared copy-on-write box: a lookup is copied out of the answer, into
-/// the calls that wait for the next read and back, and a copy is then one retain, not one per
-/// outcome, marker, holder and list.
+/// Its fields live in one shared, immutable box: a lookup is copied out of the answer, into the
+/// calls that wait for the next read and back, and a copy is then one retain, not one per
+/// outcome, marker, holder and list; a field is read with a plain load (an immutable field needs
+/// no exclusivity check).
 public struct EventLookup: Equatable, Sendable {
     /// The outcome already recorded for the event id, nil if none (within the window) or if
     /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
     public var outcome: String? {
         get { box.fields.outcome }
-        _modify { yield &unique().fields.outcome }
+        set { changed { $0.outcome = newValue } }
     }
     /// Whether the call was cancelled (or its ring ended by an answer or a decline).
     public var cancelled: Bool {
         get { box.fields.cancelled }
-        _modify { yield &unique().fields.cancelled }
+        set { changed { $0.cancelled = newValue } }
     }
     /// The cancellation marker's value when it is not a plain cancel's `1`: the end of the ring
     /// that set it (`answered:DEVICE`, `declined:DEVICE`, `RetrySchedule.cancel`).
     public var endMarker: String? {
         get { box.fields.endMarker }
-        _modify { yield &unique().fields.endMarker }
+        set { changed { $0.endMarker = newValue } }
     }
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
     public var voipInvalidSinceMs: Int64? {
         get { box.fields.voipInvalidSinceMs }
-        _modify { yield &unique().fields.voipInvalidSinceMs }
+        set { changed { $0.voipInvalidSinceMs = newValue } }
     }
     public var alertInvalidSinceMs: Int64? {
         get { box.fields.alertInvalidSinceMs }
-        _modify { yield &unique().fields.alertInvalidSinceMs }
+        set { changed { $0.alertInvalidSinceMs = newValue } }
     }
     /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
     public var deviceVoipInvalidSinceMs: [Int64?] {
         get { box.fields.deviceVoipInvalidSinceMs }
-        _modify { yield &unique().fields.deviceVoipInvalidSinceMs }
+        set { changed { $0.deviceVoipInvalidSinceMs = newValue } }
     }
     public var deviceAlertInvalidSinceMs: [Int64?] {
         get { box.fields.deviceAlertInvalidSinceMs }
-        _modify { yield &unique().fields.deviceAlertInvalidSinceMs }
+        set { changed { $0.deviceAlertInvalidSinceMs = newValue } }
     }
     /// The same for FCM tokens: the single-device form's, and each listed device's (in order,
     /// nil for an iPhone; empty when the query named none).
     public var fcmInvalidSinceMs: Int64? {
         get { box.fields.fcmInvalidSinceMs }
-        _modify { yield &unique().fields.fcmInvalidSinceMs }
+        set { changed { $0.fcmInvalidSinceMs = newValue } }
     }
     public var deviceFcmInvalidSinceMs: [Int64?] {
         get { box.fields.deviceFcmInvalidSinceMs }
-        _modify { yield &unique().fields.deviceFcmInvalidSinceMs }
+        set { changed { $0.deviceFcmInvalidSinceMs = newValue } }
     }
     /// With `LookupQuery.voipSuspicion`: whether the VoIP token (of the single-device form, or
     /// of each listed device in its order) is suspected of iOS's silent ban.
     public var voipSuspected: Bool {
         get { box.fields.voipSuspected }
-        _modify { yield &unique().fields.voipSuspected }
+        set { changed { $0.voipSuspected = newValue } }
     }
     public var deviceVoipSuspected: [Bool] {
         get { box.fields.deviceVoipSuspected }
-        _modify { yield &unique().fields.deviceVoipSuspected }
+        set { changed { $0.deviceVoipSuspected = newValue } }
     }
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String? {
         get { box.fields.claimHolder }
-        _modify { yield &unique().fields.claimHolder }
+        set { changed { $0.claimHolder = newValue } }
     }
     /// The claim was taken by this lookup (or taken over from a lapsed consumer): false when
     /// the asking consumer held it already, for another entry of the call (a copy of it).
     public var claimTakenNow: Bool {
         get { box.fields.claimTakenNow }
-        _modify { yield &unique().fields.claimTakenNow }
+        set { changed { $0.claimTakenNow = newValue } }
     }
 
-    private struct Fields: Equatable, Sendable {
+    /// The fields, as `CallStore.lookup` fills them in before it makes the lookup.
+    struct Fields: Equatable, Sendable {
         var outcome: String? = nil
         var cancelled: Bool
         var endMarker: String? = nil
@@ -345,8 +347,8 @@ public struct EventLookup: Equatable, Sendable {
         var claimTakenNow: Bool = false
     }
 
-    private final class Box: @unchecked Sendable {
-        var fields: Fields
+    private final class Box: Sendable {
+        let fields: Fields
         init(_ fields: Fields) { self.fields = fields }
     }
 
@@ -354,10 +356,14 @@ public struct EventLookup: Equatable, Sendable {
 
     public static func == (a: EventLookup, b: EventLookup) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
 
-    /// The fields, this lookup's own: copied first when the box is shared.
-    private mutating func unique() -> Box {
-        if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
-        return box
+    init(_ fields: Fields) { box = Box(fields) }
+
+    /// This lookup with one field changed, in a box of its own (a lookup is changed rarely: a
+    /// claim taken over).
+    private mutating func changed(_ change: (inout Fields) -> Void) {
+        var fields = box.fields
+        change(&fields)
+        box = Box(fields)
     }
 
     public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,

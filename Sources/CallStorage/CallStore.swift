@@ -494,7 +494,8 @@ public final class CallStore {
                 var i = 0
                 var holder = reads
                 for q in queries {
-                    var found = EventLookup(outcome: ResultEntry.claimedOutcome(values[i].string), cancelled: !values[i + 1].isNull)
+                    var found = EventLookup.Fields(outcome: ResultEntry.claimedOutcome(values[i].string),
+                                                   cancelled: !values[i + 1].isNull)
                     if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
                     i += 2
                     if q.voipToken != nil {
@@ -527,7 +528,7 @@ public final class CallStore {
                         }
                         holder += 1
                     }
-                    out.append(found)
+                    out.append(EventLookup(found))
                 }
                 return .success(out)
             }

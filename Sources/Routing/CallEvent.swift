@@ -36,9 +36,10 @@ public struct CallEvent: Equatable, Sendable {
         }
     }
 
-    /// Every field in one shared box: an event is copied into its call's machines and their
-    /// states at every step (about 16 copies a call), and a copy is then one retain, not one
-    /// per token, payload and list. Written only through `unique()` (copy on write).
+    /// Every field in one shared, immutable box: an event is copied into its call's machines and
+    /// their states at every step (about 16 copies a call), and a copy is then one retain, not one
+    /// per token, payload and list; a field is read with a plain load (an immutable field needs
+    /// no exclusivity check). The decoder gives every field to `init`.
     private struct Fields: Equatable, Sendable {
         var id: String
         var kind: Kind
@@ -60,8 +61,8 @@ public struct CallEvent: Equatable, Sendable {
         var device: String? = nil
     }
 
-    private final class Box: @unchecked Sendable {
-        var value: Fields
+    private final class Box: Sendable {
+        let value: Fields
         init(_ value: Fields) { self.value = value }
     }
 
@@ -69,14 +70,8 @@ public struct CallEvent: Equatable, Sendable {
 
     public static func == (a: CallEvent, b: CallEvent) -> Bool { a.box === b.box || a.box.value == b.box.value }
 
-    /// The fields, this event's own: copied first when the box is shared.
-    private mutating func unique() -> Box {
-        if !isKnownUniquelyReferenced(&box) { box = Box(box.value) }
-        return box
-    }
-
-    init(id: String, kind: Kind, voipToken: String?, alertToken: String?, fcmToken: String? = nil, android: AndroidCall? = nil, sandbox: Bool?, deadlineMs: Int64, deadlineFromEvent: Bool, entryTimeMs: Int64, voipPayload: [UInt8], alertPayload: [UInt8], alertFromTemplate: Bool, voipTokenRegisteredAtMs: Int64?, alertTokenRegisteredAtMs: Int64?, listedDevices: [CallDevice] = [], device: String? = nil) {
-        box = Box(Fields(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, fcmToken: fcmToken, android: android, sandbox: sandbox, deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs, voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: alertFromTemplate, voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs, listedDevices: listedDevices, device: device))
+    init(id: String, kind: Kind, voipToken: String?, alertToken: String?, fcmToken: String? = nil, android: AndroidCall? = nil, fcmMissedCall: Bool = true, sandbox: Bool?, deadlineMs: Int64, deadlineFromEvent: Bool, entryTimeMs: Int64, voipPayload: [UInt8], alertPayload: [UInt8], alertFromTemplate: Bool, voipTokenRegisteredAtMs: Int64?, alertTokenRegisteredAtMs: Int64?, listedDevices: [CallDevice] = [], device: String? = nil) {
+        box = Box(Fields(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, fcmToken: fcmToken, android: android, fcmMissedCall: fcmMissedCall, sandbox: sandbox, deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs, voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: alertFromTemplate, voipTokenRegisteredAtMs: voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: alertTokenRegisteredAtMs, listedDevices: listedDevices, device: device))
     }
 
     /// The call id: 1…128 characters, the idempotency key, carried in both pushes.
@@ -90,24 +85,15 @@ public struct CallEvent: Equatable, Sendable {
     /// FCM registration token of an Android device, as the producer wrote it (FCM's tokens are
     /// case-sensitive); nil when absent. Never with `voipToken` or `alertToken`: a device is an
     /// iPhone or an Android phone.
-    public internal(set) var fcmToken: String? {
-        get { box.value.fcmToken }
-        set { unique().value.fcmToken = newValue }
-    }
+    public var fcmToken: String? { box.value.fcmToken }
     /// What the call's Android devices are sent besides their tokens (the ring's data, the
     /// missed-call notification's text), worked out once at decoding; nil when no device has
     /// an `fcm_token`. A reference: the event is copied at every step of its call.
-    public internal(set) var android: AndroidCall? {
-        get { box.value.android }
-        set { unique().value.android = newValue }
-    }
+    public var android: AndroidCall? { box.value.android }
     /// For one Android device's event (`event(of:alert:)`): its router may send the missed-call
     /// notification (its fallback); false under `missed_call_alert: unanswered`, where the
     /// call's machine sends it.
-    public internal(set) var fcmMissedCall: Bool {
-        get { box.value.fcmMissedCall }
-        set { unique().value.fcmMissedCall = newValue }
-    }
+    public var fcmMissedCall: Bool { box.value.fcmMissedCall }
     /// The event's `sandbox`; nil when absent (the app's environment applies).
     public var sandbox: Bool? { box.value.sandbox }
     /// After this time (unix ms) no VoIP push is sent: the event's `deadline`, or the stream
@@ -135,16 +121,10 @@ public struct CallEvent: Equatable, Sendable {
     /// The devices of an `incoming_call` written with `devices` (1 ... `maxDevices`, ids
     /// unique), in the producer's order; empty for the single-device form, whose one device is
     /// the top-level tokens (`devices` gives both forms as one list).
-    public internal(set) var listedDevices: [CallDevice] {
-        get { box.value.listedDevices }
-        set { unique().value.listedDevices = newValue }
-    }
+    public var listedDevices: [CallDevice] { box.value.listedDevices }
     /// For `call_answered` and `call_declined`: the id of the device that answered or declined;
     /// for `call_ringing`, the device that rang (nil for the single-device form).
-    public internal(set) var device: String? {
-        get { box.value.device }
-        set { unique().value.device = newValue }
-    }
+    public var device: String? { box.value.device }
 
     /// Events larger than this are refused before parsing: the VoIP and alert payloads are
     /// bounded by 5120 and 4096 bytes, and parsing runs on the loop thread.
@@ -179,16 +159,13 @@ public struct CallEvent: Equatable, Sendable {
     /// call's id, deadline and payloads. What one device's `CallRouter` routes; `alert: false`
     /// leaves its alert token out (the router then has no fallback).
     public func event(of device: CallDevice, alert: Bool = true) -> CallEvent {
-        var one = CallEvent(id: id, kind: kind, voipToken: device.voipToken, alertToken: alert ? device.alertToken : nil, sandbox: device.sandbox,
+        CallEvent(id: id, kind: kind, voipToken: device.voipToken, alertToken: alert ? device.alertToken : nil,
+                  fcmToken: device.fcmToken, android: android, fcmMissedCall: alert, sandbox: device.sandbox,
                   deadlineMs: deadlineMs, deadlineFromEvent: deadlineFromEvent, entryTimeMs: entryTimeMs,
                   voipPayload: voipPayload,
                   alertPayload: alert && device.alertToken != nil ? alertPayload : [], alertFromTemplate: alertFromTemplate,
                   voipTokenRegisteredAtMs: device.voipTokenRegisteredAtMs, alertTokenRegisteredAtMs: device.alertTokenRegisteredAtMs,
                   listedDevices: [], device: nil)
-        one.fcmToken = device.fcmToken
-        one.android = android
-        one.fcmMissedCall = alert
-        return one
     }
 
     /// True for a usable call id: 1 ... `maxIDCharacters` characters.
@@ -559,16 +536,13 @@ struct JSONFields {
         if kind == .incomingCall, anyAlert {
             alertPayload = JSONFields.fittedAlertPayload(title: alertTitle, body: alertBody, voip: voip, policy: policy, id: id)
         }
-        var event = CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, sandbox: sandbox,
-                              deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
-                              voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
-                              voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
-                              listedDevices: listed, device: device)
-        event.fcmToken = fcmToken
-        if kind == .incomingCall, fcmToken != nil || listed.contains(where: { $0.fcmToken != nil }) {
-            event.android = AndroidCall(voip: voip, id: id, deadlineMs: deadlineMs, title: alertTitle, body: alertBody, policy: policy)
-        }
-        return event
+        let android = kind == .incomingCall && (fcmToken != nil || listed.contains(where: { $0.fcmToken != nil }))
+            ? AndroidCall(voip: voip, id: id, deadlineMs: deadlineMs, title: alertTitle, body: alertBody, policy: policy) : nil
+        return CallEvent(id: id, kind: kind, voipToken: voipToken, alertToken: alertToken, fcmToken: fcmToken, android: android,
+                         sandbox: sandbox, deadlineMs: deadlineMs, deadlineFromEvent: deadline != nil, entryTimeMs: entryTimeMs,
+                         voipPayload: voipPayload, alertPayload: alertPayload, alertFromTemplate: fromTemplate,
+                         voipTokenRegisteredAtMs: voipRegistered, alertTokenRegisteredAtMs: alertRegistered,
+                         listedDevices: listed, device: device)
     }
 
     /// The `devices` list of an `incoming_call`: absent (empty), or 1 ... `CallEvent.maxDevices`
