@@ -1,5 +1,5 @@
-/// One command's arguments, flattened into a single byte buffer for `redisFormatSdsCommandArgv`
-/// (binary-safe: arguments may hold any bytes, including NUL).
+/// One command's arguments, flattened into a single byte buffer, written to the wire in Redis'
+/// protocol by `writeRESP` (binary-safe: arguments may hold any bytes, including NUL).
 ///
 /// Invariant: `lengths.count` is the argument count and `lengths` sums to `bytes.count - 1`;
 /// `bytes` ends with one spare byte so its base address is never nil.
@@ -75,25 +75,50 @@ public struct RedisCommand {
     /// The command name, for messages.
     package var name: String { String(decoding: bytes.prefix(lengths.first ?? 0), as: UTF8.self) }
 
-    /// Calls `body` with argc, argv and argvlen pointing into this command's buffer; they
-    /// are valid only during the call (hiredis copies the formatted command at once).
-    func withArgv<R>(_ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R) -> R {
-        bytes.withUnsafeBufferPointer { buffer in
-            let base = UnsafeRawPointer(buffer.baseAddress!)
-            var pointers: [UnsafePointer<CChar>?] = []
-            pointers.reserveCapacity(lengths.count + 1)
+    /// At most how many bytes `writeRESP` writes: the arguments, and for each of them and the
+    /// count a kind byte, up to 20 digits and CRLF.
+    var respCapacity: Int { bytes.count + 23 * (lengths.count + 1) }
+
+    /// Writes the command in Redis' protocol, as hiredis's `redisFormatSdsCommandArgv` writes it,
+    /// to `out` (at least `respCapacity` bytes) and returns how many bytes it wrote: `*ARGC`,
+    /// CRLF, then `$LENGTH`, CRLF, the argument's bytes and CRLF for each argument. Straight into
+    /// the connection's output, without hiredis's argv arrays, sds buffer and format parsing.
+    func writeRESP(to out: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(out.count >= respCapacity, "a RESP buffer of \(out.count) bytes for a command of up to \(respCapacity)")
+        var at = RedisCommand.writeHeader(UInt8(ascii: "*"), lengths.count, to: out, at: 0)
+        bytes.withUnsafeBytes { buffer in
             var offset = 0
             for length in lengths {
-                pointers.append((base + offset).assumingMemoryBound(to: CChar.self))
+                at = RedisCommand.writeHeader(UInt8(ascii: "$"), length, to: out, at: at)
+                if length > 0 {
+                    UnsafeMutableRawBufferPointer(rebasing: out[at..<at + length])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + length]))
+                }
+                at += length
+                out[at] = UInt8(ascii: "\r")
+                out[at + 1] = UInt8(ascii: "\n")
+                at += 2
                 offset += length
             }
-            pointers.append(nil)
-            return pointers.withUnsafeMutableBufferPointer { argv in
-                lengths.withUnsafeBufferPointer { argvlen in
-                    body(Int32(lengths.count), argv.baseAddress!, argvlen.baseAddress ?? UnsafePointer(bitPattern: 8)!)
-                }
-            }
         }
+        return at
+    }
+
+    /// Writes `kind`, `n` in decimal and CRLF at `at`; returns where it stopped.
+    private static func writeHeader(_ kind: UInt8, _ n: Int, to out: UnsafeMutableRawBufferPointer, at start: Int) -> Int {
+        var at = start
+        out[at] = kind
+        at += 1
+        var divisor = 1
+        while divisor <= n / 10 { divisor *= 10 }
+        while divisor > 0 {
+            out[at] = UInt8(ascii: "0") + UInt8(n / divisor % 10)
+            at += 1
+            divisor /= 10
+        }
+        out[at] = UInt8(ascii: "\r")
+        out[at + 1] = UInt8(ascii: "\n")
+        return at + 2
     }
 }
 

@@ -8,8 +8,8 @@ import Glibc
 /// that sentinels name.
 ///
 /// One I/O path for every transport: the bytes travel on a `TLSStream` (plain for TCP and unix
-/// sockets), hiredis builds the commands (`redisFormatSdsCommandArgv`) and parses the replies
-/// (`redisReader`), and nothing else of hiredis is used (its async API has no TLS in 0.14).
+/// sockets), commands are written in Redis' protocol by `RedisCommand.writeRESP`, hiredis parses the
+/// replies (`redisReader`), and nothing else of hiredis is used (its async API has no TLS in 0.14).
 ///
 /// What it guarantees:
 /// - **Exactly one completion per command.** A reply completes `.success`, an error reply
@@ -504,15 +504,11 @@ public final class RedisConnection: TLSStreamDelegate {
         guard let stream else {
             preconditionFailure("redis connection: writing without a transport in state \(machine.state)")
         }
-        // The sds formatter, as hiredis's async API uses: `redisFormatCommandArgv` prints with
-        // sprintf and cost the router ~2,300 more instructions per event (callgrind, 20k events).
-        var formatted: sds?
-        let length = command.withArgv { argc, argv, argvlen in redisFormatSdsCommandArgv(&formatted, argc, argv, argvlen) }
-        guard length > 0, let formatted else {
-            preconditionFailure("redisFormatSdsCommandArgv failed: out of memory")
-        }
-        stream.write(UnsafeRawBufferPointer(start: formatted, count: Int(length)))
-        redisFreeSdsCommand(formatted)
+        // Written in place (`RedisCommand.writeRESP`), not formatted by hiredis: its
+        // `redisFormatCommandArgv` prints with sprintf, and even its sds formatter, with the
+        // argv arrays it needs and a copy of its buffer, cost more per event (callgrind of a
+        // whole drain).
+        stream.withReservedOutput(capacity: command.respCapacity) { command.writeRESP(to: $0) }
         if pending.isEmpty { headSinceMs = Clock.monotonicMs() }
         pending.push(Pending(kind: kind, allowanceMs: allowanceMs))
         if !watchdog.isScheduled { watchdog.schedule(afterMs: allowanceMs) }

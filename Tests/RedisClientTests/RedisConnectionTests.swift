@@ -63,6 +63,17 @@ class RedisConnectionTests: XCTestCase {
         redis.send(command: RedisCommand([Array("SET".utf8), Array("bin".utf8), bytes]), blockMs: 0) { stored = $0 }
         drive(loop, waitingFor: "the SET's reply", until: { stored != nil })
         XCTAssertEqual(call(redis, ["GET", "bin"]).value(), .bulk(bytes))
+
+        // The protocol written in place (`RedisCommand.writeRESP`): an empty argument, CRLF
+        // inside one, and lengths on each side of a digit more.
+        XCTAssertEqual(call(redis, ["SET", "empty", ""]).value(), .status("OK"))
+        XCTAssertEqual(call(redis, ["GET", "empty"]).value(), .bulk([]))
+        for length in [9, 10, 99, 100, 999, 1_000, 99_999, 100_000] {
+            let value = String(repeating: "\r\n", count: length / 2) + String(repeating: "x", count: length % 2)
+            XCTAssertEqual(call(redis, ["SET", "long:\(length)", value]).value(), .status("OK"))
+            XCTAssertEqual(call(redis, ["STRLEN", "long:\(length)"]).value(), .integer(Int64(length)))
+            XCTAssertEqual(call(redis, ["GET", "long:\(length)"]).value()?.string, value)
+        }
     }
 
     func testInPlaceDecodingReadsWhatTheCopyReadsAndErrorsStillComplete() throws {
