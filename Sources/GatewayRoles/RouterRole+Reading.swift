@@ -199,13 +199,14 @@ extension RouterRole {
             return nil
         }
         if let state = entry.values["retry"] { return admitRetry(entry, state: state, app: app) }
+        // A replay carries the original call's deadline (`call_deadline`).
+        let callDeadline = entry.values["call_deadline"]
         let event: CallEvent
         do throws(InvalidEvent) {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
             }
-            // A replay carries the original call's deadline (`call_deadline`).
-            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: entry.values["call_deadline"])
+            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: callDeadline)
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "error": error.description],
@@ -215,7 +216,7 @@ extension RouterRole {
         }
         let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
                             machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split(),
-                                                      replayed: entry.values["call_deadline"] != nil,
+                                                      replayed: callDeadline != nil,
                                                       heldBy: heldBy), callID: event.id,
                             ends: event.end, isReceipt: event.kind == .callRinging)
         register(call)
