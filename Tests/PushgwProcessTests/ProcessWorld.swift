@@ -38,6 +38,16 @@ final class ProcessWorld {
         try waitForPort(simulatorPort)
     }
 
+    /// Whether headless Chromium and its driver are installed for the browser tests; fails the
+    /// test, naming what is missing, when not.
+    static func browserInstalled(file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            XCTFail("\(tool) is missing: make test installs the browser group of scripts/debian-packages.txt", file: file, line: line)
+            return false
+        }
+        return true
+    }
+
     /// An app of the test PKI's team; `extra` adds members (`"ring_timeout_s": 120`).
     static func app(_ extra: String = "") -> String {
         #"{ "bundle_id": "com.example.app", "credential": "k", "environment": "production"\#(extra.isEmpty ? "" : ", " + extra) }"#
