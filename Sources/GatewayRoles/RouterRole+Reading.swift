@@ -46,18 +46,11 @@ extension RouterRole {
                 for app in plan.apps where self.intake.holds(app) {
                     held[app.id] = self.intake.read(app, entries: byApp[app.keys]?.count ?? 0, asked: count, nowMs: answeredMs)
                 }
-                func routeRead(_ keys: AppKeys, _ entries: [StreamEntry]) {
-                    guard let app = self.appsByKeys[keys] else { return }
+                for (keys, entries) in byApp {
+                    guard let app = self.appsByKeys[keys] else { continue }
                     self.stats.read += entries.count
                     self.observations?.eventsReceived(app: app.id, claimed: false, count: entries.count)
                     self.route(entries, app: app, fromRead: true, heldBy: held.isEmpty ? nil : held[app.id])
-                }
-                if byApp.count > 1 {
-                    // The apps with the fewest entries first: their calls are admitted and looked
-                    // up ahead of a backlogged app's (whose lookup then answers after theirs).
-                    for (keys, entries) in byApp.sorted(by: { $0.value.count < $1.value.count }) { routeRead(keys, entries) }
-                } else {
-                    for (keys, entries) in byApp { routeRead(keys, entries) }
                 }
                 self.run(action)
             case let .failure(error):
