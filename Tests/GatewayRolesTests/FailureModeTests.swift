@@ -120,6 +120,9 @@ final class FailureModeTests: XCTestCase {
         defer { _ = try? h.redis.cli(["CONFIG", "SET", "maxmemory", "0"]) }
         XCTAssertTrue(h.runUntil("the router to register") { h.runner.registered })
         let stream = h.keys("acme").calls
+        // The router makes its group on its reading connection, which may come up after the
+        // lease is taken: make it here (BUSYGROUP when it is there already, which is fine).
+        h.producer.send(["XGROUP", "CREATE", stream, "pushgw", "0", "MKSTREAM"]) { _ in }
         // Another gateway, `peer`, beats and reads a call (in one script, before this router's
         // read can); then Redis refuses writes.
         let event = #"{"v":1,"id":"peers","type":"incoming_call","voip_token":"9ee90001"}"#
