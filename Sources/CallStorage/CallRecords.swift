@@ -68,19 +68,36 @@ public struct ResultEntry: Equatable, Sendable {
 
 /// One outcome of a batched `CallStore.finish`: the record, the entry it acknowledges (nil:
 /// none) and the tokens APNs declared invalid on the way.
+///
+/// Its fields live in one shared, immutable box: a record is copied into the turn's batch, its
+/// app's chunk and the script's arguments, and a copy is then one retain, not one per id, JSON
+/// text, token list and tally.
 public struct FinishRecord: Equatable, Sendable {
-    public var entryID: String?
-    public var record: ResultEntry
-    public var invalidTokens: [InvalidToken]
+    public var entryID: String? { box.fields.entryID }
+    public var record: ResultEntry { box.fields.record }
+    public var invalidTokens: [InvalidToken] { box.fields.invalidTokens }
     /// With ring receipts on, what the record tells the guard against iOS's silent VoIP ban
     /// (`RingTally`); nil: nothing (receipts off, or nothing to tell).
-    public var ringTally: RingTally?
+    public var ringTally: RingTally? { box.fields.ringTally }
+
+    private struct Fields: Equatable, Sendable {
+        var entryID: String?
+        var record: ResultEntry
+        var invalidTokens: [InvalidToken]
+        var ringTally: RingTally?
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private let box: Box
+
+    public static func == (a: FinishRecord, b: FinishRecord) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
 
     public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [], ringTally: RingTally? = nil) {
-        self.entryID = entryID
-        self.record = record
-        self.invalidTokens = invalidTokens
-        self.ringTally = ringTally
+        box = Box(Fields(entryID: entryID, record: record, invalidTokens: invalidTokens, ringTally: ringTally))
     }
 }
 

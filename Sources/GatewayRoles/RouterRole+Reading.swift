@@ -178,9 +178,19 @@ extension RouterRole {
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
     func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64, heldBy: StreamHold? = nil) -> Admitted? {
         guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
-        // The event's bytes as read (hiredis's reply copied once, no text decoding): what the
-        // decoder checks, and what a dead letter keeps.
-        let eventField = entry.values["event"]
+        // The entry's fields in one pass over them (a lookup by name hashes the name; an entry
+        // has one to three fields). The event's bytes as read (hiredis's reply copied once, no
+        // text decoding): what the decoder checks, and what a dead letter keeps. A replay carries
+        // the original call's deadline (`call_deadline`); a moved retry its state (`retry`).
+        var eventField: [UInt8]?, retryState: [UInt8]?, callDeadline: [UInt8]?
+        for (name, value) in entry.values {
+            switch name {
+            case "event": eventField = value
+            case "retry": retryState = value
+            case "call_deadline": callDeadline = value
+            default: break
+            }
+        }
         let raw = eventField ?? []
         let entryTimeMs = entry.timeMs ?? Clock.unixMs()
         if deliveries >= settings.redeliveryLimit {
@@ -191,9 +201,7 @@ extension RouterRole {
                                                        entry: entry.id))
             return nil
         }
-        if let state = entry.values["retry"] { return admitRetry(entry, state: state, app: app) }
-        // A replay carries the original call's deadline (`call_deadline`).
-        let callDeadline = entry.values["call_deadline"]
+        if let state = retryState { return admitRetry(entry, state: state, app: app) }
         let event: CallEvent
         do throws(InvalidEvent) {
             guard eventField != nil else {
@@ -231,7 +239,7 @@ extension RouterRole {
     func hearEnds(around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
         if let end = call.ends {
-            for other in liveCalls(of: callKey(call.app, call.callID)) where other.isCall {
+            for other in liveCalls(of: call.callKey) where other.isCall {
                 run(other.machine.onEndHeard(end, now: Clock.unixMs()), for: other)
             }
             return
@@ -249,7 +257,7 @@ extension RouterRole {
     /// (`recheckRingingCalls`).
     func hearReceipt(_ receipt: CallEvent, around call: LiveCall) {
         guard call.nextOfCall != nil else { return }
-        for other in liveCalls(of: callKey(call.app, call.callID)) where other.isCall {
+        for other in liveCalls(of: call.callKey) where other.isCall {
             run(other.machine.onRingReceipt(device: receipt.device, rangAtMs: receipt.entryTimeMs, now: Clock.unixMs()), for: other)
         }
     }

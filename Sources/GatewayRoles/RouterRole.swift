@@ -118,6 +118,9 @@ package final class RouterRole {
         let app: AppRuntime
         /// The stream entry, acknowledged with the outcome.
         let entryID: String
+        /// Its keys in the live tables (`live`, `liveByCall`), made once.
+        let entryKey: LiveKey
+        let callKey: LiveKey
         /// The entry the producer's XADD made (`entryID`, or for a resumed retry the call's
         /// first entry): the `entry` of the call's result.
         let producerEntryID: String
@@ -173,6 +176,8 @@ package final class RouterRole {
             self.machine = machine
             self.callID = callID
             self.ends = ends
+            entryKey = LiveKey(app: app.id, id: entryID)
+            callKey = LiveKey(app: app.id, id: callID)
         }
     }
 
@@ -216,9 +221,26 @@ package final class RouterRole {
     }
 
     /// An app's entry id or call id: keys of the live tables (two strings, no concatenation).
+    /// Its hash of the two strings is worked out once, when it is made: a live call keeps its two
+    /// keys (`LiveCall.entryKey`, `LiveCall.callKey`), looked up at every step of the call, and
+    /// a lookup then hashes one word, not both strings again.
     struct LiveKey: Hashable {
         let app: String
         let id: String
+        private let hashOfBoth: Int
+
+        init(app: String, id: String) {
+            self.app = app
+            self.id = id
+            var hasher = Hasher()
+            hasher.combine(app)
+            hasher.combine(id)
+            hashOfBoth = hasher.finalize()
+        }
+
+        static func == (a: LiveKey, b: LiveKey) -> Bool { a.hashOfBoth == b.hashOfBoth && a.id == b.id && a.app == b.app }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(hashOfBoth) }
     }
 
     /// Counters for metrics and tests.
@@ -531,16 +553,15 @@ package final class RouterRole {
     func callKey(_ app: AppRuntime, _ callID: String) -> LiveKey { LiveKey(app: app.id, id: callID) }
 
     func register(_ call: LiveCall) {
-        let k = key(call.app, call.entryID)
-        live[k] = call
-        let ck = callKey(call.app, call.callID)
+        live[call.entryKey] = call
+        let ck = call.callKey
         call.nextOfCall = liveByCall[ck]
         liveByCall[ck] = call
         inFlightPerApp[call.app.id, default: 0] += 1
     }
 
     /// Whether `call` is the one routed for its entry (not one that left).
-    func isLive(_ call: LiveCall) -> Bool { live[key(call.app, call.entryID)] === call }
+    func isLive(_ call: LiveCall) -> Bool { live[call.entryKey] === call }
 
     /// The live entries of one app's call id (a copy: acting on them may forget some).
     func liveCalls(of callKey: LiveKey) -> [LiveCall] {
@@ -555,7 +576,7 @@ package final class RouterRole {
 
     /// Another entry of `call`'s call that has started routing here (the one its copies wait for).
     func copyRouting(besides call: LiveCall) -> LiveCall? {
-        var next = liveByCall[callKey(call.app, call.callID)]
+        var next = liveByCall[call.callKey]
         while let other = next {
             if other !== call, other.life.hasStarted, other.isCall { return other }
             next = other.nextOfCall
@@ -567,11 +588,11 @@ package final class RouterRole {
 
     /// Drops a call from this process's tables (its entry is acknowledged, or left pending).
     func leave(_ call: LiveCall, duplicatesOf outcome: CallOutcome?) {
-        guard let i = live.index(forKey: key(call.app, call.entryID)), live.values[i] === call else {
+        guard let i = live.index(forKey: call.entryKey), live.values[i] === call else {
             preconditionFailure("call \(call.callID) (entry \(call.entryID)) left the process twice")
         }
         live.remove(at: i)
-        let ck = callKey(call.app, call.callID)
+        let ck = call.callKey
         if liveByCall[ck] === call {
             liveByCall[ck] = call.nextOfCall
         } else {
