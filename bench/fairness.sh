@@ -10,6 +10,13 @@
 # (events/s from its first to its last result's entry id) alone and during B's calls, with
 # their ratio (target: within 10 %).
 #
+# Then the isolation floor, the reference those figures are held against: the same phases with
+# A and B each routed by its own `pushgw run` (one app each, the same Redis, simulator and
+# cores), so no scheduling of pushgw's is shared and what B still loses during A's drain is
+# the machine's (CPU, Redis, the simulator). B's p99 during A's drain in the shared gateway over
+# that floor's says what pushgw's sharing itself costs.
+#   FAIR_FLOOR   0 skips the floor (default 1)
+#
 #   PUSHGW_BIN   directory of the pushgw binary (default: the release build's)
 #   FAIR_A_MAX_IN_FLIGHT   app A's limits.max_in_flight (default: none, the router's per-app cap)
 set -euo pipefail
@@ -40,29 +47,36 @@ JSON
 pids+=($!)
 wait_port "$sport"
 
-aport=$(free_port)
-cat > "$work/gateway.json" <<JSON
-{ "redis": { "url": "redis://127.0.0.1:$rport/0" }, "admin": { "listen": "127.0.0.1:$aport" },
+app_a='"appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600'"$A_LIMITS"' }'
+app_b='"appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 }'
+# A gateway named NAME routing APPS (the apps' config entries, comma-separated); its pid in `gateway`.
+start_gateway() {
+  local name=$1 apps=$2 port
+  port=$(free_port)
+  cat > "$work/$name.json" <<JSON
+{ "redis": { "url": "redis://127.0.0.1:$rport/0" }, "admin": { "listen": "127.0.0.1:$port" },
   "apns": { "production": { "endpoint": "127.0.0.1:$sport" }, "sandbox": { "endpoint": "127.0.0.1:$sport" },
             "ca_file": "$pki/ca.pem", "connections": 2, "max_queued": 20000 },
   "credentials": { "k": { "team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": "$pki/AuthKey.p8" } },
-  "apps": { "appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600$A_LIMITS },
-            "appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 } } }
+  "apps": { $apps } }
 JSON
-"$bin/pushgw" run --config "$work/gateway.json" --role router --consumer bench-fair --log-level warn > "$work/gateway.log" 2>&1 &
-pids+=($!)
+  "$bin/pushgw" run --config "$work/$name.json" --role router --consumer "bench-$name" --log-level warn > "$work/$name.log" 2>&1 &
+  gateway=$!
+  pids+=($gateway)
+}
+stop_gateway() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; forget_pid "$1"; }
 
-echo "== Fairness: app B at $B_RATE calls/s alone ($B_SECONDS s) and while app A drains $BACKLOG events written in 1 s; one pushgw run, A and B on one credential, the APNs simulator answering at once"
-python3 - "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" <<'PY'
+cat > "$work/fairness.py" <<'PY'
 import json, sys, time, redis
-port, b_rate, b_seconds, backlog = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+port, b_rate, b_seconds, backlog, mode = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 r = redis.Redis(port=port)
 calls = {app: f"pushgw:{{{app}}}:calls" for app in ("appA", "appB")}
 results = {app: f"pushgw:{{{app}}}:results" for app in ("appA", "appB")}
 deadline = time.time() + 20
-while time.time() < deadline:  # the router is up once both consumer groups exist
+readers = {"appA": "bench-shared", "appB": "bench-shared"} if mode == "shared" else {"appA": "bench-only-a", "appB": "bench-only-b"}
+while time.time() < deadline:  # the routers are up once they read each app's stream
     try:
-        if all(r.xinfo_groups(k) for k in calls.values()): break
+        if all(any(c["name"].decode() == readers[app] for c in r.xinfo_consumers(k, "pushgw")) for app, k in calls.items()): break
     except redis.ResponseError:
         pass
     time.sleep(0.05)
@@ -87,7 +101,7 @@ def b_call():
     """One call of B; its calls entry id (Redis' clock)."""
     global b_sent
     b_sent += 1
-    return r.xadd(calls["appB"], event(b_sent, "b", "bb" * 32))
+    return r.xadd(calls["appB"], event(b_sent, f"b-{mode}", "bb" * 32))
 
 def b_latencies(entries, start):
     """B's XADD -> result for `entries` (calls entry ids), ms, from B's results after `start`."""
@@ -155,6 +169,33 @@ print(f"{'B: XADD -> result (ms)':30s} {'calls':>6s} {'p50':>6s} {'p99':>6s} {'m
 print(f"{'alone':30s} {len(alone):6d} {q(alone, 50):6d} {q(alone, 99):6d} {alone[-1]:6d}")
 print(f"{'during A backlog':30s} {len(during):6d} {q(during, 50):6d} {q(during, 99):6d} {during[-1]:6d}")
 ratio = q(during, 99) / max(1, q(alone, 99))
-print(f"B p99 during / alone: {ratio:.2f} (target: <= 2, and p99 during under 20 ms: {q(during, 99)} ms)")
-print(f"A drain: alone {a_alone} events/s, during B's calls {a_during} events/s, ratio {a_during / max(1, a_alone):.2f} (target: within 10 %)")
+if mode == "shared":
+    print(f"B p99 during / alone: {ratio:.2f} (target: <= 2, and p99 during under 20 ms: {q(during, 99)} ms)")
+    print(f"A drain: alone {a_alone} events/s, during B's calls {a_during} events/s, ratio {a_during / max(1, a_alone):.2f} (target: within 10 %)")
+else:
+    print(f"B p99 during / alone: {ratio:.2f}; A drain: alone {a_alone} events/s, during B's calls {a_during} events/s")
+with open(sys.argv[6], "w") as f:
+    json.dump({"b_alone_p99": q(alone, 99), "b_during_p99": q(during, 99), "a_alone": a_alone, "a_during": a_during}, f)
+PY
+
+echo "== Fairness: app B at $B_RATE calls/s alone ($B_SECONDS s) and while app A drains $BACKLOG events written in 1 s; one pushgw run, A and B on one credential, the APNs simulator answering at once"
+start_gateway shared "$app_a, $app_b"
+shared=$gateway
+python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" shared "$work/shared.json"
+[ "${FAIR_FLOOR:-1}" = 0 ] && exit 0
+stop_gateway "$shared"
+
+echo "-- the isolation floor: the same, A and B each routed by its own pushgw run (the same Redis, simulator and cores)"
+start_gateway only-a "$app_a"
+only_a=$gateway
+start_gateway only-b "$app_b"
+only_b=$gateway
+python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" split "$work/split.json"
+stop_gateway "$only_a"; stop_gateway "$only_b"
+python3 - "$work/shared.json" "$work/split.json" <<'PY'
+import json, sys
+shared, split = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"B p99 during A's drain: shared gateway {shared['b_during_p99']} ms, isolation floor {split['b_during_p99']} ms, "
+      f"ratio {shared['b_during_p99'] / max(1, split['b_during_p99']):.2f} (what pushgw's sharing costs over the machine's floor); "
+      f"A drain: shared {shared['a_during']} events/s, floor {split['a_during']} events/s")
 PY

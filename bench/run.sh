@@ -40,7 +40,9 @@
 #   calls/s alone and while app A drains a 50,000-event backlog written in 1 s: B's XADD→result
 #   p50/p99/max both ways and their p99 ratio (target ≤ 2 and under 20 ms), A's drain rate alone
 #   and during (target: within 10 %). Twice: with A at the router's per-app cap (1,000 in flight)
-#   and at limits.max_in_flight 100, the trade-off between B's latency and A's rate.
+#   and at limits.max_in_flight 100, the trade-off between B's latency and A's rate. The
+#   first run also measures the isolation floor: A and B each routed by its own `pushgw run`
+#   on the same Redis, simulator and cores, and B's p99 in the shared gateway over that floor's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -371,7 +373,7 @@ echo
 PUSHGW_BIN="$bin" bench/fairness.sh
 echo
 echo "(again, app A at limits.max_in_flight 100)"
-PUSHGW_BIN="$bin" FAIR_A_MAX_IN_FLIGHT=100 bench/fairness.sh
+PUSHGW_BIN="$bin" FAIR_A_MAX_IN_FLIGHT=100 FAIR_FLOOR=0 bench/fairness.sh
 
 # The HTTP API (bench/ingest.sh): call events POSTed to pushgw run's ingest listener beside the
 # same count XADDed by a Redis producer; events/s both ways, the API's accept p50/p99.
