@@ -95,3 +95,27 @@ start_nghttpd_and_redis() {
   pids+=($!)
   wait_port "$rport"
 }
+
+# Runs `pushgw run --role router` (BIN/pushgw, config CONFIG) until the 4 apps' results streams
+# hold EVENTS results, then stops it: drain_router BIN CONFIG REDIS_PORT EVENTS CONSUMER.
+drain_router() {
+  "$1/pushgw" run --config "$2" --role router --consumer "$5" >/dev/null 2>&1 &
+  local gw=$!
+  pids+=("$gw")
+  for _ in $(seq 1 1200); do [ "$(results_total "$3")" -ge "$4" ] && break; sleep 0.1; done
+  kill -TERM "$gw"; wait "$gw" || true
+  forget_pid "$gw"
+}
+
+# h2load's CPU per request, µs, for N VoIP pushes of BODY (2 connections x 100 streams, as
+# bench/run.sh runs it) to token TOKEN at nghttpd on PORT, signed with JWT: run by python,
+# which reads the child's CPU time (RUSAGE_CHILDREN) afterwards.
+# h2load_cpu_us N BODY JWT PORT TOKEN.
+h2load_cpu_us() {
+  python3 -c 'import resource,subprocess,sys
+subprocess.run(sys.argv[2:], capture_output=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{(r.ru_utime + r.ru_stime) * 1e6 / int(sys.argv[1]):.2f}")' "$1" h2load -n "$1" -c 2 -m 100 -d "$2" \
+    -H 'apns-push-type: voip' -H 'apns-topic: com.example.app.voip' -H 'apns-priority: 10' \
+    -H 'apns-expiration: 0' -H "authorization: bearer $3" "https://127.0.0.1:$4/3/device/$5"
+}

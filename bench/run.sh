@@ -252,12 +252,7 @@ run_rps=()
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill
-  "$bin/pushgw" run --config "$work/e2e-gw.json" --role router --consumer bench-run >/dev/null 2>&1 &
-  gw=$!
-  pids+=("$gw")
-  for _ in $(seq 1 1200); do [ "$(results_total "$rport")" -ge "$EVENTS" ] && break; sleep 0.1; done
-  kill -TERM "$gw"; wait "$gw" || true
-  forget_pid "$gw"
+  drain_router "$bin" "$work/e2e-gw.json" "$rport" "$EVENTS" bench-run
   run_rps+=("$(results_rate "$rport" "$EVENTS")")
 done
 run_median=$(printf '%s\n' "${run_rps[@]}" | median)
