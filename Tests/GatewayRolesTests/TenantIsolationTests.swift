@@ -83,10 +83,11 @@ final class TenantIsolationTests: XCTestCase {
               + "\(during[during.count / 2])/\(p99(during)) ms (acme calls not yet recorded: \(acmeLeft))")
         XCTAssertGreaterThan(acmeLeft, 0, "beta was measured while acme's calls were still being throttled")
         // Generous: here the simulator and the router share one loop, so acme's 12,000 answered
-        // pushes take CPU from beta's calls (18 ms against 7.5 ms alone, once, under load). What
-        // the bound catches is a credential's 429s reaching another credential's pushes: with
-        // beta on acme's credential its p99 was 567 ms.
-        XCTAssertLessThanOrEqual(p99(during), max(3 * p99(alone), p99(alone) + 15),
+        // pushes take CPU from beta's calls (18 ms against 7.5 ms alone, once, under load; 35.6
+        // against 8.5 with other builds on the 2 cores). What the bound catches is a credential's
+        // 429s reaching another credential's pushes: with beta on acme's credential its p99 was
+        // 567 ms, ten times the bound's slack.
+        XCTAssertLessThanOrEqual(p99(during), max(3 * p99(alone), p99(alone) + 50),
                                  "beta's p99 during acme's 429s \(p99(during)) ms, alone \(p99(alone)) ms")
         h.runUntil("every call recorded", timeoutMs: 120_000) { h.recorded.count >= flood + 160 }
         for i in 0..<80 {
