@@ -98,6 +98,9 @@ start_nghttpd_and_redis() {
 
 # Runs `pushgw run --role router` (BIN/pushgw, config CONFIG) until the 4 apps' results streams
 # hold EVENTS results, then stops it: drain_router BIN CONFIG REDIS_PORT EVENTS CONSUMER.
+# The pid of the redis-server on port $1 (its process CPU is read from /proc).
+redis_server_pid() { redis-cli -p "$1" INFO server | awk -F: '/^process_id/ {print $2}' | tr -d '\r'; }
+
 drain_router() {
   "$1/pushgw" run --config "$2" --role router --consumer "$5" >/dev/null 2>&1 &
   local gw=$!

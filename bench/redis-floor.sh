@@ -20,7 +20,7 @@ EVENTS=${BENCH_FLOOR_EVENTS:-20000}
 ROUNDS=${BENCH_ROUNDS:-3}
 
 start_nghttpd_and_redis
-redis_pid=$(redis-cli -p "$rport" INFO server | awk -F: '/^process_id/ {print $2}' | tr -d '\r')
+redis_pid=$(redis_server_pid "$rport")
 echo "== Redis CPU per event, the floor: bare commands, no Lua, pipelined ($EVENTS events, $ROUNDS rounds)"
 floors=()
 for _ in $(seq 1 "$ROUNDS"); do

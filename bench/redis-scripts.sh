@@ -21,7 +21,7 @@ EVENTS=${BENCH_SCRIPT_EVENTS:-20000}
 ROUNDS=${BENCH_SCRIPT_ROUNDS:-3}
 
 start_nghttpd_and_redis
-redis_pid=$(redis-cli -p "$rport" INFO server | awk -F: '/^process_id/ {print $2}' | tr -d '\r')
+redis_pid=$(redis_server_pid "$rport")
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
 "$bench_bin/pushgw-bench" scripts > "$work/scripts.json"
 # One drain: the calls pre-filled, then whatever "$@" says (the counters' reset), then pushgw
