@@ -68,8 +68,9 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        // libcurl's variadic setters, which Swift cannot call, and the address check of its sockets.
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl opened on first use (dlopen, not linked), its functions called through it; its
+        // variadic setters, which Swift cannot call; the address check of its sockets.
         .target(name: "CCurlOptions", dependencies: ["CCurl"]),
         // Function-like macros of OpenSSL that Swift cannot import, wrapped as functions.
         .target(name: "CMacros", dependencies: ["COpenSSL"]),

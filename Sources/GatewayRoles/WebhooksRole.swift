@@ -74,6 +74,13 @@ package final class WebhooksRole {
                                       config: hooks, secret: secret))
             stats[id] = Stats()
         }
+        // Opened here, not at the first delivery, so a gateway whose libcurl is missing says so
+        // at start; the webhook streams keep their entries for a gateway that has it.
+        if !apps.isEmpty, let problem = HTTPPoster.load() {
+            log.error("webhooks off: their HTTP client cannot be opened", ["apps": apps.map(\.keys.app).joined(separator: ","), "error": problem])
+            apps = []
+            stats = [:]
+        }
         touchTimer = LoopTimer(loop: loop) { [unowned self] in self.touch() }
     }
 

@@ -43,10 +43,12 @@ public struct HTTPPostRequest: Sendable {
 /// POSTs on the loop, many at once, each completed once on the loop.
 ///
 /// Loop-owned. `close()` before the loop is freed; transfers still running then complete with
-/// `.transportFailed("closed")`.
+/// `.transportFailed("closed")`. libcurl is opened by the first `post` (or `HTTPPoster.load()`),
+/// not at start: a poster that never posts costs no library.
 public final class HTTPPoster {
     private let loop: EventLoop
-    private let multi: UnsafeMutableRawPointer
+    /// curl's multi handle, made by the first `post`.
+    private var multi: UnsafeMutableRawPointer?
     private var timer: LoopTimer!
     /// Libevent's event per socket curl watches.
     private var sockets: [curl_socket_t: OpaquePointer] = [:]
@@ -67,14 +69,24 @@ public final class HTTPPoster {
         deinit { refused.deallocate() }
     }
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+    /// Opens libcurl for this process, once (every later call says the same): nil when it is
+    /// ready, else why it cannot be (the library missing or broken), for a log line at start.
+    public static func load() -> String? {
+        pushgw_curl_load() == 0 ? nil : String(cString: pushgw_curl_load_error())
+    }
 
     public init(loop: EventLoop) {
-        _ = HTTPPoster.globalInit
         self.loop = loop
-        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
-        self.multi = multi
         timer = LoopTimer(loop: loop) { [unowned self] in self.act(socket: CURL_SOCKET_BAD, flags: 0) }
+    }
+
+    /// Makes the multi handle if this is the first post: nil when it is there, else why not
+    /// (libcurl cannot be opened, or no memory).
+    private func openMulti() -> String? {
+        if multi != nil { return nil }
+        if let problem = HTTPPoster.load() { return problem }
+        guard let multi = pushgw_curl_multi_init() else { return "curl_multi_init failed: out of memory" }
+        self.multi = multi
         let me = Unmanaged.passUnretained(self).toOpaque()
         pushgw_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
         pushgw_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
@@ -87,17 +99,20 @@ public final class HTTPPoster {
             if timeoutMs < 0 { poster.timer.cancel() } else { poster.timer.schedule(afterMs: Int64(timeoutMs)) }
             return 0
         }
+        return nil
     }
 
     /// Starts `request`; `completion` runs on the loop once: later, or at once when curl cannot
     /// even take the request (out of memory, an option it refuses).
     public func post(_ request: HTTPPostRequest, completion: @escaping (HTTPPostOutcome) -> Void) {
         loop.assertInLoop()
-        guard let easy = curl_easy_init() else { return completion(.transportFailed("curl_easy_init failed: out of memory")) }
+        if let problem = openMulti() { return completion(.transportFailed(problem)) }
+        guard let multi else { preconditionFailure("openMulti made the multi handle") }
+        guard let easy = pushgw_curl_easy_init() else { return completion(.transportFailed("curl_easy_init failed: out of memory")) }
         let transfer = Transfer(easy: easy, completion: completion)
         var list: UnsafeMutablePointer<curl_slist>?
         // No `Expect: 100-continue` round trip before the body.
-        for line in request.headers + ["Expect:"] { list = curl_slist_append(list, line) }
+        for line in request.headers + ["Expect:"] { list = pushgw_curl_slist_append(list, line) }
         transfer.headers = list
         var failed: CURLcode = CURLE_OK
         func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
@@ -117,32 +132,34 @@ public final class HTTPPoster {
         set(pushgw_easy_discard_body(easy))
         set(pushgw_easy_check_addresses(easy, request.allowPrivateTargets ? 1 : 0, transfer.refused))
         guard failed == CURLE_OK else {
-            let text = String(cString: curl_easy_strerror(failed))
+            let text = String(cString: pushgw_curl_easy_strerror(failed))
             release(transfer)
             return completion(.transportFailed(text))
         }
         transfers[easy] = transfer
-        curl_multi_add_handle(multi, easy)
+        pushgw_curl_multi_add_handle(multi, easy)
     }
 
     /// Stops every transfer (each completes with `.transportFailed("closed")`) and frees curl's side.
     public func close() {
+        timer.close()
+        guard let multi else { return }  // never posted: curl has nothing of ours
         let left = transfers.values
         transfers = [:]
         for transfer in left {
-            curl_multi_remove_handle(multi, transfer.easy)
+            pushgw_curl_multi_remove_handle(multi, transfer.easy)
             release(transfer)
             transfer.completion(.transportFailed("closed"))
         }
         for event in sockets.values { event_free(event) }
         sockets = [:]
-        timer.close()
-        curl_multi_cleanup(multi)
+        pushgw_curl_multi_cleanup(multi)
+        self.multi = nil
     }
 
     private func release(_ transfer: Transfer) {
-        curl_easy_cleanup(transfer.easy)
-        curl_slist_free_all(transfer.headers)
+        pushgw_curl_easy_cleanup(transfer.easy)
+        pushgw_curl_slist_free_all(transfer.headers)
     }
 
     /// curl's socket callback: watch `socket` for what curl asks, or stop watching it.
@@ -165,10 +182,11 @@ public final class HTTPPoster {
 
     /// Lets curl work on `socket` (or its timeouts) and completes what finished.
     private func act(socket: curl_socket_t, flags: Int32) {
+        guard let multi else { return }
         var stillRunning: Int32 = 0
-        curl_multi_socket_action(multi, socket, flags, &stillRunning)
+        pushgw_curl_multi_socket_action(multi, socket, flags, &stillRunning)
         var left: Int32 = 0
-        while let message = curl_multi_info_read(multi, &left) {
+        while let message = pushgw_curl_multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
                   let transfer = transfers.removeValue(forKey: easy) else { continue }
             let code = message.pointee.data.result
@@ -179,9 +197,9 @@ public final class HTTPPoster {
             } else if transfer.refused.pointee != 0 {
                 outcome = .refusedAddress
             } else {
-                outcome = .transportFailed(String(cString: curl_easy_strerror(code)))
+                outcome = .transportFailed(String(cString: pushgw_curl_easy_strerror(code)))
             }
-            curl_multi_remove_handle(multi, easy)
+            pushgw_curl_multi_remove_handle(multi, easy)
             release(transfer)
             transfer.completion(outcome)
         }

@@ -163,9 +163,37 @@ final class WebhookProcessTests: XCTestCase {
         XCTAssertTrue(metrics.contains(#"pushgw_webhooks_sent_total{app="acme",status="204"} 20"#), metrics)
         XCTAssertTrue(metrics.contains(#"pushgw_webhook_latency_seconds_count{app="acme"} 20"#), "latency per attempt")
         XCTAssertTrue(metrics.contains(#"pushgw_webhook_failures_total{app="acme",result="dead_lettered"} 0"#))
+        XCTAssertTrue(WebhookProcessTests.mapsLibcurl(gateway.pid), "a gateway that posts webhooks has opened libcurl")
         XCTAssertEqual(gateway.stop(), 0)
         let checked = try verifyWithTheDocumentedSnippets(s, got[0])
         print("webhooks: 20 of 20 results delivered, 20 signatures verified by the receiver; docs/webhooks.md's \(checked.joined(separator: ", ")) snippets verify a delivery and refuse it altered")
+    }
+
+    /// Process `pid`'s mapped files (/proc/PID/maps, read whole by cat: Foundation's read of a
+    /// /proc file stops at its first page).
+    private static func maps(_ pid: Int32) throws -> String {
+        try runCommand("/bin/cat", ["/proc/\(pid)/maps"]).1
+    }
+
+    /// Whether process `pid` has libcurl mapped.
+    private static func mapsLibcurl(_ pid: Int32) -> Bool {
+        ((try? maps(pid)) ?? "").contains("libcurl")
+    }
+
+    /// libcurl is opened on first use, not linked (CCurlOptions): a gateway none of whose apps
+    /// sends webhooks routes a call without mapping it or any of the ~25 libraries it brings.
+    func testAGatewayWithoutWebhooksNeverOpensLibcurl() throws {
+        let world = try ProcessWorld()
+        defer { world.stop() }
+        let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()])
+        let gateway = try world.gateway(config: config, consumer: "gw-plain", log: world.directory + "/gw.log")
+        try send(Setup(world: world, config: config, secret: "", port: 0, received: "", adminPort: 0),
+                 [WebhookProcessTests.call("plain-1", token: "0000c001")])
+        waitUntil("the call's result", timeoutMs: 60_000) { world.results() >= 1 }
+        let maps = try WebhookProcessTests.maps(gateway.pid)
+        XCTAssertTrue(maps.contains("libhiredis"), "the maps of the running gateway were read whole: \(maps.suffix(300))")
+        XCTAssertFalse(maps.contains("libcurl"), "no libcurl in a gateway without webhooks")
+        XCTAssertEqual(gateway.stop(), 0)
     }
 
     /// The receiver is down for 30 s; meanwhile the gateway is SIGKILLed and started again

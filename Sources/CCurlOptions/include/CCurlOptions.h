@@ -1,9 +1,33 @@
-// libcurl's variadic setters and getters (curl_easy_setopt, curl_multi_setopt,
-// curl_easy_getinfo), which Swift cannot call, as one function per argument type; and the
-// socket-opening callback that refuses addresses a webhook must not reach.
+// libcurl, opened on first use: the binary does not link it (a router that never posts a
+// webhook maps none of libcurl's ~25 libraries), so every libcurl function pushgw calls is
+// here, called through the library `pushgw_curl_load` opened. Also libcurl's variadic setters
+// and getters (curl_easy_setopt, curl_multi_setopt, curl_easy_getinfo), which Swift cannot
+// call, as one function per argument type; and the socket-opening callback that refuses
+// addresses a webhook must not reach.
+//
+// Invariant: no other function here may be called before `pushgw_curl_load` returned 0.
 #ifndef PUSHGW_CCURLOPTIONS_H
 #define PUSHGW_CCURLOPTIONS_H
 #include <curl/curl.h>
+
+/// Opens libcurl (libcurl.so.4, Debian's libcurl4) and runs curl_global_init, once per
+/// process, from any thread: 0 when libcurl is ready (now or earlier), -1 when it cannot be
+/// (then `pushgw_curl_load_error` says why, the same on every later call).
+int pushgw_curl_load(void);
+/// Why `pushgw_curl_load` failed (dlopen's or dlsym's words), or NULL when it did not.
+const char *pushgw_curl_load_error(void);
+
+CURL *pushgw_curl_easy_init(void);
+void pushgw_curl_easy_cleanup(CURL *easy);
+const char *pushgw_curl_easy_strerror(CURLcode code);
+CURLM *pushgw_curl_multi_init(void);
+CURLMcode pushgw_curl_multi_cleanup(CURLM *multi);
+CURLMcode pushgw_curl_multi_add_handle(CURLM *multi, CURL *easy);
+CURLMcode pushgw_curl_multi_remove_handle(CURLM *multi, CURL *easy);
+CURLMcode pushgw_curl_multi_socket_action(CURLM *multi, curl_socket_t socket, int flags, int *running);
+CURLMsg *pushgw_curl_multi_info_read(CURLM *multi, int *left);
+struct curl_slist *pushgw_curl_slist_append(struct curl_slist *list, const char *line);
+void pushgw_curl_slist_free_all(struct curl_slist *list);
 
 CURLcode pushgw_easy_setopt_long(CURL *easy, CURLoption option, long value);
 CURLcode pushgw_easy_setopt_pointer(CURL *easy, CURLoption option, const void *value);
