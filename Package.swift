@@ -55,7 +55,7 @@ let package = Package(
         // The command line: one file per verb, and the one place that wires a process together.
         .target(name: "PushgwCommands", dependencies: ["BuildVersion", "AdminEndpoint", "IngestEndpoint", "GatewayRoles", "GatewayConfiguration", "EventLoop",
                                                        "APNs", "FCM", "APNsSimulator", "CallStorage", "RedisClient", "DeadLetters",
-                                                       "VisibleText", "JSONOutput", "CSystemd"]),
+                                                       "VisibleText", "JSONOutput", "CSystemdCalls"]),
         .executableTarget(name: "pushgw", dependencies: ["PushgwCommands"]),
         // `make bench`: pushgw's side of the measurements (bench/run.sh runs the references).
         .executableTarget(name: "pushgw-bench", dependencies: ["APNs", "FCM", "EventLoop", "CallStorage", "RedisClient", "Routing", "Retry", "OutboundHTTP",
@@ -67,7 +67,10 @@ let package = Package(
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
-        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CSystemd", providers: [.apt(["libsystemd-dev"])]),
+        // sd_notify and sd_watchdog_enabled, libsystemd opened (dlopen, not linked) only when
+        // systemd started the process.
+        .target(name: "CSystemdCalls", dependencies: ["CSystemd"]),
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // libcurl opened on first use (dlopen, not linked), its functions called through it; its
         // variadic setters, which Swift cannot call; the address check of its sockets.

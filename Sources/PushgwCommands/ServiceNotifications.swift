@@ -1,4 +1,4 @@
-import CSystemd
+import CSystemdCalls
 import EventLoop
 
 /// What `pushgw run` tells systemd about itself under `Type=notify` (docs/operations.md,
@@ -7,7 +7,8 @@ import EventLoop
 /// down still starts), `RELOADING=1` then `READY=1` around a SIGHUP, `STOPPING=1` when a drain
 /// begins, and `WATCHDOG=1` every half of the unit's `WatchdogSec=`, sent from the loop: a loop
 /// that stops turning stops the pings, and systemd restarts the service. Outside systemd
-/// (`NOTIFY_SOCKET` unset) `sd_notify` does nothing.
+/// (`NOTIFY_SOCKET` unset) `sd_notify` does nothing, and libsystemd is not even opened
+/// (CSystemdCalls).
 ///
 /// Loop-owned.
 final class ServiceNotifications {
@@ -20,7 +21,7 @@ final class ServiceNotifications {
 
     init(loop: EventLoop) {
         var usec: UInt64 = 0
-        pingEveryMs = sd_watchdog_enabled(0, &usec) > 0 && usec > 0 ? max(1, Int64(usec / 2_000)) : nil
+        pingEveryMs = pushgw_sd_watchdog_enabled(&usec) > 0 && usec > 0 ? max(1, Int64(usec / 2_000)) : nil
         timer = LoopTimer(loop: loop) { [unowned self] in self.turn() }
     }
 
@@ -54,6 +55,6 @@ final class ServiceNotifications {
     }
 
     private static func send(_ state: String) {
-        _ = sd_notify(0, state)
+        _ = pushgw_sd_notify(state)
     }
 }

@@ -23,6 +23,7 @@ final class ServiceNotificationsProcessTests: XCTestCase {
 
         let ready = try socket.receive(until: { $0.contains { $0.hasPrefix("READY=1") } })
         XCTAssertEqual(ready.first { $0.hasPrefix("READY=1") }, "READY=1\nSTATUS=running for 2 apps", "\(ready)")
+        XCTAssertTrue(try mappedFiles(pid: gateway.pid).contains("libsystemd"), "under systemd, libsystemd is opened")
         let pings = try socket.receive(until: { $0.filter { $0 == "WATCHDOG=1" }.count >= 5 })
         XCTAssertGreaterThanOrEqual(pings.filter { $0 == "WATCHDOG=1" }.count, 5, "pings every 200 ms: \(pings)")
 
@@ -53,6 +54,9 @@ final class ServiceNotificationsProcessTests: XCTestCase {
         let config = try world.writeConfig(apps: ["acme": ProcessWorld.app()], admin: #""listen": "127.0.0.1:\#(port)""#)
         let gateway = try world.gateway(config: config, consumer: "no-notify")
         try waitForPort(port)
+        let maps = try mappedFiles(pid: gateway.pid)
+        XCTAssertTrue(maps.contains("libhiredis"), "the running gateway's maps were read whole: \(maps.suffix(300))")
+        XCTAssertFalse(maps.contains("libsystemd"), "outside systemd, libsystemd is not opened (CSystemdCalls)")
         XCTAssertEqual(gateway.stop(signal: SIGTERM), 0)
     }
 }

@@ -169,15 +169,9 @@ final class WebhookProcessTests: XCTestCase {
         print("webhooks: 20 of 20 results delivered, 20 signatures verified by the receiver; docs/webhooks.md's \(checked.joined(separator: ", ")) snippets verify a delivery and refuse it altered")
     }
 
-    /// Process `pid`'s mapped files (/proc/PID/maps, read whole by cat: Foundation's read of a
-    /// /proc file stops at its first page).
-    private static func maps(_ pid: Int32) throws -> String {
-        try runCommand("/bin/cat", ["/proc/\(pid)/maps"]).1
-    }
-
     /// Whether process `pid` has libcurl mapped.
     private static func mapsLibcurl(_ pid: Int32) -> Bool {
-        ((try? maps(pid)) ?? "").contains("libcurl")
+        ((try? mappedFiles(pid: pid)) ?? "").contains("libcurl")
     }
 
     /// libcurl is opened on first use, not linked (CCurlOptions): a gateway none of whose apps
@@ -190,7 +184,7 @@ final class WebhookProcessTests: XCTestCase {
         try send(Setup(world: world, config: config, secret: "", port: 0, received: "", adminPort: 0),
                  [WebhookProcessTests.call("plain-1", token: "0000c001")])
         waitUntil("the call's result", timeoutMs: 60_000) { world.results() >= 1 }
-        let maps = try WebhookProcessTests.maps(gateway.pid)
+        let maps = try mappedFiles(pid: gateway.pid)
         XCTAssertTrue(maps.contains("libhiredis"), "the maps of the running gateway were read whole: \(maps.suffix(300))")
         XCTAssertFalse(maps.contains("libcurl"), "no libcurl in a gateway without webhooks")
         XCTAssertEqual(gateway.stop(), 0)

@@ -126,6 +126,12 @@ public final class ChildProcess: @unchecked Sendable {
     }
 }
 
+/// The files process `pid` has mapped (/proc/PID/maps), read whole by cat: Foundation's read of a
+/// /proc file stops at its first page.
+public func mappedFiles(pid: Int32) throws -> String {
+    try runCommand("/bin/cat", ["/proc/\(pid)/maps"]).1
+}
+
 /// Runs a command to its end and returns (exit status, stdout, stderr). `stdin` is written to
 /// the command's standard input (a file, not a terminal). A command still running after
 /// `timeoutMs` is killed and the call throws, naming it.
