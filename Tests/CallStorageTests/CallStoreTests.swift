@@ -733,6 +733,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
+    override func testFinishWritesADevicesDeadLettersWithTheRecordOnlyOnce() throws { try super.testFinishWritesADevicesDeadLettersWithTheRecordOnlyOnce() }
     override func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() { super.testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() }
     override func testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep() throws {
         try super.testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep()
