@@ -435,6 +435,12 @@ package final class GatewayMetrics: RouterObservations {
         tokenFeedback.inc([app, feedback.channel.rawValue, reason])
     }
 
+    /// A dead letter's reason code, its label: the code part only (`apns_credentials`, not
+    /// `apns_credentials: BadTopic`), so the label's values stay bounded.
+    private static func reasonCode(_ reason: String?) -> String {
+        reason.map { String($0.prefix { $0 != ":" }) } ?? "unknown"
+    }
+
     package func callRecorded(app: String, record: OutcomeRecord) {
         if record.outcome == .duplicate {
             // Not an outcome of its own: the first one was counted when it was recorded.
@@ -449,13 +455,17 @@ package final class GatewayMetrics: RouterObservations {
         usual[app, default: UsualCounts()].finished[GatewayMetrics.outcomeIndex[record.outcome]!] += 1
         switch record.outcome {
         case .deadLettered:
-            // The code part only (`apns_credentials`, not `apns_credentials: BadTopic`): bounded.
-            let reason = record.reason.map { String($0.prefix { $0 != ":" }) } ?? "unknown"
-            deadLetters.inc([app, reason])
+            deadLetters.inc([app, GatewayMetrics.reasonCode(record.reason)])
         case .expired:
             deadlineMisses.inc([app])
         case .deliveredVoip, .deliveredAlert, .undeliverable, .cancelled, .answered, .declined, .ringing, .duplicate:
             break
+        }
+        if record.outcome != .deadLettered, let devices = record.devices {
+            // A call with devices that is no dead letter wrote one per device that was (its outcome says so).
+            for device in devices where device.outcome == .deadLettered {
+                deadLetters.inc([app, GatewayMetrics.reasonCode(device.reason)])
+            }
         }
         if let latencyMs = record.latencyMs,
            let channel = record.channel ?? record.attempts.last?.channel {

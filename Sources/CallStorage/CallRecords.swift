@@ -76,6 +76,10 @@ public struct FinishRecord: Equatable, Sendable {
     public var entryID: String? { box.fields.entryID }
     public var record: ResultEntry { box.fields.record }
     public var invalidTokens: [InvalidToken] { box.fields.invalidTokens }
+    /// The dead letters of a call with devices whose outcome is no dead letter, one per
+    /// device whose ring was one (`DeadLetterEntry.device`): written with the record, only
+    /// when the record is (so a record written again writes none twice).
+    public var deadLetters: [DeadLetterEntry] { box.fields.deadLetters }
     /// With ring receipts on, what the record tells the guard against iOS's silent VoIP ban
     /// (`RingTally`); nil: nothing (receipts off, or nothing to tell).
     public var ringTally: RingTally? { box.fields.ringTally }
@@ -85,6 +89,7 @@ public struct FinishRecord: Equatable, Sendable {
         var record: ResultEntry
         var invalidTokens: [InvalidToken]
         var ringTally: RingTally?
+        var deadLetters: [DeadLetterEntry]
     }
 
     private final class Box: Sendable {
@@ -96,8 +101,10 @@ public struct FinishRecord: Equatable, Sendable {
 
     public static func == (a: FinishRecord, b: FinishRecord) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
 
-    public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [], ringTally: RingTally? = nil) {
-        box = Box(Fields(entryID: entryID, record: record, invalidTokens: invalidTokens, ringTally: ringTally))
+    public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [], ringTally: RingTally? = nil,
+                deadLetters: [DeadLetterEntry] = []) {
+        box = Box(Fields(entryID: entryID, record: record, invalidTokens: invalidTokens, ringTally: ringTally,
+                         deadLetters: deadLetters))
     }
 }
 
@@ -214,8 +221,9 @@ public struct InvalidToken: Equatable, Sendable {
 }
 
 /// A dead letter's fields (stream `dead`: `event`, `reason`, `attempts`, `first_failure_ms`,
-/// `last_failure_ms`, `replays`, `app`, and for an event kept only in part `event_bytes` and
-/// `event_sha256`; the app comes from the `AppKeys`).
+/// `last_failure_ms`, `replays`, `app`, for an event kept only in part `event_bytes` and
+/// `event_sha256`, and for one device's ring of a call with devices `device`; the app comes
+/// from the `AppKeys`).
 public struct DeadLetterEntry: Equatable, Sendable {
     /// How much of an event refused for its size a dead letter keeps: enough to see what it
     /// was (its id and type are near its start), not what it weighed.
@@ -236,10 +244,14 @@ public struct DeadLetterEntry: Equatable, Sendable {
     public var lastFailureMs: Int64
     /// How many times this event was already replayed from the dead letters.
     public var replays: Int
+    /// The device (its id in the event's `devices`) whose ring alone this dead letter is, in a
+    /// call whose outcome is no dead letter (`FinishRecord.deadLetters`); nil: the whole event's.
+    public var device: String?
 
     public init(event: [UInt8], reason: String, attemptsJSON: String, firstFailureMs: Int64, lastFailureMs: Int64, replays: Int = 0,
-                eventBytes: Int? = nil, eventSHA256: String? = nil) {
+                eventBytes: Int? = nil, eventSHA256: String? = nil, device: String? = nil) {
         self.event = event
+        self.device = device
         self.eventBytes = eventBytes
         self.eventSHA256 = eventSHA256
         self.reason = reason

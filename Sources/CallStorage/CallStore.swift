@@ -270,15 +270,17 @@ public final class CallStore {
         // Keys first (calls, results, feedback, then per record its result key and invalid-token
         // keys), then ARGV, written straight into one command buffer: no string per key.
         let guarded = records.contains { $0.ringTally != nil }
+        let deadLettering = records.contains { !$0.deadLetters.isEmpty }
         var keyCount = guarded ? 5 : 3
         var size = 0
         for r in records {
             guard let eventId = r.record.eventId else {
                 preconditionFailure("finish needs the event id (its idempotency key); use deadLetter for events without one")
             }
-            keyCount += 1 + r.invalidTokens.count
+            keyCount += 1 + r.invalidTokens.count + (r.deadLetters.isEmpty ? 0 : 1)
             size += app.cancelResultPrefix.utf8.count + eventId.utf8.count + r.record.resultJSON.utf8.count + 64
                 + r.invalidTokens.count * 256
+            for d in r.deadLetters { size += d.event.count + d.reason.utf8.count + d.attemptsJSON.utf8.count + 256 }
             switch r.ringTally {
             case nil: break
             case let .call(rings, _):
@@ -290,7 +292,7 @@ public final class CallStore {
             }
         }
         if app.sendsWebhooks { keyCount += 1 }
-        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 8 + 5 * records.count)
+        var body = RedisCommand(reservingBytes: size + 256, arguments: keyCount + 10 + 6 * records.count)
         body.append(app.calls)
         body.append(app.results)
         body.append(app.feedback)
@@ -312,12 +314,14 @@ public final class CallStore {
             case let .receipt(ringingID):
                 body.append(app.silentRingPrefix, ringingID)
             }
+            if !r.deadLetters.isEmpty { body.append(app.dead) }
         }
         if app.sendsWebhooks { body.append(app.webhooks) }
         let windows = RetentionWindows.of(app, in: config.windows)
         for arg in [config.group, String(windows.resultSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
                     String(windows.invalidTokenSeconds), String(records.count),
-                    guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : ""] {
+                    guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : "",
+                    deadLettering ? app.app : "", config.deadMaxLen.map { String($0) } ?? ""] {
             body.append(arg)
         }
         for r in records {
@@ -333,20 +337,34 @@ public final class CallStore {
                 body.append(String(t.timestampMs))
                 body.append(t.environment ?? "")
             }
-            guard guarded else { continue }
-            switch r.ringTally {
-            case nil:
-                body.append("")
-            case let .call(rings, suspectAfter):
-                body.append("c")
-                body.append(String(suspectAfter))
-                body.append(String(rings.count))
-                for ring in rings {
-                    body.append(ring.voipToken)
-                    body.append(ring.silent ? "1" : "0")
+            if guarded {
+                switch r.ringTally {
+                case nil:
+                    body.append("")
+                case let .call(rings, suspectAfter):
+                    body.append("c")
+                    body.append(String(suspectAfter))
+                    body.append(String(rings.count))
+                    for ring in rings {
+                        body.append(ring.voipToken)
+                        body.append(ring.silent ? "1" : "0")
+                    }
+                case .receipt:
+                    body.append("r")
                 }
-            case .receipt:
-                body.append("r")
+            }
+            guard deadLettering else { continue }
+            body.append(String(r.deadLetters.count))
+            for d in r.deadLetters {
+                body.append(bytes: d.event)
+                body.append(d.reason)
+                body.append(d.attemptsJSON)
+                body.append(String(d.firstFailureMs))
+                body.append(String(d.lastFailureMs))
+                body.append(String(d.replays))
+                body.append(d.device ?? "")
+                body.append(d.eventBytes.map { String($0) } ?? "")
+                body.append(d.eventSHA256 ?? "")
             }
         }
         let count = records.count

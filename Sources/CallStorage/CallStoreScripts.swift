@@ -121,6 +121,12 @@ enum CallStoreLua {
     /// `SET NX`), lists it, and writes one feedback entry, reason `voip_suspected_blocked`. A
     /// call where some device rang, and a receipt's own record, reset the app's count; a call
     /// whose rings were all silent adds one. A receipt takes its silent ring's token.
+    /// ARGV[9] is '' unless the batch carries devices' dead letters (`FinishRecord.deadLetters`);
+    /// with them, ARGV[9] is the app, ARGV[10] the dead stream's maxlen ('' = none), after each
+    /// record's tally (or feedback) comes d, then d × (event, reason, attempts, first failure
+    /// ms, last failure ms, replays, device, event bytes, event SHA-256), and a record with
+    /// d > 0 has the dead stream as its last key. Each is XADDed to the dead stream when the
+    /// record is written (never for a duplicate's answer or an own result already there).
     /// Returns {r₁ … rₙ, acked count}: rᵢ = 1 when the record was written, the outcome
     /// recorded first for its id when only its `duplicate` result was written, 0 when nothing
     /// was written (its entry's own result is there already: `ownResult`); with tallies also
@@ -129,7 +135,8 @@ enum CallStoreLua {
     static let finish = recordThenAcknowledge + """
         sendsWebhooks(ARGV[8])
         local out, ids = {}, {}
-        local a, k = 9, 4
+        local a, k = 11, 4
+        local deadApp = ARGV[9] ~= '' and ARGV[9]
         local guard = ARGV[7] ~= '' and ARGV[7]
         local without, marked, late = false, {}, {}
         if guard then k = 6 end
@@ -217,6 +224,30 @@ enum CallStoreLua {
             else
               a = a + 1
             end
+          end
+          if deadApp then
+            local d = tonumber(ARGV[a])
+            if d > 0 then
+              if recorded == 1 then
+                for j = 0, d - 1 do
+                  local b = a + 1 + 9 * j
+                  local fields = {'event', ARGV[b], 'reason', ARGV[b + 1], 'attempts', ARGV[b + 2],
+                    'first_failure_ms', ARGV[b + 3], 'last_failure_ms', ARGV[b + 4], 'replays', ARGV[b + 5], 'app', deadApp}
+                  if ARGV[b + 6] ~= '' then fields[#fields + 1] = 'device'; fields[#fields + 1] = ARGV[b + 6] end
+                  if ARGV[b + 7] ~= '' then
+                    fields[#fields + 1] = 'event_bytes'; fields[#fields + 1] = ARGV[b + 7]
+                    fields[#fields + 1] = 'event_sha256'; fields[#fields + 1] = ARGV[b + 8]
+                  end
+                  if ARGV[10] ~= '' then
+                    redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[10], '*', unpack(fields))
+                  else
+                    redis.call('XADD', KEYS[k], '*', unpack(fields))
+                  end
+                end
+              end
+              k = k + 1
+            end
+            a = a + 1 + 9 * d
           end
         end
         out[#out + 1] = acknowledge(KEYS[1], ARGV[1], ids)

@@ -90,6 +90,10 @@ public struct DeadLetterRecord: Equatable, Sendable {
     /// The calls entry the event came in (what the producer's XADD returned, the `entry` of its
     /// result): from the dead letter's record; nil when it has none.
     public let callsEntry: String?
+    /// The device (its id in the event's `devices`) whose ring alone this dead letter is, in a
+    /// call with devices whose outcome is no dead letter (docs/protocol.md, *How an event ends*);
+    /// nil for a dead letter of the whole event.
+    public let device: String?
     /// The event's tokens, nil when absent.
     public let voipToken: String?
     public let alertToken: String?
@@ -131,8 +135,15 @@ public struct DeadLetterRecord: Equatable, Sendable {
         callID = JSONRead.string(object?["id"]) ?? JSONRead.string((record as? [String: Any])?["id"])
         eventType = JSONRead.string(object?["type"])
         callsEntry = JSONRead.string((record as? [String: Any])?["entry"])
-        voipToken = JSONRead.string(object?["voip_token"])
-        alertToken = JSONRead.string(object?["alert_token"])
+        device = f["device"]
+        // A device's dead letter: the tokens are its entry's in `devices` (an Android phone's
+        // one FCM token for both stages).
+        let named = device.flatMap { id in
+            (object?["devices"] as? [Any])?.lazy.compactMap { $0 as? [String: Any] }.first { JSONRead.string($0["id"]) == id }
+        }
+        let fcmToken = JSONRead.string(named?["fcm_token"])
+        voipToken = JSONRead.string((named ?? object)?["voip_token"]) ?? fcmToken
+        alertToken = JSONRead.string((named ?? object)?["alert_token"]) ?? fcmToken
         deadlineMs = JSONRead.int(object?["deadline"])
         reason = f["reason"] ?? JSONRead.string((record as? [String: Any])?["reason"]) ?? "unknown"
         let ownFirst = f["first_failure_ms"].flatMap(DeadLetterRecord.unixMs)
@@ -244,15 +255,19 @@ public struct DeadLetterRecord: Equatable, Sendable {
 
     // MARK: JSON output
 
-    /// The one-line summary of `pushgw dead list --json`.
+    /// The one-line summary of `pushgw dead list --json`; `device` only for a device's dead letter.
     public func summaryJSON(nowMs: Int64) -> OrderedJSON {
-        .object([
+        var fields: [(String, OrderedJSON)] = [
             ("id", .string(id)), ("app", .string(app)), ("time_ms", .int(deadAtMs)),
             ("age_s", .int(max(0, nowMs - deadAtMs) / 1000)), ("reason", .string(reason)),
             ("call_id", .string(callID)), ("type", .string(eventType)), ("calls_entry", .string(callsEntry)),
+        ]
+        if let device { fields.append(("device", .string(device))) }
+        fields += [
             ("attempts", .int(attempts.count)),
             ("replays", .int(replays)), ("first_failure_ms", .int(firstFailureMs)), ("last_failure_ms", .int(lastFailureMs)),
-        ])
+        ]
+        return .object(fields)
     }
 
     /// The whole history, for `pushgw dead show --json`: the summary's keys, then `rounds`,

@@ -37,6 +37,8 @@ extension RouterRole {
         switch record {
         case let .outcome(outcome):
             recordOutcome(outcome, for: call, keying: .once)
+        case let .outcomeWithDeadLetters(outcome, deadLetters):
+            recordOutcome(outcome, for: call, keying: .once, deadLetters: deadLetters)
         case let .duplicate(outcome):
             recordOutcome(outcome, for: call, keying: .duplicate)
         case let .deadLetter(deadLetter):
@@ -46,13 +48,23 @@ extension RouterRole {
         }
     }
 
-    /// Queues a routed call's record for the end of the loop turn (its life is `recording`).
-    private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying) {
+    /// Queues a routed call's record for the end of the loop turn (its life is `recording`),
+    /// with the dead letters of its devices whose ring was one (written with it, in its script).
+    private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying,
+                               deadLetters: [DeadLetter] = []) {
         let record = stamped(record, call)
         let entry = ResultEntry(record, callID: call.callID, keying: keying)
+        let now = Clock.unixMs()
+        let entries = deadLetters.map { letter in
+            // The device's first failure: its first attempt APNs or FCM did not accept.
+            let attempts = letter.record.attempts
+            let first = (attempts.first { $0.status != 200 } ?? attempts.first)?.sentAtMs ?? now
+            return DeadLetterEntry(letter, record: stamped(letter.record, call), event: call.rawEvent, firstFailureMs: first, nowMs: now)
+        }
         records.add(PendingRecord(call: call, record: record,
                                   finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback,
-                                                       ringTally: keying == .once ? ringTally(of: record, for: call) : nil)))
+                                                       ringTally: keying == .once ? ringTally(of: record, for: call) : nil,
+                                                       deadLetters: entries)))
     }
 
     /// One `finish` script per app (and chunk) for the turn's outcomes.

@@ -149,13 +149,13 @@ extension ScheduledRetry {
 
 extension DeadLetterEntry {
     /// The dead letter of `event` (its bytes as read), with `record` (the router's, stamped with
-    /// its calls entry) as its attempts. An event over `CallEvent.maxEventBytes` (refused for
+    /// its calls entry) as its attempts; a device's dead letter (`DeadLetter.device`) names it. An event over `CallEvent.maxEventBytes` (refused for
     /// its size) is kept as its first `keptPrefixBytes`, its length and its SHA-256: an
     /// operator sees what it was, and the dead stream does not grow by megabytes per entry.
     init(_ deadLetter: DeadLetter, record: OutcomeRecord, event: [UInt8], firstFailureMs: Int64, nowMs: Int64) {
         let whole = event.count <= CallEvent.maxEventBytes
         self.init(event: whole ? event : Array(event.prefix(DeadLetterEntry.keptPrefixBytes)), reason: deadLetter.reason.text,
                   attemptsJSON: String(decoding: record.json(), as: UTF8.self), firstFailureMs: firstFailureMs, lastFailureMs: nowMs,
-                  eventBytes: whole ? nil : event.count, eventSHA256: whole ? nil : EventDigest.of(event))
+                  eventBytes: whole ? nil : event.count, eventSHA256: whole ? nil : EventDigest.of(event), device: deadLetter.device)
     }
 }

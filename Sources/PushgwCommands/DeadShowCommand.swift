@@ -66,6 +66,9 @@ enum DeadShowCommand: Command {
             ("last failure", at(r.lastFailureMs)),
             ("replays", String(r.replays)),
         ]
+        if let device = r.device {
+            header.insert(("device", TerminalText.field(device) + " (this device's ring alone: the call has its own result)"), at: 3)
+        }
         header.append(("deadline", TerminalText.field(DeadFormat.deadline(r, ringTimeoutMs: ringTimeoutMs, nowMs: nowMs))))
         for (label, value) in header {
             lines.append("  " + (label + ":").padding(toLength: 15, withPad: " ", startingAt: 0) + value)

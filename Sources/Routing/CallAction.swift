@@ -228,11 +228,16 @@ public struct DeadLetter: Equatable, Sendable {
     public let reason: DeadLetterReason
     public let appUnhealthy: Bool
     public let record: OutcomeRecord
+    /// The device of a call with devices whose ring alone was the dead letter (its id in
+    /// `CallEvent.devices`; `record` is then that device's ring, its attempts its own): nil for
+    /// a dead letter of the whole event.
+    public let device: String?
 
-    public init(reason: DeadLetterReason, appUnhealthy: Bool, record: OutcomeRecord) {
+    public init(reason: DeadLetterReason, appUnhealthy: Bool, record: OutcomeRecord, device: String? = nil) {
         self.reason = reason
         self.appUnhealthy = appUnhealthy
         self.record = record
+        self.device = device
     }
 
     /// The dead letter of calls entry `entry`, delivered `deliveries` times without an outcome;

@@ -889,9 +889,12 @@ public struct CallStateMachine: Sendable {
     /// to the last answer of a device's ring or fallback, as a single-device call's), and the
     /// call's outcome, the best a device got (a VoIP delivery, an alert, then `cancelled`,
     /// `expired`, `undeliverable`); a dead letter only when every device's ring was one.
+    /// Otherwise each device whose outcome is `dead_lettered` gets its own dead letter beside
+    /// the call's one result (`outcomeWithDeadLetters`): its reason, its own attempts, its id.
     private func record(_ r: Ringing) -> LiveCallStateMachine.Record {
         var devices: [DeviceRecord] = []
         var attempts: [AttemptRecord] = []
+        var deadLetters: [DeadLetter] = []
         var latest: Int64?
         for d in r.devices {
             guard let end = d.end else { preconditionFailure("call \(r.event.id) recorded with a device still routing") }
@@ -910,9 +913,16 @@ public struct CallStateMachine: Sendable {
                     (.deliveredAlert, .alert, apnsID, .noReceipt, nil)
             }
             devices.append(device)
+            let first = attempts.count
             for var a in routed.attempts {
                 a.device = d.device.id
                 attempts.append(a)
+            }
+            if device.outcome == .deadLettered, case let .deadLetter(letter) = end {
+                var own = letter.record
+                own.attempts = Array(attempts[first...])
+                deadLetters.append(DeadLetter(reason: letter.reason, appUnhealthy: letter.appUnhealthy, record: own,
+                                              device: d.device.id))
             }
             attempts.append(contentsOf: d.ownAttempts)
             if let l = routed.latencyMs { latest = max(latest ?? l, l) }
@@ -930,7 +940,9 @@ public struct CallStateMachine: Sendable {
             (record.channel, record.apnsID, record.cause, record.environmentMismatch) =
                 (only.channel, only.apnsID, only.cause, only.environmentMismatch)
         }
-        guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else { return .outcome(record) }
+        guard outcome == .deadLettered, case let .deadLetter(first)? = r.devices.first?.end else {
+            return deadLetters.isEmpty ? .outcome(record) : .outcomeWithDeadLetters(record, deadLetters)
+        }
         record.reason = first.reason.text
         return .deadLetter(DeadLetter(reason: first.reason, appUnhealthy: false, record: record))
     }

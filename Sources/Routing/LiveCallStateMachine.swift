@@ -35,6 +35,10 @@ public struct LiveCallStateMachine: Equatable, Sendable {
         case duplicate(OutcomeRecord)
         /// A dead letter with its record.
         case deadLetter(DeadLetter)
+        /// The outcome of a call with devices (recorded once per event id, as `outcome`) that
+        /// is no dead letter, though some devices' rings were: with each such device's dead
+        /// letter (`DeadLetter.device`), written with the outcome in one step.
+        case outcomeWithDeadLetters(OutcomeRecord, [DeadLetter])
         /// A `call_cancelled` event's step: the call's marker, its scheduled retry removed with
         /// its `cancelled` outcome, and this record, the cancel event's own result.
         case cancellation(OutcomeRecord)

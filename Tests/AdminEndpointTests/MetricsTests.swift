@@ -267,6 +267,25 @@ final class MetricsTests: XCTestCase {
                       "pushed counters stay")
     }
 
+    /// A call with devices that is no dead letter wrote a dead letter per device that was one:
+    /// each counts in `pushgw_dead_letters_total`, by its own reason code; the call's other
+    /// devices do not.
+    func testADeviceDeadLetteredInACallWithDevicesCountsAsADeadLetter() {
+        let m = GatewayMetrics()
+        var call = OutcomeRecord(outcome: .deliveredVoip, id: "d-1", type: .incomingCall, app: "acme", channel: .voip)
+        call.devices = [DeviceRecord(id: "bob-iphone", outcome: .deliveredVoip, channel: .voip),
+                        DeviceRecord(id: "bob-pixel", outcome: .deadLettered, reason: "fcm_credentials: credentials.firebase: refused"),
+                        DeviceRecord(id: "bob-ipad", outcome: .deadLettered, reason: "apns_credentials: InvalidProviderToken")]
+        m.callRecorded(app: "acme", record: call)
+        let text = m.render()
+        for line in [#"pushgw_dead_letters_total{app="acme",reason="fcm_credentials"} 1"#,
+                     #"pushgw_dead_letters_total{app="acme",reason="apns_credentials"} 1"#,
+                     #"pushgw_events_finished_total{app="acme",outcome="delivered_voip"} 1"#] {
+            XCTAssertTrue(text.split(separator: "\n").contains(Substring(line)), "missing line: \(line)\n\(text)")
+        }
+        XCTAssertFalse(text.contains(#"outcome="dead_lettered"} 1"#), "the call itself is no dead letter")
+    }
+
     func testEveryPushgwMetricIsDocumented() throws {
         let doc = try String(contentsOfFile: packageRoot + "/docs/operations.md", encoding: .utf8)
         let text = GatewayMetrics().render()

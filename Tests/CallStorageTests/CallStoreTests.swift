@@ -237,6 +237,56 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(redis("EXISTS", beta.webhooks)?.integer, 0)
     }
 
+    /// A call with devices whose outcome is no dead letter carries its devices' dead letters:
+    /// written with its result, beside feedback and a ring tally of the same batch, each
+    /// naming its device; a record written again (its own result there) writes none twice.
+    func testFinishWritesADevicesDeadLettersWithTheRecordOnlyOnce() throws {
+        for id in ["dl-1", "dl-2"] { produce(acme, id) }
+        let entries = read([acme], count: 10)[acme] ?? []
+        XCTAssertEqual(entries.count, 2)
+        let gone = InvalidToken(token: "dd01", channel: .voip, reason: "Unregistered", timestampMs: 7)
+        let pixel = DeadLetterEntry(event: Array(event("dl-1").utf8), reason: "fcm_credentials: credentials.firebase: refused",
+                                    attemptsJSON: #"{"outcome":"dead_lettered"}"#, firstFailureMs: 3, lastFailureMs: 4,
+                                    device: "bob-pixel")
+        var ipad = DeadLetterEntry(event: Array(event("dl-1").utf8), reason: "apns_credentials: InvalidProviderToken", attemptsJSON: "{}",
+                                   firstFailureMs: 5, lastFailureMs: 6, device: "bob-ipad")
+        ipad.eventBytes = 70_000
+        ipad.eventSHA256 = "ab"
+        let call = result("delivered_voip", "dl-1", #""entry":"\#(entries[0].id)""#)
+        let batch = [
+            FinishRecord(entryID: entries[0].id, record: .init(eventId: "dl-1", resultJSON: call), invalidTokens: [gone],
+                         ringTally: .call(rings: [.init(voipToken: "aa04", silent: false, ringingID: "dl-1")], suspectAfter: 3),
+                         deadLetters: [pixel, ipad]),
+            FinishRecord(entryID: entries[1].id, record: .init(eventId: "dl-2", resultJSON: result("expired", "dl-2")),
+                         invalidTokens: [gone]),
+        ]
+        let report = complete(loop) { store.finish(acme, batch, completion: $0) }.value()
+        XCTAssertEqual(report?.recorded, [true, true])
+        XCTAssertEqual(report?.acknowledged, 2)
+        let expected = [
+            ["event": event("dl-1"), "reason": pixel.reason, "attempts": pixel.attemptsJSON, "first_failure_ms": "3",
+             "last_failure_ms": "4", "replays": "0", "app": "acme", "device": "bob-pixel"],
+            ["event": event("dl-1"), "reason": ipad.reason, "attempts": "{}", "first_failure_ms": "5", "last_failure_ms": "6",
+             "replays": "0", "app": "acme", "device": "bob-ipad", "event_bytes": "70000", "event_sha256": "ab"],
+        ]
+        XCTAssertEqual(fields(acme.dead), expected)
+        XCTAssertEqual(fields(acme.feedback).map { $0["token"] }, ["dd01", "dd01"], "each record's feedback, after the dead letters too")
+        XCTAssertEqual(redis("GET", acme.result("dl-2"))?.string, result("expired", "dl-2"), "the record after them is written")
+        // Written again (its answer lost): the entry's own result is there, nothing more.
+        let again = complete(loop) { store.finish(acme, [batch[0]], completion: $0) }.value()
+        XCTAssertEqual(again?.recorded, [false])
+        XCTAssertEqual(again?.firstOutcomes, [nil])
+        XCTAssertEqual(fields(acme.dead), expected, "no dead letter twice")
+        XCTAssertEqual(fields(acme.results).count, 2)
+        // A copy's record (another entry, the id taken): its duplicate answer only.
+        let copy = FinishRecord(entryID: nil, record: .init(eventId: "dl-1", resultJSON: result("delivered_voip", "dl-1", #""entry":"9-9""#)),
+                                deadLetters: [pixel])
+        let duplicate = complete(loop) { store.finish(acme, [copy], completion: $0) }.value()
+        XCTAssertEqual(duplicate?.firstOutcomes, ["delivered_voip"])
+        XCTAssertEqual(fields(acme.dead), expected, "a duplicate writes no dead letter")
+        XCTAssertEqual(fields(acme.results).count, 3)
+    }
+
     func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws {
         produce(acme, "done-before")
         for id in ["b-1", "b-2", "done-before"] { produce(acme, id) }
@@ -683,6 +733,7 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testEntriesWrittenBeforeTheGroupExistedAreDelivered() { super.testEntriesWrittenBeforeTheGroupExistedAreDelivered() }
     override func testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() throws { try super.testFinishRecordsOnceAndAcknowledgesAndDeletesTheEntry() }
     override func testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() throws { try super.testFinishOfABatchRecordsEachEventOnceAndAcknowledgesTheirEntriesInOneStep() }
+    override func testFinishWritesADevicesDeadLettersWithTheRecordOnlyOnce() throws { try super.testFinishWritesADevicesDeadLettersWithTheRecordOnlyOnce() }
     override func testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() { super.testDeadLetterWritesTheDeadEntryAndTheResultAndAcknowledges() }
     override func testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep() throws {
         try super.testResultsOfAnAppWithWebhooksAreQueuedForDeliveryInTheSameStep()

@@ -37,6 +37,23 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertFalse(r.continuesLedger)
     }
 
+    /// A device's dead letter of a call with devices (`device`, the call's whole event): it
+    /// names the device, and its attempts show that device's tokens (an Android phone's FCM token).
+    func testADevicesDeadLetterNamesItsDeviceAndShowsItsTokens() {
+        let event = #"{"v":1,"id":"c-7","type":"incoming_call","devices":[{"id":"bob-iphone","voip_token":"00112233445566778899aabb","alert_token":"ccddeeff00112233"},{"id":"bob-pixel","fcm_token":"dgvzda:apa91bh-zx_qk-pixel"}]}"#
+        let attempts = #"{"outcome":"dead_lettered","id":"c-7","reason":"fcm_credentials: credentials.firebase: refused","attempts":[{"t":5,"device":"bob-pixel","channel":"voip","status":401,"provider":"fcm"}]}"#
+        var fields = Self.entry("20-0", event: event, attempts: attempts).fields
+        fields["device"] = "bob-pixel"
+        let r = DeadLetterRecord(entry: StreamEntry(id: "20-0", fields: fields), app: "acme", ledger: nil)
+        XCTAssertEqual(r.device, "bob-pixel")
+        XCTAssertEqual(r.attempts.map(\.token), ["qk-pixel"], "the Pixel's FCM token, not another device's")
+        XCTAssertTrue(r.summaryJSON(nowMs: 30).text.contains(#""calls_entry":null,"device":"bob-pixel","attempts":1"#),
+                      r.summaryJSON(nowMs: 30).text)
+        let whole = DeadLetterRecord(entry: Self.entry("21-0"), app: "acme", ledger: nil)
+        XCTAssertNil(whole.device)
+        XCTAssertFalse(whole.summaryJSON(nowMs: 30).text.contains("device"), "a whole event's dead letter names no device")
+    }
+
     func testAttemptsMayBeAPlainArrayAndMayCarryTheirToken() {
         let attempts = #"[{"t":5,"channel":"voip","token":"ffffffff12345678","error":"timeout"}]"#
         let r = DeadLetterRecord(entry: Self.entry("10-0", attempts: attempts), app: "acme", ledger: nil)

@@ -173,6 +173,45 @@ final class AndroidEventsTests: XCTestCase {
         XCTAssertTrue(reason.hasPrefix("fcm_credentials: credentials.firebase: "), reason)
     }
 
+    /// A Pixel whose ring FCM refuses for its app's credential (THIRD_PARTY_AUTH_ERROR: a human
+    /// must fix the service account) inside a call whose iPhone rings: the call keeps one
+    /// result (`delivered_voip`, the Pixel `dead_lettered` in its devices), and the Pixel's
+    /// dead letter lands in the app's dead stream naming the device, with its reason and its
+    /// attempt, as an iPhone's does (DevicesTests).
+    func testAPixelDeadLetteredInsideAMixedCallLeavesADeadLetterNamingIt() throws {
+        h = try RouterHarness(acmeFcmCredential: "firebase")
+        h.sim.simulator.setScenario(.invalidProviderToken, for: pixel)
+        let event = mixedCall("a-pixel-dead", deadlineInMs: 1_500)  // a call that rang waits for its deadline
+        h.xaddRaw("acme", event)
+        XCTAssertTrue(h.waitForRecords(1))
+        h.runFor(300)  // nothing more comes
+        XCTAssertEqual(h.recorded.map(\.record.id), ["a-pixel-dead"], "one result per event")
+        XCTAssertEqual(h.results().map { $0["id"] as? String }, ["a-pixel-dead"], "one results entry")
+        let record = try XCTUnwrap(h.record("a-pixel-dead"))
+        XCTAssertEqual(record.outcome, .deliveredVoip, "the iPhone rang: \(record.jsonString)")
+        XCTAssertEqual(record.devices?.map(\.outcome), [.deliveredVoip, .deadLettered])
+        let reason = try XCTUnwrap(record.devices?.last?.reason)
+        XCTAssertTrue(reason.hasPrefix("fcm_credentials: credentials.firebase: "), reason)
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.count, 1, "the Pixel's dead letter: \(dead.map(\.fields))")
+        let letter = try XCTUnwrap(dead.first?.fields)
+        XCTAssertEqual(letter["device"], "bob-pixel")
+        XCTAssertEqual(letter["reason"], reason)
+        XCTAssertEqual(letter["event"], event, "the event as the producer wrote it")
+        XCTAssertEqual(letter["app"], "acme")
+        let history = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((letter["attempts"] ?? "").utf8)) as? [String: Any])
+        XCTAssertEqual(history["outcome"] as? String, "dead_lettered")
+        XCTAssertEqual(history["reason"] as? String, reason)
+        let attempts = try XCTUnwrap(history["attempts"] as? [[String: Any]])
+        XCTAssertEqual(attempts.map { $0["device"] as? String }, ["bob-pixel"], "the Pixel's own attempts only")
+        XCTAssertEqual(attempts.map { $0["status"] as? Int }, [401])
+        XCTAssertEqual(attempts.map { $0["provider"] as? String }, ["fcm"])
+        // Pushes per token: each device once, nothing again.
+        XCTAssertEqual(h.requests(pixel).count, 1, "the Pixel's ring, refused, not sent again")
+        XCTAssertEqual(h.requests(iphoneVoip).count, 1)
+        XCTAssertEqual(h.requests(iphoneAlert).count, 0, "the iPhone rang: no alert")
+    }
+
     func testAMixedCallAnsweredOnTheIPhoneEndsThePixelsRingWithCallEnded() throws {
         h = try RouterHarness(acmeFcmCredential: "firebase")
         h.xaddRaw("acme", mixedCall("a-mixed"))

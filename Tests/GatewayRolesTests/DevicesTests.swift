@@ -146,6 +146,34 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(h.entries(h.keys("acme").feedback).compactMap { $0.fields["token"] }, [Self.voip[1]])
     }
 
+    /// A device APNs refuses for the app's key (403 InvalidProviderToken: a human must fix it)
+    /// while the others ring: one result for the call (`delivered_voip`, that device
+    /// `dead_lettered`), and that device's dead letter in the app's dead stream, naming it,
+    /// with its reason and its own attempts.
+    func testOneDeviceDeadLetteredLeavesADeadLetterNamingItWhileTheCallHasOneResult() throws {
+        h = try RouterHarness()
+        h.sim.simulator.setScenario(.invalidProviderToken, for: Self.voip[1])
+        ring("d-dead", deadlineInMs: 1_500)
+        XCTAssertTrue(h.waitForRecords(1), "recorded once the deadline passed")
+        h.runFor(300)
+        XCTAssertEqual(h.results().map { $0["id"] as? String }, ["d-dead"], "one result per event")
+        let call = try XCTUnwrap(h.record("d-dead"))
+        XCTAssertEqual(call.outcome, .deliveredVoip)
+        XCTAssertEqual(call.devices?.map(\.outcome), [.deliveredVoip, .deadLettered, .deliveredVoip])
+        XCTAssertEqual(call.devices?[1].reason, "apns_credentials: InvalidProviderToken")
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.count, 1, "the device's dead letter: \(dead.map(\.fields))")
+        let letter = try XCTUnwrap(dead.first?.fields)
+        XCTAssertEqual(letter["device"], Self.ids[1])
+        XCTAssertEqual(letter["reason"], "apns_credentials: InvalidProviderToken")
+        let history = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((letter["attempts"] ?? "").utf8)) as? [String: Any])
+        let attempts = try XCTUnwrap(history["attempts"] as? [[String: Any]])
+        XCTAssertEqual(attempts.map { $0["device"] as? String }, [Self.ids[1]], "the device's own attempts only")
+        XCTAssertEqual(attempts.map { $0["status"] as? Int }, [403])
+        for token in Self.voip { XCTAssertEqual(h.requests(token).count, 1, "one VoIP push per device") }
+        for token in Self.alert { XCTAssertEqual(h.requests(token).count, 0, "no alert: two rang, one needs a human") }
+    }
+
     func testADevicesKnownInvalidVoipTokenIsSkippedStraightToItsAlert() throws {
         h = try RouterHarness()
         h.sim.simulator.setScenario(.unregistered, for: Self.voip[2])

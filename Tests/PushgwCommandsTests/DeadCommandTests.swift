@@ -1,6 +1,7 @@
 import DeadLetters
 import Foundation
 import GatewayTestSupport
+import RedisClient
 import TestSupport
 import XCTest
 @testable import PushgwCommands
@@ -42,6 +43,21 @@ final class DeadCommandTests: XCTestCase {
         let overview = run(["--help"]).1.joined(separator: "\n").split(separator: "\n")
         let line = overview.first { $0.hasPrefix("  dead ") } ?? ""
         XCTAssertTrue(line.contains("list, show, replay, purge") && !line.contains("not implemented"), "dead is implemented: \(line)")
+    }
+
+    /// `dead show` of one device's dead letter of a call with devices names the device; a
+    /// whole event's has no such line.
+    func testShowNamesTheDeviceOfADevicesDeadLetter() {
+        let event = #"{"v":1,"id":"c-7","type":"incoming_call","devices":[{"id":"bob-pixel","fcm_token":"dgvzda:apa91bh-pixel"}]}"#
+        var fields = ["event": event, "reason": "fcm_credentials: credentials.firebase: refused", "attempts": "{}", "app": "acme"]
+        let whole = DeadShowCommand.render(DeadLetterRecord(entry: StreamEntry(id: "20-0", fields: fields), app: "acme", ledger: nil),
+                                           ringTimeoutMs: 30_000, nowMs: 30)
+        XCTAssertFalse(whole.contains { $0.hasPrefix("  device:") }, whole.joined(separator: "\n"))
+        fields["device"] = "bob-pixel"
+        let lines = DeadShowCommand.render(DeadLetterRecord(entry: StreamEntry(id: "20-0", fields: fields), app: "acme", ledger: nil),
+                                           ringTimeoutMs: 30_000, nowMs: 30)
+        XCTAssertTrue(lines.contains("  device:        bob-pixel (this device's ring alone: the call has its own result)"),
+                      lines.joined(separator: "\n"))
     }
 
     func testBadArgumentsGiveOneLineAndExitTwo() {

@@ -518,7 +518,7 @@ struct RingModel {
             guard recorded == nil else { throw IllegalMove(description: "a second record") }
             guard out.isEmpty else { throw IllegalMove(description: "recorded with pushes out: \(out.keys.sorted())") }
             switch record {
-            case let .outcome(r), let .duplicate(r), let .cancellation(r): recorded = r
+            case let .outcome(r), let .duplicate(r), let .cancellation(r), let .outcomeWithDeadLetters(r, _): recorded = r
             case let .deadLetter(d): recorded = d.record
             }
         }

@@ -76,7 +76,7 @@ private extension LiveCallStateMachine.Record {
     /// Something of the record the optimizer cannot drop.
     var hashValueForBench: Int {
         switch self {
-        case let .outcome(r), let .duplicate(r), let .cancellation(r): return r.attempts.count
+        case let .outcome(r), let .duplicate(r), let .cancellation(r), let .outcomeWithDeadLetters(r, _): return r.attempts.count
         case let .deadLetter(d): return d.record.attempts.count
         }
     }
