@@ -67,6 +67,20 @@ enum CallStoreLua {
           local id = redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', 'result', json)
           if webhooks then redis.call('XADD', webhooks, '*', 'result', json, 'results_entry', id) end
         end
+        -- XADDs one dead letter to `stream` (capped near `maxlen` unless it is ''): every
+        -- script's dead letter has these fields, `device` and the part-kept event's `bytes` and
+        -- `sha` only when not ''. Returns its entry id.
+        local function addDeadLetter(stream, maxlen, event, reason, attempts, first, last, replays, app, device, bytes, sha)
+          local fields = {'event', event, 'reason', reason, 'attempts', attempts,
+            'first_failure_ms', first, 'last_failure_ms', last, 'replays', replays, 'app', app}
+          if device ~= '' then fields[#fields + 1] = 'device'; fields[#fields + 1] = device end
+          if bytes ~= '' then
+            fields[#fields + 1] = 'event_bytes'; fields[#fields + 1] = bytes
+            fields[#fields + 1] = 'event_sha256'; fields[#fields + 1] = sha
+          end
+          if maxlen ~= '' then return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', unpack(fields)) end
+          return redis.call('XADD', stream, '*', unpack(fields))
+        end
         local function recordResultOnce(key, json, ttl, results, maxlen)
           local write, first = recordOnce(key, json, ttl)
           if first then
@@ -231,18 +245,8 @@ enum CallStoreLua {
               if recorded == 1 then
                 for j = 0, d - 1 do
                   local b = a + 1 + 9 * j
-                  local fields = {'event', ARGV[b], 'reason', ARGV[b + 1], 'attempts', ARGV[b + 2],
-                    'first_failure_ms', ARGV[b + 3], 'last_failure_ms', ARGV[b + 4], 'replays', ARGV[b + 5], 'app', deadApp}
-                  if ARGV[b + 6] ~= '' then fields[#fields + 1] = 'device'; fields[#fields + 1] = ARGV[b + 6] end
-                  if ARGV[b + 7] ~= '' then
-                    fields[#fields + 1] = 'event_bytes'; fields[#fields + 1] = ARGV[b + 7]
-                    fields[#fields + 1] = 'event_sha256'; fields[#fields + 1] = ARGV[b + 8]
-                  end
-                  if ARGV[10] ~= '' then
-                    redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[10], '*', unpack(fields))
-                  else
-                    redis.call('XADD', KEYS[k], '*', unpack(fields))
-                  end
+                  addDeadLetter(KEYS[k], ARGV[10], ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5],
+                    deadApp, ARGV[b + 6], ARGV[b + 7], ARGV[b + 8])
                 end
               end
               k = k + 1
@@ -301,17 +305,8 @@ enum CallStoreLua {
         end
         local deadID = false
         if recorded == 1 then
-          local fields = {'event', ARGV[8], 'reason', ARGV[9], 'attempts', ARGV[10],
-            'first_failure_ms', ARGV[11], 'last_failure_ms', ARGV[12], 'replays', ARGV[13], 'app', ARGV[14]}
-          if ARGV[15] ~= '' then
-            fields[#fields + 1] = 'event_bytes'; fields[#fields + 1] = ARGV[15]
-            fields[#fields + 1] = 'event_sha256'; fields[#fields + 1] = ARGV[16]
-          end
-          if ARGV[7] ~= '' then
-            deadID = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', unpack(fields))
-          else
-            deadID = redis.call('XADD', KEYS[3], '*', unpack(fields))
-          end
+          deadID = addDeadLetter(KEYS[3], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], '',
+            ARGV[15], ARGV[16])
           appendResult(KEYS[2], ARGV[6], ARGV[3])
         end
         local acked = 0
