@@ -150,9 +150,13 @@ public final class DeadLetterStore {
         /// which the router takes as the deadline of an event without its own, and the
         /// ledger's, for a replay of the replay.
         public var callDeadlineMs: Int64
+        /// For one device's dead letter (`DeadLetterEntry.device`), that device: the new calls
+        /// entry's `replayed_device`, so the replay rings it alone of the event's devices.
+        public var device: String?
 
         public init(deadEntryID: String, event: [UInt8], eventId: String?, eventDigest: String, replays: Int,
-                    historyJSON: String, ledgerTTLSeconds: Int, callDeadlineMs: Int64) {
+                    historyJSON: String, ledgerTTLSeconds: Int, callDeadlineMs: Int64, device: String? = nil) {
+            self.device = device
             self.deadEntryID = deadEntryID
             self.event = event
             self.eventId = eventId
@@ -186,7 +190,7 @@ public final class DeadLetterStore {
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
                                      .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds)),
                                      .text(String(replay.callDeadlineMs)), .text(String(yieldAtUnread)),
-                                     .text(GatewayKeys.routersGroup)]
+                                     .text(GatewayKeys.routersGroup), .text(replay.device ?? "")]
         replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(.gone) }

@@ -55,7 +55,8 @@ enum DeadLetterLua {
     /// a replay never queues ahead of live calls beyond that (0: no such bound).
     /// KEYS: calls, dead, ledger[, done]
     /// ARGV: dead entry id, event, replays (the new count), history JSON, ledger TTL s,
-    /// call deadline (unix ms), the unread entries it yields at, the routers' group.
+    /// call deadline (unix ms), the unread entries it yields at, the routers' group, the device
+    /// of one device's dead letter ('' for a whole event's; else the entry's `replayed_device`).
     /// Returns the new calls entry id, false when the dead letter is gone, or the count of
     /// unread entries when it yielded (nothing written).
     static let replay = """
@@ -68,8 +69,14 @@ enum DeadLetterLua {
           local unread = redis.call('XLEN', KEYS[1]) - inFlight
           if unread >= yieldAt then return unread end
         end
-        local id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[2], 'replay', ARGV[1], 'replays', ARGV[3],
-          'call_deadline', ARGV[6])
+        local id
+        if ARGV[9] ~= '' then
+          id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[2], 'replay', ARGV[1], 'replays', ARGV[3],
+            'call_deadline', ARGV[6], 'replayed_device', ARGV[9])
+        else
+          id = redis.call('XADD', KEYS[1], '*', 'event', ARGV[2], 'replay', ARGV[1], 'replays', ARGV[3],
+            'call_deadline', ARGV[6])
+        end
         redis.call('DEL', KEYS[3])
         redis.call('HSET', KEYS[3], 'replays', ARGV[3], 'history', ARGV[4], 'calls_entry', id, 'dead_entry', ARGV[1],
           'call_deadline', ARGV[6])

@@ -250,7 +250,8 @@ public struct DeadLetterRecord: Equatable, Sendable {
     public func replay(ledgerTTLSeconds: Int, ringTimeoutMs: Int64) -> DeadLetterStore.Replay {
         DeadLetterStore.Replay(deadEntryID: id, event: event, eventId: callID, eventDigest: eventDigest,
                                replays: replays + 1, historyJSON: ReplayHistory(rounds: rounds).json,
-                               ledgerTTLSeconds: ledgerTTLSeconds, callDeadlineMs: callDeadlineMs(ringTimeoutMs: ringTimeoutMs))
+                               ledgerTTLSeconds: ledgerTTLSeconds, callDeadlineMs: callDeadlineMs(ringTimeoutMs: ringTimeoutMs),
+                               device: device)
     }
 
     // MARK: JSON output

@@ -181,13 +181,15 @@ extension RouterRole {
         // The entry's fields in one pass over them (a lookup by name hashes the name; an entry
         // has one to three fields). The event's bytes as read (hiredis's reply copied once, no
         // text decoding): what the decoder checks, and what a dead letter keeps. A replay carries
-        // the original call's deadline (`call_deadline`); a moved retry its state (`retry`).
-        var eventField: [UInt8]?, retryState: [UInt8]?, callDeadline: [UInt8]?
+        // the original call's deadline (`call_deadline`), and a replay of one device's dead letter
+        // that device (`replayed_device`); a moved retry its state (`retry`).
+        var eventField: [UInt8]?, retryState: [UInt8]?, callDeadline: [UInt8]?, replayedDevice: [UInt8]?
         for (name, value) in entry.values {
             switch name {
             case "event": eventField = value
             case "retry": retryState = value
             case "call_deadline": callDeadline = value
+            case "replayed_device": replayedDevice = value
             default: break
             }
         }
@@ -207,7 +209,8 @@ extension RouterRole {
             guard eventField != nil else {
                 throw InvalidEvent(field: "event", problem: "the stream entry has no field named event")
             }
-            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: callDeadline)
+            event = try CallEvent.decode(raw, entryTimeMs: entryTimeMs, policy: app.policy, callDeadline: callDeadline,
+                                         replayedDevice: replayedDevice)
         } catch {
             stats.invalidEvents += 1
             log.warn("invalid call event dead-lettered", ["app": app.id, "entry": entry.id, "error": error.description],

@@ -209,8 +209,12 @@ public struct CallEvent: Equatable, Sendable {
     ///     without its own `deadline` rings no later than it (never later than the ring timeout
     ///     from the entry either); a value that is not 1 to 16 digits counts as passed, so an
     ///     unreadable one never makes an old call ring.
+    ///   - replayedDevice: the entry's `replayed_device` field, which a replay of one device's dead
+    ///     letter carries (docs/protocol.md): the call rings that device of its `devices` alone,
+    ///     so the replay does not ring (or tell of a missed call) the devices whose ring ended
+    ///     well; an event that does not list it is invalid.
     public static func decode(_ bytes: [UInt8], entryTimeMs: Int64, policy: AppRoutingPolicy,
-                              callDeadline: [UInt8]? = nil) throws(InvalidEvent) -> CallEvent {
+                              callDeadline: [UInt8]? = nil, replayedDevice: [UInt8]? = nil) throws(InvalidEvent) -> CallEvent {
         guard bytes.count <= maxEventBytes else {
             throw InvalidEvent(field: "event", problem: "\(bytes.count) bytes, over the \(maxEventBytes)-byte limit")
         }
@@ -232,7 +236,8 @@ public struct CallEvent: Equatable, Sendable {
         }
         var fields = JSONFields(root: root)
         do {
-            return try fields.event(entryTimeMs: entryTimeMs, policy: policy, callDeadlineMs: callDeadline.map(CallEvent.callDeadlineMs))
+            return try fields.event(entryTimeMs: entryTimeMs, policy: policy, callDeadlineMs: callDeadline.map(CallEvent.callDeadlineMs),
+                                    onlyDevice: replayedDevice.map { String(decoding: $0, as: UTF8.self) })
         } catch {
             // Whatever else is wrong, the producer matches results on id and type: read them
             // if they are readable at all, even when the problem was found before them.
@@ -456,7 +461,8 @@ struct JSONFields {
         return t
     }
 
-    mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy, callDeadlineMs: Int64?) throws(InvalidEvent) -> CallEvent {
+    mutating func event(entryTimeMs: Int64, policy: AppRoutingPolicy, callDeadlineMs: Int64?,
+                        onlyDevice: String? = nil) throws(InvalidEvent) -> CallEvent {
         if let v = try integer("v", what: "") {
             guard v == CallEvent.version else {
                 throw invalid("v", "unsupported version \(v) (this gateway reads version \(CallEvent.version))")
@@ -475,7 +481,14 @@ struct JSONFields {
         let alertToken = try token("alert_token")
         let fcmToken = try self.fcmToken(policy: policy, iosTokenPresent: voipToken != nil || alertToken != nil)
         let sandbox = try bool("sandbox")
-        let listed = kind == .incomingCall ? try devices(sandbox: sandbox, entryTimeMs: entryTimeMs, policy: policy) : []
+        var listed = kind == .incomingCall ? try devices(sandbox: sandbox, entryTimeMs: entryTimeMs, policy: policy) : []
+        if let onlyDevice, kind == .incomingCall {
+            listed = listed.filter { $0.id == onlyDevice }
+            guard !listed.isEmpty else {
+                throw invalid("devices", "the replayed dead letter is device \"\(InvalidEvent.quote(onlyDevice))\"'s, "
+                                         + "which the event does not list")
+            }
+        }
         if !listed.isEmpty, voipToken != nil || alertToken != nil || fcmToken != nil {
             throw invalid(voipToken != nil ? "voip_token" : alertToken != nil ? "alert_token" : "fcm_token",
                           "not with devices (each device carries its own tokens)")

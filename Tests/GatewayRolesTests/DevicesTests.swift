@@ -1,8 +1,11 @@
 import APNs
 import APNsSimulator
+import CallStorage
+import DeadLetters
 import EventLoop
 import Foundation
 import GatewayTestSupport
+import RedisClient
 import Retry
 import Routing
 import TestSupport
@@ -172,6 +175,40 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(attempts.map { $0["status"] as? Int }, [403])
         for token in Self.voip { XCTAssertEqual(h.requests(token).count, 1, "one VoIP push per device") }
         for token in Self.alert { XCTAssertEqual(h.requests(token).count, 0, "no alert: two rang, one needs a human") }
+    }
+
+    /// The replay of one device's dead letter (as the CLI and the console replay it) rings that
+    /// device alone: past the call's deadline its missed-call alert, and nothing to the two
+    /// devices that rang.
+    func testTheReplayOfADevicesDeadLetterReachesThatDeviceAlone() throws {
+        h = try RouterHarness()
+        h.sim.simulator.setScenario(.invalidProviderToken, for: Self.voip[1])
+        ring("d-replayed", deadlineInMs: 1_000)
+        XCTAssertTrue(h.waitForRecords(1), "recorded once the deadline passed")
+        let dead = h.entries(h.keys("acme").dead)
+        XCTAssertEqual(dead.map { $0.fields["device"] }, [Self.ids[1]])
+        let connection = RedisConnection(loop: h.loop, config: try h.access.config.connection(clientName: "pushgw-dead"))
+        connection.start()
+        defer { connection.close() }
+        let operations = DeadLetterOperations(loop: h.loop, store: DeadLetterStore(topology: .single(connection), prefix: "pushgw"),
+                                              policies: ["acme": .default], ringTimeoutsMs: ["acme": 30_000])
+        var summary: DeadLetterOperations.ReplaySummary?
+        operations.replayPaced(dead.map { DeadLetterReference(app: "acme", id: $0.id) },
+                               pacer: ReplayPacer(rate: .fastest, startMs: Clock.monotonicMs()), onStep: { _, _ in },
+                               completion: { summary = $0 })
+        h.runUntil("the replay done", timeoutMs: 10_000) { summary != nil }
+        XCTAssertEqual(summary?.replayed.count, 1)
+        XCTAssertTrue(h.waitForRecords(2), "the replay recorded")
+        h.runFor(300)
+        let replayed = try XCTUnwrap(h.recorded.last?.record)
+        XCTAssertEqual(replayed.devices?.map(\.id), [Self.ids[1]], "the replay's result lists the device it rang")
+        XCTAssertEqual(replayed.outcome, .deliveredAlert)
+        XCTAssertEqual(h.requests(Self.alert[1]).count, 1, "the replayed device's missed-call alert, past the deadline")
+        for i in [0, 2] {
+            XCTAssertEqual(h.requests(Self.voip[i]).count, 1, "device \(i) rang once, in the call, not again")
+            XCTAssertEqual(h.requests(Self.alert[i]).count, 0, "device \(i) rang: no missed call to tell it of")
+        }
+        XCTAssertEqual(h.requests(Self.voip[1]).count, 1, "no VoIP push past the deadline")
     }
 
     func testADevicesKnownInvalidVoipTokenIsSkippedStraightToItsAlert() throws {

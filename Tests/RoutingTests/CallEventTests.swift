@@ -63,6 +63,22 @@ final class CallEventTests: XCTestCase {
                       "the VoIP payload carries the original deadline")
     }
 
+    /// A replay of one device's dead letter (`replayed_device`) rings that device of the event's
+    /// `devices` alone; a device the event does not list makes it invalid, named.
+    func testAReplayedDeviceKeepsThatDeviceAlone() throws {
+        let event = Array(#"{"v":1,"id":"c-1","type":"incoming_call","devices":[{"id":"phone","voip_token":"aa01"},{"id":"pad","voip_token":"aa02"}]}"#.utf8)
+        let all = try CallEvent.decode(event, entryTimeMs: Fixture.entry, policy: Fixture.policy())
+        XCTAssertEqual(all.devices.map(\.id), ["phone", "pad"])
+        let one = try CallEvent.decode(event, entryTimeMs: Fixture.entry, policy: Fixture.policy(), replayedDevice: Array("pad".utf8))
+        XCTAssertEqual(one.devices.map(\.id), ["pad"])
+        XCTAssertEqual(one.devices.first?.voipToken, "aa02")
+        XCTAssertThrowsError(try CallEvent.decode(event, entryTimeMs: Fixture.entry, policy: Fixture.policy(),
+                                                  replayedDevice: Array("watch".utf8))) { error in
+            XCTAssertEqual((error as? InvalidEvent)?.field, "devices")
+            XCTAssertTrue("\(error)".contains("watch"), "\(error)")
+        }
+    }
+
     func testTheProducersIdAndDeadlineInsideVoipAreKept() throws {
         let event = try decode(Fixture.eventJSON(["voip": #"{"id":"app-own","deadline":"soon"}"#]))
         XCTAssertEqual(String(decoding: event.voipPayload, as: UTF8.self), #"{"deadline":"soon","id":"app-own"}"#)
