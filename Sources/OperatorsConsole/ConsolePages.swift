@@ -404,7 +404,9 @@ enum ConsolePages {
                            .el("td", .el("input", ["type": "checkbox", "name": "ids", "value": ref, "aria-label": "select"])),
                            .el("td", .el("a", ["class": "id", "href": detailHref(r)], .text(r.id))), .el("td", .text(r.app)),
                            .el("td", ["title": DeadFormat.time(r.deadAtMs)], .text(DeadFormat.age(nowMs - r.deadAtMs))),
-                           .el("td", ["class": "reason"], .text(r.reason)), .el("td", ["class": "call"], .text(r.callID ?? "-")),
+                           .el("td", ["class": "reason"], .text(r.reason)),
+                           .el("td", ["class": "call"], .text(r.callID ?? "-"),
+                               r.device.map { .el("span", ["class": "device"], .text(" · device " + $0)) } ?? .none),
                            .el("td", .text(r.eventType ?? "-")),
                            .el("td", .text(String(r.attempts.count))), .el("td", .text(String(r.replays))))
             }
@@ -441,6 +443,8 @@ enum ConsolePages {
             fact("Reason", r.reason, [Attribute("class", "reason")]),
             fact("App", r.app),
             fact("Call", r.callID ?? "– (the event has no readable id)", [Attribute("class", "call")]),
+            r.device.map { fact("Device", $0 + " (this device's ring alone: the call has its result; a replay rings this device only)",
+                                [Attribute("id", "device")]) } ?? .none,
             fact("Type", r.eventType ?? "–"),
             fact("VoIP token", ConsoleEscaping.shortToken(r.voipToken), [Attribute("class", "mono")]),
             fact("Alert token", ConsoleEscaping.shortToken(r.alertToken), [Attribute("class", "mono")]),

@@ -47,7 +47,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
 
     /// A dead letter as the router writes one, every text field hostile.
     @discardableResult
-    private func dead(_ app: String, event: [UInt8], entryMs: Int64) -> String {
+    private func dead(_ app: String, event: [UInt8], entryMs: Int64, device: String? = nil) -> String {
         let evil = ConsoleHostileTests.evil
         let attempt: [String: Any] = ["t": entryMs + 3, "channel": evil, "token": evil, "status": 410, "reason": evil, "error": evil,
                                       "apns_id": evil]
@@ -56,6 +56,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
         args.append(String(decoding: event, as: UTF8.self))
         args += ["reason", evil, "attempts", attempts, "first_failure_ms", String(entryMs + 5), "last_failure_ms", String(entryMs + 5),
                  "replays", "0", "app", app]
+        if let device { args += ["device", device] }
         return redis(args)?.string ?? ""
     }
 
@@ -126,7 +127,9 @@ final class ConsoleHostileTests: ConsoleTestCase {
         let jsonEntry = dead("acme", event: Array(event.utf8), entryMs: now - 5_000)
         // Not JSON, not UTF-8: shown as stored, line by line, each invalid byte as \xNN.
         let rawEntry = dead("acme", event: Array(("{" + evil + "\n" + evil).utf8) + [0xFF, 0x0A, 0x3C], entryMs: now - 4_000)
-        let otherEntry = dead(app, event: Array(json(["v": 1, "id": evil, "type": "incoming_call"]).utf8), entryMs: now - 3_000)
+        // One device's dead letter of a call with devices: its device id hostile too.
+        let otherEntry = dead(app, event: Array(json(["v": 1, "id": evil, "type": "incoming_call"]).utf8), entryMs: now - 3_000,
+                              device: evil)
         let refs = ["acme/" + jsonEntry, "acme/" + rawEntry, app + "/" + otherEntry]
 
         _ = redis(["XADD", "pushgw:{\(app)}:webhooks:dead", "*", "result", json(["outcome": evil, "id": evil]), "results_entry", evil,
@@ -163,6 +166,7 @@ final class ConsoleHostileTests: ConsoleTestCase {
             let page = request("GET", ConsolePages.detailHref(app: refApp, id: id))
             XCTAssertEqual(page.status, 200, ref)
             XCTAssertTrue(body(page).contains(ConsoleEscaping.html(evil)), "dead letter \(ref): its call id shows, escaped")
+            XCTAssertEqual(body(page).contains(#"id="device""#), ref.hasPrefix(app + "/"), "dead letter \(ref): a device's shows its device")
             assertEscaped(page, "dead letter \(ref)")
         }
         assertEscaped(request("GET", ConsolePages.detailHref(app: app, id: "1-0")), "a dead letter gone")
