@@ -107,7 +107,7 @@ before = used()
 add("size-cancel", [json.dumps({"v": 1, "id": "size-cancel-%d" % i, "type": "call_cancelled"}) for i in range(N)])
 wait("cancel results", lambda: results("size-cancel") >= N)
 time.sleep(0.5)
-row("cancelled", before, [("cancel's result key", usage(key("size-cancel", "result:cancel:size-cancel-7"))),
+row("cancelled", before, [("cancel's result key", usage(key("size-cancel", "cancel-result:size-cancel-7"))),
                           ("cancellation marker", usage(key("size-cancel", "cancelled:size-cancel-7"))),
                           ("results entry", usage(key("size-cancel", "results")) / N)])
 
