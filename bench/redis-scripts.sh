@@ -24,11 +24,22 @@ start_nghttpd_and_redis
 redis_pid=$(redis_server_pid "$rport")
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
 "$bench_bin/pushgw-bench" scripts > "$work/scripts.json"
+# FILL_BUCKETS=N: before each drain, the five live outcomes buckets of each app (the default
+# 24 h window: a bucket per 21,600 s) hold N calls each, as in production once a window has
+# passed, so the lookups' HMGETs find full hashes (by default they are empty but the current one).
+fill_buckets() {
+  local b=$(( $(date +%s) / 21600 ))
+  for app in app0 app1 app2 app3; do for k in 0 1 2 3 4; do
+    redis-cli -p "$rport" EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('HSET', KEYS[1], ARGV[2] .. i, 'v') end redis.call('EXPIRE', KEYS[1], 3600)" \
+      1 "pushgw:{$app}:outcomes:$((b - k))" "$1" "00000000-0000-0000-0000-$k" >/dev/null
+  done; done
+}
 # One drain: the calls pre-filled, then whatever "$@" says (the counters' reset), then pushgw
 # run until every event has its result.
 drain() {
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill_calls "$rport" "$EVENTS" "$tokens"
+  [ -z "${FILL_BUCKETS:-}" ] || fill_buckets "$FILL_BUCKETS"
   "$@"
   drain_router "$bin" "$work/gw.json" "$rport" "$EVENTS" bench-scripts
 }

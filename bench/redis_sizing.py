@@ -5,7 +5,8 @@ Runs one kind of call at a time through the live gateway, --calls of each, and m
 each kind has finished: Redis' used_memory growth per call, and MEMORY USAGE of the keys the
 kind wrote (per key for the per-call keys, per entry for the streams). The kinds:
 
-  delivered   a VoIP push APNs accepts: result key (24 h) + results stream entry
+  delivered   a VoIP push APNs accepts: result key (its detail, 900 s) + compact record (its
+              first outcome in an outcomes bucket, 24 h) + results stream entry
   gone        a VoIP token APNs calls Unregistered, then the alert: + feedback entry
               + known-invalid token key (24 h)
   cancelled   a call_cancelled for a call not seen yet: cancellation marker (24 h)
@@ -15,8 +16,12 @@ kind wrote (per key for the per-call keys, per entry for the streams). The kinds
   waiting     a call waiting for a VoIP retry (APNs 503, retry due in 5-10 min): the retry
               schedule's ZSET member and data hash fields, until it is due
   backlog     an entry no gateway has read yet (an app without a gateway): the calls stream
+Then what a call holds for the idempotency window: --calls delivered calls with 36-character ids
+(UUIDs, as producers send them), and the drop of used_memory when their result keys (the
+detail, kept result_detail_s) and then their outcomes buckets (the compact record, kept the
+window) are deleted, per call; the target for the latter is <= 120 B.
 """
-import argparse, json, sys, time
+import argparse, json, sys, time, uuid
 import redis
 
 p = argparse.ArgumentParser()
@@ -79,7 +84,10 @@ before = used()
 add("size-ok", [call(i, "size-ok") for i in range(N)])
 wait("delivered results", lambda: results("size-ok") >= N)
 time.sleep(0.5)
+def buckets(app):
+    return list(r.scan_iter(match=key(app, "outcomes:*"), count=1000))
 row("delivered", before, [("result key", usage(key("size-ok", "result:size-ok-7"))),
+                          ("compact record", sum(usage(k) for k in buckets("size-ok")) / N),
                           ("results entry", usage(key("size-ok", "results")) / N),
                           ("calls stream left (entries deleted)", usage(key("size-ok", "calls")) / N)])
 
@@ -99,7 +107,7 @@ before = used()
 add("size-cancel", [json.dumps({"v": 1, "id": "size-cancel-%d" % i, "type": "call_cancelled"}) for i in range(N)])
 wait("cancel results", lambda: results("size-cancel") >= N)
 time.sleep(0.5)
-row("cancelled", before, [("cancel's result key", usage(key("size-cancel", "result:cancel:size-cancel-7"))),
+row("cancelled", before, [("cancel's result key", usage(key("size-cancel", "cancel-result:size-cancel-7"))),
                           ("cancellation marker", usage(key("size-cancel", "cancelled:size-cancel-7"))),
                           ("results entry", usage(key("size-cancel", "results")) / N)])
 
@@ -126,9 +134,26 @@ before = used()
 add("size-backlog", [call(i, "size-backlog") for i in range(N)])
 row("backlog", before, [("calls stream entry", usage(key("size-backlog", "calls")) / N)])
 
+# held for the window: 36-character ids
+ids = [str(uuid.uuid4()) for _ in range(N)]
+add("size-window", [call(0, "size-window", id=i) for i in ids])
+wait("window results", lambda: results("size-window") >= N)
+time.sleep(0.5)
+before = used()
+for i in range(0, N, 500):
+    r.delete(*[key("size-window", "result:" + x) for x in ids[i:i + 500]])
+detail = (before - used()) / N
+before = used()
+held = buckets("size-window")
+if held:
+    r.delete(*held)
+compact = (before - used()) / N
+
 info = r.info("memory")
 print("redis-sizing: %d calls of each kind, Redis %s, maxmemory-policy %s" % (N, r.info("server")["redis_version"],
                                                                             info["maxmemory_policy"]))
 print("%-10s %12s   %s" % ("kind", "bytes/call", "by key (MEMORY USAGE, bytes per key or per entry)"))
 for kind, per_call, keys in rows:
     print("%-10s %12.0f   %s" % (kind, per_call, ", ".join("%s %.0f" % (name, size) for name, size in keys)))
+print("held for the idempotency window, per call (%d calls with 36-character ids, %d bucket(s)): compact record %.1f B "
+      "(target <= 120 B); the detail (result key, kept result_detail_s) %.0f B" % (N, len(held), compact, detail))

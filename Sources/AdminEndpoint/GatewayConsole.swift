@@ -31,7 +31,7 @@ package final class GatewayConsole {
                  log: Log, gateway: (name: String, roles: [String]), figures: @escaping () -> ConsoleFigures) {
         topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-console")
         log.follow(topology, name: "console")
-        let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
+        let operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix, windows: config.retentionWindows),
                                               policies: config.apps.mapValues(\.deadLetters), ringTimeoutsMs: config.ringTimeoutsMs)
         self.operations = operations
         var readonly: AdminToken?

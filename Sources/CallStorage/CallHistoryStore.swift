@@ -1,3 +1,4 @@
+import EventLoop
 import RedisClient
 
 /// What Redis holds about calls, for operators: by a call's id (`pushgw calls show`), its result
@@ -24,6 +25,20 @@ public final class CallHistoryStore {
         public var cancelResult: String?
         /// Whether `AppKeys.cancelled(id)` is set: a cancel came, later pushes are not sent.
         public var cancelled: Bool
+        /// The call's first outcome from its compact record (`AppKeys.outcomes`), which lasts
+        /// the idempotency window; nil when it has none.
+        public var compactOutcome: String?
+
+        public init(result: String?, cancelResult: String?, cancelled: Bool, compactOutcome: String? = nil) {
+            self.result = result
+            self.cancelResult = cancelResult
+            self.cancelled = cancelled
+            self.compactOutcome = compactOutcome
+        }
+
+        /// The result's detail expired (`RetentionWindows.resultDetailSeconds`) but its first
+        /// outcome is still known: `compactOutcome`, answered as `detail_expired`.
+        public var detailExpired: Bool { result == nil && compactOutcome != nil }
 
         /// The gateway named by an in-flight claim in `result`; nil when it holds a result or nothing.
         public var inFlightGateway: String? {
@@ -38,15 +53,28 @@ public final class CallHistoryStore {
     /// What an in-flight claim in a result key starts with (`AppKeys.result`).
     public static let inFlightPrefix = "in_flight:"
 
-    /// The three keys of call `callID` in `app`, in one MGET (one slot: the app's).
-    public func read(_ app: AppKeys, callID: String, completion: @escaping (Result<Keys, RedisError>) -> Void) {
-        let keys = [app.result(callID), app.cancelResult(callID), app.cancelled(callID)]
-        topology.send(["MGET"] + keys, key: keys[0]) { result in
+    private let readScript = RedisScript(CallHistoryLua.read)
+
+    /// The three keys of call `callID` in `app` and its compact record in the live buckets of
+    /// `window` (the app's `RetentionWindows`), in one script (one slot: the app's). A code not
+    /// in `CompactOutcome`'s table fails the read.
+    public func read(_ app: AppKeys, callID: String, window: RetentionWindows = .defaults,
+                     completion: @escaping (Result<Keys, RedisError>) -> Void) {
+        let buckets = window.buckets.live(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
+        let keys = [app.result(callID), app.cancelResult(callID), app.cancelled(callID)] + buckets
+        readScript.run(on: topology.channel(for: keys[0]), keys: keys, args: [callID]) { result in
             completion(result.flatMap { reply in
-                guard let values = reply.array, values.count == keys.count else {
-                    return .failure(.unexpectedReply("MGET call keys \(reply)"))
+                guard let values = reply.array, values.count == 4 else {
+                    return .failure(.unexpectedReply("read call keys \(reply)"))
                 }
-                return .success(Keys(result: values[0].string, cancelResult: values[1].string, cancelled: !values[2].isNull))
+                var compact: String?
+                if let code = values[3].string {
+                    do { compact = try CompactOutcome.decode(code) } catch {
+                        return .failure(.unexpectedReply("call \(callID): \(error)"))
+                    }
+                }
+                return .success(Keys(result: values[0].string, cancelResult: values[1].string, cancelled: !values[2].isNull,
+                                     compactOutcome: compact))
             })
         }
     }
@@ -100,4 +128,22 @@ public final class CallHistoryStore {
             })
         }
     }
+}
+
+/// CallHistoryStore's script.
+enum CallHistoryLua {
+    /// KEYS: the call's result key, its cancel's result key, its cancellation marker, then the
+    /// app's live outcomes buckets, newest first. ARGV: the call id.
+    /// Returns {the three keys' values, the call's outcome code from the newest bucket holding
+    /// one, or false}.
+    static let read = """
+        local out = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
+        local code = false
+        for b = 4, #KEYS do
+          code = redis.call('HGET', KEYS[b], ARGV[1])
+          if code then break end
+        end
+        out[4] = code
+        return out
+        """
 }

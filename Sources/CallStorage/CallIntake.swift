@@ -1,3 +1,4 @@
+import EventLoop
 import RedisClient
 
 /// The producer's side of the contract (docs/protocol.md), for the HTTP API: an event added to
@@ -23,6 +24,9 @@ public final class CallIntake {
         case inFlight
         /// Its result JSON.
         case result(String)
+        /// Its result's detail expired (`RetentionWindows.resultDetailSeconds`); its first
+        /// outcome, from its compact record, is known for the idempotency window.
+        case detailExpired(firstOutcome: String)
     }
 
     public let topology: RedisTopology
@@ -53,22 +57,48 @@ public final class CallIntake {
         }
     }
 
-    /// What the result key of event `id` in `namespace` holds.
-    public func result(_ app: AppKeys, id: String, namespace: ResultEntry.Namespace,
+    /// What the result key of event `id` in `namespace` holds; for a call whose key is empty,
+    /// its compact record in the live buckets of `window` (the app's windows): one `GET`, and
+    /// one script more only when a call's key is empty.
+    public func result(_ app: AppKeys, id: String, namespace: ResultEntry.Namespace, window: RetentionWindows = .defaults,
                        completion: @escaping (Result<StoredResult, RedisError>) -> Void) {
         let key = app.resultKeyPrefix(namespace) + id
-        topology.send(["GET", key], key: key) { result in
-            completion(result.map { reply in
-                guard let text = reply.string else { return .none }
-                if text.hasPrefix("{") { return .result(text) }
-                return text.hasPrefix("in_flight:") ? .inFlight : .none
-            })
+        topology.send(["GET", key], key: key) { [topology, outcomeScript] result in
+            switch result {
+            case let .failure(error): return completion(.failure(error))
+            case let .success(reply):
+                if let text = reply.string {
+                    if text.hasPrefix("{") { return completion(.success(.result(text))) }
+                    if text.hasPrefix("in_flight:") { return completion(.success(.inFlight)) }
+                }
+                guard namespace == .call else { return completion(.success(.none)) }
+                let buckets = window.buckets.live(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
+                outcomeScript.run(on: topology.channel(for: key), keys: buckets, args: [id]) { found in
+                    completion(found.flatMap { reply in
+                        guard let code = reply.string else { return .success(.none) }
+                        do { return .success(.detailExpired(firstOutcome: try CompactOutcome.decode(code))) } catch {
+                            return .failure(.unexpectedReply("call \(id): \(error)"))
+                        }
+                    })
+                }
+            }
         }
     }
+    private let outcomeScript = RedisScript(CallIntakeLua.compactOutcome)
 }
 
-/// The intake's script, on the result rules of `CallStoreLua.resultValues`.
+/// The intake's scripts, on the result rules of `CallStoreLua.resultValues`.
 enum CallIntakeLua {
+    /// KEYS: the app's live outcomes buckets, newest first. ARGV: the call id. Returns its code
+    /// from the newest bucket holding one, or false.
+    static let compactOutcome = """
+        for b = 1, #KEYS do
+          local code = redis.call('HGET', KEYS[b], ARGV[1])
+          if code then return code end
+        end
+        return false
+        """
+
     /// KEYS: the calls stream, the event's result key. ARGV: the event JSON.
     /// Returns {1, entry id} after the `XADD`, or {0, first outcome, result} when the key holds
     /// an outcome (a claim or an invalid event's result does not count: the router decides).

@@ -51,6 +51,15 @@ public struct ResultEntry: Equatable, Sendable {
         device.map { callID + ":" + $0 } ?? callID
     }
 
+    /// The code of the compact idempotency record this record leaves for the window
+    /// (`CompactOutcome`): a call's outcome recorded `once`; nil for a duplicate's answer, an
+    /// invalid event's result, and an end event's or a receipt's own result (kept whole for the
+    /// window under `cancelResult`, `ringResult`).
+    var compactCode: String? {
+        guard namespace == .call, keying == .once, eventId != nil else { return nil }
+        return CompactOutcome.code(ofResultJSON: resultJSON)
+    }
+
     /// The outcome a stored result (the result key's value) claims its event id with; nil when
     /// there is none, or when it is an invalid event's result, which claims nothing (the same
     /// rule as `CallStoreLua.resultRules`).

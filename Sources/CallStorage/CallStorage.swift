@@ -34,6 +34,7 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
         feedback = base + "feedback"
         dead = base + "dead"
         resultPrefix = base + "result:"
+        outcomesPrefix = base + "outcomes:"
         cancelResultPrefix = base + "cancel-result:"
         ringResultPrefix = base + "ring-result:"
         cancelledPrefix = base + "cancelled:"
@@ -66,7 +67,8 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// Dead letters.
     public let dead: String
     /// String: the result recorded for event id `eventId` (the `result` JSON the results stream
-    /// got), with a TTL (the idempotency window). Producers GET it to find one result without
+    /// got), with a TTL (the app's `resultDetailSeconds`; its first outcome stays in `outcomes`
+    /// for the idempotency window). Producers GET it to find one result without
     /// reading the stream; pushgw reads it to skip an event whose id already has an outcome.
     /// A `call_cancelled` event's own result is under `cancelResult(id)`. Before the
     /// result, while a consumer routes the call, it holds that consumer's in-flight claim
@@ -77,6 +79,13 @@ public struct AppKeys: Hashable, Sendable, CustomStringConvertible {
     /// at the cost of one write per call and none at its record (docs/protocol.md, "Finding
     /// results").
     public func result(_ eventId: String) -> String { resultPrefix + eventId }
+    /// Hash: the compact idempotency record of the calls whose first outcome was recorded during
+    /// bucket `bucket` (`OutcomeBuckets`: unix s / a quarter of the window), field = call id,
+    /// value = the outcome's code (`CompactOutcome`); it expires a window and a quarter after
+    /// the bucket's start. A duplicate of a call whose `result(id)` detail expired is answered
+    /// from here.
+    public func outcomes(_ bucket: Int64) -> String { outcomesPrefix + String(bucket) }
+    let outcomesPrefix: String
     /// String: the own result of the `call_cancelled` event of call `callID`, with the same TTL.
     /// Cancels and calls have separate id namespaces: a call whose id is `cancel:X` is keyed
     /// `result("cancel:X")`, never this key of a cancel of `X`.

@@ -271,7 +271,7 @@ public final class CallStore {
         // keys), then ARGV, written straight into one command buffer: no string per key.
         let guarded = records.contains { $0.ringTally != nil }
         let deadLettering = records.contains { !$0.deadLetters.isEmpty }
-        var keyCount = guarded ? 5 : 3
+        var keyCount = guarded ? 6 : 4
         var size = 0
         for r in records {
             guard let eventId = r.record.eventId else {
@@ -296,6 +296,9 @@ public final class CallStore {
         body.append(app.calls)
         body.append(app.results)
         body.append(app.feedback)
+        let windows = RetentionWindows.of(app, in: config.windows)
+        let bucket = windows.buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000)
+        body.append(app.outcomes(bucket))
         if guarded {
             body.append(app.callsWithoutReceipt)
             body.append(app.voipSuspectedTokens)
@@ -317,11 +320,11 @@ public final class CallStore {
             if !r.deadLetters.isEmpty { body.append(app.dead) }
         }
         if app.sendsWebhooks { body.append(app.webhooks) }
-        let windows = RetentionWindows.of(app, in: config.windows)
         for arg in [config.group, String(windows.resultSeconds), String(config.resultsMaxLen), String(config.feedbackMaxLen),
                     String(windows.invalidTokenSeconds), String(records.count),
                     guarded ? String(config.voipSuspicionTTLSeconds) : "", app.sendsWebhooks ? "webhooks" : "",
-                    deadLettering ? app.app : "", config.deadMaxLen.map { String($0) } ?? ""] {
+                    deadLettering ? app.app : "", config.deadMaxLen.map { String($0) } ?? "",
+                    String(windows.detailSeconds), String(windows.buckets.expiresAt(bucket)), String(app.resultPrefix.utf8.count)] {
             body.append(arg)
         }
         for r in records {
@@ -329,6 +332,7 @@ public final class CallStore {
             body.append(r.entryID ?? "")
             body.append(r.record.resultJSON)
             body.append(r.record.keying.rawValue)
+            body.append(r.record.compactCode ?? "")
             body.append(String(r.invalidTokens.count))
             for t in r.invalidTokens {
                 body.append(t.token)
@@ -426,17 +430,24 @@ public final class CallStore {
     public func deadLetter(_ app: AppKeys, entryID: String?, deadLetter: DeadLetterEntry, record: ResultEntry,
                            completion: @escaping (Result<RecordReport, RedisError>) -> Void) {
         precondition(record.keying != .duplicate, "a dead letter is an outcome, not a duplicate's answer")
+        let windows = RetentionWindows.of(app, in: config.windows)
+        let bucket = windows.buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000)
         var keys = [app.calls, app.results, app.dead]
-        if let eventId = record.eventId { keys.append(app.resultKeyPrefix(record.namespace) + eventId) }
+        if let eventId = record.eventId {
+            keys.append(app.resultKeyPrefix(record.namespace) + eventId)
+            keys.append(app.outcomes(bucket))
+        }
         if app.sendsWebhooks { keys.append(app.webhooks) }
         let args: [RedisArgument] = [.text(config.group), .text(entryID ?? ""), .text(record.resultJSON),
-                                     .text(record.keying.rawValue), .text(String(RetentionWindows.of(app, in: config.windows).resultSeconds)),
+                                     .text(record.keying.rawValue), .text(String(windows.resultSeconds)),
                                      .text(String(config.resultsMaxLen)), .text(config.deadMaxLen.map { String($0) } ?? ""),
                                      .bytes(deadLetter.event), .text(deadLetter.reason), .text(deadLetter.attemptsJSON),
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app),
                                      .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? ""),
-                                     .text(app.sendsWebhooks ? "webhooks" : "")]
+                                     .text(app.sendsWebhooks ? "webhooks" : ""), .text(record.compactCode ?? ""),
+                                     .text(String(windows.detailSeconds)), .text(String(windows.buckets.expiresAt(bucket))),
+                                     .text(record.eventId ?? "")]
         deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 3, parts[0].integer.map({ $0 == 0 || $0 == 1 }) ?? (parts[0].string != nil),
@@ -468,16 +479,18 @@ public final class CallStore {
     /// of its other steps on the app's keys (docs/architecture.md, *How a call event travels
     /// through the router*, Recording).
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
-                       completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
+                       outcomes: Bool = true, completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
         let claims = claimAs == nil ? 0 : queries.reduce(0) { $0 + ($1.claim ? 1 : 0) }
-        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 180) + 256,
-                                   arguments: 4 + 5 * queries.count)
-        if claims == 0 { command.append("MGET") }
+        let scripted = claims > 0 || outcomes
+        var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 190) + 512,
+                                   arguments: 12 + 6 * queries.count)
+        if !scripted { command.append("MGET") }
         var resultIndices: [Int] = []
-        resultIndices.reserveCapacity(claims)
+        resultIndices.reserveCapacity(scripted ? queries.count : 0)
         for q in queries {
-            if claims > 0, q.claim { resultIndices.append(command.count + 1) }  // 1-based, as Lua counts
+            // 1-based, as Lua counts; negative for a query that claims nothing.
+            if scripted { resultIndices.append((claims > 0 && q.claim ? 1 : -1) * (command.count + 1)) }
             command.append(app.resultPrefix, q.eventId)
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken {
@@ -495,13 +508,17 @@ public final class CallStore {
             }
             for case let fcm? in q.deviceFcmTokens { command.append(app.invalidFcmPrefix, fcm) }
         }
-        let reads = command.count - (claims == 0 ? 1 : 0)
-        if let claimAs, claims > 0 {
-            command.append(claimAs)
+        let reads = command.count - (scripted ? 0 : 1)
+        let buckets = RetentionWindows.of(app, in: config.windows).buckets.live(atUnixSeconds: Clock.unixMs() / 1000)
+        if scripted {
+            for b in buckets { command.append(app.outcomes(b)) }
+            command.append(claimAs ?? "")
             command.append(String(claimTTLMs))
+            command.append(String(buckets.count))
+            command.append(String(app.resultPrefix.utf8.count))
             for i in resultIndices { command.append(String(i)) }
         }
-        let expected = reads + claims
+        let expected = reads + (scripted ? 2 * queries.count : 0)
         let parse: (Result<RedisReply, RedisError>) -> Result<[EventLookup], RedisError> = { result in
             result.flatMap { reply in
                 guard let values = reply.array, values.count == expected else {
@@ -512,8 +529,13 @@ public final class CallStore {
                 var i = 0
                 var holder = reads
                 for q in queries {
-                    var found = EventLookup.Fields(outcome: ResultEntry.claimedOutcome(values[i].string),
-                                                   cancelled: !values[i + 1].isNull)
+                    var outcome = ResultEntry.claimedOutcome(values[i].string)
+                    if scripted, outcome == nil, let code = values[holder + 1].string {
+                        do { outcome = try CompactOutcome.decode(code) } catch {
+                            return .failure(.unexpectedReply("lookup of \(q.eventId): \(error)"))
+                        }
+                    }
+                    var found = EventLookup.Fields(outcome: outcome, cancelled: !values[i + 1].isNull)
                     if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
                     i += 2
                     if q.voipToken != nil {
@@ -544,15 +566,15 @@ public final class CallStore {
                         } else {
                             found.claimHolder = values[holder].string
                         }
-                        holder += 1
                     }
+                    if scripted { holder += 2 }
                     out.append(EventLookup(found))
                 }
                 return .success(out)
             }
         }
-        if claims > 0 {
-            lookupScript.run(on: channel(app.calls), keyCount: reads, body: command) { completion(parse($0)) }
+        if scripted {
+            lookupScript.run(on: channel(app.calls), keyCount: reads + buckets.count, body: command) { completion(parse($0)) }
         } else {
             channel(app.calls).send(command: command, blockMs: 0) { completion(parse($0)) }
         }

@@ -41,6 +41,11 @@ enum CallStoreLua {
     /// was taken, appends the `duplicate` result to the results stream; it returns 1 when the
     /// caller writes the record (`appendResult` and what goes with it), the first outcome when
     /// only the duplicate was written, 0 when nothing is to be written (`ownResult`).
+    /// The compact idempotency record (`AppKeys.outcomes`): `rememberOutcome(id, code)` for each
+    /// call whose record is written (its code from `CompactOutcome`; '' = none: a result kept
+    /// whole for the window), then once at the end `writeOutcomes(bucket, at)`: one HSET of
+    /// them all into the current bucket and its EXPIREAT (unix s, the same for every write of
+    /// the bucket). A call's result key then holds its detail for `resultDetailSeconds` only.
     static let resultRules = resultValues + """
         local function ownResult(prev, json)
           local entry = string.match(json, ',"entry":"([^"]*)"')
@@ -90,6 +95,20 @@ enum CallStoreLua {
           if write then return 1 end
           return 0
         end
+        local outcomes = {}
+        local function rememberOutcome(id, code)
+          if code ~= '' then
+            outcomes[#outcomes + 1] = id
+            outcomes[#outcomes + 1] = code
+          end
+        end
+        local function writeOutcomes(bucket, at)
+          if #outcomes == 0 then return end
+          for i = 1, #outcomes, 4000 do
+            redis.call('HSET', bucket, unpack(outcomes, i, math.min(i + 3999, #outcomes)))
+          end
+          redis.call('EXPIREAT', bucket, at)
+        end
 
         """
 
@@ -112,19 +131,24 @@ enum CallStoreLua {
 
     /// Records outcomes once per event id and acknowledges their stream entries, for one
     /// or more events of one app (`recordOnce`: the outcome replaces the call's in-flight claim).
-    /// KEYS: calls, results, feedback, then per record its result key followed by its
-    ///       invalid-token keys.
+    /// KEYS: calls, results, feedback, the current outcomes bucket, then per record its result
+    ///       key followed by its invalid-token keys.
     ///       When the app sends webhooks, its webhooks stream last.
-    /// ARGV: group, result TTL s, results maxlen, feedback maxlen, invalid-token TTL s, n, the
-    ///       guard's TTL ('' = no tallies: below), `webhooks` or '', then per record: entry id
-    ///       ('' = none), result JSON, keying (`once` or `duplicate`), m, then m × (token,
+    /// ARGV: group, result window s (the TTL of a result kept whole), results maxlen, feedback
+    ///       maxlen, invalid-token TTL s, n, the guard's TTL ('' = no tallies: below), `webhooks`
+    ///       or '', the dead letters' app and maxlen (below), the detail TTL s, the bucket's
+    ///       EXPIREAT, the length of the result keys' prefix, then per record: entry id
+    ///       ('' = none), result JSON, keying (`once` or `duplicate`), its outcome code ('' =
+    ///       none: its result is kept whole for the window, no compact record; else the
+    ///       result's TTL is the detail's and the code goes to the bucket, field = the id
+    ///       read from its key), m, then m × (token,
     ///       channel, reason, timestamp, environment). An environment names
     ///       where a token of the other environment was accepted (`environment_mismatch`): the
     ///       feedback entry carries it, and the token is not marked invalid.
     /// ARGV[7] is '' unless the batch carries ring receipts' tallies (`RingTally`, the guard
     /// against iOS's silent VoIP ban, docs/protocol.md); with them, ARGV[7] is the guard's TTL
-    /// s, KEYS[4] the app's calls without a receipt (`AppKeys.callsWithoutReceipt`), KEYS[5]
-    /// its suspected tokens' set, the per-record keys from KEYS[6], and after each
+    /// s, KEYS[5] the app's calls without a receipt (`AppKeys.callsWithoutReceipt`), KEYS[6]
+    /// its suspected tokens' set, the per-record keys from KEYS[7], and after each
     /// record's feedback a kind: '' (nothing), 'c' (a call's rings: suspect-after, t, then
     /// t × (token, '1' silent or '0' rang); KEYS t × (silent count, suspicion mark, silent
     /// ring)), 'r' (a receipt's own record; KEYS its silent ring). A call's rings, when it was
@@ -149,24 +173,28 @@ enum CallStoreLua {
     static let finish = recordThenAcknowledge + """
         sendsWebhooks(ARGV[8])
         local out, ids = {}, {}
-        local a, k = 11, 4
+        local a, k = 14, 5
         local deadApp = ARGV[9] ~= '' and ARGV[9]
         local guard = ARGV[7] ~= '' and ARGV[7]
+        local prefixLength = tonumber(ARGV[13])
         local without, marked, late = false, {}, {}
-        if guard then k = 6 end
+        if guard then k = 7 end
         for r = 1, tonumber(ARGV[6]) do
-          local entry, json, m = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
+          local entry, json, code, m = ARGV[a], ARGV[a + 1], ARGV[a + 3], tonumber(ARGV[a + 4])
           local recorded = 1
           if ARGV[a + 2] == 'once' then
-            recorded = recordResultOnce(KEYS[k], json, ARGV[2], KEYS[2], ARGV[3])
+            local ttl = ARGV[2]
+            if code ~= '' then ttl = ARGV[11] end
+            recorded = recordResultOnce(KEYS[k], json, ttl, KEYS[2], ARGV[3])
           else
             local prev = redis.call('GET', KEYS[k])
             if prev and ownResult(prev, json) then recorded = 0 end
           end
           if recorded == 1 then
+            rememberOutcome(string.sub(KEYS[k], prefixLength + 1), code)
             appendResult(KEYS[2], ARGV[3], json)
             for i = 0, m - 1 do
-              local b = a + 4 + 5 * i
+              local b = a + 5 + 5 * i
               if ARGV[b + 4] == '' then
                 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
                   'token', ARGV[b], 'channel', ARGV[b + 1], 'reason', ARGV[b + 2], 'timestamp', ARGV[b + 3])
@@ -180,7 +208,7 @@ enum CallStoreLua {
           end
           out[r] = recorded
           if entry ~= '' then ids[#ids + 1] = entry end
-          a = a + 4 + 5 * m
+          a = a + 5 + 5 * m
           k = k + 1 + m
           if guard then
             local kind = ARGV[a]
@@ -190,18 +218,18 @@ enum CallStoreLua {
                 local heard = false
                 for j = 0, t - 1 do if ARGV[a + 4 + 2 * j] == '0' then heard = true end end
                 if heard then
-                  redis.call('DEL', KEYS[4])
+                  redis.call('DEL', KEYS[5])
                   without = 0
                 else
-                  without = tonumber(redis.call('GET', KEYS[4]) or '0') + 1
-                  redis.call('SET', KEYS[4], without, 'EX', guard)
+                  without = tonumber(redis.call('GET', KEYS[5]) or '0') + 1
+                  redis.call('SET', KEYS[5], without, 'EX', guard)
                 end
                 for j = 0, t - 1 do
                   local token, silent = ARGV[a + 3 + 2 * j], ARGV[a + 4 + 2 * j]
                   local count, mark, ring = KEYS[k + 3 * j], KEYS[k + 3 * j + 1], KEYS[k + 3 * j + 2]
                   if silent == '0' then
                     redis.call('DEL', count)
-                    if redis.call('DEL', mark) == 1 then redis.call('ZREM', KEYS[5], token) end
+                    if redis.call('DEL', mark) == 1 then redis.call('ZREM', KEYS[6], token) end
                   elseif without < after then
                     redis.call('SET', ring, token, 'EX', guard)
                     local n = tonumber(redis.call('GET', count) or '0') + 1
@@ -212,7 +240,7 @@ enum CallStoreLua {
                       local clock = redis.call('TIME')
                       local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
                       if redis.call('SET', mark, now, 'NX', 'EX', guard) then
-                        redis.call('ZADD', KEYS[5], now + 1000 * tonumber(guard), token)
+                        redis.call('ZADD', KEYS[6], now + 1000 * tonumber(guard), token)
                         redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
                           'token', token, 'channel', 'voip', 'reason', 'voip_suspected_blocked', 'timestamp', now)
                         marked[#marked + 1] = token
@@ -230,7 +258,7 @@ enum CallStoreLua {
                   redis.call('DEL', KEYS[k])
                   late[#late + 1] = token
                 end
-                redis.call('DEL', KEYS[4])
+                redis.call('DEL', KEYS[5])
                 without = 0
               end
               a = a + 1
@@ -254,6 +282,7 @@ enum CallStoreLua {
             a = a + 1 + 9 * d
           end
         end
+        writeOutcomes(KEYS[4], ARGV[12])
         out[#out + 1] = acknowledge(KEYS[1], ARGV[1], ids)
         if guard then
           out[#out + 1] = without
@@ -282,11 +311,14 @@ enum CallStoreLua {
     /// Writes a dead letter and its result once per event id (`recordOnce`; an invalid event's
     /// `provisional` result is keyed only where the key is free, so it never displaces a claim
     /// or a result), and acknowledges the entry.
-    /// KEYS: calls, results, dead[, result key][, webhooks stream when the app sends webhooks]
+    /// KEYS: calls, results, dead[, result key, the current outcomes bucket][, webhooks stream
+    ///       when the app sends webhooks]
     /// ARGV: group, entry id ('' = none), result JSON, keying (`once` or `provisional`),
-    ///       result TTL s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
+    ///       result window s, results maxlen, dead maxlen ('' = uncapped), event, reason, attempts,
     ///       first_failure_ms, last_failure_ms, replays, app, event_bytes and event_sha256 (''
-    ///       when the event is whole), `webhooks` or ''.
+    ///       when the event is whole), `webhooks` or '', the outcome code ('' = none: the result
+    ///       is kept whole for the window; else for the detail TTL, with its compact record,
+    ///       `rememberOutcome`), the detail TTL s, the bucket's EXPIREAT, the event id.
     /// Returns {1, or the outcome recorded first (then only a `duplicate` result was written),
     ///          or 0 (nothing written: its entry's own result is there already), acked,
     ///          dead entry id or false}.
@@ -300,7 +332,13 @@ enum CallStoreLua {
             local prev = redis.call('SET', resultKey, ARGV[3], 'NX', 'GET', 'EX', ARGV[5])
             if prev and ownResult(prev, ARGV[3]) then recorded = 0 end
           else
-            recorded = recordResultOnce(resultKey, ARGV[3], ARGV[5], KEYS[2], ARGV[6])
+            local ttl = ARGV[5]
+            if ARGV[18] ~= '' then ttl = ARGV[19] end
+            recorded = recordResultOnce(resultKey, ARGV[3], ttl, KEYS[2], ARGV[6])
+            if recorded == 1 then
+              rememberOutcome(ARGV[21], ARGV[18])
+              writeOutcomes(KEYS[5], ARGV[20])
+            end
           end
         end
         local deadID = false
@@ -523,30 +561,49 @@ enum CallStoreLua {
         """
 
     /// The router's lookup with in-flight claims, in one step on the app's keys: the values of
-    /// the read keys (one MGET), then, for each claiming query, the call's in-flight claim taken
-    /// in its result key (`in_flight:` + the consumer, PX the claim TTL) unless it holds a result
-    /// or another consumer's claim. An invalid event's result is taken over (it claims
-    /// nothing). Returns the read values, followed by one holder per claiming query (false when
-    /// the call is done; 1 when this lookup took the claim): the consumer whose claim was there
-    /// already: this one, for a copy of a call it routes, or another one (the caller checks
-    /// that one's lease in the registry, which is in another slot, and takes a lapsed one's
-    /// claim over with `takeOverClaims`).
-    /// KEYS: the read keys.
-    /// ARGV: consumer, claim TTL ms, then per claiming query the index of its result key in KEYS.
+    /// the read keys (one MGET), the queries' compact records (one HMGET of every query's id per
+    /// live outcomes bucket: `AppKeys.outcomes`), then, for each claiming query, the call's
+    /// in-flight claim taken in its result key (`in_flight:` + the consumer, PX the claim TTL)
+    /// unless it holds a result or another consumer's claim, or the call has a compact record
+    /// (done, its detail expired). An invalid event's result is taken over (it claims nothing).
+    /// Returns the read values, followed by two values per query: the holder (false when the
+    /// call is done or the query claims nothing; 1 when this lookup took the claim; else the
+    /// consumer whose claim was there already: this one, for a copy of a call it routes, or
+    /// another one (the caller checks that one's lease in the registry, which is in another
+    /// slot, and takes a lapsed one's claim over with `takeOverClaims`)), and the compact
+    /// record's code from the newest bucket that has one (false: none).
+    /// KEYS: the read keys, then the live outcomes buckets.
+    /// ARGV: consumer, claim TTL ms, the number of buckets, the length of the result keys'
+    ///       prefix, then per query the index of its result key in KEYS, negative for a query
+    ///       that claims nothing.
     static let lookupAndClaim = resultValues + """
-        local out = redis.call('MGET', unpack(KEYS))
+        local nb, prefixLength = tonumber(ARGV[3]), tonumber(ARGV[4])
+        local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - nb))
         local mine = 'in_flight:' .. ARGV[1]
-        for i = 3, #ARGV do
+        local ids = {}
+        for i = 5, #ARGV do ids[#ids + 1] = string.sub(KEYS[math.abs(tonumber(ARGV[i]))], prefixLength + 1) end
+        local codes = {}
+        for b = #KEYS - nb + 1, #KEYS do
+          local found = redis.call('HMGET', KEYS[b], unpack(ids))
+          for q = 1, #ids do
+            if not codes[q] and found[q] then codes[q] = found[q] end
+          end
+        end
+        for i = 5, #ARGV do
           local d = tonumber(ARGV[i])
-          local value = out[d]
+          local code = codes[i - 4] or false
           local holder = false
-          if not value or isProvisional(value) then
-            redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
-            holder = 1
-          elseif isClaim(value) then
-            holder = string.sub(value, 11)
+          if d > 0 and not code then
+            local value = out[d]
+            if not value or isProvisional(value) then
+              redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
+              holder = 1
+            elseif isClaim(value) then
+              holder = string.sub(value, 11)
+            end
           end
           out[#out + 1] = holder
+          out[#out + 1] = code
         end
         return out
         """

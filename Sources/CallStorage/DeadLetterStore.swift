@@ -1,3 +1,4 @@
+import EventLoop
 import RedisClient
 
 /// The Redis side of the dead letters (docs/protocol.md, `PREFIX:{APP}:dead`): reading entries
@@ -27,9 +28,14 @@ public final class DeadLetterStore {
     private let trimScript = RedisScript(DeadLetterLua.trim)
     private let pendingTrimScript = RedisScript(DeadLetterLua.pendingTrim)
 
-    public init(topology: RedisTopology, prefix: String) {
+    /// Each app's retention windows (`apps.APP.retention`), by app id: a replay forgets the
+    /// event's compact record in the app's live outcomes buckets (`OutcomeBuckets`).
+    public var windows: [String: RetentionWindows]
+
+    public init(topology: RedisTopology, prefix: String, windows: [String: RetentionWindows] = [:]) {
         self.topology = topology
         self.gatewayKeys = GatewayKeys(prefix: prefix)
+        self.windows = windows
     }
 
     // MARK: Reading
@@ -186,11 +192,15 @@ public final class DeadLetterStore {
         precondition(replay.replays >= 1 && replay.ledgerTTLSeconds > 0 && replay.callDeadlineMs >= 0 && yieldAtUnread >= 0,
                      "a replay counts from 1, its ledger needs a TTL, its deadline is a unix time and its yield is not negative")
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
-        if let eventId = replay.eventId { keys.append(app.result(eventId)) }
+        if let eventId = replay.eventId {
+            keys.append(app.result(eventId))
+            let buckets = RetentionWindows.of(app, in: windows).buckets.live(atUnixSeconds: Clock.unixMs() / 1000)
+            keys += buckets.map { app.outcomes($0) }
+        }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),
                                      .text(replay.historyJSON), .text(String(replay.ledgerTTLSeconds)),
                                      .text(String(replay.callDeadlineMs)), .text(String(yieldAtUnread)),
-                                     .text(GatewayKeys.routersGroup), .text(replay.device ?? "")]
+                                     .text(GatewayKeys.routersGroup), .text(replay.device ?? ""), .text(replay.eventId ?? "")]
         replayScript.run(on: topology.channel(for: keys[0]), keys: keys, arguments: args) { result in
             completion(result.flatMap { reply in
                 if reply.isNull { return .success(.gone) }

@@ -53,10 +53,11 @@ enum DeadLetterLua {
     /// only while the calls stream holds fewer than ARGV[7] entries the routers' group has not
     /// read (its length less the group's pending entries; all of it before the group exists):
     /// a replay never queues ahead of live calls beyond that (0: no such bound).
-    /// KEYS: calls, dead, ledger[, done]
+    /// KEYS: calls, dead, ledger[, done, then the app's live outcomes buckets]
     /// ARGV: dead entry id, event, replays (the new count), history JSON, ledger TTL s,
     /// call deadline (unix ms), the unread entries it yields at, the routers' group, the device
-    /// of one device's dead letter ('' for a whole event's; else the entry's `replayed_device`).
+    /// of one device's dead letter ('' for a whole event's; else the entry's `replayed_device`),
+    /// the event id ('' = none): its compact record (`AppKeys.outcomes`) is forgotten with its result.
     /// Returns the new calls entry id, false when the dead letter is gone, or the count of
     /// unread entries when it yielded (nothing written).
     static let replay = """
@@ -82,6 +83,7 @@ enum DeadLetterLua {
           'call_deadline', ARGV[6])
         redis.call('EXPIRE', KEYS[3], ARGV[5])
         if KEYS[4] then redis.call('DEL', KEYS[4]) end
+        for b = 5, #KEYS do redis.call('HDEL', KEYS[b], ARGV[10]) end
         redis.call('XDEL', KEYS[2], ARGV[1])
         return id
         """

@@ -2,10 +2,14 @@
 /// the windows an operator trades against Redis memory. Every script that writes one of these
 /// keys takes its TTL from here, by app (`CallStore.Config.windows(for:)`), as an argument.
 public struct RetentionWindows: Equatable, Sendable {
-    /// The idempotency window, seconds: how long `AppKeys.result(id)` (and an end event's own
-    /// `cancelResult`, a receipt's `ringResult`) keeps an outcome, so an event with that id is
-    /// answered `duplicate` rather than routed again. 24 h by default.
+    /// The idempotency window, seconds: how long a call's first outcome is kept (its compact
+    /// record in `AppKeys.outcomes`, `OutcomeBuckets`; an end event's own `cancelResult` and a
+    /// receipt's `ringResult` keep their whole result), so an event with that id is answered
+    /// `duplicate` rather than routed again. 24 h by default.
     public var resultSeconds: Int
+    /// How long a call's whole result JSON stays under `AppKeys.result(id)`, seconds, at most
+    /// the window (`detailSeconds`): the producer reads it within seconds. 900 s by default.
+    public var resultDetailSeconds: Int
     /// How long a cancellation marker (`AppKeys.cancelled(id)`, set by a cancel, an answer or a
     /// decline) lasts, seconds: a call or retry of that id read meanwhile is not pushed. 24 h.
     public var cancelSeconds: Int
@@ -13,14 +17,23 @@ public struct RetentionWindows: Equatable, Sendable {
     /// every `TokenChannel`: voip, alert, fcm), seconds: its calls skip it meanwhile. 30 days.
     public var invalidTokenSeconds: Int
 
-    public init(resultSeconds: Int = 86_400, cancelSeconds: Int = 86_400, invalidTokenSeconds: Int = 30 * 86_400) {
-        precondition(resultSeconds > 0 && cancelSeconds > 0 && invalidTokenSeconds > 0, "retention windows must be positive")
+    public init(resultSeconds: Int = 86_400, resultDetailSeconds: Int = 900, cancelSeconds: Int = 86_400,
+                invalidTokenSeconds: Int = 30 * 86_400) {
+        precondition(resultSeconds > 0 && resultDetailSeconds > 0 && cancelSeconds > 0 && invalidTokenSeconds > 0,
+                     "retention windows must be positive")
         self.resultSeconds = resultSeconds
+        self.resultDetailSeconds = resultDetailSeconds
         self.cancelSeconds = cancelSeconds
         self.invalidTokenSeconds = invalidTokenSeconds
     }
 
-    /// Today's windows: 24 h, 24 h, 30 days.
+    /// The TTL of a call's result JSON: `resultDetailSeconds`, but never past the window.
+    public var detailSeconds: Int { min(resultDetailSeconds, resultSeconds) }
+
+    /// The window's outcome buckets.
+    public var buckets: OutcomeBuckets { OutcomeBuckets(windowSeconds: resultSeconds) }
+
+    /// Today's windows: 24 h (900 s of it with the whole result), 24 h, 30 days.
     public static let defaults = RetentionWindows()
 
     /// The windows of `app` among `windows` (by app id, `CallStore.Config.windows`): an app
@@ -55,6 +68,9 @@ public enum RetentionMemory {
     /// - `cancelled:ID`: ~200 B (measured 150 B for a cancel's `1` and 197 B for an
     ///   `answered:DEVICE`, 36-character ids, 100,000 keys on Redis 7.0).
     public static let resultBytes = 550
+    /// - `outcomes:BUCKET`: ~108 B of `used_memory` per call (a call id of 36 characters and its
+    ///   one-letter outcome code as a field of a hash bucket), measured by bench/redis-sizing.sh.
+    public static let compactOutcomeBytes = 108
     public static let invalidTokenBytes = 205
     public static let cancelMarkerBytes = 200
 
@@ -65,13 +81,15 @@ public enum RetentionMemory {
     /// answered or declined does; the estimate counts all of them (an upper bound).
     public static let cancelMarkerShare = 1.0
 
-    /// The rows for `windows` at `callsPerSecond`: result, cancellation marker, invalid token.
+    /// The rows for `windows` at `callsPerSecond`: the result's detail, its compact record (kept
+    /// up to a quarter past the window: `OutcomeBuckets`), cancellation marker, invalid token.
     public static func rows(_ windows: RetentionWindows, callsPerSecond: Double) -> [Row] {
         func row(_ key: String, _ bytes: Int, _ share: Double, _ seconds: Int) -> Row {
             Row(key: key, bytesPerKey: bytes, keysPerCall: share, seconds: seconds,
                 bytes: callsPerSecond * share * Double(seconds) * Double(bytes))
         }
-        return [row("result:ID", resultBytes, 1, windows.resultSeconds),
+        return [row("result:ID", resultBytes, 1, windows.detailSeconds),
+                row("outcomes:BUCKET", compactOutcomeBytes, 1, windows.resultSeconds + Int(windows.buckets.quarterSeconds)),
                 row("cancelled:ID", cancelMarkerBytes, cancelMarkerShare, windows.cancelSeconds),
                 row("invalid:voip|alert|fcm:TOKEN", invalidTokenBytes, invalidTokenShare, windows.invalidTokenSeconds)]
     }

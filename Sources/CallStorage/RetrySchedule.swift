@@ -139,13 +139,15 @@ public final class RetrySchedule {
                        removing: [(retryID: String, resultJSON: String)], marker: String = "1",
                        completion: @escaping (Result<CancelReport, RedisError>) -> Void) {
         let windows = RetentionWindows.of(app, in: config.windows)
+        let bucket = windows.buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000)
         let keys = [app.calls, app.results, app.cancelResult(callID), app.cancelled(callID), app.retrySchedule, app.retryData,
-                    app.retryByCall, app.result(callID)] + (app.sendsWebhooks ? [app.webhooks] : [])
+                    app.retryByCall, app.result(callID), app.outcomes(bucket)] + (app.sendsWebhooks ? [app.webhooks] : [])
         var args = [config.group, cancelEntryID ?? "", resultJSON, String(windows.cancelSeconds),
                     String(windows.resultSeconds), String(config.resultsMaxLen), callID, String(removing.count)]
         for r in removing { args += [r.retryID, r.resultJSON] }
         args.append(marker)
         args.append(app.sendsWebhooks ? "webhooks" : "")
+        args += [String(windows.detailSeconds), String(windows.buckets.expiresAt(bucket)), CompactOutcome.code(of: "cancelled")!]
         cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 6, let recorded = parts[0].integer, let acked = parts[1].integer,

@@ -96,11 +96,16 @@ enum RetryLua {
     /// The due index is left alone: a score that pointed at a removed retry costs the mover one
     /// empty move, which refreshes it.
     /// KEYS: calls, results, the cancel event's result key (`AppKeys.cancelResult`), cancelled marker, retry, data,
-    ///       byCall, result key of the call[, webhooks stream when the app sends webhooks].
-    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result TTL s,
+    ///       byCall, result key of the call, the current outcomes bucket[, webhooks stream when the
+    ///       app sends webhooks].
+    /// ARGV: group, cancel entry id ('' = none), cancel result JSON, marker TTL s, result window s
+    ///       (the cancel's own result is kept whole for it),
     ///       results maxlen, call id, n, then n × (retry id, the call's result JSON), then the
     ///       marker's value (`1` for a cancel, `answered:DEVICE`, `declined:DEVICE`): the first
-    ///       end of the call keeps its value, a later one renews its TTL only; then `webhooks` or ''.
+    ///       end of the call keeps its value, a later one renews its TTL only; then `webhooks` or
+    ///       '', the detail TTL s of the call's result, the bucket's EXPIREAT and the code of
+    ///       `cancelled`: a call's outcome recorded here leaves its compact record
+    ///       (`CallStoreLua.resultRules`).
     /// Returns {cancel recorded (1; 0: its `duplicate` result written; -1: nothing written, its
     /// entry's own result is there already), acked, removed retry ids, retry ids whose outcome
     /// was recorded, the call's delivered outcome or '', its delivery time or -1}.
@@ -117,12 +122,14 @@ enum RetryLua {
             removed[#removed + 1] = id
             redis.call('HDEL', KEYS[6], id .. ':state', id .. ':event', id .. ':call', id .. ':mac')
             if redis.call('HGET', KEYS[7], ARGV[7]) == id then redis.call('HDEL', KEYS[7], ARGV[7]) end
-            if recordOnce(KEYS[8], json, ARGV[5]) then
+            if recordOnce(KEYS[8], json, ARGV[11 + 2 * n]) then
               appendResult(KEYS[2], ARGV[6], json)
               recorded[#recorded + 1] = id
+              rememberOutcome(ARGV[7], ARGV[13 + 2 * n])
             end
           end
         end
+        writeOutcomes(KEYS[9], ARGV[12 + 2 * n])
         local json, after, at = ARGV[3], nil, nil
         local call = redis.call('GET', KEYS[8])
         if call then

@@ -49,7 +49,8 @@ public struct CallLookup {
         let keys = AppKeys(prefix: prefix, app: app)
         let topology = topology
         let operations = operations
-        CallHistoryStore(topology: topology).read(keys, callID: callID) { stored in
+        let window = RetentionWindows.of(keys, in: operations.store.windows)
+        CallHistoryStore(topology: topology).read(keys, callID: callID, window: window) { stored in
             guard let stored = Self.value(stored, else: completion) else { return }
             operations.newest(apps: [app], filter: DeadLetterFilter(apps: [app], callID: callID), limit: Self.deadLettersShown) { dead in
                 guard let dead = Self.value(dead, else: completion) else { return }
@@ -174,12 +175,16 @@ public struct CallReport {
 
     /// Anything at all: a result or claim, a dead letter, a retry, a cancel.
     public var isKnown: Bool {
-        stored.result != nil || stored.cancelResult != nil || stored.cancelled || retry != nil || !deadLetters.isEmpty
+        stored.result != nil || stored.compactOutcome != nil || stored.cancelResult != nil || stored.cancelled || retry != nil
+            || !deadLetters.isEmpty
     }
 
-    /// `finished`, `in_flight`, `waiting_for_retry`, `dead_lettered`, `cancelled` or `unknown`.
+    /// `finished`, `detail_expired` (finished, its result JSON expired, its first outcome
+    /// known: `CallHistoryStore.Keys.compactOutcome`), `in_flight`, `waiting_for_retry`,
+    /// `dead_lettered`, `cancelled` or `unknown`.
     public var state: String {
         if let result { return result.outcome == "dead_lettered" ? "dead_lettered" : "finished" }
+        if stored.detailExpired { return "detail_expired" }
         if stored.inFlightGateway != nil { return "in_flight" }
         if retry != nil { return "waiting_for_retry" }
         if !deadLetters.isEmpty { return "dead_lettered" }
@@ -202,6 +207,9 @@ public struct CallReport {
         if result != nil { return nil }
         if let gateway = stored.inFlightGateway { return "none yet: gateway \(gateway) is routing it now" }
         if stored.result != nil { return "unreadable: the result key holds no result JSON" }
+        if stored.detailExpired, let first = stored.compactOutcome {
+            return "detail_expired: first outcome \(first) (the result JSON is kept retention.result_detail_s, the outcome the result window)"
+        }
         return "none under its result key (never seen, not routed yet, older than the result window, or an invalid event)"
     }
 

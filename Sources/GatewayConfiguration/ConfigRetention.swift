@@ -6,6 +6,8 @@ extension RetentionWindows {
     /// The idempotency window: from a second (tests, and a deployment whose producers never
     /// send an event twice) to 30 days.
     static let resultRange = 1...30 * 86_400
+    /// The result's detail: the same bounds (it never outlasts the window: `detailSeconds`).
+    static let resultDetailRange = 1...30 * 86_400
     /// The cancellation marker: the same bounds.
     static let cancelRange = 1...30 * 86_400
     /// A known-invalid token: up to a year.
@@ -16,26 +18,35 @@ extension RetentionWindows {
 }
 
 extension ConfigParser {
-    /// `retention`: `result_window_s`, `cancel_window_s`, `invalid_token_ttl_s`, each optional
-    /// (today's `RetentionWindows.defaults`); nil when a key is invalid (reported).
-    /// `ringSeconds` and `alertTTLSeconds` are the app's own (nil when invalid): a cancellation
-    /// marker shorter than the longest a call may still push is warned about.
+    /// `retention`: `result_window_s`, `result_detail_s`, `cancel_window_s`,
+    /// `invalid_token_ttl_s`, each optional (today's `RetentionWindows.defaults`); nil when a
+    /// key is invalid (reported). `ringSeconds` and `alertTTLSeconds` are the app's own (nil
+    /// when invalid): a cancellation marker shorter than the longest a call may still push is
+    /// warned about, and a result detail shorter than the ring (a cancel read after it cannot
+    /// say the call was delivered: `cancelled_after`).
     func parseRetention(_ entry: [String: Any], in parent: JSONPath, ringSeconds: Int?, alertTTLSeconds: Int?) -> RetentionWindows? {
         let path = parent.appending("retention")
         guard let section = reader.section(entry, "retention", in: parent) else { return nil }
-        reader.unknownKeys(section, at: path, known: ["result_window_s", "cancel_window_s", "invalid_token_ttl_s"])
+        reader.unknownKeys(section, at: path, known: ["result_window_s", "result_detail_s", "cancel_window_s", "invalid_token_ttl_s"])
         let defaults = RetentionWindows.defaults
         let result = seconds(section, "result_window_s", in: path, fallback: defaults.resultSeconds,
                              range: RetentionWindows.resultRange, what: "the idempotency window of result:ID")
+        let detail = seconds(section, "result_detail_s", in: path, fallback: defaults.resultDetailSeconds,
+                             range: RetentionWindows.resultDetailRange, what: "how long result:ID keeps the whole result JSON")
         let cancel = seconds(section, "cancel_window_s", in: path, fallback: defaults.cancelSeconds,
                              range: RetentionWindows.cancelRange, what: "the lifetime of a cancellation marker cancelled:ID")
         let invalid = seconds(section, "invalid_token_ttl_s", in: path, fallback: defaults.invalidTokenSeconds,
                               range: RetentionWindows.invalidTokenRange, what: "how long a known-invalid token is remembered")
-        guard let result, let cancel, let invalid else { return nil }
+        guard let result, let detail, let cancel, let invalid else { return nil }
         if result < RetentionWindows.shortestSensibleResultSeconds {
             reader.warning(path.appending("result_window_s"),
                            "an event whose id comes again \(result) s after its outcome is routed again (its phones ring twice)",
                            fix: "write how long a producer may send an event again, in seconds, such as \(defaults.resultSeconds) (24 h)")
+        }
+        if let ringSeconds, min(detail, result) < ringSeconds {
+            reader.warning(path.appending("result_detail_s"),
+                           "a call may ring \(ringSeconds) s (ring_timeout_s), but its result JSON is kept \(min(detail, result)) s: a cancel, answer or decline read after that cannot say the call was delivered (cancelled_after), and the producer reads only its first outcome (detail_expired)",
+                           fix: "write at least \(ringSeconds), such as \(max(ringSeconds, defaults.resultDetailSeconds))")
         }
         let pushes = [ringSeconds, alertTTLSeconds].compactMap { $0 }.max() ?? 0
         if cancel < pushes {
@@ -43,7 +54,7 @@ extension ConfigParser {
                            "a call may still push \(pushes) s after its event (ring_timeout_s, retry.alert.ttl_s), but its cancellation is forgotten after \(cancel) s: a retry moved before the cancel would push",
                            fix: "write at least \(pushes), such as \(max(pushes, defaults.cancelSeconds))")
         }
-        return RetentionWindows(resultSeconds: result, cancelSeconds: cancel, invalidTokenSeconds: invalid)
+        return RetentionWindows(resultSeconds: result, resultDetailSeconds: detail, cancelSeconds: cancel, invalidTokenSeconds: invalid)
     }
 
     /// A whole number of seconds in `range`; `fallback` when absent. A duration written with a

@@ -19,6 +19,8 @@ package final class AppRuntime: Sendable {
     package let share: Int
     /// The app's in-flight cap and event rate (`limits`, config/README.md).
     package let limits: AppLimits
+    /// The app's retention windows (`apps.APP.retention`).
+    package let retention: RetentionWindows
 
     /// `reachesBothEnvironments`: the app's credential can push to both APNs environments
     /// (`Credential.reachesBothEnvironments`).
@@ -26,6 +28,7 @@ package final class AppRuntime: Sendable {
         self.id = id
         self.share = share
         limits = config.limits
+        retention = config.retention
         keys = AppKeys(prefix: prefix, app: id, sendsWebhooks: config.webhooks != nil)
         credential = config.credential
         policy = AppRoutingPolicy(appID: id, bundleID: config.bundleId, environment: config.environment,

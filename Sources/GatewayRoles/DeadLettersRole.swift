@@ -27,7 +27,7 @@ package final class DeadLettersRole {
     package init(loop: EventLoop, config: GatewayConfig, redis: RedisConnection.Config, sentinels: RedisSentinels? = nil,
                 cluster clusterSettings: RedisCluster.Config? = nil, log: Log, intervalMs: Int64 = 60_000) {
         topology = .own(loop: loop, redis: redis, sentinels: sentinels, cluster: clusterSettings, clientName: "pushgw-deadletters")
-        store = DeadLetterStore(topology: topology, prefix: config.redis.prefix)
+        store = DeadLetterStore(topology: topology, prefix: config.redis.prefix, windows: config.retentionWindows)
         let apps = config.apps.keys.sorted().map { id in
             DeadLetterRetention.App(keys: AppKeys(prefix: config.redis.prefix, app: id), policy: config.apps[id]!.deadLetters)
         }

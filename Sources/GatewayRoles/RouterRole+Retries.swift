@@ -168,7 +168,7 @@ extension RouterRole {
             }
             hearReceiptsReadElsewhere(calls)
             let queries = calls.map { LookupQuery(eventId: $0.callID, voipToken: nil, alertToken: nil) }
-            store.lookup(calls[0].app.keys, queries) { [unowned self] result in
+            store.lookup(calls[0].app.keys, queries, outcomes: false) { [unowned self] result in
                 guard case let .success(found) = result else { return }
                 for (call, f) in zip(calls, found) where f.cancelled && self.isLive(call) {
                     self.run(call.machine.onEndHeard(CallEnd(marker: f.endMarker), now: Clock.unixMs()), for: call)

@@ -42,7 +42,7 @@ package final class IngestEndpoint {
     private static func served(_ config: IngestConfig, apps: [AppRuntime]) -> (apps: [String: IngestRoutes.App], keys: APIKeys,
                                                                               rate: AppRequestRate) {
         var served: [String: IngestRoutes.App] = [:]
-        for app in apps { served[app.id] = IngestRoutes.App(keys: app.keys, policy: app.policy) }
+        for app in apps { served[app.id] = IngestRoutes.App(keys: app.keys, policy: app.policy, retention: app.retention) }
         return (served, APIKeys(keyHashes: config.apps.mapValues(\.keyHashes)),
                 AppRequestRate(buckets: config.apps.mapValues { TokenBucket(perSecond: $0.requestsPerSecond, burst: $0.burst) }))
     }

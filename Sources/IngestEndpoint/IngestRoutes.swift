@@ -22,9 +22,12 @@ package final class IngestRoutes {
     package struct App: Sendable {
         package let keys: AppKeys
         package let policy: AppRoutingPolicy
-        package init(keys: AppKeys, policy: AppRoutingPolicy) {
+        /// Its retention windows: where a call's compact record is read once its detail expired.
+        package let retention: RetentionWindows
+        package init(keys: AppKeys, policy: AppRoutingPolicy, retention: RetentionWindows = .defaults) {
             self.keys = keys
             self.policy = policy
+            self.retention = retention
         }
     }
 
@@ -241,10 +244,12 @@ package final class IngestRoutes {
     /// again until a result or the time is up.
     private func read(_ id: String, namespace: ResultEntry.Namespace, app: App, until: Int64?,
                       respond: @escaping (HTTPResponse) -> Void) {
-        intake.result(app.keys, id: id, namespace: namespace) { [weak self] result in
+        intake.result(app.keys, id: id, namespace: namespace, window: app.retention) { [weak self] result in
             switch result {
             case let .success(.result(json)):
                 respond(.json(200, ["status": "done", "id": id, "result": (try? JSONSerialization.jsonObject(with: Data(json.utf8))) ?? json]))
+            case let .success(.detailExpired(first)):
+                respond(.json(200, ["status": "detail_expired", "id": id, "first_outcome": first]))
             case let .success(stored):
                 if let until, Clock.monotonicMs() < until, let self {
                     return self.later { self.read(id, namespace: namespace, app: app, until: until, respond: respond) }
@@ -262,7 +267,7 @@ package final class IngestRoutes {
     /// accepted answer (202), `in_flight` when a gateway routes it.
     private func poll(_ id: String, keyed: String, namespace: ResultEntry.Namespace, app: App, until: Int64, entry: String,
                       respond: @escaping (HTTPResponse) -> Void) {
-        intake.result(app.keys, id: keyed, namespace: namespace) { [weak self] result in
+        intake.result(app.keys, id: keyed, namespace: namespace, window: app.retention) { [weak self] result in
             switch result {
             case let .success(.result(json)):
                 respond(.json(200, ["status": "done", "id": id, "entry": entry,

@@ -66,8 +66,9 @@ extension ConsolePages {
     /// One call: its result, attempts, retry, cancel, dead letters and tokens.
     private static func call(_ c: CallReport, nowMs: Int64) -> Node {
         func at(_ ms: Int64) -> String { "\(DeadFormat.time(ms)) (\(DeadFormat.age(nowMs - ms)) ago)" }
-        let good = ["finished", "in_flight", "waiting_for_retry"].contains(c.state) && c.result?.outcome != "undeliverable"
-            && c.result?.outcome != "expired"
+        let outcome = c.result?.outcome ?? c.stored.compactOutcome
+        let good = ["finished", "detail_expired", "in_flight", "waiting_for_retry"].contains(c.state) && outcome != "undeliverable"
+            && outcome != "expired" && outcome != "dead_lettered"
         var facts: [Node] = []
         if let r = c.result {
             facts.append(fact("Result", .text(CallReport.summary(r)), [Attribute("id", "call-result")]))

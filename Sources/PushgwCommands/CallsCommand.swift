@@ -151,6 +151,7 @@ extension CallReport {
         return .object([
             ("app", .string(app)), ("id", .string(callID)), ("state", .string(state)),
             ("result", embedded(stored.resultJSON)), ("in_flight_gateway", .string(stored.inFlightGateway)),
+            ("first_outcome", .string(stored.compactOutcome)),
             ("attempts", .array((result?.attempts ?? []).map(\.json))),
             ("retry", retryJSON), ("cancelled", .bool(stored.cancelled)), ("cancel_result", embedded(stored.cancelResult)),
             ("dead_letters", .array(deadLetters.map { $0.summaryJSON(nowMs: nowMs) })),

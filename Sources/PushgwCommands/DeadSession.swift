@@ -85,7 +85,7 @@ final class DeadSession {
         apps = (appFilter ?? Array(config.apps.keys)).sorted()
         topology = .own(loop: loop, redis: settings, cluster: clusterSettings, clientName: "pushgw-\(command)")
         topology.start()
-        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix),
+        operations = DeadLetterOperations(loop: loop, store: DeadLetterStore(topology: topology, prefix: config.redis.prefix, windows: config.retentionWindows),
                                           policies: config.apps.mapValues(\.deadLetters), ringTimeoutsMs: config.ringTimeoutsMs)
     }
 

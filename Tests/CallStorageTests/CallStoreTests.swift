@@ -467,6 +467,59 @@ class CallStoreTests: XCTestCase {
                      "known-invalid tokens are per app")
     }
 
+    /// The compact idempotency record, read from the real redis-server: the bucket a call's
+    /// record lands in (unix s / a quarter of the window), its code, the bucket's expiry (its
+    /// start + the window + a quarter) and the detail's shorter TTL; once the detail expired, the
+    /// lookup still knows the first outcome and claims nothing, and `calls show`'s and the HTTP
+    /// API's reads say `detail_expired` with it. A code not in the table fails the lookup.
+    func testACallsCompactRecordLandsInItsBucketAndAnswersForTheWindowOnceItsDetailExpired() throws {
+        let windows = RetentionWindows(resultSeconds: 3_600, resultDetailSeconds: 1)
+        store.updateApps([acme, beta, gamma], windows: ["acme": windows])
+        let buckets = windows.buckets
+        XCTAssertEqual(buckets.quarterSeconds, 900)
+        let before = Clock.unixMs() / 1000
+        let recorded = complete(loop) {
+            store.finish(acme, entryID: nil, record: .init(eventId: "k-1", resultJSON: result("delivered_alert", "k-1")), completion: $0)
+        }
+        let after = Clock.unixMs() / 1000
+        XCTAssertEqual(recorded.value()?.recorded, true)
+        let holding = Set([before, after].map { buckets.bucket(atUnixSeconds: $0) }).filter {
+            redis("HGET", acme.outcomes($0), "k-1")?.string == CompactOutcome.code(of: "delivered_alert")
+        }
+        XCTAssertEqual(holding.count, 1, "the record is in the bucket of its time, with its outcome's code")
+        let bucket = try XCTUnwrap(holding.first)
+        XCTAssertEqual(redis("EXPIRETIME", acme.outcomes(bucket))?.integer, bucket * 900 + 3_600 + 900,
+                       "the bucket expires a window and a quarter after its start")
+        XCTAssertEqual(redis("TTL", acme.result("k-1"))?.integer, 1, "the detail lives result_detail_s")
+        XCTAssertEqual(redis("HLEN", acme.outcomes(bucket))?.integer, 1)
+        XCTAssertNil(redis("HGET", beta.outcomes(bucket), "k-1")?.string, "records are per app")
+
+        for _ in 0..<100 where redis("EXISTS", acme.result("k-1"))?.integer != 0 { pause(loop, ms: 50) }
+        XCTAssertEqual(redis("EXISTS", acme.result("k-1"))?.integer, 0, "the detail expired")
+        let found = complete(loop) {
+            store.lookup(acme, [LookupQuery(eventId: "k-1", voipToken: nil, alertToken: nil, claim: true),
+                                LookupQuery(eventId: "k-2", voipToken: nil, alertToken: nil, claim: true)],
+                         claimAs: "me", claimTTLMs: 60_000, completion: $0)
+        }
+        XCTAssertEqual(found.value()?.map(\.outcome), ["delivered_alert", nil], "the first outcome, from the compact record")
+        XCTAssertEqual(found.value()?.map(\.claimHolder), [nil, "me"], "a done call is not claimed; a new one is")
+        XCTAssertEqual(redis("EXISTS", acme.result("k-1"))?.integer, 0, "no claim was written for the done call")
+
+        let history = complete(loop) { CallHistoryStore(topology: store.topology).read(acme, callID: "k-1", window: windows, completion: $0) }
+        XCTAssertEqual(history.value()?.detailExpired, true)
+        XCTAssertEqual(history.value()?.compactOutcome, "delivered_alert")
+        let stored = complete(loop) { CallIntake(topology: store.topology).result(acme, id: "k-1", namespace: .call, window: windows, completion: $0) }
+        XCTAssertEqual(stored.value(), .detailExpired(firstOutcome: "delivered_alert"))
+        let unknown = complete(loop) { CallIntake(topology: store.topology).result(acme, id: "k-3", namespace: .call, window: windows, completion: $0) }
+        XCTAssertEqual(unknown.value(), CallIntake.StoredResult.none)
+
+        _ = redis("HSET", acme.outcomes(buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000)), "k-9", "?")
+        let bad = complete(loop) { store.lookup(acme, [LookupQuery(eventId: "k-9", voipToken: nil, alertToken: nil, claim: true)],
+                                               claimAs: "me", claimTTLMs: 60_000, completion: $0) }
+        guard case .failure(.unexpectedReply(let why)) = bad else { return XCTFail("an unknown code was read as an outcome: \(bad)") }
+        XCTAssertTrue(why.contains("unknown outcome code"), why)
+    }
+
     func testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() {
         _ = complete(loop) {
             store.finish(acme, [FinishRecord(entryID: nil, record: .init(eventId: "x-1", resultJSON: result("delivered_voip", "x-1")),
@@ -742,6 +795,9 @@ final class CallStoreOnClusterNodeTests: CallStoreTests {
     override func testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() { super.testAnInvalidEventsResultDoesNotClaimItsIdAndNeverReplacesAnOutcome() }
     override func testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() { super.testLookupReportsOutcomeCancellationAndKnownInvalidTokensInOneRoundTrip() }
     override func testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() { super.testLookupOfSeveralEventsIsOneMGETAnsweredInOrder() }
+    override func testACallsCompactRecordLandsInItsBucketAndAnswersForTheWindowOnceItsDetailExpired() throws {
+        try super.testACallsCompactRecordLandsInItsBucketAndAnswersForTheWindowOnceItsDetailExpired()
+    }
     override func testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn() {
         super.testALookupClaimsAFreeCallAndNamesOtherHoldersWhoseLapsedClaimsAreTakenOverInAStepOfTheirOwn()
     }

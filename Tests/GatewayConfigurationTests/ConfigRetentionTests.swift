@@ -66,6 +66,29 @@ final class ConfigRetentionTests: XCTestCase {
         XCTAssertTrue(early.fix.contains("at least 86400"), early.description)
     }
 
+    /// `result_detail_s`: how long result:ID keeps the whole result JSON, 900 s by default, bounded
+    /// like the windows, never past the window; shorter than the ring it is warned about.
+    func testTheResultDetailIsReadBoundedAndWarnedAboutWhenShorterThanTheRing() throws {
+        XCTAssertEqual(try fixture.check(ConfigFixture.example).config?.apps["acme"]?.retention.resultDetailSeconds, 900)
+        var json = setting(ConfigFixture.example, "apps.acme.ring_timeout_s", 60)
+        json = setting(json, "apps.acme.retention.result_detail_s", 3_600)
+        let long = try fixture.check(json)
+        XCTAssertEqual(long.config?.apps["acme"]?.retention.resultDetailSeconds, 3_600)
+        XCTAssertEqual(long.config?.apps["acme"]?.retention.detailSeconds, 3_600)
+        XCTAssertFalse(long.problems.contains { $0.description.contains("retention.result_detail_s") }, "\(long.problems)")
+
+        let short = try fixture.check(setting(json, "apps.acme.retention.result_detail_s", 30))
+        XCTAssertEqual(short.config?.apps["acme"]?.retention.resultDetailSeconds, 30, "a warning does not refuse the config")
+        let warned = try XCTUnwrap(problem(at: "apps.acme.retention.result_detail_s", in: short, severity: .warning), "\(short.problems)")
+        XCTAssertTrue(warned.problem.contains("60 s"), "names the ring timeout: \(warned.description)")
+        XCTAssertTrue(warned.fix.contains("at least 60"), warned.description)
+
+        let over = try fixture.check(setting(ConfigFixture.example, "apps.acme.retention.result_detail_s", 2_592_001))
+        XCTAssertNil(over.config)
+        XCTAssertNotNil(problem(at: "apps.acme.retention.result_detail_s", in: over, severity: .error))
+        XCTAssertEqual(RetentionWindows(resultSeconds: 600).detailSeconds, 600, "the detail never outlasts the window")
+    }
+
     func testUnknownKeysAndAWrongTypeAreNamed() throws {
         let typo = try fixture.check(setting(ConfigFixture.example, "apps.acme.retention.result_window", 60))
         let p = try XCTUnwrap(problem(at: "apps.acme.retention.result_window", in: typo, severity: .warning), "\(typo.problems)")

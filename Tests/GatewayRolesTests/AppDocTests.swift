@@ -75,7 +75,7 @@ final class AppDocTests: XCTestCase {
         let withDevices = event.replacingOccurrences(of: #""voip_token":"a0a0a0a0","alert_token":"a1e7a1e7""#, with: devices)
         XCTAssertNotEqual(withDevices, event, "the documented event names its tokens as the test expects")
         // The id was routed in acme above: its result goes, as a replay's does, so it routes again.
-        h.command("DEL", h.keys("acme").result("call-7f3a9c"))
+        h.forgetOutcome("acme", "call-7f3a9c")
         h.xaddRaw("acme", withDevices)
         XCTAssertTrue(h.runUntil("the iPad's VoIP push accepted") { !h.requests("b0b0b0b0").isEmpty && h.requests("b0b0b0b0")[0].status == 200 })
         h.xaddRaw("acme", #"{"v":1,"id":"call-7f3a9c","type":"call_answered","device":"phone"}"#)

@@ -52,6 +52,8 @@ final class ProducerACLTests: XCTestCase {
             ["XADD", "pushgw:{acme}:feedback", "*", "token", "ab"],
             ["SET", "pushgw:{acme}:result:call-1", "{}"],
             ["DEL", "pushgw:{acme}:result:call-1"],
+            ["HSET", "pushgw:{acme}:outcomes:1", "call-1", "v"],
+            ["HDEL", "pushgw:{acme}:outcomes:1", "call-1"],
             // pushgw's internal keys, other apps, other prefixes.
             ["HGETALL", "pushgw:{acme}:retry:data"],
             ["ZRANGE", "pushgw:{acme}:retry", "0", "-1"],

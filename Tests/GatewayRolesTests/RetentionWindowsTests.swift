@@ -3,6 +3,7 @@ import CallStorage
 import EventLoop
 import Foundation
 import GatewayTestSupport
+import Routing
 import TestSupport
 import XCTest
 @testable import GatewayRoles
@@ -10,7 +11,8 @@ import XCTest
 /// Each app's retention windows (`apps.APP.retention`, config/README.md) end to end: producer
 /// XADD, a real redis-server, the router, the APNs simulator. acme's windows are short (2 s)
 /// so a test can wait past them: the keys' expiry is Redis's own, waited for by watching the
-/// key go; beta keeps the defaults, which are read with TTL.
+/// key go; beta keeps the defaults, which are read with TTL. A call's first outcome outlives its
+/// result key in its compact record (`AppKeys.outcomes`), up to a quarter of the window longer.
 final class RetentionWindowsTests: XCTestCase {
     private var h: RouterHarness!
     private let short = RetentionWindows(resultSeconds: 2, cancelSeconds: 2, invalidTokenSeconds: 2)
@@ -20,8 +22,17 @@ final class RetentionWindowsTests: XCTestCase {
         h = nil
     }
 
-    private func start(_ scenarios: [String: Scenario] = [:]) throws {
-        h = try RouterHarness(simulator: { $0.scenarios = scenarios }, retention: ["acme": short])
+    private func start(_ scenarios: [String: Scenario] = [:], acme windows: RetentionWindows? = nil) throws {
+        h = try RouterHarness(simulator: { $0.scenarios = scenarios }, retention: ["acme": windows ?? short])
+    }
+
+    /// Runs the loop until no outcomes bucket of `app` holds call `id` (its buckets expired).
+    private func waitUntilForgotten(_ id: String, app: String = "acme", file: StaticString = #filePath, line: UInt = #line) {
+        let pattern = h.keys(app).outcomes(0).dropLast() + "*"
+        h.runUntil("the compact record of \(id) expired", timeoutMs: 20_000, file: file, line: line) {
+            let buckets = self.h.command("KEYS", String(pattern), file: file, line: line)?.array?.compactMap(\.string) ?? []
+            return buckets.allSatisfy { self.h.command("HEXISTS", $0, id, file: file, line: line)?.integer == 0 }
+        }
     }
 
     /// The TTL Redis reports for `key`, seconds (-2: no key, -1: no TTL).
@@ -50,6 +61,7 @@ final class RetentionWindowsTests: XCTestCase {
         XCTAssertEqual(h.requests("a0a0").count, 1, "and not pushed")
 
         waitUntilGone(result)
+        waitUntilForgotten("dup")
         h.call("dup", voip: "a0a0")
         XCTAssertTrue(h.waitForRecords(3))
         XCTAssertEqual(h.results().last?["outcome"] as? String, "delivered_voip", "after the window: routed again")
@@ -58,7 +70,45 @@ final class RetentionWindowsTests: XCTestCase {
 
         h.call("dup", voip: "b0b0", app: "beta")
         XCTAssertTrue(h.waitForRecords(4))
-        XCTAssertGreaterThan(ttl(h.keys("beta").result("dup")), 86_000, "beta keeps the default window, 24 h")
+        XCTAssertTrue((800...900).contains(ttl(h.keys("beta").result("dup"))), "beta keeps the default detail, 900 s")
+        let bucket = h.keys("beta").outcomes(RetentionWindows.defaults.buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000))
+        XCTAssertEqual(h.command("HGET", bucket, "dup")?.string, CompactOutcome.code(of: "delivered_voip"))
+        XCTAssertGreaterThan(ttl(bucket), 86_400, "and its outcome for the default window, 24 h (and up to 6 h more)")
+    }
+
+    /// A duplicate whose result's detail expired (result_detail_s, 1 s here) but whose window
+    /// (8 s) has not is still answered `duplicate` with its first outcome, from the compact
+    /// record, and not pushed; once the window (and its quarter) is over, it is routed again.
+    func testADuplicateAfterTheDetailExpiredIsAnsweredFromTheCompactRecordAndRoutedAfterTheWindow() throws {
+        try start(acme: RetentionWindows(resultSeconds: 8, resultDetailSeconds: 1, cancelSeconds: 8, invalidTokenSeconds: 8))
+        let result = h.keys("acme").result("late")
+        h.call("late", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(1))
+        XCTAssertEqual(ttl(result), 1, "the detail lives result_detail_s")
+        waitUntilGone(result)
+
+        h.call("late", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(2))
+        XCTAssertEqual(h.results().last?["outcome"] as? String, "duplicate", "inside the window, detail expired: answered duplicate")
+        XCTAssertEqual(h.results().last?["first_outcome"] as? String, "delivered_voip", "with the first outcome of the compact record")
+        XCTAssertEqual(h.requests("a0a0").count, 1, "and not pushed")
+        XCTAssertEqual(h.command("EXISTS", result)?.integer, 0, "the duplicate took no claim and wrote no result key")
+
+        waitUntilForgotten("late")
+        h.call("late", voip: "a0a0")
+        XCTAssertTrue(h.waitForRecords(3))
+        XCTAssertEqual(h.results().last?["outcome"] as? String, "delivered_voip", "after the window: routed again")
+        XCTAssertEqual(h.requests("a0a0").count, 2, "and it rings at APNs once more")
+    }
+
+    /// Every outcome a call can be recorded with has a code in the compact record's table
+    /// (`duplicate` is never stored).
+    func testEveryStoredOutcomeHasACode() {
+        for outcome in CallOutcome.allCases where outcome != .duplicate {
+            XCTAssertNotNil(CompactOutcome.code(of: outcome.rawValue), "\(outcome) has no code")
+        }
+        XCTAssertNil(CompactOutcome.code(of: CallOutcome.duplicate.rawValue))
+        XCTAssertEqual(CompactOutcome.codes.count, CallOutcome.allCases.count - 1, "and the table names no other")
     }
 
     func testAnInvalidTokenIsForgottenAfterTheAppsTTL() throws {
@@ -116,7 +166,7 @@ final class RetentionWindowsTests: XCTestCase {
         h.store.updateApps(h.apps.map(\.keys), windows: ["acme": RetentionWindows(resultSeconds: 600, cancelSeconds: 700)])
         h.call("after", voip: "a0a1")
         XCTAssertTrue(h.waitForRecords(2))
-        XCTAssertTrue((590...600).contains(ttl(h.keys("acme").result("after"))), "the reloaded result window, 600 s")
+        XCTAssertTrue((590...600).contains(ttl(h.keys("acme").result("after"))), "the reloaded result window, 600 s (the detail's 900 s cut to it)")
         h.xadd("acme", ["v": 1, "id": "after", "type": "call_cancelled"])
         XCTAssertTrue(h.waitForRecords(3))
         XCTAssertTrue((690...700).contains(ttl(h.keys("acme").cancelled("after"))), "and cancel window, 700 s (the cancel step's)")

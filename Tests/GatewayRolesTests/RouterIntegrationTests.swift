@@ -387,11 +387,13 @@ class RouterIntegrationTests: XCTestCase {
         XCTAssertEqual(json["outcome"] as? String, "delivered_voip")
         XCTAssertEqual(json["entry"] as? String, entry)
         let ttl = h.command("TTL", key)?.integer ?? -1
-        XCTAssertTrue((86_000...86_400).contains(ttl), "kept for the idempotency window (24 h): \(ttl)")
+        XCTAssertTrue((800...900).contains(ttl), "kept whole for the result detail (900 s): \(ttl)")
         h.xadd("acme", ["v": 1, "id": "find-me", "type": "call_cancelled"])
         XCTAssertTrue(h.waitForRecords(2))
         let cancel = h.command("GET", "pushgw:{acme}:cancel-result:find-me")?.string ?? ""
         XCTAssertTrue(cancel.contains(#""type":"call_cancelled""#), "a cancel event's own result, by id: \(cancel)")
+        let cancelTTL = h.command("TTL", "pushgw:{acme}:cancel-result:find-me")?.integer ?? -1
+        XCTAssertTrue((86_000...86_400).contains(cancelTTL), "an end event's own result is kept whole for the window: \(cancelTTL)")
     }
 
     func testAnUpperCaseCopyOfADeadTokenIsSkipped() throws {

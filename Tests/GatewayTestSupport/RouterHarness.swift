@@ -226,6 +226,16 @@ package final class RouterHarness {
         command(args, file: file, line: line)
     }
 
+    /// Forgets the outcome of call `id` of `app` as a dead letter's replay does: its result key
+    /// and its compact record in every outcomes bucket of the app, so the id routes again.
+    package func forgetOutcome(_ app: String, _ id: String, file: StaticString = #filePath, line: UInt = #line) {
+        command("DEL", keys(app).result(id), file: file, line: line)
+        let pattern = String(keys(app).outcomes(0).dropLast()) + "*"
+        for bucket in command("KEYS", pattern, file: file, line: line)?.array?.compactMap(\.string) ?? [] {
+            command("HDEL", bucket, id, file: file, line: line)
+        }
+    }
+
     /// One command on the producer's connection, its arguments as an array.
     @discardableResult
     package func command(_ args: [String], file: StaticString = #filePath, line: UInt = #line) -> RedisReply? {

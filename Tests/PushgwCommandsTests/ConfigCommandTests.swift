@@ -93,13 +93,17 @@ final class ConfigCheckRedisMemoryTests: XCTestCase {
         func row(_ app: String, _ key: String) -> String? {
             lines.first { $0.split(separator: " ", omittingEmptySubsequences: true).prefix(2) == [Substring(app), Substring(key)] }
         }
-        // 550 B × 1,000/s × 3,600 s = 1.98 GB for acme; beta keeps 24 h: 47.5 GB.
-        XCTAssertTrue(row("acme", "result:ID")?.hasSuffix("1.98 GB") == true, "acme's own window:\n\(lines.joined(separator: "\n"))")
-        XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("47.5 GB") == true, "beta's default window:\n\(lines.joined(separator: "\n"))")
+        // The result's detail: 550 B × 1,000/s × 900 s (result_detail_s) = 495 MB for both; its
+        // compact record: 108 B × 1,000/s × (the window + a quarter): 3,600 + 900 s = 486 MB for
+        // acme, 86,400 + 21,600 s = 11.7 GB for beta.
+        XCTAssertTrue(row("acme", "result:ID")?.hasSuffix("495 MB") == true, "the detail:\n\(lines.joined(separator: "\n"))")
+        XCTAssertTrue(row("acme", "outcomes:BUCKET")?.hasSuffix("486 MB") == true, "acme's own window:\n\(lines.joined(separator: "\n"))")
+        XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("495 MB") == true, "\(lines.joined(separator: "\n"))")
+        XCTAssertTrue(row("beta", "outcomes:BUCKET")?.hasSuffix("11.7 GB") == true, "beta's default window:\n\(lines.joined(separator: "\n"))")
         // 205 B × 1 % × 1,000/s × 30 days = 5.31 GB; 200 B × 1,000/s × 24 h = 17.3 GB.
         XCTAssertTrue(row("beta", "invalid:voip|alert|fcm:TOKEN")?.hasSuffix("5.31 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(row("beta", "cancelled:ID")?.hasSuffix("17.3 GB") == true, lines.joined(separator: "\n"))
-        XCTAssertTrue(row("beta", "total")?.hasSuffix("70.1 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(row("beta", "total")?.hasSuffix("34.8 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(lines.contains { $0.contains("estimates") }, "says the figures are estimates: \(lines)")
 
         let json = CapturedOutput()
@@ -109,7 +113,9 @@ final class ConfigCheckRedisMemoryTests: XCTestCase {
         let beta = try XCTUnwrap((memory["apps"] as? [String: Any])?["beta"] as? [String: Any])
         let keys = try XCTUnwrap(beta["keys"] as? [[String: Any]])
         XCTAssertEqual(keys.first?["key"] as? String, "result:ID")
-        XCTAssertEqual(keys.first?["bytes"] as? Int, 550 * 100 * 86_400, "550 B a call for 24 h at 100 calls/s")
+        XCTAssertEqual(keys.first?["bytes"] as? Int, 550 * 100 * 900, "550 B a call for 900 s at 100 calls/s")
+        XCTAssertEqual(keys.dropFirst().first?["key"] as? String, "outcomes:BUCKET")
+        XCTAssertEqual(keys.dropFirst().first?["bytes"] as? Int, 108 * 100 * 108_000, "108 B a call for 24 h and a quarter")
     }
 
     func testABadRateIsBadUsageAndAnUnusableConfigIsNotEstimated() throws {
