@@ -23,6 +23,17 @@ ROUNDS=${BENCH_SCRIPT_ROUNDS:-3}
 start_nghttpd_and_redis
 redis_pid=$(redis_server_pid "$rport")
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
+# COMPACT=1 (and FILL_BUCKETS): the apps keep the compact record (retention.result_detail_s 900,
+# off by default: config/README.md), to measure what it costs Redis.
+if [ -n "${COMPACT:-}${FILL_BUCKETS:-}" ]; then
+  python3 - "$work/gw.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+for app in config["apps"].values():
+    app["retention"] = {"result_detail_s": 900}
+json.dump(config, open(sys.argv[1], "w"))
+PY
+fi
 "$bench_bin/pushgw-bench" scripts > "$work/scripts.json"
 # FILL_BUCKETS=N: before each drain, the five live outcomes buckets of each app (the default
 # 24 h window: a bucket per 21,600 s) hold N calls each, as in production once a window has

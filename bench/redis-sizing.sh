@@ -43,7 +43,10 @@ json.dump({"redis": {"url": f"redis://127.0.0.1:{rport}/0"}, "admin": {"listen":
            "apns": {"production": {"endpoint": f"127.0.0.1:{sport}"}, "sandbox": {"endpoint": f"127.0.0.1:{sport}"},
                     "ca_file": f"{work}/pki/ca.pem"},
            "credentials": {"k": {"team_id": "TEAM123456", "key_id": "KEY1234567", "key_file": f"{work}/pki/AuthKey.p8"}},
-           "apps": {name: app for name in ["size-ok", "size-gone", "size-cancel", "size-dead", "size-wait", "size-window"]}},
+           # size-window keeps the compact record (retention.result_detail_s: off by default), to
+           # measure it; the others have the defaults (the whole result for the window).
+           "apps": {**{name: app for name in ["size-ok", "size-gone", "size-cancel", "size-dead", "size-wait"]},
+                    "size-window": {**app, "retention": {"result_detail_s": 900}}}},
           open(f"{work}/gw.json", "w"))
 PY
 "$bin/pushgw" run --config "$work/gw.json" --consumer sizing > "$work/gw.log" 2>&1 &

@@ -5,8 +5,8 @@ Runs one kind of call at a time through the live gateway, --calls of each, and m
 each kind has finished: Redis' used_memory growth per call, and MEMORY USAGE of the keys the
 kind wrote (per key for the per-call keys, per entry for the streams). The kinds:
 
-  delivered   a VoIP push APNs accepts: result key (its detail, 900 s) + compact record (its
-              first outcome in an outcomes bucket, 24 h) + results stream entry
+  delivered   a VoIP push APNs accepts: result key (the defaults: the whole result for the
+              24 h window) + results stream entry
   gone        a VoIP token APNs calls Unregistered, then the alert: + feedback entry
               + known-invalid token key (24 h)
   cancelled   a call_cancelled for a call not seen yet: cancellation marker (24 h)
@@ -16,10 +16,11 @@ kind wrote (per key for the per-call keys, per entry for the streams). The kinds
   waiting     a call waiting for a VoIP retry (APNs 503, retry due in 5-10 min): the retry
               schedule's ZSET member and data hash fields, until it is due
   backlog     an entry no gateway has read yet (an app without a gateway): the calls stream
-Then what a call holds for the idempotency window: --calls delivered calls with 36-character ids
-(UUIDs, as producers send them), and the drop of used_memory when their result keys (the
-detail, kept result_detail_s) and then their outcomes buckets (the compact record, kept the
-window) are deleted, per call; the target for the latter is <= 120 B.
+Then what a call holds for the idempotency window with the compact record (app size-window,
+retention.result_detail_s 900): --calls delivered calls with 36-character ids (UUIDs, as
+producers send them), and the drop of used_memory when their result keys (the detail, kept
+result_detail_s) and then their outcomes buckets (the compact record, kept the window) are
+deleted, per call; the target for the latter is <= 120 B.
 """
 import argparse, json, sys, time, uuid
 import redis

@@ -60,7 +60,7 @@ public final class CallHistoryStore {
     /// in `CompactOutcome`'s table fails the read.
     public func read(_ app: AppKeys, callID: String, window: RetentionWindows = .defaults,
                      completion: @escaping (Result<Keys, RedisError>) -> Void) {
-        let buckets = window.buckets.live(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
+        let buckets = window.liveBuckets(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
         let keys = [app.result(callID), app.cancelResult(callID), app.cancelled(callID)] + buckets
         readScript.run(on: topology.channel(for: keys[0]), keys: keys, args: [callID]) { result in
             completion(result.flatMap { reply in

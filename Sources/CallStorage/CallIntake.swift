@@ -72,7 +72,8 @@ public final class CallIntake {
                     if text.hasPrefix("in_flight:") { return completion(.success(.inFlight)) }
                 }
                 guard namespace == .call else { return completion(.success(.none)) }
-                let buckets = window.buckets.live(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
+                let buckets = window.liveBuckets(atUnixSeconds: Clock.unixMs() / 1000).map { app.outcomes($0) }
+                guard !buckets.isEmpty else { return completion(.success(.none)) }  // no compact record kept
                 outcomeScript.run(on: topology.channel(for: key), keys: buckets, args: [id]) { found in
                     completion(found.flatMap { reply in
                         guard let code = reply.string else { return .success(.none) }

@@ -332,7 +332,7 @@ public final class CallStore {
             body.append(r.entryID ?? "")
             body.append(r.record.resultJSON)
             body.append(r.record.keying.rawValue)
-            body.append(r.record.compactCode ?? "")
+            body.append(windows.recordedCode(r.record.compactCode))
             body.append(String(r.invalidTokens.count))
             for t in r.invalidTokens {
                 body.append(t.token)
@@ -445,7 +445,7 @@ public final class CallStore {
                                      .text(String(deadLetter.firstFailureMs)), .text(String(deadLetter.lastFailureMs)),
                                      .text(String(deadLetter.replays)), .text(app.app),
                                      .text(deadLetter.eventBytes.map { String($0) } ?? ""), .text(deadLetter.eventSHA256 ?? ""),
-                                     .text(app.sendsWebhooks ? "webhooks" : ""), .text(record.compactCode ?? ""),
+                                     .text(app.sendsWebhooks ? "webhooks" : ""), .text(windows.recordedCode(record.compactCode)),
                                      .text(String(windows.detailSeconds)), .text(String(windows.buckets.expiresAt(bucket))),
                                      .text(record.eventId ?? "")]
         deadLetterScript.run(on: channel(keys[0]), keys: keys, arguments: args) { result in
@@ -509,7 +509,7 @@ public final class CallStore {
             for case let fcm? in q.deviceFcmTokens { command.append(app.invalidFcmPrefix, fcm) }
         }
         let reads = command.count - (scripted ? 0 : 1)
-        let buckets = RetentionWindows.of(app, in: config.windows).buckets.live(atUnixSeconds: Clock.unixMs() / 1000)
+        let buckets = RetentionWindows.of(app, in: config.windows).liveBuckets(atUnixSeconds: Clock.unixMs() / 1000)
         if scripted {
             for b in buckets { command.append(app.outcomes(b)) }
             command.append(claimAs ?? "")

@@ -194,7 +194,7 @@ public final class DeadLetterStore {
         var keys = [app.calls, app.dead, app.replayLedger(replay.eventDigest)]
         if let eventId = replay.eventId {
             keys.append(app.result(eventId))
-            let buckets = RetentionWindows.of(app, in: windows).buckets.live(atUnixSeconds: Clock.unixMs() / 1000)
+            let buckets = RetentionWindows.of(app, in: windows).liveBuckets(atUnixSeconds: Clock.unixMs() / 1000)
             keys += buckets.map { app.outcomes($0) }
         }
         let args: [RedisArgument] = [.text(replay.deadEntryID), .bytes(replay.event), .text(String(replay.replays)),

@@ -147,7 +147,7 @@ public final class RetrySchedule {
         for r in removing { args += [r.retryID, r.resultJSON] }
         args.append(marker)
         args.append(app.sendsWebhooks ? "webhooks" : "")
-        args += [String(windows.detailSeconds), String(windows.buckets.expiresAt(bucket)), CompactOutcome.code(of: "cancelled")!]
+        args += [String(windows.detailSeconds), String(windows.buckets.expiresAt(bucket)), windows.recordedCode(CompactOutcome.code(of: "cancelled"))]
         cancelScript.run(on: topology.channel(for: app.calls), keys: keys, args: args) { result in
             completion(result.flatMap { reply in
                 guard let parts = reply.array, parts.count == 6, let recorded = parts[0].integer, let acked = parts[1].integer,

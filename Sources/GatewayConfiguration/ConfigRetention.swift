@@ -43,7 +43,9 @@ extension ConfigParser {
                            "an event whose id comes again \(result) s after its outcome is routed again (its phones ring twice)",
                            fix: "write how long a producer may send an event again, in seconds, such as \(defaults.resultSeconds) (24 h)")
         }
-        if let ringSeconds, min(detail, result) < ringSeconds {
+        // The compact record is kept when result_detail_s is written (RetentionWindows.compactRecord).
+        let compact = reader.lookup(section, "result_detail_s", in: path) != nil
+        if compact, let ringSeconds, min(detail, result) < ringSeconds {
             reader.warning(path.appending("result_detail_s"),
                            "a call may ring \(ringSeconds) s (ring_timeout_s), but its result JSON is kept \(min(detail, result)) s: a cancel, answer or decline read after that cannot say the call was delivered (cancelled_after), and the producer reads only its first outcome (detail_expired)",
                            fix: "write at least \(ringSeconds), such as \(max(ringSeconds, defaults.resultDetailSeconds))")
@@ -54,7 +56,8 @@ extension ConfigParser {
                            "a call may still push \(pushes) s after its event (ring_timeout_s, retry.alert.ttl_s), but its cancellation is forgotten after \(cancel) s: a retry moved before the cancel would push",
                            fix: "write at least \(pushes), such as \(max(pushes, defaults.cancelSeconds))")
         }
-        return RetentionWindows(resultSeconds: result, resultDetailSeconds: detail, cancelSeconds: cancel, invalidTokenSeconds: invalid)
+        return RetentionWindows(resultSeconds: result, resultDetailSeconds: detail, cancelSeconds: cancel, invalidTokenSeconds: invalid,
+                                compactRecord: compact)
     }
 
     /// A whole number of seconds in `range`; `fallback` when absent. A duration written with a

@@ -473,7 +473,7 @@ class CallStoreTests: XCTestCase {
     /// lookup still knows the first outcome and claims nothing, and `calls show`'s and the HTTP
     /// API's reads say `detail_expired` with it. A code not in the table fails the lookup.
     func testACallsCompactRecordLandsInItsBucketAndAnswersForTheWindowOnceItsDetailExpired() throws {
-        let windows = RetentionWindows(resultSeconds: 3_600, resultDetailSeconds: 1)
+        let windows = RetentionWindows(resultSeconds: 3_600, resultDetailSeconds: 1, compactRecord: true)
         store.updateApps([acme, beta, gamma], windows: ["acme": windows])
         let buckets = windows.buckets
         XCTAssertEqual(buckets.quarterSeconds, 900)

@@ -31,6 +31,26 @@ final class ConfigRetentionTests: XCTestCase {
         }
     }
 
+    /// The compact record is off by default and on where `result_detail_s` is written: then the
+    /// result key lives the detail, else the window.
+    func testResultDetailTurnsTheCompactRecordOnForItsAppOnly() throws {
+        let plain = try fixture.check(ConfigFixture.example).config?.apps["acme"]?.retention
+        XCTAssertEqual(plain?.compactRecord, false)
+        XCTAssertEqual(plain?.detailSeconds, 86_400, "without it the whole result lives the window")
+        XCTAssertEqual(plain?.liveBuckets(atUnixSeconds: 1_764_000_000), [], "and no bucket is read")
+        XCTAssertEqual(plain?.recordedCode("v"), "", "or written")
+        let json = setting(ConfigFixture.example, "apps.acme.retention.result_detail_s", 900)
+        let report = try fixture.check(json)
+        let compact = report.config?.apps["acme"]?.retention
+        XCTAssertEqual(compact?.compactRecord, true)
+        XCTAssertEqual(compact?.detailSeconds, 900)
+        XCTAssertEqual(compact?.liveBuckets(atUnixSeconds: 1_764_000_000).count, 5)
+        XCTAssertEqual(compact?.recordedCode("v"), "v")
+        for (id, app) in report.config?.apps ?? [:] where id != "acme" {
+            XCTAssertEqual(app.retention.compactRecord, false, "another app keeps the default: \(id)")
+        }
+    }
+
     func testEachWindowIsBoundedAndItsUnitNamedWithItsFileAndKey() throws {
         let rows: [(String, Any, String, String)] = [
             ("result_window_s", 2_592_001, "over the limit of 2592000 s (30 days)", "from 1 to 2592000"),

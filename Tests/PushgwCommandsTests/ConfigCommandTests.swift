@@ -85,7 +85,7 @@ final class ConfigCheckLoadsCredentialsTests: XCTestCase {
 final class ConfigCheckRedisMemoryTests: XCTestCase {
     func testTheRateGivesEachAppsMemoryByKindAtItsOwnWindows() throws {
         let fixture = try ConfigFixture.make(removedAfter: self)
-        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.retention", ["result_window_s": 3_600]))
+        try fixture.writeConfig(setting(ConfigFixture.example, "apps.acme.retention", ["result_window_s": 3_600, "result_detail_s": 900]))
         let output = CapturedOutput()
         XCTAssertEqual(pushgwMain(["config", "check", "--rate", "1000/s", fixture.directory + "/pushgw.json"],
                                   context: output.context()), 0, "\(output.out) \(output.err)")
@@ -93,29 +93,32 @@ final class ConfigCheckRedisMemoryTests: XCTestCase {
         func row(_ app: String, _ key: String) -> String? {
             lines.first { $0.split(separator: " ", omittingEmptySubsequences: true).prefix(2) == [Substring(app), Substring(key)] }
         }
-        // The result's detail: 550 B × 1,000/s × 900 s (result_detail_s) = 495 MB for both; its
-        // compact record: 108 B × 1,000/s × (the window + a quarter): 3,600 + 900 s = 486 MB for
-        // acme, 86,400 + 21,600 s = 11.7 GB for beta.
+        // acme keeps the compact record (result_detail_s written): the result's detail, 550 B ×
+        // 1,000/s × 900 s = 495 MB, and its compact record, 108 B × 1,000/s × (the window + a
+        // quarter: 3,600 + 900 s) = 486 MB. beta has the default: the whole result for 24 h,
+        // 550 B × 1,000/s × 86,400 s = 47.5 GB, and no compact record.
         XCTAssertTrue(row("acme", "result:ID")?.hasSuffix("495 MB") == true, "the detail:\n\(lines.joined(separator: "\n"))")
         XCTAssertTrue(row("acme", "outcomes:BUCKET")?.hasSuffix("486 MB") == true, "acme's own window:\n\(lines.joined(separator: "\n"))")
-        XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("495 MB") == true, "\(lines.joined(separator: "\n"))")
-        XCTAssertTrue(row("beta", "outcomes:BUCKET")?.hasSuffix("11.7 GB") == true, "beta's default window:\n\(lines.joined(separator: "\n"))")
+        XCTAssertTrue(row("beta", "result:ID")?.hasSuffix("47.5 GB") == true, "\(lines.joined(separator: "\n"))")
+        XCTAssertNil(row("beta", "outcomes:BUCKET"), "no compact record by default:\n\(lines.joined(separator: "\n"))")
         // 205 B × 1 % × 1,000/s × 30 days = 5.31 GB; 200 B × 1,000/s × 24 h = 17.3 GB.
         XCTAssertTrue(row("beta", "invalid:voip|alert|fcm:TOKEN")?.hasSuffix("5.31 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(row("beta", "cancelled:ID")?.hasSuffix("17.3 GB") == true, lines.joined(separator: "\n"))
-        XCTAssertTrue(row("beta", "total")?.hasSuffix("34.8 GB") == true, lines.joined(separator: "\n"))
+        XCTAssertTrue(row("beta", "total")?.hasSuffix("70.1 GB") == true, lines.joined(separator: "\n"))
         XCTAssertTrue(lines.contains { $0.contains("estimates") }, "says the figures are estimates: \(lines)")
 
         let json = CapturedOutput()
         _ = pushgwMain(["config", "check", "--json", "--rate=100", fixture.directory + "/pushgw.json"], context: json.context())
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.out.joined().utf8)) as? [String: Any])
         let memory = try XCTUnwrap(object["redis_memory"] as? [String: Any], "\(object)")
-        let beta = try XCTUnwrap((memory["apps"] as? [String: Any])?["beta"] as? [String: Any])
-        let keys = try XCTUnwrap(beta["keys"] as? [[String: Any]])
-        XCTAssertEqual(keys.first?["key"] as? String, "result:ID")
-        XCTAssertEqual(keys.first?["bytes"] as? Int, 550 * 100 * 900, "550 B a call for 900 s at 100 calls/s")
-        XCTAssertEqual(keys.dropFirst().first?["key"] as? String, "outcomes:BUCKET")
-        XCTAssertEqual(keys.dropFirst().first?["bytes"] as? Int, 108 * 100 * 108_000, "108 B a call for 24 h and a quarter")
+        let apps = try XCTUnwrap(memory["apps"] as? [String: Any])
+        let beta = try XCTUnwrap((apps["beta"] as? [String: Any])?["keys"] as? [[String: Any]])
+        XCTAssertEqual(beta.first?["key"] as? String, "result:ID")
+        XCTAssertEqual(beta.first?["bytes"] as? Int, 550 * 100 * 86_400, "550 B a call for 24 h at 100 calls/s")
+        XCTAssertEqual(beta.dropFirst().first?["key"] as? String, "cancelled:ID")
+        let acme = try XCTUnwrap((apps["acme"] as? [String: Any])?["keys"] as? [[String: Any]])
+        XCTAssertEqual(acme.dropFirst().first?["key"] as? String, "outcomes:BUCKET")
+        XCTAssertEqual(acme.dropFirst().first?["bytes"] as? Int, 108 * 100 * 4_500, "108 B a call for the hour and a quarter")
     }
 
     func testABadRateIsBadUsageAndAnUnusableConfigIsNotEstimated() throws {
