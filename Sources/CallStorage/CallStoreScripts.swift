@@ -191,7 +191,7 @@ enum CallStoreLua {
             if prev and ownResult(prev, json) then recorded = 0 end
           end
           if recorded == 1 then
-            rememberOutcome(string.sub(KEYS[k], prefixLength + 1), code)
+            if code ~= '' then rememberOutcome(string.sub(KEYS[k], prefixLength + 1), code) end
             appendResult(KEYS[2], ARGV[3], json)
             for i = 0, m - 1 do
               local b = a + 5 + 5 * i
@@ -580,9 +580,11 @@ enum CallStoreLua {
         local nb, prefixLength = tonumber(ARGV[3]), tonumber(ARGV[4])
         local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - nb))
         local mine = 'in_flight:' .. ARGV[1]
-        local ids = {}
-        for i = 5, #ARGV do ids[#ids + 1] = string.sub(KEYS[math.abs(tonumber(ARGV[i]))], prefixLength + 1) end
-        local codes = {}
+        local ids, codes = {}, {}
+        -- The ids only when there are buckets to ask (an app with the compact record).
+        if nb > 0 then
+          for i = 5, #ARGV do ids[#ids + 1] = string.sub(KEYS[math.abs(tonumber(ARGV[i]))], prefixLength + 1) end
+        end
         for b = #KEYS - nb + 1, #KEYS do
           local found = redis.call('HMGET', KEYS[b], unpack(ids))
           for q = 1, #ids do
