@@ -78,42 +78,27 @@ public struct ResultEntry: Equatable, Sendable {
 /// One outcome of a batched `CallStore.finish`: the record, the entry it acknowledges (nil:
 /// none) and the tokens APNs declared invalid on the way.
 ///
-/// Its fields live in one shared, immutable box: a record is copied into the turn's batch, its
-/// app's chunk and the script's arguments, and a copy is then one retain, not one per id, JSON
-/// text, token list and tally.
+/// Its fields are inline: a record is copied into the turn's batch, its app's chunk and the
+/// script's arguments (a few retains each), and a shared box cost one allocation per call.
 public struct FinishRecord: Equatable, Sendable {
-    public var entryID: String? { box.fields.entryID }
-    public var record: ResultEntry { box.fields.record }
-    public var invalidTokens: [InvalidToken] { box.fields.invalidTokens }
+    public let entryID: String?
+    public let record: ResultEntry
+    public let invalidTokens: [InvalidToken]
+    /// With ring receipts on, what the record tells the guard against iOS's silent VoIP ban
+    /// (`RingTally`); nil: nothing (receipts off, or nothing to tell).
+    public let ringTally: RingTally?
     /// The dead letters of a call with devices whose outcome is no dead letter, one per
     /// device whose ring was one (`DeadLetterEntry.device`): written with the record, only
     /// when the record is (so a record written again writes none twice).
-    public var deadLetters: [DeadLetterEntry] { box.fields.deadLetters }
-    /// With ring receipts on, what the record tells the guard against iOS's silent VoIP ban
-    /// (`RingTally`); nil: nothing (receipts off, or nothing to tell).
-    public var ringTally: RingTally? { box.fields.ringTally }
-
-    private struct Fields: Equatable, Sendable {
-        var entryID: String?
-        var record: ResultEntry
-        var invalidTokens: [InvalidToken]
-        var ringTally: RingTally?
-        var deadLetters: [DeadLetterEntry]
-    }
-
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private let box: Box
-
-    public static func == (a: FinishRecord, b: FinishRecord) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+    public let deadLetters: [DeadLetterEntry]
 
     public init(entryID: String?, record: ResultEntry, invalidTokens: [InvalidToken] = [], ringTally: RingTally? = nil,
                 deadLetters: [DeadLetterEntry] = []) {
-        box = Box(Fields(entryID: entryID, record: record, invalidTokens: invalidTokens, ringTally: ringTally,
-                         deadLetters: deadLetters))
+        self.entryID = entryID
+        self.record = record
+        self.invalidTokens = invalidTokens
+        self.ringTally = ringTally
+        self.deadLetters = deadLetters
     }
 }
 
@@ -295,77 +280,75 @@ public struct RecordReport: Equatable, Sendable {
 
 /// What Redis knows about an event before it is routed (one round trip).
 ///
-/// Its fields live in one shared, immutable box: a lookup is copied out of the answer, into the
-/// calls that wait for the next read and back, and a copy is then one retain, not one per
-/// outcome, marker, holder and list; a field is read with a plain load (an immutable field needs
-/// no exclusivity check).
+/// Its fields are inline: a lookup is read once, where its call starts (a copy is a few
+/// retains), and a shared box cost one allocation per call.
 public struct EventLookup: Equatable, Sendable {
     /// The outcome already recorded for the event id, nil if none (within the window) or if
     /// only an invalid event's result is there (`ResultEntry.claimedOutcome`).
     public var outcome: String? {
-        get { box.fields.outcome }
-        set { changed { $0.outcome = newValue } }
+        get { fields.outcome }
+        set { fields.outcome = newValue }
     }
     /// Whether the call was cancelled (or its ring ended by an answer or a decline).
     public var cancelled: Bool {
-        get { box.fields.cancelled }
-        set { changed { $0.cancelled = newValue } }
+        get { fields.cancelled }
+        set { fields.cancelled = newValue }
     }
     /// The cancellation marker's value when it is not a plain cancel's `1`: the end of the ring
     /// that set it (`answered:DEVICE`, `declined:DEVICE`, `RetrySchedule.cancel`).
     public var endMarker: String? {
-        get { box.fields.endMarker }
-        set { changed { $0.endMarker = newValue } }
+        get { fields.endMarker }
+        set { fields.endMarker = newValue }
     }
     /// Unix ms since when the event's VoIP / alert token is known invalid; nil if not known.
     public var voipInvalidSinceMs: Int64? {
-        get { box.fields.voipInvalidSinceMs }
-        set { changed { $0.voipInvalidSinceMs = newValue } }
+        get { fields.voipInvalidSinceMs }
+        set { fields.voipInvalidSinceMs = newValue }
     }
     public var alertInvalidSinceMs: Int64? {
-        get { box.fields.alertInvalidSinceMs }
-        set { changed { $0.alertInvalidSinceMs = newValue } }
+        get { fields.alertInvalidSinceMs }
+        set { fields.alertInvalidSinceMs = newValue }
     }
     /// The same for each listed device's tokens (`LookupQuery.deviceVoipTokens`), in its order.
     public var deviceVoipInvalidSinceMs: [Int64?] {
-        get { box.fields.deviceVoipInvalidSinceMs }
-        set { changed { $0.deviceVoipInvalidSinceMs = newValue } }
+        get { fields.deviceVoipInvalidSinceMs }
+        set { fields.deviceVoipInvalidSinceMs = newValue }
     }
     public var deviceAlertInvalidSinceMs: [Int64?] {
-        get { box.fields.deviceAlertInvalidSinceMs }
-        set { changed { $0.deviceAlertInvalidSinceMs = newValue } }
+        get { fields.deviceAlertInvalidSinceMs }
+        set { fields.deviceAlertInvalidSinceMs = newValue }
     }
     /// The same for FCM tokens: the single-device form's, and each listed device's (in order,
     /// nil for an iPhone; empty when the query named none).
     public var fcmInvalidSinceMs: Int64? {
-        get { box.fields.fcmInvalidSinceMs }
-        set { changed { $0.fcmInvalidSinceMs = newValue } }
+        get { fields.fcmInvalidSinceMs }
+        set { fields.fcmInvalidSinceMs = newValue }
     }
     public var deviceFcmInvalidSinceMs: [Int64?] {
-        get { box.fields.deviceFcmInvalidSinceMs }
-        set { changed { $0.deviceFcmInvalidSinceMs = newValue } }
+        get { fields.deviceFcmInvalidSinceMs }
+        set { fields.deviceFcmInvalidSinceMs = newValue }
     }
     /// With `LookupQuery.voipSuspicion`: whether the VoIP token (of the single-device form, or
     /// of each listed device in its order) is suspected of iOS's silent ban.
     public var voipSuspected: Bool {
-        get { box.fields.voipSuspected }
-        set { changed { $0.voipSuspected = newValue } }
+        get { fields.voipSuspected }
+        set { fields.voipSuspected = newValue }
     }
     public var deviceVoipSuspected: [Bool] {
-        get { box.fields.deviceVoipSuspected }
-        set { changed { $0.deviceVoipSuspected = newValue } }
+        get { fields.deviceVoipSuspected }
+        set { fields.deviceVoipSuspected = newValue }
     }
     /// For a query that claimed: the consumer holding the call's in-flight claim after the
     /// lookup — the asking consumer, or another live one that routes a copy of the call.
     public var claimHolder: String? {
-        get { box.fields.claimHolder }
-        set { changed { $0.claimHolder = newValue } }
+        get { fields.claimHolder }
+        set { fields.claimHolder = newValue }
     }
     /// The claim was taken by this lookup (or taken over from a lapsed consumer): false when
     /// the asking consumer held it already, for another entry of the call (a copy of it).
     public var claimTakenNow: Bool {
-        get { box.fields.claimTakenNow }
-        set { changed { $0.claimTakenNow = newValue } }
+        get { fields.claimTakenNow }
+        set { fields.claimTakenNow = newValue }
     }
 
     /// The fields, as `CallStore.lookup` fills them in before it makes the lookup.
@@ -385,29 +368,14 @@ public struct EventLookup: Equatable, Sendable {
         var claimTakenNow: Bool = false
     }
 
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
+    private var fields: Fields
 
-    private var box: Box
-
-    public static func == (a: EventLookup, b: EventLookup) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
-
-    init(_ fields: Fields) { box = Box(fields) }
-
-    /// This lookup with one field changed, in a box of its own (a lookup is changed rarely: a
-    /// claim taken over).
-    private mutating func changed(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
-        change(&fields)
-        box = Box(fields)
-    }
+    init(_ fields: Fields) { self.fields = fields }
 
     public init(outcome: String?, cancelled: Bool, voipInvalidSinceMs: Int64? = nil, alertInvalidSinceMs: Int64? = nil,
                 claimHolder: String? = nil) {
-        box = Box(Fields(outcome: outcome, cancelled: cancelled, voipInvalidSinceMs: voipInvalidSinceMs,
-                         alertInvalidSinceMs: alertInvalidSinceMs, claimHolder: claimHolder))
+        fields = Fields(outcome: outcome, cancelled: cancelled, voipInvalidSinceMs: voipInvalidSinceMs,
+                        alertInvalidSinceMs: alertInvalidSinceMs, claimHolder: claimHolder)
     }
 }
 

@@ -518,7 +518,9 @@ public final class CallStore {
             command.append(String(app.resultPrefix.utf8.count))
             for i in resultIndices { command.append(String(i)) }
         }
-        let expected = reads + (scripted ? 2 * queries.count : 0)
+        // Per query, the script answers its holder and, with buckets to ask, its code.
+        let perQuery = scripted ? (buckets.isEmpty ? 1 : 2) : 0
+        let expected = reads + perQuery * queries.count
         let parse: (Result<RedisReply, RedisError>) -> Result<[EventLookup], RedisError> = { result in
             result.flatMap { reply in
                 guard let values = reply.array, values.count == expected else {
@@ -530,7 +532,7 @@ public final class CallStore {
                 var holder = reads
                 for q in queries {
                     var outcome = ResultEntry.claimedOutcome(values[i].string)
-                    if scripted, outcome == nil, let code = values[holder + 1].string {
+                    if perQuery == 2, outcome == nil, let code = values[holder + 1].string {
                         do { outcome = try CompactOutcome.decode(code) } catch {
                             return .failure(.unexpectedReply("lookup of \(q.eventId): \(error)"))
                         }
@@ -567,7 +569,7 @@ public final class CallStore {
                             found.claimHolder = values[holder].string
                         }
                     }
-                    if scripted { holder += 2 }
+                    holder += perQuery
                     out.append(EventLookup(found))
                 }
                 return .success(out)

@@ -566,12 +566,13 @@ enum CallStoreLua {
     /// in-flight claim taken in its result key (`in_flight:` + the consumer, PX the claim TTL)
     /// unless it holds a result or another consumer's claim, or the call has a compact record
     /// (done, its detail expired). An invalid event's result is taken over (it claims nothing).
-    /// Returns the read values, followed by two values per query: the holder (false when the
+    /// Returns the read values, followed per query by the holder (false when the
     /// call is done or the query claims nothing; 1 when this lookup took the claim; else the
     /// consumer whose claim was there already: this one, for a copy of a call it routes, or
     /// another one (the caller checks that one's lease in the registry, which is in another
-    /// slot, and takes a lapsed one's claim over with `takeOverClaims`)), and the compact
-    /// record's code from the newest bucket that has one (false: none).
+    /// slot, and takes a lapsed one's claim over with `takeOverClaims`)) and, only when there
+    /// are buckets (an app with the compact record), the compact record's code from the newest
+    /// bucket that has one (false: none).
     /// KEYS: the read keys, then the live outcomes buckets.
     /// ARGV: consumer, claim TTL ms, the number of buckets, the length of the result keys'
     ///       prefix, then per query the index of its result key in KEYS, negative for a query
@@ -605,7 +606,7 @@ enum CallStoreLua {
             end
           end
           out[#out + 1] = holder
-          out[#out + 1] = code
+          if nb > 0 then out[#out + 1] = code end
         end
         return out
         """

@@ -12,16 +12,16 @@ public struct CallAction: Equatable, Sendable {
     /// The one thing to do next.
     public var step: Step
 
-    /// What the runner does next for the call. The cases with a push or a record are
-    /// indirect: boxed once, an action stays a few words as it passes through the call's
-    /// machine (an inline `OutcomeRecord` made each action ~300 bytes, copied at every step).
+    /// What the runner does next for the call. The pushes are inline (a plan is ~50 bytes; a
+    /// box would cost an allocation for every push of every call); the records, once per
+    /// call and ~250 bytes, are indirect, so an action stays small as it is returned.
     public enum Step: Equatable, Sendable {
         /// Nothing (a dropped retry coming due, a cancel that waits for the push in flight, …).
         case none
         /// Send this VoIP push, then call `apnsAnswered` or `apnsFailed`.
-        indirect case sendVoip(PushPlan)
+        case sendVoip(PushPlan)
         /// Send this alert push (the fallback, for `cause`), then call `apnsAnswered` or `apnsFailed`.
-        indirect case sendAlert(PushPlan, cause: FallbackCause)
+        case sendAlert(PushPlan, cause: FallbackCause)
         /// The call was cancelled while its push is with the APNs client: take the push back
         /// if it is not written yet (`ApnsClient.withdraw`; it then fails with `.withdrawn`,
         /// which is not an attempt). A push already written is left to its answer.

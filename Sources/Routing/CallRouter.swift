@@ -78,15 +78,15 @@ public struct CallRouter: Sendable {
 
     // MARK: States
 
-    /// The states with a call are indirect: the call (its event, its attempts) is boxed once
-    /// per transition, and copying a router, as every step of its call's machine does, moves
-    /// one reference.
+    /// The states are inline (a router is ~100 bytes): a box per transition would cost an
+    /// allocation for every push of every call, and the call's machine moves its router out of
+    /// its state to change it (`CallStateMachine.State.modifying`), so nothing copies it.
     private enum State: Sendable {
         case idle
-        indirect case voipInFlight(VoipInFlight)
-        indirect case voipWaiting(VoipWaiting)
-        indirect case alertInFlight(AlertInFlight)
-        indirect case alertWaiting(AlertWaiting)
+        case voipInFlight(VoipInFlight)
+        case voipWaiting(VoipWaiting)
+        case alertInFlight(AlertInFlight)
+        case alertWaiting(AlertWaiting)
         case finished(CallOutcome)
     }
 
