@@ -79,12 +79,14 @@ extension RouterRole {
     }
 
     /// Starts `a` with its lookup now, or once the read in flight answered when `a` waits for
-    /// the read after its own (`route`): a cancel that read brings is then known first.
-    func startAfterRead(_ a: Admitted, found: EventLookup) {
+    /// the read after its own (`route`): a cancel that read brings is then known first. The
+    /// machine's action for a start now goes to `starting`, performed once the batch's other
+    /// calls stepped (`perform(_:)`).
+    func startAfterRead(_ a: Admitted, found: EventLookup, into starting: inout [Started]) {
         if a.startsAfterNextRead && lifecycle.isReadingWithoutBlocking {
             callsAwaitingRead.append((a, found))
-        } else {
-            start(a, found: found)
+        } else if let action = lookupAnswered(a, found: found) {
+            starting.append(Started(call: a.call, action: action))
         }
     }
 
@@ -99,14 +101,17 @@ extension RouterRole {
         let waiting = callsAwaitingRead
         callsAwaitingRead = []
         var again: [String: [Admitted]] = [:]
+        var starting: [Started] = []
+        starting.reserveCapacity(waiting.count)
         for (a, found) in waiting where isLive(a.call) {
             if found.claimHolder == settings.consumer && !found.claimTakenNow && copyRouting(besides: a.call) == nil {
                 a.startsAfterNextRead = false
                 again[a.call.app.id, default: []].append(a)
-            } else {
-                start(a, found: found)
+            } else if let action = lookupAnswered(a, found: found) {
+                starting.append(Started(call: a.call, action: action))
             }
         }
+        perform(starting)
         for (_, copies) in again { lookUp(copies, app: copies[0].call.app) }
     }
 
@@ -127,15 +132,18 @@ extension RouterRole {
             switch result {
             case let .success(found):
                 var heldElsewhere: [HeldElsewhere] = []
+                var starting: [Started] = []
+                starting.reserveCapacity(admitted.count)
                 for (a, f) in zip(admitted, found) {
                     // A holder's lapsed lease is trusted only when leases are (see `claim`);
                     // otherwise the copy waits for the holder, as for a live one.
                     if let holder = f.claimHolder, holder != self.settings.consumer, self.leasesAreTrustworthy {
                         heldElsewhere.append(HeldElsewhere(admitted: a, found: f, holder: holder))
                     } else {
-                        self.startAfterRead(a, found: f)
+                        self.startAfterRead(a, found: f, into: &starting)
                     }
                 }
+                self.perform(starting)
                 self.takeOverLapsedClaims(heldElsewhere, app: app)
             case let .failure(error):
                 // Without the lookup, routing could repeat a finished call.
@@ -161,12 +169,14 @@ extension RouterRole {
                                    claimTTLMs: settings.inFlightClaimMs) { [unowned self] result in
             switch result {
             case let .success(holders):
+                var starting: [Started] = []
                 for (h, holder) in zip(held, holders) {
                     var found = h.found
                     found.claimHolder = holder
                     found.claimTakenNow = holder == self.settings.consumer
-                    self.startAfterRead(h.admitted, found: found)
+                    self.startAfterRead(h.admitted, found: found, into: &starting)
                 }
+                self.perform(starting)
             case let .failure(error):
                 self.stepFailed(held.lazy.map(\.admitted.call), .warn, "lookup failed; entries left pending", error: error,
                                 ["app": app.id, "count": held.count])
@@ -309,6 +319,28 @@ extension RouterRole {
     /// call's router starts (or resumes) and its first action runs; cancelled when Redis' marker
     /// says so or a cancel of it was heard here meanwhile (`hearEnds`).
     func start(_ a: Admitted, found: EventLookup) {
+        if let action = lookupAnswered(a, found: found) { run(action, for: a.call) }
+    }
+
+    /// A call whose machine took its lookup's answer, with the action to perform.
+    struct Started {
+        var call: LiveCall
+        var action: CallStateMachine.Action
+    }
+
+    /// Performs the actions of a batch of calls that started, after every machine of the batch
+    /// stepped. Invariant: no machine's step depends on another call's action being performed
+    /// (a copy waits on its sibling's machine state, `copyRouting`, which the step sets), so
+    /// the order only keeps each stage's code in the instruction cache across the batch: one
+    /// pass of machines, then one pass of pushes (measured with cachegrind, bench/ab.sh).
+    func perform(_ starting: [Started]) {
+        for s in starting { run(s.action, for: s.call) }
+    }
+
+    /// Gives `a`'s machine its lookup's answer. A call that waits for a copy is put with the
+    /// copy (here or elsewhere) and nil returned; otherwise the machine's action is returned,
+    /// for the caller to perform.
+    func lookupAnswered(_ a: Admitted, found: EventLookup) -> CallStateMachine.Action? {
         let call = a.call
         let action = call.machine.onLookupAnswered(alreadyDone: found.recordedOutcome, cancelled: found.cancelled,
                                                    claimHolder: found.claimHolder, consumer: settings.consumer,
@@ -321,11 +353,13 @@ extension RouterRole {
         switch action.life {
         case .waitForCopyHere:
             copyRouting(besides: call)!.copiesWaiting.append(a)
+            return nil
         case .waitForCopyElsewhere:
             copiesElsewhere.append(a)
             if !recheckTimer.isScheduled { recheckTimer.schedule(afterMs: settings.copyRecheckEveryMs) }
+            return nil
         case .none, .startRouter, .tellRouterCancelled, .write, .writeRecord, .scheduleAgainLater, .recordAgainLater, .leave:
-            run(action, for: call)
+            return action
         }
     }
 

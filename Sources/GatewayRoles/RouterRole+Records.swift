@@ -9,16 +9,42 @@ import Routing
 // lands: the call stays here, its entry pending for this live consumer, so nothing routes it
 // again.
 extension RouterRole {
-    /// One outcome waiting for the end of the loop turn, to be recorded with the others.
+    /// One outcome waiting for the end of the loop turn, to be recorded with the others. Its
+    /// result JSON and dead-letter entries are written at the turn's end (`finish`), in one
+    /// pass over the turn's records, so that code stays in the instruction cache across the
+    /// batch instead of being fetched again between two calls' machine steps.
     final class PendingRecord {
         let call: LiveCall
         let record: OutcomeRecord
-        let finish: FinishRecord
+        let keying: ResultEntry.Keying
+        let invalidTokens: [InvalidToken]
+        let ringTally: RingTally?
+        let deadLetters: [DeadLetter]
+        /// When the outcome was queued (the dead letters' time).
+        let queuedAtMs: Int64
 
-        init(call: LiveCall, record: OutcomeRecord, finish: FinishRecord) {
+        init(call: LiveCall, record: OutcomeRecord, keying: ResultEntry.Keying, invalidTokens: [InvalidToken],
+             ringTally: RingTally?, deadLetters: [DeadLetter], queuedAtMs: Int64) {
             self.call = call
             self.record = record
-            self.finish = finish
+            self.keying = keying
+            self.invalidTokens = invalidTokens
+            self.ringTally = ringTally
+            self.deadLetters = deadLetters
+            self.queuedAtMs = queuedAtMs
+        }
+
+        /// What the finish script writes for it.
+        func finish(_ role: RouterRole) -> FinishRecord {
+            let entries = deadLetters.map { letter in
+                // The device's first failure: its first attempt APNs or FCM did not accept.
+                let attempts = letter.record.attempts
+                let first = (attempts.first { $0.status != 200 } ?? attempts.first)?.sentAtMs ?? queuedAtMs
+                return DeadLetterEntry(letter, record: role.stamped(letter.record, call), event: call.rawEvent,
+                                       firstFailureMs: first, nowMs: queuedAtMs)
+            }
+            return FinishRecord(entryID: call.entryID, record: ResultEntry(record, callID: call.callID, keying: keying),
+                                invalidTokens: invalidTokens, ringTally: ringTally, deadLetters: entries)
         }
     }
 
@@ -53,18 +79,9 @@ extension RouterRole {
     private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying,
                                deadLetters: [DeadLetter] = []) {
         let record = stamped(record, call)
-        let entry = ResultEntry(record, callID: call.callID, keying: keying)
-        let now = Clock.unixMs()
-        let entries = deadLetters.map { letter in
-            // The device's first failure: its first attempt APNs or FCM did not accept.
-            let attempts = letter.record.attempts
-            let first = (attempts.first { $0.status != 200 } ?? attempts.first)?.sentAtMs ?? now
-            return DeadLetterEntry(letter, record: stamped(letter.record, call), event: call.rawEvent, firstFailureMs: first, nowMs: now)
-        }
-        records.add(PendingRecord(call: call, record: record,
-                                  finish: FinishRecord(entryID: call.entryID, record: entry, invalidTokens: call.feedback,
-                                                       ringTally: keying == .once ? ringTally(of: record, for: call) : nil,
-                                                       deadLetters: entries)))
+        records.add(PendingRecord(call: call, record: record, keying: keying, invalidTokens: call.feedback,
+                                  ringTally: keying == .once ? ringTally(of: record, for: call) : nil,
+                                  deadLetters: deadLetters, queuedAtMs: Clock.unixMs()))
     }
 
     /// One `finish` script per app (and chunk) for the turn's outcomes.
@@ -79,7 +96,7 @@ extension RouterRole {
             let pending = byApp[id]!
             for start in stride(from: 0, to: pending.count, by: Self.recordChunk) {
                 let chunk = Array(pending[start..<min(pending.count, start + Self.recordChunk)])
-                store.finish(chunk[0].call.app.keys, chunk.map(\.finish)) { [unowned self] result in
+                store.finish(chunk[0].call.app.keys, chunk.map { $0.finish(self) }) { [unowned self] result in
                     switch result {
                     case let .success(report):
                         for (i, p) in chunk.enumerated() { self.answered(p.record, call: p.call, report.answer(i)) }
