@@ -122,3 +122,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Release builds leave out Swift's run-time exclusivity check (the compile-time one stays);
+// debug builds, which `make test` and its ASan pass run, keep it, so the suite still traps an
+// overlapping access. The process is one thread on one loop, where such an access is a logic
+// error the suite exists to catch, not a race; in release the check's begin/end calls and the
+// thread-local access set they keep cost ~10 % of the router's CPU per event (bench/ab.sh, and
+// docs/architecture.md, Benchmarks).
+for target in package.targets where target.type == .regular || target.type == .executable {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+}
