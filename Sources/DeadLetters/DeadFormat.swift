@@ -1,7 +1,8 @@
 import Foundation
 
-/// How dead letters' times, ages and counts are shown to people, the same on the command line
-/// and in the operators' console. Pure functions.
+/// How times, ages and counts are shown to people, the same on the command line and in the
+/// operators' console: dead letters' times, and the other times people read (a certificate's
+/// dates in a config problem, when APNs says a token became invalid). Pure functions.
 public enum DeadFormat {
     /// `2026-11-29T10:11:12.345Z`.
     public static func time(_ ms: Int64) -> String {

@@ -26,8 +26,7 @@ func printPushAnswer(_ result: Result<PushNotificationResponse, ApnsClientError>
             var line = "rejected: \(response.status) \(response.reason?.text ?? "(no reason)")"
             if let kind = response.rejectionKind { line += " (\(kind.rawValue))" }
             if let ms = response.invalidationTimestampMs {
-                let date = Date(timeIntervalSince1970: Double(ms) / 1000)
-                line += ", token invalid since \(ISO8601DateFormatter().string(from: date))"
+                line += ", token invalid since \(DeadFormat.time(ms))"
             }
             line += ", apns-id \(response.apnsID ?? "(none)")"
             output.out(line)
