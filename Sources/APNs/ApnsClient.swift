@@ -170,6 +170,9 @@ public final class ApnsClient: ApnsConnectionDelegate {
 
     /// Pushes waiting for a stream.
     public var queuedCount: Int { queue.count }
+    /// Pushes of one share (`send`'s `share`: an app) waiting for a stream while the pool is
+    /// reachable; 0 while it is not (they wait for APNs' return, not for streams).
+    public func waitingForStreams(share: Int) -> Int { unreachableSinceMs == nil ? queue.count(share: share) : 0 }
     /// Pushes written and waiting for APNs' answer.
     public var inFlightCount: Int { connections.reduce(0) { $0 + $1.inFlight } }
     /// Connections that have exchanged SETTINGS and accept streams.

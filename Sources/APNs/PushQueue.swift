@@ -30,6 +30,12 @@ struct PushQueue {
 
     var isEmpty: Bool { count == 0 }
 
+    /// Pushes of `share` waiting, in every lane. O(lanes).
+    func count(share: Int) -> Int {
+        let s = max(0, share)
+        return lanes.reduce(0) { $0 + (s < $1.shares.count ? $1.shares[s].count : 0) }
+    }
+
     mutating func append(_ push: PendingPush) {
         if lanes[push.lane.rawValue].append(push) { hasResends = true }
         count += 1

@@ -31,6 +31,14 @@ package final class ApnsPools {
         self.log = log
     }
 
+    /// Pushes of `share` (an app) waiting for a stream in `credential`'s pools, both
+    /// environments, while they are reachable (`ApnsClient.waitingForStreams`). Two look-ups.
+    package func waitingForStreams(credential: String, share: Int) -> Int {
+        ApnsEnvironment.allCases.reduce(0) {
+            $0 + (clients[Key(credential: credential, environment: $1)]?.waitingForStreams(share: share) ?? 0)
+        }
+    }
+
     /// The pool for `app` in `environment` (the app's own unless an event asks for sandbox).
     package func client(credential name: String, environment: ApnsEnvironment) throws -> ApnsClient {
         let key = Key(credential: name, environment: environment)

@@ -10,6 +10,14 @@ import Routing
 /// and its calls wait in its stream likewise. One read's count is the same for every stream, so
 /// it is the least room among the apps read.
 ///
+/// An app with `waitingCap` or more pushes waiting for a stream in its reachable APNs pools
+/// (`waiting`: queued behind the streams it holds) is left out too, as at its cap: what the
+/// connections cannot take yet is not read ahead. Those calls would only wait in the queue, in
+/// memory, behind the app's others, and every live call costs the router's tables and caches
+/// (bench/ab.sh on loopback: 4,000 calls in flight where ~1,000 kept the same rate, at ×1.3 the
+/// CPU per event and +9 MB). The cap still bounds an app whose pushes are on the wire; a pool
+/// that is unreachable counts nothing, so an outage does not hold calls back in the stream.
+///
 /// A read that leaves an app out for its cap blocks only briefly (`Plan.leftOutAtCap`:
 /// `RouterRoleSettings.capWaitMs`), as nothing wakes a blocked read when that app's calls
 /// leave: the app is read again within that time of its room coming back, whatever `blockMs`
@@ -74,8 +82,10 @@ struct AppIntake {
     /// The apps paused from now on (the router's periodic read of their pause keys).
     mutating func pause(_ apps: Set<String>) { paused = apps }
 
-    /// The next read over `apps`, with `inFlight` calls of each in the process.
-    mutating func plan(_ apps: [AppRuntime], inFlight: [String: Int], defaultCap: Int, readBatch: Int, nowMs: Int64) -> Plan {
+    /// The next read over `apps`, with `inFlight` calls of each in the process and `waiting(app)`
+    /// of its pushes waiting for a stream.
+    mutating func plan(_ apps: [AppRuntime], inFlight: [String: Int], defaultCap: Int, readBatch: Int, nowMs: Int64,
+                       waitingCap: Int = .max, waiting: (AppRuntime) -> Int = { _ in 0 }) -> Plan {
         var plan = Plan(apps: [], count: readBatch, wakeAfterMs: nil)
         var rated: [(AppRuntime, Int)] = []
         for app in apps {
@@ -84,7 +94,7 @@ struct AppIntake {
                 continue
             }
             let room = (app.limits.maxInFlight ?? defaultCap) - (inFlight[app.id] ?? 0)
-            guard room > 0 else {
+            guard room > 0, waitingCap == .max || waiting(app) < waitingCap else {
                 plan.leftOutAtCap = true
                 continue
             }

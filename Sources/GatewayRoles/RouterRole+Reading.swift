@@ -19,10 +19,19 @@ extension RouterRole {
         // intake's plan, a few lookups and an array per app, is not worked out per call).
         guard !lifecycle.readInFlight else { return }
         guard pausesKnown else { return run(lifecycle.onReadWanted(appsReady: false)) }
-        let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
-                               nowMs: Clock.monotonicMs())
+        let plan = plan(nowMs: Clock.monotonicMs())
         if plan.apps.isEmpty, let wait = plan.wakeAfterMs, !throttleTimer.isScheduled { throttleTimer.schedule(afterMs: wait) }
         run(lifecycle.onReadWanted(appsReady: !plan.apps.isEmpty))
+    }
+
+    /// The intake's next read (`AppIntake.plan`): the apps' in-flight calls, and their pushes
+    /// waiting for a stream in their APNs pools.
+    private func plan(nowMs: Int64) -> AppIntake.Plan {
+        let pools = self.pools
+        return intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
+                           nowMs: nowMs, waitingCap: settings.waitingPushesPerApp) {
+            pools.waitingForStreams(credential: $0.credential, share: $0.share)
+        }
     }
 
     /// One XREADGROUP over the apps the intake lets read (`.read`: below their in-flight cap,
@@ -31,8 +40,7 @@ extension RouterRole {
     /// `capWaitMs` when it leaves an app out for its cap.
     func read(blocks: Bool) {
         let nowMs = Clock.monotonicMs()
-        let plan = intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
-                               nowMs: nowMs)
+        let plan = plan(nowMs: nowMs)
         let count = plan.count
         let longest = plan.leftOutAtCap ? min(settings.blockMs, settings.capWaitMs) : settings.blockMs
         let blockMs = blocks ? min(longest, max(1, plan.wakeAfterMs ?? longest)) : nil

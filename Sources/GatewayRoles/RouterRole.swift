@@ -18,6 +18,9 @@ package struct RouterRoleSettings: Sendable {
     /// Calls of one app in flight at once in this process; reads of that app pause beyond it,
     /// so one app's flood or slow APNs cannot take all of the process.
     package var perAppInFlight = 1_000
+    /// An app with this many pushes waiting for a stream in its APNs pools is not read until
+    /// fewer wait (`AppIntake`): about one read's worth queued behind the wire, not its cap's.
+    package var waitingPushesPerApp = 100
     /// How long an XREADGROUP blocks at most while it leaves an app out for its in-flight cap
     /// (`AppIntake.Plan.leftOutAtCap`): nothing wakes a blocked read when that app's calls
     /// leave, so this bounds how long the app waits for a read once it has room again.

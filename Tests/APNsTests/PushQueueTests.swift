@@ -56,7 +56,9 @@ final class PushQueueTests: XCTestCase {
         queue.append(try push("a1e7", lane: .alert, share: 0))
         queue.append(try push("7e77", lane: .retry, share: 2))
         XCTAssertEqual(queue.count, 7)
+        XCTAssertEqual([0, 1, 2, 3].map { queue.count(share: $0) }, [4, 2, 1, 0], "a share's pushes in every lane")
         XCTAssertEqual(tokens(&queue), ["a0", "b0", "a1", "a2", "7e77", "a1e7", "e0e0"])
+        XCTAssertEqual(queue.count(share: 0), 0)
         XCTAssertTrue(queue.isEmpty)
         XCTAssertFalse(queue.hasResends)
     }

@@ -39,6 +39,24 @@ final class AppIntakeTests: XCTestCase {
         XCTAssertFalse(plan.leftOutAtCap)
     }
 
+    func testAnAppWithAReadsWorthOfPushesWaitingForStreamsIsLeftOutAsAtItsCap() {
+        let busy = app("busy", share: 0), quiet = app("quiet", share: 1)
+        var intake = AppIntake([busy, quiet])
+        var waiting = ["busy": 100, "quiet": 0]
+        var plan = intake.plan([busy, quiet], inFlight: ["busy": 300], defaultCap: 1_000, readBatch: 100, nowMs: 0,
+                               waitingCap: 100) { waiting[$0.id]! }
+        XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "busy has room below its cap, but 100 pushes wait for streams")
+        XCTAssertTrue(plan.leftOutAtCap, "so the read must not block long: busy is read again once its queue moves")
+        XCTAssertEqual(plan.count, 100)
+        waiting["busy"] = 99
+        plan = intake.plan([busy, quiet], inFlight: ["busy": 300], defaultCap: 1_000, readBatch: 100, nowMs: 0,
+                           waitingCap: 100) { waiting[$0.id]! }
+        XCTAssertEqual(plan.apps.map(\.id), ["busy", "quiet"])
+        XCTAssertFalse(plan.leftOutAtCap)
+        plan = intake.plan([busy, quiet], inFlight: ["busy": 300], defaultCap: 1_000, readBatch: 100, nowMs: 0) { _ in 10_000 }
+        XCTAssertEqual(plan.apps.map(\.id), ["busy", "quiet"], "without a waiting cap the queue is not asked")
+    }
+
     func testWhatAReadBringsWaitedForTheRateFromTheFirstHoldUntilTheStreamCaughtUp() {
         let rated = app("rated", share: 0, AppLimits(eventsPerSecond: 10, burst: 10))
         var intake = AppIntake([rated])
