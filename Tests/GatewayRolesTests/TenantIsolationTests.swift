@@ -27,11 +27,17 @@ final class TenantIsolationTests: XCTestCase {
         return out.sorted()
     }
 
-    private func p99(_ sorted: [Double]) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))] }
+    /// The nearest-rank 99th percentile: of 100 samples the second largest, so one stall of the
+    /// shared loop (a page fault, another process on the 2 cores) is not the figure.
+    private func p99(_ sorted: [Double]) -> Double {
+        sorted[max(0, min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1))]
+    }
 
     /// 40 streams; acme floods 300 calls whose pushes are answered after 400 ms. Beta's p99
-    /// during the flood stays within 2× of beta alone (or 5 ms above it, the noise of a few-ms
-    /// p99 on shared cores): acme holds at most ¾ of the streams, and beta's pushes take turns.
+    /// (100 calls) during the flood stays within 2× of beta alone (or 10 ms above it, the noise
+    /// of a few-ms p99 on shared cores; CI once saw it beyond 5): acme holds at most ¾ of the
+    /// streams, and beta's pushes take turns. A push of beta's that waited for acme's streams
+    /// would wait 400 ms.
     func testAFloodOfSlowlyAnsweredPushesOfOneAppLeavesAnotherAppsP99WithinTwiceItsOwn() throws {
         var slow: [String: Scenario] = [:]
         for i in 0..<300 { slow[String(format: "aa%04x", i)] = .slow(400) }
@@ -40,18 +46,18 @@ final class TenantIsolationTests: XCTestCase {
             $0.scenarios = slow
         })
         defer { h.close() }
-        let alone = quietLatencies(h, "alone", count: 40)
+        let alone = quietLatencies(h, "alone", count: 100)
         for i in 0..<300 { h.call("flood-\(i)", voip: String(format: "aa%04x", i), deadlineInMs: 60_000) }
         h.runUntil("acme's flood holding the streams", timeoutMs: 10_000) {
             (try? h.pools.client(credential: "good", environment: .production).inFlightCount) ?? 0 >= 25
         }
-        let during = quietLatencies(h, "during", count: 40)
+        let during = quietLatencies(h, "during", count: 100)
         let acmeLeft = 300 - h.recorded.filter { $0.app == "acme" }.count
         print("beta p99 alone \(p99(alone)) ms, during acme's flood \(p99(during)) ms (acme calls not yet recorded: \(acmeLeft))")
         XCTAssertGreaterThan(acmeLeft, 0, "beta was measured while acme's flood was still being pushed")
-        XCTAssertLessThanOrEqual(p99(during), max(2 * p99(alone), p99(alone) + 5),
+        XCTAssertLessThanOrEqual(p99(during), max(2 * p99(alone), p99(alone) + 10),
                                  "beta's p99 during acme's flood \(p99(during)) ms, alone \(p99(alone)) ms")
-        h.waitForRecords(380, timeoutMs: 30_000)
+        h.waitForRecords(500, timeoutMs: 30_000)
         XCTAssertEqual(Set(h.recorded.map(\.record.outcome)), [.deliveredVoip], "every call of both apps delivered")
     }
 

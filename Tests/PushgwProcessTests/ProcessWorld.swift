@@ -123,6 +123,12 @@ final class ProcessWorld {
         }
     }
 
+    /// Requests the simulator has logged so far (its log reaches the file at most a second
+    /// late, and at its stop).
+    func simulatorRequestsSoFar() -> Int {
+        ((try? String(contentsOfFile: simulatorLog, encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
     /// Stops the simulator (SIGTERM: it flushes its request log) and returns the logged
     /// requests, one object per line.
     func stopSimulator(file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]] {
