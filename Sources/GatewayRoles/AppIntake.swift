@@ -22,7 +22,11 @@ import Routing
 /// `RouterRoleSettings.capWaitMs`), as nothing wakes a blocked read when that app's calls
 /// leave: the app is read again within that time of its room coming back, whatever `blockMs`
 /// is. Reads batch themselves: one is in flight at a time, so the room freed meanwhile is read
-/// in one.
+/// in one. When no app can be read, a call that leaves asks for the next read; pushes that
+/// leave the queue do not, so a plan that leaves an app out for its waiting pushes asks to be
+/// made again after `waitingRecheckMs` (`Plan.wakeAfterMs`): calls that wait for an answer
+/// further down their stream (a call with devices rings until one comes) must not wait for a
+/// call to leave.
 ///
 /// Pure but for the clock the caller passes. Per read, not per event: a dictionary look-up per
 /// app with a rate.
@@ -41,7 +45,8 @@ struct AppIntake {
         var holdsBacklog = false
     }
 
-    /// One read: the apps it covers, its count, and when a throttled app has its tokens.
+    /// One read: the apps it covers, its count, and when to plan again: a throttled app has its
+    /// tokens, or an app left out for its waiting pushes may have moved them.
     struct Plan {
         var apps: [AppRuntime]
         var count: Int
@@ -85,7 +90,7 @@ struct AppIntake {
     /// The next read over `apps`, with `inFlight` calls of each in the process and `waiting(app)`
     /// of its pushes waiting for a stream.
     mutating func plan(_ apps: [AppRuntime], inFlight: [String: Int], defaultCap: Int, readBatch: Int, nowMs: Int64,
-                       waitingCap: Int = .max, waiting: (AppRuntime) -> Int = { _ in 0 }) -> Plan {
+                       waitingCap: Int = .max, waitingRecheckMs: Int64 = 5, waiting: (AppRuntime) -> Int = { _ in 0 }) -> Plan {
         var plan = Plan(apps: [], count: readBatch, wakeAfterMs: nil)
         var rated: [(AppRuntime, Int)] = []
         for app in apps {
@@ -94,8 +99,13 @@ struct AppIntake {
                 continue
             }
             let room = (app.limits.maxInFlight ?? defaultCap) - (inFlight[app.id] ?? 0)
-            guard room > 0, waitingCap == .max || waiting(app) < waitingCap else {
+            guard room > 0 else {
                 plan.leftOutAtCap = true
+                continue
+            }
+            guard waitingCap == .max || waiting(app) < waitingCap else {
+                plan.leftOutAtCap = true
+                plan.wakeAfterMs = min(plan.wakeAfterMs ?? waitingRecheckMs, waitingRecheckMs)
                 continue
             }
             if rates[app.id] != nil {

@@ -29,7 +29,7 @@ extension RouterRole {
     private func plan(nowMs: Int64) -> AppIntake.Plan {
         let pools = self.pools
         return intake.plan(apps, inFlight: inFlightPerApp, defaultCap: settings.perAppInFlight, readBatch: settings.readBatch,
-                           nowMs: nowMs, waitingCap: settings.waitingPushesPerApp) {
+                           nowMs: nowMs, waitingCap: settings.waitingPushesPerApp, waitingRecheckMs: settings.capWaitMs) {
             pools.waitingForStreams(credential: $0.credential, share: $0.share)
         }
     }

@@ -20,6 +20,7 @@ package struct RouterRoleSettings: Sendable {
     package var perAppInFlight = 1_000
     /// An app with this many pushes waiting for a stream in its APNs pools is not read until
     /// fewer wait (`AppIntake`): about one read's worth queued behind the wire, not its cap's.
+    /// While it is left out for them the intake's plan is made again every `capWaitMs`.
     package var waitingPushesPerApp = 100
     /// How long an XREADGROUP blocks at most while it leaves an app out for its in-flight cap
     /// (`AppIntake.Plan.leftOutAtCap`): nothing wakes a blocked read when that app's calls

@@ -48,6 +48,16 @@ final class AppIntakeTests: XCTestCase {
         XCTAssertEqual(plan.apps.map(\.id), ["quiet"], "busy has room below its cap, but 100 pushes wait for streams")
         XCTAssertTrue(plan.leftOutAtCap, "so the read must not block long: busy is read again once its queue moves")
         XCTAssertEqual(plan.count, 100)
+        // Alone, busy's plan names no app: no read goes out, and pushes leaving the queue ask for
+        // none, so the plan says when to be made again (its calls may wait for an answer in the
+        // stream, and no call leaves until one is read).
+        plan = intake.plan([busy], inFlight: ["busy": 300], defaultCap: 1_000, readBatch: 100, nowMs: 0,
+                           waitingCap: 100, waitingRecheckMs: 5) { waiting[$0.id]! }
+        XCTAssertEqual(plan.apps.map(\.id), [])
+        XCTAssertEqual(plan.wakeAfterMs, 5, "planned again in 5 ms")
+        plan = intake.plan([busy], inFlight: ["busy": 1_000], defaultCap: 1_000, readBatch: 100, nowMs: 0,
+                           waitingCap: 100, waitingRecheckMs: 5) { _ in 0 }
+        XCTAssertNil(plan.wakeAfterMs, "at its in-flight cap a leaving call asks for the read")
         waiting["busy"] = 99
         plan = intake.plan([busy, quiet], inFlight: ["busy": 300], defaultCap: 1_000, readBatch: 100, nowMs: 0,
                            waitingCap: 100) { waiting[$0.id]! }

@@ -13,15 +13,6 @@ import XCTest
 /// after the resume acme's calls are routed, and one whose deadline passed meanwhile gets its
 /// missed-call alert with the cause `paused` and never a VoIP push.
 final class AppPauseTests: XCTestCase {
-    private func pause(_ h: RouterHarness, _ app: String, file: StaticString = #filePath, line: UInt = #line) {
-        let store = AppPauseStore(topology: h.store.topology)
-        var answer: Result<AppPauseStore.Pause?, RedisError>?
-        store.pause(h.keys(app), .init(sinceMs: Clock.unixMs(), user: "tester", reason: "testing")) { answer = $0 }
-        h.runUntil("the pause written", file: file, line: line) { answer != nil }
-        guard case .success(nil)? = answer else { return XCTFail("pause: \(String(describing: answer))", file: file, line: line) }
-        h.runUntil("the router saw the pause", file: file, line: line) { h.runner.pausedApps.contains(app) }
-    }
-
     private func resume(_ h: RouterHarness, _ app: String, file: StaticString = #filePath, line: UInt = #line) {
         let store = AppPauseStore(topology: h.store.topology)
         var answer: Result<AppPauseStore.Pause?, RedisError>?
@@ -35,7 +26,7 @@ final class AppPauseTests: XCTestCase {
     func testAPausedAppsCallsWaitInItsStreamWhileAnotherAppsAreRoutedAndAreRoutedAfterTheResume() throws {
         let h = try RouterHarness()
         defer { h.close() }
-        pause(h, "acme")
+        h.pause("acme")
         let deadline = Clock.unixMs() + 1_500
         h.call("waits", voip: "a10001", alert: "a10002", deadlineInMs: 60_000)
         h.call("late-alert", voip: "a20001", alert: "a20002", extra: ["deadline": deadline])

@@ -93,6 +93,42 @@ final class DevicesTests: XCTestCase {
                        "the marker names the end, for a gateway that rings the call elsewhere")
     }
 
+    /// 150 calls of 3 devices on a pool of 10 streams each answered in 50 ms: the read after them
+    /// leaves acme out, its
+    /// pushes waiting for streams, and the other apps are paused, so no app can be read. Every
+    /// device rings, and no call leaves until its answer is read, which waits in acme's stream
+    /// behind the calls: the router plans its read again as the queue moves, reads the answers
+    /// and ends every call by its answer, long before the deadline. (Waiting for a call to leave
+    /// before reading again, the calls rang to their deadline: make bench's 3-device drain
+    /// stopped at 400 calls per app.)
+    func testCallsRingingWhileTheirPushesWaitedForStreamsHaveTheirAnswersRead() throws {
+        h = try RouterHarness(simulator: {
+            $0.raisedMaxStreams = 10
+            $0.defaultScenario = .slow(50)
+            $0.recordLimit = 10_000
+        })
+        for app in ["beta", "broken", "other"] { h.pause(app) }
+        let calls = 150
+        func token(_ kind: Int, _ call: Int, _ device: Int) -> String { String(format: "e%x%05x%x", kind, call, device) }
+        for i in 0..<calls {
+            let devices = (0..<3).map { ["id": Self.ids[$0], "voip_token": token(0, i, $0), "alert_token": token(1, i, $0)] }
+            h.xadd("acme", ["v": 1, "id": "crowd-\(i)", "type": "incoming_call", "devices": devices,
+                            "deadline": Clock.unixMs() + 60_000, "voip": ["caller": "+15551234567"]])
+        }
+        XCTAssertTrue(h.runUntil("every device's VoIP push accepted", timeoutMs: 20_000) {
+            (0..<calls).allSatisfy { i in (0..<3).allSatisfy { self.h.requests(token(0, i, $0)).contains { $0.status == 200 } } }
+        })
+        XCTAssertTrue(h.recorded.isEmpty, "the calls ring: none ended before its answer")
+        let start = Clock.unixMs()
+        for i in 0..<calls { h.xadd("acme", ["v": 1, "id": "crowd-\(i)", "type": "call_answered", "device": Self.ids[1]]) }
+        XCTAssertTrue(h.waitForRecords(2 * calls, timeoutMs: 20_000), "each call's result and its answer's")
+        XCTAssertLessThan(Clock.unixMs() - start, 20_000, "ended by their answers, not by the deadline")
+        for i in 0..<calls {
+            XCTAssertEqual(h.record("crowd-\(i)")?.ended, .answered(device: Self.ids[1]), "crowd-\(i)")
+            XCTAssertEqual((0..<3).map { h.requests(token(0, i, $0)).count }, [1, 1, 1], "crowd-\(i): one VoIP push per device")
+        }
+    }
+
     func testAnAnswerAnotherGatewayReadEndsTheRingHereAtTheNextRecheck() throws {
         h = try RouterHarness(missedCallAlert: .unanswered)
         let start = Clock.unixMs()

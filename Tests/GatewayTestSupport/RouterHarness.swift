@@ -291,3 +291,15 @@ package final class RouterHarness {
         sim.simulator.recorded.filter { $0.token == token }
     }
 }
+
+extension RouterHarness {
+    /// Pauses `app` as `pushgw apps pause` does, and runs until the router saw it.
+    package func pause(_ app: String, file: StaticString = #filePath, line: UInt = #line) {
+        let pauses = AppPauseStore(topology: store.topology)
+        var answer: Result<AppPauseStore.Pause?, RedisError>?
+        pauses.pause(keys(app), .init(sinceMs: Clock.unixMs(), user: "tester", reason: "testing")) { answer = $0 }
+        runUntil("the pause written", file: file, line: line) { answer != nil }
+        guard case .success(nil)? = answer else { return XCTFail("pause: \(String(describing: answer))", file: file, line: line) }
+        runUntil("the router saw the pause", file: file, line: line) { self.runner.pausedApps.contains(app) }
+    }
+}
