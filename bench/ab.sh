@@ -8,12 +8,18 @@
 # (VmHWM), and the ratio this/REF of each: what a change cost or paid back, with the
 # machine's drift falling on both sides alike.
 #
+# Then the same under a GOAWAY storm (STORM_EVENTS, default 20,000; 0 leaves it out): the APNs
+# simulator ends each connection with a GOAWAY after every 50 requests it judged, so the gateway
+# reconnects and resends what the GOAWAY did not keep, over and over; per build, the median
+# seconds from the first result to the last.
+#
 # REF is built once (release, its own worktree under .build/reference/) and kept there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${REF:-570948c}
 ROUNDS=${BENCH_ROUNDS:-5}
 EVENTS=${BENCH_EVENTS:-50000}
+STORM_EVENTS=${STORM_EVENTS:-20000}
 scratch=pushgw-ab
 . bench/common.sh
 
@@ -73,3 +79,30 @@ for row in "events/s:a_rps:b_rps" "CPU per event, µs:a_cpu:b_cpu" "peak RSS, MB
   unset -n A B
 done
 echo "(each round, this: ${a_rps[*]} events/s, ${a_cpu[*]} µs; $ref: ${b_rps[*]} events/s, ${b_cpu[*]} µs)"
+
+[ "$STORM_EVENTS" -gt 0 ] || exit 0
+# The storm: this checkout's simulator (the same for both builds) with goaway_every 50.
+start_simulator "$this" '"goaway_every": 50,'
+write_router_config "$work/storm.json" "$rport" "$sport" "$pki" "$(free_port)"
+storm_round() {
+  redis-cli -p "$rport" FLUSHALL >/dev/null
+  prefill_calls "$rport" "$STORM_EVENTS" "$tokens"
+  "$1" run --config "$work/storm.json" --role router --consumer bench-ab >/dev/null 2>&1 &
+  local gw=$!
+  pids+=("$gw")
+  for _ in $(seq 1 1200); do [ "$(results_total "$rport")" -ge "$STORM_EVENTS" ] && break; sleep 0.1; done
+  kill -TERM "$gw"; wait "$gw" || true
+  forget_pid "$gw"
+  python3 -c "print(f'{($STORM_EVENTS - 1) / $(results_rate "$rport" "$STORM_EVENTS"):.2f}')"
+}
+echo "== the same under a GOAWAY storm: $STORM_EVENTS events, the APNs simulator sending a GOAWAY after every 50 requests a connection, $ROUNDS alternating rounds"
+a_s=(); b_s=()
+for i in $(seq 1 "$ROUNDS"); do
+  if [ $((i % 2)) -eq 1 ]; then order=(this ref); else order=(ref this); fi
+  for who in "${order[@]}"; do
+    if [ "$who" = this ]; then a_s+=("$(storm_round "$this")"); else b_s+=("$(storm_round "$refdir/pushgw")"); fi
+  done
+done
+am=$(fmed "${a_s[@]}"); bm=$(fmed "${b_s[@]}")
+printf '%-28s %12s %12s %8s\n' "drain, s (first to last)" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
+echo "(each round, this: ${a_s[*]} s; $ref: ${b_s[*]} s)"

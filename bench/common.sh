@@ -96,6 +96,22 @@ start_nghttpd_and_redis() {
   wait_port "$rport"
 }
 
+# The APNs simulator of BIN (`BIN simulator`) on a free loopback port, with the PKI's server
+# certificate and token key, the bench's bundle id and no request log, and EXTRA (further JSON
+# members of its config, each followed by a comma): start_simulator BIN 'EXTRA'. Its port in
+# `sport`, its pid in `pids`.
+start_simulator() {
+  sport=$(free_port)
+  cat > "$work/simulator-$sport.json" <<JSON
+{ $2 "cert_file": "$pki/server.pem", "key_file": "$pki/server.key",
+  "token_keys": { "KEY1234567": "$pki/AuthKey.p8" }, "team_id": "TEAM123456",
+  "bundle_ids": ["com.example.app"], "record_limit": 0 }
+JSON
+  "$1" simulator --config "$work/simulator-$sport.json" --port "$sport" > "$work/simulator-$sport.out" 2>&1 &
+  pids+=($!)
+  wait_port "$sport"
+}
+
 # Runs `pushgw run --role router` (BIN/pushgw, config CONFIG) until the 4 apps' results streams
 # hold EVENTS results, then stops it: drain_router BIN CONFIG REDIS_PORT EVENTS CONSUMER.
 # The pid of the redis-server on port $1 (its process CPU is read from /proc).

@@ -37,15 +37,7 @@ redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemon
 pids+=($!)
 wait_port "$rport"
 
-sport=$(free_port)
-cat > "$work/simulator.json" <<JSON
-{ "cert_file": "$pki/server.pem", "key_file": "$pki/server.key",
-  "token_keys": { "KEY1234567": "$pki/AuthKey.p8" }, "team_id": "TEAM123456",
-  "bundle_ids": ["com.example.app"], "raised_max_streams": 1000, "record_limit": 0 }
-JSON
-"$bin/pushgw" simulator --config "$work/simulator.json" --port "$sport" > "$work/simulator.out" &
-pids+=($!)
-wait_port "$sport"
+start_simulator "$bin/pushgw" '"raised_max_streams": 1000,'
 
 app_a='"appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600'"$A_LIMITS"' }'
 app_b='"appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 }'

@@ -2,12 +2,12 @@
 # Redis memory per call by what it leaves in Redis (docs/operations.md, "Redis sizing"): a
 # private redis-server (noeviction, no persistence), the APNs simulator and `pushgw run` on
 # loopback, and bench/redis_sizing.py, which runs SIZING_CALLS (default 5,000) calls of each kind
-# and prints bytes per call and per key. Not part of `make test` or `make bench`; a minute or
-# two. The gateway binary is the debug build unless BUILD=release (Redis' figures do not depend
-# on it).
+# and prints bytes per call and per key. Not part of `make test`; the last phase but one of `make bench`; a minute or
+# two. The gateway binary is the debug build unless BUILD=release or PUSHGW_BIN names a build's
+# directory (Redis' figures do not depend on it; make bench passes its release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$(swift build ${BUILD:+-c "$BUILD"} --show-bin-path)
+bin=${PUSHGW_BIN:-$(swift build ${BUILD:+-c "$BUILD"} --show-bin-path)}
 [ -x "$bin/pushgw" ] || swift build ${BUILD:+-c "$BUILD"} --product pushgw
 work=$(mktemp -d /tmp/pushgw-sizing.XXXXXX)
 pids=()

@@ -43,6 +43,13 @@
 #   and at limits.max_in_flight 100, the trade-off between B's latency and A's rate. The
 #   first run also measures the isolation floor: A and B each routed by its own `pushgw run`
 #   on the same Redis, simulator and cores, and B's p99 in the shared gateway over that floor's.
+#   Redis memory per call (bench/redis-sizing.sh): 5,000 calls of each kind, the drop of
+#   `used_memory` when each kind's keys go, and the compact record held for the idempotency
+#   window (target ≤ 120 B a call).
+#   A/B (bench/ab.sh): `pushgw run --role router` of this checkout against the build before the
+#   hardening (AB_REF, default 570948c; built once into .build/reference/), alternated round
+#   by round: events/s, CPU per event and peak RSS, then the drain's seconds under a GOAWAY
+#   after every 50 requests; each with its ratio (target: ≤ 1 for CPU, RSS and seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${BENCH_REQUESTS:-200000}
@@ -120,16 +127,9 @@ echo "(beside the APNs client's CPU per push above, last row: $(printf '%s\n' "$
 
 # The same two clients against the simulator (pushgw simulator: APNs' /3/device and FCM's token
 # endpoint and messages:send, each request judged as the real service would), alternating.
-sim_port=$(free_port)
-cat > "$work/bench-simulator.json" <<JSON
-{ "cert_file": "$pki/server.pem", "key_file": "$pki/server.key",
-  "token_keys": { "KEY1234567": "$pki/AuthKey.p8" }, "team_id": "TEAM123456", "bundle_ids": ["com.example.app"],
-  "raised_max_streams": 1000, "record_limit": 0,
-  "fcm_service_accounts": { "bench@pushgw-test.iam.gserviceaccount.com": "$pki/fcm-service-account.pub.pem" } }
-JSON
-"$bin/pushgw" simulator --config "$work/bench-simulator.json" --port "$sim_port" > "$work/bench-simulator.out" 2>&1 &
-pids+=($!)
-wait_port "$sim_port"
+start_simulator "$bin/pushgw" '"raised_max_streams": 1000,
+  "fcm_service_accounts": { "bench@pushgw-test.iam.gserviceaccount.com": "'"$pki"'/fcm-service-account.pub.pem" },'
+sim_port=$sport
 python3 - "$sim_port" "$work/fcm-account.json" "$work/fcm-account-sim.json" <<'PY'
 import json, sys
 account = json.load(open(sys.argv[2]))
@@ -374,3 +374,13 @@ PUSHGW_BIN="$bin" FAIR_A_MAX_IN_FLIGHT=100 FAIR_FLOOR=0 bench/fairness.sh
 # same count XADDed by a Redis producer; events/s both ways, the API's accept p50/p99.
 echo
 PUSHGW_BIN="$bin" bench/ingest.sh
+
+# Redis memory per call by kind (bench/redis-sizing.sh, release build), with the compact record's
+# target.
+echo
+echo "== Redis memory per call, by what a call leaves in Redis"
+PUSHGW_BIN="$bin" bench/redis-sizing.sh
+
+# This checkout against the build before the hardening (bench/ab.sh): the cost issue's pay-back.
+echo
+REF=${AB_REF:-570948c} BENCH_ROUNDS=${AB_ROUNDS:-5} bench/ab.sh
