@@ -12,8 +12,10 @@ import XCTest
 /// an operator may ask (10,000/s) while live calls come at 20/s, of another app or of the same
 /// one. The replay writes only while the app's calls stream holds fewer than a read's worth of
 /// unread entries, and its pushes wait in the APNs queue's background lane, so the live calls'
-/// p99 stays within 2× of their p99 alone (or 5 ms above it, the noise of a few-ms p99 on shared
-/// cores). Every replayed call rings once, none twice (counted per token at the simulator).
+/// p99 stays within 2× of their p99 alone (or 10 ms above it: of 40 calls the p99 is the slowest,
+/// and one stall of the shared cores is a few ms; a live call queued behind the replay's pushes
+/// waits for thousands of them). Every replayed call rings once, none twice (counted per token at
+/// the simulator).
 final class ReplayYieldTests: XCTestCase {
     private let deadLetters = 5_000
 
@@ -56,7 +58,7 @@ final class ReplayYieldTests: XCTestCase {
         print("\(liveApp)'s live calls at 20/s: p99 alone \(p99(alone)) ms, during acme's replay \(p99(during)) ms "
               + "(\(replayedMeanwhile) of \(deadLetters) replayed by then)")
         XCTAssertLessThan(replayedMeanwhile, deadLetters, "the live calls were measured while the replay ran", file: file, line: line)
-        XCTAssertLessThanOrEqual(p99(during), max(2 * p99(alone), p99(alone) + 5),
+        XCTAssertLessThanOrEqual(p99(during), max(2 * p99(alone), p99(alone) + 10),
                                  "p99 during the replay \(p99(during)) ms, alone \(p99(alone)) ms", file: file, line: line)
 
         h.runUntil("the replay done", timeoutMs: 120_000) { summary != nil }
@@ -105,5 +107,5 @@ final class ReplayYieldTests: XCTestCase {
         return out.sorted()
     }
 
-    private func p99(_ sorted: [Double]) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))] }
+    private func p99(_ sorted: [Double]) -> Double { nearestRankP99(sorted) }
 }

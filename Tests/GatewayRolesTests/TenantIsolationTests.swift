@@ -27,11 +27,7 @@ final class TenantIsolationTests: XCTestCase {
         return out.sorted()
     }
 
-    /// The nearest-rank 99th percentile: of 100 samples the second largest, so one stall of the
-    /// shared loop (a page fault, another process on the 2 cores) is not the figure.
-    private func p99(_ sorted: [Double]) -> Double {
-        sorted[max(0, min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1))]
-    }
+    private func p99(_ sorted: [Double]) -> Double { nearestRankP99(sorted) }
 
     /// 40 streams; acme floods 300 calls whose pushes are answered after 400 ms. Beta's p99
     /// (100 calls) during the flood stays within 2× of beta alone (or 10 ms above it, the noise

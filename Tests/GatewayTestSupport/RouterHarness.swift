@@ -303,3 +303,9 @@ extension RouterHarness {
         runUntil("the router saw the pause", file: file, line: line) { self.runner.pausedApps.contains(app) }
     }
 }
+
+/// The nearest-rank 99th percentile of `sorted` (ascending): of 100 samples the second largest,
+/// so one stall of a shared loop is not the figure; of 40 or fewer, the largest.
+package func nearestRankP99(_ sorted: [Double]) -> Double {
+    sorted[max(0, min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1))]
+}
