@@ -2,9 +2,10 @@
 # Redis memory per call by what it leaves in Redis (docs/operations.md, "Redis sizing"): a
 # private redis-server (noeviction, no persistence), the APNs simulator and `pushgw run` on
 # loopback, and bench/redis_sizing.py, which runs SIZING_CALLS (default 5,000) calls of each kind
-# and prints bytes per call and per key. Not part of `make test`; the last phase but one of `make bench`; a minute or
-# two. The gateway binary is the debug build unless BUILD=release or PUSHGW_BIN names a build's
-# directory (Redis' figures do not depend on it; make bench passes its release build).
+# and prints bytes per call and per key; a minute or two. Not part of `make test`; the last phase
+# but one of `make bench`. The gateway binary is the debug build unless BUILD=release or
+# PUSHGW_BIN names a build's directory (Redis' figures do not depend on it; make bench passes its
+# release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PUSHGW_BIN:-$(swift build ${BUILD:+-c "$BUILD"} --show-bin-path)}
