@@ -14,7 +14,7 @@ let package = Package(
         .target(name: "APNs", dependencies: ["EventLoop", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         // FCM HTTP v1 (Android phones) on the APNs module's HTTP/2 pool: service accounts, OAuth, messages, answers.
         .target(name: "FCM", dependencies: ["APNs", "EventLoop", "JSONOutput", "COpenSSL"]),
-        .target(name: "APNsSimulator", dependencies: ["APNs", "FCM", "EventLoop", "RedisClient", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
+        .target(name: "APNsSimulator", dependencies: ["APNs", "FCM", "EventLoop", "RedisClient", "JSONOutput", "CNGHTTP2", "COpenSSL", "CLibEvent", "CMacros"]),
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "Digests", dependencies: ["COpenSSL"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL", "Digests"]),

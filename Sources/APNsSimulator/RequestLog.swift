@@ -1,5 +1,6 @@
 import EventLoop
 import Glibc
+import JSONOutput
 
 /// The JSONL log of every judged request (one object per line; fields in docs/simulator.md).
 ///
@@ -52,20 +53,7 @@ struct LogLine {
     mutating func field(_ name: String, _ value: String?) {
         key(name)
         guard let value else { bytes.append(contentsOf: "null".utf8); return }
-        bytes.append(UInt8(ascii: "\""))
-        for c in value.utf8 {
-            switch c {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: "\\\"".utf8)
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: "\\\\".utf8)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(hex[Int(c >> 4)])
-                bytes.append(hex[Int(c & 0xf)])
-            default: bytes.append(c)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        OrderedJSON.quote(value, into: &bytes)
     }
 
     mutating func field<I: BinaryInteger>(_ name: String, _ value: I?) {

@@ -1,5 +1,6 @@
 // The values CallStore takes and returns. Plain data, no I/O.
 
+import Glibc
 import RedisClient
 
 /// What to record when an event reaches its outcome.
@@ -64,12 +65,18 @@ public struct ResultEntry: Equatable, Sendable {
     /// there is none, or when it is an invalid event's result, which claims nothing (the same
     /// rule as `CallStoreLua.resultRules`).
     public static func claimedOutcome(_ stored: String?) -> String? {
-        guard let stored else { return nil }
-        let utf8 = stored.utf8
-        let head = #"{"outcome":""#.utf8
-        guard utf8.starts(with: head) else { return nil }
-        let name = utf8.dropFirst(head.count).prefix { $0 != UInt8(ascii: "\"") }
-        let outcome = String(decoding: name, as: UTF8.self)
+        guard var stored else { return nil }
+        // Over the contiguous bytes: the router looks up every call, and most values it finds
+        // are its own in-flight claims, which fail at the first byte (the generic
+        // `starts(with:)` over the `UTF8View` cost ~850 instructions to say so).
+        let outcome: String? = stored.withUTF8 { utf8 in
+            let head: StaticString = #"{"outcome":""#
+            let n = head.utf8CodeUnitCount
+            guard utf8.count >= n, memcmp(utf8.baseAddress!, head.utf8Start, n) == 0 else { return nil }
+            var end = n
+            while end < utf8.count && utf8[end] != UInt8(ascii: "\"") { end += 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: utf8[n..<end]), as: UTF8.self)
+        }
         if outcome == "dead_lettered" && stored.contains(#","reason":"invalid_event: "#) { return nil }
         return outcome
     }

@@ -10,14 +10,38 @@ public enum DeadFormat {
         let millis = Int((ms % 1000 + 1000) % 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        // Written digit by digit: String(format:) costs microseconds, and a console page shows
-        // a time per row.
-        func padded(_ n: Int32, _ width: Int) -> String {
-            let digits = String(n)
-            return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            // Beyond four digits (or before year 0), the year as it is, the rest the same.
+            func padded(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+            return "\(year)-" + padded(parts.tm_mon + 1) + "-" + padded(parts.tm_mday) + "T" + padded(parts.tm_hour) + ":"
+                + padded(parts.tm_min) + ":" + padded(parts.tm_sec) + "." + String(millis + 1000).dropFirst() + "Z"
         }
-        return padded(parts.tm_year + 1900, 4) + "-" + padded(parts.tm_mon + 1, 2) + "-" + padded(parts.tm_mday, 2) + "T"
-            + padded(parts.tm_hour, 2) + ":" + padded(parts.tm_min, 2) + ":" + padded(parts.tm_sec, 2) + "." + padded(Int32(millis), 3) + "Z"
+        // Written digit by digit into the 24 bytes: String(format:) cost ~40,000 instructions,
+        // and every log line and every console row has a time.
+        return String(unsafeUninitializedCapacity: 24) { out in
+            var at = 0
+            func digits(_ n: Int, _ width: Int, then separator: UInt8?) {
+                var n = n
+                for k in stride(from: width - 1, through: 0, by: -1) {
+                    out[at + k] = UInt8(ascii: "0") + UInt8(n % 10)
+                    n /= 10
+                }
+                at += width
+                if let separator {
+                    out[at] = separator
+                    at += 1
+                }
+            }
+            digits(year, 4, then: UInt8(ascii: "-"))
+            digits(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
+            digits(Int(parts.tm_mday), 2, then: UInt8(ascii: "T"))
+            digits(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
+            digits(Int(parts.tm_min), 2, then: UInt8(ascii: ":"))
+            digits(Int(parts.tm_sec), 2, then: UInt8(ascii: "."))
+            digits(millis, 3, then: UInt8(ascii: "Z"))
+            return at
+        }
     }
 
     /// A short age: `45s`, `12m`, `5h`, `3d` (whole units, rounded down; hours up to 48).

@@ -1,3 +1,4 @@
+import DeadLetters
 import EventLoop
 import Foundation
 import JSONOutput
@@ -134,15 +135,8 @@ package final class Log {
         token.count <= 8 ? token : "…" + token.suffix(8)
     }
 
-    private static func timestamp() -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        var tm = tm()
-        var seconds = ts.tv_sec
-        gmtime_r(&seconds, &tm)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                      tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1_000_000)
-    }
+    /// Now, as every time people read is written (`DeadFormat.time`).
+    private static func timestamp() -> String { DeadFormat.time(Clock.unixMs()) }
 }
 
 /// Decides whether a repeated line is written: at most once per `intervalMs` per key, counting

@@ -170,6 +170,16 @@ final class ApnsClientTests: XCTestCase {
             } else {
                 XCTAssertNil(PushNotification.lowerCaseHexToken(token), "U+\(String(value, radix: 16)) is no hex digit")
             }
+            // The same pair at every place of a 64-digit token, which is checked eight bytes
+            // at a time: each byte of each word must be judged as the lone one is.
+            for at in 0...62 {
+                let long = String(repeating: "0", count: at) + token + String(repeating: "0", count: 62 - at)
+                if digits.contains(character) {
+                    XCTAssertEqual(PushNotification.lowerCaseHexToken(long), long.lowercased(), "U+\(String(value, radix: 16)) at \(at)")
+                } else if PushNotification.lowerCaseHexToken(long) != nil {
+                    XCTFail("U+\(String(value, radix: 16)) at \(at) is no hex digit")
+                }
+            }
         }
         XCTAssertTrue(PushNotification.isCanonicalUUID("0123abcd-4567-89ef-0a1b-2c3d4e5f6789"))
         XCTAssertFalse(PushNotification.isCanonicalUUID("0123ABCD-4567-89ef-0a1b-2c3d4e5f6789"), "apns-id is lower case only")

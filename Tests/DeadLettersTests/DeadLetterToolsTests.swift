@@ -9,6 +9,19 @@ final class DeadLetterToolsTests: XCTestCase {
                          app: "acme", ledger: nil)
     }
 
+    func testTimesAreUTCWithMillisecondsDigitByDigit() {
+        // Expected values from Python's datetime; around the epoch, a leap day, and the last
+        // millisecond of year 9999.
+        let cases: [(Int64, String)] = [
+            (0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:00:00.001Z"), (999, "1970-01-01T00:00:00.999Z"),
+            (1000, "1970-01-01T00:00:01.000Z"), (-1, "1969-12-31T23:59:59.999Z"), (-1001, "1969-12-31T23:59:58.999Z"),
+            (951_782_400_123, "2000-02-29T00:00:00.123Z"), (1_796_623_695_629, "2026-12-07T06:08:15.629Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+        ]
+        for (ms, text) in cases { XCTAssertEqual(DeadFormat.time(ms), text, "\(ms)") }
+        XCTAssertEqual(DeadFormat.time(253_402_300_800_000), "10000-01-01T00:00:00.000Z", "a fifth digit of the year is written")
+    }
+
     func testReasonFilterMatchesTheWholeReasonOrItsStart() {
         let r = record("100-0", reason: "apns_credentials: InvalidProviderToken")
         XCTAssertTrue(DeadLetterFilter(reason: "apns_credentials").matches(r))
