@@ -32,15 +32,20 @@ public struct StreamEntry: Equatable, Sendable {
     /// The milliseconds part of `id`: when Redis added the entry (unix ms, Redis' clock);
     /// nil when `id` does not start with digits.
     public var timeMs: Int64? {
-        var value: Int64 = 0
-        var digits = 0
-        for byte in id.utf8 {
-            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { break }
-            guard digits < 18 else { return nil }
-            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-            digits += 1
+        // Over the contiguous bytes (every entry read is timed; walking the `UTF8View` cost
+        // ~600 instructions for an id's 13 digits).
+        var id = id
+        return id.withUTF8 { utf8 -> Int64? in
+            var value: Int64 = 0
+            var digits = 0
+            for byte in utf8 {
+                guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { break }
+                guard digits < 18 else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+            return digits > 0 ? value : nil
         }
-        return digits > 0 ? value : nil
     }
 }
 
