@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "RedisClient", dependencies: ["EventLoop", "CHiredis", "CLibEvent"]),
         .target(name: "Digests", dependencies: ["COpenSSL"]),
         .target(name: "CallStorage", dependencies: ["RedisClient", "EventLoop", "COpenSSL", "Digests"]),
-        .target(name: "Routing", dependencies: ["APNs", "FCM", "Retry"]),
+        .target(name: "Routing", dependencies: ["APNs", "FCM", "Retry", "EventLoop"]),
         .target(name: "Retry", dependencies: []),
         .target(name: "VisibleText", dependencies: []),
         // The version and git commit of this build, written before each build by the plugin below.

@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 
 /// One push to send: the device token, the headers and the payload, checked at creation so a
@@ -119,8 +120,7 @@ public struct PushNotification: Sendable, Equatable {
     /// One pass over the bytes: whether `token` is a valid hex token, and whether it has
     /// upper-case digits.
     private static func hexShape(_ token: String) -> (valid: Bool, upperCase: Bool) {
-        var token = token
-        return token.withUTF8 { utf8 in
+        return token.withUTF8Bytes { utf8 in
             guard !utf8.isEmpty && utf8.count % 2 == 0 else { return (false, false) }
             var upperCase = false
             // Eight bytes at a time (every call's token is checked twice, ~1,400 instructions
@@ -152,8 +152,7 @@ public struct PushNotification: Sendable, Equatable {
     public static func isTopic(_ topic: String) -> Bool {
         // Over the contiguous bytes, as `hexShape`: every push checks its topic, and walking
         // the `UTF8View` cost ~30 instructions a byte.
-        var topic = topic
-        return topic.withUTF8 { utf8 in
+        return topic.withUTF8Bytes { utf8 in
             guard !utf8.isEmpty && utf8.count <= maxTopicBytes else { return false }
             for c in utf8 where c &- 0x21 >= 0x5E { return false }
             return true

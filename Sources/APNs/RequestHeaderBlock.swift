@@ -1,4 +1,5 @@
 import CNGHTTP2
+import EventLoop
 
 /// Lays out one push's request headers as an `nghttp2_nv` array in scratch memory owned by
 /// a connection, reused for every request (nghttp2 copies the fields on submit).
@@ -171,17 +172,10 @@ final class RequestHeaderBlock {
     /// Copies `s`; the caller reserved room for `s.utf8.count` bytes. Bounded again here, so
     /// a string whose count changed under us (it cannot) would be cut, never overflow.
     private func copy(_ s: String) {
-        // Native strings are contiguous UTF-8: copy without the `var` copy that `withUTF8` needs.
-        let done: Void? = s.utf8.withContiguousStorageIfAvailable { utf8 in
+        s.withUTF8Bytes { utf8 in
             let n = min(utf8.count, RequestHeaderBlock.byteCapacity - used)
             if n > 0 { (bytes + used).update(from: utf8.baseAddress!, count: n) }
             used += n
-        }
-        if done == nil {
-            for b in s.utf8 where used < RequestHeaderBlock.byteCapacity {
-                bytes[used] = b
-                used += 1
-            }
         }
     }
 }

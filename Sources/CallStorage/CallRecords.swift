@@ -1,5 +1,6 @@
 // The values CallStore takes and returns. Plain data, no I/O.
 
+import EventLoop
 import Glibc
 import RedisClient
 
@@ -65,11 +66,11 @@ public struct ResultEntry: Equatable, Sendable {
     /// there is none, or when it is an invalid event's result, which claims nothing (the same
     /// rule as `CallStoreLua.resultRules`).
     public static func claimedOutcome(_ stored: String?) -> String? {
-        guard var stored else { return nil }
+        guard let stored else { return nil }
         // Over the contiguous bytes: the router looks up every call, and most values it finds
         // are its own in-flight claims, which fail at the first byte (the generic
         // `starts(with:)` over the `UTF8View` cost ~850 instructions to say so).
-        let outcome: String? = stored.withUTF8 { utf8 in
+        let outcome: String? = stored.withUTF8Bytes { utf8 in
             let head: StaticString = #"{"outcome":""#
             let n = head.utf8CodeUnitCount
             guard utf8.count >= n, memcmp(utf8.baseAddress!, head.utf8Start, n) == 0 else { return nil }

@@ -1,3 +1,5 @@
+import EventLoop
+
 /// The Redis Cluster hash slot of a key: CRC16 (XMODEM: polynomial 0x1021, initial value 0,
 /// no reflection) of the key's hash tag, modulo 16384, as the cluster specification defines it
 /// (https://redis.io/topics/cluster-spec, "Key distribution
@@ -21,8 +23,7 @@ public struct HashSlot: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     /// The slot of `key` (bytes as Redis sees them: UTF-8 of a Swift string).
     public init(key: String) {
-        var copy = key
-        self = copy.withUTF8 { HashSlot(keyBytes: UnsafeRawBufferPointer($0)) }
+        self = key.withUTF8Bytes { HashSlot(keyBytes: UnsafeRawBufferPointer($0)) }
     }
 
     /// The slot of a binary key.

@@ -2,6 +2,8 @@
 // tests feed them hand-built `RedisReply` values; the router's reads parse hiredis's reply in
 // place through the same code (`RedisReplyNode`).
 
+import EventLoop
+
 /// One stream entry: its id and its fields.
 ///
 /// Invariant: `id` is a stream id (`ms-seq`). Field names are decoded as UTF-8; values are kept
@@ -34,8 +36,7 @@ public struct StreamEntry: Equatable, Sendable {
     public var timeMs: Int64? {
         // Over the contiguous bytes (every entry read is timed; walking the `UTF8View` cost
         // ~600 instructions for an id's 13 digits).
-        var id = id
-        return id.withUTF8 { utf8 -> Int64? in
+        return id.withUTF8Bytes { utf8 -> Int64? in
             var value: Int64 = 0
             var digits = 0
             for byte in utf8 {

@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 
 /// A JSON value as `JSONParser` reads it: the input of `CallEvent.decode`, and what the VoIP
@@ -61,8 +62,7 @@ struct JSONObject: Equatable, Sendable {
         while i > members.startIndex {
             i -= 1
             guard members[i].key.utf8.count == n else { continue }
-            var key = members[i].key
-            if key.withUTF8({ memcmp($0.baseAddress!, name.utf8Start, n) == 0 }) { return members[i].value }
+            if members[i].key.withUTF8Bytes({ memcmp($0.baseAddress!, name.utf8Start, n) == 0 }) { return members[i].value }
         }
         return nil
     }

@@ -1,3 +1,5 @@
+import EventLoop
+
 /// Deterministic JSON output for everything Routing writes (VoIP and alert payloads, outcome
 /// records): keys in the order the caller appends them (or sorted by UTF-8 bytes for the
 /// producer's dictionaries), no whitespace, `/` and non-ASCII left as they are, control
@@ -49,8 +51,7 @@ struct JSONWriter {
     /// A string: `"` and `\` escaped, control characters as `\n`, `\r`, `\t`, `\b`, `\f` or
     /// `\u00xx`; everything else, `/` and non-ASCII included, as it is.
     mutating func string(_ s: String) {
-        var s = s
-        s.withUTF8 { utf8 in
+        s.withUTF8Bytes { utf8 in
             // 6 bytes at most per input byte (`\u00xx`), and the quotes.
             write(upTo: 6 * utf8.count + 2) { p in JSONWriter.escape(utf8, into: p) }
         }
@@ -241,8 +242,7 @@ struct JSONWriter {
     /// The first 8 UTF-8 bytes of `key` as a big-endian number, zero-padded: keys whose
     /// prefixes differ sort as their prefixes do.
     private static func sortPrefix(_ key: String) -> UInt64 {
-        var key = key
-        return key.withUTF8 { utf8 in
+        return key.withUTF8Bytes { utf8 in
             var prefix: UInt64 = 0
             for k in 0..<min(8, utf8.count) {
                 prefix |= UInt64(utf8[k]) << (56 - 8 * k)
@@ -253,9 +253,8 @@ struct JSONWriter {
 
     /// True when `a`'s UTF-8 bytes sort before `b`'s.
     static func utf8Less(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
+        return a.withUTF8Bytes { x in
+            b.withUTF8Bytes { y in
                 for k in 0..<min(x.count, y.count) where x[k] != y[k] { return x[k] < y[k] }
                 return x.count < y.count
             }
