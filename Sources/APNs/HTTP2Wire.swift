@@ -74,9 +74,9 @@ public struct HeaderList {
     /// Appends a field. `sensitive` sends it never-indexed (unique values like `:path`).
     public mutating func add(_ name: String, _ value: String, neverIndex: Bool = false) {
         let nameAt = storage.count
-        storage.append(contentsOf: name.utf8)
+        name.withUTF8Bytes { storage.append(contentsOf: $0) }
         let valueAt = storage.count
-        storage.append(contentsOf: value.utf8)
+        value.withUTF8Bytes { storage.append(contentsOf: $0) }
         fields.append((nameAt, valueAt - nameAt, valueAt, storage.count - valueAt,
                        neverIndex ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
     }

@@ -1,3 +1,5 @@
+import EventLoop
+
 /// One command's arguments, flattened into a single byte buffer, written to the wire in Redis'
 /// protocol by `writeRESP` (binary-safe: arguments may hold any bytes, including NUL).
 ///
@@ -13,7 +15,7 @@ public struct RedisCommand {
         lengths = []
         lengths.reserveCapacity(args.count)
         for arg in args {
-            bytes.append(contentsOf: arg.utf8)
+            arg.withUTF8Bytes { bytes.append(contentsOf: $0) }
             lengths.append(arg.utf8.count)
         }
         bytes.append(0)
@@ -31,7 +33,8 @@ public struct RedisCommand {
     /// Appends one argument.
     package mutating func append(_ arg: String) {
         bytes.removeLast()
-        bytes.append(contentsOf: arg.utf8)
+        // The bytes as one copy (`withUTF8Bytes`), not byte by byte through the `UTF8View`.
+        arg.withUTF8Bytes { bytes.append(contentsOf: $0) }
         bytes.append(0)
         lengths.append(arg.utf8.count)
     }
@@ -48,8 +51,8 @@ public struct RedisCommand {
     /// building the joined string.
     package mutating func append(_ head: String, _ tail: String) {
         bytes.removeLast()
-        bytes.append(contentsOf: head.utf8)
-        bytes.append(contentsOf: tail.utf8)
+        head.withUTF8Bytes { bytes.append(contentsOf: $0) }
+        tail.withUTF8Bytes { bytes.append(contentsOf: $0) }
         bytes.append(0)
         lengths.append(head.utf8.count + tail.utf8.count)
     }
