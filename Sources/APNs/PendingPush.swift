@@ -205,14 +205,21 @@ enum ErrorBody {
 /// streams count themselves out when answered, lost or returned.
 final class StreamsByShare {
     var held: [Int] = []
-    /// Shares that ever sent through the client.
-    var seen = 0
+    /// Which shares ever sent through the client: `held` is indexed by share, so its length
+    /// says the highest share, not how many there are (one app whose share is 3 is alone).
+    private var sent: [Bool] = []
+    /// How many distinct shares ever sent through the client; above 1 the per-share cap applies.
+    private(set) var seen = 0
 
-    /// Makes `share`'s count (shares are small numbers from 0).
+    /// Makes `share`'s count (shares are small numbers from 0) and counts it once as a sender.
     func note(_ share: Int) {
         while held.count <= share {
             held.append(0)
+            sent.append(false)
         }
-        seen = max(seen, held.count)
+        if !sent[share] {
+            sent[share] = true
+            seen += 1
+        }
     }
 }

@@ -153,4 +153,20 @@ final class PushQueueTests: XCTestCase {
         let order = server.simulator.recorded.compactMap(\.token)
         XCTAssertLessThanOrEqual(order.firstIndex(of: "ab01")!, 7, "written after at most 6 of the flood: \(order)")
     }
+
+    /// The cap is for a pool with more than one share: an app alone on it takes every stream,
+    /// whatever its share number (a lone app's share is its index among all apps, often not 0).
+    func testALoneShareTakesEveryStreamWhateverItsNumber() throws {
+        let (server, client) = try oneSlowStream(answerAfterMs: 300, streams: 8)
+        defer { client.close() }
+        var answered = 0
+        for i in 0..<12 {
+            let n = try PushNotification(deviceToken: String(format: "c3%02x", i), bundleID: server.bundleID,
+                                         pushType: .voip, payload: Array("{}".utf8))
+            client.send(n, share: 3) { _ in answered += 1 }
+        }
+        server.loop.run(waitingFor: "the lone share's streams taken", timeoutMs: 5_000) { client.inFlightCount >= 8 }
+        XCTAssertEqual(client.inFlightCount, 8, "share 3, alone, holds all 8 streams, not 6")
+        server.loop.run(waitingFor: "every push answered", timeoutMs: 20_000) { answered == 12 }
+    }
 }
