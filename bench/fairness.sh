@@ -4,7 +4,7 @@
 # credential (so one APNs pool) to the APNs simulator answering at once. App B writes
 # FAIR_B_RATE calls/s (default 20), first alone for FAIR_B_SECONDS (default 10), then while app A
 # drains a backlog of FAIR_BACKLOG events (default 50,000) written in one second; A's backlog is
-# also drained once alone. From the results, in the same run: B's XADD → result (the result's
+# also drained alone. From the results, in the same run: B's XADD → result (the result's
 # entry id time minus the call's, both Redis' clock, ms) p50/p99/max alone and during A's
 # backlog, with the ratio of the p99s (targets: ≤ 2 and under 20 ms), and A's drain rate
 # (events/s from its first to its last result's entry id) alone and during B's calls, with
@@ -14,7 +14,9 @@
 # also split by stage from its results (p50/p99): XADD to the push handed to the APNs client
 # (the attempt's `t`: read, lookup, the call's start), to its answer (`latency_ms`: the client's
 # queue, the wire, the simulator), and to the record (the result's entry id); A's last two per
-# drain.
+# drain. And the CPU each process used during those drains (/proc, % of one core of the
+# machine's): the producers (this script), the gateway, redis-server and the simulator, which
+# says whether one of them was saturated.
 #
 # Then the isolation floor, the reference those figures are held against: the same phases with
 # A and B each routed by its own `pushgw run` (one app each, the same Redis, simulator and
@@ -45,6 +47,7 @@ pids+=($!)
 wait_port "$rport"
 
 start_simulator "$bin/pushgw" '"raised_max_streams": 1000,'
+simulator=${pids[-1]}
 
 app_a='"appA": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600'"$A_LIMITS"' }'
 app_b='"appB": { "bundle_id": "com.example.app", "credential": "k", "environment": "production", "ring_timeout_s": 600 }'
@@ -66,8 +69,17 @@ JSON
 stop_gateway() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; forget_pid "$1"; }
 
 cat > "$work/fairness.py" <<'PY'
-import json, sys, time, redis
+import json, os, sys, time, redis
 port, b_rate, b_seconds, backlog, mode, drains = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[7])
+processes = [arg.split("=") for arg in sys.argv[8:]]  # name=pid: whose CPU is measured during the drains
+def cpu_seconds():
+    """Each process's CPU time (user + system, s), by name (several pids of a name add up); this
+    script's own (the producers) as `producers`."""
+    out = {"producers": sum(os.times()[:2])}
+    for name, pid in processes:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 r = redis.Redis(port=port)
 calls = {app: f"pushgw:{{{app}}}:calls" for app in ("appA", "appB")}
 results = {app: f"pushgw:{{{app}}}:results" for app in ("appA", "appB")}
@@ -124,6 +136,8 @@ def a_backlog(on_tick=None):
     every 10 ms meanwhile (B's calls). A's events/s from its first to its last result."""
     r.delete(results["appA"])  # the last drain's results: read, and the stream's cap must not trim this one's
     start = b"0-0"
+    global busy_wall
+    cpu0 = cpu_seconds()
     written, t0, batch = 0, time.time(), max(1, backlog // 100)
     done = 0
     while True:
@@ -135,7 +149,11 @@ def a_backlog(on_tick=None):
             written = min(backlog, written + batch)
         if on_tick: on_tick()
         done = r.xlen(results["appA"])
-        if written >= backlog and done >= backlog: break
+        if written >= backlog and done >= backlog:
+            if on_tick:  # from the first XADD to the last result
+                for name, seconds in cpu_seconds().items(): busy[name] = busy.get(name, 0) + seconds - cpu0[name]
+                busy_wall += time.time() - t0
+            break
         if time.time() - t0 > 300: raise SystemExit(f"A: {done} of {backlog} results after 300 s")
         pause = 0.01 - (time.time() - t0) % 0.01
         time.sleep(pause)
@@ -169,6 +187,7 @@ def tick():
         during_sent.append(b_call())
         t_next[0] += 1 / b_rate
 a_alone_rates, a_during_rates = [], []
+busy, busy_wall = {}, 0.0  # CPU seconds by process, and the wall seconds, of the drains during B's calls
 for _ in range(drains):  # alternated, so a drift of the machine touches both alike
     a_alone_rates.append(a_backlog())
     t_next[0] = time.time()
@@ -182,6 +201,7 @@ print(f"{'during A backlog':30s} {len(during):6d} {q(during, 50):6d} {q(during, 
 for name, (sent, answered, recorded) in zip(("alone", "during A backlog"), stages):
     print(f"  {name}, p50/p99 of: XADD -> push sent {q(sent, 50)}/{q(sent, 99)}, sent -> answered "
           f"{q(answered, 50)}/{q(answered, 99)}, answered -> recorded {q(recorded, 50)}/{q(recorded, 99)}")
+print("  % of a core during A's drains with B's calls (2 cores): " + ", ".join(f"{name} {100 * seconds / busy_wall:.0f}" for name, seconds in busy.items()))
 ratio = q(during, 99) / max(1, q(alone, 99))
 if mode == "shared":
     print(f"B p99 during / alone: {ratio:.2f} (target: <= 2, and p99 during under 20 ms: {q(during, 99)} ms)")
@@ -195,7 +215,7 @@ PY
 echo "== Fairness: app B at $B_RATE calls/s alone ($B_SECONDS s) and while app A drains $BACKLOG events written in 1 s ($DRAINS times); one pushgw run, A and B on one credential, the APNs simulator answering at once"
 start_gateway shared "$app_a, $app_b"
 shared=$gateway
-python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" shared "$work/shared.json" "$DRAINS"
+python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" shared "$work/shared.json" "$DRAINS" "gateway=$shared" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
 [ "${FAIR_FLOOR:-1}" = 0 ] && exit 0
 stop_gateway "$shared"
 
@@ -204,7 +224,7 @@ start_gateway only-a "$app_a"
 only_a=$gateway
 start_gateway only-b "$app_b"
 only_b=$gateway
-python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" split "$work/split.json" "$DRAINS"
+python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" split "$work/split.json" "$DRAINS" "gateways=$only_a" "gateways=$only_b" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
 stop_gateway "$only_a"; stop_gateway "$only_b"
 python3 - "$work/shared.json" "$work/split.json" <<'PY'
 import json, sys
