@@ -162,8 +162,8 @@ def a_backlog(on_tick=None):
     parsed = [(rid, json.loads(f[b"result"])) for rid, f in got]
     outcomes = {res["outcome"] for _, res in parsed}
     assert outcomes == {"delivered_voip"}, outcomes
-    ans = sorted(ms(r["entry"]) + r["latency_ms"] - r["attempts"][0]["t"] for _, r in parsed)
-    rec = sorted(ms(rid) - ms(r["entry"]) - r["latency_ms"] for rid, r in parsed)
+    ans = sorted(ms(res["entry"]) + res["latency_ms"] - res["attempts"][0]["t"] for _, res in parsed)
+    rec = sorted(ms(rid) - ms(res["entry"]) - res["latency_ms"] for rid, res in parsed)
     print(f"  A drain{' (B calling)' if on_tick else ''}: push sent -> answered p50/p99 {q(ans, 50)}/{q(ans, 99)}, answered -> recorded {q(rec, 50)}/{q(rec, 99)}", flush=True)
     return int((backlog - 1) * 1000 / max(1, ms(got[-1][0]) - ms(got[0][0])))
 
@@ -201,7 +201,7 @@ print(f"{'during A backlog':30s} {len(during):6d} {q(during, 50):6d} {q(during, 
 for name, (sent, answered, recorded) in zip(("alone", "during A backlog"), stages):
     print(f"  {name}, p50/p99 of: XADD -> push sent {q(sent, 50)}/{q(sent, 99)}, sent -> answered "
           f"{q(answered, 50)}/{q(answered, 99)}, answered -> recorded {q(recorded, 50)}/{q(recorded, 99)}")
-print("  % of a core during A's drains with B's calls (2 cores): " + ", ".join(f"{name} {100 * seconds / busy_wall:.0f}" for name, seconds in busy.items()))
+print(f"  % of a core during A's drains with B's calls ({os.cpu_count()} cores): " + ", ".join(f"{name} {100 * seconds / busy_wall:.0f}" for name, seconds in busy.items()))
 ratio = q(during, 99) / max(1, q(alone, 99))
 if mode == "shared":
     print(f"B p99 during / alone: {ratio:.2f} (target: <= 2, and p99 during under 20 ms: {q(during, 99)} ms)")
