@@ -75,7 +75,8 @@ PY
 }
 
 # CPU seconds (user + system) of a process so far, from /proc/PID/stat.
-proc_cpu() { python3 -c 'import os,sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK"))' "$1"; }
+proc_cpu_py=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/proc_cpu.py
+proc_cpu() { python3 "$proc_cpu_py" "$1"; }
 
 # Takes a finished process's pid out of `pids` (exactly, not by substring).
 forget_pid() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }

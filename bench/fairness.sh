@@ -70,6 +70,7 @@ stop_gateway() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; forget_pid "$1"
 
 cat > "$work/fairness.py" <<'PY'
 import json, os, sys, time, redis
+from proc_cpu import cpu_seconds as process_cpu_seconds
 port, b_rate, b_seconds, backlog, mode, drains = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[7])
 processes = [arg.split("=") for arg in sys.argv[8:]]  # name=pid: whose CPU is measured during the drains
 def cpu_seconds():
@@ -77,8 +78,7 @@ def cpu_seconds():
     script's own (the producers) as `producers`."""
     out = {"producers": sum(os.times()[:2])}
     for name, pid in processes:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        out[name] = out.get(name, 0) + process_cpu_seconds(pid)
     return out
 r = redis.Redis(port=port)
 calls = {app: f"pushgw:{{{app}}}:calls" for app in ("appA", "appB")}
@@ -215,7 +215,7 @@ PY
 echo "== Fairness: app B at $B_RATE calls/s alone ($B_SECONDS s) and while app A drains $BACKLOG events written in 1 s ($DRAINS times); one pushgw run, A and B on one credential, the APNs simulator answering at once"
 start_gateway shared "$app_a, $app_b"
 shared=$gateway
-python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" shared "$work/shared.json" "$DRAINS" "gateway=$shared" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
+PYTHONPATH=bench python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" shared "$work/shared.json" "$DRAINS" "gateway=$shared" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
 [ "${FAIR_FLOOR:-1}" = 0 ] && exit 0
 stop_gateway "$shared"
 
@@ -224,7 +224,7 @@ start_gateway only-a "$app_a"
 only_a=$gateway
 start_gateway only-b "$app_b"
 only_b=$gateway
-python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" split "$work/split.json" "$DRAINS" "gateways=$only_a" "gateways=$only_b" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
+PYTHONPATH=bench python3 "$work/fairness.py" "$rport" "$B_RATE" "$B_SECONDS" "$BACKLOG" split "$work/split.json" "$DRAINS" "gateways=$only_a" "gateways=$only_b" "redis=$(redis_server_pid "$rport")" "simulator=$simulator"
 stop_gateway "$only_a"; stop_gateway "$only_b"
 python3 - "$work/shared.json" "$work/split.json" <<'PY'
 import json, sys

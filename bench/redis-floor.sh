@@ -26,12 +26,11 @@ floors=()
 for _ in $(seq 1 "$ROUNDS"); do
   redis-cli -p "$rport" FLUSHALL >/dev/null
   redis-cli -p "$rport" CONFIG RESETSTAT >/dev/null
-  out=$(python3 - "$rport" "$EVENTS" "$redis_pid" <<'PY'
-import json, os, sys, redis
+  out=$(PYTHONPATH=bench python3 - "$rport" "$EVENTS" "$redis_pid" <<'PY'
+import json, sys, redis
+from proc_cpu import cpu_seconds
 port, n, pid = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-def cpu():
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+cpu = lambda: cpu_seconds(pid)
 r = redis.Redis(port=port)
 calls, results = "pushgw:{app0}:calls", "pushgw:{app0}:results"
 r.xgroup_create(calls, "routers", id="0", mkstream=True)
