@@ -39,7 +39,8 @@
 #   Fairness (bench/fairness.sh): `pushgw run` with two apps on one credential, app B at 20
 #   calls/s alone and while app A drains a 50,000-event backlog written in 1 s: B's XADD→result
 #   p50/p99/max both ways and their p99 ratio (target ≤ 2 and under 20 ms), A's drain rate alone
-#   and during (target: within 10 %). Twice: with A at the router's per-app cap (1,000 in flight)
+#   and during (target: within 10 %), over five backlogs each way; B's time by stage and each
+#   process's CPU during the drains. Twice: with A at the router's per-app cap (1,000 in flight)
 #   and at limits.max_in_flight 100, the trade-off between B's latency and A's rate. The
 #   first run also measures the isolation floor: A and B each routed by its own `pushgw run`
 #   on the same Redis, simulator and cores, and B's p99 in the shared gateway over that floor's.
