@@ -452,7 +452,7 @@ package final class GatewayMetrics: RouterObservations {
             ringReceipts.inc([app])
             return
         }
-        usual[app, default: UsualCounts()].finished[GatewayMetrics.outcomeIndex[record.outcome]!] += 1
+        usual[app, default: UsualCounts()].finished[record.outcome.ordinal] += 1
         switch record.outcome {
         case .deadLettered:
             deadLetters.inc([app, GatewayMetrics.reasonCode(record.reason)])
@@ -487,7 +487,6 @@ package final class GatewayMetrics: RouterObservations {
     // MARK: Pulled
 
     /// Each outcome's place in `CallOutcome.allCases`.
-    private static let outcomeIndex = Dictionary(uniqueKeysWithValues: CallOutcome.allCases.enumerated().map { ($1, $0) })
 
     /// Copies `snapshot` into the pulled families. Call right before `render()`.
     package func update(_ snapshot: GatewaySnapshot) {

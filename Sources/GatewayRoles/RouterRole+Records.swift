@@ -86,14 +86,21 @@ extension RouterRole {
 
     /// One `finish` script per app (and chunk) for the turn's outcomes.
     func writeRecords(_ batch: [PendingRecord]) {
-        var byApp: [String: [PendingRecord]] = [:]
-        var order: [String] = []
+        // The batch's records per app, apps in the order they first appear: found by the app
+        // object's identity (an integer's hash), not its name.
+        var groups: [[PendingRecord]] = []
+        var groupOf: [ObjectIdentifier: Int] = [:]
         for p in batch {
-            if byApp[p.call.app.id] == nil { order.append(p.call.app.id) }
-            byApp[p.call.app.id, default: []].append(p)
+            let app = ObjectIdentifier(p.call.app)
+            if let g = groupOf[app] {
+                groups[g].append(p)
+            } else {
+                groupOf[app] = groups.count
+                groups.append([p])
+            }
         }
-        for id in order {
-            let pending = byApp[id]!
+        for pending in groups {
+            let id = pending[0].call.app.id
             for start in stride(from: 0, to: pending.count, by: Self.recordChunk) {
                 let chunk = Array(pending[start..<min(pending.count, start + Self.recordChunk)])
                 store.finish(chunk[0].call.app.keys, chunk.map { $0.finish(self) }) { [unowned self] result in
@@ -185,7 +192,7 @@ extension RouterRole {
             log.debug("duplicate event answered", ["app": call.app.id, "event": call.callID, "entry": call.entryID,
                                                    "first_outcome": record.firstOutcome?.rawValue ?? ""])
         } else {
-            stats.finished[record.outcome.rawValue, default: 0] += 1
+            stats.finishedByOutcome[record.outcome.ordinal] += 1
             logFinished(record, app: call.app.id, callID: call.callID)
             // The script wrote the call's feedback with its record.
             for feedback in call.feedback { observations?.tokenFeedback(app: call.app.id, feedback: feedback) }

@@ -111,7 +111,7 @@ extension RouterRole {
                     self.stats.retriesCancelled += report.removed.count
                     for id in report.recorded {
                         guard let record = records[id] else { continue }
-                        self.stats.finished[record.outcome.rawValue, default: 0] += 1
+                        self.stats.finishedByOutcome[record.outcome.ordinal] += 1
                         self.logFinished(record, app: app.id, callID: callID)
                         self.observations?.callRecorded(app: app.id, record: record)
                     }

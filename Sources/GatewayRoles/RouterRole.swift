@@ -253,7 +253,14 @@ package final class RouterRole {
         package var read = 0
         /// Crash redeliveries: entries taken over from dead consumers (delivery count ≥ 2).
         package var claimed = 0
-        package var finished: [String: Int] = [:]
+        /// Finished calls per outcome, at each outcome's `ordinal`; `finished` names them.
+        package var finishedByOutcome = [Int](repeating: 0, count: CallOutcome.allCases.count)
+        /// The outcomes that finished calls, by name, with their counts.
+        package var finished: [String: Int] {
+            var out: [String: Int] = [:]
+            for (outcome, n) in zip(CallOutcome.allCases, finishedByOutcome) where n > 0 { out[outcome.rawValue] = n }
+            return out
+        }
         package var invalidEvents = 0
         /// Entries dead-lettered for too many deliveries.
         package var poison = 0

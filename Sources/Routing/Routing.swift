@@ -35,6 +35,9 @@ public enum CallOutcome: String, Sendable, CaseIterable {
     /// re-send, a redelivery): nothing was sent for this entry; the record names the first
     /// outcome (`first_outcome`). Never stored as a call's outcome.
     case duplicate
+
+    /// Its place in `allCases`: counts per outcome kept in an array, without hashing a name.
+    public var ordinal: Int { CallOutcome.allCases.firstIndex(of: self)! }
 }
 
 /// Which of the call's two pushes: the PushKit VoIP push or the fallback alert. For an
