@@ -5,8 +5,10 @@
 # pre-filled streams (EVENTS call events across 4 apps, each round from an empty Redis).
 # Per build, medians over ROUNDS: events/s (from the results' entry ids, as bench/run.sh's
 # binary line), the gateway's CPU per event (user + system from /proc, µs) and its peak RSS
-# (VmHWM), and the ratio this/REF of each: what a change cost or paid back, with the
-# machine's drift falling on both sides alike.
+# (VmHWM), redis-server's CPU per event over the same drain (what the build's lookups, claims
+# and records cost the shared Redis, which bounds how fast a drain can go), and the ratio
+# this/REF of each: what a change cost or paid back, with the machine's drift falling on both
+# sides alike.
 #
 # Then the same under a GOAWAY storm (STORM_EVENTS, default 20,000; 0 leaves it out): the APNs
 # simulator ends each connection with a GOAWAY after every 50 requests it judged, so the gateway
@@ -38,47 +40,53 @@ this=$(swift build -c release --show-bin-path)/pushgw
 [ -x "$this" ] || { echo "no release build: run make release first" >&2; exit 1; }
 
 start_nghttpd_and_redis
+redis_pid=${pids[-1]}
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
 
 # One round of build $1: pre-fill, run the router until every event has its result, then
-# "events/s cpu_us_per_event peak_rss_mb".
+# "events/s cpu_us_per_event peak_rss_mb redis_cpu_us_per_event" (redis-server's CPU from the
+# router's start to the last result: the lookups, claims and records the build asks of it).
 round() {
   redis-cli -p "$rport" FLUSHALL >/dev/null
   prefill_calls "$rport" "$EVENTS" "$tokens"
+  local redis_before
+  redis_before=$(proc_cpu "$redis_pid")
   "$1" run --config "$work/gw.json" --role router --consumer bench-ab >/dev/null 2>&1 &
-  local gw=$! rss=0 cpu
+  local gw=$! rss=0 cpu redis_cpu
   pids+=("$gw")
   for _ in $(seq 1 1200); do
     [ "$(results_total "$rport")" -ge "$EVENTS" ] && break
     sleep 0.1
   done
+  redis_cpu=$(python3 -c "print($(proc_cpu "$redis_pid") - $redis_before)")
   rss=$(awk '/VmHWM/ {print $2}' "/proc/$gw/status")
   cpu=$(proc_cpu "$gw")
   kill -TERM "$gw"; wait "$gw" || true
   forget_pid "$gw"
-  echo "$(results_rate "$rport" "$EVENTS") $(python3 -c "print(f'{$cpu * 1e6 / $EVENTS:.1f} {$rss / 1024:.1f}')")"
+  echo "$(results_rate "$rport" "$EVENTS") $(python3 -c "print(f'{$cpu * 1e6 / $EVENTS:.1f} {$rss / 1024:.1f} {$redis_cpu * 1e6 / $EVENTS:.1f}')")"
 }
 
 echo "== A/B: pushgw run --role router, this checkout ($(git rev-parse --short=7 HEAD)) against $ref, $EVENTS events across 4 apps, $ROUNDS alternating rounds"
-a_rps=(); a_cpu=(); a_rss=(); b_rps=(); b_cpu=(); b_rss=()
+a_rps=(); a_cpu=(); a_rss=(); a_red=(); b_rps=(); b_cpu=(); b_rss=(); b_red=()
 for i in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so neither always meets a warmer machine.
   if [ $((i % 2)) -eq 1 ]; then order=(this ref); else order=(ref this); fi
   for who in "${order[@]}"; do
-    if [ "$who" = this ]; then read -r r c m < <(round "$this"); a_rps+=("$r"); a_cpu+=("$c"); a_rss+=("$m")
-    else read -r r c m < <(round "$refdir/pushgw"); b_rps+=("$r"); b_cpu+=("$c"); b_rss+=("$m"); fi
+    if [ "$who" = this ]; then read -r r c m d < <(round "$this"); a_rps+=("$r"); a_cpu+=("$c"); a_rss+=("$m"); a_red+=("$d")
+    else read -r r c m d < <(round "$refdir/pushgw"); b_rps+=("$r"); b_cpu+=("$c"); b_rss+=("$m"); b_red+=("$d"); fi
   done
 done
 fmed() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-printf '%-28s %12s %12s %8s\n' "" "this" "$ref" "this/ref"
-for row in "events/s:a_rps:b_rps" "CPU per event, µs:a_cpu:b_cpu" "peak RSS, MB:a_rss:b_rss"; do
+printf '%-31s %12s %12s %8s\n' "" "this" "$ref" "this/ref"
+for row in "events/s:a_rps:b_rps" "CPU per event, µs:a_cpu:b_cpu" "peak RSS, MB:a_rss:b_rss" \
+           "redis-server CPU per event, µs:a_red:b_red"; do
   IFS=: read -r name av bv <<<"$row"
   declare -n A=$av B=$bv
   am=$(fmed "${A[@]}"); bm=$(fmed "${B[@]}")
-  printf '%-28s %12s %12s %8s\n' "$name" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
+  printf '%-31s %12s %12s %8s\n' "$name" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
   unset -n A B
 done
-echo "(each round, this: ${a_rps[*]} events/s, ${a_cpu[*]} µs; $ref: ${b_rps[*]} events/s, ${b_cpu[*]} µs)"
+echo "(each round, this: ${a_rps[*]} events/s, ${a_cpu[*]} µs, redis ${a_red[*]} µs; $ref: ${b_rps[*]} events/s, ${b_cpu[*]} µs, redis ${b_red[*]} µs)"
 
 [ "$STORM_EVENTS" -gt 0 ] || exit 0
 # The storm: this checkout's simulator (the same for both builds) with goaway_every 50.
@@ -104,5 +112,5 @@ for i in $(seq 1 "$ROUNDS"); do
   done
 done
 am=$(fmed "${a_s[@]}"); bm=$(fmed "${b_s[@]}")
-printf '%-28s %12s %12s %8s\n' "drain, s (first to last)" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
+printf '%-31s %12s %12s %8s\n' "drain, s (first to last)" "$am" "$bm" "$(python3 -c "print(f'{$am/$bm:.3f}')")"
 echo "(each round, this: ${a_s[*]} s; $ref: ${b_s[*]} s)"
