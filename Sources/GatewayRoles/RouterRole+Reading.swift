@@ -195,7 +195,8 @@ extension RouterRole {
     /// Registers a live call for `entry`, or dead-letters the entry (poison, invalid event,
     /// unreadable retry) and returns nil. Nil too when the entry is already being routed here.
     func admit(_ entry: StreamEntry, app: AppRuntime, deliveries: Int64, heldBy: StreamHold? = nil) -> Admitted? {
-        guard live[key(app, entry.id)] == nil else { return nil }  // already routing it (a claim raced a read)
+        let entryKey = key(app, entry.id)
+        guard live[entryKey] == nil else { return nil }  // already routing it (a claim raced a read)
         // The entry's fields in one pass over them (a lookup by name hashes the name; an entry
         // has one to three fields). The event's bytes as read (hiredis's reply copied once, no
         // text decoding): what the decoder checks, and what a dead letter keeps. A replay carries
@@ -236,7 +237,7 @@ extension RouterRole {
             deadLetterEntry(app, entry: entry, raw: raw, DeadLetter.invalidEvent(error, app: app.id, entry: entry.id))
             return nil
         }
-        let call = LiveCall(app: app, entryID: entry.id, rawEvent: raw,
+        let call = LiveCall(app: app, entryID: entry.id, entryKey: entryKey, rawEvent: raw,
                             machine: CallStateMachine(event: event, sharing: app.sharedPolicy, jitter: jitter.split(),
                                                       replayed: callDeadline != nil,
                                                       heldBy: heldBy), callID: event.id,

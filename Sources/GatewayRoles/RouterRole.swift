@@ -170,8 +170,9 @@ package final class RouterRole {
         /// names them.
         var endReport: (stopped: [String], told: [String])?
 
-        init(app: AppRuntime, entryID: String, producerEntryID: String? = nil, rawEvent: [UInt8], machine: CallStateMachine,
-             callID: String, ends: CallEnd? = nil, isReceipt: Bool = false) {
+        /// `entryKey`: the entry's key when the caller made it already (`admit`), else made here.
+        init(app: AppRuntime, entryID: String, entryKey: LiveKey? = nil, producerEntryID: String? = nil, rawEvent: [UInt8],
+             machine: CallStateMachine, callID: String, ends: CallEnd? = nil, isReceipt: Bool = false) {
             self.isReceipt = isReceipt
             self.app = app
             self.entryID = entryID
@@ -180,7 +181,7 @@ package final class RouterRole {
             self.machine = machine
             self.callID = callID
             self.ends = ends
-            entryKey = LiveKey(app: app.id, id: entryID)
+            self.entryKey = entryKey ?? LiveKey(app: app.id, id: entryID)
             callKey = LiveKey(app: app.id, id: callID)
         }
     }
@@ -565,9 +566,8 @@ package final class RouterRole {
 
     func register(_ call: LiveCall) {
         live[call.entryKey] = call
-        let ck = call.callKey
-        call.nextOfCall = liveByCall[ck]
-        liveByCall[ck] = call
+        // One probe of the table: the call becomes its call id's first, the one before it next.
+        call.nextOfCall = liveByCall.updateValue(call, forKey: call.callKey)
         inFlightPerApp[call.app.id, default: 0] += 1
     }
 
@@ -604,10 +604,15 @@ package final class RouterRole {
         }
         live.remove(at: i)
         let ck = call.callKey
-        if liveByCall[ck] === call {
-            liveByCall[ck] = call.nextOfCall
+        // One probe of the table (its slot is then changed where it lies): `call` is on its
+        // call id's list, so the id has a slot.
+        guard let first = liveByCall.index(forKey: ck) else {
+            preconditionFailure("call \(call.callID) (entry \(call.entryID)) was live but not listed under its call id")
+        }
+        if liveByCall.values[first] === call {
+            if let next = call.nextOfCall { liveByCall.values[first] = next } else { liveByCall.remove(at: first) }
         } else {
-            var previous = liveByCall[ck]
+            var previous: LiveCall? = liveByCall.values[first]
             while let p = previous, p.nextOfCall !== call { previous = p.nextOfCall }
             previous?.nextOfCall = call.nextOfCall
         }
