@@ -486,8 +486,6 @@ package final class GatewayMetrics: RouterObservations {
 
     // MARK: Pulled
 
-    /// Each outcome's place in `CallOutcome.allCases`.
-
     /// Copies `snapshot` into the pulled families. Call right before `render()`.
     package func update(_ snapshot: GatewaySnapshot) {
         flushUsualCounts()

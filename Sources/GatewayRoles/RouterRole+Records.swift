@@ -79,10 +79,9 @@ extension RouterRole {
     private func recordOutcome(_ record: consuming OutcomeRecord, for call: LiveCall, keying: ResultEntry.Keying,
                                deadLetters: [DeadLetter] = []) {
         let record = stamped(record, call)
-        // The tally first, so the record's last use is the move into its PendingRecord, not a copy.
-        let tally = keying == .once ? ringTally(of: record, for: call) : nil
         records.add(PendingRecord(call: call, record: record, keying: keying, invalidTokens: call.feedback,
-                                  ringTally: tally, deadLetters: deadLetters, queuedAtMs: Clock.unixMs()))
+                                  ringTally: keying == .once ? ringTally(of: record, for: call) : nil,
+                                  deadLetters: deadLetters, queuedAtMs: Clock.unixMs()))
     }
 
     /// One `finish` script per app (and chunk) for the turn's outcomes.
