@@ -63,7 +63,8 @@ bench: release
 	bench/run.sh
 
 # Not in CI: this checkout's router against an older build (REF, default 570948c, built once
-# into .build/reference/), alternated in one run: events/s, CPU per event, peak RSS and ratios.
+# into .build/reference/), alternated in one run: events/s, CPU per event, peak RSS, Redis CPU per
+# event and ratios. THIS=binary holds another build (a trial) against REF in this checkout's place.
 bench-ab: release
 	REF=$(REF) bench/ab.sh
 

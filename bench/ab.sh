@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-ab [REF=commit]: this checkout's `pushgw run --role router` against an older
+# make bench-ab [REF=commit] [THIS=binary]: this checkout's `pushgw run --role router` against an older
 # build of pushgw (REF, by default the build before the hardening, 570948c), alternated
 # round by round in one run against the same nghttpd and the same redis-server, on the same
 # pre-filled streams (EVENTS call events across 4 apps, each round from an empty Redis).
@@ -36,8 +36,12 @@ if [ ! -x "$refdir/pushgw" ]; then
   cp "$(cd "$tree" && swift build -c release --show-bin-path)/pushgw" "$refdir/pushgw"
   git worktree remove --force "$tree"
 fi
-this=$(swift build -c release --show-bin-path)/pushgw
-[ -x "$this" ] || { echo "no release build: run make release first" >&2; exit 1; }
+# THIS: another binary to hold against REF (a trial build, say) in this checkout's place; the
+# storm's simulator stays this checkout's.
+checkout=$(swift build -c release --show-bin-path)/pushgw
+this=${THIS:-$checkout}
+[ -x "$checkout" ] || { echo "no release build: run make release first" >&2; exit 1; }
+[ -x "$this" ] || { echo "THIS=$this is not an executable" >&2; exit 1; }
 
 start_nghttpd_and_redis
 redis_pid=${pids[-1]}
@@ -66,7 +70,7 @@ round() {
   echo "$(results_rate "$rport" "$EVENTS") $(python3 -c "print(f'{$cpu * 1e6 / $EVENTS:.1f} {$rss / 1024:.1f} {$redis_cpu * 1e6 / $EVENTS:.1f}')")"
 }
 
-echo "== A/B: pushgw run --role router, this checkout ($(git rev-parse --short=7 HEAD)) against $ref, $EVENTS events across 4 apps, $ROUNDS alternating rounds"
+echo "== A/B: pushgw run --role router, ${THIS:+$THIS in place of }this checkout ($(git rev-parse --short=7 HEAD)) against $ref, $EVENTS events across 4 apps, $ROUNDS alternating rounds"
 a_rps=(); a_cpu=(); a_rss=(); a_red=(); b_rps=(); b_cpu=(); b_rss=(); b_red=()
 for i in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so neither always meets a warmer machine.
@@ -90,7 +94,7 @@ echo "(each round, this: ${a_rps[*]} events/s, ${a_cpu[*]} µs, redis ${a_red[*]
 
 [ "$STORM_EVENTS" -gt 0 ] || exit 0
 # The storm: this checkout's simulator (the same for both builds) with goaway_every 50.
-start_simulator "$this" '"goaway_every": 50,'
+start_simulator "$checkout" '"goaway_every": 50,'
 write_router_config "$work/storm.json" "$rport" "$sport" "$pki" "$(free_port)"
 storm_round() {
   redis-cli -p "$rport" FLUSHALL >/dev/null
