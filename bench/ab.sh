@@ -44,7 +44,7 @@ this=${THIS:-$checkout}
 [ -x "$this" ] || { echo "THIS=$this is not an executable" >&2; exit 1; }
 
 start_nghttpd_and_redis
-redis_pid=${pids[-1]}
+redis_pid=$(redis_server_pid "$rport")
 write_router_config "$work/gw.json" "$rport" "$port" "$pki" "$(free_port)"
 
 # One round of build $1: pre-fill, run the router until every event has its result, then
