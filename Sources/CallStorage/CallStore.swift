@@ -97,7 +97,7 @@ public final class CallStore {
     private let registerScript = RedisScript(CallStoreLua.register)
     private let retireScript = RedisScript(CallStoreLua.retire)
     private let claimOwnScript = RedisScript(CallStoreLua.claimOwn)
-    private let lookupScript = RedisScript(CallStoreLua.lookupAndClaim)
+    private let claimCallsScript = RedisScript(CallStoreLua.claimCalls)
     private let takeOverScript = RedisScript(CallStoreLua.takeOverClaims)
     private let liveConsumersScript = RedisScript(CallStoreLua.liveConsumers)
     private let registryScript = RedisScript(CallStoreLua.registry)
@@ -462,36 +462,45 @@ public final class CallStore {
 
     // MARK: Looking up
 
-    /// One MGET for several events of one app (the router looks up every event of a read
+    /// One round trip for several events of one app (the router looks up every event of a read
     /// together): per event, the outcome already recorded for its id (read from its result
-    /// key), whether it is cancelled, and since when its tokens are known invalid. Answers in
-    /// the order of `queries`. A result key holding an in-flight
+    /// key), whether it is cancelled, and since when its tokens are known invalid, in one
+    /// `MGET`. Answers in the order of `queries`. A result key holding an in-flight
     /// claim (`AppKeys.result`) or an invalid event's result is no outcome
-    /// (`ResultEntry.claimedOutcome`).
+    /// (`ResultEntry.claimedOutcome`). For an app with the compact record (unless `outcomes`
+    /// is false and nothing claims), a call whose result key expired is found done by its
+    /// compact record (`AppKeys.outcomes`: one `HMGET` per live bucket).
     ///
     /// With `claimAs`, the queries that ask for it (`LookupQuery.claim`) also take the call's
-    /// in-flight claim for `claimAs` in the same step (one script instead of the MGET; no extra
-    /// round trip): taken when the call is neither done nor claimed, for `claimTTLMs`. Each such
-    /// answer names the holder afterwards (`EventLookup.claimHolder`; nil when the call is
-    /// done): `claimAs`, or another consumer, whose claim `takeOverLapsedClaims` takes over if
-    /// that consumer's lease lapsed. That is a step of its own, so the other answers of a
-    /// lookup need not wait for it: the router acts on each answer in turn with the answers
-    /// of its other steps on the app's keys (docs/architecture.md, *How a call event travels
-    /// through the router*, Recording).
+    /// in-flight claim for `claimAs` (`CallStoreLua.claimCalls`, sent right after the `MGET`:
+    /// no extra round trip; their result keys and compact records are read there, atomically
+    /// with the claim): taken when the call is neither done nor claimed, for `claimTTLMs`.
+    /// Each such answer names the holder afterwards (`EventLookup.claimHolder`; nil when the
+    /// call is done): `claimAs`, or another consumer, whose claim `takeOverLapsedClaims` takes
+    /// over if that consumer's lease lapsed. That is a step of its own, so the other answers
+    /// of a lookup need not wait for it: the router acts on each answer in turn with the
+    /// answers of its other steps on the app's keys (docs/architecture.md, *How a call event
+    /// travels through the router*, Recording). The cancelled markers and token marks are read
+    /// just before the claims, not with them: a cancel or a mark written in between is one
+    /// written just after (the cancel step reads the call's result, not its claim).
     public func lookup(_ app: AppKeys, _ queries: [LookupQuery], claimAs: String? = nil, claimTTLMs: Int64 = 60_000,
                        outcomes: Bool = true, completion: @escaping (Result<[EventLookup], RedisError>) -> Void) {
         guard !queries.isEmpty else { return completion(.success([])) }
         let claims = claimAs == nil ? 0 : queries.reduce(0) { $0 + ($1.claim ? 1 : 0) }
-        let scripted = claims > 0 || outcomes
+        let buckets = claims > 0 || outcomes
+            ? RetentionWindows.of(app, in: config.windows).liveBuckets(atUnixSeconds: Clock.unixMs() / 1000) : []
         var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 190) + 512,
-                                   arguments: 12 + 6 * queries.count)
-        if !scripted { command.append("MGET") }
-        var resultIndices: [Int] = []
-        resultIndices.reserveCapacity(scripted ? queries.count : 0)
+                                   arguments: 1 + 6 * queries.count)
+        command.append("MGET")
+        var claimed = RedisCommand(reservingBytes: claims * (app.resultPrefix.utf8.count + 40) + 128, arguments: claims + 9)
+        var unclaimedIDs: [String] = []
         for q in queries {
-            // 1-based, as Lua counts; negative for a query that claims nothing.
-            if scripted { resultIndices.append((claims > 0 && q.claim ? 1 : -1) * (command.count + 1)) }
-            command.append(app.resultPrefix, q.eventId)
+            if claims > 0 && q.claim {
+                claimed.append(app.resultPrefix, q.eventId)
+            } else {
+                command.append(app.resultPrefix, q.eventId)
+                if !buckets.isEmpty { unclaimedIDs.append(q.eventId) }
+            }
             command.append(app.cancelledPrefix, q.eventId)
             if let token = q.voipToken {
                 command.append(app.invalidVoipPrefix, token)
@@ -508,78 +517,128 @@ public final class CallStore {
             }
             for case let fcm? in q.deviceFcmTokens { command.append(app.invalidFcmPrefix, fcm) }
         }
-        let reads = command.count - (scripted ? 0 : 1)
-        let buckets = RetentionWindows.of(app, in: config.windows).liveBuckets(atUnixSeconds: Clock.unixMs() / 1000)
-        if scripted {
-            for b in buckets { command.append(app.outcomes(b)) }
-            command.append(claimAs ?? "")
-            command.append(String(claimTTLMs))
-            command.append(String(buckets.count))
-            command.append(String(app.resultPrefix.utf8.count))
-            for i in resultIndices { command.append(String(i)) }
-        }
-        // Per query, the script answers its holder and, with buckets to ask, its code.
-        let perQuery = scripted ? (buckets.isEmpty ? 1 : 2) : 0
-        let expected = reads + perQuery * queries.count
-        let parse: (Result<RedisReply, RedisError>) -> Result<[EventLookup], RedisError> = { result in
-            result.flatMap { reply in
-                guard let values = reply.array, values.count == expected else {
-                    return .failure(.unexpectedReply("lookup \(reply)"))
-                }
-                var out: [EventLookup] = []
-                out.reserveCapacity(queries.count)
-                var i = 0
-                var holder = reads
-                for q in queries {
-                    var outcome = ResultEntry.claimedOutcome(values[i].string)
-                    if perQuery == 2, outcome == nil, let code = values[holder + 1].string {
-                        do { outcome = try CompactOutcome.decode(code) } catch {
-                            return .failure(.unexpectedReply("lookup of \(q.eventId): \(error)"))
-                        }
-                    }
-                    var found = EventLookup.Fields(outcome: outcome, cancelled: !values[i + 1].isNull)
-                    if found.cancelled, let marker = values[i + 1].string, marker != "1" { found.endMarker = marker }
-                    i += 2
-                    if q.voipToken != nil {
-                        found.voipInvalidSinceMs = values[i].integer
-                        i += 1
-                        if q.voipSuspicion { found.voipSuspected = !values[i].isNull; i += 1 }
-                    }
-                    if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
-                    if q.fcmToken != nil { found.fcmInvalidSinceMs = values[i].integer; i += 1 }
-                    for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
-                        found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
-                        if voip != nil { i += 1 }
-                        if q.voipSuspicion {
-                            found.deviceVoipSuspected.append(voip != nil && !values[i].isNull)
-                            if voip != nil { i += 1 }
-                        }
-                        found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
-                        if alert != nil { i += 1 }
-                    }
-                    for fcm in q.deviceFcmTokens {
-                        found.deviceFcmInvalidSinceMs.append(fcm == nil ? nil : values[i].integer)
-                        if fcm != nil { i += 1 }
-                    }
-                    if claims > 0, q.claim {
-                        if values[holder].integer == 1 {
-                            found.claimHolder = claimAs
-                            found.claimTakenNow = true
-                        } else {
-                            found.claimHolder = values[holder].string
-                        }
-                    }
-                    holder += perQuery
-                    out.append(EventLookup(found))
-                }
-                return .success(out)
+        let reads = command.count - 1
+        // The pipeline: the MGET, one HMGET per bucket of the ids that claim nothing, the claims.
+        var sent = [command]
+        if !unclaimedIDs.isEmpty {
+            for b in buckets {
+                var hmget = RedisCommand(reservingBytes: 64 + unclaimedIDs.count * 40, arguments: 2 + unclaimedIDs.count)
+                hmget.append("HMGET")
+                hmget.append(app.outcomes(b))
+                for id in unclaimedIDs { hmget.append(id) }
+                sent.append(hmget)
             }
         }
-        if scripted {
-            lookupScript.run(on: channel(app.calls), keyCount: reads + buckets.count, body: command) { completion(parse($0)) }
-        } else {
-            channel(app.calls).send(command: command, blockMs: 0) { completion(parse($0)) }
+        if claims > 0 {
+            for b in buckets { claimed.append(app.outcomes(b)) }
+            claimed.append(claimAs ?? "")
+            claimed.append(String(claimTTLMs))
+            claimed.append(String(buckets.count))
+            claimed.append(String(app.resultPrefix.utf8.count))
         }
+        // Per claim, the script answers what the key held and, with buckets, the code.
+        let perClaim = buckets.isEmpty ? 1 : 2
+        let parse: ([RedisReply]) -> Result<[EventLookup], RedisError> = { replies in
+            guard let values = replies[0].array, values.count == reads else {
+                return .failure(.unexpectedReply("lookup \(replies[0])"))
+            }
+            var bucketValues: [[RedisReply]] = []
+            for reply in replies.dropFirst().prefix(sent.count - 1) {
+                guard let found = reply.array, found.count == unclaimedIDs.count else {
+                    return .failure(.unexpectedReply("lookup's HMGET \(reply)"))
+                }
+                bucketValues.append(found)
+            }
+            var held: [RedisReply] = []
+            if claims > 0 {
+                guard let answers = replies[sent.count].array, answers.count == perClaim * claims else {
+                    return .failure(.unexpectedReply("lookup's claims \(replies[sent.count])"))
+                }
+                held = answers
+            }
+            var out: [EventLookup] = []
+            out.reserveCapacity(queries.count)
+            var i = 0, unclaimed = 0, claim = 0
+            for q in queries {
+                var stored: String?
+                var code: String?
+                var holder: String?
+                var takenNow = false
+                if claims > 0 && q.claim {
+                    let answer = held[claim]
+                    if perClaim == 2 { code = held[claim + 1].string }
+                    claim += perClaim
+                    if answer.integer == 1 {
+                        holder = claimAs
+                        takenNow = true
+                    } else if let value = answer.string {
+                        if value.hasPrefix(CallHistoryStore.inFlightPrefix) {
+                            holder = String(value.dropFirst(CallHistoryStore.inFlightPrefix.utf8.count))
+                        } else {
+                            stored = value
+                        }
+                    }
+                } else {
+                    stored = values[i].string
+                    i += 1
+                    for found in bucketValues where code == nil { code = found[unclaimed].string }
+                    unclaimed += 1
+                }
+                var outcome = ResultEntry.claimedOutcome(stored)
+                if outcome == nil, let code {
+                    do { outcome = try CompactOutcome.decode(code) } catch {
+                        return .failure(.unexpectedReply("lookup of \(q.eventId): \(error)"))
+                    }
+                }
+                var found = EventLookup.Fields(outcome: outcome, cancelled: !values[i].isNull)
+                if found.cancelled, let marker = values[i].string, marker != "1" { found.endMarker = marker }
+                i += 1
+                if q.voipToken != nil {
+                    found.voipInvalidSinceMs = values[i].integer
+                    i += 1
+                    if q.voipSuspicion { found.voipSuspected = !values[i].isNull; i += 1 }
+                }
+                if q.alertToken != nil { found.alertInvalidSinceMs = values[i].integer; i += 1 }
+                if q.fcmToken != nil { found.fcmInvalidSinceMs = values[i].integer; i += 1 }
+                for (voip, alert) in zip(q.deviceVoipTokens, q.deviceAlertTokens) {
+                    found.deviceVoipInvalidSinceMs.append(voip == nil ? nil : values[i].integer)
+                    if voip != nil { i += 1 }
+                    if q.voipSuspicion {
+                        found.deviceVoipSuspected.append(voip != nil && !values[i].isNull)
+                        if voip != nil { i += 1 }
+                    }
+                    found.deviceAlertInvalidSinceMs.append(alert == nil ? nil : values[i].integer)
+                    if alert != nil { i += 1 }
+                }
+                for fcm in q.deviceFcmTokens {
+                    found.deviceFcmInvalidSinceMs.append(fcm == nil ? nil : values[i].integer)
+                    if fcm != nil { i += 1 }
+                }
+                found.claimHolder = holder
+                found.claimTakenNow = takenNow
+                out.append(EventLookup(found))
+            }
+            return .success(out)
+        }
+        // Sent together on the app's connection, so nothing this process sends goes between
+        // them; answered once every reply is in, with the first failure if any.
+        let on = channel(app.calls)
+        let count = sent.count + (claims > 0 ? 1 : 0)
+        var replies = [RedisReply](repeating: .null, count: count)
+        var failure: RedisError?
+        var remaining = count
+        func take(_ n: Int) -> (Result<RedisReply, RedisError>) -> Void {
+            { result in
+                switch result {
+                case let .success(reply): replies[n] = reply
+                case let .failure(error): failure = failure ?? error
+                }
+                remaining -= 1
+                if remaining == 0 { completion(failure.map { .failure($0) } ?? parse(replies)) }
+            }
+        }
+        for (n, c) in sent.enumerated() { on.send(command: c, blockMs: 0, completion: take(n)) }
+        if claims > 0 { claimCallsScript.run(on: on, keyCount: claims + buckets.count, body: claimed, completion: take(sent.count)) }
     }
 
     /// The in-flight claims of other consumers that `lookup` found (event id and holder): a

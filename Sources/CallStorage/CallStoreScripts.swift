@@ -560,52 +560,50 @@ enum CallStoreLua {
         return out
         """
 
-    /// The router's lookup with in-flight claims, in one step on the app's keys: the values of
-    /// the read keys (one MGET), the queries' compact records (one HMGET of every query's id per
-    /// live outcomes bucket: `AppKeys.outcomes`), then, for each claiming query, the call's
-    /// in-flight claim taken in its result key (`in_flight:` + the consumer, PX the claim TTL)
-    /// unless it holds a result or another consumer's claim, or the call has a compact record
-    /// (done, its detail expired). An invalid event's result is taken over (it claims nothing).
-    /// Returns the read values, followed per query by the holder (false when the
-    /// call is done or the query claims nothing; 1 when this lookup took the claim; else the
-    /// consumer whose claim was there already: this one, for a copy of a call it routes, or
-    /// another one (the caller checks that one's lease in the registry, which is in another
-    /// slot, and takes a lapsed one's claim over with `takeOverClaims`)) and, only when there
-    /// are buckets (an app with the compact record), the compact record's code from the newest
-    /// bucket that has one (false: none).
-    /// KEYS: the read keys, then the live outcomes buckets.
-    /// ARGV: consumer, claim TTL ms, the number of buckets, the length of the result keys'
-    ///       prefix, then per query the index of its result key in KEYS, negative for a query
-    ///       that claims nothing.
-    static let lookupAndClaim = resultValues + """
+    /// The in-flight claims of a lookup's `incoming_call`s, in one step on the app's keys
+    /// (`CallStore.lookup` sends it right after the `MGET` of the lookup's other keys, in the
+    /// same round trip): for each call's result key, its compact record's code from the first
+    /// live outcomes bucket that has one (an app with the compact record: the call is done,
+    /// its detail expired, and nothing is claimed); else the claim, `in_flight:` + the
+    /// consumer, PX the claim TTL, taken unless the key holds a result or a claim already (one
+    /// `SET … NX GET`); an invalid event's result is taken over (it claims nothing).
+    /// Returns per key 1 when this step took the claim, else what the key held (a result, or
+    /// the claim of the consumer routing the call: this one, for a copy of a call it routes,
+    /// or another one, whose lease the caller checks in the registry, in another slot, and
+    /// takes a lapsed one's claim over with `takeOverClaims`), false when it held nothing and
+    /// a code says the call is done; and, only when there are buckets, the code (false: none).
+    /// KEYS: the result keys, then the live outcomes buckets.
+    /// ARGV: consumer, claim TTL ms, the number of buckets, the length of the result keys' prefix.
+    static let claimCalls = resultValues + """
         local nb, prefixLength = tonumber(ARGV[3]), tonumber(ARGV[4])
-        local out = redis.call('MGET', unpack(KEYS, 1, #KEYS - nb))
+        local nc = #KEYS - nb
         local mine = 'in_flight:' .. ARGV[1]
-        local ids, codes = {}, {}
+        local codes = {}
         -- The ids only when there are buckets to ask (an app with the compact record).
         if nb > 0 then
-          for i = 5, #ARGV do ids[#ids + 1] = string.sub(KEYS[math.abs(tonumber(ARGV[i]))], prefixLength + 1) end
-        end
-        for b = #KEYS - nb + 1, #KEYS do
-          local found = redis.call('HMGET', KEYS[b], unpack(ids))
-          for q = 1, #ids do
-            if not codes[q] and found[q] then codes[q] = found[q] end
-          end
-        end
-        for i = 5, #ARGV do
-          local d = tonumber(ARGV[i])
-          local code = codes[i - 4] or false
-          local holder = false
-          if d > 0 and not code then
-            local value = out[d]
-            if not value or isProvisional(value) then
-              redis.call('SET', KEYS[d], mine, 'PX', ARGV[2])
-              holder = 1
-            elseif isClaim(value) then
-              holder = string.sub(value, 11)
+          local ids = {}
+          for k = 1, nc do ids[k] = string.sub(KEYS[k], prefixLength + 1) end
+          for b = nc + 1, #KEYS do
+            local found = redis.call('HMGET', KEYS[b], unpack(ids))
+            for k = 1, nc do
+              if not codes[k] and found[k] then codes[k] = found[k] end
             end
           end
-          out[#out + 1] = holder
+        end
+        local out = {}
+        for k = 1, nc do
+          local code = codes[k] or false
+          local held = false
+          if not code then
+            held = redis.call('SET', KEYS[k], mine, 'NX', 'GET', 'PX', ARGV[2])
+            if not held then
+              held = 1
+            elseif isProvisional(held) then
+              redis.call('SET', KEYS[k], mine, 'PX', ARGV[2])
+              held = 1
+            end
+          end
+          out[#out + 1] = held
           if nb > 0 then out[#out + 1] = code end
         end
         return out

@@ -3,7 +3,7 @@
 /// Redis' slow log to its name here). The scripts themselves stay with the stores that run them.
 package enum ScriptCatalog {
     package static let all: [(name: String, source: String)] = [
-        ("lookup-and-claim", CallStoreLua.lookupAndClaim),
+        ("claim-calls", CallStoreLua.claimCalls),
         ("finish", CallStoreLua.finish),
         ("dead-letter", CallStoreLua.deadLetter),
         ("claim", CallStoreLua.claim),

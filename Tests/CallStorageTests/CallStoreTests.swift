@@ -504,6 +504,15 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(found.value()?.map(\.outcome), ["delivered_alert", nil], "the first outcome, from the compact record")
         XCTAssertEqual(found.value()?.map(\.claimHolder), [nil, "me"], "a done call is not claimed; a new one is")
         XCTAssertEqual(redis("EXISTS", acme.result("k-1"))?.integer, 0, "no claim was written for the done call")
+        // A query that claims nothing (an end of the call) reads the compact record beside the claims.
+        let mixed = complete(loop) {
+            store.lookup(acme, [LookupQuery(eventId: "k-1", voipToken: nil, alertToken: nil),
+                                LookupQuery(eventId: "k-4", voipToken: nil, alertToken: nil, claim: true),
+                                LookupQuery(eventId: "k-2", voipToken: nil, alertToken: nil)],
+                         claimAs: "me", claimTTLMs: 60_000, completion: $0)
+        }
+        XCTAssertEqual(mixed.value()?.map(\.outcome), ["delivered_alert", nil, nil])
+        XCTAssertEqual(mixed.value()?.map(\.claimHolder), [nil, "me", nil], "only the query that asks claims")
 
         let history = complete(loop) { CallHistoryStore(topology: store.topology).read(acme, callID: "k-1", window: windows, completion: $0) }
         XCTAssertEqual(history.value()?.detailExpired, true)
@@ -547,14 +556,23 @@ class CallStoreTests: XCTestCase {
         _ = redis("SET", acme.result("held"), "in_flight:live-1", "PX", "60000")
         _ = redis("SET", acme.result("orphan"), "in_flight:dead-1", "PX", "60000")
         _ = redis("SET", acme.result("done"), result("delivered_voip", "done"), "EX", "60")
+        let invalid = #"{"outcome":"dead_lettered","id":"retried","reason":"invalid_event: no to"}"#
+        _ = redis("SET", acme.result("retried"), invalid, "EX", "60")
         pause(loop, ms: 20)
         let found = complete(loop) {
-            store.lookup(acme, ["free", "held", "orphan", "done"].map { LookupQuery(eventId: $0, voipToken: nil, alertToken: nil, claim: true) },
-                         claimAs: "me", claimTTLMs: 60_000, completion: $0)
+            store.lookup(acme, ["free", "held", "orphan", "done", "retried"].map {
+                LookupQuery(eventId: $0, voipToken: nil, alertToken: nil, claim: true)
+            }, claimAs: "me", claimTTLMs: 60_000, completion: $0)
         }.value()
-        XCTAssertEqual(found?.map(\.claimHolder), ["me", "live-1", "dead-1", nil],
-                       "the free call claimed; the other holders named, none taken over by the lookup; the done call has none")
+        XCTAssertEqual(found?.map(\.claimHolder), ["me", "live-1", "dead-1", nil, "me"],
+                       "the free call claimed; the other holders named, none taken over by the lookup; the done call has none; "
+                       + "an invalid event's result taken over")
+        XCTAssertEqual(found?.map(\.outcome), [nil, nil, nil, "delivered_voip", nil])
+        XCTAssertEqual(found?.map(\.claimTakenNow), [true, false, false, false, true])
         XCTAssertEqual(redis("GET", acme.result("free"))?.string, "in_flight:me")
+        XCTAssertEqual(redis("GET", acme.result("retried"))?.string, "in_flight:me")
+        XCTAssertGreaterThan(redis("PTTL", acme.result("retried"))?.integer ?? 0, 59_000, "the claim's TTL, not the result's")
+        XCTAssertEqual(redis("GET", acme.result("done"))?.string, result("delivered_voip", "done"), "a result stays")
         XCTAssertEqual(redis("GET", acme.result("orphan"))?.string, "in_flight:dead-1")
         let holders = complete(loop) {
             store.takeOverLapsedClaims(acme, [("held", "live-1"), ("orphan", "dead-1")], claimAs: "me", claimTTLMs: 60_000, completion: $0)
