@@ -76,10 +76,14 @@ public final class TLSStream {
     /// SSL_read asked to write first (TLS 1.2 renegotiation): read again once writable.
     private var readWantsWrite = false
 
-    /// Bytes handed to the delegate per `didRead` at most.
-    private static let inputCapacity = 64 * 1024
-    /// Bytes read per readable event at most, so one busy peer cannot hold the loop.
-    private static let maxReadPerEvent = 1024 * 1024
+    /// Bytes handed to the delegate per `didRead` at most: one TLS record's plaintext.
+    private static let inputCapacity = 16 * 1024
+    /// Bytes read per readable event at most, so one busy peer cannot hold the loop: what a
+    /// stream read is worked (an HTTP/2 connection's answers, a Redis reply) before the loop
+    /// serves the others. One record's worth: with 1 MB, a flooded app's APNs connection
+    /// handed the router ~1,000 answers to work in one go while a quiet app's answer waited
+    /// on the next connection (docs/architecture.md, "Scheduling").
+    private static let maxReadPerEvent = inputCapacity
 
     private init(base: OpaquePointer, ssl: OpaquePointer?, phase: Life.State, delegate: TLSStreamDelegate) {
         self.base = base
