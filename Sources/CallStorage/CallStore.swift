@@ -492,7 +492,8 @@ public final class CallStore {
         var command = RedisCommand(reservingBytes: queries.count * (2 * app.cancelledPrefix.utf8.count + 190) + 512,
                                    arguments: 1 + 6 * queries.count)
         command.append("MGET")
-        var claimed = RedisCommand(reservingBytes: claims * (app.resultPrefix.utf8.count + 40) + 128, arguments: claims + 9)
+        var claimed = RedisCommand(reservingBytes: claims > 0 ? claims * (app.resultPrefix.utf8.count + 40) + 128 : 0,
+                                   arguments: claims > 0 ? claims + 9 : 0)
         var unclaimedIDs: [String] = []
         for q in queries {
             if claims > 0 && q.claim {
@@ -538,12 +539,13 @@ public final class CallStore {
         }
         // Per claim, the script answers what the key held and, with buckets, the code.
         let perClaim = buckets.isEmpty ? 1 : 2
+        let hmgets = sent.count - 1
         let parse: ([RedisReply]) -> Result<[EventLookup], RedisError> = { replies in
             guard let values = replies[0].array, values.count == reads else {
                 return .failure(.unexpectedReply("lookup \(replies[0])"))
             }
             var bucketValues: [[RedisReply]] = []
-            for reply in replies.dropFirst().prefix(sent.count - 1) {
+            for reply in replies[1..<1 + hmgets] {
                 guard let found = reply.array, found.count == unclaimedIDs.count else {
                     return .failure(.unexpectedReply("lookup's HMGET \(reply)"))
                 }
@@ -551,8 +553,8 @@ public final class CallStore {
             }
             var held: [RedisReply] = []
             if claims > 0 {
-                guard let answers = replies[sent.count].array, answers.count == perClaim * claims else {
-                    return .failure(.unexpectedReply("lookup's claims \(replies[sent.count])"))
+                guard let answers = replies[1 + hmgets].array, answers.count == perClaim * claims else {
+                    return .failure(.unexpectedReply("lookup's claims \(replies[1 + hmgets])"))
                 }
                 held = answers
             }
