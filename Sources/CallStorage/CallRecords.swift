@@ -167,7 +167,7 @@ public struct LookupQuery: Equatable, Sendable {
     /// The event's tokens, to learn whether APNs declared them invalid; nil: not asked.
     public var voipToken: String?
     public var alertToken: String?
-    /// Take the call's in-flight claim (`AppKeys.result`) in the same step, for an
+    /// Take the call's in-flight claim (`AppKeys.result`) in the same round trip, for an
     /// `incoming_call` about to be pushed.
     public var claim: Bool
     /// With ring receipts on: also read whether the VoIP tokens are suspected of iOS's silent

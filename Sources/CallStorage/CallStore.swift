@@ -465,7 +465,8 @@ public final class CallStore {
     /// One round trip for several events of one app (the router looks up every event of a read
     /// together): per event, the outcome already recorded for its id (read from its result
     /// key), whether it is cancelled, and since when its tokens are known invalid, in one
-    /// `MGET`. Answers in the order of `queries`. A result key holding an in-flight
+    /// `MGET` (but for the result keys of the queries that claim). Answers in the order of
+    /// `queries`. A result key holding an in-flight
     /// claim (`AppKeys.result`) or an invalid event's result is no outcome
     /// (`ResultEntry.claimedOutcome`). For an app with the compact record (unless `outcomes`
     /// is false and nothing claims), a call whose result key expired is found done by its
@@ -493,7 +494,7 @@ public final class CallStore {
                                    arguments: 1 + 6 * queries.count)
         command.append("MGET")
         var claimed = RedisCommand(reservingBytes: claims > 0 ? claims * (app.resultPrefix.utf8.count + 40) + 128 : 0,
-                                   arguments: claims > 0 ? claims + 9 : 0)
+                                   arguments: claims > 0 ? claims + 9 : 0)  // sent only when claims > 0
         var unclaimedIDs: [String] = []
         for q in queries {
             if claims > 0 && q.claim {
@@ -570,7 +571,7 @@ public final class CallStore {
                     let answer = held[claim]
                     if perClaim == 2 { code = held[claim + 1].string }
                     claim += perClaim
-                    if answer.integer == 1 {
+                    if answer == .integer(1) {
                         holder = claimAs
                         takenNow = true
                     } else if let value = answer.string {
@@ -622,8 +623,11 @@ public final class CallStore {
             }
             return .success(out)
         }
-        // Sent together on the app's connection, so nothing this process sends goes between
-        // them; answered once every reply is in, with the first failure if any.
+        // Sent together on the app's connection: nothing this process sends goes between them
+        // unless a command is sent again on its own (a script Redis lost: `RedisScript`'s
+        // `EVAL`; a cluster's redirect), which only makes the MGET's values older than the
+        // claims, as a cancel or a mark written just after would. Answered once every reply
+        // is in, with the first failure if any.
         let on = channel(app.calls)
         let count = sent.count + (claims > 0 ? 1 : 0)
         var replies = [RedisReply](repeating: .null, count: count)

@@ -5,8 +5,8 @@
 
 enum CallStoreLua {
     /// What a per-event result key (`AppKeys.result`) holds, shared by every script that reads
-    /// or writes one (`ResultEntry.claimedOutcome` reads values the same way in Swift, and the
-    /// lookup script returns a claim's holder): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
+    /// or writes one (`ResultEntry.claimedOutcome` reads values the same way in Swift, and
+    /// `CallStore.lookup` a claim's holder): nothing; an in-flight claim, `in_flight:` + the consumer routing the call
     /// (`isClaim`); or a result JSON, which starts with `{"outcome":"…",`. An invalid event's
     /// result (`dead_lettered` with reason `invalid_event: …`, `isProvisional`) claims nothing:
     /// a later event with its id takes the key over.
@@ -562,16 +562,17 @@ enum CallStoreLua {
 
     /// The in-flight claims of a lookup's `incoming_call`s, in one step on the app's keys
     /// (`CallStore.lookup` sends it right after the `MGET` of the lookup's other keys, in the
-    /// same round trip): for each call's result key, its compact record's code from the first
-    /// live outcomes bucket that has one (an app with the compact record: the call is done,
-    /// its detail expired, and nothing is claimed); else the claim, `in_flight:` + the
-    /// consumer, PX the claim TTL, taken unless the key holds a result or a claim already (one
-    /// `SET … NX GET`); an invalid event's result is taken over (it claims nothing).
-    /// Returns per key 1 when this step took the claim, else what the key held (a result, or
-    /// the claim of the consumer routing the call: this one, for a copy of a call it routes,
-    /// or another one, whose lease the caller checks in the registry, in another slot, and
-    /// takes a lapsed one's claim over with `takeOverClaims`), false when it held nothing and
-    /// a code says the call is done; and, only when there are buckets, the code (false: none).
+    /// same round trip). Per call's result key: its compact record's code from the first live
+    /// outcomes bucket that has one (an app with the compact record); with a code the call is
+    /// done and nothing is claimed, the key read as it is (a result while the detail lasts).
+    /// Else the claim, `in_flight:` + the consumer, PX the claim TTL, taken unless the key holds
+    /// a result or a claim already (one `SET … NX GET` either way); an invalid event's result is
+    /// taken over (it claims nothing).
+    /// Returns per key 1 when this step took the claim; else what the key held: a result, or the
+    /// claim of the consumer routing the call (this one, for a copy of a call it routes, or
+    /// another one, whose lease the caller checks in the registry, in another slot, and takes a
+    /// lapsed one's claim over with `takeOverClaims`; never with a code); false when it held
+    /// neither. Then, only when there are buckets, the code (false: none).
     /// KEYS: the result keys, then the live outcomes buckets.
     /// ARGV: consumer, claim TTL ms, the number of buckets, the length of the result keys' prefix.
     static let claimCalls = resultValues + """
@@ -594,7 +595,10 @@ enum CallStoreLua {
         for k = 1, nc do
           local code = codes[k] or false
           local held = false
-          if not code then
+          if code then
+            local value = redis.call('GET', KEYS[k])
+            if value and not isClaim(value) then held = value end
+          else
             held = redis.call('SET', KEYS[k], mine, 'NX', 'GET', 'PX', ARGV[2])
             if not held then
               held = 1

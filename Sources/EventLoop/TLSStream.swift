@@ -80,7 +80,7 @@ public final class TLSStream {
     private static let inputCapacity = 16 * 1024
     /// Bytes read per readable event at most, so one busy peer cannot hold the loop: what a
     /// stream read is worked (an HTTP/2 connection's answers, a Redis reply) before the loop
-    /// serves the others. One record's worth: with 1 MB, a flooded app's APNs connection
+    /// polls the others. One record's worth: with 1 MB, a flooded app's APNs connection
     /// handed the router ~1,000 answers to work in one go while a quiet app's answer waited
     /// on the next connection (docs/architecture.md, "Scheduling").
     private static let maxReadPerEvent = inputCapacity
@@ -352,9 +352,10 @@ public final class TLSStream {
                     filled = 0
                     total += Self.inputCapacity
                     if total >= Self.maxReadPerEvent {
-                        // More may wait inside OpenSSL, which epoll cannot see: come back next
-                        // round. (A plain socket is level-triggered: libevent reports it again.)
-                        if isTLS { event_active(readEvent, Int32(EV_READ), 0) }
+                        // What is left in the socket epoll reports again (the read event is
+                        // level-triggered), after the loop polled the others. Bytes OpenSSL
+                        // already read it cannot see: only then come back at once.
+                        if let ssl, SSL_has_pending(ssl) == 1 { event_active(readEvent, Int32(EV_READ), 0) }
                         break reading
                     }
                 } else if !mayHaveMore {

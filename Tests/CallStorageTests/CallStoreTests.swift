@@ -504,15 +504,31 @@ class CallStoreTests: XCTestCase {
         XCTAssertEqual(found.value()?.map(\.outcome), ["delivered_alert", nil], "the first outcome, from the compact record")
         XCTAssertEqual(found.value()?.map(\.claimHolder), [nil, "me"], "a done call is not claimed; a new one is")
         XCTAssertEqual(redis("EXISTS", acme.result("k-1"))?.integer, 0, "no claim was written for the done call")
-        // A query that claims nothing (an end of the call) reads the compact record beside the claims.
+        // A query that claims nothing (an end of the call) reads the compact record beside the
+        // claims; each answer keeps its own marks (the claiming one's result key is not in the MGET).
+        _ = redis("SET", acme.cancelled("k-4"), "1", "EX", "60")
+        _ = redis("SET", acme.invalidVoipPrefix + "aa07", "77", "EX", "60")
         let mixed = complete(loop) {
-            store.lookup(acme, [LookupQuery(eventId: "k-1", voipToken: nil, alertToken: nil),
-                                LookupQuery(eventId: "k-4", voipToken: nil, alertToken: nil, claim: true),
-                                LookupQuery(eventId: "k-2", voipToken: nil, alertToken: nil)],
+            store.lookup(acme, [LookupQuery(eventId: "k-1", voipToken: "aa06", alertToken: nil),
+                                LookupQuery(eventId: "k-4", voipToken: "aa07", alertToken: nil, claim: true),
+                                LookupQuery(eventId: "k-2", voipToken: "aa07", alertToken: nil)],
                          claimAs: "me", claimTTLMs: 60_000, completion: $0)
         }
         XCTAssertEqual(mixed.value()?.map(\.outcome), ["delivered_alert", nil, nil])
         XCTAssertEqual(mixed.value()?.map(\.claimHolder), [nil, "me", nil], "only the query that asks claims")
+        XCTAssertEqual(mixed.value()?.map(\.cancelled), [false, true, false])
+        XCTAssertEqual(mixed.value()?.map(\.voipInvalidSinceMs), [nil, 77, 77])
+        // A code the lookup cannot read (a newer gateway's, say) while the call's detail is still
+        // there: the detail answers, as for a call that claims nothing, and nothing is claimed.
+        _ = redis("HSET", acme.outcomes(buckets.bucket(atUnixSeconds: Clock.unixMs() / 1000)), "k-5", "?")
+        _ = redis("SET", acme.result("k-5"), result("delivered_voip", "k-5"), "EX", "60")
+        let detailed = complete(loop) {
+            store.lookup(acme, [LookupQuery(eventId: "k-5", voipToken: nil, alertToken: nil, claim: true)],
+                         claimAs: "me", claimTTLMs: 60_000, completion: $0)
+        }
+        XCTAssertEqual(detailed.value()?.map(\.outcome), ["delivered_voip"])
+        XCTAssertEqual(detailed.value()?.map(\.claimHolder), [nil])
+        XCTAssertEqual(redis("GET", acme.result("k-5"))?.string, result("delivered_voip", "k-5"))
 
         let history = complete(loop) { CallHistoryStore(topology: store.topology).read(acme, callID: "k-1", window: windows, completion: $0) }
         XCTAssertEqual(history.value()?.detailExpired, true)
@@ -558,17 +574,18 @@ class CallStoreTests: XCTestCase {
         _ = redis("SET", acme.result("done"), result("delivered_voip", "done"), "EX", "60")
         let invalid = #"{"outcome":"dead_lettered","id":"retried","reason":"invalid_event: no to"}"#
         _ = redis("SET", acme.result("retried"), invalid, "EX", "60")
+        _ = redis("SET", acme.result("mine"), "in_flight:me", "PX", "60000")
         pause(loop, ms: 20)
         let found = complete(loop) {
-            store.lookup(acme, ["free", "held", "orphan", "done", "retried"].map {
+            store.lookup(acme, ["free", "held", "orphan", "done", "retried", "mine"].map {
                 LookupQuery(eventId: $0, voipToken: nil, alertToken: nil, claim: true)
             }, claimAs: "me", claimTTLMs: 60_000, completion: $0)
         }.value()
-        XCTAssertEqual(found?.map(\.claimHolder), ["me", "live-1", "dead-1", nil, "me"],
+        XCTAssertEqual(found?.map(\.claimHolder), ["me", "live-1", "dead-1", nil, "me", "me"],
                        "the free call claimed; the other holders named, none taken over by the lookup; the done call has none; "
-                       + "an invalid event's result taken over")
-        XCTAssertEqual(found?.map(\.outcome), [nil, nil, nil, "delivered_voip", nil])
-        XCTAssertEqual(found?.map(\.claimTakenNow), [true, false, false, false, true])
+                       + "an invalid event's result taken over; this consumer's own claim (a copy it routes) named")
+        XCTAssertEqual(found?.map(\.outcome), [nil, nil, nil, "delivered_voip", nil, nil])
+        XCTAssertEqual(found?.map(\.claimTakenNow), [true, false, false, false, true, false])
         XCTAssertEqual(redis("GET", acme.result("free"))?.string, "in_flight:me")
         XCTAssertEqual(redis("GET", acme.result("retried"))?.string, "in_flight:me")
         XCTAssertGreaterThan(redis("PTTL", acme.result("retried"))?.integer ?? 0, 59_000, "the claim's TTL, not the result's")
