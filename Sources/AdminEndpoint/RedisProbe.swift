@@ -73,9 +73,16 @@ package final class RedisProbe {
         return max(settings.backlogEveryMs, 250 * Int64(apps.count))
     }
 
+    /// `writeProbeEveryMs`, or a quarter of it while a node refuses writes: a probe answered
+    /// late (behind the router's held records on the write connection) then costs a quarter
+    /// period, not a whole one, before readiness follows the writes coming back.
+    private var writeProbePeriodMs: Int64 {
+        refusingWrites.isEmpty ? settings.writeProbeEveryMs : max(1, settings.writeProbeEveryMs / 4)
+    }
+
     private func tick() {
         let now = Clock.monotonicMs()
-        if !writeProbeOutstanding, now - (lastWriteProbeSentMs ?? .min / 2) >= settings.writeProbeEveryMs {
+        if !writeProbeOutstanding, now - (lastWriteProbeSentMs ?? .min / 2) >= writeProbePeriodMs {
             lastWriteProbeSentMs = now
             writeProbeOutstanding = true
             store.probeWrites { [weak self] answers in
@@ -126,7 +133,7 @@ package final class RedisProbe {
         // The next tick when the earlier of the two is due; one still outstanding (Redis slow
         // or gone) is looked at again a period from now.
         let nextPing = (pingOutstanding ? now : lastPingSentMs ?? now) + settings.pingEveryMs
-        let nextWrite = (writeProbeOutstanding ? now : lastWriteProbeSentMs ?? now) + settings.writeProbeEveryMs
+        let nextWrite = (writeProbeOutstanding ? now : lastWriteProbeSentMs ?? now) + writeProbePeriodMs
         timer.schedule(afterMs: max(1, min(nextPing, nextWrite) - now))
     }
 }
